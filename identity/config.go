@@ -1,0 +1,58 @@
+package identity
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+)
+
+// String describes c with every API key redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("{APIKeys:%v JWT:%v Anonymous:%t}", c.APIKeys, c.JWT, c.Anonymous)
+}
+
+// GoString is String, so %#v cannot print keys either.
+func (c Config) GoString() string { return "identity.Config" + c.String() }
+
+// LogValue describes c with every API key redacted.
+func (c Config) LogValue() slog.Value {
+	keys := make([]any, len(c.APIKeys))
+	for i, k := range c.APIKeys {
+		keys[i] = k.LogValue()
+	}
+	attrs := []slog.Attr{
+		slog.Any("api_keys", keys),
+		slog.Bool("anonymous", c.Anonymous),
+	}
+	if c.JWT != nil {
+		attrs = append(attrs, slog.Any("jwt", c.JWT.LogValue()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// String describes j; a password in the JWKS URL is redacted.
+func (j JWT) String() string {
+	return fmt.Sprintf("{JWKSFile:%s JWKSURL:%s Issuer:%s Audience:%v SubjectClaim:%s GroupsClaim:%s Leeway:%s}",
+		j.JWKSFile, redactURL(j.JWKSURL), j.Issuer, j.Audience, j.SubjectClaim, j.GroupsClaim, j.Leeway)
+}
+
+// LogValue describes j; a password in the JWKS URL is redacted.
+func (j JWT) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("jwks_file", j.JWKSFile),
+		slog.String("jwks_url", redactURL(j.JWKSURL)),
+		slog.String("issuer", j.Issuer),
+		slog.Any("audience", j.Audience),
+		slog.String("subject_claim", j.SubjectClaim),
+		slog.String("groups_claim", j.GroupsClaim),
+		slog.Duration("leeway", j.Leeway),
+	)
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return redacted // it may be anything, including a secret
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,133 @@
+// Package identity answers "who is calling" for a request that reaches the
+// proxy listener. It reads one credential, a bearer token in the
+// Authorization header, and turns it into a [Subject]: a configured API key,
+// or a JWT verified against a JWKS. It never looks at query strings,
+// cookies, other headers or tool arguments, and it knows nothing of policy,
+// proxying or parked calls.
+package identity
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+)
+
+// AnonymousID is the subject ID of a request without credentials when
+// anonymous access is enabled.
+const AnonymousID = "anonymous"
+
+// Subject is a verified caller.
+type Subject struct {
+	// ID is the API key's configured subject, the JWT's subject claim, or
+	// AnonymousID.
+	ID string
+	// Groups is nil when the caller has none.
+	Groups []string
+	// Claims holds every claim of a verified JWT as decoded JSON
+	// (map[string]any, []any, string, json.Number, bool, nil). Numbers are
+	// json.Number, as OPA decodes its own input, so large integers keep
+	// their precision. Nil for API keys and anonymous callers.
+	Claims map[string]any
+	// Authenticated is false only for the anonymous subject.
+	Authenticated bool
+}
+
+// Config says which credentials are accepted. The zero value accepts none:
+// every request fails with ErrUnauthenticated.
+type Config struct {
+	APIKeys []APIKey
+	// JWT, when set, accepts bearer JWTs verified against a JWKS.
+	JWT *JWT
+	// Anonymous lets requests without an Authorization header through as
+	// AnonymousID. A present but bad credential still fails.
+	Anonymous bool
+	// Logger receives background JWKS refresh failures. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Authenticator authenticates requests. It is safe for concurrent use.
+// Call Close when done if the configuration has a JWKS URL.
+type Authenticator struct {
+	keys      apiKeys
+	jwt       *jwtVerifier // nil when JWT is not configured
+	anonymous bool
+}
+
+// maxTokenLen bounds the bearer token before any hashing or parsing. Real
+// API keys and JWTs are far smaller; Go's server already caps the header
+// block at 1 MiB, which is too much to hand to a JWT parser per request.
+const maxTokenLen = 16 << 10
+
+// New validates cfg and returns an Authenticator. Every problem is reported
+// (joined) with the config key that has it, e.g.
+// "identity.api_keys[1].key: empty". With a JWKS URL, New fetches the key set
+// once and fails if it cannot.
+func New(cfg Config) (*Authenticator, error) {
+	keys, errs := newAPIKeys(cfg.APIKeys)
+	a := &Authenticator{keys: keys, anonymous: cfg.Anonymous}
+	if cfg.JWT != nil {
+		logger := cfg.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		// Only build the verifier (which may fetch a JWKS) when the rest of
+		// the config is sound, so one bad key does not cost a network trip.
+		if v, err := newJWTVerifier(*cfg.JWT, logger, len(errs) == 0); err != nil {
+			errs = append(errs, err)
+		} else {
+			a.jwt = v
+		}
+	}
+	if len(errs) > 0 {
+		a.Close()
+		return nil, errors.Join(errs...)
+	}
+	return a, nil
+}
+
+// Close stops the background JWKS refresh, if any. It is safe to call more
+// than once and on an Authenticator without a JWKS URL.
+func (a *Authenticator) Close() error {
+	if a.jwt == nil {
+		return nil
+	}
+	return a.jwt.close()
+}
+
+// Authenticate returns the caller of r. The credential is read only from a
+// single "Authorization: Bearer <token>" header (scheme case-insensitive).
+// A token equal to a configured API key wins; otherwise a token shaped like a
+// compact JWS is verified as a JWT when JWT is configured. Without an
+// Authorization header the result is the anonymous subject when allowed.
+// A present credential that does not verify is always an error, even when
+// anonymous access is allowed. Every error wraps ErrUnauthenticated.
+func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
+	values := r.Header.Values("Authorization")
+	switch len(values) {
+	case 0:
+		if a.anonymous {
+			return Subject{ID: AnonymousID}, nil
+		}
+		return Subject{}, errNoCredentials
+	case 1:
+	default:
+		// Two headers could be read differently by toolgate and by whatever
+		// sits behind it; refuse rather than pick one.
+		return Subject{}, errManyAuthorizations
+	}
+	token, err := bearerToken(values[0])
+	if err != nil {
+		return Subject{}, err
+	}
+	if k, ok := a.keys.lookup(token); ok {
+		// Clone so a caller appending to Groups cannot change the config
+		// shared by every request.
+		return Subject{ID: k.subject, Groups: slices.Clone(k.groups), Authenticated: true}, nil
+	}
+	if a.jwt != nil && looksLikeJWS(token) {
+		return a.jwt.verify(r.Context(), token)
+	}
+	return Subject{}, errUnknownAPIKey
+}

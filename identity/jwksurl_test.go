@@ -1,0 +1,146 @@
+package identity_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/toolgate/toolgate/identity"
+)
+
+// jwksServer serves whatever JWKS was last set and counts the fetches.
+type jwksServer struct {
+	*httptest.Server
+	body    atomic.Pointer[[]byte]
+	status  atomic.Int32
+	fetches atomic.Int32
+}
+
+func newJWKSServer(t *testing.T, body []byte) *jwksServer {
+	t.Helper()
+	s := &jwksServer{}
+	s.set(body)
+	s.status.Store(http.StatusOK)
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(int(s.status.Load()))
+		w.Write(*s.body.Load())
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *jwksServer) set(body []byte) { s.body.Store(&body) }
+
+func (s *jwksServer) config() identity.Config {
+	return identity.Config{
+		JWT: &identity.JWT{
+			JWKSURL:    s.URL + "/.well-known/jwks.json",
+			HTTPClient: s.Client(), // trusts the test server's certificate
+			Issuer:     testIssuer,
+			Audience:   []string{testAudience},
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+func keySet(t testing.TB, keys ...jwk.Key) []byte {
+	t.Helper()
+	set := jwk.NewSet()
+	for _, k := range keys {
+		if err := set.AddKey(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return must(json.Marshal(set))
+}
+
+func TestJWKSURL(t *testing.T) {
+	k1, k2, k3 := newSigningKeys(t), newSigningKeys(t), newSigningKeys(t)
+	srv := newJWKSServer(t, keySet(t, publicJWK(t, &k1.rsa.PublicKey, "k1", "RS256"), publicJWK(t, &k1.ec.PublicKey, "ec1", "")))
+	a := newAuthenticator(t, srv.config())
+	if n := srv.fetches.Load(); n != 1 {
+		t.Errorf("fetches after New = %d, want 1", n)
+	}
+
+	check := func(token, wantErr string) {
+		t.Helper()
+		got, err := a.Authenticate(request("Bearer " + token))
+		if wantErr != "" {
+			checkErr(t, err, wantErr, token)
+			return
+		}
+		if err != nil || got.ID != "user-1" {
+			t.Errorf("Authenticate() = %+v, %v; want user-1", got, err)
+		}
+	}
+	check(sign(t, jwa.RS256(), k1.rsa, "k1", claims(), nil), "")
+	check(sign(t, jwa.ES256(), k1.ec, "ec1", claims(), nil), "")
+
+	// The issuer rotates to k2: the first token naming it fetches the set.
+	srv.set(keySet(t, publicJWK(t, &k2.rsa.PublicKey, "k2", "RS256")))
+	check(sign(t, jwa.RS256(), k2.rsa, "k2", claims(), nil), "")
+	if n := srv.fetches.Load(); n != 2 {
+		t.Errorf("fetches after rotation = %d, want 2", n)
+	}
+	check(sign(t, jwa.RS256(), k1.rsa, "k1", claims(), nil), "identity: jwt: unknown signing key")
+
+	// Another unknown kid right away does not fetch again: forged kids must
+	// not turn into one fetch per request.
+	srv.set(keySet(t, publicJWK(t, &k3.rsa.PublicKey, "k3", "RS256")))
+	for range 3 {
+		check(sign(t, jwa.RS256(), k3.rsa, "k3", claims(), nil), "identity: jwt: unknown signing key")
+	}
+	if n := srv.fetches.Load(); n != 2 {
+		t.Errorf("fetches after more unknown kids = %d, want 2", n)
+	}
+
+	if err := a.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+}
+
+func TestJWKSURLRefused(t *testing.T) {
+	k := newSigningKeys(t)
+	tests := []struct {
+		name   string
+		body   []byte
+		status int
+		want   string
+	}{
+		{name: "server error", body: []byte(`oops`), status: http.StatusInternalServerError, want: "identity.jwt.jwks_url: fetching"},
+		{name: "not a JWKS", body: []byte(`<html>`), status: http.StatusOK, want: "identity.jwt.jwks_url: fetching"},
+		{name: "symmetric key", body: keySet(t, publicJWK(t, k.hmac, "h", "HS256")), status: http.StatusOK, want: "symmetric keys are not accepted from a JWKS URL"},
+		{name: "no keys", body: []byte(`{"keys":[]}`), status: http.StatusOK, want: "no keys"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newJWKSServer(t, tt.body)
+			srv.status.Store(int32(tt.status))
+			start := time.Now()
+			a, err := identity.New(srv.config())
+			if err == nil {
+				a.Close()
+				t.Fatalf("New() error = nil, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New() error = %q, want it to contain %q", err, tt.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("New() took %s to fail", d)
+			}
+		})
+	}
+}

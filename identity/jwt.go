@@ -1,0 +1,276 @@
+package identity
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+	"github.com/lestrrat-go/jwx/v3/jwt"
+)
+
+// JWT configures verified bearer JWTs. Exactly one of JWKSFile and JWKSURL
+// names the keys.
+type JWT struct {
+	// JWKSFile is the path of a JWKS (or single JWK) JSON file with RSA, EC
+	// (P-256/384/521), OKP (Ed25519) or oct keys. It is read once, by New.
+	JWKSFile string
+	// JWKSURL is the https URL of a JWKS. New fetches it and fails if it
+	// cannot; it is then refreshed in the background (as its Cache-Control
+	// says, between 5 minutes and 24 hours) and at most once a minute when
+	// a token names an unknown kid, so key rotation needs no restart. A
+	// refresh that fails keeps the previous keys. oct keys are refused
+	// here: a JWKS endpoint is public.
+	JWKSURL string
+	// HTTPClient fetches JWKSURL. Nil means a client with a 10s timeout
+	// that follows only https redirects.
+	HTTPClient *http.Client
+	// Issuer must equal the token's "iss". Required.
+	Issuer string
+	// Audience lists accepted audiences; the token's "aud" must contain at
+	// least one. Required.
+	Audience []string
+	// SubjectClaim names the claim that becomes Subject.ID; default "sub".
+	// It must be a non-empty string.
+	SubjectClaim string
+	// GroupsClaim names the claim that becomes Subject.Groups: an array of
+	// strings or a space-separated string. Default "groups"; absent means
+	// no groups.
+	GroupsClaim string
+	// Leeway is the clock skew allowed for exp, nbf and iat; zero means the
+	// default, 30s.
+	Leeway time.Duration
+}
+
+const (
+	defaultSubjectClaim = "sub"
+	defaultGroupsClaim  = "groups"
+	defaultLeeway       = 30 * time.Second
+)
+
+// jwtVerifier verifies JWTs. Its fields are set once, by newJWTVerifier.
+type jwtVerifier struct {
+	verifyOpts   []jws.VerifyOption
+	validateOpts []jwt.ValidateOption
+	subjectClaim string
+	groupsClaim  string
+	remote       *remoteKeys // nil for a JWKS file
+}
+
+// newJWTVerifier validates cfg and loads its keys. It loads nothing when
+// load is false (the config already has other errors).
+func newJWTVerifier(cfg JWT, logger *slog.Logger, load bool) (*jwtVerifier, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("identity.jwt."+format, args...))
+	}
+	switch {
+	case cfg.JWKSFile == "" && cfg.JWKSURL == "":
+		bad("jwks_file: one of jwks_file or jwks_url is required")
+	case cfg.JWKSFile != "" && cfg.JWKSURL != "":
+		bad("jwks_url: set either jwks_file or jwks_url, not both")
+	}
+	if cfg.Issuer == "" {
+		bad("issuer: required")
+	}
+	if len(cfg.Audience) == 0 {
+		bad("audience: required (at least one)")
+	}
+	for i, a := range cfg.Audience {
+		if a == "" {
+			bad("audience[%d]: empty", i)
+		}
+	}
+	if cfg.Leeway < 0 {
+		bad("leeway: negative")
+	}
+	if len(errs) > 0 || !load {
+		return nil, errors.Join(errs...)
+	}
+
+	v := &jwtVerifier{
+		subjectClaim: cmp.Or(cfg.SubjectClaim, defaultSubjectClaim),
+		groupsClaim:  cmp.Or(cfg.GroupsClaim, defaultGroupsClaim),
+	}
+	var provider keyProvider
+	if cfg.JWKSFile != "" {
+		set, err := readKeySet(cfg.JWKSFile)
+		if err != nil {
+			return nil, fmt.Errorf("identity.jwt.jwks_file: %w", err)
+		}
+		provider = keyProvider{set: func() jwk.Set { return set }, symmetric: true}
+	} else {
+		r, err := newRemoteKeys(cfg.JWKSURL, cfg.HTTPClient, logger)
+		if err != nil {
+			return nil, fmt.Errorf("identity.jwt.jwks_url: %w", err)
+		}
+		v.remote = r
+		provider = keyProvider{set: r.current}
+	}
+	leeway := cmp.Or(cfg.Leeway, defaultLeeway)
+	audience := slices.Clone(cfg.Audience)
+	v.verifyOpts = []jws.VerifyOption{
+		jws.WithKeyProvider(provider),
+		// Belt and braces: the provider already only offers the header's
+		// algorithm, and only for a key that accepts it.
+		jws.WithAlgorithmMatch(true),
+		// RFC 7515 §4.1.11: a "crit" extension toolgate does not know
+		// must fail; jws.Verify accepts any by default.
+		jws.WithCritValidation(true),
+	}
+	v.validateOpts = []jwt.ValidateOption{
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithValidator(jwt.ValidatorFunc(func(_ context.Context, t jwt.Token) error {
+			aud, _ := t.Audience()
+			for _, a := range aud {
+				if slices.Contains(audience, a) {
+					return nil
+				}
+			}
+			return errJWTAudience
+		})),
+		jwt.WithRequiredClaim(jwt.ExpirationKey),
+		jwt.WithAcceptableSkew(leeway),
+	}
+	return v, nil
+}
+
+// readKeySet reads and checks a JWKS file.
+func readKeySet(path string) (jwk.Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading: %w", err)
+	}
+	set, err := jwk.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	if err := checkKeySet(set, true); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
+}
+
+func (v *jwtVerifier) close() error {
+	if v.remote == nil {
+		return nil
+	}
+	return v.remote.close()
+}
+
+// verify verifies a compact JWS token and returns its subject.
+func (v *jwtVerifier) verify(ctx context.Context, token string) (Subject, error) {
+	payload, err := jws.Verify([]byte(token), v.verifyOpts...)
+	if err != nil && v.remote != nil && errors.Is(err, errJWTUnknownKey) && v.remote.refresh(ctx) {
+		// The issuer may have rotated its keys since the last fetch.
+		payload, err = jws.Verify([]byte(token), v.verifyOpts...)
+	}
+	if err != nil {
+		return Subject{}, verifyFailure(err)
+	}
+
+	// The payload is signed; now it must be a claim set that holds.
+	tok := jwt.New()
+	if err := json.Unmarshal(payload, tok); err != nil {
+		return Subject{}, errJWTClaims
+	}
+	if err := jwt.Validate(tok, v.validateOpts...); err != nil {
+		return Subject{}, validateFailure(err)
+	}
+	// Decoded a second time, as plain JSON, for the policy. Both decoders
+	// keep the last of duplicate names, so they agree on what was checked.
+	claims, err := decodeClaims(payload)
+	if err != nil {
+		return Subject{}, err
+	}
+	sub, _ := claims[v.subjectClaim].(string)
+	if sub == "" {
+		return Subject{}, errJWTSubject
+	}
+	groups, err := groupsOf(claims[v.groupsClaim])
+	if err != nil {
+		return Subject{}, err
+	}
+	return Subject{ID: sub, Groups: groups, Claims: claims, Authenticated: true}, nil
+}
+
+// verifyFailure turns a jws.Verify error into a short reason.
+func verifyFailure(err error) error {
+	var reason authError
+	switch {
+	case errors.As(err, &reason): // from keyProvider
+		return reason
+	case errors.Is(err, jws.ParseError()):
+		return errJWTMalformed
+	case errors.Is(err, jws.VerificationError()):
+		return errJWTSignature
+	}
+	return errJWTRejected
+}
+
+// validateFailure turns a jwt.Validate error into a short reason.
+func validateFailure(err error) error {
+	var reason authError
+	switch {
+	case errors.As(err, &reason): // from the audience validator
+		return reason
+	case errors.Is(err, jwt.TokenExpiredError()):
+		return errJWTExpired
+	case errors.Is(err, jwt.TokenNotYetValidError()):
+		return errJWTNotYetValid
+	case errors.Is(err, jwt.InvalidIssuedAtError()):
+		return errJWTIssuedInFuture
+	case errors.Is(err, jwt.InvalidIssuerError()):
+		return errJWTIssuer
+	case errors.Is(err, jwt.MissingRequiredClaimError()):
+		return errJWTMissingExp // exp is the only claim required
+	}
+	return errJWTClaims
+}
+
+// decodeClaims decodes a JSON object with numbers as json.Number.
+func decodeClaims(payload []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var claims map[string]any
+	if err := dec.Decode(&claims); err != nil || claims == nil {
+		return nil, errJWTClaims
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errJWTClaims // trailing data
+	}
+	return claims, nil
+}
+
+// groupsOf reads a groups claim: absent, an array of strings, or a
+// space-separated string (the OAuth "scope" style).
+func groupsOf(v any) ([]string, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return strings.Fields(v), nil
+	case []any:
+		groups := make([]string, 0, len(v))
+		for _, g := range v {
+			s, ok := g.(string)
+			if !ok {
+				return nil, errJWTGroups
+			}
+			groups = append(groups, s)
+		}
+		return groups, nil
+	}
+	return nil, errJWTGroups
+}

@@ -1,0 +1,127 @@
+// Package config reads toolgate's YAML configuration file, layers environment
+// variables and flags over it, expands ${NAME} references, applies defaults and
+// validates the result. It is imported only by cmd/toolgate: every other
+// package receives plain values built from a Config, never the Config itself.
+package config
+
+import "time"
+
+// Config is the whole configuration file (SPEC.md §3). Field tags are the YAML
+// keys; an environment variable TOOLGATE_<KEY_PATH> overrides a key, with "_"
+// between levels (TOOLGATE_PENDING_REDIS_URL overrides pending.redis_url).
+type Config struct {
+	Listen        Listen     `koanf:"listen"`
+	PublicURL     string     `koanf:"public_url"`
+	Upstreams     []Upstream `koanf:"upstreams"`
+	Identity      Identity   `koanf:"identity"`
+	Policy        Policy     `koanf:"policy"`
+	Pending       Pending    `koanf:"pending"`
+	Approvals     Approvals  `koanf:"approvals"`
+	Limits        Limits     `koanf:"limits"`
+	Log           Log        `koanf:"log"`
+	ShutdownGrace Duration   `koanf:"shutdown_grace"`
+}
+
+// Listen holds the three listener addresses. They must all differ: agents
+// must never reach the approvals or admin endpoints on the proxy port.
+type Listen struct {
+	Proxy     string `koanf:"proxy"`
+	Approvals string `koanf:"approvals"`
+	Admin     string `koanf:"admin"`
+}
+
+// Upstream is one tool server behind toolgate.
+type Upstream struct {
+	Name       string   `koanf:"name"`
+	URL        string   `koanf:"url"`
+	Protocol   string   `koanf:"protocol"` // rest | mcp
+	Prefix     string   `koanf:"prefix"`
+	MCPPath    string   `koanf:"mcp_path"`
+	TargetArgs []string `koanf:"target_args"`
+	Timeout    Duration `koanf:"timeout"` // time to the upstream's response headers
+}
+
+// Identity says how callers are identified.
+type Identity struct {
+	APIKeys   []APIKey `koanf:"api_keys"`
+	JWT       *JWT     `koanf:"jwt"`
+	Anonymous bool     `koanf:"anonymous"`
+}
+
+// APIKey maps a bearer key to a subject.
+type APIKey struct {
+	Key     Secret   `koanf:"key"`
+	Subject string   `koanf:"subject"`
+	Groups  []string `koanf:"groups"`
+}
+
+// JWT configures verification of bearer JWTs.
+type JWT struct {
+	JWKSFile     string   `koanf:"jwks_file"`
+	JWKSURL      string   `koanf:"jwks_url"`
+	Issuer       string   `koanf:"issuer"`
+	Audience     []string `koanf:"audience"`
+	SubjectClaim string   `koanf:"subject_claim"`
+	GroupsClaim  string   `koanf:"groups_claim"`
+	Leeway       Duration `koanf:"leeway"`
+}
+
+// Policy says where the policies are and how decisions are applied.
+type Policy struct {
+	Dir       string `koanf:"dir"`
+	RulesFile string `koanf:"rules_file"`
+	Mode      string `koanf:"mode"`    // default | dont_ask | plan | bypass
+	Default   string `koanf:"default"` // deny | ask: what "no rule fired" means
+	Watch     *bool  `koanf:"watch"`   // hot reload; default true
+}
+
+// Pending configures where parked (ask) calls wait.
+type Pending struct {
+	Store          string   `koanf:"store"` // memory | redis
+	RedisURL       Secret   `koanf:"redis_url"`
+	Hold           Duration `koanf:"hold"`
+	TTL            Duration `koanf:"ttl"`
+	ResultTTL      Duration `koanf:"result_ttl"`
+	MaxResultBytes ByteSize `koanf:"max_result_bytes"`
+}
+
+// Approvals configures the approval links, the approvers and notifications.
+type Approvals struct {
+	Secret    Secret     `koanf:"secret"`
+	Approvers []Approver `koanf:"approvers"`
+	Notify    []Notify   `koanf:"notify"`
+}
+
+// Approver is a bearer key for the approvals API.
+type Approver struct {
+	Name string `koanf:"name"`
+	Key  Secret `koanf:"key"`
+}
+
+// Notify is one destination announced of every parked call.
+type Notify struct {
+	URL    string `koanf:"url"`
+	Format string `koanf:"format"` // cloudevents | slack | teams
+	Secret Secret `koanf:"secret"`
+}
+
+// Limits bounds what a caller may send.
+type Limits struct {
+	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level     string `koanf:"level"`     // debug | info | warn | error
+	Arguments bool   `koanf:"arguments"` // include tool arguments in decision records
+}
+
+// Duration is a time.Duration written as "25s", "1h".
+type Duration time.Duration
+
+// ByteSize is a size written as "1MiB", "512KiB", "64kB" or a plain number of bytes.
+type ByteSize int64
+
+// Secret is a string that never prints: String, MarshalText and LogValue
+// return "[redacted]" when it is set.
+type Secret string

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"net"
+	"slices"
+	"time"
+)
+
+// DefaultTargetArgs are the tool argument names an upstream looks in, in
+// order, for the call's target when target_args is not set.
+var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "target", "url", "uri", "command"}
+
+// Default returns the configuration with every default applied and nothing
+// else set. The defaults are:
+//
+//	listen.proxy               127.0.0.1:8080
+//	listen.approvals           127.0.0.1:8081
+//	listen.admin               127.0.0.1:9090
+//	public_url                 "http://" + listen.approvals ("localhost" for an empty or wildcard host)
+//	upstreams[].protocol       rest
+//	upstreams[].prefix         /
+//	upstreams[].mcp_path       /mcp
+//	upstreams[].target_args    DefaultTargetArgs (only when absent; [] means none)
+//	upstreams[].timeout        60s
+//	identity.jwt.subject_claim sub     (when identity.jwt is set)
+//	identity.jwt.groups_claim  groups
+//	identity.jwt.leeway        30s
+//	identity.anonymous         false
+//	policy.mode                default
+//	policy.default             deny
+//	policy.watch               true
+//	pending.store              memory
+//	pending.hold               25s
+//	pending.ttl                1h
+//	pending.result_ttl         24h
+//	pending.max_result_bytes   1MiB
+//	approvals.notify[].format  cloudevents
+//	limits.max_body_bytes      1MiB
+//	log.level                  info
+//	log.arguments              false
+//	shutdown_grace             20s
+//
+// There are no default upstreams, policy, identities or approvals secret;
+// Validate reports them missing.
+func Default() Config {
+	var c Config
+	c.ApplyDefaults()
+	return c
+}
+
+// ApplyDefaults sets every empty (zero) field that has a default to that
+// default, and leaves set fields alone, so it may be called more than once.
+// A zero value therefore cannot be configured where a default exists: a
+// zero timeout or grace period means "the default", not "none".
+func (c *Config) ApplyDefaults() {
+	setString(&c.Listen.Proxy, "127.0.0.1:8080")
+	setString(&c.Listen.Approvals, "127.0.0.1:8081")
+	setString(&c.Listen.Admin, "127.0.0.1:9090")
+	if c.PublicURL == "" {
+		c.PublicURL = publicURLFor(c.Listen.Approvals)
+	}
+
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		setString(&u.Protocol, "rest")
+		setString(&u.Prefix, "/")
+		setString(&u.MCPPath, "/mcp")
+		if u.TargetArgs == nil {
+			u.TargetArgs = slices.Clone(DefaultTargetArgs)
+		}
+		setDuration(&u.Timeout, 60*time.Second)
+	}
+
+	if j := c.Identity.JWT; j != nil {
+		setString(&j.SubjectClaim, "sub")
+		setString(&j.GroupsClaim, "groups")
+		setDuration(&j.Leeway, 30*time.Second)
+	}
+
+	setString(&c.Policy.Mode, "default")
+	setString(&c.Policy.Default, "deny")
+	if c.Policy.Watch == nil {
+		watch := true
+		c.Policy.Watch = &watch
+	}
+
+	setString(&c.Pending.Store, "memory")
+	setDuration(&c.Pending.Hold, 25*time.Second)
+	setDuration(&c.Pending.TTL, time.Hour)
+	setDuration(&c.Pending.ResultTTL, 24*time.Hour)
+	setSize(&c.Pending.MaxResultBytes, 1<<20)
+
+	for i := range c.Approvals.Notify {
+		setString(&c.Approvals.Notify[i].Format, "cloudevents")
+	}
+
+	setSize(&c.Limits.MaxBodyBytes, 1<<20)
+	setString(&c.Log.Level, "info")
+	setDuration(&c.ShutdownGrace, 20*time.Second)
+}
+
+// publicURLFor is the approvals listener as a URL. A listener on all
+// interfaces (":8081", "0.0.0.0:8081") has no address a link could use, so
+// the link points at localhost; set public_url for anything else. An
+// address that does not parse is left for Validate to report.
+func publicURLFor(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Watching reports whether policy.watch is on; unset means on.
+func (p Policy) Watching() bool { return p.Watch == nil || *p.Watch }
+
+func setString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setDuration(p *Duration, v time.Duration) {
+	if *p == 0 {
+		*p = Duration(v)
+	}
+}
+
+func setSize(p *ByteSize, v ByteSize) {
+	if *p == 0 {
+		*p = v
+	}
+}

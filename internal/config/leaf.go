@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// leafFromString reads a value for leaf n from text: an environment
+// variable, a flag given as a string, or a file value produced by ${}
+// expansion. Booleans are parsed, lists are comma-separated, durations and
+// sizes are parsed; strings stay as they are.
+func leafFromString(n *node, s string) (any, error) {
+	switch n.leaf {
+	case leafBool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return nil, errors.New("expected true or false")
+		}
+		return b, nil
+	case leafDuration:
+		return ParseDuration(s)
+	case leafByteSize:
+		return ParseByteSize(s)
+	case leafStrings:
+		return splitList(s), nil
+	}
+	return s, nil
+}
+
+// checkLeaf checks a decoded value against leaf n and returns it in the form
+// the decoder expects. Its errors describe the value's type, never the value.
+func checkLeaf(n *node, v any) (any, error) {
+	switch n.leaf {
+	case leafString, leafSecret:
+		switch v := v.(type) {
+		case string:
+			return v, nil
+		case Secret:
+			return string(v), nil
+		}
+		return nil, errors.New("expected a string, got " + describe(v))
+	case leafBool:
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+		return nil, errors.New("expected true or false, got " + describe(v))
+	case leafDuration:
+		return durationFrom(v)
+	case leafByteSize:
+		return byteSizeFrom(v)
+	case leafStrings:
+		switch v := v.(type) {
+		case []string:
+			return v, nil
+		case []any:
+			out := make([]string, len(v))
+			for i, e := range v {
+				s, ok := e.(string)
+				if !ok {
+					return nil, errors.New("expected a list of strings, but entry " + strconv.Itoa(i) + " is " + describe(e))
+				}
+				out[i] = s
+			}
+			return out, nil
+		}
+		return nil, errors.New("expected a list, got " + describe(v))
+	}
+	return nil, errors.New("not a value")
+}
+
+// fixFor says how to write a value of n.
+func fixFor(n *node) string {
+	switch {
+	case n.list:
+		return "write a list of mappings, one entry per line starting with -"
+	case n.leaf == notLeaf:
+		return "write the keys of " + n.path + " indented below it"
+	case n.leaf == leafString, n.leaf == leafSecret:
+		return "write a string; put numbers and true/false in quotes"
+	case n.leaf == leafBool:
+		return "write true or false"
+	case n.leaf == leafDuration:
+		return "write a duration such as 25s, 1h30m or 500ms; a bare number means seconds"
+	case n.leaf == leafByteSize:
+		return "write a size such as 1MiB, 512KiB, 64kB or 1048576"
+	case n.leaf == leafStrings:
+		return "write a list such as [a, b]; in the environment, a comma-separated string"
+	}
+	return ""
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping
+// empty items, so "a, b," is [a b].
+func splitList(s string) []string {
+	out := []string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

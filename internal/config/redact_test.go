@@ -1,0 +1,173 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestRedacted_HidesSecrets(t *testing.T) {
+	c := mustLoad(t, Source{
+		File:    writeConfig(t, specExample),
+		Environ: specEnv,
+		Flags: map[string]any{
+			"pending.store":     "redis",
+			"pending.redis_url": "rediss://:" + testRedisPassword + "@redis.example.com:6380/0",
+		},
+	})
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secretsOf(c) {
+		if strings.Contains(string(out), s) {
+			t.Errorf("Redacted() shows secret %q:\n%s", s, out)
+		}
+	}
+	for _, s := range []string{testApprovalsSecret, testAgentKey, testAliceKey, testWebhookSecret, testRedisPassword} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("Redacted() shows %q:\n%s", s, out)
+		}
+	}
+
+	var doc struct {
+		Approvals struct {
+			Secret    string
+			Approvers []struct{ Key string }
+			Notify    []struct{ Secret string }
+		}
+		Pending struct {
+			RedisURL string `yaml:"redis_url"`
+		}
+		Identity struct {
+			APIKeys []struct{ Key string } `yaml:"api_keys"`
+		}
+	}
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("Redacted() is not YAML: %v\n%s", err, out)
+	}
+	got := []string{
+		doc.Approvals.Secret, doc.Approvals.Approvers[0].Key, doc.Approvals.Notify[0].Secret,
+		doc.Pending.RedisURL, doc.Identity.APIKeys[0].Key,
+	}
+	want := []string{"[redacted]", "[redacted]", "[redacted]", "[redacted]", "[redacted]"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("redacted values (-want +got):\n%s", diff)
+	}
+}
+
+func TestRedacted_Output(t *testing.T) {
+	c := Config{
+		Upstreams: []Upstream{{Name: "notes", URL: "http://user:pass@127.0.0.1:9001"}},
+		Identity:  Identity{Anonymous: true},
+		Policy:    Policy{Dir: "/srv/policy"},
+		Approvals: Approvals{
+			Secret: testApprovalsSecret,
+			Notify: []Notify{
+				{URL: "https://hooks.slack.com/services/T000/B000/XXXXXXXX", Format: "slack"},
+				{URL: "https://events.example.com", Secret: ""},
+			},
+		},
+		Limits: Limits{MaxBodyBytes: 64000},
+	}
+	c.ApplyDefaults()
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `listen:
+  proxy: 127.0.0.1:8080
+  approvals: 127.0.0.1:8081
+  admin: 127.0.0.1:9090
+public_url: http://127.0.0.1:8081
+upstreams:
+  - name: notes
+    url: http://user:xxxxx@127.0.0.1:9001
+    protocol: rest
+    prefix: /
+    mcp_path: /mcp
+    target_args: [path, file_path, file, filename, target, url, uri, command]
+    timeout: 1m
+identity:
+  api_keys: []
+  jwt: null
+  anonymous: true
+policy:
+  dir: /srv/policy
+  rules_file: ""
+  mode: default
+  default: deny
+  watch: true
+pending:
+  store: memory
+  redis_url: ""
+  hold: 25s
+  ttl: 1h
+  result_ttl: 24h
+  max_result_bytes: 1MiB
+approvals:
+  secret: '[redacted]'
+  approvers: []
+  notify:
+    - url: https://hooks.slack.com/[redacted]
+      format: slack
+      secret: ""
+    - url: https://events.example.com
+      format: cloudevents
+      secret: ""
+limits:
+  max_body_bytes: 64000B
+log:
+  level: info
+  arguments: false
+shutdown_grace: 20s
+`
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("Redacted() (-want +got):\n%s", diff)
+	}
+}
+
+// TestRedacted_Reloads checks that the output is a configuration file Load
+// accepts key for key: only the redacted secrets are refused.
+func TestRedacted_Reloads(t *testing.T) {
+	c := mustLoad(t, Source{File: writeConfig(t, specExample), Environ: specEnv})
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "effective.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(Source{File: path})
+	want := []string{"approvals.secret", "approvals.approvers[0].key"} // "[redacted]" is short, and equal to the agent's key
+	if diff := cmp.Diff(want, errorKeys(err)); diff != "" {
+		t.Errorf("reloading Redacted() (-want +got):\n%s\nerror: %v", diff, err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct {
+		in       string
+		hidePath bool
+		want     string
+	}{
+		{"http://127.0.0.1:9001", false, "http://127.0.0.1:9001"},
+		{"https://u:p@host/x", false, "https://u:xxxxx@host/x"},
+		{"https://host/hook?token=abc", true, "https://host/[redacted]"},
+		{"https://host/services/T/B/X", true, "https://host/[redacted]"},
+		{"https://u:p@host", true, "https://host/[redacted]"},
+		{"https://host/", true, "https://host/"},
+		{"", true, ""},
+		{"http://h:port", false, "[redacted]"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in, tt.hidePath); got != tt.want {
+			t.Errorf("redactURL(%q, %v) = %q, want %q", tt.in, tt.hidePath, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEnvNames pins the mapping from variable names to keys for the keys
+// that SPEC.md and the README name, and the list entry forms.
+func TestEnvNames(t *testing.T) {
+	ix := envNames()
+	for name, path := range map[string]string{
+		"TOOLGATE_LISTEN_PROXY":             "listen.proxy",
+		"TOOLGATE_PUBLIC_URL":               "public_url",
+		"TOOLGATE_PENDING_REDIS_URL":        "pending.redis_url",
+		"TOOLGATE_PENDING_MAX_RESULT_BYTES": "pending.max_result_bytes",
+		"TOOLGATE_APPROVALS_SECRET":         "approvals.secret",
+		"TOOLGATE_IDENTITY_JWT_JWKS_FILE":   "identity.jwt.jwks_file",
+		"TOOLGATE_POLICY_RULES_FILE":        "policy.rules_file",
+		"TOOLGATE_SHUTDOWN_GRACE":           "shutdown_grace",
+	} {
+		if n := ix.keys[name]; n == nil || n.path != path {
+			t.Errorf("%s maps to %v, want %s", name, n, path)
+		}
+	}
+
+	var lists []string
+	for _, l := range ix.lists {
+		lists = append(lists, l.prefix+"<i>_"+l.example)
+	}
+	want := []string{
+		"TOOLGATE_UPSTREAMS_<i>_NAME",
+		"TOOLGATE_IDENTITY_API_KEYS_<i>_KEY",
+		"TOOLGATE_APPROVALS_APPROVERS_<i>_NAME",
+		"TOOLGATE_APPROVALS_NOTIFY_<i>_URL",
+	}
+	if diff := cmp.Diff(want, lists); diff != "" {
+		t.Errorf("list variables (-want +got):\n%s", diff)
+	}
+}
+
+// TestEnvExemptionsHideNoKey keeps the names that are never errors
+// (Kubernetes service links, TOOLGATE_CONFIG, TOOLGATE_TEST_*) apart from
+// every name a key could have.
+func TestEnvExemptionsHideNoKey(t *testing.T) {
+	for _, n := range allPaths() {
+		name := envName(strings.ReplaceAll(n.path, "[]", "_0"))
+		if exemptEnv(name) {
+			t.Errorf("key %s has the exempt variable name %s", n.path, name)
+		}
+	}
+}
+
+func TestSchemaCoversConfig(t *testing.T) {
+	var leaves []string
+	for _, n := range allPaths() {
+		if n.leaf != notLeaf {
+			leaves = append(leaves, n.path)
+		}
+	}
+	// A sample; the point is that nested, pointer and list-entry keys are
+	// all present with the right paths.
+	for _, p := range []string{
+		"listen.admin", "upstreams[].target_args", "identity.api_keys[].groups",
+		"identity.jwt.leeway", "policy.watch", "approvals.notify[].secret", "log.arguments", "shutdown_grace",
+	} {
+		if !slices.Contains(leaves, p) {
+			t.Errorf("schema has no leaf %s; leaves: %v", p, leaves)
+		}
+	}
+	if n := lookupPath("upstreams.url"); n != nil {
+		t.Errorf("lookupPath reached into a list: %v", n.path)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	tests := []struct {
+		s    string
+		cand []string
+		want string
+	}{
+		{"redis_ur", []string{"store", "redis_url", "hold"}, "redis_url"},
+		{"nmae", []string{"name", "url"}, "name"},
+		{"dir", []string{"url", "mode"}, ""},
+		{"zzzzzzzz", []string{"redis_url"}, ""},
+		{"TOOLGATE_PENDING_REDIS_UR", []string{"TOOLGATE_PENDING_REDIS_URL", "TOOLGATE_PENDING_HOLD"}, "TOOLGATE_PENDING_REDIS_URL"},
+	}
+	for _, tt := range tests {
+		if got := closest(tt.s, tt.cand); got != tt.want {
+			t.Errorf("closest(%q) = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+}

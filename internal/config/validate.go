@@ -1,0 +1,330 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// FieldError is one problem with one key. Key is the key path as written in
+// the file ("upstreams[1].url", "approvals.secret") or, for a variable that
+// matches no key, the variable's name. Msg says what is wrong and Fix what
+// to do; neither ever contains a secret value.
+type FieldError struct {
+	Key, Msg, Fix string
+}
+
+// Error returns "<key>: <msg> (<fix>)".
+func (e *FieldError) Error() string {
+	if e.Fix == "" {
+		return e.Key + ": " + e.Msg
+	}
+	return e.Key + ": " + e.Msg + " (" + e.Fix + ")"
+}
+
+// minSecretBytes is the shortest approvals.secret accepted: an HMAC key
+// should be at least as long as the SHA-256 output it keys.
+const minSecretBytes = 32
+
+var upstreamName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate checks c, which should have had ApplyDefaults applied, and
+// returns every problem found as an *FieldError joined with errors.Join, or
+// nil. It does not touch the network or the file system: whether the policy
+// directory exists, or Redis answers, is for the packages that use them.
+func (c *Config) Validate() error {
+	var v validator
+	v.listen(c)
+	v.upstreams(c.Upstreams)
+	v.identity(&c.Identity)
+	v.policy(&c.Policy)
+	v.pending(&c.Pending)
+	v.approvals(&c.Approvals, c.Identity.APIKeys)
+	v.limitsAndLog(c)
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(key, msg, fix string) {
+	v.errs = append(v.errs, &FieldError{Key: key, Msg: msg, Fix: fix})
+}
+
+// oneOf checks that val, the value of key, is one of allowed.
+func (v *validator) oneOf(key, val string, allowed ...string) {
+	if slices.Contains(allowed, val) {
+		return
+	}
+	v.add(key, fmt.Sprintf("%q is not allowed", val), "use one of "+joinOr(allowed))
+}
+
+// httpURL checks that val, the value of key, is an absolute http or https
+// URL with a host. The URL is never quoted: it may carry credentials.
+func (v *validator) httpURL(key, val string) {
+	switch u, err := url.Parse(val); {
+	case val == "":
+		v.add(key, "is empty", "set an http:// or https:// URL")
+	case err != nil:
+		v.add(key, "is not a valid URL", "write an absolute http:// or https:// URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(key, "is not an http or https URL", "start it with http:// or https://")
+	case u.Host == "":
+		v.add(key, "has no host", "write it like https://host.example.com")
+	}
+}
+
+func (v *validator) listen(c *Config) {
+	type addr struct {
+		key, host string
+		port      int
+	}
+	var ok []addr
+	for _, a := range []struct{ key, val string }{
+		{"listen.proxy", c.Listen.Proxy},
+		{"listen.approvals", c.Listen.Approvals},
+		{"listen.admin", c.Listen.Admin},
+	} {
+		host, port, err := net.SplitHostPort(a.val)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || p < 0 || p > 65535 {
+			v.add(a.key, fmt.Sprintf("%q is not a host:port address", a.val), "write it like 127.0.0.1:8080, or :8080 for every interface")
+			continue
+		}
+		for _, b := range ok {
+			// Port 0 asks the kernel for a free port, so it never clashes.
+			// The proxy shares its port with nothing, on any interface:
+			// agents must never reach approvals or admin through it.
+			if p == 0 || p != b.port {
+				continue
+			}
+			if b.key == "listen.proxy" || sameHost(host, b.host) {
+				v.add(a.key, fmt.Sprintf("uses port %d, as %s does", p, b.key), "give every listener its own port; agents must never reach approvals or admin on the proxy's port")
+			}
+		}
+		ok = append(ok, addr{a.key, host, p})
+	}
+	switch {
+	case c.PublicURL != "":
+		v.httpURL("public_url", c.PublicURL)
+	case len(ok) == 3:
+		// With a bad listen.approvals there is no default to derive, and
+		// that error already says what to fix.
+		v.add("public_url", "is empty", "set public_url to the approvals listener's URL as approvers reach it")
+	}
+}
+
+// sameHost reports whether two listeners on the same port would collide: the
+// same host, or either on every interface.
+func sameHost(a, b string) bool {
+	wild := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || ip != nil && ip.IsUnspecified()
+	}
+	return a == b || wild(a) || wild(b)
+}
+
+func (v *validator) upstreams(us []Upstream) {
+	if len(us) == 0 {
+		v.add("upstreams", "no upstream is configured", "add at least one entry with a name and a url")
+		return
+	}
+	names := map[string]string{}
+	prefixes := map[string]string{}
+	for i, u := range us {
+		at := fmt.Sprintf("upstreams[%d]", i)
+		switch {
+		case u.Name == "":
+			v.add(at+".name", "is empty", "name every upstream, e.g. notes")
+		case !upstreamName.MatchString(u.Name):
+			v.add(at+".name", fmt.Sprintf("%q is not a valid name", u.Name), "use lower-case letters, digits, - and _, starting with a letter or digit, at most 63 characters")
+		case names[u.Name] != "":
+			v.add(at+".name", fmt.Sprintf("%q is also the name of %s", u.Name, names[u.Name]), "give every upstream its own name")
+		default:
+			names[u.Name] = at
+		}
+		v.httpURL(at+".url", u.URL)
+		v.oneOf(at+".protocol", u.Protocol, "rest", "mcp")
+		switch {
+		case u.Prefix == "" || u.Prefix[0] != '/' || u.Prefix[len(u.Prefix)-1] != '/':
+			v.add(at+".prefix", fmt.Sprintf("%q does not start and end with /", u.Prefix), `write it like / or /notes/`)
+		case prefixes[u.Prefix] != "":
+			v.add(at+".prefix", fmt.Sprintf("%q is also the prefix of %s", u.Prefix, prefixes[u.Prefix]), "give every upstream its own prefix")
+		default:
+			prefixes[u.Prefix] = at
+		}
+		if u.MCPPath == "" || u.MCPPath[0] != '/' {
+			v.add(at+".mcp_path", fmt.Sprintf("%q does not start with /", u.MCPPath), "write it like /mcp")
+		}
+		if u.Timeout <= 0 {
+			v.add(at+".timeout", "must be positive", "write a duration such as 60s")
+		}
+	}
+}
+
+func (v *validator) identity(id *Identity) {
+	keys := map[string]string{}
+	for i, k := range id.APIKeys {
+		at := fmt.Sprintf("identity.api_keys[%d]", i)
+		switch {
+		case k.Key == "":
+			v.add(at+".key", "is empty", "set the bearer key, e.g. key: ${AGENT_KEY}")
+		case keys[k.Key.Reveal()] != "":
+			v.add(at+".key", "is the same key as "+keys[k.Key.Reveal()]+".key", "give every identity its own key")
+		default:
+			keys[k.Key.Reveal()] = at
+		}
+		if k.Subject == "" {
+			v.add(at+".subject", "is empty", "say who holds this key, e.g. subject: agent-42")
+		}
+	}
+	if j := id.JWT; j != nil {
+		switch {
+		case j.JWKSFile == "" && j.JWKSURL == "":
+			v.add("identity.jwt", "has no signing keys", "set jwks_file or jwks_url")
+		case j.JWKSFile != "" && j.JWKSURL != "":
+			v.add("identity.jwt", "sets both jwks_file and jwks_url", "keep one of them")
+		case j.JWKSURL != "":
+			v.httpURL("identity.jwt.jwks_url", j.JWKSURL)
+		}
+		if j.Issuer == "" {
+			v.add("identity.jwt.issuer", "is empty", "set the iss value the tokens must carry")
+		}
+		if len(j.Audience) == 0 {
+			v.add("identity.jwt.audience", "is empty", "list at least one aud value the tokens must carry")
+		}
+		if j.Leeway < 0 {
+			v.add("identity.jwt.leeway", "is negative", "write a duration such as 30s")
+		}
+	}
+	if len(id.APIKeys) == 0 && id.JWT == nil && !id.Anonymous {
+		v.add("identity", "every call would be refused with 401", "add identity.api_keys or identity.jwt, or set identity.anonymous: true")
+	}
+}
+
+func (v *validator) policy(p *Policy) {
+	if p.Dir == "" && p.RulesFile == "" {
+		v.add("policy", "no policy is configured", "set policy.dir to a directory of .rego files, or policy.rules_file to a rules table")
+	}
+	v.oneOf("policy.mode", p.Mode, "default", "dont_ask", "plan", "bypass")
+	v.oneOf("policy.default", p.Default, "deny", "ask")
+}
+
+func (v *validator) pending(p *Pending) {
+	v.oneOf("pending.store", p.Store, "memory", "redis")
+	if p.Store == "redis" {
+		v.redisURL(p.RedisURL.Reveal())
+	}
+	if p.TTL <= 0 {
+		v.add("pending.ttl", "must be positive", "write a duration such as 1h")
+	}
+	switch {
+	case p.Hold <= 0:
+		v.add("pending.hold", "must be positive", "write a duration such as 25s")
+	case p.TTL > 0 && p.Hold > p.TTL:
+		v.add("pending.hold", fmt.Sprintf("%s is longer than pending.ttl (%s)", p.Hold, p.TTL), "hold a request at most as long as a call may wait")
+	}
+	if p.ResultTTL <= 0 {
+		v.add("pending.result_ttl", "must be positive", "write a duration such as 24h")
+	}
+	if p.MaxResultBytes <= 0 {
+		v.add("pending.max_result_bytes", "must be positive", "write a size such as 1MiB")
+	}
+}
+
+// redisURL checks the form of pending.redis_url without connecting. It holds
+// a password more often than not, so it is never quoted.
+func (v *validator) redisURL(s string) {
+	const key = "pending.redis_url"
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		v.add(key, `is empty, and pending.store is "redis"`, "set it, e.g. redis://127.0.0.1:6379/0, or use pending.store: memory")
+	case err != nil:
+		v.add(key, "is not a valid URL", "write it like redis://host:6379/0 or rediss://host:6380/0")
+	case u.Scheme == "unix":
+		if u.Path == "" {
+			v.add(key, "has no socket path", "write it like unix:///run/redis.sock")
+		}
+	case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "redis-sentinel" && u.Scheme != "redis+sentinel":
+		v.add(key, "has an unsupported scheme", "use redis://, rediss://, redis+sentinel:// or unix://")
+	case u.Host == "":
+		v.add(key, "has no host", "write it like redis://host:6379/0")
+	}
+}
+
+func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
+	switch {
+	case a.Secret == "":
+		v.add("approvals.secret", "is not set", "generate one with: openssl rand -base64 48")
+	case len(a.Secret) < minSecretBytes:
+		v.add("approvals.secret", fmt.Sprintf("is shorter than %d bytes", minSecretBytes), "generate one with: openssl rand -base64 48")
+	}
+
+	agentKeys := map[string]string{}
+	for i, k := range apiKeys {
+		if k.Key != "" {
+			agentKeys[k.Key.Reveal()] = fmt.Sprintf("identity.api_keys[%d].key", i)
+		}
+	}
+	names := map[string]string{}
+	keys := map[string]string{}
+	for i, ap := range a.Approvers {
+		at := fmt.Sprintf("approvals.approvers[%d]", i)
+		switch {
+		case ap.Name == "":
+			v.add(at+".name", "is empty", "name every approver, e.g. alice")
+		case names[ap.Name] != "":
+			v.add(at+".name", fmt.Sprintf("%q is also the name of %s", ap.Name, names[ap.Name]), "give every approver their own name")
+		default:
+			names[ap.Name] = at
+		}
+		switch k := ap.Key.Reveal(); {
+		case k == "":
+			v.add(at+".key", "is empty", "set the approver's bearer key, e.g. key: ${ALICE_KEY}")
+		case agentKeys[k] != "":
+			v.add(at+".key", "is the same key as "+agentKeys[k], "an agent must never be able to approve its own calls; give the approver a different key")
+		case keys[k] != "":
+			v.add(at+".key", "is the same key as "+keys[k]+".key", "give every approver their own key")
+		default:
+			keys[k] = at
+		}
+	}
+
+	for i, n := range a.Notify {
+		at := fmt.Sprintf("approvals.notify[%d]", i)
+		v.httpURL(at+".url", n.URL)
+		v.oneOf(at+".format", n.Format, "cloudevents", "slack", "teams")
+	}
+}
+
+func (v *validator) limitsAndLog(c *Config) {
+	const lo, hi = 1 << 10, 1 << 30
+	if b := c.Limits.MaxBodyBytes; b < lo || b > hi {
+		v.add("limits.max_body_bytes", fmt.Sprintf("%s is outside 1KiB..1GiB", b), "write a size such as 1MiB")
+	}
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	if c.ShutdownGrace < 0 {
+		v.add("shutdown_grace", "is negative", "write a duration such as 20s")
+	}
+}
+
+// joinOr lists words as "a, b or c".
+func joinOr(words []string) string {
+	var s strings.Builder
+	for i, w := range words {
+		switch {
+		case i == 0:
+		case i == len(words)-1:
+			s.WriteString(" or ")
+		default:
+			s.WriteString(", ")
+		}
+		s.WriteString(w)
+	}
+	return s.String()
+}

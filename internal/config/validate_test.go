@@ -1,0 +1,335 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// validConfig returns a configuration that passes Validate and uses every
+// section, so that each test row breaks exactly one rule.
+func validConfig() Config {
+	c := Config{
+		Upstreams: []Upstream{
+			{Name: "notes", URL: "http://127.0.0.1:9001"},
+			{Name: "fs-mcp", URL: "https://tools.example.com", Protocol: "mcp", Prefix: "/fs/"},
+		},
+		Identity: Identity{
+			APIKeys: []APIKey{
+				{Key: testAgentKey, Subject: "agent-42", Groups: []string{"agents"}},
+				{Key: "other-agent-key-0123", Subject: "agent-43"},
+			},
+			JWT: &JWT{JWKSURL: "https://idp.example.com/jwks", Issuer: "https://idp.example.com", Audience: []string{"toolgate"}},
+		},
+		Policy: Policy{Dir: "/srv/policy"},
+		Pending: Pending{
+			Store:    "redis",
+			RedisURL: Secret("redis://:" + testRedisPassword + "@127.0.0.1:6379/0"),
+		},
+		Approvals: Approvals{
+			Secret: testApprovalsSecret,
+			Approvers: []Approver{
+				{Name: "alice", Key: testAliceKey},
+				{Name: "bob", Key: "bob-key-0123456789"},
+			},
+			Notify: []Notify{{URL: "https://hooks.example.com/toolgate", Secret: testWebhookSecret}},
+		},
+	}
+	c.ApplyDefaults()
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name     string
+		mutate   func(*Config)
+		wantKeys []string
+	}{
+		{"valid", func(*Config) {}, nil},
+
+		{"no upstream", func(c *Config) { c.Upstreams = nil }, []string{"upstreams"}},
+		{"upstream name empty", func(c *Config) { c.Upstreams[0].Name = "" }, []string{"upstreams[0].name"}},
+		{"upstream name upper case", func(c *Config) { c.Upstreams[0].Name = "Notes" }, []string{"upstreams[0].name"}},
+		{"upstream name starts with -", func(c *Config) { c.Upstreams[0].Name = "-notes" }, []string{"upstreams[0].name"}},
+		{"upstream name too long", func(c *Config) { c.Upstreams[0].Name = strings.Repeat("a", 64) }, []string{"upstreams[0].name"}},
+		{"upstream name of 63 is fine", func(c *Config) { c.Upstreams[0].Name = strings.Repeat("a", 63) }, nil},
+		{"upstream name taken", func(c *Config) { c.Upstreams[1].Name = "notes" }, []string{"upstreams[1].name"}},
+		{"upstream url empty", func(c *Config) { c.Upstreams[0].URL = "" }, []string{"upstreams[0].url"}},
+		{"upstream url not http", func(c *Config) { c.Upstreams[0].URL = "ftp://127.0.0.1" }, []string{"upstreams[0].url"}},
+		{"upstream url relative", func(c *Config) { c.Upstreams[0].URL = "/notes" }, []string{"upstreams[0].url"}},
+		{"upstream url without host", func(c *Config) { c.Upstreams[0].URL = "http://" }, []string{"upstreams[0].url"}},
+		{"upstream url unparsable", func(c *Config) { c.Upstreams[0].URL = "127.0.0.1:9001" }, []string{"upstreams[0].url"}},
+		{"upstream protocol", func(c *Config) { c.Upstreams[0].Protocol = "grpc" }, []string{"upstreams[0].protocol"}},
+		{"upstream prefix without leading /", func(c *Config) { c.Upstreams[1].Prefix = "fs/" }, []string{"upstreams[1].prefix"}},
+		{"upstream prefix without trailing /", func(c *Config) { c.Upstreams[1].Prefix = "/fs" }, []string{"upstreams[1].prefix"}},
+		{"upstream prefix taken", func(c *Config) { c.Upstreams[1].Prefix = "/" }, []string{"upstreams[1].prefix"}},
+		{"upstream mcp_path", func(c *Config) { c.Upstreams[1].MCPPath = "mcp" }, []string{"upstreams[1].mcp_path"}},
+		{"upstream timeout", func(c *Config) { c.Upstreams[0].Timeout = -1 }, []string{"upstreams[0].timeout"}},
+
+		{"listen proxy not host:port", func(c *Config) { c.Listen.Proxy = "8080" }, []string{"listen.proxy"}},
+		{"listen approvals port out of range", func(c *Config) { c.Listen.Approvals = "127.0.0.1:70000" }, []string{"listen.approvals"}},
+		{"listen admin named port", func(c *Config) { c.Listen.Admin = "127.0.0.1:http" }, []string{"listen.admin"}},
+		{"listen admin same as approvals", func(c *Config) { c.Listen.Admin = c.Listen.Approvals }, []string{"listen.admin"}},
+		{"listen admin on every interface, approvals' port", func(c *Config) { c.Listen.Admin = ":8081" }, []string{"listen.admin"}},
+		{"listen approvals and admin same port, other hosts", func(c *Config) { c.Listen.Admin = "10.0.0.1:8081" }, nil},
+		{"listen proxy port on another host", func(c *Config) { c.Listen.Approvals = "10.0.0.1:8080" }, []string{"listen.approvals"}},
+		{"listen proxy port for admin", func(c *Config) { c.Listen.Admin = "[::1]:8080" }, []string{"listen.admin"}},
+		{"listen port 0 may repeat", func(c *Config) {
+			c.Listen = Listen{Proxy: "127.0.0.1:0", Approvals: "127.0.0.1:0", Admin: "127.0.0.1:0"}
+		}, nil},
+		{"public_url not absolute", func(c *Config) { c.PublicURL = "toolgate.example.com" }, []string{"public_url"}},
+		{"public_url not http", func(c *Config) { c.PublicURL = "ws://toolgate.example.com" }, []string{"public_url"}},
+		{"public_url empty", func(c *Config) { c.PublicURL = "" }, []string{"public_url"}},
+
+		{"api key empty", func(c *Config) { c.Identity.APIKeys[0].Key = "" }, []string{"identity.api_keys[0].key"}},
+		{"api key subject empty", func(c *Config) { c.Identity.APIKeys[0].Subject = "" }, []string{"identity.api_keys[0].subject"}},
+		{"api key repeated", func(c *Config) { c.Identity.APIKeys[1].Key = testAgentKey }, []string{"identity.api_keys[1].key"}},
+		{"jwt without keys", func(c *Config) { c.Identity.JWT.JWKSURL = "" }, []string{"identity.jwt"}},
+		{"jwt with both key sources", func(c *Config) { c.Identity.JWT.JWKSFile = "/etc/jwks.json" }, []string{"identity.jwt"}},
+		{"jwt jwks_file alone is fine", func(c *Config) { c.Identity.JWT.JWKSURL, c.Identity.JWT.JWKSFile = "", "jwks.json" }, nil},
+		{"jwt jwks_url not http", func(c *Config) { c.Identity.JWT.JWKSURL = "file:///etc/jwks.json" }, []string{"identity.jwt.jwks_url"}},
+		{"jwt issuer empty", func(c *Config) { c.Identity.JWT.Issuer = "" }, []string{"identity.jwt.issuer"}},
+		{"jwt audience empty", func(c *Config) { c.Identity.JWT.Audience = nil }, []string{"identity.jwt.audience"}},
+		{"jwt leeway negative", func(c *Config) { c.Identity.JWT.Leeway = -1 }, []string{"identity.jwt.leeway"}},
+		{"no way to identify callers", func(c *Config) { c.Identity = Identity{} }, []string{"identity"}},
+		{"anonymous alone is fine", func(c *Config) {
+			c.Identity = Identity{Anonymous: true}
+			c.Approvals.Approvers = nil
+		}, nil},
+
+		{"no policy", func(c *Config) { c.Policy.Dir = "" }, []string{"policy"}},
+		{"rules_file alone is fine", func(c *Config) { c.Policy.Dir, c.Policy.RulesFile = "", "rules.yaml" }, nil},
+		{"policy mode", func(c *Config) { c.Policy.Mode = "yolo" }, []string{"policy.mode"}},
+		{"policy default", func(c *Config) { c.Policy.Default = "allow" }, []string{"policy.default"}},
+
+		{"pending store", func(c *Config) { c.Pending.Store = "etcd" }, []string{"pending.store"}},
+		{"redis without url", func(c *Config) { c.Pending.RedisURL = "" }, []string{"pending.redis_url"}},
+		{"redis url with another scheme", func(c *Config) { c.Pending.RedisURL = "http://127.0.0.1:6379" }, []string{"pending.redis_url"}},
+		{"redis url without host", func(c *Config) { c.Pending.RedisURL = "redis:///0" }, []string{"pending.redis_url"}},
+		{"redis url unparsable", func(c *Config) { c.Pending.RedisURL = "redis://h:port/0" }, []string{"pending.redis_url"}},
+		{"redis unix socket without path", func(c *Config) { c.Pending.RedisURL = "unix://localhost" }, []string{"pending.redis_url"}},
+		{"redis unix socket", func(c *Config) { c.Pending.RedisURL = "unix:///run/redis.sock" }, nil},
+		{"rediss", func(c *Config) { c.Pending.RedisURL = "rediss://redis.example.com:6380/0" }, nil},
+		{"redis+sentinel with several hosts", func(c *Config) { c.Pending.RedisURL = "redis+sentinel://h1:26379,h2:26379/mymaster" }, nil},
+		{"redis-sentinel", func(c *Config) { c.Pending.RedisURL = "redis-sentinel://h1:26379/mymaster" }, nil},
+		{"memory store ignores redis_url", func(c *Config) { c.Pending.Store, c.Pending.RedisURL = "memory", "" }, nil},
+		{"hold not positive", func(c *Config) { c.Pending.Hold = -1 }, []string{"pending.hold"}},
+		{"hold longer than ttl", func(c *Config) { c.Pending.Hold = Duration(2 * time.Hour) }, []string{"pending.hold"}},
+		{"hold equal to ttl is fine", func(c *Config) { c.Pending.Hold = c.Pending.TTL }, nil},
+		{"ttl not positive", func(c *Config) { c.Pending.TTL = -1 }, []string{"pending.ttl"}},
+		{"result_ttl not positive", func(c *Config) { c.Pending.ResultTTL = -1 }, []string{"pending.result_ttl"}},
+		{"max_result_bytes not positive", func(c *Config) { c.Pending.MaxResultBytes = -1 }, []string{"pending.max_result_bytes"}},
+
+		{"approvals secret missing", func(c *Config) { c.Approvals.Secret = "" }, []string{"approvals.secret"}},
+		{"approvals secret short", func(c *Config) { c.Approvals.Secret = Secret(strings.Repeat("x", 31)) }, []string{"approvals.secret"}},
+		{"approvals secret of 32 bytes is fine", func(c *Config) { c.Approvals.Secret = Secret(strings.Repeat("x", 32)) }, nil},
+		{"approver name empty", func(c *Config) { c.Approvals.Approvers[0].Name = "" }, []string{"approvals.approvers[0].name"}},
+		{"approver name repeated", func(c *Config) { c.Approvals.Approvers[1].Name = "alice" }, []string{"approvals.approvers[1].name"}},
+		{"approver key empty", func(c *Config) { c.Approvals.Approvers[0].Key = "" }, []string{"approvals.approvers[0].key"}},
+		{"approver key repeated", func(c *Config) { c.Approvals.Approvers[1].Key = testAliceKey }, []string{"approvals.approvers[1].key"}},
+		{"approver key is an agent's key", func(c *Config) { c.Approvals.Approvers[1].Key = "other-agent-key-0123" }, []string{"approvals.approvers[1].key"}},
+		{"notify url", func(c *Config) { c.Approvals.Notify[0].URL = "hooks.example.com" }, []string{"approvals.notify[0].url"}},
+		{"notify format", func(c *Config) { c.Approvals.Notify[0].Format = "email" }, []string{"approvals.notify[0].format"}},
+
+		{"max_body_bytes too small", func(c *Config) { c.Limits.MaxBodyBytes = 1023 }, []string{"limits.max_body_bytes"}},
+		{"max_body_bytes too large", func(c *Config) { c.Limits.MaxBodyBytes = 1<<30 + 1 }, []string{"limits.max_body_bytes"}},
+		{"max_body_bytes bounds are inclusive", func(c *Config) { c.Limits.MaxBodyBytes = 1 << 30 }, nil},
+		{"log level", func(c *Config) { c.Log.Level = "trace" }, []string{"log.level"}},
+		{"shutdown_grace negative", func(c *Config) { c.ShutdownGrace = -1 }, []string{"shutdown_grace"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if diff := cmp.Diff(tt.wantKeys, errorKeys(err)); diff != "" {
+				t.Fatalf("error keys (-want +got):\n%s\nerror: %v", diff, err)
+			}
+			for _, fe := range fieldErrors(err) {
+				if fe.Msg == "" || fe.Fix == "" {
+					t.Errorf("%q: want both a message and a fix", fe)
+				}
+				for _, s := range secretsOf(&c) {
+					if strings.Contains(fe.Error(), s) {
+						t.Errorf("%q shows a secret", fe)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestValidate_Messages(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{
+			"secret", func(c *Config) { c.Approvals.Secret = "" },
+			"approvals.secret: is not set (generate one with: openssl rand -base64 48)",
+		},
+		{
+			"identity", func(c *Config) { c.Identity = Identity{} },
+			"identity: every call would be refused with 401 (add identity.api_keys or identity.jwt, or set identity.anonymous: true)",
+		},
+		{
+			"duplicate upstream name", func(c *Config) { c.Upstreams[1].Name = "notes" },
+			`upstreams[1].name: "notes" is also the name of upstreams[0] (give every upstream its own name)`,
+		},
+		{
+			"listen clash", func(c *Config) { c.Listen.Admin = "127.0.0.1:8080" },
+			"listen.admin: uses port 8080, as listen.proxy does (give every listener its own port; agents must never reach approvals or admin on the proxy's port)",
+		},
+		{
+			"agent key as approver key", func(c *Config) { c.Approvals.Approvers[0].Key = testAgentKey },
+			"approvals.approvers[0].key: is the same key as identity.api_keys[0].key (an agent must never be able to approve its own calls; give the approver a different key)",
+		},
+		{
+			"enumeration", func(c *Config) { c.Policy.Mode = "yolo" },
+			`policy.mode: "yolo" is not allowed (use one of default, dont_ask, plan or bypass)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Validate() = %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// secretsOf returns the values of every Secret set in c.
+func secretsOf(c *Config) []string {
+	var out []string
+	add := func(s Secret) {
+		if s != "" {
+			out = append(out, s.Reveal())
+		}
+	}
+	for _, k := range c.Identity.APIKeys {
+		add(k.Key)
+	}
+	add(c.Pending.RedisURL)
+	add(c.Approvals.Secret)
+	for _, a := range c.Approvals.Approvers {
+		add(a.Key)
+	}
+	for _, n := range c.Approvals.Notify {
+		add(n.Secret)
+	}
+	return out
+}
+
+func TestDefault(t *testing.T) {
+	got := Default()
+	want := Config{
+		Listen:    Listen{Proxy: "127.0.0.1:8080", Approvals: "127.0.0.1:8081", Admin: "127.0.0.1:9090"},
+		PublicURL: "http://127.0.0.1:8081",
+		Policy:    Policy{Mode: "default", Default: "deny", Watch: new(true)},
+		Pending: Pending{
+			Store:          "memory",
+			Hold:           Duration(25 * time.Second),
+			TTL:            Duration(time.Hour),
+			ResultTTL:      Duration(24 * time.Hour),
+			MaxResultBytes: 1 << 20,
+		},
+		Limits:        Limits{MaxBodyBytes: 1 << 20},
+		Log:           Log{Level: "info"},
+		ShutdownGrace: Duration(20 * time.Second),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Default() (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Config
+		get  func(*Config) any
+		want any
+	}{
+		{
+			"public_url follows listen.approvals",
+			Config{Listen: Listen{Approvals: "10.1.2.3:8443"}},
+			func(c *Config) any { return c.PublicURL }, "http://10.1.2.3:8443",
+		},
+		{
+			"public_url for every interface is localhost",
+			Config{Listen: Listen{Approvals: ":8081"}},
+			func(c *Config) any { return c.PublicURL }, "http://localhost:8081",
+		},
+		{
+			"public_url for IPv6 every interface",
+			Config{Listen: Listen{Approvals: "[::]:8081"}},
+			func(c *Config) any { return c.PublicURL }, "http://localhost:8081",
+		},
+		{
+			"public_url kept",
+			Config{PublicURL: "https://x.example.com"},
+			func(c *Config) any { return c.PublicURL }, "https://x.example.com",
+		},
+		{
+			"upstream defaults",
+			Config{Upstreams: []Upstream{{Name: "a"}}},
+			func(c *Config) any { return c.Upstreams[0] },
+			Upstream{Name: "a", Protocol: "rest", Prefix: "/", MCPPath: "/mcp", TargetArgs: DefaultTargetArgs, Timeout: Duration(time.Minute)},
+		},
+		{
+			"empty target_args stay empty",
+			Config{Upstreams: []Upstream{{TargetArgs: []string{}}}},
+			func(c *Config) any { return len(c.Upstreams[0].TargetArgs) }, 0,
+		},
+		{
+			"jwt defaults",
+			Config{Identity: Identity{JWT: &JWT{}}},
+			func(c *Config) any { return *c.Identity.JWT },
+			JWT{SubjectClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)},
+		},
+		{
+			"no jwt stays no jwt",
+			Config{},
+			func(c *Config) any { return c.Identity.JWT == nil }, true,
+		},
+		{
+			"watch false kept",
+			Config{Policy: Policy{Watch: new(false)}},
+			func(c *Config) any { return c.Policy.Watching() }, false,
+		},
+		{
+			"notify format",
+			Config{Approvals: Approvals{Notify: []Notify{{}, {Format: "slack"}}}},
+			func(c *Config) any { return []string{c.Approvals.Notify[0].Format, c.Approvals.Notify[1].Format} },
+			[]string{"cloudevents", "slack"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.in
+			c.ApplyDefaults()
+			if diff := cmp.Diff(tt.want, tt.get(&c)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			again := c
+			again.ApplyDefaults()
+			if diff := cmp.Diff(c, again); diff != "" {
+				t.Errorf("ApplyDefaults twice differs (-once +twice):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("upstreams get their own target_args", func(t *testing.T) {
+		c := Config{Upstreams: []Upstream{{}, {}}}
+		c.ApplyDefaults()
+		c.Upstreams[0].TargetArgs[0] = "changed"
+		if c.Upstreams[1].TargetArgs[0] != "path" || DefaultTargetArgs[0] != "path" {
+			t.Error("target_args share one backing array")
+		}
+	})
+}

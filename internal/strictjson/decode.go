@@ -1,0 +1,402 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// decoder holds the state of one Decode call. It reads the input in a single
+// pass by recursive descent; recursion is bounded because array and object
+// check the depth before reading their first element.
+//
+// Arrays and objects collect their elements on shared stacks (vals, keys) and
+// copy them out when they close, so every []any and map is allocated once at
+// its final size, and an object's keys sit next to each other for the
+// duplicate check.
+type decoder struct {
+	data     []byte
+	maxDepth int
+
+	vals []any      // elements of the open arrays and objects, innermost last
+	keys []keyEntry // keys of the open objects, innermost last
+	buf  []byte     // scratch for unescaping a string
+	fold []byte     // scratch for folding a key (see foldHash)
+}
+
+// keyEntry is an object key after unescaping.
+type keyEntry struct {
+	s     string
+	ascii bool // s has no byte >= 0x80; lets the duplicate check skip EqualFold
+}
+
+func newDecoder(data []byte, maxDepth int) *decoder {
+	return &decoder{data: data, maxDepth: maxDepth}
+}
+
+// release is the end of the decoder's life; it exists so the decoder can be
+// pooled later without touching the callers.
+func (d *decoder) release() {}
+
+// value decodes the value starting at data[i], which is not whitespace. depth
+// is the nesting depth of the array or object that contains it (0 at the top
+// level). It returns the value and the offset just past it.
+func (d *decoder) value(i, depth int) (any, int, error) {
+	data := d.data
+	if i >= len(data) {
+		return nil, i, errorAt(i, reasonEmpty)
+	}
+	switch data[i] {
+	case '{':
+		return d.object(i, depth+1)
+	case '[':
+		return d.array(i, depth+1)
+	case '"':
+		s, _, next, err := d.str(i)
+		if err != nil {
+			return nil, next, err
+		}
+		return s, next, nil
+	case 't':
+		return d.literal(i, "true", true)
+	case 'f':
+		return d.literal(i, "false", false)
+	case 'n':
+		return d.literal(i, "null", nil)
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return d.number(i)
+	}
+	return nil, i, errorAt(i, reasonUnexpectedChar)
+}
+
+func (d *decoder) literal(i int, lit string, v any) (any, int, error) {
+	if len(d.data)-i >= len(lit) && string(d.data[i:i+len(lit)]) == lit {
+		return v, i + len(lit), nil
+	}
+	return nil, i, errorAt(i, reasonInvalidLiteral)
+}
+
+// array decodes the array whose '[' is at data[i]; depth counts it.
+func (d *decoder) array(i, depth int) (any, int, error) {
+	// Checked before descending, so a text of a million '[' costs
+	// MaxDepth frames, not a million.
+	if depth > d.maxDepth {
+		return nil, i, errorAt(i, reasonTooDeep)
+	}
+	data := d.data
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return []any{}, i + 1, nil
+	}
+	base := len(d.vals)
+	for {
+		v, next, err := d.value(i, depth)
+		if err != nil {
+			return nil, next, err
+		}
+		d.vals = append(d.vals, v)
+		i = skipSpace(data, next)
+		if i >= len(data) {
+			return nil, i, errorAt(i, reasonEmpty)
+		}
+		switch data[i] {
+		case ',':
+			comma := i
+			if i = skipSpace(data, i+1); i < len(data) && data[i] == ']' {
+				return nil, comma, errorAt(comma, reasonTrailingComma)
+			}
+		case ']':
+			arr := make([]any, len(d.vals)-base)
+			copy(arr, d.vals[base:])
+			d.vals = d.vals[:base]
+			return arr, i + 1, nil
+		default:
+			return nil, i, errorAt(i, reasonArraySep)
+		}
+	}
+}
+
+// object decodes the object whose '{' is at data[i]; depth counts it.
+func (d *decoder) object(i, depth int) (any, int, error) {
+	if depth > d.maxDepth {
+		return nil, i, errorAt(i, reasonTooDeep)
+	}
+	data := d.data
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return map[string]any{}, i + 1, nil
+	}
+	kbase, vbase := len(d.keys), len(d.vals)
+	var index map[uint64]int // see addKey; nil while the object is small
+	for {
+		if i >= len(data) {
+			return nil, i, errorAt(i, reasonEmpty)
+		}
+		if data[i] != '"' {
+			return nil, i, errorAt(i, reasonKeyNotString)
+		}
+		s, ascii, next, err := d.str(i)
+		if err != nil {
+			return nil, next, err
+		}
+		if index, err = d.addKey(kbase, index, keyEntry{s, ascii}, i); err != nil {
+			return nil, i, err
+		}
+		i = skipSpace(data, next)
+		if i >= len(data) {
+			return nil, i, errorAt(i, reasonEmpty)
+		}
+		if data[i] != ':' {
+			return nil, i, errorAt(i, reasonColon)
+		}
+		i = skipSpace(data, i+1)
+		v, next, err := d.value(i, depth)
+		if err != nil {
+			return nil, next, err
+		}
+		d.vals = append(d.vals, v)
+		i = skipSpace(data, next)
+		if i >= len(data) {
+			return nil, i, errorAt(i, reasonEmpty)
+		}
+		switch data[i] {
+		case ',':
+			comma := i
+			if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
+				return nil, comma, errorAt(comma, reasonTrailingComma)
+			}
+		case '}':
+			keys, vals := d.keys[kbase:], d.vals[vbase:]
+			// addKey refused every duplicate, so the map holds exactly
+			// len(keys) entries.
+			m := make(map[string]any, len(keys))
+			for j, k := range keys {
+				m[k.s] = vals[j]
+			}
+			d.keys, d.vals = d.keys[:kbase], d.vals[:vbase]
+			return m, i + 1, nil
+		default:
+			return nil, i, errorAt(i, reasonObjectSep)
+		}
+	}
+}
+
+// number decodes the number starting at data[i] and returns it as the exact
+// literal. Grammar (RFC 8259 §6):
+//
+//	[ '-' ] ( '0' | [1-9][0-9]* ) [ '.' [0-9]+ ] [ ( 'e' | 'E' ) [ '+' | '-' ] [0-9]+ ]
+func (d *decoder) number(i int) (any, int, error) {
+	data := d.data
+	start := i
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+		// "01" is octal to some parsers and 1 to others.
+		if i < len(data) && isDigit(data[i]) {
+			return nil, start, errorAt(start, reasonLeadingZero)
+		}
+	case i < len(data) && '1' <= data[i] && data[i] <= '9':
+		i = skipDigits(data, i+1)
+	default:
+		return nil, i, errorAt(i, reasonInvalidNumber)
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		if i >= len(data) || !isDigit(data[i]) {
+			return nil, i, errorAt(i, reasonInvalidNumber)
+		}
+		i = skipDigits(data, i+1)
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) || !isDigit(data[i]) {
+			return nil, i, errorAt(i, reasonInvalidNumber)
+		}
+		i = skipDigits(data, i+1)
+	}
+	return json.Number(data[start:i]), i, nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && isDigit(data[i]) {
+		i++
+	}
+	return i
+}
+
+// plain[c] reports whether byte c stands for itself inside a string: it is
+// printable ASCII other than '"' and '\\'. Everything else needs a closer
+// look (end of string, escape, control character, multi-byte UTF-8).
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str decodes the string whose opening quote is at data[i]. It returns the
+// string, whether it is all ASCII, and the offset just past the closing quote.
+// A string without escapes costs one allocation (the conversion); one with
+// escapes is unescaped into d.buf first.
+func (d *decoder) str(i int) (string, bool, int, error) {
+	data := d.data
+	start := i + 1
+	ascii := true
+	for j := start; ; {
+		for j < len(data) && plain[data[j]] {
+			j++
+		}
+		if j >= len(data) {
+			return "", false, j, errorAt(j, reasonUnterminated)
+		}
+		switch c := data[j]; {
+		case c == '"':
+			return string(data[start:j]), ascii, j + 1, nil
+		case c == '\\':
+			return d.strEscaped(start, j, ascii)
+		case c < 0x20:
+			return "", false, j, errorAt(j, reasonControlChar)
+		default:
+			n, ok := validRune(data[j:])
+			if !ok {
+				return "", false, j, errorAt(j, reasonInvalidUTF8)
+			}
+			ascii = false
+			j += n
+		}
+	}
+}
+
+// validRune reports the length of the UTF-8 sequence at the start of p, which
+// starts with a byte >= 0x80, and whether it is valid. utf8.DecodeRune already
+// refuses overlong forms, surrogates (U+D800–U+DFFF) and values above
+// U+10FFFF; a literal U+FFFD decodes with length 3, so (RuneError, 1) means
+// invalid.
+func validRune(p []byte) (int, bool) {
+	r, n := utf8.DecodeRune(p)
+	return n, !(r == utf8.RuneError && n == 1)
+}
+
+// strEscaped finishes str for a string with escapes: data[start:j] is already
+// known to be plain or valid UTF-8, and data[j] is a backslash.
+func (d *decoder) strEscaped(start, j int, ascii bool) (string, bool, int, error) {
+	data := d.data
+	buf := append(d.buf[:0], data[start:j]...)
+	for {
+		run := j
+		for j < len(data) && plain[data[j]] {
+			j++
+		}
+		buf = append(buf, data[run:j]...)
+		if j >= len(data) {
+			return "", false, j, errorAt(j, reasonUnterminated)
+		}
+		switch c := data[j]; {
+		case c == '"':
+			d.buf = buf
+			return string(buf), ascii, j + 1, nil
+		case c == '\\':
+			if j+1 >= len(data) {
+				return "", false, j + 1, errorAt(j+1, reasonUnterminated)
+			}
+			switch e := data[j+1]; e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, n, err := unicodeEscape(data, j)
+				if err != nil {
+					return "", false, j, err
+				}
+				if r >= utf8.RuneSelf {
+					ascii = false
+				}
+				buf = utf8.AppendRune(buf, r)
+				j += n
+				continue
+			default:
+				return "", false, j, errorAt(j, reasonInvalidEscape)
+			}
+			j += 2
+		case c < 0x20:
+			return "", false, j, errorAt(j, reasonControlChar)
+		default:
+			n, ok := validRune(data[j:])
+			if !ok {
+				return "", false, j, errorAt(j, reasonInvalidUTF8)
+			}
+			ascii = false
+			buf = append(buf, data[j:j+n]...)
+			j += n
+		}
+	}
+}
+
+// unicodeEscape decodes the \uXXXX escape at data[j] (the backslash), joining
+// a UTF-16 surrogate pair written as two escapes. It returns the code point
+// and the number of bytes consumed (6 or 12). A surrogate that is not the
+// high half of a correctly ordered pair is refused: Go turns it into U+FFFD,
+// Python keeps it, and Node keeps it in a UTF-16 string, so three upstreams
+// would read three different strings.
+func unicodeEscape(data []byte, j int) (rune, int, error) {
+	r, ok := hex4(data, j+2)
+	if !ok {
+		return 0, 0, errorAt(j, reasonInvalidEscape)
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, 6, nil
+	}
+	if r >= 0xDC00 { // a low half with no high half before it
+		return 0, 0, errorAt(j, reasonSurrogate)
+	}
+	if len(data)-j < 12 || data[j+6] != '\\' || data[j+7] != 'u' {
+		return 0, 0, errorAt(j, reasonSurrogate)
+	}
+	lo, ok := hex4(data, j+8)
+	if !ok {
+		return 0, 0, errorAt(j+6, reasonInvalidEscape)
+	}
+	if lo < 0xDC00 || lo > 0xDFFF {
+		return 0, 0, errorAt(j, reasonSurrogate)
+	}
+	return utf16.DecodeRune(r, lo), 12, nil
+}
+
+// hex4 decodes the four hex digits at data[i:i+4].
+func hex4(data []byte, i int) (rune, bool) {
+	if len(data)-i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}

@@ -1,0 +1,189 @@
+// Package strictjson decodes JSON texts so strictly that no two reasonable
+// JSON parsers could read an accepted text differently.
+//
+// toolgate evaluates a tool call's JSON body with a policy and then forwards
+// the same bytes to an upstream written in any language. Wherever parsers
+// disagree about what a text means, the policy could approve one reading while
+// the upstream executes another. So this package does not pick a reading: it
+// refuses the text, and the proxy answers 400. It refuses:
+//
+//   - everything RFC 8259 forbids: trailing commas, comments, single quotes,
+//     unquoted keys, leading zeros, "+1", ".5", "1.", hex, NaN and Infinity,
+//     unescaped control characters (U+0000–U+001F) in strings, invalid
+//     escapes, a leading byte order mark, data after the value, empty input;
+//   - invalid UTF-8 anywhere, because Go's encoding/json silently replaces it
+//     with U+FFFD while other parsers reject it or keep the raw bytes;
+//   - \u escapes that leave a lone or mis-ordered UTF-16 surrogate, for the
+//     same reason (Go substitutes U+FFFD, Python keeps the surrogate);
+//   - duplicate keys in one object at any depth, compared after unescaping,
+//     because some parsers keep the first value and others the last;
+//   - keys in one object that are equal under [strings.EqualFold] ("path" and
+//     "Path", "k" and the Kelvin sign "\u212a"), because Go's encoding/json
+//     matches struct fields case-insensitively and keeps the last match, so a
+//     Go upstream would read {"path":"a","Path":"b"} as path "b" while a
+//     policy reading the object as a map sees both;
+//   - nesting of arrays and objects deeper than [Options.MaxDepth].
+//
+// Every text it accepts is also accepted by encoding/json, and decodes to the
+// same value that encoding/json produces with [json.Decoder.UseNumber]:
+// objects are map[string]any, arrays []any, numbers [json.Number] holding the
+// literal exactly as written (no range check: 1e400 stays "1e400"), strings
+// string, true and false bool, null nil.
+//
+// The package does not bound the size of its input; callers limit bodies (with
+// [net/http.MaxBytesReader]) before decoding.
+package strictjson
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// DefaultMaxDepth is the nesting limit used when [Options.MaxDepth] is zero.
+// Tool arguments are shallow; 64 levels leaves ample room while keeping the
+// recursion of the decoder short.
+const DefaultMaxDepth = 64
+
+// maxDepthLimit is encoding/json's own nesting limit (golang/go#31789). A
+// larger Options.MaxDepth is lowered to it: deeper texts would be refused by a
+// Go upstream anyway, and it bounds the decoder's recursion.
+const maxDepthLimit = 10000
+
+// Reasons given in [Error.Reason]. They are fixed text and never contain bytes
+// of the input, so an Error can be logged or returned to a client as is.
+const (
+	reasonEmpty          = "unexpected end of input"
+	reasonBOM            = "byte order mark"
+	reasonTrailingData   = "data after top-level value"
+	reasonNotObject      = "top level is not an object"
+	reasonUnexpectedChar = "invalid character looking for value"
+	reasonTooDeep        = "nesting too deep"
+	reasonTrailingComma  = "trailing comma"
+	reasonArraySep       = "expected ',' or ']' after array element"
+	reasonObjectSep      = "expected ',' or '}' after object value"
+	reasonKeyNotString   = "object key is not a string"
+	reasonColon          = "expected ':' after object key"
+	reasonDuplicateKey   = "duplicate object key"
+	reasonCaseVariantKey = "object keys differ only in case"
+	reasonInvalidUTF8    = "invalid UTF-8"
+	reasonControlChar    = "control character in string"
+	reasonUnterminated   = "unterminated string"
+	reasonInvalidEscape  = "invalid escape in string"
+	reasonSurrogate      = "unpaired UTF-16 surrogate escape"
+	reasonInvalidNumber  = "invalid number"
+	reasonLeadingZero    = "leading zero in number"
+	reasonInvalidLiteral = "invalid literal"
+)
+
+// Error reports why and where a text was refused.
+type Error struct {
+	// Offset is the byte offset in the input at which the problem was found:
+	// the start of the offending token, or len(input) for a truncated text.
+	Offset int
+	// Reason is a short fixed description from this package. It never
+	// contains bytes of the input.
+	Reason string
+}
+
+// Error returns "json: <reason> at offset <offset>".
+func (e *Error) Error() string {
+	return "json: " + e.Reason + " at offset " + strconv.Itoa(e.Offset)
+}
+
+func errorAt(offset int, reason string) *Error {
+	return &Error{Offset: offset, Reason: reason}
+}
+
+// Options configures decoding. The zero value is ready to use and is what
+// [Decode] and [DecodeObject] use.
+type Options struct {
+	// MaxDepth is the deepest nesting of arrays and objects accepted: with
+	// MaxDepth 1, [1] is accepted and [[1]] is refused. Zero or less means
+	// DefaultMaxDepth; values above 10000 (encoding/json's own limit) are
+	// treated as 10000.
+	MaxDepth int
+}
+
+// Decode parses one JSON text strictly (see the package documentation for
+// what it refuses). Objects become map[string]any, arrays []any, numbers
+// [json.Number] holding the exact literal, strings string, true and false
+// bool, null nil. Empty arrays and objects are non-nil.
+//
+// Any refusal is returned as an *[Error]. The result shares no memory with
+// data. Decode is safe for concurrent use.
+func Decode(data []byte) (any, error) {
+	return Options{}.Decode(data)
+}
+
+// DecodeObject is [Decode] for a text whose top level must be an object. A
+// text whose top level is anything else is refused with the reason
+// "top level is not an object" before the rest of it is read.
+func DecodeObject(data []byte) (map[string]any, error) {
+	return Options{}.DecodeObject(data)
+}
+
+// Decode is the package-level [Decode] with o's limits.
+func (o Options) Decode(data []byte) (any, error) {
+	return o.decode(data, false)
+}
+
+// DecodeObject is the package-level [DecodeObject] with o's limits.
+func (o Options) DecodeObject(data []byte) (map[string]any, error) {
+	v, err := o.decode(data, true)
+	if err != nil {
+		return nil, err
+	}
+	// decode checked that the first token opens an object.
+	return v.(map[string]any), nil
+}
+
+func (o Options) maxDepth() int {
+	switch {
+	case o.MaxDepth <= 0:
+		return DefaultMaxDepth
+	case o.MaxDepth > maxDepthLimit:
+		return maxDepthLimit
+	}
+	return o.MaxDepth
+}
+
+func (o Options) decode(data []byte, wantObject bool) (any, error) {
+	// A BOM is not whitespace in RFC 8259 and parsers disagree on skipping
+	// it; name it, since it is the likeliest non-whitespace prefix.
+	if bytes.HasPrefix(data, []byte("\xEF\xBB\xBF")) {
+		return nil, errorAt(0, reasonBOM)
+	}
+	i := skipSpace(data, 0)
+	if i == len(data) {
+		return nil, errorAt(i, reasonEmpty)
+	}
+	if wantObject && data[i] != '{' {
+		return nil, errorAt(i, reasonNotObject)
+	}
+
+	d := newDecoder(data, o.maxDepth())
+	defer d.release()
+	v, next, err := d.value(i, 0)
+	if err != nil {
+		return nil, err
+	}
+	if next = skipSpace(data, next); next != len(data) {
+		return nil, errorAt(next, reasonTrailingData)
+	}
+	return v, nil
+}
+
+// skipSpace returns the offset of the first byte at or after i that is not
+// JSON whitespace. Only the four RFC 8259 whitespace bytes count: other
+// parsers accept more (form feed, NBSP), which is one more reason to refuse.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}

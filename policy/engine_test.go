@@ -1,0 +1,469 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// seedRules is the rules table of SPEC.md §6.3 plus the exact-name case.
+var seedRules = []string{
+	`{id: r1, effect: allow, tool: Read, target: "*"}`,
+	`{id: r2, effect: deny, tool: Read, target: secrets.txt}`,
+	`{id: r3, effect: ask, tool: Write, target: "*"}`,
+	`{id: r4, effect: allow, tool: Edit, target: notes.txt}`,
+}
+
+func writeRules(t *testing.T, dir string, rows []string) string {
+	t.Helper()
+	path := filepath.Join(dir, "rules.yaml")
+	src := "rules:\n"
+	for _, r := range rows {
+		src += "  - " + r + "\n"
+	}
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newEngine(t testing.TB, opts policy.Options) *policy.Engine {
+	t.Helper()
+	if opts.Library == nil {
+		opts.Library = shipped.Library()
+	}
+	e, err := policy.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func call(tool, target string) *policy.Input {
+	args := map[string]any{}
+	if target != "" {
+		args["path"] = target
+	}
+	return &policy.Input{
+		CallID:   "test",
+		Kind:     policy.KindREST,
+		Upstream: policy.Upstream{Name: "files", Protocol: "rest"},
+		Subject:  policy.Subject{ID: "agent-42", Authenticated: true},
+		Tool:     policy.NewTool(tool, args, policy.DefaultTargetArgs),
+		HTTP:     policy.HTTP{Method: "POST", Path: "/tools/" + tool},
+	}
+}
+
+type outcome struct {
+	Action  string
+	RuleIDs []string
+}
+
+func decide(t *testing.T, e *policy.Engine, in *policy.Input) outcome {
+	t.Helper()
+	d, err := e.Decide(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Decide(%s %s): %v", in.Tool.Name, in.Tool.Target, err)
+	}
+	return outcome{d.Action.String(), d.RuleIDs()}
+}
+
+// TestSeedScenario is the seed scenario of the rules table: precedence
+// regardless of row order, default deny, exact names.
+func TestSeedScenario(t *testing.T) {
+	cases := []struct {
+		name         string
+		tool, target string
+		want         outcome
+	}{
+		{"read allowed by star", "Read", "readme.txt", outcome{"allow", []string{"r1"}}},
+		{"deny wins over matching allow", "Read", "secrets.txt", outcome{"deny", []string{"r2"}}},
+		{"write asks", "Write", "notes/today.txt", outcome{"ask", []string{"r3"}}},
+		{"write without target asks", "Write", "", outcome{"ask", []string{"r3"}}},
+		{"tool without rule denied", "Delete", "readme.txt", outcome{"deny", []string{"toolgate.default"}}},
+		{"exact name matches itself", "Edit", "notes.txt", outcome{"allow", []string{"r4"}}},
+		{"exact name never matches longer", "Edit", "notes.txt.bak", outcome{"deny", []string{"toolgate.default"}}},
+		{"normalised target matches", "Read", "./secrets.txt", outcome{"deny", []string{"r2"}}},
+		{"escaping target denied", "Read", "../secrets.txt", outcome{"deny", []string{"toolgate.target_escapes"}}},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 5 {
+		rows := append([]string(nil), seedRules...)
+		rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)})
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("order%d/%s", round, tc.name), func(t *testing.T) {
+				got := decide(t, e, call(tc.tool, tc.target))
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("rows %v: decision (-want +got):\n%s", rows, diff)
+				}
+			})
+		}
+	}
+}
+
+func TestDeniedReasonNamesRule(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), seedRules)})
+	d, err := e.Decide(t.Context(), call("Read", "secrets.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "rules table r2: deny Read on secrets.txt"; len(d.Messages()) != 1 || d.Messages()[0] != want {
+		t.Errorf("reasons = %q, want [%q]", d.Messages(), want)
+	}
+}
+
+// TestRuleShapes checks how hand-written rules of every shape are read,
+// and that any malformed shape fails closed.
+func TestRuleShapes(t *testing.T) {
+	cases := []struct {
+		name    string
+		rego    string
+		want    outcome
+		wantErr string
+	}{
+		{"allow if", `allow if input.tool.name == "Read"`, outcome{"allow", []string{"toolgate.allow"}}, ""},
+		{"allow contains string", `allow contains "reading is fine" if input.tool.name == "Read"`, outcome{"allow", []string{}}, ""},
+		{"deny object beats allow", `allow if true
+deny contains {"id": "d1", "message": "no"} if true`, outcome{"deny", []string{"d1"}}, ""},
+		{"ask beats allow", `allow if true
+ask contains {"id": "a1", "message": "check"} if true`, outcome{"ask", []string{"a1"}}, ""},
+		{"deny if false-default", `default deny := false
+allow if true`, outcome{"allow", []string{"toolgate.allow"}}, ""},
+		{"nothing fired", `allow if input.tool.name == "Other"`, outcome{"deny", []string{"toolgate.default"}}, ""},
+		{"deny as number", `deny := 5`, outcome{}, "must be a boolean or a set"},
+		{"reason without message", `allow contains {"id": "x"} if true`, outcome{}, `needs a string "message"`},
+		{"reason as number", `allow contains 7 if true`, outcome{}, "must be a string or an object"},
+		{"builtin error fails closed", `deny contains "big" if to_number(input.tool.name) > 3
+allow if true`, outcome{}, "evaluating"},
+		{"conflict fails closed", `x := 1 if true
+x := 2 if true
+allow if x == 1`, outcome{}, "evaluating"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, policy.Options{Policies: fstest.MapFS{
+				"p.rego": {Data: []byte("package toolgate\n\n" + tc.rego + "\n")},
+			}})
+			d, err := e.Decide(t.Context(), call("Read", "x"))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				if d.Action != policy.Deny {
+					t.Fatalf("a policy error gave %v, want deny", d.Action)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, outcome{d.Action.String(), d.RuleIDs()}); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDefaultAsk(t *testing.T) {
+	e := newEngine(t, policy.Options{Default: policy.Ask, RulesFile: writeRules(t, t.TempDir(), seedRules)})
+	if got := decide(t, e, call("Delete", "x")); got.Action != "ask" {
+		t.Errorf("nothing fired with default ask: %v, want ask", got)
+	}
+	if got := decide(t, e, call("Read", "secrets.txt")); got.Action != "deny" {
+		t.Errorf("a deny with default ask: %v, want deny", got)
+	}
+}
+
+func TestModes(t *testing.T) {
+	rows := append(append([]string(nil), seedRules...),
+		`{id: ro, effect: allow, tool: List, target: "*", read_only: true}`,
+		`{id: must, effect: ask, tool: Deploy, target: "*", must_ask: true}`)
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)})
+	cases := []struct {
+		mode, tool, target, want string
+	}{
+		{"default", "Write", "x", "ask"},
+		{"dont_ask", "Write", "x", "deny"},
+		{"dont_ask", "Read", "x", "allow"},
+		{"bypass", "Write", "x", "allow"},
+		{"bypass", "Deploy", "x", "ask"},
+		{"bypass", "Read", "secrets.txt", "deny"},
+		{"plan", "Read", "x", "deny"},
+		{"plan", "List", "x", "allow"},
+		{"plan", "Write", "x", "deny"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode+"/"+tc.tool, func(t *testing.T) {
+			in := call(tc.tool, tc.target)
+			in.Mode = tc.mode
+			if got := decide(t, e, in); got.Action != tc.want {
+				t.Errorf("mode %s, %s %s: %v, want %s", tc.mode, tc.tool, tc.target, got, tc.want)
+			}
+		})
+	}
+	in := call("Read", "x")
+	in.Mode = "yolo"
+	if d, err := e.Decide(t.Context(), in); err == nil || d.Action != policy.Deny {
+		t.Errorf("unknown mode: %v, %v; want a deny and an error", d.Action, err)
+	}
+}
+
+func TestNewRefusesBrokenPolicy(t *testing.T) {
+	cases := map[string]fstest.MapFS{
+		"parse error":   {"p.rego": {Data: []byte("package toolgate\nallow if {")}},
+		"compile error": {"p.rego": {Data: []byte("package toolgate\nallow if undefined_fn(1)")}},
+		"bad data":      {"data.json": {Data: []byte("{")}},
+	}
+	for name, fsys := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), Policies: fsys}); err == nil {
+				t.Fatal("New accepted a broken policy")
+			}
+		})
+	}
+	t.Run("bad rules file", func(t *testing.T) {
+		path := writeRules(t, t.TempDir(), []string{`{id: a, effect: permit, tool: x, target: "*"}`})
+		_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), RulesFile: path})
+		if err == nil || !strings.Contains(err.Error(), "effect") {
+			t.Fatalf("err = %v, want one naming the effect", err)
+		}
+	})
+	t.Run("rules twice", func(t *testing.T) {
+		path := writeRules(t, t.TempDir(), seedRules)
+		fsys := fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"rules": []}`)}}
+		if _, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), Policies: fsys, RulesFile: path}); err == nil {
+			t.Fatal("New accepted data.toolgate.rules from two places")
+		}
+	})
+}
+
+func TestDataFilesAreServed(t *testing.T) {
+	e := newEngine(t, policy.Options{Policies: fstest.MapFS{
+		"p.rego":              {Data: []byte("package toolgate\nallow if input.tool.name in data.tools.readers")},
+		"tools/data.yaml":     {Data: []byte("readers: [Read]\n")},
+		"p_test.rego":         {Data: []byte("package toolgate_test\ntest_x if false")},
+		".hidden/broken.rego": {Data: []byte("not rego")},
+	}})
+	if got := decide(t, e, call("Read", "x")); got.Action != "allow" {
+		t.Errorf("allow from data file: %v", got)
+	}
+}
+
+func TestReloadKeepsLastGood(t *testing.T) {
+	dir := t.TempDir()
+	write := func(src string) {
+		if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("package toolgate\nallow if true\n")
+	var reloads []error
+	e := newEngine(t, policy.Options{Policies: os.DirFS(dir), OnReload: func(_ string, err error) { reloads = append(reloads, err) }})
+	rev := e.Revision()
+	write("package toolgate\nallow if {\n")
+	if err := e.Reload(t.Context()); err == nil {
+		t.Fatal("Reload accepted a broken policy")
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "allow" || e.Revision() != rev {
+		t.Fatalf("after a failed reload: %v rev %s, want the old allow and rev %s", got, e.Revision(), rev)
+	}
+	write("package toolgate\ndeny contains \"closed\" if true\n")
+	if err := e.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "deny" || e.Revision() == rev {
+		t.Fatalf("after a good reload: %v, want deny and a new revision", got)
+	}
+	if len(reloads) != 2 || reloads[0] == nil || reloads[1] != nil {
+		t.Errorf("OnReload saw %v, want [error, nil]", reloads)
+	}
+}
+
+func TestShippedExample(t *testing.T) {
+	e := newEngine(t, policy.Options{Policies: shipped.Example()})
+	cases := []struct{ tool, target, want string }{
+		{"read_file", "README.md", "allow"},
+		{"read_file", "chapters/01.md", "allow"},
+		{"read_file", ".env", "deny"},
+		{"read_file", "notes/today.txt", "deny"},
+		{"write_note", "notes/today.txt", "ask"},
+		{"write_note", "chapters/01.md", "deny"},
+		{"delete_file", "notes/today.txt", "deny"},
+	}
+	for _, tc := range cases {
+		if got := decide(t, e, call(tc.tool, tc.target)); got.Action != tc.want {
+			t.Errorf("%s %s = %v, want %s", tc.tool, tc.target, got, tc.want)
+		}
+	}
+}
+
+func ExampleEngine_Decide() {
+	e, err := policy.New(context.Background(), policy.Options{
+		Library: shipped.Library(),
+		Policies: fstest.MapFS{"notes.rego": {Data: []byte(`package toolgate
+
+deny contains {"id": "no-secrets", "message": "secrets stay put"} if input.tool.target == ".env"
+
+allow if input.tool.name == "read_file"
+`)}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, target := range []string{"README.md", "./.env"} {
+		in := &policy.Input{Kind: policy.KindREST, Tool: policy.NewTool("read_file", map[string]any{"path": target}, policy.DefaultTargetArgs)}
+		d, _ := e.Decide(context.Background(), in)
+		fmt.Println(target, d.Action, d.RuleIDs())
+	}
+	// Output:
+	// README.md allow [toolgate.allow]
+	// ./.env deny [no-secrets]
+}
+
+// BenchmarkDecide measures one decision with the shipped library and a rules
+// table of n rows: most name one tool (with exact, glob and "*" targets),
+// one in 25 has a glob tool name.
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			rows := make([]string, 0, n)
+			for i := range n {
+				switch i % 25 % 4 {
+				case 0:
+					rows = append(rows, fmt.Sprintf(`{id: a%d, effect: allow, tool: tool%d, target: "docs/**"}`, i, i))
+				case 1:
+					rows = append(rows, fmt.Sprintf(`{id: d%d, effect: deny, tool: tool%d, target: secret%d.txt}`, i, i, i))
+				case 2:
+					rows = append(rows, fmt.Sprintf(`{id: k%d, effect: ask, tool: "tool%d", target: "*"}`, i, i))
+				default:
+					if i%25 == 3 {
+						rows = append(rows, fmt.Sprintf(`{id: g%d, effect: allow, tool: "ns%d.*", target: "src/*.go"}`, i, i))
+					} else {
+						rows = append(rows, fmt.Sprintf(`{id: e%d, effect: allow, tool: tool%d, target: "src/*.go"}`, i, i))
+					}
+				}
+			}
+			dir := b.TempDir()
+			path := filepath.Join(dir, "rules.yaml")
+			if err := os.WriteFile(path, []byte("rules:\n  - "+strings.Join(rows, "\n  - ")+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			e := newEngine(b, policy.Options{RulesFile: path})
+			in := call("tool0", "docs/guide/intro.md")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := e.Decide(ctx, in)
+				if err != nil || d.Action != policy.Allow {
+					b.Fatalf("%v %v", d.Action, err)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchReloads writes into a watched directory: a broken module keeps
+// the old decisions, a good one changes them within a second.
+func TestWatchReloads(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		t.Helper()
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("p.rego", "package toolgate\nallow if true\n")
+	reloaded := make(chan error, 16)
+	e := newEngine(t, policy.Options{Policies: os.DirFS(dir), OnReload: func(_ string, err error) { reloaded <- err }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- e.Watch(ctx, []string{dir}, 50*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+
+	waitReload := func() error {
+		t.Helper()
+		select {
+		case err := <-reloaded:
+			return err
+		case <-time.After(time.Second):
+			t.Fatal("no reload within a second")
+			return nil
+		}
+	}
+	write("q.rego", "package toolgate\nallow if {\n")
+	if err := waitReload(); err == nil {
+		t.Fatal("a broken module reloaded without error")
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "allow" {
+		t.Fatalf("after a broken write: %v, want the old allow", got)
+	}
+	write("q.rego", "package toolgate\ndeny contains \"frozen\" if true\n")
+	if err := waitReload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "deny" {
+		t.Fatalf("after a good write: %v, want deny", got)
+	}
+}
+
+// TestReloadIsAtomic decides continuously while the policy flips between
+// two revisions: every decision is one revision's whole answer.
+func TestReloadIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	a := "package toolgate\nallow contains {\"id\": \"a1\", \"message\": \"a\"} if true\nallow contains {\"id\": \"a2\", \"message\": \"a\"} if true\n"
+	b := "package toolgate\ndeny contains {\"id\": \"b1\", \"message\": \"b\"} if true\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(a), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, policy.Options{Policies: os.DirFS(dir)})
+	stop := make(chan struct{})
+	errs := make(chan string, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d, err := e.Decide(context.Background(), call("Read", "x"))
+			ids := strings.Join(d.RuleIDs(), ",")
+			if err != nil || (ids != "a1,a2" && ids != "b1") {
+				errs <- fmt.Sprintf("half-loaded decision: %v %q %v", d.Action, ids, err)
+				return
+			}
+		}
+	}()
+	for i := range 20 {
+		src := a
+		if i%2 == 0 {
+			src = b
+		}
+		if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if msg, ok := <-errs; ok {
+		t.Fatal(msg)
+	}
+}

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
+)
+
+// bundle is one complete policy: every module and the data document. It is
+// built whole and then swapped in, so no call ever sees half of a reload.
+type bundle struct {
+	modules  map[string]*ast.Module
+	data     map[string]any
+	revision string
+}
+
+// load reads the library, the user's policies and the rules table.
+func load(opts *Options) (*bundle, error) {
+	b := &bundle{modules: map[string]*ast.Module{}, data: map[string]any{}}
+	h := sha256.New()
+	if opts.Library != nil {
+		if err := b.addFS("lib", opts.Library, h); err != nil {
+			return nil, fmt.Errorf("shipped library: %w", err)
+		}
+	}
+	if opts.Policies != nil {
+		if err := b.addFS("policy", opts.Policies, h); err != nil {
+			return nil, err
+		}
+	}
+	if opts.RulesFile != "" {
+		src, err := os.ReadFile(opts.RulesFile)
+		if err != nil {
+			return nil, fmt.Errorf("rules file: %w", err)
+		}
+		rules, err := ParseRules(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", opts.RulesFile, err)
+		}
+		if err := b.setRules(rules); err != nil {
+			return nil, err
+		}
+		h.Write(src)
+	}
+	b.revision = hex.EncodeToString(h.Sum(nil))[:16]
+	return b, nil
+}
+
+// addFS loads every .rego module (except *_test.rego) and every .json and
+// .yaml data file under fsys, with OPA's usual layout: a data file's
+// directory is its path under data.
+func (b *bundle) addFS(prefix string, fsys fs.FS, h interface{ Write([]byte) (int, error) }) error {
+	res, err := loader.NewFileLoader().
+		WithFS(fsys).
+		WithRegoVersion(ast.RegoV1).
+		WithProcessAnnotation(true).
+		Filtered([]string{"."}, skipNonPolicy)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(res.Modules))
+	for name := range res.Modules {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		m := res.Modules[name]
+		key := prefix + "/" + strings.TrimPrefix(name, "/")
+		b.modules[key] = m.Parsed
+		h.Write([]byte(key))
+		h.Write(m.Raw)
+	}
+	if len(res.Documents) > 0 {
+		doc, err := json.Marshal(res.Documents)
+		if err != nil {
+			return err
+		}
+		h.Write(doc)
+		for k, v := range res.Documents {
+			if _, dup := b.data[k]; dup {
+				return fmt.Errorf("data document %q is defined twice", k)
+			}
+			b.data[k] = v
+		}
+	}
+	return nil
+}
+
+// skipNonPolicy keeps .rego (not _test.rego), .json, .yaml and .yml files
+// and skips hidden entries, except that Kubernetes' ConfigMap layout (a
+// "..data" symlink to a "..<timestamp>" directory) is read through its
+// top-level symlinks only.
+func skipNonPolicy(abspath string, info fs.FileInfo, depth int) bool {
+	name := info.Name()
+	if depth > 0 && strings.HasPrefix(name, ".") {
+		return true
+	}
+	if info.IsDir() {
+		return false
+	}
+	switch {
+	case strings.HasSuffix(name, "_test.rego"):
+		return true
+	case strings.HasSuffix(name, ".rego"), strings.HasSuffix(name, ".json"),
+		strings.HasSuffix(name, ".yaml"), strings.HasSuffix(name, ".yml"):
+		return false
+	}
+	return true
+}
+
+// setRules places the rules table at data.toolgate.rules, and its index at
+// data.toolgate.rules_index.
+func (b *bundle) setRules(rules []Rule) error {
+	tg, ok := b.data["toolgate"].(map[string]any)
+	if !ok {
+		if _, exists := b.data["toolgate"]; exists {
+			return errors.New("data.toolgate is not an object, so the rules table cannot be served at data.toolgate.rules")
+		}
+		tg = map[string]any{}
+		b.data["toolgate"] = tg
+	}
+	if _, exists := tg["rules"]; exists {
+		return errors.New("data.toolgate.rules is defined both by a data file and by policy.rules_file; keep one")
+	}
+	tg["rules"], tg["rules_index"] = rulesData(rules)
+	return nil
+}

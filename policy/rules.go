@@ -1,0 +1,154 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Rule is one row of the rules table (SPEC.md §6.3). Tool and Target are an
+// exact name, "*" (every call of the tool, with or without a target), or a
+// glob ("notes/*" matches one path segment, "src/**" any depth). An exact
+// name matches only itself: "notes.txt" does not match "notes.txt.bak".
+type Rule struct {
+	ID       string `yaml:"id"`
+	Effect   string `yaml:"effect"` // allow | deny | ask
+	Tool     string `yaml:"tool"`
+	Target   string `yaml:"target"`
+	ReadOnly bool   `yaml:"read_only"`
+	Message  string `yaml:"message"`
+	MustAsk  bool   `yaml:"must_ask"`
+}
+
+type rulesFile struct {
+	Rules []Rule `yaml:"rules"`
+}
+
+var ruleID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
+
+// ParseRules reads a rules table. Unknown keys, missing fields, bad effects,
+// duplicate IDs and malformed globs are errors naming the row.
+func ParseRules(src []byte) ([]Rule, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec.KnownFields(true)
+	var f rulesFile
+	// An empty file is an empty table.
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("rules table: %w", err)
+	}
+	seen := make(map[string]int, len(f.Rules))
+	var errs []error
+	for i, r := range f.Rules {
+		at := fmt.Sprintf("rules[%d]", i)
+		if r.ID != "" {
+			at = fmt.Sprintf("rules[%d] (id %s)", i, r.ID)
+		}
+		bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("%s: "+format, append([]any{at}, a...)...)) }
+		switch {
+		case r.ID == "":
+			bad("id is missing")
+		case !ruleID.MatchString(r.ID):
+			bad("id %q is not a valid id (letters, digits, _ . : -)", r.ID)
+		default:
+			if j, dup := seen[r.ID]; dup {
+				bad("id %q is also used by rules[%d]", r.ID, j)
+			}
+			seen[r.ID] = i
+		}
+		switch r.Effect {
+		case "allow", "deny", "ask":
+		default:
+			bad("effect %q must be allow, deny or ask", r.Effect)
+		}
+		if r.Tool == "" {
+			bad(`tool is missing (write tool: "*" for every tool)`)
+		} else if err := checkGlob(r.Tool); err != nil {
+			bad("tool: %v", err)
+		}
+		if r.Target == "" {
+			bad(`target is missing (write target: "*" for every call of the tool)`)
+		} else if err := checkGlob(r.Target); err != nil {
+			bad("target: %v", err)
+		}
+		if r.MustAsk && r.Effect != "ask" {
+			bad("must_ask is only meaningful on an ask rule")
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return f.Rules, nil
+}
+
+// isGlob reports whether p is a pattern rather than an exact name.
+func isGlob(p string) bool { return p != "*" && strings.ContainsAny(p, "*?[{") }
+
+// checkGlob rejects patterns OPA's glob.match would fail on at evaluation
+// time, so a broken table is refused at load, not at the first call.
+func checkGlob(p string) error {
+	depth := 0
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+			if i >= len(p) {
+				return fmt.Errorf("%q ends with a lone backslash", p)
+			}
+		case '[':
+			j := strings.IndexByte(p[i+1:], ']')
+			if j < 0 {
+				return fmt.Errorf("%q has an unclosed [", p)
+			}
+			i += j + 1
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth < 0 {
+				return fmt.Errorf("%q has an unmatched }", p)
+			}
+		}
+	}
+	if depth != 0 {
+		return fmt.Errorf("%q has an unclosed {", p)
+	}
+	return nil
+}
+
+// rulesData is the table as Rego sees it at data.toolgate.rules, and the
+// index the library matches through: rows by exact tool name ("by_tool") and
+// rows whose tool is "*" or a glob ("wild"). Each row also says whether its
+// tool and target are globs, so the library scans no strings per call.
+func rulesData(rules []Rule) (table []any, index map[string]any) {
+	table = make([]any, 0, len(rules))
+	byTool := map[string]any{}
+	wild := []any{}
+	for _, r := range rules {
+		row := map[string]any{
+			"id":          r.ID,
+			"effect":      r.Effect,
+			"tool":        r.Tool,
+			"target":      r.Target,
+			"tool_glob":   isGlob(r.Tool),
+			"target_glob": isGlob(r.Target),
+			"read_only":   r.ReadOnly,
+			"must_ask":    r.MustAsk,
+		}
+		if r.Message != "" {
+			row["message"] = r.Message
+		}
+		table = append(table, row)
+		if r.Tool == "*" || isGlob(r.Tool) {
+			wild = append(wild, row)
+			continue
+		}
+		rows, _ := byTool[r.Tool].([]any)
+		byTool[r.Tool] = append(rows, row)
+	}
+	return table, map[string]any{"by_tool": byTool, "wild": wild}
+}

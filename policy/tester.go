@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+// TestOptions configure RunTests.
+type TestOptions struct {
+	Verbose bool   // report passing tests too, like `opa test -v`
+	Run     string // only tests whose name matches this regular expression, like `opa test -r`
+}
+
+// TestSummary counts the outcome of a test run.
+type TestSummary struct{ Passed, Failed, Errored, Skipped int }
+
+// OK reports whether every test that ran passed and at least one ran.
+func (s TestSummary) OK() bool { return s.Failed == 0 && s.Errored == 0 && s.Passed > 0 }
+
+// RunTests runs the Rego unit tests (rules named test_*) of every tree
+// exactly as `opa test` would: modules, _test.rego files and data files are
+// loaded together, and the report is written to out in OPA's format. Trees
+// are keyed by a name used to keep module names apart ("lib", a directory).
+func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts TestOptions) (TestSummary, error) {
+	modules := map[string]*ast.Module{}
+	data := map[string]any{}
+	for name, fsys := range trees {
+		res, err := loader.NewFileLoader().
+			WithFS(fsys).
+			WithRegoVersion(ast.RegoV1).
+			WithProcessAnnotation(true).
+			Filtered([]string{"."}, skipNonRegoOrData)
+		if err != nil {
+			return TestSummary{}, fmt.Errorf("%s: %w", name, err)
+		}
+		for mname, m := range res.Modules {
+			modules[name+"/"+strings.TrimPrefix(mname, "/")] = m.Parsed
+		}
+		for k, v := range res.Documents {
+			if _, dup := data[k]; dup {
+				return TestSummary{}, fmt.Errorf("%s: data document %q is defined twice", name, k)
+			}
+			data[k] = v
+		}
+	}
+	r := tester.NewRunner().
+		SetCompiler(ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true)).
+		SetStore(inmem.NewFromObject(data)).
+		CapturePrintOutput(true).
+		RaiseBuiltinErrors(true)
+	if opts.Run != "" {
+		r = r.Filter(opts.Run)
+	}
+	ch, err := r.Run(ctx, modules)
+	if err != nil {
+		return TestSummary{}, err
+	}
+	var sum TestSummary
+	results := make(chan *tester.Result)
+	go func() {
+		defer close(results)
+		for res := range ch {
+			switch {
+			case res.Error != nil:
+				sum.Errored++
+			case res.Fail:
+				sum.Failed++
+			case res.Skip:
+				sum.Skipped++
+			default:
+				sum.Passed++
+			}
+			results <- res
+		}
+	}()
+	if err := (tester.PrettyReporter{Output: out, Verbose: opts.Verbose, FailureLine: true}).Report(results); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+// skipNonRegoOrData is skipNonPolicy with the _test.rego files kept.
+func skipNonRegoOrData(abspath string, info fs.FileInfo, depth int) bool {
+	if !info.IsDir() && strings.HasSuffix(info.Name(), "_test.rego") {
+		return false
+	}
+	return skipNonPolicy(abspath, info, depth)
+}

@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// upstream is an Upstream with its reverse proxy.
+type upstream struct {
+	Upstream
+	proxy *httputil.ReverseProxy
+}
+
+func (s *Server) newUpstream(u Upstream) *upstream {
+	up := &upstream{Upstream: u}
+	rt := u.Transport
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = u.Timeout
+		// The default of 2 idle connections per host makes a busy sidecar
+		// reconnect for most calls; it talks to one host, so keep a pool.
+		t.MaxIdleConns = 512
+		t.MaxIdleConnsPerHost = 256
+		t.IdleConnTimeout = 90 * time.Second
+		rt = t
+	}
+	target := u.URL
+	up.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// SetURL also sets the outbound Host to the upstream's own:
+			// tool servers on loopback refuse a foreign Host (DNS-rebinding
+			// protection).
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport:      &timedTransport{base: rt, upstream: u.Name, metrics: s.metrics},
+		ModifyResponse: stripToolgateHeaders,
+		ErrorHandler:   s.upstreamError,
+		ErrorLog:       nil,
+	}
+	return up
+}
+
+// forward sends exactly the bytes the policy evaluated to the upstream and
+// streams its answer back.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) {
+	out := r.WithContext(r.Context())
+	out.URL = &url.URL{Path: c.rel, RawQuery: r.URL.RawQuery}
+	if c.rawRel != c.rel {
+		out.URL.RawPath = c.rawRel
+	}
+	out.Header = r.Header.Clone()
+	// The credential was toolgate's, not the upstream's.
+	out.Header.Del("Authorization")
+	out.Header.Del("Content-Encoding")
+	out.Header.Del("Content-Length")
+	out.Header.Set(headerCallID, c.id)
+	if c.subject.ID != "" {
+		out.Header.Set("X-Toolgate-Subject", c.subject.ID)
+	}
+	out.TransferEncoding = nil
+	out.ContentLength = int64(len(c.body))
+	if len(c.body) == 0 {
+		out.Body = http.NoBody
+	} else {
+		out.Body = io.NopCloser(bytes.NewReader(c.body))
+		out.Header.Set("Content-Length", strconv.Itoa(len(c.body)))
+	}
+	// No GetBody: without it net/http cannot replay a request with a body
+	// on a fresh connection, so a tool call is sent at most once.
+	out.GetBody = nil
+	h := w.Header()
+	h.Set(headerCallID, c.id)
+	h.Set(headerDecision, outcomeAllow)
+	c.up.proxy.ServeHTTP(w, out)
+}
+
+// stripToolgateHeaders keeps an upstream from speaking for toolgate: its
+// own X-Toolgate-* headers are dropped from the answer.
+func stripToolgateHeaders(res *http.Response) error {
+	for k := range res.Header {
+		if strings.HasPrefix(k, "X-Toolgate-") {
+			delete(res.Header, k)
+		}
+	}
+	return nil
+}
+
+// upstreamError answers when the upstream could not be reached or did not
+// answer in time: 504 for a timeout, 502 otherwise.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	id := w.Header().Get(headerCallID)
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		// The agent went away; there is nobody to answer.
+		s.log.Info("agent disconnected before the upstream answered", "call_id", id, "error", err)
+		return
+	}
+	status, title := http.StatusBadGateway, "Upstream unreachable"
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		status, title = http.StatusGatewayTimeout, "Upstream timed out"
+	}
+	s.log.Error("upstream failed", "call_id", id, "status", status, "error", err)
+	writeProblem(w, problem{Status: status, Title: title, Detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
+		CallID: id, Decision: outcomeAllow})
+}
+
+// timedTransport records the upstream's latency by status.
+type timedTransport struct {
+	base     http.RoundTripper
+	upstream string
+	metrics  *Metrics
+}
+
+func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	res, err := t.base.RoundTrip(r)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(res.StatusCode)
+	}
+	t.metrics.upstream.WithLabelValues(t.upstream, code).Observe(time.Since(start).Seconds())
+	return res, err
+}

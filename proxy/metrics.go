@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the proxy's Prometheus metrics. Labels never carry arguments,
+// subjects or tool names: their values are bounded by the configuration.
+type Metrics struct {
+	decisions        *prometheus.CounterVec
+	decisionDuration prometheus.Histogram
+	upstream         *prometheus.HistogramVec
+	refused          *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: a
+// private registry, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_decisions_total",
+			Help: "Policy decisions by action (allow, ask, deny), kind (rest, mcp, http) and upstream.",
+		}, []string{"action", "kind", "upstream"}),
+		decisionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "toolgate_decision_duration_seconds",
+			Help:    "Time to evaluate the policy for one call.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "toolgate_upstream_request_duration_seconds",
+			Help:    "Time from sending a call to the upstream to its response headers, by upstream and status code (\"error\" when none came).",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"upstream", "code"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_requests_refused_total",
+			Help: "Requests answered before any decision, by outcome (invalid, unauthenticated, unavailable).",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused)
+	return m
+}
+
+func (m *Metrics) observeDecision(c *call, elapsed time.Duration) {
+	m.decisions.WithLabelValues(c.decision.Action.String(), c.input.Kind, c.up.Name).Inc()
+	m.decisionDuration.Observe(elapsed.Seconds())
+}

@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// toolName is the grammar of a tool name after routing (SPEC.md §4.1).
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
+
+// checkPath refuses request paths that two HTTP stacks could read
+// differently, so that the path the policy sees is the path the upstream
+// routes: dot segments, empty segments, backslashes, encoded slashes,
+// backslashes, dots or NULs, matrix parameters and control characters.
+// Paths are never cleaned instead: cleaning would make toolgate one more
+// stack with its own reading.
+func checkPath(r *http.Request) *callError {
+	raw := r.URL.EscapedPath()
+	if raw == "" || raw[0] != '/' {
+		return invalid(http.StatusBadRequest, "Bad path", "the request path must start with /")
+	}
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < 0x20 || c == 0x7f || c == '\\' || c == ';' {
+			return invalid(http.StatusBadRequest, "Bad path", "the request path holds a control character, a backslash or a ';'")
+		}
+	}
+	lower := strings.ToLower(raw)
+	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b"} {
+		if strings.Contains(lower, enc) {
+			return invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded '/', '\\', '.', ';' or NUL")
+		}
+	}
+	for seg := range strings.SplitSeq(raw[1:], "/") {
+		if seg == "." || seg == ".." {
+			return invalid(http.StatusBadRequest, "Bad path", "the request path holds a '.' or '..' segment")
+		}
+	}
+	if strings.Contains(raw, "//") {
+		return invalid(http.StatusBadRequest, "Bad path", "the request path holds an empty segment ('//')")
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		return invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed: "+err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+// Package proxy is toolgate's HTTP surface: it turns each request into a
+// policy input, asks a Decider, and forwards exactly what was decided on, or
+// answers for itself. It decides nothing: the verdict is always the
+// Decider's. It knows nothing of Rego, of config files or of Redis.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Decider decides one call. *policy.Engine implements it. An error means the
+// call could not be decided; the proxy then refuses it.
+type Decider interface {
+	Decide(context.Context, *policy.Input) (policy.Decision, error)
+}
+
+// Authenticator identifies the caller of a request. *identity.Authenticator
+// implements it. Errors wrapping identity.ErrUnauthenticated answer 401.
+type Authenticator interface {
+	Authenticate(*http.Request) (identity.Subject, error)
+}
+
+// Upstream is one tool server behind toolgate.
+type Upstream struct {
+	Name       string
+	URL        *url.URL
+	Protocol   string // "rest"
+	Prefix     string // requests under this path prefix go here; a prefix other than "/" is stripped
+	TargetArgs []string
+	// Timeout bounds the wait for the upstream's response headers; past it
+	// the agent gets 504. Zero means 60s.
+	Timeout time.Duration
+	// Transport, if set, replaces the tuned default (tests).
+	Transport http.RoundTripper
+}
+
+// Config configures a Server.
+type Config struct {
+	Upstreams    []Upstream
+	Decider      Decider
+	Auth         Authenticator
+	MaxBodyBytes int64  // limit on request bodies, after decoding too
+	Mode         string // permission mode put in every input ("" = default)
+	Logger       *slog.Logger
+	Metrics      *Metrics // nil: a private registry
+	// LogArguments puts tool arguments into decision records. Off by
+	// default: arguments can hold anything, secrets included.
+	LogArguments bool
+	// Now and NewCallID may be replaced in tests.
+	Now       func() time.Time
+	NewCallID func() string
+}
+
+// Server serves the proxy listener. It is safe for concurrent use.
+type Server struct {
+	cfg       Config
+	upstreams []*upstream // longest prefix first
+	log       *slog.Logger
+	metrics   *Metrics
+	draining  atomic.Bool
+}
+
+var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
+
+// New checks cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Decider == nil || cfg.Auth == nil {
+		return nil, errors.New("proxy: a Decider and an Authenticator are required")
+	}
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("proxy: at least one upstream is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewCallID == nil {
+		// 26 base32 characters, 130 bits from crypto/rand: a call ID may be
+		// handed out as the key to a parked call's status, so it must be
+		// unguessable.
+		cfg.NewCallID = rand.Text
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	seen := map[string]bool{}
+	for _, u := range cfg.Upstreams {
+		if u.Prefix == "" {
+			u.Prefix = "/"
+		}
+		if !prefixPattern.MatchString(u.Prefix) {
+			return nil, fmt.Errorf("proxy: upstream %s: prefix %q must start and end with / and hold only letters, digits and ._~-", u.Name, u.Prefix)
+		}
+		if seen[u.Prefix] {
+			return nil, fmt.Errorf("proxy: upstream %s: prefix %q is used twice", u.Name, u.Prefix)
+		}
+		seen[u.Prefix] = true
+		if u.URL == nil || u.URL.Host == "" || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
+			return nil, fmt.Errorf("proxy: upstream %s: url must be absolute http(s)", u.Name)
+		}
+		if u.Protocol == "" {
+			u.Protocol = policy.KindREST
+		}
+		if u.Protocol != policy.KindREST {
+			return nil, fmt.Errorf("proxy: upstream %s: protocol %q is not supported", u.Name, u.Protocol)
+		}
+		if u.TargetArgs == nil {
+			u.TargetArgs = policy.DefaultTargetArgs
+		}
+		if u.Timeout <= 0 {
+			u.Timeout = 60 * time.Second
+		}
+		s.upstreams = append(s.upstreams, s.newUpstream(u))
+	}
+	slices.SortFunc(s.upstreams, func(a, b *upstream) int { return len(b.Prefix) - len(a.Prefix) })
+	return s, nil
+}
+
+// Drain makes the proxy refuse new calls with 503 (SIGTERM: readiness turns
+// 503 and new calls stop while the listener drains).
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// route returns the upstream whose prefix is the longest match of p, and p
+// relative to it ("/" + the rest); nil when none matches.
+func (s *Server) route(p string) (*upstream, string) {
+	for _, u := range s.upstreams {
+		if u.Prefix == "/" {
+			return u, p
+		}
+		if strings.HasPrefix(p, u.Prefix) {
+			return u, "/" + p[len(u.Prefix):]
+		}
+		if p+"/" == u.Prefix {
+			return u, "/"
+		}
+	}
+	return nil, ""
+}

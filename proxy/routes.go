@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler returns the proxy listener's handler: every request is a call to
+// decide. No buffering or timeout middleware wraps it: answers stream, and
+// held calls may wait.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.HandleFunc("/*", s.serveCall)
+	return r
+}
+
+// ReadyFunc reports readiness and the checks behind it.
+type ReadyFunc func() (ready bool, checks map[string]any)
+
+// AdminHandler returns the admin listener's handler: /livez, /readyz and
+// /metrics. Never expose it on the proxy port.
+func AdminHandler(ready ReadyFunc, gatherer prometheus.Gatherer) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, checks := ready()
+		status, word := http.StatusOK, "ok"
+		if !ok {
+			status, word = http.StatusServiceUnavailable, "unavailable"
+		}
+		writeJSON(w, status, map[string]any{"status": word, "checks": checks})
+	})
+	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return r
+}
+
+// ApprovalsHandler returns the approvals listener's handler. Parked calls
+// are not built yet, so every route answers 404 with a problem body saying so.
+func ApprovalsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{
+			"type": "urn:toolgate:problem:no-route", "title": "Not Found", "status": http.StatusNotFound,
+			"detail": "this toolgate parks no calls for approval yet",
+		})
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

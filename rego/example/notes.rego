@@ -1,0 +1,54 @@
+# METADATA
+# title: example policy of toolgate quickstart
+# description: |
+#   The notes tool server (read_file, write_note, delete_file) guarded the
+#   way a careful team would: reading the book is fine, secrets never leave,
+#   notes need a human, nothing is deleted.
+package toolgate
+
+# Reading the README and the chapters is allowed.
+allow contains {"id": "example.read_book", "message": "reading the book is allowed"} if {
+	input.tool.name == "read_file"
+	book(input.tool.target)
+}
+
+book("README.md")
+
+book(target) if startswith(target, "chapters/")
+
+# Secrets and the repository's internals are denied to every tool.
+deny contains {"id": "example.secrets", "message": sprintf("%s holds secrets", [input.tool.target])} if {
+	secret(input.tool.target)
+}
+
+secret(target) if base(target) == ".env"
+
+secret(target) if base(target) == ".git"
+
+secret(target) if contains(concat("", ["/", target, "/"]), "/.git/")
+
+base(target) := b if {
+	parts := split(target, "/")
+	b := parts[count(parts) - 1]
+}
+
+# Writing a note asks a human first; writing anywhere else is denied.
+ask contains {"id": "example.write_note", "message": sprintf("write to %s needs approval", [input.tool.target])} if {
+	input.tool.name == "write_note"
+	in_notes
+}
+
+# A call without a target is not in notes/ either: a helper rule, because
+# "not startswith(input.tool.target, ...)" would be undefined, not true,
+# when the target is missing.
+deny contains {"id": "example.write_elsewhere", "message": "notes may only be written under notes/"} if {
+	input.tool.name == "write_note"
+	not in_notes
+}
+
+in_notes if startswith(input.tool.target, "notes/")
+
+# Nothing is ever deleted.
+deny contains {"id": "example.no_delete", "message": "delete_file is never allowed"} if {
+	input.tool.name == "delete_file"
+}

@@ -1,0 +1,60 @@
+package toolgate_test
+
+import data.toolgate
+
+call(tool, target) := {"kind": "rest", "phase": "call", "tool": {"name": tool, "arguments": {"path": target}, "target": target}}
+
+test_read_readme_allowed if {
+	some r in toolgate.allow with input as call("read_file", "README.md")
+	r.id == "example.read_book"
+}
+
+test_read_chapter_allowed if {
+	count(toolgate.allow) == 1 with input as call("read_file", "chapters/01.md")
+}
+
+test_read_other_not_allowed if {
+	count(toolgate.allow) == 0 with input as call("read_file", "notes/today.txt")
+}
+
+test_env_denied_for_every_tool if {
+	every tool in ["read_file", "write_note", "delete_file"] {
+		some r in toolgate.deny with input as call(tool, ".env")
+		r.id == "example.secrets"
+	}
+}
+
+test_nested_env_denied if {
+	some r in toolgate.deny with input as call("read_file", "config/.env")
+	r.id == "example.secrets"
+}
+
+test_git_denied if {
+	some r in toolgate.deny with input as call("read_file", ".git/config")
+	r.id == "example.secrets"
+}
+
+test_gitignore_not_a_secret if {
+	count(toolgate.deny) == 0 with input as call("read_file", ".gitignore")
+}
+
+test_write_note_asks if {
+	some r in toolgate.ask with input as call("write_note", "notes/today.txt")
+	r.id == "example.write_note"
+	count(toolgate.deny) == 0 with input as call("write_note", "notes/today.txt")
+}
+
+test_write_elsewhere_denied if {
+	some r in toolgate.deny with input as call("write_note", "chapters/01.md")
+	r.id == "example.write_elsewhere"
+}
+
+test_write_without_target_denied if {
+	some r in toolgate.deny with input as {"kind": "rest", "tool": {"name": "write_note", "arguments": {}}}
+	r.id == "example.write_elsewhere"
+}
+
+test_delete_always_denied if {
+	some r in toolgate.deny with input as call("delete_file", "notes/today.txt")
+	r.id == "example.no_delete"
+}

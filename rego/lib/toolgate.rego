@@ -1,0 +1,130 @@
+# METADATA
+# title: toolgate shipped library
+# description: |
+#   Always loaded with every policy. It contributes to the same three rules as
+#   hand-written policies (deny, ask, allow), here under package toolgate.lib;
+#   toolgate applies deny > ask > allow across both packages in Go.
+#   - the rules table (data.toolgate.rules) matched by tool and target;
+#   - calls whose target climbs above its root are denied;
+#   - MCP protocol plumbing (methods other than tools/call) is allowed;
+#   - plain HTTP calls fire nothing here, so they are denied unless a rule allows them.
+package toolgate.lib
+
+# The rules table, served from policy.rules_file. Each row also carries
+# tool_glob and target_glob, computed when the table is loaded.
+default rules := []
+
+rules := data.toolgate.rules
+
+# Candidate rows for this call's tool. toolgate serves an index beside the
+# table (data.toolgate.rules_index: rows by exact tool name, plus the rows
+# whose tool is "*" or a glob), so a call visits only the rows that can
+# concern its tool, however long the table. Without the index (a test that
+# sets data.toolgate.rules alone) every row is a candidate.
+candidates := array.concat(
+	object.get(data.toolgate.rules_index.by_tool, input.tool.name, []),
+	data.toolgate.rules_index.wild,
+) if {
+	data.toolgate.rules_index
+}
+
+candidates := rules if not data.toolgate.rules_index
+
+# The phase of the decision; a document without one is a call.
+list_phase if input.phase == "list"
+
+call_phase if not list_phase
+
+# deny: rules-table deny rows that match the call.
+deny contains table_reason(r) if {
+	some r in candidates
+	r.effect == "deny"
+	deny_row_matches(r)
+}
+
+deny contains {
+	"id": "toolgate.target_escapes",
+	"message": sprintf("target %q climbs above its root", [input.tool.target_raw]),
+} if {
+	call_phase
+	input.tool.target_escapes == true
+}
+
+# ask: rules-table ask rows that match the call.
+ask contains reason if {
+	some r in candidates
+	r.effect == "ask"
+	row_matches(r)
+	reason := object.union(table_reason(r), {"must_ask": object.get(r, "must_ask", false)})
+}
+
+# allow: rules-table allow rows, and MCP protocol plumbing.
+allow contains table_reason(r) if {
+	some r in candidates
+	r.effect == "allow"
+	row_matches(r)
+}
+
+allow contains {"id": "toolgate.mcp_plumbing", "message": "MCP protocol message"} if {
+	input.kind == "mcp"
+	not input.tool
+}
+
+# read_only: calls that only read, for the plan mode.
+read_only contains r.id if {
+	some r in candidates
+	r.effect != "deny"
+	object.get(r, "read_only", false) == true
+	row_matches(r)
+}
+
+read_only contains "toolgate.mcp_read_only_hint" if {
+	input.kind == "mcp"
+	input.tool.annotations.readOnlyHint == true
+}
+
+# A row's reason: its own message, or one that names the row.
+table_reason(r) := {"id": r.id, "message": object.get(r, "message", default_message)} if {
+	default_message := sprintf("rules table %s: %s %s on %s", [r.id, r.effect, r.tool, r.target])
+}
+
+# In the call phase a row matches when both its tool and its target match.
+# In the list phase (a tool being listed, no arguments yet) an allow or ask
+# row matches whatever its target, since some target could match.
+row_matches(r) if {
+	call_phase
+	tool_matches(r.tool, r.tool_glob)
+	target_matches(r.target, r.target_glob)
+}
+
+row_matches(r) if {
+	list_phase
+	tool_matches(r.tool, r.tool_glob)
+}
+
+# A deny row hides a listed tool only when it covers every call of the tool.
+deny_row_matches(r) if {
+	call_phase
+	row_matches(r)
+}
+
+deny_row_matches(r) if {
+	list_phase
+	r.target == "*"
+	tool_matches(r.tool, r.tool_glob)
+}
+
+tool_matches("*", _) if input.tool.name
+
+tool_matches(pattern, false) if pattern == input.tool.name
+
+tool_matches(pattern, true) if glob.match(pattern, null, input.tool.name)
+
+target_matches("*", _) if input.tool.name
+
+target_matches(pattern, false) if pattern == input.tool.target
+
+target_matches(pattern, true) if {
+	is_string(input.tool.target)
+	glob.match(pattern, ["/"], input.tool.target)
+}

@@ -1,0 +1,94 @@
+package toolgate.lib_test
+
+import data.toolgate.lib
+
+# The seed table of SPEC.md §6.3, as toolgate serves it.
+seed := [
+	{"id": "r1", "effect": "allow", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false},
+	{"id": "r2", "effect": "deny", "tool": "Read", "target": "secrets.txt", "tool_glob": false, "target_glob": false},
+	{"id": "r3", "effect": "ask", "tool": "Write", "target": "*", "tool_glob": false, "target_glob": false},
+	{"id": "g1", "effect": "allow", "tool": "fs.*", "target": "src/**", "tool_glob": true, "target_glob": true},
+	{"id": "g2", "effect": "deny", "tool": "fs.write", "target": "src/*.lock", "tool_glob": false, "target_glob": true},
+	{"id": "n1", "effect": "deny", "tool": "Edit", "target": "notes.txt", "tool_glob": false, "target_glob": false},
+]
+
+call(tool, target) := {"kind": "rest", "phase": "call", "tool": {"name": tool, "arguments": {"path": target}, "target": target}}
+
+ids(set) := {r.id | some r in set}
+
+test_allow_star_target if {
+	ids(lib.allow) == {"r1"} with input as call("Read", "readme.txt") with data.toolgate.rules as seed
+}
+
+test_star_target_matches_without_target if {
+	ids(lib.allow) == {"r1"} with input as {"kind": "rest", "tool": {"name": "Read", "arguments": {}}} with data.toolgate.rules as seed
+}
+
+test_deny_row_fires_beside_allow if {
+	ids(lib.deny) == {"r2"} with input as call("Read", "secrets.txt") with data.toolgate.rules as seed
+	ids(lib.allow) == {"r1"} with input as call("Read", "secrets.txt") with data.toolgate.rules as seed
+}
+
+test_ask_row if {
+	ids(lib.ask) == {"r3"} with input as call("Write", "x") with data.toolgate.rules as seed
+}
+
+test_exact_never_matches_longer if {
+	count(lib.deny) == 0 with input as call("Edit", "notes.txt.bak") with data.toolgate.rules as seed
+	ids(lib.deny) == {"n1"} with input as call("Edit", "notes.txt") with data.toolgate.rules as seed
+}
+
+test_glob_any_depth if {
+	ids(lib.allow) == {"g1"} with input as call("fs.read", "src/a/b/c.go") with data.toolgate.rules as seed
+}
+
+test_glob_one_segment if {
+	ids(lib.deny) == {"g2"} with input as call("fs.write", "src/go.lock") with data.toolgate.rules as seed
+	count(lib.deny) == 0 with input as call("fs.write", "src/a/go.lock") with data.toolgate.rules as seed
+}
+
+test_glob_needs_target if {
+	count(lib.allow) == 0 with input as {"kind": "rest", "tool": {"name": "fs.read", "arguments": {}}} with data.toolgate.rules as seed
+}
+
+test_no_rule_for_tool if {
+	count(lib.allow) == 0 with input as call("Delete", "x") with data.toolgate.rules as seed
+	count(lib.deny) == 0 with input as call("Delete", "x") with data.toolgate.rules as seed
+	count(lib.ask) == 0 with input as call("Delete", "x") with data.toolgate.rules as seed
+}
+
+test_no_table if {
+	count(lib.allow) == 0 with input as call("Read", "x")
+}
+
+test_target_escapes_denied if {
+	ids(lib.deny) == {"toolgate.target_escapes"} with input as {"kind": "rest", "tool": {"name": "Read", "target": "../etc/passwd", "target_raw": "./../etc/passwd", "target_escapes": true}}
+}
+
+test_list_phase_allow_whatever_target if {
+	ids(lib.allow) == {"g1"} with input as {"kind": "mcp", "phase": "list", "tool": {"name": "fs.read"}} with data.toolgate.rules as seed
+}
+
+test_list_phase_deny_only_whole_tool if {
+	count(lib.deny) == 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": "Read"}} with data.toolgate.rules as seed
+	hide := array.concat(seed, [{"id": "h", "effect": "deny", "tool": "Drop", "target": "*", "tool_glob": false, "target_glob": false}])
+	ids(lib.deny) == {"h"} with input as {"kind": "mcp", "phase": "list", "tool": {"name": "Drop"}} with data.toolgate.rules as hide
+}
+
+test_mcp_plumbing_allowed if {
+	ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as {"kind": "mcp", "mcp": {"method": "initialize"}}
+}
+
+test_plain_http_fires_nothing if {
+	count(lib.allow) == 0 with input as {"kind": "http", "http": {"method": "GET", "path": "/"}} with data.toolgate.rules as seed
+}
+
+test_read_only_rows if {
+	rows := [{"id": "ro", "effect": "allow", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false, "read_only": true}]
+	lib.read_only == {"ro"} with input as call("Read", "x") with data.toolgate.rules as rows
+}
+
+test_custom_message if {
+	rows := [{"id": "m", "effect": "deny", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false, "message": "no reading today"}]
+	lib.deny == {{"id": "m", "message": "no reading today"}} with input as call("Read", "x") with data.toolgate.rules as rows
+}
