@@ -48,7 +48,9 @@ func ParseRules(src []byte) ([]Rule, error) {
 		if r.ID != "" {
 			at = fmt.Sprintf("rules[%d] (id %s)", i, r.ID)
 		}
-		bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("%s: "+format, append([]any{at}, a...)...)) }
+		bad := func(format string, a ...any) {
+			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{at}, a...)...))
+		}
 		switch {
 		case r.ID == "":
 			bad("id is missing")

@@ -17,6 +17,9 @@ import (
 type TestOptions struct {
 	Verbose bool   // report passing tests too, like `opa test -v`
 	Run     string // only tests whose name matches this regular expression, like `opa test -r`
+	// Library, if set, is loaded beside the trees without its own tests:
+	// users' tests run against the shipped library, which is not retested.
+	Library fs.FS
 }
 
 // TestSummary counts the outcome of a test run.
@@ -32,12 +35,20 @@ func (s TestSummary) OK() bool { return s.Failed == 0 && s.Errored == 0 && s.Pas
 func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts TestOptions) (TestSummary, error) {
 	modules := map[string]*ast.Module{}
 	data := map[string]any{}
+	all := map[string]fs.FS{}
+	filters := map[string]loader.Filter{}
 	for name, fsys := range trees {
+		all[name], filters[name] = fsys, skipNonRegoOrData
+	}
+	if opts.Library != nil {
+		all["toolgate-library"], filters["toolgate-library"] = opts.Library, skipNonPolicy
+	}
+	for name, fsys := range all {
 		res, err := loader.NewFileLoader().
 			WithFS(fsys).
 			WithRegoVersion(ast.RegoV1).
 			WithProcessAnnotation(true).
-			Filtered([]string{"."}, skipNonRegoOrData)
+			Filtered([]string{"."}, filters[name])
 		if err != nil {
 			return TestSummary{}, fmt.Errorf("%s: %w", name, err)
 		}
@@ -59,7 +70,7 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 	if opts.Run != "" {
 		r = r.Filter(opts.Run)
 	}
-	ch, err := r.Run(ctx, modules)
+	ch, err := r.SetModules(modules).RunTests(ctx, nil)
 	if err != nil {
 		return TestSummary{}, err
 	}

@@ -26,8 +26,10 @@ type call struct {
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
 	c := &call{id: s.cfg.NewCallID()}
 	if s.draining.Load() {
-		s.refuse(w, r, c, &callError{Status: http.StatusServiceUnavailable, Outcome: outcomeUnavailable,
-			Title: "Shutting down", Detail: "toolgate is shutting down; retry on another replica"})
+		s.refuse(w, r, c, &callError{
+			Status: http.StatusServiceUnavailable, Outcome: outcomeUnavailable,
+			Title: "Shutting down", Detail: "toolgate is shutting down; retry on another replica",
+		})
 		return
 	}
 	if cerr := checkPath(r); cerr != nil {
@@ -126,13 +128,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 		s.forward(w, r, c)
 	case policy.Ask:
 		// Parking calls for approval is not built yet: refuse, and say so.
-		writeProblem(w, problem{Status: http.StatusServiceUnavailable, Title: "Approval not available",
+		writeProblem(w, problem{
+			Status: http.StatusServiceUnavailable, Title: "Approval not available",
 			Detail: "the policy asks for approval, but approvals are not configured on this toolgate; nothing was forwarded",
-			CallID: c.id, Decision: outcomeAsk, Reasons: d.Messages(), RuleIDs: d.RuleIDs()})
+			CallID: c.id, Decision: outcomeAsk, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
+		})
 	default:
-		writeProblem(w, problem{Status: http.StatusForbidden, Title: "Denied by policy",
+		writeProblem(w, problem{
+			Status: http.StatusForbidden, Title: "Denied by policy",
 			Detail: strings.Join(d.Messages(), "; "),
-			CallID: c.id, Decision: outcomeDeny, Reasons: d.Messages(), RuleIDs: d.RuleIDs()})
+			CallID: c.id, Decision: outcomeDeny, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
+		})
 	}
 }
 

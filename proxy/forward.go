@@ -110,8 +110,10 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		status, title = http.StatusGatewayTimeout, "Upstream timed out"
 	}
 	s.log.Error("upstream failed", "call_id", id, "status", status, "error", err)
-	writeProblem(w, problem{Status: status, Title: title, Detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
-		CallID: id, Decision: outcomeAllow})
+	writeProblem(w, problem{
+		Status: status, Title: title, Detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
+		CallID: id, Decision: outcomeAllow,
+	})
 }
 
 // timedTransport records the upstream's latency by status.

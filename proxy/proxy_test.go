@@ -21,8 +21,10 @@ import (
 	shipped "github.com/toolgate/toolgate/rego"
 )
 
-var _ Decider = (*policy.Engine)(nil)
-var _ Authenticator = (*identity.Authenticator)(nil)
+var (
+	_ Decider       = (*policy.Engine)(nil)
+	_ Authenticator = (*identity.Authenticator)(nil)
+)
 
 // deciderFunc is a Decider from a function.
 type deciderFunc func(context.Context, *policy.Input) (policy.Decision, error)
@@ -34,8 +36,8 @@ func (f deciderFunc) Decide(ctx context.Context, in *policy.Input) (policy.Decis
 // received is one request as the recording upstream saw it.
 type received struct {
 	Method, Path, RawPath, Query, Host string
-	Header                              http.Header
-	Body                                []byte
+	Header                             http.Header
+	Body                               []byte
 }
 
 // recorder is an upstream that records every request it receives (the

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	opaversion "github.com/open-policy-agent/opa/v1/version"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// app is a wired toolgate: engine, identity, proxy and the three handlers.
+type app struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	engine   *policy.Engine
+	auth     *identity.Authenticator
+	proxy    *proxy.Server
+	registry *prometheus.Registry
+	ready    atomic.Bool
+	reloadMu sync.Mutex
+	lastErr  error // last policy reload error, for /readyz
+}
+
+// policySource says where the user's policies come from: a directory
+// (watched) or, for the quickstart, an embedded tree.
+type policySource struct {
+	fsys fs.FS
+	dir  string
+}
+
+func policySourceOf(cfg *config.Config) policySource {
+	if cfg.Policy.Dir == "" {
+		return policySource{}
+	}
+	return policySource{fsys: os.DirFS(cfg.Policy.Dir), dir: cfg.Policy.Dir}
+}
+
+// newEngine builds the policy engine a configuration describes.
+func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, onReload func(string, error)) (*policy.Engine, error) {
+	if src.dir != "" {
+		if st, err := os.Stat(src.dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("policy.dir: %s is not a readable directory (point it at the folder of your .rego files)", src.dir)
+		}
+	}
+	def := policy.Deny
+	if cfg.Policy.Default == "ask" {
+		def = policy.Ask
+	}
+	return policy.New(ctx, policy.Options{
+		Library:   shipped.Library(),
+		Policies:  src.fsys,
+		RulesFile: cfg.Policy.RulesFile,
+		Default:   def,
+		Logger:    log,
+		OnReload:  onReload,
+	})
+}
+
+// newApp wires a toolgate from a validated configuration.
+func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger) (*app, error) {
+	a := &app{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolgate_build_info", Help: "Build of this toolgate; always 1."},
+		[]string{"version", "commit", "opa_version", "go_version"})
+	build.WithLabelValues(version, commit, opaversion.Version, runtime.Version()).Set(1)
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_policy_reloads_total",
+		Help: "Policy reloads by result (success, failure); a failure keeps the last good policy.",
+	}, []string{"result"})
+	reloads.WithLabelValues("success")
+	reloads.WithLabelValues("failure")
+	a.registry.MustRegister(build, reloads)
+
+	engine, err := newEngine(ctx, cfg, src, log, func(_ string, err error) {
+		a.reloadMu.Lock()
+		a.lastErr = err
+		a.reloadMu.Unlock()
+		if err != nil {
+			reloads.WithLabelValues("failure").Inc()
+			return
+		}
+		reloads.WithLabelValues("success").Inc()
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.engine = engine
+
+	a.auth, err = identity.New(identityConfig(cfg, log))
+	if err != nil {
+		return nil, err
+	}
+	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		pu, err := url.Parse(u.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams: %s: %w", u.Name, err)
+		}
+		if u.Protocol == "mcp" {
+			return nil, fmt.Errorf("upstreams: %s: protocol mcp is not supported by this version of toolgate yet", u.Name)
+		}
+		ups = append(ups, proxy.Upstream{
+			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix,
+			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
+		})
+	}
+	a.proxy, err = proxy.New(proxy.Config{
+		Upstreams:    ups,
+		Decider:      engine,
+		Auth:         a.auth,
+		MaxBodyBytes: cfg.Limits.MaxBodyBytes.Int64(),
+		Mode:         cfg.Policy.Mode,
+		Logger:       log,
+		Metrics:      proxy.NewMetrics(a.registry),
+		LogArguments: cfg.Log.Arguments,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.ready.Store(true)
+	return a, nil
+}
+
+func identityConfig(cfg *config.Config, log *slog.Logger) identity.Config {
+	ic := identity.Config{Anonymous: cfg.Identity.Anonymous, Logger: log}
+	for _, k := range cfg.Identity.APIKeys {
+		ic.APIKeys = append(ic.APIKeys, identity.APIKey{Key: k.Key.Reveal(), Subject: k.Subject, Groups: k.Groups})
+	}
+	if j := cfg.Identity.JWT; j != nil {
+		ic.JWT = &identity.JWT{
+			JWKSFile: j.JWKSFile, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience,
+			SubjectClaim: j.SubjectClaim, GroupsClaim: j.GroupsClaim, Leeway: j.Leeway.Std(),
+		}
+	}
+	return ic
+}
+
+// readiness is what /readyz reports.
+func (a *app) readiness() (bool, map[string]any) {
+	a.reloadMu.Lock()
+	lastErr := a.lastErr
+	a.reloadMu.Unlock()
+	pol := map[string]any{"ok": true, "revision": a.engine.Revision()}
+	if lastErr != nil {
+		pol["last_reload_error"] = lastErr.Error()
+	}
+	checks := map[string]any{"policy": pol, "shutting_down": !a.ready.Load()}
+	return a.ready.Load(), checks
+}
+
+// listeners are the three bound sockets.
+type listeners struct{ proxy, approvals, admin net.Listener }
+
+func listen(cfg *config.Config) (*listeners, error) {
+	var l listeners
+	var err error
+	if l.proxy, err = net.Listen("tcp", cfg.Listen.Proxy); err != nil {
+		return nil, fmt.Errorf("listen.proxy: %w", err)
+	}
+	if l.approvals, err = net.Listen("tcp", cfg.Listen.Approvals); err != nil {
+		l.proxy.Close()
+		return nil, fmt.Errorf("listen.approvals: %w", err)
+	}
+	if l.admin, err = net.Listen("tcp", cfg.Listen.Admin); err != nil {
+		l.proxy.Close()
+		l.approvals.Close()
+		return nil, fmt.Errorf("listen.admin: %w", err)
+	}
+	return &l, nil
+}
+
+// serve runs the three servers until ctx ends, then shuts down gracefully:
+// readiness turns 503 and new calls are refused at once, then the servers
+// drain within the configured grace period.
+func (a *app) serve(ctx context.Context, l *listeners) error {
+	a.log.Info("toolgate listening", "proxy", l.proxy.Addr().String(), "approvals", l.approvals.Addr().String(),
+		"admin", l.admin.Addr().String(), "policy_revision", a.engine.Revision(), "version", version)
+	newServer := func(h http.Handler) *http.Server {
+		// No WriteTimeout: answers stream and held calls wait; slow
+		// clients are bounded by ReadHeaderTimeout and the body limit.
+		return &http.Server{
+			Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		}
+	}
+	servers := []*http.Server{
+		newServer(a.proxy.Handler()),
+		newServer(proxy.ApprovalsHandler()),
+		newServer(proxy.AdminHandler(a.readiness, a.registry)),
+	}
+	lns := []net.Listener{l.proxy, l.approvals, l.admin}
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() {
+			if err := s.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	if a.cfg.Policy.Watching() {
+		dirs := []string{}
+		if a.cfg.Policy.Dir != "" {
+			dirs = append(dirs, a.cfg.Policy.Dir)
+		}
+		if a.cfg.Policy.RulesFile != "" {
+			dirs = append(dirs, filepath.Dir(a.cfg.Policy.RulesFile))
+		}
+		if len(dirs) > 0 {
+			go func() {
+				if err := a.engine.Watch(ctx, dirs, 200*time.Millisecond); err != nil {
+					a.log.Error("policy watcher stopped; policy changes are no longer picked up", "error", err)
+				}
+			}()
+		}
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	a.ready.Store(false)
+	a.proxy.Drain()
+	grace := a.cfg.ShutdownGrace.Std()
+	a.log.Info("shutting down", "grace", grace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			if err := s.Shutdown(sctx); err != nil {
+				a.log.Warn("forced shutdown", "error", err)
+				_ = s.Close()
+			}
+		})
+	}
+	wg.Wait()
+	_ = a.auth.Close()
+	a.log.Info("stopped")
+	return runErr
+}
+
+// newLogger is the JSON logger on stderr at the configured level.
+func newLogger(e env, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+}

@@ -1,0 +1,126 @@
+// Command toolgate is a reverse-proxy sidecar that decides every AI-agent
+// tool call with OPA Rego policies before it reaches the tool. This package
+// is the only one that knows every other: it reads the configuration, wires
+// the policy engine, the identity check and the proxy together, and runs
+// the listeners.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	opaversion "github.com/open-policy-agent/opa/v1/version"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// Exit statuses (SPEC.md §2).
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// env is what a command receives from the process: its environment and
+// output streams.
+type env struct {
+	environ        []string
+	stdout, stderr io.Writer
+}
+
+func (e env) getenv(name string) string {
+	for i := len(e.environ) - 1; i >= 0; i-- {
+		if k, v, ok := cut(e.environ[i]); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+func cut(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// run runs the command named by args[0] and returns the exit status.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) int {
+	e := env{environ: environ, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, rest, e)
+	case "quickstart":
+		return cmdQuickstart(ctx, rest, e)
+	case "policy":
+		return cmdPolicy(ctx, rest, e)
+	case "config":
+		return cmdConfig(ctx, rest, e)
+	case "healthcheck":
+		return cmdHealthcheck(ctx, rest, e)
+	case "version":
+		fmt.Fprintf(stdout, "toolgate %s (commit %s, OPA %s, %s)\n", version, commit, opaversion.Version, runtime.Version())
+		return exitOK
+	case "notes-server":
+		return cmdNotesServer(ctx, rest, e)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "toolgate: unknown command %q\n\n", cmd)
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: toolgate <command> [flags]
+
+Commands:
+  serve --config FILE                        run the sidecar
+  quickstart                                 demo: toolgate in front of the example notes tools
+  policy test [DIR...]                       run Rego unit tests (shipped library included)
+  policy eval --config FILE --input FILE     print the decision for an input document
+  config validate --config FILE              check a config and print it, secrets redacted
+  healthcheck [--url URL]                    exit 0 when the admin /readyz answers 200
+  version                                    print version, commit and OPA version
+  notes-server [--listen ADDR]               run the example notes tool server alone
+
+Run 'toolgate <command> -h' for a command's flags.
+`)
+}
+
+// parseFlags parses a command's flags; -h prints them and is not an error.
+func parseFlags(fs *flag.FlagSet, args []string, e env) (ok bool, status int) {
+	fs.SetOutput(e.stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return false, exitOK
+		}
+		return false, exitUsage
+	}
+	return true, 0
+}

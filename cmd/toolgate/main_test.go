@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a goroutine-safe buffer for a running command's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const testSecret = "0123456789abcdef0123456789abcdef-test"
+
+// writeFiles writes files under dir and returns dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	for name, src := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func testConfig(upstream string) string {
+	return `listen:
+  proxy: 127.0.0.1:0
+  approvals: 127.0.0.1:0
+  admin: 127.0.0.1:0
+upstreams:
+  - name: files
+    url: ` + upstream + `
+identity:
+  api_keys:
+    - {key: "${AGENT_KEY}", subject: agent-42, groups: [agents]}
+policy:
+  dir: ./policy
+  rules_file: ./rules.yaml
+approvals:
+  secret: ${TOOLGATE_APPROVALS_SECRET}
+limits:
+  max_body_bytes: 4KiB
+shutdown_grace: 2s
+`
+}
+
+type running struct {
+	stderr *syncBuffer
+	done   chan int
+	cancel context.CancelFunc
+	proxy  string
+	admin  string
+}
+
+// startServe runs `toolgate serve` in-process and waits until it listens.
+func startServe(t *testing.T, args []string, environ []string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &running{stderr: &syncBuffer{}, done: make(chan int, 1), cancel: cancel}
+	go func() { r.done <- run(ctx, args, environ, io.Discard, r.stderr) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		sc := bufio.NewScanner(strings.NewReader(r.stderr.String()))
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "toolgate listening" {
+				r.proxy, r.admin = "http://"+rec["proxy"].(string), "http://"+rec["admin"].(string)
+				t.Cleanup(func() { cancel(); <-r.done })
+				return r
+			}
+		}
+		select {
+		case code := <-r.done:
+			t.Fatalf("serve exited %d before listening:\n%s", code, r.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve did not listen:\n%s", r.stderr.String())
+	return nil
+}
+
+func doPost(t *testing.T, url, body, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("X-Toolgate-Decision") + " " + string(b)
+}
+
+// TestServe runs the binary's serve command against a real config, policy
+// directory and recording upstream, then shuts it down like SIGTERM would.
+func TestServe(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" "+string(b))
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml":      testConfig(up.URL),
+		"rules.yaml":         "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n  - {id: r2, effect: deny, tool: Read, target: secrets.txt}\n",
+		"policy/p.rego":      "package toolgate\n\ndeny contains {\"id\": \"nope\", \"message\": \"no deleting\"} if input.tool.name == \"Delete\"\n",
+		"policy/p_test.rego": "package toolgate_test\n\ntest_x if true\n",
+	})
+	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
+
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1"); code != 200 || !strings.HasPrefix(body, "allow ") {
+		t.Fatalf("allowed call: %d %s", code, body)
+	}
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"secrets.txt"}`, "agent-key-1"); code != 403 || !strings.Contains(body, `"rule_ids":["r2"]`) {
+		t.Fatalf("denied call: %d %s", code, body)
+	}
+	if code, body := doPost(t, r.proxy+"/tools/Delete", `{"path":"a"}`, "agent-key-1"); code != 403 || !strings.Contains(body, "no deleting") {
+		t.Fatalf("user policy: %d %s", code, body)
+	}
+	if code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, ""); code != 401 {
+		t.Fatalf("no credentials: %d, want 401 (anonymous is off)", code)
+	}
+	mu.Lock()
+	if len(seen) != 1 || seen[0] != `/tools/Read {"path":"a.txt"}` {
+		t.Fatalf("upstream saw %q", seen)
+	}
+	mu.Unlock()
+
+	// Hot reload of the rules file: r1 now denies.
+	writeFiles(t, dir, map[string]string{"rules.yaml": "rules:\n  - {id: r1, effect: deny, tool: Read, target: \"*\"}\n"})
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1")
+		if code == 403 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rules file change not picked up within 3s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	res, err := http.Get(r.admin + "/readyz")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", res, err)
+	}
+	res.Body.Close()
+	res, err = http.Get(r.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`toolgate_decisions_total{action="allow",kind="rest",upstream="files"}`,
+		`toolgate_decisions_total{action="deny",kind="rest",upstream="files"}`,
+		`toolgate_decision_duration_seconds_count`,
+		`toolgate_policy_reloads_total{result="success"}`,
+		`toolgate_requests_refused_total{outcome="unauthenticated"} 1`,
+		`toolgate_build_info{`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
+	// Decision records: one per decided call, no arguments.
+	logs := r.stderr.String()
+	if n := strings.Count(logs, `"msg":"decision"`); n < 4 {
+		t.Errorf("%d decision records, want one per decided call", n)
+	}
+	if strings.Contains(logs, "a.txt\"}") || strings.Contains(logs, "agent-key-1") {
+		t.Error("the log holds arguments or a credential")
+	}
+
+	r.cancel()
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Fatalf("serve exited %d after shutdown", code)
+		}
+		r.done <- code
+	case <-time.After(5 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestRunRefusesBadStarts(t *testing.T) {
+	base := map[string]string{
+		"rules.yaml":    "rules: []\n",
+		"policy/p.rego": "package toolgate\n",
+	}
+	environ := []string{"AGENT_KEY=k", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	cases := []struct {
+		name    string
+		files   map[string]string
+		environ []string
+		args    []string
+		want    string
+	}{
+		{"unknown key", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1") + "pending:\n  redis_ur: x\n"}, environ, nil, "pending.redis_ur"},
+		{"no secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=k"}, nil, "TOOLGATE_APPROVALS_SECRET"},
+		{"short secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=k", "TOOLGATE_APPROVALS_SECRET=short"}, nil, "approvals.secret"},
+		{"broken policy", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1"), "policy/p.rego": "package toolgate\nallow if {"}, environ, nil, "p.rego"},
+		{"bad rules", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1"), "rules.yaml": "rules: [{id: a, effect: maybe, tool: x, target: y}]"}, environ, nil, "effect"},
+		{"bad flag value", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, environ, []string{"--policy-mode", "yolo"}, "policy.mode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, t.TempDir(), base)
+			writeFiles(t, dir, tc.files)
+			var stderr bytes.Buffer
+			args := append([]string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, tc.args...)
+			code := run(t.Context(), args, tc.environ, io.Discard, &stderr)
+			if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming %q", code, stderr.String(), tc.want)
+			}
+			if strings.Contains(stderr.String(), testSecret) {
+				t.Error("the secret was printed")
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"nonsense"}, nil, io.Discard, &stderr); code != exitUsage {
+		t.Errorf("unknown command: exit %d", code)
+	}
+	if code := run(t.Context(), []string{"serve"}, nil, io.Discard, &stderr); code != exitUsage {
+		t.Errorf("serve without config: exit %d", code)
+	}
+}
+
+func TestConfigValidateAndPolicyEval(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": testConfig("http://127.0.0.1:1"),
+		"rules.yaml":    "rules:\n  - {id: w, effect: ask, tool: Write, target: \"notes/*\"}\n",
+		"policy/p.rego": "package toolgate\n",
+		"input.json":    `{"kind":"rest","phase":"call","mode":"default","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
+		"input2.json":   `{"kind":"rest","mode":"dont_ask","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
+	})
+	environ := []string{"AGENT_KEY=agent-secret-key", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	cfgFile := filepath.Join(dir, "toolgate.yaml")
+
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"config", "validate", "--config", cfgFile}, environ, &out, &errb); code != 0 {
+		t.Fatalf("validate: exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), testSecret) || strings.Contains(out.String(), "agent-secret-key") || !strings.Contains(out.String(), "[redacted]") {
+		t.Errorf("validate printed secrets or no redaction:\n%s", out.String())
+	}
+	for input, want := range map[string]string{"input.json": `"action": "ask"`, "input2.json": `"action": "deny"`} {
+		out.Reset()
+		code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", filepath.Join(dir, input)}, environ, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), `"w"`) {
+			t.Errorf("policy eval %s: exit %d\n%s", input, code, out.String())
+		}
+	}
+}
+
+func TestPolicyTestCommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"policy", "test", "-v", "../../rego/example"}, nil, &out, &out); code != 0 {
+		t.Fatalf("shipped example tests: exit %d\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "PASS") {
+		t.Errorf("no report:\n%s", out.String())
+	}
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"p.rego":      "package toolgate\nallow if input.tool.name == \"Read\"\n",
+		"p_test.rego": "package toolgate_test\nimport data.toolgate\ntest_read if toolgate.allow with input as {\"tool\": {\"name\": \"Write\"}}\n",
+	})
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", dir}, nil, &out, &out); code != exitFail || !strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("failing test: exit %d\n%s", code, out.String())
+	}
+}
+
+func TestHealthcheckAndVersion(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer ok.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
+	defer bad.Close()
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"healthcheck", "--url", ok.URL}, nil, &out, &out); code != 0 {
+		t.Errorf("healthy: exit %d", code)
+	}
+	if code := run(t.Context(), []string{"healthcheck", "--url", bad.URL}, nil, &out, &out); code != exitFail {
+		t.Errorf("unhealthy: exit %d", code)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"version"}, nil, &out, &out); code != 0 || !regexp.MustCompile(`OPA 1\.\d+\.\d+`).MatchString(out.String()) {
+		t.Errorf("version: exit %d %q", code, out.String())
+	}
+}
+
+// TestQuickstart runs the quickstart on free ports and follows its printed
+// commands: an allow, a deny and an ask.
+func TestQuickstart(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	stderr := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"quickstart", "--listen-proxy", "127.0.0.1:0", "--listen-approvals", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0"}, nil, io.Discard, stderr)
+	}()
+	defer func() { cancel(); <-done }()
+	re := regexp.MustCompile(`proxy\s+(http://127\.0\.0\.1:\d+)`)
+	var proxyURL string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			proxyURL = m[1]
+			break
+		}
+	}
+	if proxyURL == "" {
+		t.Fatalf("no proxy URL printed:\n%s", stderr.String())
+	}
+	for _, tc := range []struct {
+		tool, body string
+		code       int
+		decision   string
+	}{
+		{"read_file", `{"path":"README.md"}`, 200, "allow"},
+		{"read_file", `{"path":".env"}`, 403, "deny"},
+		{"delete_file", `{"path":"notes/today.txt"}`, 403, "deny"},
+		{"write_note", `{"path":"notes/today.txt","content":"x"}`, 503, "ask"},
+	} {
+		code, body := doPost(t, proxyURL+"/tools/"+tc.tool, tc.body, "")
+		if code != tc.code || !strings.HasPrefix(body, tc.decision+" ") {
+			t.Errorf("%s %s: %d %s", tc.tool, tc.body, code, body)
+		}
+	}
+	if !strings.Contains(stderr.String(), "curl -s -i -X POST "+proxyURL+"/tools/read_file") {
+		t.Errorf("no ready-to-paste curl command:\n%s", stderr.String())
+	}
+}

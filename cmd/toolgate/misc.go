@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/toolgate/toolgate/examples/notes"
+)
+
+// cmdConfig runs `toolgate config validate`.
+func cmdConfig(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 || args[0] != "validate" {
+		fmt.Fprintln(e.stderr, "usage: toolgate config validate --config FILE")
+		return exitUsage
+	}
+	cf := newConfigFlags("config validate")
+	if ok, status := parseFlags(cf.fs, args[1:], e); !ok {
+		return status
+	}
+	cfg, err := cf.load(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
+		return exitUsage
+	}
+	// The policy is part of what start refuses, so it is checked here too.
+	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
+		return exitUsage
+	}
+	out, err := cfg.Redacted()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(e.stdout, "# valid; policy revision %s\n%s", engine.Revision(), out)
+	return exitOK
+}
+
+// cmdHealthcheck exits 0 when the URL (the admin /readyz) answers 200, for
+// image health checks without curl.
+func cmdHealthcheck(ctx context.Context, args []string, e env) int {
+	fs := flag.NewFlagSet("toolgate healthcheck", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:9090/readyz", "URL that must answer 200")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if ok, status := parseFlags(fs, args, e); !ok {
+		return status
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate healthcheck: %v\n", err)
+		return exitUsage
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate healthcheck: %v\n", err)
+		return exitFail
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		fmt.Fprintf(e.stderr, "toolgate healthcheck: %s answered %s\n", *url, res.Status)
+		return exitFail
+	}
+	return exitOK
+}
+
+// cmdNotesServer runs the example notes tool server alone (docker compose).
+func cmdNotesServer(ctx context.Context, args []string, e env) int {
+	fs := flag.NewFlagSet("toolgate notes-server", flag.ContinueOnError)
+	addr := fs.String("listen", "127.0.0.1:9001", "address to listen on")
+	if ok, status := parseFlags(fs, args, e); !ok {
+		return status
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate notes-server: %v\n", err)
+		return exitFail
+	}
+	srv := &http.Server{Handler: notes.NewHandler(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(e.stderr, "notes tool server listening on %s\n", ln.Addr())
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintf(e.stderr, "toolgate notes-server: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+func cmdPolicy(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: toolgate policy test [DIR...] | toolgate policy eval --config FILE --input FILE")
+		return exitUsage
+	}
+	switch args[0] {
+	case "test":
+		return cmdPolicyTest(ctx, args[1:], e)
+	case "eval":
+		return cmdPolicyEval(ctx, args[1:], e)
+	}
+	fmt.Fprintf(e.stderr, "toolgate policy: unknown subcommand %q (test, eval)\n", args[0])
+	return exitUsage
+}
+
+// cmdPolicyTest runs Rego unit tests like `opa test`, with the shipped
+// library loaded (its own tests are not rerun).
+func cmdPolicyTest(ctx context.Context, args []string, e env) int {
+	fs := flag.NewFlagSet("toolgate policy test", flag.ContinueOnError)
+	verbose := fs.Bool("v", false, "report passing tests too")
+	run := fs.String("run", "", "run only tests whose name matches this regular expression")
+	if ok, status := parseFlags(fs, args, e); !ok {
+		return status
+	}
+	dirs := fs.Args()
+	if len(dirs) == 0 {
+		dirs = []string{"."}
+	}
+	trees := map[string]fsFS{}
+	for _, d := range dirs {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			fmt.Fprintf(e.stderr, "toolgate policy test: %s is not a directory\n", d)
+			return exitUsage
+		}
+		trees[d] = os.DirFS(d)
+	}
+	sum, err := policy.RunTests(ctx, e.stdout, trees, policy.TestOptions{Verbose: *verbose, Run: *run, Library: shipped.Library()})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate policy test: %v\n", err)
+		return exitUsage
+	}
+	if sum.Passed+sum.Failed+sum.Errored == 0 {
+		fmt.Fprintln(e.stderr, "toolgate policy test: no tests found (tests are rules named test_* in *_test.rego files)")
+		return exitFail
+	}
+	if !sum.OK() {
+		return exitFail
+	}
+	return exitOK
+}
+
+type fsFS = fs.FS
+
+// cmdPolicyEval prints the decision toolgate would take for an input
+// document, with the policy a config describes.
+func cmdPolicyEval(ctx context.Context, args []string, e env) int {
+	cf := newConfigFlags("policy eval")
+	input := cf.fs.String("input", "", "input document (JSON, the shape of SPEC.md §6.1); - for stdin")
+	if ok, status := parseFlags(cf.fs, args, e); !ok {
+		return status
+	}
+	if *input == "" {
+		fmt.Fprintln(e.stderr, "toolgate policy eval: --input FILE is required")
+		return exitUsage
+	}
+	cfg, err := cf.load(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
+		return exitUsage
+	}
+	in := os.Stdin
+	if *input != "-" {
+		if in, err = os.Open(*input); err != nil {
+			fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
+			return exitUsage
+		}
+		defer in.Close()
+	}
+	v, err := ast.ValueFromReader(in)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate policy eval: --input: %v\n", err)
+		return exitUsage
+	}
+	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
+		return exitUsage
+	}
+	d, evalErr := engine.DecideValue(ctx, v)
+	out := map[string]any{"decision": d, "revision": engine.Revision()}
+	if evalErr != nil {
+		out["error"] = evalErr.Error()
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	if evalErr != nil {
+		return exitFail
+	}
+	return exitOK
+}

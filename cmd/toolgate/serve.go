@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/toolgate/toolgate/internal/config"
+)
+
+// configFlags are the flags shared by the commands that read a config: the
+// file and the most used keys (flag > environment > file > default).
+type configFlags struct {
+	fs   *flag.FlagSet
+	file *string
+	keys map[string]*string // flag name -> value; key path in flagKeys
+}
+
+var flagKeys = map[string]string{
+	"listen-proxy":     "listen.proxy",
+	"listen-approvals": "listen.approvals",
+	"listen-admin":     "listen.admin",
+	"policy-dir":       "policy.dir",
+	"rules-file":       "policy.rules_file",
+	"policy-mode":      "policy.mode",
+	"redis-url":        "pending.redis_url",
+	"log-level":        "log.level",
+}
+
+func newConfigFlags(name string) *configFlags {
+	fs := flag.NewFlagSet("toolgate "+name, flag.ContinueOnError)
+	cf := &configFlags{fs: fs, file: fs.String("config", "", "configuration file (YAML); also $TOOLGATE_CONFIG"), keys: map[string]*string{}}
+	for f, key := range flagKeys {
+		cf.keys[f] = fs.String(f, "", "overrides "+key)
+	}
+	return cf
+}
+
+// load reads the configuration the flags and environment describe.
+func (cf *configFlags) load(e env) (*config.Config, error) {
+	file := *cf.file
+	if file == "" {
+		file = e.getenv("TOOLGATE_CONFIG")
+	}
+	if file == "" {
+		return nil, errors.New("--config: no configuration file given (pass --config FILE or set TOOLGATE_CONFIG)")
+	}
+	flags := map[string]any{}
+	cf.fs.Visit(func(f *flag.Flag) {
+		if key, ok := flagKeys[f.Name]; ok {
+			flags[key] = f.Value.String()
+		}
+	})
+	return config.Load(config.Source{File: file, Environ: e.environ, Flags: flags})
+}
+
+func cmdServe(ctx context.Context, args []string, e env) int {
+	cf := newConfigFlags("serve")
+	if ok, status := parseFlags(cf.fs, args, e); !ok {
+		return status
+	}
+	cfg, err := cf.load(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
+		return exitUsage
+	}
+	log := newLogger(e, cfg.Log.Level)
+	a, err := newApp(ctx, cfg, policySourceOf(cfg), log)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
+		return exitUsage
+	}
+	l, err := listen(cfg)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
+		return exitFail
+	}
+	if err := a.serve(ctx, l); err != nil {
+		log.Error("server failed", "error", err)
+		return exitFail
+	}
+	return exitOK
+}
