@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -112,7 +113,9 @@ func (s *Server) readCall(r *http.Request, c *call) *callError {
 // decide asks the Decider and acts on its answer.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 	start := s.cfg.Now()
-	d, err := s.cfg.Decider.Decide(r.Context(), c.input)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
+	d, err := s.cfg.Decider.Decide(ctx, c.input)
+	cancel()
 	elapsed := s.cfg.Now().Sub(start)
 	if err != nil {
 		// Fail closed: whatever the Decider returned, an error is a deny.

@@ -57,6 +57,9 @@ type Config struct {
 	Mode         string // permission mode put in every input ("" = default)
 	Logger       *slog.Logger
 	Metrics      *Metrics // nil: a private registry
+	// DecisionTimeout bounds one policy evaluation; past it the call is
+	// denied as a policy error. Zero means 5s.
+	DecisionTimeout time.Duration
 	// LogArguments puts tool arguments into decision records. Off by
 	// default: arguments can hold anything, secrets included.
 	LogArguments bool
@@ -92,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.DecisionTimeout <= 0 {
+		cfg.DecisionTimeout = 5 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -385,6 +385,16 @@ func TestRefusalsAndFailures(t *testing.T) {
 			t.Fatalf("status %d decision %q, upstream %d", res.StatusCode, p.Decision, len(env.upstream.got()))
 		}
 	})
+	t.Run("slow policy is denied at the decision timeout", func(t *testing.T) {
+		env := newTestServer(t, deciderFunc(func(ctx context.Context, _ *policy.Input) (policy.Decision, error) {
+			<-ctx.Done()
+			return policy.Decision{Action: policy.Allow}, ctx.Err()
+		}), func(c *Config) { c.DecisionTimeout = 50 * time.Millisecond })
+		res := post(t, env.url+"/tools/t", `{}`)
+		if p := readProblem(t, res); res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.got()) != 0 {
+			t.Fatalf("status %d decision %q upstream %d", res.StatusCode, p.Decision, len(env.upstream.got()))
+		}
+	})
 	t.Run("bad credential is 401 even with anonymous on", func(t *testing.T) {
 		env := newTestServer(t, allow)
 		res := post(t, env.url+"/tools/t", `{}`, "Authorization", "Bearer wrong")
