@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -10,12 +11,19 @@ import (
 // pass by recursive descent; recursion is bounded because array and object
 // check the depth before reading their first element.
 //
+// The input is converted to a string once, and every unescaped string, key
+// and number literal in the result is a substring of it: one allocation for
+// all of them instead of one each. (The price: a string kept from the result
+// keeps the whole copy alive. toolgate bounds bodies and holds each one until
+// it is forwarded anyway.)
+//
 // Arrays and objects collect their elements on shared stacks (vals, keys) and
 // copy them out when they close, so every []any and map is allocated once at
 // its final size, and an object's keys sit next to each other for the
-// duplicate check.
+// duplicate check. Decoders are pooled so the stacks and scratch buffers are
+// reused across calls.
 type decoder struct {
-	data     []byte
+	data     string
 	maxDepth int
 
 	vals []any      // elements of the open arrays and objects, innermost last
@@ -30,13 +38,30 @@ type keyEntry struct {
 	ascii bool // s has no byte >= 0x80; lets the duplicate check skip EqualFold
 }
 
+var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
+
+// maxPooledStack bounds the stacks a pooled decoder keeps, so one huge body
+// does not pin its memory in the pool for good.
+const maxPooledStack = 1 << 12
+
 func newDecoder(data []byte, maxDepth int) *decoder {
-	return &decoder{data: data, maxDepth: maxDepth}
+	d := decoderPool.Get().(*decoder)
+	d.data, d.maxDepth = string(data), maxDepth
+	return d
 }
 
-// release is the end of the decoder's life; it exists so the decoder can be
-// pooled later without touching the callers.
-func (d *decoder) release() {}
+// release returns d to the pool. d must not be used afterwards.
+func (d *decoder) release() {
+	if cap(d.vals) > maxPooledStack || cap(d.keys) > maxPooledStack || cap(d.buf) > maxPooledStack*16 {
+		return
+	}
+	// Drop every reference into this request's values, so the pool does not
+	// keep the body (or anything decoded from it) alive.
+	clear(d.vals[:cap(d.vals)])
+	clear(d.keys[:cap(d.keys)])
+	*d = decoder{vals: d.vals[:0], keys: d.keys[:0], buf: d.buf[:0], fold: d.fold[:0]}
+	decoderPool.Put(d)
+}
 
 // value decodes the value starting at data[i], which is not whitespace. depth
 // is the nesting depth of the array or object that contains it (0 at the top
@@ -70,7 +95,7 @@ func (d *decoder) value(i, depth int) (any, int, error) {
 }
 
 func (d *decoder) literal(i int, lit string, v any) (any, int, error) {
-	if len(d.data)-i >= len(lit) && string(d.data[i:i+len(lit)]) == lit {
+	if len(d.data)-i >= len(lit) && d.data[i:i+len(lit)] == lit {
 		return v, i + len(lit), nil
 	}
 	return nil, i, errorAt(i, reasonInvalidLiteral)
@@ -225,7 +250,7 @@ func (d *decoder) number(i int) (any, int, error) {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func skipDigits(data []byte, i int) int {
+func skipDigits(data string, i int) int {
 	for i < len(data) && isDigit(data[i]) {
 		i++
 	}
@@ -244,8 +269,8 @@ var plain = func() (t [256]bool) {
 
 // str decodes the string whose opening quote is at data[i]. It returns the
 // string, whether it is all ASCII, and the offset just past the closing quote.
-// A string without escapes costs one allocation (the conversion); one with
-// escapes is unescaped into d.buf first.
+// A string without escapes is a substring of d.data and costs nothing; one
+// with escapes is unescaped into d.buf and converted.
 func (d *decoder) str(i int) (string, bool, int, error) {
 	data := d.data
 	start := i + 1
@@ -259,7 +284,7 @@ func (d *decoder) str(i int) (string, bool, int, error) {
 		}
 		switch c := data[j]; {
 		case c == '"':
-			return string(data[start:j]), ascii, j + 1, nil
+			return data[start:j], ascii, j + 1, nil
 		case c == '\\':
 			return d.strEscaped(start, j, ascii)
 		case c < 0x20:
@@ -280,8 +305,8 @@ func (d *decoder) str(i int) (string, bool, int, error) {
 // refuses overlong forms, surrogates (U+D800–U+DFFF) and values above
 // U+10FFFF; a literal U+FFFD decodes with length 3, so (RuneError, 1) means
 // invalid.
-func validRune(p []byte) (int, bool) {
-	r, n := utf8.DecodeRune(p)
+func validRune(p string) (int, bool) {
+	r, n := utf8.DecodeRuneInString(p)
 	return n, !(r == utf8.RuneError && n == 1)
 }
 
@@ -355,7 +380,7 @@ func (d *decoder) strEscaped(start, j int, ascii bool) (string, bool, int, error
 // high half of a correctly ordered pair is refused: Go turns it into U+FFFD,
 // Python keeps it, and Node keeps it in a UTF-16 string, so three upstreams
 // would read three different strings.
-func unicodeEscape(data []byte, j int) (rune, int, error) {
+func unicodeEscape(data string, j int) (rune, int, error) {
 	r, ok := hex4(data, j+2)
 	if !ok {
 		return 0, 0, errorAt(j, reasonInvalidEscape)
@@ -380,12 +405,13 @@ func unicodeEscape(data []byte, j int) (rune, int, error) {
 }
 
 // hex4 decodes the four hex digits at data[i:i+4].
-func hex4(data []byte, i int) (rune, bool) {
+func hex4(data string, i int) (rune, bool) {
 	if len(data)-i < 4 {
 		return 0, false
 	}
 	var r rune
-	for _, c := range data[i : i+4] {
+	for k := i; k < i+4; k++ {
+		c := data[k]
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'

@@ -25,18 +25,21 @@
 //   - nesting of arrays and objects deeper than [Options.MaxDepth].
 //
 // Every text it accepts is also accepted by encoding/json, and decodes to the
-// same value that encoding/json produces with [json.Decoder.UseNumber]:
-// objects are map[string]any, arrays []any, numbers [json.Number] holding the
-// literal exactly as written (no range check: 1e400 stays "1e400"), strings
-// string, true and false bool, null nil.
+// same value that encoding/json produces with
+// [encoding/json.Decoder.UseNumber]: objects are map[string]any, arrays
+// []any, numbers [encoding/json.Number] holding the literal exactly as
+// written, strings string, true and false bool, null nil.
 //
-// The package does not bound the size of its input; callers limit bodies (with
+// What it does not refuse: numbers other parsers would round (integers beyond
+// 2^53 in JavaScript, 1e400 beyond float64) are kept as exact literals for the
+// policy to judge, and escaped U+0000 and noncharacters are valid JSON. It
+// does not bound the size of its input either; callers limit bodies (with
 // [net/http.MaxBytesReader]) before decoding.
 package strictjson
 
 import (
-	"bytes"
 	"strconv"
+	"strings"
 )
 
 // DefaultMaxDepth is the nesting limit used when [Options.MaxDepth] is zero.
@@ -80,8 +83,9 @@ type Error struct {
 	// Offset is the byte offset in the input at which the problem was found:
 	// the start of the offending token, or len(input) for a truncated text.
 	Offset int
-	// Reason is a short fixed description from this package. It never
-	// contains bytes of the input.
+	// Reason is one of a small fixed set of descriptions, such as
+	// "duplicate object key". It never contains bytes of the input, so it
+	// is safe to log, to return to a client, or to use as a metric label.
 	Reason string
 }
 
@@ -106,11 +110,13 @@ type Options struct {
 
 // Decode parses one JSON text strictly (see the package documentation for
 // what it refuses). Objects become map[string]any, arrays []any, numbers
-// [json.Number] holding the exact literal, strings string, true and false
-// bool, null nil. Empty arrays and objects are non-nil.
+// [encoding/json.Number] holding the exact literal, strings string, true and
+// false bool, null nil. Empty arrays and objects are non-nil.
 //
-// Any refusal is returned as an *[Error]. The result shares no memory with
-// data. Decode is safe for concurrent use.
+// Any refusal is returned as an *[Error] and a nil value. The result shares
+// no memory with data, so the caller may reuse data; the strings in it are
+// cut from one copy of data, so keeping any of them keeps that copy alive.
+// Decode is safe for concurrent use.
 func Decode(data []byte) (any, error) {
 	return Options{}.Decode(data)
 }
@@ -147,10 +153,14 @@ func (o Options) maxDepth() int {
 	return o.MaxDepth
 }
 
-func (o Options) decode(data []byte, wantObject bool) (any, error) {
+func (o Options) decode(input []byte, wantObject bool) (any, error) {
+	d := newDecoder(input, o.maxDepth())
+	defer d.release()
+	data := d.data
+
 	// A BOM is not whitespace in RFC 8259 and parsers disagree on skipping
 	// it; name it, since it is the likeliest non-whitespace prefix.
-	if bytes.HasPrefix(data, []byte("\xEF\xBB\xBF")) {
+	if strings.HasPrefix(data, "\xEF\xBB\xBF") {
 		return nil, errorAt(0, reasonBOM)
 	}
 	i := skipSpace(data, 0)
@@ -160,9 +170,6 @@ func (o Options) decode(data []byte, wantObject bool) (any, error) {
 	if wantObject && data[i] != '{' {
 		return nil, errorAt(i, reasonNotObject)
 	}
-
-	d := newDecoder(data, o.maxDepth())
-	defer d.release()
 	v, next, err := d.value(i, 0)
 	if err != nil {
 		return nil, err
@@ -176,7 +183,7 @@ func (o Options) decode(data []byte, wantObject bool) (any, error) {
 // skipSpace returns the offset of the first byte at or after i that is not
 // JSON whitespace. Only the four RFC 8259 whitespace bytes count: other
 // parsers accept more (form feed, NBSP), which is one more reason to refuse.
-func skipSpace(data []byte, i int) int {
+func skipSpace(data string, i int) int {
 	for i < len(data) {
 		switch data[i] {
 		case ' ', '\t', '\n', '\r':

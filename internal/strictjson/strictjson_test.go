@@ -287,25 +287,84 @@ func nestObjectsValue(depth int) any {
 	return v
 }
 
-// diffJSON is cmp.Diff for decoded JSON values. cmp aligns slices with an edit
-// script that compares nested elements once per candidate alignment, which
-// takes time exponential in the nesting depth (64 levels of one-element
-// arrays would not finish). Comparing []any element by element keeps it
-// linear, at the price of reporting a differing array whole.
+// diffJSON reports how got differs from want, or "" if they are equal.
+// equalJSON decides equality; cmp.Diff only renders the report, and only for
+// shallow values: cmp aligns slices with an edit script that compares nested
+// elements more than once, which takes time exponential in the nesting depth
+// (64 levels of one-element arrays would never finish).
 func diffJSON(want, got any) string {
-	return cmp.Diff(want, got, cmp.Comparer(equalArrays))
-}
-
-func equalArrays(a, b []any) bool {
-	if len(a) != len(b) || (a == nil) != (b == nil) {
-		return false
+	if equalJSON(want, got) {
+		return ""
 	}
-	for i := range a {
-		if !cmp.Equal(a[i], b[i], cmp.Comparer(equalArrays)) {
-			return false
+	if nesting(want) <= 12 && nesting(got) <= 12 {
+		if d := cmp.Diff(want, got); d != "" {
+			return d
 		}
 	}
-	return true
+	// Too deep for cmp, or of a type decoded JSON never has (cmp would
+	// call 1.0 and 1.0 equal).
+	return fmt.Sprintf("want %.1000v (%[1]T)\ngot  %.1000v (%[2]T)", want, got)
+}
+
+// equalJSON reports whether a and b are the same decoded JSON value, with
+// the same types (json.Number is not string) and the same nil-ness of maps
+// and slices.
+func equalJSON(a, b any) bool {
+	switch a := a.(type) {
+	case nil:
+		return b == nil
+	case bool:
+		b, ok := b.(bool)
+		return ok && a == b
+	case string:
+		b, ok := b.(string)
+		return ok && a == b
+	case json.Number:
+		b, ok := b.(json.Number)
+		return ok && a == b
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) || (a == nil) != (b == nil) {
+			return false
+		}
+		for i := range a {
+			if !equalJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) || (a == nil) != (b == nil) {
+			return false
+		}
+		for k, va := range a {
+			vb, ok := b[k]
+			if !ok || !equalJSON(va, vb) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// nesting returns the nesting depth of arrays and objects in v.
+func nesting(v any) int {
+	depth := 0
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			depth = max(depth, nesting(e))
+		}
+		return depth + 1
+	case map[string]any:
+		for _, e := range v {
+			depth = max(depth, nesting(e))
+		}
+		return depth + 1
+	}
+	return 0
 }
 
 // stdDecode decodes data the way a Go upstream would, keeping numbers as
@@ -600,6 +659,38 @@ func TestAddKeyHashCollision(t *testing.T) {
 			want := &Error{Offset: 42, Reason: tc.wantErr}
 			if diff := cmp.Diff(error(want), err); diff != "" {
 				t.Errorf("addKey(%q) mismatch (-want +got):\n%s", tc.key, diff)
+			}
+		})
+	}
+}
+
+// TestEqualJSON keeps the differential tests honest: the helper they rely on
+// must tell apart what encoding/json and Decode could disagree on.
+func TestEqualJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b any
+		want bool
+	}{
+		{"same nested value", obj{"a": arr{num("1"), "x", nil, true}}, obj{"a": arr{num("1"), "x", nil, true}}, true},
+		{"number is not string", num("1"), "1", false},
+		{"number literal matters", num("1.0"), num("1"), false},
+		{"nil map is not empty map", obj(nil), obj{}, false},
+		{"nil slice is not empty slice", arr(nil), arr{}, false},
+		{"null is not false", nil, false, false},
+		{"missing key", obj{"a": nil}, obj{"b": nil}, false},
+		{"extra element", arr{num("1")}, arr{num("1"), num("1")}, false},
+		{"float64 is not a decoded type", 1.0, 1.0, false},
+		{"deep equal arrays", nestArraysValue(1000), nestArraysValue(1000), true},
+		{"deep arrays of different depth", nestArraysValue(1000), nestArraysValue(999), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := equalJSON(tc.a, tc.b); got != tc.want {
+				t.Errorf("equalJSON = %v, want %v", got, tc.want)
+			}
+			if got := diffJSON(tc.a, tc.b) == ""; got != tc.want {
+				t.Errorf("diffJSON reports equal = %v, want %v", got, tc.want)
 			}
 		})
 	}
