@@ -130,12 +130,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 	case policy.Allow:
 		s.forward(w, r, c)
 	case policy.Ask:
-		// Parking calls for approval is not built yet: refuse, and say so.
-		writeProblem(w, problem{
-			Status: http.StatusServiceUnavailable, Title: "Approval not available",
-			Detail: "the policy asks for approval, but approvals are not configured on this toolgate; nothing was forwarded",
-			CallID: c.id, Decision: outcomeAsk, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
-		})
+		s.park(w, r, c)
 	default:
 		writeProblem(w, problem{
 			Status: http.StatusForbidden, Title: "Denied by policy",

@@ -17,7 +17,8 @@ import (
 // upstream is an Upstream with its reverse proxy.
 type upstream struct {
 	Upstream
-	proxy *httputil.ReverseProxy
+	proxy     *httputil.ReverseProxy
+	transport http.RoundTripper // timed; used for approved calls
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {
@@ -34,6 +35,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		rt = t
 	}
 	target := u.URL
+	up.transport = &timedTransport{base: rt, upstream: u.Name, metrics: s.metrics}
 	up.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also sets the outbound Host to the upstream's own:
@@ -42,7 +44,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport:      &timedTransport{base: rt, upstream: u.Name, metrics: s.metrics},
+		Transport:      up.transport,
 		ModifyResponse: stripToolgateHeaders,
 		ErrorHandler:   s.upstreamError,
 		ErrorLog:       nil,

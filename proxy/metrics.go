@@ -13,6 +13,9 @@ type Metrics struct {
 	decisionDuration prometheus.Histogram
 	upstream         *prometheus.HistogramVec
 	refused          *prometheus.CounterVec
+	parked           prometheus.Counter
+	held             prometheus.Gauge
+	approvedExecuted prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -41,7 +44,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests answered before any decision, by outcome (invalid, unauthenticated, unavailable).",
 		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused)
+	m.parked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_calls_parked_total",
+		Help: "Calls parked for approval (retries that attached to a parked call are not counted).",
+	})
+	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "toolgate_calls_held",
+		Help: "Agent requests held open on this replica, waiting for a decision.",
+	})
+	m.approvedExecuted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_approved_calls_executed_total",
+		Help: "Approved calls sent to their upstream (each at most once).",
+	})
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.approvedExecuted)
 	return m
 }
 

@@ -33,6 +33,14 @@ func checkPath(r *http.Request) *callError {
 			return invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded '/', '\\', '.', ';' or NUL")
 		}
 	}
+	// A percent-encoded unreserved character (%74 for t) has a second
+	// spelling of the same path: routing on one and executing the other
+	// would let "/%74ools/x" pass as a plain HTTP call and run as a tool.
+	for i := 0; i+2 < len(raw); i++ {
+		if raw[i] == '%' && isUnreservedEscape(raw[i+1], raw[i+2]) {
+			return invalid(http.StatusBadRequest, "Bad path", "the request path percent-encodes a character that needs no encoding")
+		}
+	}
 	for seg := range strings.SplitSeq(raw[1:], "/") {
 		if seg == "." || seg == ".." {
 			return invalid(http.StatusBadRequest, "Bad path", "the request path holds a '.' or '..' segment")
@@ -45,4 +53,28 @@ func checkPath(r *http.Request) *callError {
 		return invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed: "+err.Error())
 	}
 	return nil
+}
+
+// isUnreservedEscape reports whether %hl encodes an RFC 3986 unreserved
+// character (ALPHA, DIGIT, "-", ".", "_", "~").
+func isUnreservedEscape(h, l byte) bool {
+	v, ok := unhex(h)
+	w, ok2 := unhex(l)
+	if !ok || !ok2 {
+		return false
+	}
+	c := v<<4 | w
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -63,9 +64,21 @@ type Config struct {
 	// LogArguments puts tool arguments into decision records. Off by
 	// default: arguments can hold anything, secrets included.
 	LogArguments bool
+	// Pending parks calls the policy answers "ask"; nil answers them 503.
+	Pending pending.Store
+	// Hold is how long an agent's request is held waiting for a decision
+	// (SPEC.md pending.hold); TTL how long a call waits before it expires.
+	Hold, TTL time.Duration
+	// MaxResultBytes bounds a stored result's body.
+	MaxResultBytes int64
+	// OnPark is called once for every newly parked call (notifications);
+	// OnResolve for every call the sweeper ends (expired, unknown).
+	OnPark, OnResolve func(pending.Call)
 	// Now and NewCallID may be replaced in tests.
 	Now       func() time.Time
 	NewCallID func() string
+
+	serverHook func(*Server) // tests: receives the Server New built
 }
 
 // Server serves the proxy listener. It is safe for concurrent use.
@@ -75,6 +88,9 @@ type Server struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	draining  atomic.Bool
+	// drained is cancelled by Drain: held agents get their 202 at once.
+	drained context.Context
+	drain   context.CancelFunc
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -99,6 +115,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DecisionTimeout <= 0 {
 		cfg.DecisionTimeout = 5 * time.Second
 	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = 25 * time.Second
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = time.Hour
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = 1 << 20
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -109,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.NewCallID = rand.Text
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	s.drained, s.drain = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for _, u := range cfg.Upstreams {
 		if u.Prefix == "" {
@@ -139,12 +165,19 @@ func New(cfg Config) (*Server, error) {
 		s.upstreams = append(s.upstreams, s.newUpstream(u))
 	}
 	slices.SortFunc(s.upstreams, func(a, b *upstream) int { return len(b.Prefix) - len(a.Prefix) })
+	if cfg.serverHook != nil {
+		cfg.serverHook(s)
+	}
 	return s, nil
 }
 
 // Drain makes the proxy refuse new calls with 503 (SIGTERM: readiness turns
 // 503 and new calls stop while the listener drains).
-func (s *Server) Drain() { s.draining.Store(true) }
+// Held agents are answered at once with their 202 (the call stays parked).
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.drain()
+}
 
 // route returns the upstream whose prefix is the longest match of p, and p
 // relative to it ("/" + the rest); nil when none matches.

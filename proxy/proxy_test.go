@@ -339,6 +339,7 @@ func TestBadInputsReachNothing(t *testing.T) {
 		{"empty tool", "/tools/", `{}`, nil, 400},
 		{"slash in tool", "/tools/a/b", `{}`, nil, 400},
 		{"encoded char in tool", "/tools/read%5Ffile", `{}`, nil, 400},
+		{"encoded unreserved in path", "/%74ools/t", `{}`, nil, 400},
 		{"long tool", "/tools/" + strings.Repeat("a", 129), `{}`, nil, 400},
 		{"dot segment", "/x/../tools/t", `{}`, nil, 400},
 		{"empty segment", "/tools//t", `{}`, nil, 400},

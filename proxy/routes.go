@@ -16,7 +16,15 @@ import (
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	// The status of parked calls lives under a prefix no upstream can own.
+	r.HandleFunc("/_toolgate/calls/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.serveStatus(w, r, chi.URLParam(r, "id"))
+	})
 	r.HandleFunc("/*", s.serveCall)
+	// Whatever chi does not route (an asterisk-form target) is still a
+	// call toolgate answers itself, with its call ID.
+	r.NotFound(s.serveCall)
+	r.MethodNotAllowed(s.serveCall)
 	return r
 }
 
@@ -41,17 +49,6 @@ func AdminHandler(ready ReadyFunc, gatherer prometheus.Gatherer) http.Handler {
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return r
-}
-
-// ApprovalsHandler returns the approvals listener's handler. Parked calls
-// are not built yet, so every route answers 404 with a problem body saying so.
-func ApprovalsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]any{
-			"type": "urn:toolgate:problem:no-route", "title": "Not Found", "status": http.StatusNotFound,
-			"detail": "this toolgate parks no calls for approval yet",
-		})
-	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

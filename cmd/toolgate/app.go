@@ -34,6 +34,7 @@ type app struct {
 	engine   *policy.Engine
 	auth     *identity.Authenticator
 	proxy    *proxy.Server
+	parking  *parking
 	registry *prometheus.Registry
 	ready    atomic.Bool
 	reloadMu sync.Mutex
@@ -109,6 +110,9 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	if err != nil {
 		return nil, err
 	}
+	if a.parking, err = newParking(cfg, a.registry, a); err != nil {
+		return nil, err
+	}
 	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		pu, err := url.Parse(u.URL)
@@ -132,6 +136,12 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Logger:       log,
 		Metrics:      proxy.NewMetrics(a.registry),
 		LogArguments: cfg.Log.Arguments,
+		Pending:        a.parking.store,
+		Hold:           cfg.Pending.Hold.Std(),
+		TTL:            cfg.Pending.TTL.Std(),
+		MaxResultBytes: cfg.Pending.MaxResultBytes.Int64(),
+		OnPark:         a.parking.parked,
+		OnResolve:      a.parking.resolved,
 	})
 	if err != nil {
 		return nil, err
@@ -163,7 +173,7 @@ func (a *app) readiness() (bool, map[string]any) {
 	if lastErr != nil {
 		pol["last_reload_error"] = lastErr.Error()
 	}
-	checks := map[string]any{"policy": pol, "shutting_down": !a.ready.Load()}
+	checks := map[string]any{"policy": pol, "store": storeCheck(a.parking.store), "shutting_down": !a.ready.Load()}
 	return a.ready.Load(), checks
 }
 
@@ -204,7 +214,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	servers := []*http.Server{
 		newServer(a.proxy.Handler()),
-		newServer(proxy.ApprovalsHandler()),
+		newServer(a.parking.handler),
 		newServer(proxy.AdminHandler(a.readiness, a.registry)),
 	}
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
@@ -232,6 +242,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			}()
 		}
 	}
+	go a.proxy.Sweep(ctx, time.Second, 3*time.Second)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -254,6 +265,10 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	wg.Wait()
 	_ = a.auth.Close()
+	nctx, ncancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = a.parking.notifier.Close(nctx)
+	ncancel()
+	a.parking.close()
 	a.log.Info("stopped")
 	return runErr
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -360,12 +361,49 @@ func TestQuickstart(t *testing.T) {
 		{"read_file", `{"path":"README.md"}`, 200, "allow"},
 		{"read_file", `{"path":".env"}`, 403, "deny"},
 		{"delete_file", `{"path":"notes/today.txt"}`, 403, "deny"},
-		{"write_note", `{"path":"notes/today.txt","content":"x"}`, 503, "ask"},
 	} {
 		code, body := doPost(t, proxyURL+"/tools/"+tc.tool, tc.body, "")
 		if code != tc.code || !strings.HasPrefix(body, tc.decision+" ") {
 			t.Errorf("%s %s: %d %s", tc.tool, tc.body, code, body)
 		}
+	}
+	// The ask: parked, its approval link printed; approving through the
+	// link's page lets an identical retry get the tool's answer.
+	write := func(prefer string) (int, string) {
+		req, _ := http.NewRequest("POST", proxyURL+"/tools/write_note", strings.NewReader(`{"path":"notes/today.txt","content":"reviewed"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Prefer", prefer)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := write("respond-async"); code != 202 || !strings.Contains(body, `"status":"waiting"`) {
+		t.Fatalf("write_note: %d %s", code, body)
+	}
+	linkRe := regexp.MustCompile(`>>> (http://\S+/approvals/(\w+)\?token=(\S+))`)
+	var m []string
+	for deadline := time.Now().Add(5 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m = linkRe.FindStringSubmatch(stderr.String())
+	}
+	if m == nil {
+		t.Fatalf("no approval link printed:\n%s", stderr.String())
+	}
+	page, err := http.Get(m[1])
+	if err != nil || page.StatusCode != 200 {
+		t.Fatalf("approval page: %v %v", page, err)
+	}
+	page.Body.Close()
+	res, err := http.PostForm(strings.Split(m[1], "?")[0], url.Values{"token": {m[3]}, "decision": {"approve"}})
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", res, err)
+	}
+	res.Body.Close()
+	if code, body := write("wait=10"); code != 200 || !strings.Contains(body, `"bytes"`) {
+		t.Fatalf("write_note after approval: %d %s", code, body)
 	}
 	if !strings.Contains(stderr.String(), "curl -s -i -X POST "+proxyURL+"/tools/read_file") {
 		t.Errorf("no ready-to-paste curl command:\n%s", stderr.String())

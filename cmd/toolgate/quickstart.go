@@ -64,6 +64,9 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
 		return exitFail
 	}
+	a.parking.onLink = func(id, link string) {
+		fmt.Fprintf(e.stderr, "\n>>> call %s waits for approval. Open in a browser to approve or reject:\n>>> %s\n\n", id, link)
+	}
 	printQuickstart(e.stderr, "http://"+cfg.Listen.Proxy, cfg.PublicURL, "http://"+cfg.Listen.Admin)
 	if err := a.serve(ctx, l); err != nil {
 		return exitFail
@@ -127,9 +130,11 @@ func printQuickstart(w io.Writer, proxyURL, approvalsURL, adminURL string) {
 		"  # deny (403): nothing is ever deleted",
 		"  " + curl("delete_file", `{"path":"notes/today.txt"}`),
 		"",
-		"  # ask: writing a note needs a human. Parked calls and approval links are not in this",
-		"  # version yet, so the answer is 503 (decision ask) and nothing is written.",
+		"  # ask: writing a note needs a human. The call is parked and its approval link is printed",
+		"  # below; curl is held up to 25s, then gets 202 and a status URL. Open the link, approve,",
+		"  # and curl gets the tool's answer (or run the same command again: it attaches to the call).",
 		"  " + curl("write_note", `{"path":"notes/today.txt","content":"hello"}`),
+		"  curl -s " + proxyURL + "/_toolgate/calls/CALL_ID        # follow a parked call",
 		"",
 		"  # invalid (400): duplicate keys could be read two ways, so they are refused",
 		"  " + curl("read_file", `{"path":"README.md","path":".env"}`),

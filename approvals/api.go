@@ -1,0 +1,293 @@
+package approvals
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// api adapts a handler of the JSON API: the approver is authenticated
+// first, and a returned error becomes a JSON answer with the status
+// classify gives it.
+func (h *Handler) api(fn func(w http.ResponseWriter, r *http.Request, approver string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var err error = errUnauthenticated
+		if name, ok := h.authenticate(r); ok {
+			err = fn(w, r, name)
+		}
+		if err != nil {
+			a := classify(err, r.Method)
+			h.logRefusal(r, a, err, viaAPI)
+			h.writeAPIError(w, a)
+		}
+	}
+}
+
+// authenticate returns the name of the approver whose key is the request's
+// bearer token. Every key is compared, in constant time, so the answer's
+// timing tells neither which key matched nor how close a guess came.
+func (h *Handler) authenticate(r *http.Request) (string, bool) {
+	values := r.Header.Values("Authorization")
+	if len(values) != 1 {
+		return "", false
+	}
+	scheme, key, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return "", false
+	}
+	sum := sha256.Sum256([]byte(key))
+	name, found := "", 0
+	for _, k := range h.keys {
+		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
+			name, found = k.name, 1
+		}
+	}
+	return name, found == 1
+}
+
+// decisionAnswer is the answer to a decision, and to a late one (409).
+type decisionAnswer struct {
+	CallID    string `json:"call_id"`
+	Status    string `json:"status"`
+	DecidedBy string `json:"decided_by"`
+	Error     string `json:"error,omitempty"`
+}
+
+// decideByAPI serves POST /api/approvals/{id}.
+func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, approver string) error {
+	id, err := callID(r)
+	if err != nil {
+		return err
+	}
+	// No Content-Type is required here, unlike the form: a browser cannot
+	// send the Authorization header cross-site without a CORS preflight
+	// this listener never grants, and `curl -d` sends a form type.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("the request body could not be read")
+	}
+	req, err := parseDecisionRequest(body)
+	if err != nil {
+		return err
+	}
+	to, err := parseDecision(req.decision)
+	if err != nil {
+		return err
+	}
+	if err := checkComment(req.comment); err != nil {
+		return err
+	}
+	c, err := h.store.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if to == pending.Approved && sameIdentity(approver, c.Subject) {
+		return errSelfApproval
+	}
+	decided, err := h.decide(r, id, to, approver, req.comment, viaAPI)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, decisionAnswer{CallID: decided.ID, Status: string(decided.State), DecidedBy: decided.DecidedBy})
+	return nil
+}
+
+// sameIdentity compares an approver's name with a call's subject. Case is
+// ignored: refusing "Alice" on alice's call errs on the safe side.
+func sameIdentity(approver, subject string) bool {
+	return strings.EqualFold(approver, subject)
+}
+
+type decisionRequest struct{ decision, comment string }
+
+// parseDecisionRequest reads {"decision": "...", "comment": "..."}
+// strictly: an unknown or repeated key, a value that is not a string,
+// trailing data or invalid UTF-8 is refused rather than read one way
+// (encoding/json alone keeps the last of two "decision" keys).
+func parseDecisionRequest(body []byte) (decisionRequest, error) {
+	bad := func(msg string) (decisionRequest, error) {
+		return decisionRequest{}, badRequest(msg + `; send {"decision":"approve"|"reject","comment":"…"}`)
+	}
+	if !utf8.Valid(body) {
+		return bad("the body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return bad("the body is not a JSON object")
+	}
+	var req decisionRequest
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad("the body is not valid JSON")
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return bad("key " + strconv.Quote(key) + " appears twice")
+		}
+		seen[key] = true
+		var v *string // null reads as absent
+		switch key {
+		case "decision", "comment":
+			if err := dec.Decode(&v); err != nil {
+				return bad(strconv.Quote(key) + " must be a string")
+			}
+		default:
+			return bad("unknown key " + strconv.Quote(key))
+		}
+		if v != nil && key == "decision" {
+			req.decision = *v
+		} else if v != nil {
+			req.comment = *v
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return bad("the body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("data after the JSON object")
+	}
+	return req, nil
+}
+
+// callSummary is one call in a list.
+type callSummary struct {
+	CallID    string `json:"call_id"`
+	Status    string `json:"status"`
+	Tool      string `json:"tool"`
+	Upstream  string `json:"upstream"`
+	Subject   string `json:"subject"`
+	ExpiresAt string `json:"expires_at"`
+	CreatedAt string `json:"created_at"`
+	DecidedBy string `json:"decided_by"`
+}
+
+// callDetail is one call with what approvers see. The request bytes and
+// any token stay out: the API lists calls, it does not hand out links.
+type callDetail struct {
+	callSummary
+	DecidedAt string          `json:"decided_at,omitempty"`
+	Comment   string          `json:"comment"`
+	Info      json.RawMessage `json:"info"`
+}
+
+func summaryOf(c pending.Call) callSummary {
+	return callSummary{
+		CallID: c.ID, Status: string(c.State), Tool: c.Tool, Upstream: c.Upstream, Subject: c.Subject,
+		ExpiresAt: apiTime(c.ExpiresAt), CreatedAt: apiTime(c.CreatedAt), DecidedBy: c.DecidedBy,
+	}
+}
+
+func apiTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// listCalls serves GET /api/approvals?status=waiting&limit=100.
+func (h *Handler) listCalls(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	if len(q["status"]) > 1 || len(q["limit"]) > 1 {
+		return badRequest("status and limit may be given once")
+	}
+	state := pending.Waiting
+	if s := q.Get("status"); s != "" {
+		state = pending.State(s)
+		if !knownState(state) {
+			return badRequest("unknown status " + strconv.Quote(s) +
+				"; one of waiting, approved, executing, executed, rejected, expired, failed, unknown, cancelled")
+		}
+	}
+	limit := defaultListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxListLimit {
+			return badRequest("limit must be a number from 1 to 1000")
+		}
+		limit = n
+	}
+	calls, err := h.store.List(r.Context(), state, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]callSummary, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, summaryOf(c))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"calls": out})
+	return nil
+}
+
+// showCall serves GET /api/approvals/{id}.
+func (h *Handler) showCall(w http.ResponseWriter, r *http.Request, _ string) error {
+	id, err := callID(r)
+	if err != nil {
+		return err
+	}
+	c, err := h.store.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	d := callDetail{callSummary: summaryOf(c), DecidedAt: apiTime(c.DecidedAt), Comment: c.Comment, Info: json.RawMessage("null")}
+	if json.Valid(c.Info) {
+		d.Info = c.Info
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+func knownState(s pending.State) bool {
+	switch s {
+	case pending.Waiting, pending.Approved, pending.Executing, pending.Executed, pending.Rejected,
+		pending.Expired, pending.Failed, pending.Unknown, pending.Cancelled:
+		return true
+	}
+	return false
+}
+
+// writeAPIError answers a refused API request. A 409 has the shape of a
+// decision's answer, with the call as it now stands.
+func (h *Handler) writeAPIError(w http.ResponseWriter, a answer) {
+	if a.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate approvals"`)
+	}
+	if a.call != nil {
+		status := a.call.State
+		if status == pending.Waiting {
+			status = pending.Expired // the store refused a waiting call: its expiry passed
+		}
+		writeJSON(w, a.status, decisionAnswer{CallID: a.call.ID, Status: string(status), DecidedBy: a.call.DecidedBy, Error: a.msg})
+		return
+	}
+	writeJSON(w, a.status, map[string]string{"error": a.msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only strings, times and raw JSON that was checked
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

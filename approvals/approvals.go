@@ -1,0 +1,190 @@
+// Package approvals is the approvals listener: where humans (through signed
+// links) and bots (through the JSON API) decide parked calls (SPEC.md §5).
+//
+// It decides calls only through [pending.Store.Decide], so the store's
+// "first decision wins" is the only arbiter; it never forwards anything
+// (the replica holding the agent, or a sweeper, claims an approved call).
+// GET and HEAD never change state: link previewers and mail scanners fetch
+// every link they see (SECURITY.md INV-6).
+//
+// Authority: an approval link is authorised by its token alone and carries
+// no identity, so link decisions are recorded as decided_by "link" and
+// self-approval cannot be checked for them; give links only to people who
+// may decide. The API knows its caller by bearer key and refuses an
+// approver's approval of their own call.
+package approvals
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Info is what a parked call shows to approvers and in status answers; the
+// proxy stores it as JSON in pending.Call.Info.
+type Info struct {
+	Kind      string          `json:"kind"` // rest | mcp
+	Tool      string          `json:"tool"`
+	Upstream  string          `json:"upstream"`
+	Subject   string          `json:"subject"`
+	Target    string          `json:"target,omitempty"`
+	Arguments json.RawMessage `json:"arguments"` // exact JSON arguments
+	Reasons   []string        `json:"reasons"`
+	RuleIDs   []string        `json:"rule_ids"`
+	Method    string          `json:"method"`
+	Path      string          `json:"path"`
+}
+
+// Approver is a bearer key for the JSON API and the name decisions made
+// with it are recorded under. A Name equal to a call's subject cannot
+// approve that call.
+type Approver struct{ Name, Key string }
+
+// Config configures a Handler. Store and Signer are required.
+type Config struct {
+	Store     pending.Store
+	Signer    *Signer
+	Approvers []Approver // bearer keys for the JSON API; none: the API answers 401
+	// PublicURL is the approvals listener as browsers see it (scheme and
+	// host). Its origin is trusted for form posts even when a proxy in front
+	// rewrites Host.
+	PublicURL string
+	// Logger receives one audit record per decision (msg "approval") and a
+	// record per refused request. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for token expiry and "time left". Default: time.Now.
+	Now func() time.Time
+	// OnDecision is called after a successful decision (for the "resolved"
+	// notification and metrics), with the call as decided. It runs on the
+	// request's goroutine: it must not block.
+	OnDecision func(c pending.Call)
+}
+
+// Handler serves the approvals listener. It is safe for concurrent use.
+type Handler struct {
+	store      pending.Store
+	signer     *Signer
+	keys       []approverKey
+	log        *slog.Logger
+	now        func() time.Time
+	onDecision func(pending.Call)
+	csrf       *http.CrossOriginProtection
+	pages      *template.Template
+	router     http.Handler
+}
+
+// approverKey keeps the SHA-256 of a key: comparing fixed-length digests
+// in constant time leaks neither the key nor its length.
+type approverKey struct {
+	name string
+	sum  [sha256.Size]byte
+}
+
+// New checks cfg and returns the handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("approvals: no store")
+	}
+	if cfg.Signer == nil {
+		return nil, errors.New("approvals: no signer")
+	}
+	h := &Handler{
+		store: cfg.Store, signer: cfg.Signer, log: cfg.Logger, now: cfg.Now, onDecision: cfg.OnDecision,
+		csrf: http.NewCrossOriginProtection(),
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	seen := map[[sha256.Size]byte]bool{}
+	for i, a := range cfg.Approvers {
+		if a.Name == "" || a.Key == "" {
+			// An empty key would let "Authorization: Bearer " in.
+			return nil, fmt.Errorf("approvals: approver %d has an empty name or key", i)
+		}
+		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key))}
+		if seen[k.sum] {
+			return nil, fmt.Errorf("approvals: approver %q shares a key with another approver", a.Name)
+		}
+		seen[k.sum] = true
+		h.keys = append(h.keys, k)
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("approvals: public URL %q is not an http(s) URL", cfg.PublicURL)
+		}
+		if err := h.csrf.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			return nil, fmt.Errorf("approvals: public URL: %w", err)
+		}
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	h.pages = pages
+	h.router = h.routes()
+	return h, nil
+}
+
+// ServeHTTP serves the approvals listener.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.router.ServeHTTP(w, r)
+}
+
+// routes lists every route of the listener.
+func (h *Handler) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(securityHeaders, middleware.Recoverer)
+
+	// Approval links, for people: HTML.
+	r.Get("/approvals/{id}", h.page(h.showPage))
+	r.Head("/approvals/{id}", h.page(h.showPage))
+	r.Post("/approvals/{id}", h.page(h.decideByLink))
+
+	// The API, for bots and scripts: JSON, bearer keys.
+	r.Get("/api/approvals", h.api(h.listCalls))
+	r.Get("/api/approvals/{id}", h.api(h.showCall))
+	r.Post("/api/approvals/{id}", h.api(h.decideByAPI))
+
+	// A wrong method keeps chi's 405, which lists the allowed methods.
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		a := classify(errNoRoute, r.Method)
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			h.writeAPIError(w, a)
+			return
+		}
+		h.writeErrorPage(w, a)
+	})
+	return r
+}
+
+// securityHeaders go on every answer, errors included. The token travels in
+// the URL, so no referrer may carry it away and no cache may keep the page;
+// the page runs no script and may not be framed (clickjacking).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Robots-Tag", "noindex, nofollow")
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,119 @@
+package approvals
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// MinSecretBytes is the shortest secret NewSigner accepts: an HMAC-SHA256
+// key shorter than the hash gives away strength for nothing.
+const MinSecretBytes = 32
+
+// tokenVersion starts every token. A replica that meets another version
+// refuses the token rather than guess at its layout (SECURITY.md X10).
+const tokenVersion = "v1"
+
+// Token errors. Both mean "this link does not decide this call"; the
+// approvals page answers 403 for either.
+var (
+	// ErrTokenInvalid: malformed, tampered, signed with another secret, or
+	// made for another call, another request digest or another expiry.
+	ErrTokenInvalid = errors.New("approvals: invalid approval token")
+	// ErrTokenExpired: a genuine token whose call's expiry has passed.
+	ErrTokenExpired = errors.New("approvals: approval token expired")
+)
+
+// Signer makes and checks approval-link tokens. A token is
+//
+//	v1.<expiry, unix seconds>.<base64url HMAC-SHA256>
+//
+// where the MAC covers the version tag, the call ID, the digest of the exact
+// request (pending.Call.RequestDigest) and the expiry. A token therefore
+// decides one call, only as it was evaluated, and only until it expires
+// (SECURITY.md INV-7). It carries no data an approver could trust: the page
+// shows the call from the store. A Signer is safe for concurrent use.
+type Signer struct {
+	secret []byte
+}
+
+// NewSigner returns a Signer keyed with secret (at least MinSecretBytes).
+// The secret is copied.
+func NewSigner(secret []byte) (*Signer, error) {
+	if len(secret) < MinSecretBytes {
+		return nil, errors.New("approvals: the approval secret must be at least 32 bytes")
+	}
+	return &Signer{secret: append([]byte(nil), secret...)}, nil
+}
+
+// Token returns the token for c: it binds c.ID, c.RequestDigest and
+// c.ExpiresAt. The expiry is kept to the second because stores need not
+// keep nanoseconds; the token then ends up to a second before the call.
+func (s *Signer) Token(c pending.Call) string {
+	exp := c.ExpiresAt.Unix()
+	return tokenVersion + "." + strconv.FormatInt(exp, 10) + "." +
+		base64.RawURLEncoding.EncodeToString(s.mac(c.ID, c.RequestDigest, exp))
+}
+
+// Check reports whether token decides c at now: nil, ErrTokenInvalid or
+// ErrTokenExpired. The MAC is compared in constant time, and the expiry in
+// the token is believed only after the MAC has been verified.
+func (s *Signer) Check(token string, c pending.Call, now time.Time) error {
+	version, rest, ok := strings.Cut(token, ".")
+	if !ok || version != tokenVersion {
+		return ErrTokenInvalid
+	}
+	expText, sigText, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ErrTokenInvalid
+	}
+	exp, err := strconv.ParseInt(expText, 10, 64)
+	if err != nil || strconv.FormatInt(exp, 10) != expText { // one spelling per expiry: no "+5" or "05"
+		return ErrTokenInvalid
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(sigText)
+	if err != nil {
+		return ErrTokenInvalid
+	}
+	if !hmac.Equal(sig, s.mac(c.ID, c.RequestDigest, exp)) {
+		return ErrTokenInvalid
+	}
+	// A genuine token for this call and request, but made for another
+	// expiry than the store now records: not this call as it stands.
+	if exp != c.ExpiresAt.Unix() {
+		return ErrTokenInvalid
+	}
+	if !now.Before(time.Unix(exp, 0)) {
+		return ErrTokenExpired
+	}
+	return nil
+}
+
+// ApprovalURL returns the signed link to c's approval page:
+// publicURL + "/approvals/" + id + "?token=" + token.
+func (s *Signer) ApprovalURL(publicURL string, c pending.Call) string {
+	return strings.TrimRight(publicURL, "/") + "/approvals/" + url.PathEscape(c.ID) +
+		"?token=" + url.QueryEscape(s.Token(c))
+}
+
+// mac is HMAC-SHA256 over the version tag and the bound fields, each
+// prefixed with its length so that no two field lists encode alike
+// ("ab"+"c" and "a"+"bc" differ).
+func (s *Signer) mac(id, digest string, exp int64) []byte {
+	m := hmac.New(sha256.New, s.secret)
+	var buf []byte
+	for _, f := range []string{"toolgate-approval-" + tokenVersion, id, digest, strconv.FormatInt(exp, 10)} {
+		buf = binary.AppendUvarint(buf[:0], uint64(len(f)))
+		m.Write(buf)
+		m.Write([]byte(f))
+	}
+	return m.Sum(nil)
+}

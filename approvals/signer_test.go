@@ -1,0 +1,152 @@
+package approvals_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/pending"
+)
+
+func testSigner(t *testing.T, secret string) *approvals.Signer {
+	t.Helper()
+	s, err := approvals.NewSigner([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testCall() pending.Call {
+	return pending.Call{ID: "CALLONE", RequestDigest: strings.Repeat("ab", 32), ExpiresAt: t0.Add(time.Hour)}
+}
+
+func TestNewSigner_RefusesShortSecrets(t *testing.T) {
+	if _, err := approvals.NewSigner([]byte(strings.Repeat("x", 31))); err == nil {
+		t.Error("NewSigner(31 bytes) = nil error, want an error")
+	}
+	if _, err := approvals.NewSigner(nil); err == nil {
+		t.Error("NewSigner(nil) = nil error, want an error")
+	}
+	if _, err := approvals.NewSigner([]byte(strings.Repeat("x", 32))); err != nil {
+		t.Errorf("NewSigner(32 bytes) = %v, want nil", err)
+	}
+}
+
+func TestSigner_RoundTrip(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	tok := s.Token(c)
+	if tok != s.Token(c) {
+		t.Error("Token is not deterministic")
+	}
+	if err := s.Check(tok, c, t0); err != nil {
+		t.Errorf("Check(own token) = %v, want nil", err)
+	}
+	if err := s.Check(tok, c, c.ExpiresAt.Add(-time.Second)); err != nil {
+		t.Errorf("Check a second before expiry = %v, want nil", err)
+	}
+	if err := s.Check(tok, c, c.ExpiresAt); !errors.Is(err, approvals.ErrTokenExpired) {
+		t.Errorf("Check at expiry = %v, want ErrTokenExpired", err)
+	}
+	// Fields the token does not bind do not matter.
+	other := c
+	other.State, other.Subject, other.DecidedBy = pending.Approved, "someone", "alice"
+	if err := s.Check(tok, other, t0); err != nil {
+		t.Errorf("Check after a state change = %v, want nil", err)
+	}
+}
+
+// Each bound field changes the token, and a token does not check against a
+// call that differs in any of them (SECURITY.md INV-7).
+func TestSigner_BindsEveryField(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	tok := s.Token(c)
+	tests := []struct {
+		name   string
+		signer *approvals.Signer
+		edit   func(*pending.Call)
+	}{
+		{"call ID", s, func(c *pending.Call) { c.ID = "CALLTWO" }},
+		{"request digest", s, func(c *pending.Call) { c.RequestDigest = strings.Repeat("ab", 31) + "ac" }},
+		{"expiry", s, func(c *pending.Call) { c.ExpiresAt = c.ExpiresAt.Add(time.Second) }},
+		{"secret", testSigner(t, testSecret+"!"), func(*pending.Call) {}},
+		// Length prefixes keep field boundaries: moving a character from
+		// the ID to the digest is another call.
+		{"field boundary", s, func(c *pending.Call) { c.ID, c.RequestDigest = c.ID+"a", "b"+strings.Repeat("ab", 31) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changed := c
+			tt.edit(&changed)
+			if got := tt.signer.Token(changed); got == tok {
+				t.Errorf("the token did not change with the %s", tt.name)
+			}
+			if err := tt.signer.Check(tok, changed, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+				t.Errorf("Check(token, call with another %s) = %v, want ErrTokenInvalid", tt.name, err)
+			}
+		})
+	}
+}
+
+func TestSigner_RefusesTamperedTokens(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	tok := s.Token(c)
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 || parts[0] != "v1" {
+		t.Fatalf("token %q is not v1.<exp>.<mac>", tok)
+	}
+	flip := func(s string, i int) string {
+		b := []byte(s)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	later := c
+	later.ExpiresAt = c.ExpiresAt.Add(24 * time.Hour)
+	laterExp := strings.Split(s.Token(later), ".")[1]
+	tests := map[string]string{
+		"empty":                    "",
+		"one part":                 "v1",
+		"two parts":                parts[0] + "." + parts[1],
+		"four parts":               tok + ".x",
+		"other version":            "v2." + parts[1] + "." + parts[2],
+		"first MAC character":      parts[0] + "." + parts[1] + "." + flip(parts[2], 0),
+		"last MAC character":       parts[0] + "." + parts[1] + "." + flip(parts[2], len(parts[2])-1),
+		"MAC cut short":            parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-2],
+		"MAC padded":               tok + "=",
+		"MAC in standard base64":   parts[0] + "." + parts[1] + "." + strings.NewReplacer("-", "+", "_", "/").Replace(parts[2]) + "+",
+		"later expiry, same MAC":   parts[0] + "." + laterExp + "." + parts[2],
+		"expiry spelled with plus": parts[0] + ".+" + parts[1] + "." + parts[2],
+		"expiry with leading zero": parts[0] + ".0" + parts[1] + "." + parts[2],
+		"trailing space":           tok + " ",
+	}
+	for name, bad := range tests {
+		if err := s.Check(bad, c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+			t.Errorf("%s: Check(%q) = %v, want ErrTokenInvalid", name, bad, err)
+		}
+	}
+	// An expiry in the token is believed only with a good MAC: a forged
+	// later expiry is invalid, not merely unexpired.
+	if err := s.Check(parts[0]+"."+laterExp+"."+parts[2], c, c.ExpiresAt.Add(time.Hour)); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("forged expiry after the real one = %v, want ErrTokenInvalid", err)
+	}
+}
+
+func TestSigner_ApprovalURL(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	want := "https://toolgate.example.com/approvals/CALLONE?token=" + s.Token(c)
+	for _, base := range []string{"https://toolgate.example.com", "https://toolgate.example.com/"} {
+		if got := s.ApprovalURL(base, c); got != want {
+			t.Errorf("ApprovalURL(%q) = %q, want %q", base, got, want)
+		}
+	}
+}

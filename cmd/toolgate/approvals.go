@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/notify"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// parking is everything around parked calls: the store, approval links,
+// the approvals listener and notifications.
+type parking struct {
+	store    pending.Store
+	close    func()
+	signer   *approvals.Signer
+	notifier *notify.Notifier
+	handler  http.Handler
+	public   string
+	// onLink, if set, receives the approval link of every parked call
+	// (the quickstart prints it).
+	onLink func(callID, link string)
+
+	approvalsTotal *prometheus.CounterVec
+	waitSeconds    prometheus.Histogram
+}
+
+func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking, error) {
+	st, closeStore, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &parking{store: st, close: closeStore, public: cfg.PublicURL}
+	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal())); err != nil {
+		closeStore()
+		return nil, err
+	}
+	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_approvals_total",
+		Help: "Parked calls that ended, by outcome (approved, rejected, expired, cancelled, unknown)."}, []string{"outcome"})
+	p.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolgate_approval_wait_seconds",
+		Help: "Time from parking a call to its approval or rejection.", Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 14400}})
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_notifications_total",
+		Help: "Notification deliveries by format and result (delivered, retry, failed, dropped)."}, []string{"format", "result"})
+	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolgate_calls_waiting",
+		Help: "Parked calls waiting for a decision (counted up to 10000)."}, func() float64 {
+		ctx, cancel := contextTimeout(time.Second)
+		defer cancel()
+		calls, err := st.List(ctx, pending.Waiting, 10000)
+		if err != nil {
+			return -1
+		}
+		return float64(len(calls))
+	})
+	reg.MustRegister(p.approvalsTotal, p.waitSeconds, deliveries, waiting)
+
+	targets := make([]notify.Target, 0, len(cfg.Approvals.Notify))
+	for _, n := range cfg.Approvals.Notify {
+		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal()})
+	}
+	p.notifier, err = notify.New(notify.Options{Targets: targets, Logger: a.log,
+		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() }})
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	approvers := make([]approvals.Approver, 0, len(cfg.Approvals.Approvers))
+	for _, ap := range cfg.Approvals.Approvers {
+		approvers = append(approvers, approvals.Approver{Name: ap.Name, Key: ap.Key.Reveal()})
+	}
+	h, err := approvals.New(approvals.Config{Store: st, Signer: p.signer, Approvers: approvers, PublicURL: cfg.PublicURL,
+		Logger: a.log, OnDecision: p.resolved})
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	p.handler = h
+	return p, nil
+}
+
+// parked announces a newly parked call.
+func (p *parking) parked(c pending.Call) {
+	link := p.signer.ApprovalURL(p.public, c)
+	if p.onLink != nil {
+		p.onLink(c.ID, link)
+	}
+	p.notifier.Notify(p.event(notify.TypeRequested, c, link))
+}
+
+// resolved records and announces how a parked call ended.
+func (p *parking) resolved(c pending.Call) {
+	p.approvalsTotal.WithLabelValues(string(c.State)).Inc()
+	if (c.State == pending.Approved || c.State == pending.Rejected) && !c.DecidedAt.IsZero() {
+		p.waitSeconds.Observe(c.DecidedAt.Sub(c.CreatedAt).Seconds())
+	}
+	p.notifier.Notify(p.event(notify.TypeResolved, c, ""))
+}
+
+func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
+	var info approvals.Info
+	_ = json.Unmarshal(c.Info, &info)
+	return notify.Event{Type: typ, CallID: c.ID, Tool: info.Tool, Upstream: c.Upstream, Subject: c.Subject,
+		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
+		StatusURL: "/_toolgate/calls/" + c.ID, ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
+		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now()}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// openStore opens the store of parked calls. An unreachable Redis does not
+// stop the start: asks answer 503 until it is back. The returned func
+// releases what was opened.
+func openStore(cfg *config.Config) (pending.Store, func(), error) {
+	opts := pending.Options{ResultTTL: cfg.Pending.ResultTTL.Std()}
+	if cfg.Pending.Store != "redis" {
+		return pending.NewMemory(opts), func() {}, nil
+	}
+	rdb, err := redisClient(cfg.Pending.RedisURL.Reveal())
+	if err != nil {
+		return nil, nil, fmt.Errorf("pending.redis_url: %w", err)
+	}
+	st, err := pending.NewRedis(rdb, opts)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); rdb.Close() }, nil
+}
+
+// redisClient builds a client from a URL: redis:// or rediss:// (one node;
+// with ?master_name=NAME&addr=... a Sentinel set), redis+sentinel:// (same,
+// explicitly), redis+cluster:// (a Cluster; more nodes with &addr=...) and
+// unix://. Timeouts are short and bound every command by its context
+// (R15): a slow Redis turns into 503 for asks, not into stuck requests.
+func redisClient(raw string) (redis.UniversalClient, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("not a URL")
+	}
+	tune := func(dial, read, write *time.Duration, ctxTimeout *bool) {
+		*dial, *read, *write, *ctxTimeout = 2*time.Second, 2*time.Second, 2*time.Second, true
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme == "redis+sentinel" || scheme == "redis-sentinel" || u.Query().Has("master_name"):
+		u.Scheme = "redis"
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled)
+		return redis.NewFailoverClient(o), nil
+	case scheme == "redis+cluster" || scheme == "rediss+cluster":
+		u.Scheme = strings.TrimSuffix(scheme, "+cluster")
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled)
+		return redis.NewClusterClient(o), nil
+	}
+	o, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled)
+	return redis.NewClient(o), nil
+}
+
+// storeCheck is the store's part of /readyz: reachability is reported, and
+// does not fail readiness (allow and deny work without Redis).
+func storeCheck(st pending.Store) map[string]any {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := st.Ping(ctx); err != nil {
+		return map[string]any{"ok": false, "error": err.Error()}
+	}
+	return map[string]any{"ok": true}
+}
+
+func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

@@ -1,0 +1,90 @@
+package notify
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ceEvent is a CloudEvents 1.0 event in structured JSON mode
+// (Content-Type: application/cloudevents+json).
+type ceEvent struct {
+	SpecVersion     string `json:"specversion"`
+	Type            string `json:"type"`
+	Source          string `json:"source"`
+	ID              string `json:"id"`
+	Time            string `json:"time"`
+	DataContentType string `json:"datacontenttype"`
+	Subject         string `json:"subject"` // the call ID
+	Data            ceData `json:"data"`
+}
+
+// ceData is the event's data. The fields SPEC.md §5 lists are always
+// present on a requested event (null or "" when unknown) so receivers need
+// not guess; approval_url is left out of a resolved event, where the link
+// no longer decides anything, and the outcome fields appear only there.
+type ceData struct {
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Upstream    string          `json:"upstream"`
+	Subject     string          `json:"subject"`
+	Target      string          `json:"target,omitempty"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Reasons     []string        `json:"reasons"`
+	RuleIDs     []string        `json:"rule_ids"`
+	ApprovalURL *string         `json:"approval_url,omitempty"`
+	StatusURL   string          `json:"status_url"`
+	ExpiresAt   *time.Time      `json:"expires_at"`
+	Outcome     *string         `json:"outcome,omitempty"`
+	DecidedBy   *string         `json:"decided_by,omitempty"`
+	Comment     *string         `json:"comment,omitempty"`
+}
+
+func cloudEvent(e *Event) ceEvent {
+	d := ceData{
+		CallID:    e.CallID,
+		Tool:      e.Tool,
+		Upstream:  e.Upstream,
+		Subject:   e.Subject,
+		Target:    e.ToolTarget,
+		Arguments: e.Arguments,
+		Reasons:   nonNil(e.Reasons),
+		RuleIDs:   nonNil(e.RuleIDs),
+		StatusURL: e.StatusURL,
+	}
+	switch {
+	case len(d.Arguments) == 0:
+		d.Arguments = nil // encodes as null; an empty RawMessage would not encode at all
+	case !json.Valid(d.Arguments):
+		// Announce the call anyway (a person must still learn that it
+		// waits), with the bytes as a JSON string rather than a body that
+		// would not encode.
+		d.Arguments, _ = json.Marshal(string(d.Arguments))
+	}
+	if !e.ExpiresAt.IsZero() {
+		t := e.ExpiresAt.UTC()
+		d.ExpiresAt = &t
+	}
+	if e.Type == TypeResolved {
+		d.Outcome, d.DecidedBy, d.Comment = &e.Outcome, &e.DecidedBy, &e.Comment
+	} else {
+		d.ApprovalURL = &e.ApprovalURL
+	}
+	return ceEvent{
+		SpecVersion:     "1.0",
+		Type:            e.Type,
+		Source:          "toolgate",
+		ID:              e.id(),
+		Time:            e.Time.UTC().Format(time.RFC3339Nano),
+		DataContentType: "application/json",
+		Subject:         e.CallID,
+		Data:            d,
+	}
+}
+
+// nonNil makes a nil list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,248 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// worker delivers one target's events, one at a time, so a target sees
+// them in the order Notify was called (a resolved event never overtakes
+// its requested event). The price is head-of-line blocking: while one
+// event is retried the others wait, bounded by MaxElapsed, and the queue
+// absorbs the backlog.
+type worker struct {
+	n      *Notifier
+	index  int
+	url    string // never logged: Slack and Teams URLs are credentials
+	host   string
+	format string
+	key    []byte // nil: unsigned
+	queue  chan Event
+	drops  atomic.Int64
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer w.n.wg.Done()
+	abandoned := 0
+	for e := range w.queue {
+		if ctx.Err() != nil {
+			// Close gave up: count what is left without sending it.
+			abandoned++
+			w.n.report(w, ResultDropped)
+			continue
+		}
+		w.deliver(ctx, e)
+	}
+	if abandoned > 0 {
+		w.n.log.Warn("notifications not delivered at shutdown",
+			"target", w.index, "format", w.format, "host", w.host, "dropped", abandoned)
+	}
+}
+
+// dropped accounts for an event Notify could not enqueue. It logs the
+// 1st, 2nd, 4th, 8th… drop only, so a storm cannot flood the log (or slow
+// Notify); the metric counts every one.
+func (w *worker) dropped(e Event) {
+	w.n.report(w, ResultDropped)
+	if total := w.drops.Add(1); total&(total-1) == 0 {
+		w.n.log.Warn("notification queue full, event dropped",
+			"target", w.index, "format", w.format, "host", w.host,
+			"call_id", e.CallID, "event", e.Type, "dropped_total", total)
+	}
+}
+
+// deliver sends e until it is delivered, fails permanently, or runs out of
+// attempts, time or (at shutdown) context.
+func (w *worker) deliver(ctx context.Context, e Event) {
+	opts := &w.n.opts
+	log := w.n.log.With("target", w.index, "format", w.format, "host", w.host,
+		"call_id", e.CallID, "event", e.Type)
+
+	body, contentType, err := render(w.format, &e)
+	if err != nil {
+		log.Error("notification could not be rendered", "err", err)
+		w.n.report(w, ResultFailed)
+		return
+	}
+	id := e.id()
+	deadline := time.Now().Add(opts.MaxElapsed)
+
+	for attempt := 1; ; attempt++ {
+		r := w.post(ctx, deadline, id, body, contentType)
+		attrs := []any{"attempt", attempt, "status", r.status, "err", r.err}
+		if r.ok {
+			log.Debug("notification delivered", attrs...)
+			w.n.report(w, ResultDelivered)
+			return
+		}
+		if r.detail != "" {
+			// The receiver's answer may echo what we sent (the approval
+			// link), so it stays at debug level.
+			log.Debug("notification receiver answered", "attempt", attempt, "status", r.status, "body", r.detail)
+		}
+		var wait time.Duration
+		switch {
+		case ctx.Err() != nil:
+			log.Warn("notification abandoned at shutdown", attrs...)
+		case !r.retry:
+			log.Warn("notification failed permanently", attrs...)
+		case attempt >= opts.MaxAttempts:
+			log.Warn("notification failed: attempts used up", attrs...)
+		default:
+			wait = w.n.backoff(attempt)
+			if r.retryAfter >= 0 {
+				wait = r.retryAfter // the receiver knows its rate limit best
+			}
+			if !time.Now().Add(wait).Before(deadline) {
+				log.Warn("notification failed: time used up", append(attrs, "wait", wait)...)
+				break
+			}
+			w.n.report(w, ResultRetry)
+			log.Info("notification attempt failed, retrying", append(attrs, "wait", wait)...)
+			if sleep(ctx, wait) {
+				continue
+			}
+			log.Warn("notification abandoned at shutdown", attrs...)
+		}
+		w.n.report(w, ResultFailed)
+		return
+	}
+}
+
+// result is what one attempt came to.
+type result struct {
+	ok, retry  bool
+	status     int           // 0 when no response arrived
+	err        error         // transport error, without the URL
+	retryAfter time.Duration // -1: no usable Retry-After
+	detail     string        // start of a failed response's body, for debug logs
+}
+
+// post makes one attempt. Each attempt has a fresh webhook-timestamp and
+// signature but the same webhook-id, as Standard Webhooks asks.
+func (w *worker) post(ctx context.Context, deadline time.Time, id string, body []byte, contentType string) result {
+	ctx, cancel := context.WithDeadline(ctx, deadline) // a hanging receiver cannot outlast MaxElapsed
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return result{err: stripURL(err), retryAfter: -1}
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("User-Agent", "toolgate-notify")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", ts)
+	if w.key != nil {
+		req.Header.Set("webhook-signature", sign(w.key, id, ts, body))
+	}
+
+	resp, err := w.n.client.Do(req)
+	if err != nil {
+		return result{retry: true, err: stripURL(err), retryAfter: -1}
+	}
+	defer resp.Body.Close()
+	r := result{status: resp.StatusCode, retryAfter: -1}
+	switch sc := resp.StatusCode; {
+	case sc >= 200 && sc <= 299:
+		r.ok = true
+	case sc == http.StatusRequestTimeout, sc == http.StatusConflict, sc == http.StatusTooEarly,
+		sc == http.StatusTooManyRequests, sc >= 500:
+		r.retry = true
+		if sc == http.StatusTooManyRequests || sc == http.StatusServiceUnavailable {
+			r.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+	}
+	// Reading the rest lets the connection be reused; the limit keeps a
+	// hostile receiver from making us read forever.
+	head := make([]byte, 256)
+	k, _ := io.ReadFull(resp.Body, head)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if !r.ok {
+		r.detail = printable(head[:k])
+	}
+	return r
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP
+// date. It returns -1 when the value is absent or unreadable. Huge values
+// are clamped (the MaxElapsed check then fails the event) rather than
+// allowed to overflow.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return -1
+	}
+	const limit = 24 * time.Hour
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil {
+		if secs > uint64(limit/time.Second) {
+			return limit
+		}
+		return time.Duration(secs) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		return limit
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return -1
+	}
+	return min(max(t.Sub(now), 0), limit)
+}
+
+// backoff returns the wait before retry number attempt (1-based): a random
+// duration in [0, min(BaseBackoff·2^(attempt-1), 1m)], "full jitter", so
+// many toolgates retrying one receiver spread out instead of stampeding.
+func (n *Notifier) backoff(attempt int) time.Duration {
+	base := n.opts.BaseBackoff
+	ceiling := max(maxBackoff, base)
+	d := ceiling
+	if shift := attempt - 1; shift < 63 && bits.Len64(uint64(base))+shift < 63 {
+		d = min(base<<shift, ceiling)
+	}
+	return rand.N(d + 1)
+}
+
+// sleep waits d or until ctx ends; it reports whether the wait completed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stripURL drops the *url.Error wrapper, whose text repeats the target URL
+// and with it the credential Slack and Teams put in the path.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// printable keeps printable ASCII of b so a receiver's answer cannot forge
+// log lines.
+func printable(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return -1
+		}
+		return r
+	}, string(b))
+}

@@ -1,0 +1,230 @@
+package notify
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name  string
+		codes []int
+		max   int // MaxAttempts; 0: default
+		want  []string
+		reqs  int
+	}{
+		{"503 twice then 200", []int{503, 503}, 0, []string{"retry", "retry", "delivered"}, 3},
+		{"408", []int{408}, 0, []string{"retry", "delivered"}, 2},
+		{"409", []int{409}, 0, []string{"retry", "delivered"}, 2},
+		{"425", []int{425}, 0, []string{"retry", "delivered"}, 2},
+		{"429 without Retry-After", []int{429}, 0, []string{"retry", "delivered"}, 2},
+		{"500", []int{500}, 0, []string{"retry", "delivered"}, 2},
+		{"204 is delivered", []int{204}, 0, []string{"delivered"}, 1},
+		{"400 is permanent", []int{400}, 0, []string{"failed"}, 1},
+		{"401 is permanent", []int{401}, 0, []string{"failed"}, 1},
+		{"404 is permanent", []int{404}, 0, []string{"failed"}, 1},
+		{"410 is permanent", []int{410}, 0, []string{"failed"}, 1},
+		{"attempts used up", []int{500, 500, 500, 500}, 3, []string{"retry", "retry", "failed"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := newReceiver(t, statuses(tt.codes...))
+			var res results
+			opts := fast(&res, Target{URL: rc.srv.URL})
+			opts.MaxAttempts = tt.max
+			n := start(t, opts)
+			n.Notify(requested("c1"))
+			waitFor(t, "a final result", func() bool { return res.final(1) })
+			if diff := cmp.Diff(tt.want, res.get()); diff != "" {
+				t.Errorf("OnDelivery results (-want +got):\n%s", diff)
+			}
+			if got := len(rc.requests()); got != tt.reqs {
+				t.Errorf("receiver saw %d requests, want %d", got, tt.reqs)
+			}
+		})
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel() // it waits a second
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+				if n == 0 {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(code)
+				}
+			})
+			var res results
+			n := start(t, fast(&res, Target{URL: rc.srv.URL})) // BaseBackoff 1ms: only Retry-After explains a long wait
+			n.Notify(requested("c1"))
+			waitFor(t, "delivery", func() bool { return res.final(1) })
+			if diff := cmp.Diff([]string{"retry", "delivered"}, res.get()); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			reqs := rc.requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d requests, want 2", len(reqs))
+			}
+			if gap := reqs[1].at.Sub(reqs[0].at); gap < time.Second {
+				t.Errorf("retried after %v, want ≥ 1s (Retry-After: 1)", gap)
+			}
+		})
+	}
+}
+
+func TestRetryAfterBeyondMaxElapsedFails(t *testing.T) {
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	began := time.Now()
+	n.Notify(requested("c1"))
+	waitFor(t, "failure", func() bool { return res.final(1) })
+	if diff := cmp.Diff([]string{"failed"}, res.get()); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("took %v: a wait past MaxElapsed should fail at once", d)
+	}
+}
+
+func TestMaxElapsed(t *testing.T) {
+	tests := []struct {
+		name string
+		rc   func(*testing.T) *receiver
+	}{
+		{"always 503", func(t *testing.T) *receiver {
+			return newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
+		}},
+		{"receiver hangs", hangingReceiver},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := tt.rc(t)
+			var res results
+			opts := fast(&res, Target{URL: rc.srv.URL})
+			opts.MaxAttempts = 1000
+			opts.BaseBackoff = 10 * time.Millisecond
+			opts.MaxElapsed = 150 * time.Millisecond
+			n := start(t, opts)
+			began := time.Now()
+			n.Notify(requested("c1"))
+			waitFor(t, "failure", func() bool { return res.final(1) })
+			elapsed := time.Since(began)
+			got := res.get()
+			if got[len(got)-1] != ResultFailed || res.count(ResultDelivered) != 0 {
+				t.Errorf("results = %v, want retries ending in failed", got)
+			}
+			if elapsed > time.Second {
+				t.Errorf("gave up after %v, want about MaxElapsed (150ms)", elapsed)
+			}
+		})
+	}
+}
+
+func TestNetworkErrorIsRetried(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now: connection refused
+	var res results
+	opts := fast(&res, Target{URL: "http://" + addr + "/hook"})
+	opts.MaxAttempts = 2
+	n := start(t, opts)
+	n.Notify(requested("c1"))
+	waitFor(t, "failure", func() bool { return res.final(1) })
+	if diff := cmp.Diff([]string{"retry", "failed"}, res.get()); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	other := newReceiver(t, nil)
+	tests := []struct {
+		name  string
+		to    func(self string) string
+		code  int
+		want  string
+		other int // requests the other host must see
+	}{
+		{"307 on the same host is followed", func(self string) string { return self + "/moved" }, 307, ResultDelivered, 0},
+		{"302 would turn POST into GET", func(self string) string { return self + "/moved" }, 302, ResultFailed, 0},
+		{"307 to another host is not followed", func(string) string { return other.srv.URL }, 307, ResultFailed, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/moved" {
+					if r.Method != http.MethodPost {
+						w.WriteHeader(http.StatusMethodNotAllowed)
+					}
+					return
+				}
+				http.Redirect(w, r, tt.to(srv.URL), tt.code)
+			}))
+			t.Cleanup(srv.Close)
+			var res results
+			n := start(t, fast(&res, Target{URL: srv.URL}))
+			n.Notify(requested("c1"))
+			waitFor(t, "a final result", func() bool { return res.final(1) })
+			if diff := cmp.Diff([]string{tt.want}, res.get()); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			if got := len(other.requests()); got != tt.other {
+				t.Errorf("other host saw %d requests, want %d", got, tt.other)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", -1},
+		{"1", time.Second},
+		{" 120 ", 2 * time.Minute},
+		{"0", 0},
+		{"-5", -1},
+		{"soon", -1},
+		{"99999999999999999999999", 24 * time.Hour},
+		{"999999999", 24 * time.Hour},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{now.Add(-time.Hour).Format(http.TimeFormat), 0},
+	}
+	for _, tt := range tests {
+		if got := parseRetryAfter(tt.in, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	n := &Notifier{opts: Options{BaseBackoff: 100 * time.Millisecond}}
+	for attempt := 1; attempt <= 80; attempt++ {
+		ceiling := time.Minute
+		if attempt < 11 {
+			ceiling = min(100*time.Millisecond<<(attempt-1), time.Minute)
+		}
+		for range 20 {
+			if d := n.backoff(attempt); d < 0 || d > ceiling {
+				t.Fatalf("backoff(%d) = %v, want within [0, %v]", attempt, d, ceiling)
+			}
+		}
+	}
+}

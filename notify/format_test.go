@@ -1,0 +1,322 @@
+package notify
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCloudEventsRequested(t *testing.T) {
+	e := requested("c1")
+	req := deliverOne(t, "", "", e) // "" is the default format
+
+	if got, want := req.header.Get("Content-Type"), "application/cloudevents+json"; got != want {
+		t.Errorf("Content-Type = %q, want %q", got, want)
+	}
+	want := map[string]any{
+		"specversion":     "1.0",
+		"type":            "dev.toolgate.approval.requested",
+		"source":          "toolgate",
+		"id":              "c1",
+		"time":            "2026-11-29T21:15:02Z",
+		"datacontenttype": "application/json",
+		"subject":         "c1",
+		"data": map[string]any{
+			"call_id":      "c1",
+			"tool":         "write_note",
+			"upstream":     "notes",
+			"subject":      "agent-42",
+			"target":       "notes/today.txt",
+			"arguments":    map[string]any{"path": "notes/today.txt", "content": "hello"},
+			"reasons":      []any{"writing notes needs a human"},
+			"rule_ids":     []any{"notes.write"},
+			"approval_url": e.ApprovalURL,
+			"status_url":   e.StatusURL,
+			"expires_at":   "2026-11-29T21:30:00Z",
+		},
+	}
+	if diff := cmp.Diff(want, decode(t, req.body)); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
+	}
+}
+
+func TestCloudEventsResolved(t *testing.T) {
+	req := deliverOne(t, FormatCloudEvents, "", resolved("c1", "approved", "alice"))
+	got := decode(t, req.body)
+	if got["id"] != "c1.resolved" || got["type"] != TypeResolved || got["subject"] != "c1" {
+		t.Errorf("id, type, subject = %v, %v, %v; want c1.resolved, %s, c1", got["id"], got["type"], got["subject"], TypeResolved)
+	}
+	data := got["data"].(map[string]any)
+	for k, want := range map[string]any{"outcome": "approved", "decided_by": "alice", "comment": "looks fine", "call_id": "c1"} {
+		if data[k] != want {
+			t.Errorf("data.%s = %v, want %v", k, data[k], want)
+		}
+	}
+	if _, ok := data["approval_url"]; ok {
+		t.Errorf("resolved event has approval_url %v; the link decides nothing any more", data["approval_url"])
+	}
+}
+
+func TestCloudEventsSparse(t *testing.T) {
+	// Unknown fields are present as null or empty, never missing.
+	req := deliverOne(t, FormatCloudEvents, "", Event{Type: TypeRequested, CallID: "c2"})
+	data := decode(t, req.body)["data"].(map[string]any)
+	want := map[string]any{
+		"call_id": "c2", "tool": "", "upstream": "", "subject": "", "arguments": nil,
+		"reasons": []any{}, "rule_ids": []any{}, "approval_url": "", "status_url": "", "expires_at": nil,
+	}
+	if diff := cmp.Diff(want, data); diff != "" {
+		t.Errorf("data (-want +got):\n%s", diff)
+	}
+}
+
+// slackBody is the part of a Slack message the tests look at.
+type slackBody struct {
+	Text        string `json:"text"`
+	UnfurlLinks *bool  `json:"unfurl_links"`
+	Blocks      []struct {
+		Type string `json:"type"`
+		Text *struct {
+			Type, Text string
+			Verbatim   bool
+		} `json:"text"`
+		Fields []struct {
+			Type, Text string
+			Verbatim   bool
+		} `json:"fields"`
+		Elements []map[string]any `json:"elements"`
+	} `json:"blocks"`
+}
+
+func decodeSlack(t *testing.T, body []byte) slackBody {
+	t.Helper()
+	var m slackBody
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("Slack body: %v\n%s", err, body)
+	}
+	return m
+}
+
+func TestSlackRequested(t *testing.T) {
+	e := requested("c1")
+	req := deliverOne(t, FormatSlack, "", e)
+	if got := req.header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", got)
+	}
+	m := decodeSlack(t, req.body)
+
+	if !strings.Contains(m.Text, "write_note") {
+		t.Errorf("fallback text %q does not name the tool", m.Text)
+	}
+	if m.UnfurlLinks == nil || *m.UnfurlLinks {
+		t.Errorf("unfurl_links = %v, want false", m.UnfurlLinks)
+	}
+	var types []string
+	var all strings.Builder
+	buttons := 0
+	for _, b := range m.Blocks {
+		types = append(types, b.Type)
+		if b.Text != nil {
+			all.WriteString(b.Text.Text + "\n")
+		}
+		for _, f := range b.Fields {
+			all.WriteString(f.Text + "\n")
+		}
+		if b.Type != "actions" {
+			continue
+		}
+		for _, el := range b.Elements {
+			buttons++
+			if el["type"] != "button" || el["url"] != e.ApprovalURL {
+				t.Errorf("action element %v: want a button with url %q", el, e.ApprovalURL)
+			}
+			if _, ok := el["action_id"]; ok {
+				t.Errorf("button %v has an action_id: buttons must be plain links", el)
+			}
+		}
+	}
+	if buttons != 1 {
+		t.Errorf("%d buttons, want 1 link to the approval page", buttons)
+	}
+	if diff := cmp.Diff([]string{"header", "section", "section", "section", "context", "actions"}, types); diff != "" {
+		t.Errorf("block types (-want +got):\n%s", diff)
+	}
+	for _, want := range []string{
+		"*Tool*\nwrite_note", "*Upstream*\nnotes", "*Caller*\nagent-42",
+		"*Target*\nnotes/today.txt", "• writing notes needs a human", "notes.write",
+		"```\n{\n  \"path\": \"notes/today.txt\",\n  \"content\": \"hello\"\n}\n```",
+	} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("message lacks %q:\n%s", want, all.String())
+		}
+	}
+	ctx := m.Blocks[4].Elements[0]["text"].(string)
+	if !strings.Contains(ctx, "<!date^1795987800^") || !strings.Contains(ctx, "Call ID c1") {
+		t.Errorf("context %q lacks the expiry date or the call ID", ctx)
+	}
+}
+
+func TestSlackEscapesUntrustedText(t *testing.T) {
+	e := requested("c1")
+	e.Tool = "x <!channel>"
+	e.Subject = "<https://evil.example|Approve here>"
+	e.Reasons = []string{"a & b\n*Approved by admin*"}
+	e.Arguments = json.RawMessage("{\"s\":\"```<https://evil.example|Approve>```\"}")
+	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).body)
+
+	for _, b := range m.Blocks {
+		texts := []string{}
+		if b.Text != nil && b.Type != "header" { // a header is plain_text: nothing to escape
+			if b.Text.Type != "mrkdwn" || !b.Text.Verbatim {
+				t.Errorf("%s text is %s verbatim=%v, want verbatim mrkdwn", b.Type, b.Text.Type, b.Text.Verbatim)
+			}
+			texts = append(texts, b.Text.Text)
+		}
+		for _, f := range b.Fields {
+			if !f.Verbatim {
+				t.Errorf("field %q is not verbatim", f.Text)
+			}
+			texts = append(texts, f.Text)
+		}
+		for _, s := range texts {
+			if strings.Contains(s, "<h") || strings.Contains(s, "<!channel") {
+				t.Errorf("unescaped link or mention in %q", s)
+			}
+			if strings.Count(s, "```") > 2 {
+				t.Errorf("arguments close the code block early: %q", s)
+			}
+		}
+	}
+	if !strings.Contains(m.Text, "&lt;!channel&gt;") {
+		t.Errorf("fallback text %q: want the mention escaped", m.Text)
+	}
+	why := m.Blocks[2].Text.Text
+	if !strings.Contains(why, "a &amp; b *Approved by admin*") {
+		t.Errorf("reasons %q: want escaped and on one line", why)
+	}
+}
+
+func TestSlackTruncatesArguments(t *testing.T) {
+	e := requested("c1")
+	e.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("<", 10000) + `"}`)
+	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).body)
+	args := m.Blocks[3].Text.Text
+	if n := len([]rune(args)); n > 3000 {
+		t.Errorf("arguments section is %d characters; Slack allows 3000", n)
+	}
+	if !strings.Contains(args, "Truncated:") || !strings.Contains(args, "approval page") {
+		t.Errorf("arguments section lacks the truncation note:\n%.200s…", args)
+	}
+}
+
+func TestSlackResolved(t *testing.T) {
+	for _, tt := range []struct{ outcome, by, want string }{
+		{"approved", "alice", "approved by alice"},
+		{"rejected", "bob", "rejected by bob"},
+		{"expired", "", "expired"},
+		{"cancelled", "agent-42", "cancelled by agent-42"},
+	} {
+		t.Run(tt.outcome, func(t *testing.T) {
+			m := decodeSlack(t, deliverOne(t, FormatSlack, "", resolved("c1", tt.outcome, tt.by)).body)
+			if !strings.Contains(m.Text, tt.want) {
+				t.Errorf("text = %q, want it to contain %q", m.Text, tt.want)
+			}
+			for _, b := range m.Blocks {
+				if b.Type == "actions" {
+					t.Errorf("resolved message has buttons")
+				}
+			}
+		})
+	}
+}
+
+func TestTeamsRequested(t *testing.T) {
+	e := requested("c1")
+	req := deliverOne(t, FormatTeams, "", e)
+	var m struct {
+		Type        string `json:"type"`
+		Attachments []struct {
+			ContentType string `json:"contentType"`
+			Content     struct {
+				Type    string           `json:"type"`
+				Version string           `json:"version"`
+				Body    []map[string]any `json:"body"`
+				Actions []map[string]any `json:"actions"`
+			} `json:"content"`
+		} `json:"attachments"`
+	}
+	if err := json.Unmarshal(req.body, &m); err != nil {
+		t.Fatalf("Teams body: %v\n%s", err, req.body)
+	}
+	if m.Type != "message" || len(m.Attachments) != 1 {
+		t.Fatalf("type %q with %d attachments, want message with 1", m.Type, len(m.Attachments))
+	}
+	a := m.Attachments[0]
+	if a.ContentType != "application/vnd.microsoft.card.adaptive" || a.Content.Type != "AdaptiveCard" || a.Content.Version != "1.4" {
+		t.Errorf("attachment %q / %q / %q, want an Adaptive Card 1.4", a.ContentType, a.Content.Type, a.Content.Version)
+	}
+	want := []map[string]any{{"type": "Action.OpenUrl", "title": "Review & approve", "url": e.ApprovalURL, "style": "positive"}}
+	if diff := cmp.Diff(want, a.Content.Actions); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	var facts map[string]string
+	var runs []string
+	for _, b := range a.Content.Body {
+		switch b["type"] {
+		case "FactSet":
+			facts = map[string]string{}
+			for _, f := range b["facts"].([]any) {
+				f := f.(map[string]any)
+				facts[f["title"].(string)] = f["value"].(string)
+			}
+		case "RichTextBlock":
+			runs = append(runs, b["inlines"].([]any)[0].(map[string]any)["text"].(string))
+		}
+	}
+	wantFacts := map[string]string{
+		"Tool": `write\_note`, "Upstream": "notes", "Caller": "agent-42", "Target": "notes/today.txt",
+		"Expires": "2026-11-29 21:30:00 UTC", "Call ID": "c1",
+	}
+	if diff := cmp.Diff(wantFacts, facts); diff != "" {
+		t.Errorf("facts (-want +got):\n%s", diff)
+	}
+	wantRuns := []string{"• writing notes needs a human\nRules: notes.write", "{\n  \"path\": \"notes/today.txt\",\n  \"content\": \"hello\"\n}"}
+	if diff := cmp.Diff(wantRuns, runs); diff != "" {
+		t.Errorf("rich text (-want +got):\n%s", diff)
+	}
+}
+
+func TestTeamsEscapesFacts(t *testing.T) {
+	e := requested("c1")
+	e.Subject = "[Approve](https://evil.example)"
+	body := string(deliverOne(t, FormatTeams, "", e).body)
+	if strings.Contains(body, "[Approve](https") {
+		t.Errorf("markdown link survived in the card:\n%s", body)
+	}
+	if !strings.Contains(body, `\\[Approve\\]\\(https://evil.example\\)`) {
+		t.Errorf("want the subject backslash-escaped:\n%s", body)
+	}
+}
+
+func TestTeamsResolved(t *testing.T) {
+	body := string(deliverOne(t, FormatTeams, "", resolved("c1", "rejected", "bob")).body)
+	for _, want := range []string{`Rejected"`, "rejected by bob", "looks fine"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("card lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "Action.OpenUrl") {
+		t.Errorf("resolved card has an action:\n%s", body)
+	}
+}
+
+func TestCloudEventsInvalidArguments(t *testing.T) {
+	e := requested("c1")
+	e.Arguments = json.RawMessage(`{"unterminated`)
+	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).body)["data"].(map[string]any)
+	if got := data["arguments"]; got != `{"unterminated` {
+		t.Errorf("arguments = %#v, want the raw bytes as a string", got)
+	}
+}

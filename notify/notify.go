@@ -1,0 +1,374 @@
+// Package notify announces parked calls to webhooks: a CloudEvents 1.0
+// event, a Slack Block Kit message or a Microsoft Teams Adaptive Card, each
+// optionally signed the Standard Webhooks way (SPEC.md §5 "Notifications").
+//
+// It never delays or changes a decision. [Notifier.Notify] only enqueues;
+// one goroutine per target delivers in order, retrying with backoff for a
+// bounded time, and a full queue drops the event (counted) rather than
+// block the caller. A lost notification costs an approver a message, not
+// safety: the call stays listed on the approvals page and API, and expires
+// fail-closed if nobody decides (SPEC.md §7.1, SECURITY.md R03).
+//
+// What it does not do: it decides nothing, receives no Slack or Teams
+// interactions (every button is a link to the approval page, where the
+// decision is a POST, so link previewers cannot approve), and keeps nothing
+// durable. Events still queued when the process dies are lost; surviving a
+// crash between park and notify (SECURITY.md R04) needs a durable outbox
+// in front of Notify.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Event types, used as the CloudEvents "type" attribute.
+const (
+	TypeRequested = "dev.toolgate.approval.requested"
+	TypeResolved  = "dev.toolgate.approval.resolved"
+)
+
+// Formats a [Target] may ask for.
+const (
+	FormatCloudEvents = "cloudevents"
+	FormatSlack       = "slack"
+	FormatTeams       = "teams"
+)
+
+// Results passed to [Options.OnDelivery].
+const (
+	// ResultDelivered: the receiver answered 2xx.
+	ResultDelivered = "delivered"
+	// ResultRetry: an attempt failed and another will follow.
+	ResultRetry = "retry"
+	// ResultFailed: the event was given up after at least one attempt
+	// (permanent 4xx, attempts or time used up, or shutdown mid-delivery).
+	ResultFailed = "failed"
+	// ResultDropped: the event was never attempted (queue full, Notify
+	// after Close, unknown event type, or still queued when Close gave up).
+	ResultDropped = "dropped"
+)
+
+// Event is one announcement.
+type Event struct {
+	// Type is TypeRequested or TypeResolved; Notify drops anything else.
+	Type   string
+	CallID string
+
+	Tool, Upstream, Subject string
+	// ToolTarget is the policy input's tool.target (the normalised path or
+	// resource the call acts on); empty when the tool has none.
+	ToolTarget string
+	// Arguments are the exact arguments (a JSON object); may be nil. Bytes
+	// that are not JSON are sent as a JSON string in CloudEvents data.
+	Arguments json.RawMessage
+	Reasons   []string
+	RuleIDs   []string
+
+	// ApprovalURL is the signed GET link to the approval page (requested
+	// only). It is a capability: it is sent to the targets and never logged.
+	ApprovalURL string
+	StatusURL   string
+	ExpiresAt   time.Time
+
+	// Outcome is approved | rejected | expired | cancelled (resolved only).
+	Outcome            string
+	DecidedBy, Comment string // resolved only
+
+	// Time is when it happened; Notify fills in the current time if zero.
+	Time time.Time
+}
+
+// id is the event's CloudEvents id and Standard Webhooks webhook-id. The
+// requested event's id is the call ID (SPEC.md §5); the resolved event
+// needs another one because CloudEvents ids are unique per source, so it
+// is "<call id>.resolved". Both are derived, not random, so a duplicate
+// announcement of the same event (two replicas, SECURITY.md R04) carries
+// the same id and a receiver can deduplicate on it.
+func (e *Event) id() string {
+	if e.Type == TypeResolved {
+		return e.CallID + ".resolved"
+	}
+	return e.CallID
+}
+
+// Target is one webhook.
+type Target struct {
+	// URL is an absolute http or https URL. Slack and Teams put their
+	// credential in it, so it is never logged or put into errors; logs
+	// name a target by its index and host.
+	URL string
+	// Format is "cloudevents" (the default when empty), "slack" or "teams".
+	Format string
+	// Secret, when set, signs every request the Standard Webhooks way. A
+	// "whsec_" prefix means the rest is the base64 of the key (use this
+	// form with Standard Webhooks libraries, which base64-decode); anything
+	// else is used as the raw key bytes. Empty: unsigned.
+	Secret string
+}
+
+// Options configures a [Notifier]. Zero values mean the defaults below.
+type Options struct {
+	Targets []Target
+	// Client sends the requests. Nil: a client of the Notifier's own with
+	// a 10s timeout that follows only 307/308 redirects to the same scheme
+	// and host (a redirect elsewhere, or one that would turn the POST into
+	// a GET, is answered as the 3xx it is: a permanent failure).
+	Client *http.Client
+	// MaxAttempts bounds the attempts per event and target; default 8.
+	MaxAttempts int
+	// MaxElapsed bounds the time from an event's first attempt, waits and
+	// attempts included; default 10m. An event that would need longer fails.
+	MaxElapsed time.Duration
+	// BaseBackoff is the first retry's wait ceiling; default 1s. Each retry
+	// doubles it, capped at 1m, and waits a random time up to it (full
+	// jitter). A 429 or 503 with Retry-After (seconds or HTTP date) waits
+	// exactly that instead; if that passes MaxElapsed the event fails now.
+	BaseBackoff time.Duration
+	// QueueSize is each target's queue length; default 1024. Notify drops
+	// an event for a target whose queue is full.
+	QueueSize int
+	// Logger receives delivery logs; nil discards them. At info level and
+	// above they carry the call ID, target index, format and host; never a
+	// secret, a target URL or the approval link.
+	Logger *slog.Logger
+	// OnDelivery, if set, is called once per attempt outcome, for metrics:
+	// result is one of the Result constants, target the index in Targets.
+	// It is called from Notify (for drops) and from delivery goroutines, so
+	// it must be safe for concurrent use and fast.
+	OnDelivery func(target int, format string, result string)
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxAttempts = 8
+	DefaultMaxElapsed  = 10 * time.Minute
+	DefaultBaseBackoff = time.Second
+	DefaultQueueSize   = 1024
+	DefaultTimeout     = 10 * time.Second
+	maxBackoff         = time.Minute
+)
+
+// Notifier delivers events to its targets. It is safe for concurrent use.
+// Create it with [New] and stop it with [Notifier.Close].
+type Notifier struct {
+	opts    Options
+	log     *slog.Logger
+	client  *http.Client
+	ownHTTP bool // the client is ours, so Close may close its idle connections
+
+	mu      sync.RWMutex // guards closed against Notify sending on a closed queue
+	closed  bool
+	workers []*worker
+
+	stop context.CancelFunc // aborts in-flight deliveries when Close gives up
+	wg   sync.WaitGroup
+}
+
+// New validates opts and starts one delivery goroutine per target. Errors
+// name the target by index and never contain its URL or secret.
+func New(opts Options) (*Notifier, error) {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.MaxElapsed <= 0 {
+		opts.MaxElapsed = DefaultMaxElapsed
+	}
+	if opts.BaseBackoff <= 0 {
+		opts.BaseBackoff = DefaultBaseBackoff
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+
+	workers := make([]*worker, 0, len(opts.Targets))
+	for i, t := range opts.Targets {
+		w, err := newWorker(i, t, opts.QueueSize)
+		if err != nil {
+			return nil, fmt.Errorf("notify: targets[%d]: %w", i, err)
+		}
+		workers = append(workers, w)
+	}
+
+	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers}
+	if n.client == nil {
+		n.client, n.ownHTTP = defaultClient(), true
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	for _, w := range workers {
+		w.n = n
+		n.wg.Add(1)
+		go w.run(ctx)
+	}
+	return n, nil
+}
+
+func newWorker(index int, t Target, queueSize int) (*worker, error) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		// url.Error repeats the URL, which may hold a webhook credential.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("url: must be an absolute http or https URL")
+	}
+	if u.Host == "" {
+		return nil, errors.New("url: has no host")
+	}
+	format := t.Format
+	if format == "" {
+		format = FormatCloudEvents
+	}
+	if format != FormatCloudEvents && format != FormatSlack && format != FormatTeams {
+		return nil, fmt.Errorf("format %q: want cloudevents, slack or teams", format)
+	}
+	key, err := parseSecret(t.Secret)
+	if err != nil {
+		return nil, err
+	}
+	return &worker{
+		index:  index,
+		url:    t.URL,
+		host:   u.Host,
+		format: format,
+		key:    key,
+		queue:  make(chan Event, queueSize),
+	}, nil
+}
+
+// Notify enqueues e for every target and returns at once; it never blocks
+// on the network or on a full queue. Delivery happens later, in order per
+// target. Notify copies e's slices, so the caller may reuse them. An event
+// of unknown Type, or one sent after Close, is dropped and counted.
+func (n *Notifier) Notify(e Event) {
+	if e.Type != TypeRequested && e.Type != TypeResolved {
+		n.log.Error("notification of unknown type dropped", "call_id", e.CallID, "type", e.Type)
+		for _, w := range n.workers {
+			n.report(w, ResultDropped)
+		}
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+
+	// A read lock: sends never block (select with default), so Close's
+	// write lock waits for at most a few non-blocking sends.
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	copied := false
+	for _, w := range n.workers {
+		switch {
+		case n.closed:
+			n.report(w, ResultDropped)
+			continue
+		case len(w.queue) == cap(w.queue):
+			// Full: drop before copying anything, so a storm against a
+			// stuck receiver costs the caller as little as possible.
+			w.dropped(e)
+			continue
+		}
+		if !copied {
+			e.Arguments = bytes.Clone(e.Arguments)
+			e.Reasons = slices.Clone(e.Reasons)
+			e.RuleIDs = slices.Clone(e.RuleIDs)
+			copied = true
+		}
+		select {
+		case w.queue <- e:
+		default:
+			w.dropped(e)
+		}
+	}
+}
+
+// Close stops accepting events and waits until every queued event has
+// been delivered or given up, or until ctx ends. If ctx ends first, the
+// deliveries in flight are aborted (counted failed), what is still queued
+// is counted dropped, and Close returns ctx's error once every delivery
+// goroutine has exited. Close may be called more than once.
+func (n *Notifier) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if !n.closed {
+		n.closed = true
+		for _, w := range n.workers {
+			close(w.queue) // the workers drain what is left, then exit
+		}
+	}
+	n.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		n.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.stop()
+		<-done // prompt: the workers' requests and waits watch the same context
+		err = fmt.Errorf("notify: closing: %w", ctx.Err())
+	}
+	n.stop()
+	if n.ownHTTP {
+		n.client.CloseIdleConnections()
+	}
+	return err
+}
+
+func (n *Notifier) report(w *worker, result string) {
+	if n.opts.OnDelivery != nil {
+		n.opts.OnDelivery(w.index, w.format, result)
+	}
+}
+
+// defaultClient is used when Options.Client is nil. Its transport is its
+// own, so Close can release the keep-alive connections it opened.
+func defaultClient() *http.Client {
+	var tr *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	} else {
+		tr = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	return &http.Client{
+		Timeout:   DefaultTimeout,
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			// 301/302/303 would turn the POST into a bodiless GET whose 2xx
+			// would count as delivered; another host would receive the
+			// signature and the event. Neither is followed.
+			if len(via) >= 5 {
+				return http.ErrUseLastResponse
+			}
+			if req.Response != nil {
+				if sc := req.Response.StatusCode; sc != http.StatusTemporaryRedirect && sc != http.StatusPermanentRedirect {
+					return http.ErrUseLastResponse
+				}
+			}
+			if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,281 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestNewValidates(t *testing.T) {
+	const credential = "T000/B000/XXXXsecretpath"
+	tests := []struct {
+		name   string
+		target Target
+	}{
+		{"empty URL", Target{}},
+		{"relative URL", Target{URL: "/services/" + credential}},
+		{"other scheme", Target{URL: "ftp://hooks.example/" + credential}},
+		{"no host", Target{URL: "https:///services/" + credential}},
+		{"unparsable", Target{URL: "https://hooks.example/%zz" + credential}},
+		{"unknown format", Target{URL: "https://hooks.example/" + credential, Format: "email"}},
+		{"secret not base64", Target{URL: "https://hooks.example/" + credential, Secret: "whsec_!!" + credential}},
+		{"empty whsec key", Target{URL: "https://hooks.example/", Secret: "whsec_"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok := Target{URL: "https://hooks.example/ok"}
+			n, err := New(Options{Targets: []Target{ok, tt.target}})
+			if err == nil {
+				_ = n.Close(t.Context())
+				t.Fatal("New = nil error, want one")
+			}
+			if !strings.Contains(err.Error(), "targets[1]") {
+				t.Errorf("error %q does not name targets[1]", err)
+			}
+			if strings.Contains(err.Error(), credential) {
+				t.Errorf("error %q repeats the URL or secret", err)
+			}
+		})
+	}
+
+	n, err := New(Options{Targets: []Target{
+		{URL: "https://hooks.slack.com/services/x", Format: "slack"},
+		{URL: "http://127.0.0.1:9/teams", Format: "teams", Secret: "raw"},
+		{URL: "https://example.com/ce", Secret: "whsec_c2VjcmV0"},
+	}})
+	if err != nil {
+		t.Fatalf("New(valid targets) = %v", err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+}
+
+func TestNoTargets(t *testing.T) {
+	n := start(t, Options{})
+	n.Notify(requested("c1")) // nothing to do, nothing to break
+}
+
+func TestNotifyNeverBlocks(t *testing.T) {
+	rc := hangingReceiver(t)
+	var res results
+	opts := fast(&res, Target{URL: rc.srv.URL})
+	opts.QueueSize = 100
+	n, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const events = 10000
+	batch := make([]Event, events)
+	for i := range batch {
+		batch[i] = requested(fmt.Sprint("c", i))
+	}
+	began := time.Now()
+	for _, e := range batch {
+		n.Notify(e)
+	}
+	d := time.Since(began)
+	t.Logf("%d Notify calls: %v", events, d)
+	if d > 100*time.Millisecond {
+		t.Errorf("%d Notify calls took %v, want < 100ms", events, d)
+	}
+	// One event may be in flight, QueueSize wait; the rest were dropped.
+	if got := res.count(ResultDropped); got < events-opts.QueueSize-1 || got > events-opts.QueueSize {
+		t.Errorf("dropped %d, want %d or %d", got, events-opts.QueueSize-1, events-opts.QueueSize)
+	}
+
+	// Closing gives up on the hanging receiver and accounts for every event.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v, want DeadlineExceeded", err)
+	}
+	if got := res.count(ResultDelivered) + res.count(ResultFailed) + res.count(ResultDropped); got != events {
+		t.Errorf("%d events accounted for, want %d", got, events)
+	}
+	if got := res.count(ResultFailed); got != 1 {
+		t.Errorf("failed = %d, want 1 (the delivery in flight)", got)
+	}
+}
+
+func TestOrderingPerTarget(t *testing.T) {
+	// Every fourth request fails once, so retries happen in the middle.
+	var mu sync.Mutex
+	got := map[string][]string{} // Content-Type (one per target) → webhook-ids in arrival order
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n%4 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		ct := r.Header.Get("Content-Type")
+		got[ct] = append(got[ct], r.Header.Get("webhook-id"))
+		mu.Unlock()
+	})
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.srv.URL}, Target{URL: rc.srv.URL, Format: FormatSlack}))
+
+	var want []string
+	for i := range 20 {
+		id := fmt.Sprint("c", i)
+		n.Notify(requested(id))
+		n.Notify(resolved(id, "approved", "alice"))
+		want = append(want, id, id+".resolved")
+	}
+	waitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*len(want) })
+	if res.count(ResultRetry) == 0 {
+		t.Fatal("no retries happened; the test proves nothing")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, ct := range []string{"application/cloudevents+json", "application/json"} {
+		if diff := cmp.Diff(want, got[ct]); diff != "" {
+			t.Errorf("%s delivery order (-want +got):\n%s", ct, diff)
+		}
+	}
+}
+
+func TestCloseDrains(t *testing.T) {
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) { time.Sleep(5 * time.Millisecond) })
+	var res results
+	n, err := New(fast(&res, Target{URL: rc.srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		n.Notify(requested(fmt.Sprint("c", i)))
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if got := res.count(ResultDelivered); got != 20 {
+		t.Errorf("delivered %d before Close returned, want 20", got)
+	}
+	if got := len(rc.requests()); got != 20 {
+		t.Errorf("receiver saw %d, want 20", got)
+	}
+
+	n.Notify(requested("late"))
+	if got := res.count(ResultDropped); got != 1 {
+		t.Errorf("Notify after Close: dropped = %d, want 1", got)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestUnknownTypeDropped(t *testing.T) {
+	rc := newReceiver(t, nil)
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	e := requested("c1")
+	e.Type = "dev.toolgate.approval.other"
+	n.Notify(e)
+	if diff := cmp.Diff([]string{ResultDropped}, res.get()); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
+func TestNotifyCopiesEvent(t *testing.T) {
+	rc := newReceiver(t, nil)
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	e := requested("c1")
+	n.Notify(e)
+	e.Reasons[0] = "changed after Notify"
+	e.Arguments[2] = 'X'
+	waitFor(t, "delivery", func() bool { return res.final(1) })
+	body := string(rc.requests()[0].body)
+	if !strings.Contains(body, "writing notes needs a human") || !strings.Contains(body, `"path"`) {
+		t.Errorf("the caller's later changes reached the body:\n%s", body)
+	}
+}
+
+func TestLogsHoldNoSecrets(t *testing.T) {
+	const secret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="
+	// The receiver echoes the request, as some error pages do.
+	var rc *receiver
+	rc = newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader([]int{503, 429, 400}[min(n, 2)])
+		_, _ = w.Write(rc.requests()[n].body)
+	})
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	var res results
+	opts := fast(&res,
+		Target{URL: rc.srv.URL + "/services/T000/B000/XXXXsecretpath", Secret: secret},
+		Target{URL: rc.srv.URL + "/services/T000/B000/XXXXsecretpath", Format: FormatSlack})
+	opts.Logger = slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts.QueueSize = 1
+	n := start(t, opts)
+	for i := range 5 { // overflow the queue too, so drops are logged
+		n.Notify(requested(fmt.Sprint("c", i)))
+	}
+	waitFor(t, "every result", func() bool { return res.final(10) })
+
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	for _, leak := range []string{token, "XXXXsecretpath", "c2VjcmV0LWtleS1ieXRlcw", "approvals.example"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("logs contain %q:\n%s", leak, out)
+		}
+	}
+	for _, want := range []string{`"call_id":"c0"`, `"target":1`, "retrying", "failed permanently", "queue full"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs lack %s:\n%s", want, out)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	rc := newReceiver(t, statuses(503))
+	hang := hangingReceiver(t)
+	before := runtime.NumGoroutine()
+
+	var res results
+	n, err := New(fast(&res, Target{URL: rc.srv.URL}, Target{URL: rc.srv.URL, Format: FormatTeams},
+		Target{URL: hang.srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		n.Notify(requested(fmt.Sprint("c", i)))
+	}
+	waitFor(t, "deliveries", func() bool { return res.count(ResultDelivered) == 10 })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_ = n.Close(ctx) // gives up on the hanging target
+
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before, %d after Close\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}

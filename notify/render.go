@@ -1,0 +1,126 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// argumentsLimit bounds the arguments shown in a Slack or Teams message:
+// Slack refuses a section over 3,000 characters and Teams a card over
+// ~28 KB. The approval page always shows them whole.
+const argumentsLimit = 2500
+
+// render builds the request body for format; it returns the body and its
+// Content-Type.
+func render(format string, e *Event) ([]byte, string, error) {
+	var v any
+	contentType := "application/json"
+	switch format {
+	case FormatCloudEvents:
+		v, contentType = cloudEvent(e), "application/cloudevents+json"
+	case FormatSlack:
+		v = slackMessage(e)
+	case FormatTeams:
+		v = teamsMessage(e)
+	default:
+		return nil, "", fmt.Errorf("unknown format %q", format)
+	}
+	body, err := encodeJSON(v)
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding %s body: %w", format, err)
+	}
+	return body, contentType, nil
+}
+
+// encodeJSON marshals v without HTML escaping, so URLs keep their "&"
+// rather than "\u0026" for whoever reads the raw payload.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// prettyArguments indents the arguments for people. Arguments that are not
+// JSON are shown as they are: a message is a display, not a contract.
+func prettyArguments(args json.RawMessage) string {
+	if len(args) == 0 {
+		return "(none)"
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, args, "", "  "); err != nil {
+		return string(args)
+	}
+	return buf.String()
+}
+
+// cut returns the longest prefix of s whose escaped form, escape applied
+// rune by rune, fits in limit bytes, and whether anything was cut. It cuts
+// at rune boundaries, so the result stays valid UTF-8.
+func cut(s string, limit int, escape func(rune) string) (string, bool) {
+	n := 0
+	for i, r := range s {
+		size := utf8.RuneLen(r) // an invalid byte counts as U+FFFD, 3 bytes: an overestimate
+		if escape != nil {
+			size = len(escape(r))
+		}
+		if n+size > limit {
+			return s[:i], true
+		}
+		n += size
+	}
+	return s, false
+}
+
+// oneLine folds line breaks so a value cannot start a new line of its own
+// (a fake "Approved by" line, for example).
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// truncateRunes shortens s to at most max runes, marking the cut with "…".
+func truncateRunes(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+// outcomeText is the resolved event's outcome for people.
+func outcomeText(e *Event) string {
+	by := ""
+	if e.DecidedBy != "" {
+		by = " by " + e.DecidedBy
+	}
+	switch e.Outcome {
+	case "approved":
+		return "approved" + by
+	case "rejected":
+		return "rejected" + by
+	case "expired":
+		return "expired: nobody decided in time"
+	case "cancelled":
+		return "cancelled" + by
+	}
+	return "resolved (" + e.Outcome + ")" + by
+}
+
+// outcomeIcon marks the outcome for quick scanning in a channel.
+func outcomeIcon(outcome string) string {
+	switch outcome {
+	case "approved":
+		return "✅"
+	case "rejected":
+		return "❌"
+	case "expired":
+		return "⌛"
+	}
+	return "🚫"
+}

@@ -1,0 +1,168 @@
+package notify
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A Slack incoming-webhook message in Block Kit. Everything shown comes
+// from the agent or the policy, so it is untrusted: it is mrkdwn-escaped
+// (&, <, >: no links, no @channel) and sent verbatim (no auto-linked URLs
+// or mentions), so an argument cannot draw its own "Approve" link. The
+// only link is the button, and it is a URL button, never an interactive
+// callback: approving happens on toolgate's page by POST, so Slack's link
+// expander and other previewers, which GET, cannot approve.
+type slackMsg struct {
+	Text        string       `json:"text"` // notification and fallback text
+	Blocks      []slackBlock `json:"blocks"`
+	UnfurlLinks bool         `json:"unfurl_links"` // false: no previews of anything in the message
+	UnfurlMedia bool         `json:"unfurl_media"`
+}
+
+type slackBlock struct {
+	Type     string      `json:"type"`
+	Text     *slackText  `json:"text,omitempty"`
+	Fields   []slackText `json:"fields,omitempty"`
+	Elements []any       `json:"elements,omitempty"`
+}
+
+type slackText struct {
+	Type     string `json:"type"` // plain_text | mrkdwn
+	Text     string `json:"text"`
+	Verbatim bool   `json:"verbatim,omitempty"`
+}
+
+type slackButton struct {
+	Type  string    `json:"type"` // button
+	Text  slackText `json:"text"`
+	URL   string    `json:"url"`
+	Style string    `json:"style,omitempty"`
+}
+
+func plainText(s string) *slackText { return &slackText{Type: "plain_text", Text: s} }
+
+// mrkdwn is a verbatim mrkdwn text: Slack links nothing in it by itself.
+func mrkdwn(s string) slackText { return slackText{Type: "mrkdwn", Text: s, Verbatim: true} }
+
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// slackEsc escapes s and folds it onto one line, shortened to max runes.
+func slackEsc(s string, max int) string {
+	return slackEscaper.Replace(truncateRunes(oneLine(s), max))
+}
+
+// slackCodeRune escapes one rune of a code block. A zero-width space after
+// every backtick keeps the arguments from closing the block with "```"
+// and formatting the rest.
+func slackCodeRune(r rune) string {
+	switch r {
+	case '&':
+		return "&amp;"
+	case '<':
+		return "&lt;"
+	case '>':
+		return "&gt;"
+	case '`':
+		return "`\u200b"
+	}
+	return string(r)
+}
+
+func slackMessage(e *Event) slackMsg {
+	if e.Type == TypeResolved {
+		return slackResolved(e)
+	}
+	orDash := func(s string) string {
+		if s == "" {
+			return "—"
+		}
+		return slackEsc(s, 300)
+	}
+	fields := []slackText{
+		mrkdwn("*Tool*\n" + orDash(e.Tool)),
+		mrkdwn("*Upstream*\n" + orDash(e.Upstream)),
+		mrkdwn("*Caller*\n" + orDash(e.Subject)),
+	}
+	if e.ToolTarget != "" {
+		fields = append(fields, mrkdwn("*Target*\n"+orDash(e.ToolTarget)))
+	}
+	blocks := []slackBlock{
+		{Type: "header", Text: plainText("Approval needed: " + truncateRunes(oneLine(e.Tool), 120))},
+		{Type: "section", Fields: fields},
+	}
+
+	if len(e.Reasons) > 0 || len(e.RuleIDs) > 0 {
+		var b strings.Builder
+		b.WriteString("*Why*")
+		for _, r := range e.Reasons {
+			b.WriteString("\n• " + slackEsc(r, 500))
+		}
+		if len(e.RuleIDs) > 0 {
+			b.WriteString("\n_Rules: " + slackEsc(strings.Join(e.RuleIDs, ", "), 500) + "_")
+		}
+		why, _ := cut(b.String(), 2900, nil) // Slack's section limit is 3,000
+		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(why))})
+	}
+
+	pretty := prettyArguments(e.Arguments)
+	shown, truncated := cut(pretty, argumentsLimit, slackCodeRune)
+	var code strings.Builder
+	for _, r := range shown {
+		code.WriteString(slackCodeRune(r))
+	}
+	args := "*Arguments*\n```\n" + code.String() + "\n```"
+	if truncated {
+		args += fmt.Sprintf("\n_Truncated: %d of %d characters shown. The approval page shows them all._",
+			len([]rune(shown)), len([]rune(pretty)))
+	}
+	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
+
+	var ctx []string
+	if !e.ExpiresAt.IsZero() {
+		// <!date^…> shows the time in each reader's own time zone.
+		ctx = append(ctx, fmt.Sprintf("Expires <!date^%d^{date_short_pretty} at {time}|%s>",
+			e.ExpiresAt.Unix(), e.ExpiresAt.UTC().Format(time.RFC3339)))
+	}
+	ctx = append(ctx, "Call ID "+slackEsc(e.CallID, 100))
+	// Not verbatim, or the date would not be formatted; everything in it
+	// is ours or escaped.
+	blocks = append(blocks, slackBlock{
+		Type:     "context",
+		Elements: []any{slackText{Type: "mrkdwn", Text: strings.Join(ctx, " · ")}},
+	})
+
+	if e.ApprovalURL != "" {
+		blocks = append(blocks, slackBlock{Type: "actions", Elements: []any{slackButton{
+			Type:  "button",
+			Text:  *plainText("Review & approve"),
+			URL:   e.ApprovalURL,
+			Style: "primary",
+		}}})
+	}
+
+	return slackMsg{
+		Text: fmt.Sprintf("Approval needed: %s on %s for %s",
+			slackEsc(e.Tool, 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
+		Blocks: blocks,
+	}
+}
+
+// slackResolved is the short follow-up: "approved by X" and the like.
+// Incoming webhooks cannot edit the first message, so this is a new one.
+func slackResolved(e *Event) slackMsg {
+	icon := outcomeIcon(e.Outcome)
+	what := slackEsc(outcomeText(e), 300)
+	text := fmt.Sprintf("%s *%s* on %s for %s: %s", icon,
+		slackEsc(e.Tool, 120), slackEsc(e.Upstream, 120), slackEsc(e.Subject, 120), what)
+	if e.Comment != "" {
+		text += "\n>" + slackEsc(e.Comment, 1000)
+	}
+	return slackMsg{
+		Text: fmt.Sprintf("%s %s: %s", icon, slackEsc(e.Tool, 120), what),
+		Blocks: []slackBlock{
+			{Type: "section", Text: new(mrkdwn(text))},
+			{Type: "context", Elements: []any{mrkdwn("Call ID " + slackEsc(e.CallID, 100))}},
+		},
+	}
+}

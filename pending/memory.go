@@ -1,0 +1,407 @@
+package pending
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemoryStore keeps parked calls in the process's memory, for a single
+// replica (the quickstart). Its calls are lost when the process stops.
+// One mutex makes every method one atomic step; nothing runs in the
+// background: expired and retained calls are handled when they are touched
+// and by Expire.
+type MemoryStore struct {
+	now       func() time.Time
+	resultTTL time.Duration
+
+	mu     sync.Mutex
+	calls  map[string]*memCall
+	attach map[string]string // AttachKey → ID of the call it names
+	seq    uint64
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+type memCall struct {
+	c Call
+	// since is when the call entered its state, seq breaks ties: List's
+	// "oldest first" and Approved's grace are about time in the state.
+	since time.Time
+	seq   uint64
+	// dropAt is when the call is forgotten: its deadline plus ResultTTL
+	// while live, the finish plus ResultTTL once terminal (the same rule as
+	// RedisStore's key TTLs).
+	dropAt time.Time
+	// changed is closed and replaced at every change: a broadcast to the
+	// Wait calls holding the old channel, with no polling and no
+	// per-waiter bookkeeping.
+	changed chan struct{}
+}
+
+// NewMemory returns an empty MemoryStore. It uses opts.ResultTTL and
+// opts.Now; the other options are for RedisStore.
+func NewMemory(opts Options) *MemoryStore {
+	opts = opts.withDefaults()
+	return &MemoryStore{
+		now:       opts.Now,
+		resultTTL: opts.ResultTTL,
+		calls:     make(map[string]*memCall),
+		attach:    make(map[string]string),
+	}
+}
+
+// Park implements [Store.Park]. Parking again a call whose ID is taken by
+// the same request (same RequestDigest) returns the stored call: a retried
+// Park is harmless, as with RedisStore.
+func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call, bool, error) {
+	if err := checkPark(c, ttl); err != nil {
+		return Call{}, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Call{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if m := s.lookup(c.ID, now); m != nil {
+		if m.c.RequestDigest == c.RequestDigest {
+			return m.c.clone(), false, nil
+		}
+		return Call{}, false, idTaken(c.ID)
+	}
+	if c.AttachKey != "" {
+		if id, ok := s.attach[c.AttachKey]; ok {
+			if m := s.lookup(id, now); m != nil {
+				s.expireIfDue(m, now)
+				if attachable(m.c) {
+					return m.c.clone(), true, nil
+				}
+			}
+			delete(s.attach, c.AttachKey)
+		}
+	}
+
+	c = c.clone()
+	c.State = Waiting
+	c.CreatedAt = now
+	c.ExpiresAt = now.Add(ttl)
+	c.DecidedBy, c.Comment, c.DecidedAt = "", "", time.Time{}
+	c.Fence, c.LeaseUntil = 0, time.Time{}
+	c.Result, c.Delivered = nil, false
+	s.seq++
+	s.calls[c.ID] = &memCall{
+		c:       c,
+		since:   now,
+		seq:     s.seq,
+		dropAt:  c.ExpiresAt.Add(s.resultTTL),
+		changed: make(chan struct{}),
+	}
+	if c.AttachKey != "" {
+		s.attach[c.AttachKey] = c.ID
+	}
+	return c.clone(), false, nil
+}
+
+// Get implements [Store.Get].
+func (s *MemoryStore) Get(ctx context.Context, id string) (Call, error) {
+	if err := ctx.Err(); err != nil {
+		return Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.lookup(id, s.now())
+	if m == nil {
+		return Call{}, notFound(id)
+	}
+	return m.c.clone(), nil
+}
+
+// Decide implements [Store.Decide].
+func (s *MemoryStore) Decide(ctx context.Context, id string, to State, by, comment string) (Call, error) {
+	if err := checkDecision(to); err != nil {
+		return Call{}, err
+	}
+	return s.fromWaiting(ctx, id, to, by, comment)
+}
+
+// Cancel implements [Store.Cancel].
+func (s *MemoryStore) Cancel(ctx context.Context, id string) (Call, error) {
+	return s.fromWaiting(ctx, id, Cancelled, "", "")
+}
+
+func (s *MemoryStore) fromWaiting(ctx context.Context, id string, to State, by, comment string) (Call, error) {
+	if err := ctx.Err(); err != nil {
+		return Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	m := s.lookup(id, now)
+	if m == nil {
+		return Call{}, notFound(id)
+	}
+	// An expired call cannot be decided even if no sweeper has run yet:
+	// expiry is checked here, against the store's clock.
+	if s.expireIfDue(m, now) || m.c.State != Waiting {
+		return Call{}, &StateError{Call: m.c.clone()}
+	}
+	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = by, comment, now
+	s.move(m, to, now)
+	return m.c.clone(), nil
+}
+
+// Claim implements [Store.Claim].
+func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration) (Call, error) {
+	if err := checkLease(lease); err != nil {
+		return Call{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	m := s.lookup(id, now)
+	if m == nil {
+		return Call{}, notFound(id)
+	}
+	if s.expireIfDue(m, now) || m.c.State != Approved {
+		return Call{}, &StateError{Call: m.c.clone()}
+	}
+	m.c.Fence++
+	m.c.LeaseUntil = now.Add(lease)
+	s.move(m, Executing, now)
+	return m.c.clone(), nil
+}
+
+// Finish implements [Store.Finish]. A Finish after the lease ran out is
+// fenced even if Expire has not run yet: the call becomes Unknown, since
+// others may already have given it up.
+func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
+	if err := checkOutcome(to); err != nil {
+		return Call{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	m := s.lookup(id, now)
+	if m == nil {
+		return Call{}, notFound(id)
+	}
+	if s.expireIfDue(m, now) || m.c.State != Executing || m.c.Fence != fence {
+		return Call{}, fenced(id, fence)
+	}
+	r := Call{Result: &res}.clone().Result
+	m.c.Result = r
+	s.move(m, to, now)
+	return m.c.clone(), nil
+}
+
+// Deliver implements [Store.Deliver]. Any terminal call can be delivered
+// (a refusal is an answer too); a live one gives a *StateError.
+func (s *MemoryStore) Deliver(ctx context.Context, id string) (bool, Call, error) {
+	if err := ctx.Err(); err != nil {
+		return false, Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.lookup(id, s.now())
+	if m == nil {
+		return false, Call{}, notFound(id)
+	}
+	if !m.c.State.Terminal() {
+		return false, Call{}, &StateError{Call: m.c.clone()}
+	}
+	if m.c.Delivered {
+		return false, m.c.clone(), nil
+	}
+	m.c.Delivered = true
+	s.unattach(m)
+	return true, m.c.clone(), nil
+}
+
+// Expire implements [Store.Expire]. It also forgets calls past their
+// retention.
+func (s *MemoryStore) Expire(ctx context.Context, limit int) ([]Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var due []*memCall
+	for id := range s.calls {
+		m := s.lookup(id, now)
+		if m != nil && overdue(m.c, now) != "" {
+			due = append(due, m)
+		}
+	}
+	slices.SortFunc(due, func(a, b *memCall) int {
+		return cmp.Or(deadline(a.c).Compare(deadline(b.c)), cmp.Compare(a.seq, b.seq))
+	})
+	var out []Call
+	for _, m := range due[:min(len(due), max(limit, 0))] {
+		s.expireIfDue(m, now)
+		out = append(out, m.c.clone())
+	}
+	return out, nil
+}
+
+// Approved implements [Store.Approved].
+func (s *MemoryStore) Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	return s.list(now, Approved, limit, func(m *memCall) bool {
+		return !m.since.After(now.Add(-grace))
+	}), nil
+}
+
+// List implements [Store.List]: oldest first means longest in state s.
+func (s *MemoryStore) List(ctx context.Context, st State, limit int) ([]Call, error) {
+	if err := checkState(st); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.list(s.now(), st, limit, func(*memCall) bool { return true }), nil
+}
+
+func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
+	var ms []*memCall
+	for id := range s.calls {
+		if m := s.lookup(id, now); m != nil && m.c.State == st && keep(m) {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *memCall) int {
+		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.seq, b.seq))
+	})
+	var out []Call
+	for _, m := range ms[:min(len(ms), max(limit, 0))] {
+		out = append(out, m.c.clone())
+	}
+	return out
+}
+
+// Wait implements [Store.Wait]. Every change closes the call's channel, so
+// a waiter wakes at once and never polls.
+func (s *MemoryStore) Wait(ctx context.Context, id string, from State) (Call, error) {
+	var last Call
+	for {
+		s.mu.Lock()
+		m := s.lookup(id, s.now())
+		if m == nil {
+			s.mu.Unlock()
+			return last, notFound(id)
+		}
+		last = m.c.clone()
+		changed := m.changed
+		s.mu.Unlock()
+		if last.State != from {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Ping implements [Store.Ping]: memory is always there.
+func (s *MemoryStore) Ping(context.Context) error { return nil }
+
+// lookup returns the call, or nil when there is none or its retention has
+// passed (then it is forgotten now). s.mu is held.
+func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
+	m := s.calls[id]
+	if m == nil {
+		return nil
+	}
+	if !now.Before(m.dropAt) {
+		delete(s.calls, id)
+		s.unattach(m)
+		close(m.changed) // waiters wake and find it gone
+		return nil
+	}
+	return m
+}
+
+// move is the one place a call changes state. s.mu is held.
+func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
+	m.c.State = to
+	m.since = now
+	s.seq++
+	m.seq = s.seq
+	switch {
+	case to == Executing:
+		m.dropAt = later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL)
+	case to.Terminal():
+		m.dropAt = now.Add(s.resultTTL)
+		if to != Executed {
+			s.unattach(m)
+		}
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// expireIfDue moves a call past its deadline to Expired (waiting,
+// approved) or Unknown (executing), and reports whether it did.
+func (s *MemoryStore) expireIfDue(m *memCall, now time.Time) bool {
+	to := overdue(m.c, now)
+	if to == "" {
+		return false
+	}
+	s.move(m, to, now)
+	return true
+}
+
+func (s *MemoryStore) unattach(m *memCall) {
+	if k := m.c.AttachKey; k != "" && s.attach[k] == m.c.ID {
+		delete(s.attach, k)
+	}
+}
+
+// overdue returns the state a call past its deadline moves to, or "".
+func overdue(c Call, now time.Time) State {
+	switch c.State {
+	case Waiting, Approved:
+		if !now.Before(c.ExpiresAt) {
+			return Expired
+		}
+	case Executing:
+		if !now.Before(c.LeaseUntil) {
+			return Unknown
+		}
+	}
+	return ""
+}
+
+// deadline is the time a live call becomes overdue.
+func deadline(c Call) time.Time {
+	if c.State == Executing {
+		return c.LeaseUntil
+	}
+	return c.ExpiresAt
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

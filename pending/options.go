@@ -1,0 +1,151 @@
+package pending
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options configure a store. The zero value gives the defaults.
+type Options struct {
+	// Prefix starts every Redis key and the pub/sub channel (default
+	// "toolgate:"). RedisStore turns it into one hash tag, so it must not
+	// contain '{' or '}'. Two stores with the same prefix on the same Redis
+	// are replicas of one store. MemoryStore ignores it.
+	Prefix string
+
+	// ResultTTL is how long a call is kept after it finished (default
+	// 24h): the agent can fetch its result and approvers can see what
+	// happened. A call that never finishes is kept until its expiry (or
+	// lease) plus ResultTTL. Retention keeps memory and keys bounded
+	// (SECURITY.md INV-8).
+	ResultTTL time.Duration
+
+	// PollInterval is how often RedisStore.Wait re-reads a call when no
+	// pub/sub wake-up came (default 500ms). Pub/sub drops messages while
+	// reconnecting, so polling bounds how late a missed wake-up is seen.
+	// MemoryStore ignores it.
+	PollInterval time.Duration
+
+	// Now is MemoryStore's clock (default time.Now); tests move it.
+	// RedisStore ignores it: it uses Redis' own clock (TIME) so that
+	// replicas' clock skew changes nothing.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultPrefix       = "toolgate:"
+	DefaultResultTTL    = 24 * time.Hour
+	DefaultPollInterval = 500 * time.Millisecond
+)
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.ResultTTL <= 0 {
+		o.ResultTTL = DefaultResultTTL
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// The checks below catch programmer errors (a call without an ID, a
+// decision that is not one) before they reach a store, identically for
+// every store.
+
+var errInvalid = errors.New("pending: invalid argument")
+
+func checkPark(c Call, ttl time.Duration) error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: a call needs an ID", errInvalid)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: parking %s with ttl %v", errInvalid, c.ID, ttl)
+	}
+	return nil
+}
+
+func checkDecision(to State) error {
+	if to != Approved && to != Rejected {
+		return fmt.Errorf("%w: a decision is approved or rejected, not %q", errInvalid, to)
+	}
+	return nil
+}
+
+func checkOutcome(to State) error {
+	if to != Executed && to != Failed && to != Unknown {
+		return fmt.Errorf("%w: a finished call is executed, failed or unknown, not %q", errInvalid, to)
+	}
+	return nil
+}
+
+func checkState(s State) error {
+	switch s {
+	case Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled:
+		return nil
+	}
+	return fmt.Errorf("%w: no state %q", errInvalid, s)
+}
+
+func checkLease(lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("%w: lease %v", errInvalid, lease)
+	}
+	return nil
+}
+
+func notFound(id string) error { return fmt.Errorf("%w: %s", ErrNotFound, id) }
+
+func fenced(id string, fence int64) error {
+	return fmt.Errorf("%w: call %s, fence %d", ErrFenced, id, fence)
+}
+
+func idTaken(id string) error {
+	return fmt.Errorf("pending: the ID %s is taken by another request: %w", id, ErrConflict)
+}
+
+// clone returns a deep copy of c, so that a caller's slices and maps are
+// never shared with the store.
+func (c Call) clone() Call {
+	c.Request = cloneBytes(c.Request)
+	c.Info = cloneBytes(c.Info)
+	if c.Result != nil {
+		r := *c.Result
+		r.Body = cloneBytes(r.Body)
+		if r.Header != nil {
+			h := make(map[string][]string, len(r.Header))
+			for k, v := range r.Header {
+				h[k] = append([]string(nil), v...)
+			}
+			r.Header = h
+		}
+		c.Result = &r
+	}
+	return c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// attachable reports whether retries with c's AttachKey attach to c: it is
+// live, or executed with a result its caller has not received yet.
+func attachable(c Call) bool {
+	switch c.State {
+	case Waiting, Approved, Executing:
+		return true
+	case Executed:
+		return !c.Delivered
+	}
+	return false
+}

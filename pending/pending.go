@@ -1,0 +1,172 @@
+// Package pending keeps parked calls: tool calls a policy answered "ask",
+// waiting for a human, and what became of them (SPEC.md §7). It knows
+// nothing of HTTP, Rego or approval links: a call's request and display
+// information are opaque bytes to it.
+//
+//	waiting ──approve──► approved ──claim──► executing ──► executed (result stored)
+//	   │                                        └──(lease runs out)──► unknown (never re-executed)
+//	   ├──reject──► rejected        ├──ttl──► expired        └──cancel──► cancelled
+//	                                           executing ──(nothing was sent)──► failed
+//
+// Every transition is atomic and the first terminal decision wins. An
+// approved call is claimed by exactly one executor; a claim carries a fence
+// so that a lost executor's late write cannot win. Times (expiry, leases)
+// come from the store's own clock, so replicas' clock skew changes nothing.
+package pending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where a call is in its life.
+type State string
+
+const (
+	Waiting   State = "waiting"
+	Approved  State = "approved"
+	Executing State = "executing"
+	Executed  State = "executed"
+	Rejected  State = "rejected"
+	Expired   State = "expired"
+	Failed    State = "failed"
+	Unknown   State = "unknown"
+	Cancelled State = "cancelled"
+)
+
+// Terminal reports whether no transition leaves s.
+func (s State) Terminal() bool {
+	switch s {
+	case Executed, Rejected, Expired, Failed, Unknown, Cancelled:
+		return true
+	}
+	return false
+}
+
+// Errors. Store errors that are none of these (a Redis outage, a timeout)
+// are returned wrapped as they come: callers treat them as "unavailable".
+var (
+	// ErrNotFound: no call with that ID (never parked, or gone after its
+	// retention time).
+	ErrNotFound = errors.New("pending: no such call")
+	// ErrConflict: the call is not in a state that allows the transition
+	// (decided already, not approved, finished). Returned as *StateError.
+	ErrConflict = errors.New("pending: the call's state does not allow this")
+	// ErrFenced: the claim is no longer the executor's (its lease ran out,
+	// or another claim replaced it); the late write was refused.
+	ErrFenced = errors.New("pending: the claim was lost")
+)
+
+// StateError is ErrConflict with the call as it now stands.
+type StateError struct{ Call Call }
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("pending: call %s is %s", e.Call.ID, e.Call.State)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *StateError) Is(target error) bool { return target == ErrConflict }
+
+// Call is a parked call. Fields marked "set by the store" are ignored by
+// Park and filled in by the store.
+type Call struct {
+	ID    string
+	State State // set by the store
+
+	// AttachKey, when set, makes identical retries attach to this call
+	// instead of parking a new one (see Store.Park). ArgsDigest is kept so
+	// the caller can tell an Idempotency-Key reused with other arguments.
+	AttachKey  string
+	ArgsDigest string
+
+	Subject  string // who made the call
+	Upstream string
+	Tool     string
+
+	// Request is the request to forward once approved, exactly as it was
+	// evaluated; RequestDigest is its digest (approval tokens bind it).
+	Request       []byte
+	RequestDigest string
+	// Info is what approvers and the status endpoint show (JSON).
+	Info []byte
+
+	CreatedAt time.Time // set by the store
+	ExpiresAt time.Time // set by the store: CreatedAt + the ttl given to Park
+
+	DecidedBy string    // set by Decide
+	Comment   string    // set by Decide
+	DecidedAt time.Time // set by Decide or Cancel
+
+	Fence      int64     // set by Claim: increases at every claim
+	LeaseUntil time.Time // set by Claim
+
+	Result    *Result // set by Finish
+	Delivered bool    // set by Deliver
+}
+
+// Result is what the upstream answered (or what toolgate answered for it).
+type Result struct {
+	Status    int
+	Header    map[string][]string
+	Body      []byte
+	Truncated bool // the body was cut at the configured size
+}
+
+// Store keeps parked calls. Implementations are safe for concurrent use and
+// every method is one atomic step.
+type Store interface {
+	// Park stores c as Waiting until the store's now + ttl. If c.AttachKey
+	// is set and the key belongs to a live call (waiting, approved,
+	// executing, or executed and not yet delivered), nothing is stored and
+	// that call is returned with attached = true. A taken c.ID is an error.
+	Park(ctx context.Context, c Call, ttl time.Duration) (stored Call, attached bool, err error)
+
+	// Get returns the call, or ErrNotFound.
+	Get(ctx context.Context, id string) (Call, error)
+
+	// Decide moves a Waiting call to Approved or Rejected, recording who
+	// decided and their comment. The first decision wins: a call that is
+	// no longer Waiting (or whose expiry has passed) gives a *StateError.
+	Decide(ctx context.Context, id string, to State, by, comment string) (Call, error)
+
+	// Cancel moves a Waiting call to Cancelled, else *StateError.
+	Cancel(ctx context.Context, id string) (Call, error)
+
+	// Claim moves an Approved call to Executing for one executor: the
+	// fence increases and the lease runs until now + lease. A call that is
+	// not Approved gives a *StateError; of concurrent claims exactly one
+	// succeeds.
+	Claim(ctx context.Context, id string, lease time.Duration) (Call, error)
+
+	// Finish moves an Executing call with this fence to Executed, Failed
+	// or Unknown and stores its result. ErrFenced when the fence is stale
+	// or the call is no longer Executing.
+	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
+
+	// Deliver marks a finished call's result as handed to its caller.
+	// first is true for exactly one caller; from then on the call no
+	// longer attaches retries.
+	Deliver(ctx context.Context, id string) (first bool, c Call, err error)
+
+	// Expire moves Waiting and Approved calls past their expiry to Expired
+	// and Executing calls past their lease to Unknown, at most limit of
+	// them, and returns the calls it changed.
+	Expire(ctx context.Context, limit int) ([]Call, error)
+
+	// Approved returns up to limit calls Approved at least grace ago and
+	// not yet claimed (for the sweeper: nobody is holding them).
+	Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error)
+
+	// List returns up to limit calls in state s, oldest first.
+	List(ctx context.Context, s State, limit int) ([]Call, error)
+
+	// Wait blocks until the call's state is no longer from, or ctx ends
+	// (then it returns the call as it stands and ctx's error). Wake-ups
+	// may be lost (Redis pub/sub); implementations also poll.
+	Wait(ctx context.Context, id string, from State) (Call, error)
+
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+}

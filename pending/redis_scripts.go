@@ -1,0 +1,316 @@
+package pending
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts of RedisStore. Each transition is one script, so it is one
+// atomic step on the Redis server: the state is compared and set, the
+// indexes, TTLs and attach key are updated, and the wake-up is published,
+// with nothing in between. Redis runs a script to the end before any other
+// command, which is what makes "first decision wins" and "exactly one claim"
+// hold across replicas.
+//
+// Arguments common to every script (the prelude reads them):
+//
+//	KEYS[1]  a key of the store (routes the script to the store's slot)
+//	ARGV[1]  key base "{tag}:"   ARGV[2] ResultTTL in ms   ARGV[3] pub/sub channel
+//
+// Script-specific arguments start at ARGV[4]. Other keys are built from the
+// base inside the script: they carry the same hash tag as KEYS[1], so they
+// are in the same Redis Cluster slot (Redis allows undeclared keys of the
+// script's own slot).
+//
+// Times are milliseconds since the epoch from Redis' TIME, never from the
+// replica that runs the script: expiry and leases mean the same on every
+// replica whatever their clocks say. Scripts that call TIME and then write
+// are replicated by their effects (the default since Redis 5, the only mode
+// since 7).
+//
+// One hash per call, fields (an empty field is not stored):
+//
+//	st state        ak AttachKey   ad ArgsDigest   sb Subject   up Upstream
+//	tl Tool         rq Request     rd RequestDigest               in Info
+//	ca CreatedAt    ea ExpiresAt   by DecidedBy    cm Comment   da DecidedAt
+//	fe Fence        lu LeaseUntil  rs Result.Status (present = has a result)
+//	rh Result.Header (JSON)        rb Result.Body  rt Result.Truncated ("1")
+//	dl Delivered ("1")             op the last writer's nonce (see retried)
+//
+// Field names are short because they are stored in every call.
+//
+// Indexes (sorted sets, member = call ID):
+//
+//	state:<state>  score = when the call entered the state (List's order;
+//	               for state:approved it is DecidedAt, Approved's grace)
+//	due            live calls by deadline: ExpiresAt while waiting or
+//	               approved, LeaseUntil while executing (Expire's work list)
+//
+// Retried writes: go-redis retries a command whose reply was lost although
+// the server ran it (SECURITY.md R02, R16). Every write carries a random
+// nonce stored in "op"; a script that finds the call already moved by the
+// same nonce answers as if it had just done it, so a retry neither fails
+// nor repeats the step.
+const luaPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = base .. 'due'
+local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
+local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'cancelled'}
+
+local function num(n) return string.format('%.0f', n) end
+local function callkey(id) return base .. 'call:' .. id end
+local function statekey(st) return base .. 'state:' .. st end
+local function attachkey(ak) return base .. 'attach:' .. ak end
+
+local function load(id)
+  local flat = redis.call('HGETALL', callkey(id))
+  if #flat == 0 then return nil end
+  local h = {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  return h
+end
+
+local function all(id) return redis.call('HGETALL', callkey(id)) end
+
+-- forget drops a vanished call from the live indexes.
+local function forget(id)
+  redis.call('ZREM', due, id)
+  redis.call('ZREM', statekey('waiting'), id)
+  redis.call('ZREM', statekey('approved'), id)
+  redis.call('ZREM', statekey('executing'), id)
+end
+
+local function unattach(id, h)
+  if h.ak then
+    local k = attachkey(h.ak)
+    if redis.call('GET', k) == id then redis.call('DEL', k) end
+  end
+end
+
+-- keep makes the call (and its attach key) last until at.
+local function keep(id, h, at)
+  redis.call('PEXPIREAT', callkey(id), num(at))
+  if h.ak then
+    local k = attachkey(h.ak)
+    if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
+  end
+end
+
+-- overdue returns the state a call past its deadline moves to, or nil.
+local function overdue(h)
+  if (h.st == 'waiting' or h.st == 'approved') and now >= tonumber(h.ea) then return 'expired' end
+  if h.st == 'executing' and now >= tonumber(h.lu) then return 'unknown' end
+  return nil
+end
+
+-- move is the one place a call changes state: the state, its indexes,
+-- its retention, its attach key and the wake-up, together.
+local function move(id, h, to, fields, deadline)
+  local k = callkey(id)
+  redis.call('ZREM', statekey(h.st), id)
+  redis.call('ZADD', statekey(to), num(now), id)
+  if deadline then redis.call('ZADD', due, num(deadline), id) else redis.call('ZREM', due, id) end
+  redis.call('HSET', k, 'st', to, unpack(fields))
+  h.st = to
+  if terminal[to] then
+    -- terminal index entries live as long as their calls: trim on insert
+    redis.call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
+    if to == 'executed' then
+      keep(id, h, now + rttl) -- its result still attaches retries until delivered
+    else
+      redis.call('PEXPIREAT', k, num(now + rttl))
+      unattach(id, h)
+    end
+  end
+  redis.call('PUBLISH', channel, id)
+end
+`
+
+func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
+
+// parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
+// [8…] field, value pairs. Replies {'ok', call}, {'attached', call, id}
+// or {'taken'}.
+var parkScript = newScript(`
+local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
+-- Index entries of calls whose keys expired while no sweeper ran: drop a
+-- few at every park, so the indexes stay bounded by the live calls.
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
+  if redis.call('EXISTS', callkey(old)) == 0 then forget(old) end
+end
+local h = load(id)
+if h then
+  -- the same request again is a retried park (R02): answer as the first time
+  if (h.rd or '') == digest then return {'ok', all(id)} end
+  return {'taken'}
+end
+if ak ~= '' then
+  local other = redis.call('GET', attachkey(ak))
+  if other then
+    local o = load(other)
+    if o then
+      local to = overdue(o)
+      if to then move(other, o, to, {}, nil) end
+      if o.st == 'waiting' or o.st == 'approved' or o.st == 'executing' or (o.st == 'executed' and o.dl ~= '1') then
+        return {'attached', all(other), other}
+      end
+    end
+  end
+end
+local fields = {}
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+local expires = now + ttl
+local k = callkey(id)
+redis.call('HSET', k, 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
+redis.call('PEXPIREAT', k, num(expires + rttl))
+redis.call('ZADD', statekey('waiting'), num(now), id)
+redis.call('ZADD', due, num(expires), id)
+if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
+return {'ok', all(id)}
+`)
+
+// fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,
+// cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce. Replies {'ok',
+// call}, {'conflict', call} or {'notfound'}.
+var fromWaitingScript = newScript(`
+local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local h = load(id)
+if not h then return {'notfound'} end
+if h.st ~= 'waiting' then
+  if h.op == nonce then return {'ok', all(id)} end
+  return {'conflict', all(id)}
+end
+-- past its expiry the call is expired, swept or not (R14)
+if overdue(h) then
+  move(id, h, 'expired', {}, nil)
+  return {'conflict', all(id)}
+end
+local f = {'da', num(now), 'op', nonce}
+if by ~= '' then f[#f + 1] = 'by'; f[#f + 1] = by end
+if comment ~= '' then f[#f + 1] = 'cm'; f[#f + 1] = comment end
+local deadline = nil
+if to == 'approved' then deadline = tonumber(h.ea) end
+move(id, h, to, f, deadline)
+return {'ok', all(id)}
+`)
+
+// claimScript: ARGV[4] id, [5] lease ms, [6] nonce. Replies {'ok', call},
+// {'conflict', call} or {'notfound'}. The fence increases at every claim.
+var claimScript = newScript(`
+local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local h = load(id)
+if not h then return {'notfound'} end
+if h.st ~= 'approved' then
+  if h.op == nonce then return {'ok', all(id)} end
+  return {'conflict', all(id)}
+end
+if overdue(h) then
+  move(id, h, 'expired', {}, nil)
+  return {'conflict', all(id)}
+end
+local lu = now + lease
+redis.call('HINCRBY', callkey(id), 'fe', 1)
+move(id, h, 'executing', {'lu', num(lu), 'op', nonce}, lu)
+keep(id, h, math.max(tonumber(h.ea), lu) + rttl)
+return {'ok', all(id)}
+`)
+
+// finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
+// field, value pairs. Replies {'ok', call}, {'fenced', call} or
+// {'notfound'}. A finish after the lease ran out is refused and the call
+// becomes unknown, swept or not: others may have given it up already.
+var finishScript = newScript(`
+local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local h = load(id)
+if not h then return {'notfound'} end
+if h.st ~= 'executing' or h.fe ~= fence then
+  if h.op == nonce then return {'ok', all(id)} end
+  return {'fenced', all(id)}
+end
+if overdue(h) then
+  move(id, h, 'unknown', {}, nil)
+  return {'fenced', all(id)}
+end
+local f = {'op', nonce}
+for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
+move(id, h, to, f, nil)
+return {'ok', all(id)}
+`)
+
+// deliverScript: ARGV[4] id, [5] nonce. Replies {'first', call}, {'again',
+// call}, {'conflict', call} or {'notfound'}.
+var deliverScript = newScript(`
+local id, nonce = ARGV[4], ARGV[5]
+local h = load(id)
+if not h then return {'notfound'} end
+if not terminal[h.st] then return {'conflict', all(id)} end
+if h.dl == '1' then
+  if h.op == nonce then return {'first', all(id)} end
+  return {'again', all(id)}
+end
+redis.call('HSET', callkey(id), 'dl', '1', 'op', nonce)
+unattach(id, h)
+return {'first', all(id)}
+`)
+
+// expireScript: ARGV[4] limit. Replies {id, call, id, call, …} for the
+// calls it moved.
+var expireScript = newScript(`
+local limit = tonumber(ARGV[4])
+local out = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', num(now), 'LIMIT', 0, limit)) do
+  local h = load(id)
+  if not h then
+    forget(id)
+  else
+    local to = overdue(h)
+    if to then
+      move(id, h, to, {}, nil)
+      out[#out + 1] = id
+      out[#out + 1] = all(id)
+    elseif terminal[h.st] then
+      redis.call('ZREM', due, id)
+    end
+  end
+end
+for _, st in ipairs(terminals) do
+  redis.call('ZREMRANGEBYSCORE', statekey(st), '-inf', '(' .. num(now - rttl))
+end
+return out
+`)
+
+// approvedScript (read-only): ARGV[4] grace ms, [5] limit. Replies {id,
+// call, …} for calls approved at least grace ago by Redis' clock.
+var approvedScript = newScript(`
+local grace, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', statekey('approved'), '-inf', num(now - grace), 'LIMIT', 0, limit)) do
+  local flat = all(id)
+  if #flat > 0 then
+    out[#out + 1] = id
+    out[#out + 1] = flat
+  end
+end
+return out
+`)
+
+// listScript (read-only): ARGV[4] state, [5] limit. Replies {id, call, …},
+// longest in the state first, skipping index entries whose call is gone.
+var listScript = newScript(`
+local st, limit = ARGV[4], tonumber(ARGV[5])
+local out, offset = {}, 0
+while #out < 2 * limit do
+  local ids = redis.call('ZRANGE', statekey(st), offset, offset + limit - 1)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    if #out >= 2 * limit then break end
+    local flat = all(id)
+    if #flat > 0 then
+      out[#out + 1] = id
+      out[#out + 1] = flat
+    end
+  end
+  offset = offset + limit
+end
+return out
+`)

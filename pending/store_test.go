@@ -1,0 +1,922 @@
+package pending
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// contractResultTTL is the ResultTTL that newStore must give the stores it
+// makes for testStore and testStoreRace: the retention case waits for it.
+const contractResultTTL = 2 * time.Second
+
+// Durations of the contract. They are short enough for a store whose
+// advance really sleeps (RedisStore), and every deadline is crossed with
+// some margin, since such a store's clock is not the test's.
+const (
+	long   = time.Hour               // nothing expires during a case
+	short  = 300 * time.Millisecond  // ttl, lease or grace that a case lets pass
+	beyond = short + 150*time.Millisecond
+	slack  = 2 * time.Second         // how far a store's "now" may be from time.Now
+)
+
+// newStoreFunc returns a fresh, empty store with ResultTTL
+// contractResultTTL, and a function that lets d pass on the store's clock:
+// for MemoryStore it moves its clock, for RedisStore it sleeps.
+type newStoreFunc func(t *testing.T) (Store, func(d time.Duration))
+
+// testStore checks the promises of the Store interface; every store must
+// pass it. The concurrent half of the contract is testStoreRace, called by
+// its own top-level tests so that -run Race selects it.
+func testStore(t *testing.T, newStore newStoreFunc) {
+	t.Run("GetMissing", func(t *testing.T) {
+		s, _ := newStore(t)
+		_, err := s.Get(t.Context(), "no-such-call")
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(missing) = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("ParkRoundTrip", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		in := sampleCall()
+		// Fields set by the store are ignored by Park.
+		in.State, in.DecidedBy, in.Comment, in.DecidedAt = Executed, "x", "y", time.Now()
+		in.Fence, in.LeaseUntil, in.Delivered = 9, time.Now(), true
+		in.Result = &Result{Status: 200}
+		in.CreatedAt, in.ExpiresAt = time.Unix(1, 0), time.Unix(2, 0)
+		req := in.Request
+
+		stored, attached, err := s.Park(ctx, in, time.Minute)
+		if err != nil || attached {
+			t.Fatalf("Park = attached %v, %v; want a new call", attached, err)
+		}
+		req[0] = 'X' // the store must not keep the caller's slices
+
+		want := sampleCall()
+		want.ID = in.ID
+		want.State = Waiting
+		want.CreatedAt = time.Now()
+		want.ExpiresAt = want.CreatedAt.Add(time.Minute)
+		if diff := cmp.Diff(want, stored, cmpopts.EquateEmpty(), cmpopts.EquateApproxTime(slack)); diff != "" {
+			t.Errorf("Park stored (-want +got):\n%s", diff)
+		}
+		if d := stored.ExpiresAt.Sub(stored.CreatedAt); d != time.Minute {
+			t.Errorf("ExpiresAt - CreatedAt = %v, want the ttl %v", d, time.Minute)
+		}
+		got, err := s.Get(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(stored, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Get after Park (-park +get):\n%s", diff)
+		}
+	})
+
+	t.Run("ParkInvalid", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		if _, _, err := s.Park(ctx, Call{}, time.Minute); err == nil {
+			t.Error("Park(no ID) succeeded")
+		}
+		if _, _, err := s.Park(ctx, sampleCall(), 0); err == nil {
+			t.Error("Park(ttl 0) succeeded")
+		}
+	})
+
+	t.Run("DuplicateID", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		c := sampleCall()
+		first := park(t, s, c, long)
+
+		// The same request again (a retried Park) returns the stored call.
+		again, attached, err := s.Park(ctx, c, long)
+		if err != nil || attached {
+			t.Fatalf("Park(same request again) = attached %v, %v; want the stored call", attached, err)
+		}
+		if diff := cmp.Diff(first, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Park(same request again) (-first +again):\n%s", diff)
+		}
+
+		// Another request with a taken ID is refused.
+		other := sampleCall()
+		other.ID = c.ID
+		other.RequestDigest = "sha256:other"
+		if _, _, err := s.Park(ctx, other, long); !errors.Is(err, ErrConflict) {
+			t.Errorf("Park(taken ID, other request) = %v, want ErrConflict", err)
+		}
+		if got := get(t, s, c.ID); got.RequestDigest != c.RequestDigest {
+			t.Errorf("the stored call changed: digest %q", got.RequestDigest)
+		}
+	})
+
+	t.Run("Attach", func(t *testing.T) {
+		claim := func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+			decide(t, s, id, Approved)
+			if _, err := s.Claim(t.Context(), id, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		finish := func(to State) func(*testing.T, Store, string, func(time.Duration)) {
+			return func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+				claim(t, s, id, advance)
+				c := get(t, s, id)
+				if _, err := s.Finish(t.Context(), id, c.Fence, to, Result{Status: 200}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		tests := []struct {
+			name   string
+			ttl    time.Duration
+			to     func(t *testing.T, s Store, id string, advance func(time.Duration))
+			attach bool
+		}{
+			{"waiting", long, func(*testing.T, Store, string, func(time.Duration)) {}, true},
+			{"approved", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+				decide(t, s, id, Approved)
+			}, true},
+			{"executing", long, claim, true},
+			{"executed, not delivered", long, finish(Executed), true},
+			{"executed and delivered", long, func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+				finish(Executed)(t, s, id, advance)
+				if first, _, err := s.Deliver(t.Context(), id); err != nil || !first {
+					t.Fatalf("Deliver = %v, %v; want first", first, err)
+				}
+			}, false},
+			{"rejected", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+				decide(t, s, id, Rejected)
+			}, false},
+			{"cancelled", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+				if _, err := s.Cancel(t.Context(), id); err != nil {
+					t.Fatal(err)
+				}
+			}, false},
+			{"failed", long, finish(Failed), false},
+			{"unknown", long, finish(Unknown), false},
+			// Past its ttl, unswept: Park itself must see that it expired.
+			{"expired", short, func(_ *testing.T, _ Store, _ string, advance func(time.Duration)) {
+				advance(beyond)
+			}, false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s, advance := newStore(t)
+				c1 := sampleCall()
+				c1.AttachKey = "key-" + rand.Text()
+				park(t, s, c1, tt.ttl)
+				tt.to(t, s, c1.ID, advance)
+
+				c2 := sampleCall()
+				c2.AttachKey = c1.AttachKey
+				got, attached, err := s.Park(t.Context(), c2, long)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if attached != tt.attach {
+					t.Fatalf("Park(same AttachKey) attached = %v, want %v", attached, tt.attach)
+				}
+				if tt.attach {
+					if got.ID != c1.ID {
+						t.Errorf("attached to %s, want %s", got.ID, c1.ID)
+					}
+					if _, err := s.Get(t.Context(), c2.ID); !errors.Is(err, ErrNotFound) {
+						t.Errorf("Get(attached retry's own ID) = %v, want ErrNotFound (nothing stored)", err)
+					}
+					return
+				}
+				if got.ID != c2.ID || got.State != Waiting {
+					t.Errorf("Park = %s %s, want a new waiting call %s", got.ID, got.State, c2.ID)
+				}
+				// The next retry attaches to the new call.
+				c3 := sampleCall()
+				c3.AttachKey = c1.AttachKey
+				if got, attached, err := s.Park(t.Context(), c3, long); err != nil || !attached || got.ID != c2.ID {
+					t.Errorf("Park(third) = %s, attached %v, %v; want attached to %s", got.ID, attached, err, c2.ID)
+				}
+			})
+		}
+	})
+
+	t.Run("DecideFirstWins", func(t *testing.T) {
+		for _, to := range []State{Approved, Rejected} {
+			t.Run(string(to), func(t *testing.T) {
+				s, _ := newStore(t)
+				ctx := t.Context()
+				c := park(t, s, sampleCall(), long)
+				got, err := s.Decide(ctx, c.ID, to, "alice", "looks fine")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != to || got.DecidedBy != "alice" || got.Comment != "looks fine" {
+					t.Errorf("Decide = %s by %q (%q), want %s by alice", got.State, got.DecidedBy, got.Comment, to)
+				}
+				if d := time.Since(got.DecidedAt).Abs(); d > slack {
+					t.Errorf("DecidedAt is %v from now", d)
+				}
+				for _, second := range []State{Approved, Rejected} {
+					_, err := s.Decide(ctx, c.ID, second, "bob", "")
+					var se *StateError
+					if !errors.As(err, &se) || !errors.Is(err, ErrConflict) {
+						t.Fatalf("second Decide(%s) = %v, want a *StateError", second, err)
+					}
+					if se.Call.State != to || se.Call.DecidedBy != "alice" {
+						t.Errorf("second Decide: StateError has %s by %q, want the winner %s by alice",
+							se.Call.State, se.Call.DecidedBy, to)
+					}
+				}
+				if got := get(t, s, c.ID); got.State != to || got.DecidedBy != "alice" {
+					t.Errorf("after both: %s by %q", got.State, got.DecidedBy)
+				}
+			})
+		}
+		t.Run("invalid", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := park(t, s, sampleCall(), long)
+			for _, to := range []State{Waiting, Executed, Cancelled, "maybe"} {
+				if _, err := s.Decide(t.Context(), c.ID, to, "alice", ""); err == nil || errors.Is(err, ErrConflict) {
+					t.Errorf("Decide(%s) = %v, want an invalid-argument error", to, err)
+				}
+			}
+			if got := get(t, s, c.ID); got.State != Waiting {
+				t.Errorf("state %s after invalid decisions", got.State)
+			}
+		})
+		t.Run("missing", func(t *testing.T) {
+			s, _ := newStore(t)
+			if _, err := s.Decide(t.Context(), "nope", Approved, "alice", ""); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Decide(missing) = %v, want ErrNotFound", err)
+			}
+		})
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		c := park(t, s, sampleCall(), long)
+		got, err := s.Cancel(ctx, c.ID)
+		if err != nil || got.State != Cancelled || got.DecidedAt.IsZero() {
+			t.Fatalf("Cancel = %s (decided %v), %v; want cancelled", got.State, got.DecidedAt, err)
+		}
+		if _, err := s.Cancel(ctx, c.ID); !isState(err, Cancelled) {
+			t.Errorf("Cancel(cancelled) = %v, want a StateError (cancelled)", err)
+		}
+		if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); !isState(err, Cancelled) {
+			t.Errorf("Decide(cancelled) = %v, want a StateError (cancelled)", err)
+		}
+		a := park(t, s, sampleCall(), long)
+		decide(t, s, a.ID, Approved)
+		if _, err := s.Cancel(ctx, a.ID); !isState(err, Approved) {
+			t.Errorf("Cancel(approved) = %v, want a StateError (approved)", err)
+		}
+		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Cancel(missing) = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("Claim", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		c := park(t, s, sampleCall(), long)
+		if _, err := s.Claim(ctx, c.ID, long); !isState(err, Waiting) {
+			t.Errorf("Claim(waiting) = %v, want a StateError (waiting)", err)
+		}
+		decide(t, s, c.ID, Approved)
+		got, err := s.Claim(ctx, c.ID, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != Executing || got.Fence <= c.Fence {
+			t.Errorf("Claim = %s fence %d, want executing with a fence above %d", got.State, got.Fence, c.Fence)
+		}
+		if d := time.Until(got.LeaseUntil) - time.Minute; d.Abs() > slack {
+			t.Errorf("LeaseUntil is now + 1m %+v", d)
+		}
+		_, err = s.Claim(ctx, c.ID, time.Minute)
+		var se *StateError
+		if !errors.As(err, &se) || se.Call.State != Executing || se.Call.Fence != got.Fence {
+			t.Errorf("second Claim = %v, want a StateError with the first claim", err)
+		}
+		if _, err := s.Claim(ctx, c.ID, 0); err == nil || errors.Is(err, ErrConflict) {
+			t.Errorf("Claim(lease 0) = %v, want an invalid-argument error", err)
+		}
+		if _, err := s.Claim(ctx, "nope", time.Minute); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Claim(missing) = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("Finish", func(t *testing.T) {
+		for _, to := range []State{Executed, Failed, Unknown} {
+			t.Run(string(to), func(t *testing.T) {
+				s, _ := newStore(t)
+				ctx := t.Context()
+				c := claimed(t, s, long)
+				res := Result{
+					Status:    201,
+					Header:    map[string][]string{"Content-Type": {"application/json"}, "X-Two": {"a", "b"}},
+					Body:      []byte("{\"ok\":true}\x00\xff"),
+					Truncated: true,
+				}
+				if _, err := s.Finish(ctx, c.ID, c.Fence-1, to, res); !errors.Is(err, ErrFenced) {
+					t.Errorf("Finish(stale fence) = %v, want ErrFenced", err)
+				}
+				if _, err := s.Finish(ctx, c.ID, c.Fence, Approved, res); err == nil || errors.Is(err, ErrFenced) {
+					t.Errorf("Finish(to approved) = %v, want an invalid-argument error", err)
+				}
+				got, err := s.Finish(ctx, c.ID, c.Fence, to, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != to {
+					t.Errorf("Finish: state %s, want %s", got.State, to)
+				}
+				if diff := cmp.Diff(&res, get(t, s, c.ID).Result); diff != "" {
+					t.Errorf("stored result (-want +got):\n%s", diff)
+				}
+				if _, err := s.Finish(ctx, c.ID, c.Fence, Executed, Result{Status: 500}); !errors.Is(err, ErrFenced) {
+					t.Errorf("second Finish = %v, want ErrFenced", err)
+				}
+				if got := get(t, s, c.ID); got.State != to || got.Result.Status != 201 {
+					t.Errorf("second Finish changed the call: %s %d", got.State, got.Result.Status)
+				}
+			})
+		}
+		t.Run("empty result", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := claimed(t, s, long)
+			if _, err := s.Finish(t.Context(), c.ID, c.Fence, Executed, Result{Status: 204}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(&Result{Status: 204}, get(t, s, c.ID).Result, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("stored result (-want +got):\n%s", diff)
+			}
+		})
+		t.Run("not executing", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := park(t, s, sampleCall(), long)
+			if _, err := s.Finish(t.Context(), c.ID, 0, Executed, Result{}); !errors.Is(err, ErrFenced) {
+				t.Errorf("Finish(waiting) = %v, want ErrFenced", err)
+			}
+			if _, err := s.Finish(t.Context(), "nope", 1, Executed, Result{}); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Finish(missing) = %v, want ErrNotFound", err)
+			}
+		})
+	})
+
+	t.Run("Deliver", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		c := claimed(t, s, long)
+		if _, _, err := s.Deliver(ctx, c.ID); !isState(err, Executing) {
+			t.Errorf("Deliver(executing) = %v, want a StateError (executing)", err)
+		}
+		if _, err := s.Finish(ctx, c.ID, c.Fence, Executed, Result{Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		first, got, err := s.Deliver(ctx, c.ID)
+		if err != nil || !first || !got.Delivered || got.Result == nil {
+			t.Fatalf("Deliver = %v, delivered %v, %v; want first", first, got.Delivered, err)
+		}
+		for range 2 {
+			if first, _, err := s.Deliver(ctx, c.ID); err != nil || first {
+				t.Errorf("Deliver again = %v, %v; want not first", first, err)
+			}
+		}
+		if _, _, err := s.Deliver(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Deliver(missing) = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("Expiry", func(t *testing.T) {
+		t.Run("waiting, unswept", func(t *testing.T) {
+			s, advance := newStore(t)
+			ctx := t.Context()
+			a := park(t, s, sampleCall(), short)
+			b := park(t, s, sampleCall(), short)
+			advance(beyond)
+			if _, err := s.Decide(ctx, a.ID, Approved, "alice", ""); !isState(err, Expired) {
+				t.Errorf("Decide(past ttl) = %v, want a StateError (expired)", err)
+			}
+			if _, err := s.Cancel(ctx, b.ID); !isState(err, Expired) {
+				t.Errorf("Cancel(past ttl) = %v, want a StateError (expired)", err)
+			}
+			for _, id := range []string{a.ID, b.ID} {
+				if got := get(t, s, id); got.State != Expired || got.DecidedBy != "" {
+					t.Errorf("%s: %s by %q, want expired by nobody", id, got.State, got.DecidedBy)
+				}
+			}
+		})
+		t.Run("waiting, swept", func(t *testing.T) {
+			s, advance := newStore(t)
+			ctx := t.Context()
+			a := park(t, s, sampleCall(), short)
+			live := park(t, s, sampleCall(), long)
+			if got, err := s.Expire(ctx, 10); err != nil || len(got) != 0 {
+				t.Errorf("Expire before the ttl = %v, %v; want nothing", ids(got), err)
+			}
+			advance(beyond)
+			got, err := s.Expire(ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].ID != a.ID || got[0].State != Expired {
+				t.Errorf("Expire = %v, want [%s expired]", states(got), a.ID)
+			}
+			if got, err := s.Expire(ctx, 10); err != nil || len(got) != 0 {
+				t.Errorf("Expire again = %v, %v; want nothing", ids(got), err)
+			}
+			if got := get(t, s, live.ID); got.State != Waiting {
+				t.Errorf("the call with a long ttl is %s", got.State)
+			}
+			if _, err := s.Decide(ctx, a.ID, Approved, "alice", ""); !isState(err, Expired) {
+				t.Errorf("Decide(expired) = %v, want a StateError (expired)", err)
+			}
+		})
+		t.Run("limit", func(t *testing.T) {
+			s, advance := newStore(t)
+			ctx := t.Context()
+			for range 3 {
+				park(t, s, sampleCall(), short)
+			}
+			advance(beyond)
+			if got, err := s.Expire(ctx, 2); err != nil || len(got) != 2 {
+				t.Errorf("Expire(2) = %v, %v; want 2 calls", ids(got), err)
+			}
+			if got, err := s.Expire(ctx, 2); err != nil || len(got) != 1 {
+				t.Errorf("Expire(2) again = %v, %v; want the last call", ids(got), err)
+			}
+		})
+		t.Run("approved, unclaimed", func(t *testing.T) {
+			s, advance := newStore(t)
+			ctx := t.Context()
+			a := park(t, s, sampleCall(), short)
+			b := park(t, s, sampleCall(), short)
+			decide(t, s, a.ID, Approved)
+			decide(t, s, b.ID, Approved)
+			advance(beyond)
+			if _, err := s.Claim(ctx, a.ID, long); !isState(err, Expired) {
+				t.Errorf("Claim(past ttl) = %v, want a StateError (expired)", err)
+			}
+			got, err := s.Expire(ctx, 10)
+			if err != nil || len(got) != 1 || got[0].ID != b.ID || got[0].State != Expired || got[0].DecidedBy != "alice" {
+				t.Errorf("Expire = %v, %v; want [%s expired, approved by alice]", states(got), err, b.ID)
+			}
+		})
+		t.Run("lease", func(t *testing.T) {
+			s, advance := newStore(t)
+			ctx := t.Context()
+			swept := claimed(t, s, short)
+			unswept := claimed(t, s, short)
+			advance(beyond)
+			// Unswept: the late Finish is refused and makes the call unknown.
+			if _, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) {
+				t.Errorf("Finish(past lease) = %v, want ErrFenced", err)
+			}
+			if got := get(t, s, unswept.ID); got.State != Unknown || got.Result != nil {
+				t.Errorf("after a late Finish: %s, result %v; want unknown without a result", got.State, got.Result)
+			}
+			got, err := s.Expire(ctx, 10)
+			if err != nil || len(got) != 1 || got[0].ID != swept.ID || got[0].State != Unknown {
+				t.Fatalf("Expire = %v, %v; want [%s unknown]", states(got), err, swept.ID)
+			}
+			if _, err := s.Finish(ctx, swept.ID, swept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) {
+				t.Errorf("Finish after Expire = %v, want ErrFenced", err)
+			}
+			if _, err := s.Claim(ctx, swept.ID, long); !isState(err, Unknown) {
+				t.Errorf("Claim(unknown) = %v, want a StateError (unknown): never re-executed", err)
+			}
+		})
+	})
+
+	t.Run("Approved", func(t *testing.T) {
+		s, advance := newStore(t)
+		ctx := t.Context()
+		a := park(t, s, sampleCall(), long)
+		b := park(t, s, sampleCall(), long)
+		park(t, s, sampleCall(), long) // waiting: never listed
+		decide(t, s, a.ID, Approved)
+		advance(beyond)
+		decide(t, s, b.ID, Approved)
+		if got := approved(t, s, short); !slices.Equal(got, []string{a.ID}) {
+			t.Errorf("Approved(grace) = %v, want [%s]: only calls approved at least grace ago", got, a.ID)
+		}
+		if got := approved(t, s, 0); !slices.Equal(got, []string{a.ID, b.ID}) {
+			t.Errorf("Approved(0) = %v, want [%s %s]", got, a.ID, b.ID)
+		}
+		if _, err := s.Claim(ctx, a.ID, long); err != nil {
+			t.Fatal(err)
+		}
+		if got := approved(t, s, 0); !slices.Equal(got, []string{b.ID}) {
+			t.Errorf("Approved(0) after claiming %s = %v, want [%s]: claimed calls are held", a.ID, got, b.ID)
+		}
+		if got, err := s.Approved(ctx, 0, 0); err != nil || len(got) != 0 {
+			t.Errorf("Approved(limit 0) = %v, %v", ids(got), err)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		s, advance := newStore(t)
+		ctx := t.Context()
+		var want []string
+		for range 3 {
+			want = append(want, park(t, s, sampleCall(), long).ID)
+			advance(5 * time.Millisecond) // distinct times: oldest first is observable
+		}
+		list := func(st State, limit int) []string {
+			t.Helper()
+			got, err := s.List(ctx, st, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range got {
+				if c.State != st {
+					t.Errorf("List(%s) has %s in state %s", st, c.ID, c.State)
+				}
+			}
+			return ids(got)
+		}
+		if got := list(Waiting, 10); !slices.Equal(got, want) {
+			t.Errorf("List(waiting) = %v, want %v (oldest first)", got, want)
+		}
+		if got := list(Waiting, 2); !slices.Equal(got, want[:2]) {
+			t.Errorf("List(waiting, 2) = %v, want %v", got, want[:2])
+		}
+		decide(t, s, want[1], Approved)
+		decide(t, s, want[0], Rejected)
+		if got := list(Waiting, 10); !slices.Equal(got, want[2:]) {
+			t.Errorf("List(waiting) = %v, want %v", got, want[2:])
+		}
+		if got := list(Approved, 10); !slices.Equal(got, want[1:2]) {
+			t.Errorf("List(approved) = %v, want %v", got, want[1:2])
+		}
+		if got := list(Rejected, 10); !slices.Equal(got, want[:1]) {
+			t.Errorf("List(rejected) = %v, want %v", got, want[:1])
+		}
+		if got := list(Executed, 10); len(got) != 0 {
+			t.Errorf("List(executed) = %v, want none", got)
+		}
+		if _, err := s.List(ctx, "nonsense", 10); err == nil {
+			t.Error("List(nonsense) succeeded")
+		}
+	})
+
+	t.Run("Wait", func(t *testing.T) {
+		t.Run("wakes", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := park(t, s, sampleCall(), long)
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := s.Decide(context.WithoutCancel(t.Context()), c.ID, Approved, "alice", ""); err != nil {
+					t.Error(err)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			got, err := s.Wait(ctx, c.ID, Waiting)
+			if err != nil || got.State != Approved {
+				t.Errorf("Wait = %s, %v; want approved", got.State, err)
+			}
+		})
+		t.Run("timeout", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := park(t, s, sampleCall(), long)
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			got, err := s.Wait(ctx, c.ID, Waiting)
+			if !errors.Is(err, context.DeadlineExceeded) || got.ID != c.ID || got.State != Waiting {
+				t.Errorf("Wait = %s %s, %v; want the waiting call and DeadlineExceeded", got.ID, got.State, err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Wait took %v after its context ended", d)
+			}
+		})
+		t.Run("already changed", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := park(t, s, sampleCall(), long)
+			decide(t, s, c.ID, Rejected)
+			got, err := s.Wait(t.Context(), c.ID, Waiting)
+			if err != nil || got.State != Rejected {
+				t.Errorf("Wait = %s, %v; want rejected at once", got.State, err)
+			}
+		})
+		t.Run("missing", func(t *testing.T) {
+			s, _ := newStore(t)
+			if _, err := s.Wait(t.Context(), "nope", Waiting); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Wait(missing) = %v, want ErrNotFound", err)
+			}
+		})
+	})
+
+	t.Run("Retention", func(t *testing.T) {
+		s, advance := newStore(t)
+		ctx := t.Context()
+		// Executed and never delivered: it attaches retries until it is gone.
+		done := sampleCall()
+		done.AttachKey = "key-" + rand.Text()
+		done = park(t, s, done, long)
+		decide(t, s, done.ID, Approved)
+		done, err := s.Claim(ctx, done.ID, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, done.ID, done.Fence, Executed, Result{Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		rejectedCall := park(t, s, sampleCall(), long)
+		decide(t, s, rejectedCall.ID, Rejected)
+		cancelled := park(t, s, sampleCall(), long)
+		if _, err := s.Cancel(ctx, cancelled.ID); err != nil {
+			t.Fatal(err)
+		}
+		forgotten := park(t, s, sampleCall(), short) // expires and is never swept
+
+		advance(contractResultTTL / 2)
+		if _, err := s.Get(ctx, done.ID); err != nil {
+			t.Errorf("Get(finished call) within ResultTTL = %v", err)
+		}
+		advance(contractResultTTL/2 + beyond)
+		for _, id := range []string{done.ID, rejectedCall.ID, cancelled.ID, forgotten.ID} {
+			if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Get(%s) after ResultTTL = %v, want ErrNotFound", id, err)
+			}
+		}
+		for _, st := range []State{Waiting, Executed, Rejected, Cancelled, Expired} {
+			if got, err := s.List(ctx, st, 10); err != nil || len(got) != 0 {
+				t.Errorf("List(%s) after ResultTTL = %v, %v; want none", st, ids(got), err)
+			}
+		}
+		if got, err := s.Expire(ctx, 10); err != nil || len(got) != 0 {
+			t.Errorf("Expire after ResultTTL = %v, %v; want nothing", ids(got), err)
+		}
+		again := sampleCall()
+		again.AttachKey = done.AttachKey
+		if _, attached, err := s.Park(ctx, again, long); err != nil || attached {
+			t.Errorf("Park(forgotten AttachKey) = attached %v, %v; want a new call", attached, err)
+		}
+	})
+}
+
+// testStoreRace checks that concurrent transitions on one call have exactly
+// one winner (SECURITY.md INV-3): 16 goroutines approve, reject, expire and
+// cancel one waiting call, then 16 claim one approved call and 16 finish
+// the claim.
+func testStoreRace(t *testing.T, newStore newStoreFunc) {
+	const n = 16
+	t.Run("Decide", func(t *testing.T) {
+		s, advance := newStore(t)
+		ctx := t.Context()
+		wins := map[string]int{}
+		for round := range 8 {
+			// A ttl of "ttl" lets the expirers race the deciders: for a
+			// store that sleeps, it is short; the memory clock just jumps.
+			const ttl = 40 * time.Millisecond
+			c := park(t, s, sampleCall(), ttl)
+			type outcome struct {
+				won  bool
+				op   string
+				seen Call // the call as the operation left or found it
+			}
+			outcomes := make([]outcome, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					by := fmt.Sprintf("approver-%d", i)
+					var (
+						got Call
+						err error
+						o   outcome
+					)
+					switch i % 4 {
+					case 0:
+						o.op = "approve"
+						got, err = s.Decide(ctx, c.ID, Approved, by, "")
+					case 1:
+						o.op = "reject"
+						got, err = s.Decide(ctx, c.ID, Rejected, by, "")
+					case 2:
+						o.op = "cancel"
+						got, err = s.Cancel(ctx, c.ID)
+					case 3:
+						o.op = "expire"
+						advance(ttl + 10*time.Millisecond)
+						var calls []Call
+						calls, err = s.Expire(ctx, 100)
+						for _, e := range calls {
+							// An approved call may expire later; only an
+							// expiry from waiting is a decision.
+							if e.ID == c.ID && e.DecidedAt.IsZero() {
+								got = e
+							}
+						}
+					}
+					var se *StateError
+					switch {
+					case errors.As(err, &se):
+						o.seen = se.Call
+					case err != nil:
+						t.Errorf("%s: %v", o.op, err)
+					case got.ID != "":
+						o.won, o.seen = true, got
+					}
+					outcomes[i] = o
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			final := get(t, s, c.ID)
+			var winners []outcome
+			for _, o := range outcomes {
+				if o.won {
+					winners = append(winners, o)
+				}
+				// Whoever lost saw the winner's decision (or a later expiry).
+				if o.seen.ID != "" && o.seen.DecidedBy != final.DecidedBy {
+					t.Errorf("round %d: %s saw a decision by %q, the call holds %q", round, o.op, o.seen.DecidedBy, final.DecidedBy)
+				}
+			}
+			switch len(winners) {
+			case 0:
+				// Expired by a Decide or Cancel that found it past its ttl.
+				if final.State != Expired || !final.DecidedAt.IsZero() {
+					t.Errorf("round %d: no winner and the call is %s (decided %v)", round, final.State, final.DecidedAt)
+				}
+				wins["lazy expiry"]++
+			case 1:
+				w := winners[0]
+				ok := final.State == w.seen.State ||
+					w.seen.State == Approved && final.State == Expired // approved, then unclaimed past its ttl
+				if !ok || final.DecidedBy != w.seen.DecidedBy {
+					t.Errorf("round %d: %s won with %s by %q, the call is %s by %q",
+						round, w.op, w.seen.State, w.seen.DecidedBy, final.State, final.DecidedBy)
+				}
+				wins[w.op]++
+			default:
+				for _, w := range winners {
+					t.Errorf("round %d: %d winners: %s (%s)", round, len(winners), w.op, w.seen.State)
+				}
+			}
+		}
+		t.Logf("winners over the rounds: %v", wins)
+	})
+
+	t.Run("Claim", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		for round := range 8 {
+			c := park(t, s, sampleCall(), long)
+			decide(t, s, c.ID, Approved)
+			claims := make([]Call, n)
+			errs := make([]error, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					claims[i], errs[i] = s.Claim(ctx, c.ID, long)
+				})
+			}
+			close(start)
+			wg.Wait()
+			var won []Call
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					won = append(won, claims[i])
+				case !isState(err, Executing):
+					t.Errorf("round %d: Claim = %v, want success or a StateError (executing)", round, err)
+				}
+			}
+			if len(won) != 1 {
+				t.Fatalf("round %d: %d claims succeeded, want exactly 1 (at most one execution)", round, len(won))
+			}
+			fence := won[0].Fence
+
+			// 16 finishes with the winner's fence: exactly one stores its result.
+			finished := make([]error, n)
+			start = make(chan struct{})
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					_, finished[i] = s.Finish(ctx, c.ID, fence, Executed, Result{Status: 200 + i})
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, err := range finished {
+				switch {
+				case err == nil && winner >= 0:
+					t.Errorf("round %d: finishes %d and %d both succeeded", round, winner, i)
+				case err == nil:
+					winner = i
+				case !errors.Is(err, ErrFenced):
+					t.Errorf("round %d: Finish = %v, want success or ErrFenced", round, err)
+				}
+			}
+			if got := get(t, s, c.ID); winner < 0 || got.State != Executed || got.Result.Status != 200+winner {
+				t.Errorf("round %d: finish %d won, call %s with %+v", round, winner, got.State, got.Result)
+			}
+		}
+	})
+}
+
+// sampleCall returns a call with every field Park keeps set, and a new ID.
+func sampleCall() Call {
+	return Call{
+		ID:            "call-" + rand.Text(),
+		ArgsDigest:    "sha256:args",
+		Subject:       "agent@example.com",
+		Upstream:      "notes",
+		Tool:          "notes.delete",
+		Request:       []byte("POST /tools/notes.delete HTTP/1.1\r\nHost: notes\r\n\r\n{\"id\":42}\x00\xff"),
+		RequestDigest: "sha256:request",
+		Info:          []byte(`{"tool":"notes.delete","args":{"id":42}}`),
+	}
+}
+
+func park(t *testing.T, s Store, c Call, ttl time.Duration) Call {
+	t.Helper()
+	got, attached, err := s.Park(t.Context(), c, ttl)
+	if err != nil || attached {
+		t.Fatalf("Park(%s) = attached %v, %v", c.ID, attached, err)
+	}
+	return got
+}
+
+func get(t *testing.T, s Store, id string) Call {
+	t.Helper()
+	c, err := s.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func decide(t *testing.T, s Store, id string, to State) {
+	t.Helper()
+	if _, err := s.Decide(t.Context(), id, to, "alice", ""); err != nil {
+		t.Fatalf("Decide(%s, %s) = %v", id, to, err)
+	}
+}
+
+// claimed parks a call, approves it and claims it with the given lease.
+func claimed(t *testing.T, s Store, lease time.Duration) Call {
+	t.Helper()
+	c := park(t, s, sampleCall(), long)
+	decide(t, s, c.ID, Approved)
+	c, err := s.Claim(t.Context(), c.ID, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func approved(t *testing.T, s Store, grace time.Duration) []string {
+	t.Helper()
+	got, err := s.Approved(t.Context(), grace, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got {
+		if c.State != Approved {
+			t.Errorf("Approved has %s in state %s", c.ID, c.State)
+		}
+	}
+	return ids(got)
+}
+
+// isState reports whether err is a *StateError showing the call in state s.
+func isState(err error, s State) bool {
+	var se *StateError
+	return errors.As(err, &se) && errors.Is(err, ErrConflict) && se.Call.State == s
+}
+
+func ids(cs []Call) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func states(cs []Call) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.ID+" "+string(c.State))
+	}
+	return out
+}

@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+
+	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/policy"
+)
+
+const (
+	jwtTestIssuer   = "https://issuer.toolgate.test"
+	jwtTestAudience = "toolgate-proxy"
+	jwtTestKeyID    = "proxy-test-rsa"
+)
+
+// jwtTestKey generates an RSA key and writes its public half to a JWKS file
+// under kid jwtTestKeyID.
+func jwtTestKey(t *testing.T) (key *rsa.PrivateKey, jwksFile string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := jwk.Import(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Set(jwk.KeyIDKey, jwtTestKeyID); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Set(jwk.AlgorithmKey, "RS256"); err != nil {
+		t.Fatal(err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(pub); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksFile = filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwksFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key, jwksFile
+}
+
+// jwtTestSign returns a compact RS256 JWS of claims, signed by key and
+// naming kid jwtTestKeyID whatever the key.
+func jwtTestSign(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
+	t.Helper()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := jws.NewHeaders()
+	if err := hdr.Set(jws.KeyIDKey, jwtTestKeyID); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jws.Sign(payload, jws.WithKey(jwa.RS256(), key, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(tok)
+}
+
+// jwtTestClaims returns a valid claim set for subject user-7, changed by kv
+// pairs; a nil value removes the claim.
+func jwtTestClaims(kv ...any) map[string]any {
+	now := time.Now()
+	c := map[string]any{
+		"iss":    jwtTestIssuer,
+		"aud":    []string{jwtTestAudience},
+		"sub":    "user-7",
+		"exp":    now.Add(5 * time.Minute).Unix(),
+		"iat":    now.Unix(),
+		"nbf":    now.Unix(),
+		"groups": []string{"dev", "ops"},
+		"team":   "payments",
+		"tenant": map[string]any{"id": int64(12345678901234567), "tags": []any{"eu", true, nil}},
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(c, kv[i].(string))
+		} else {
+			c[kv[i].(string)] = kv[i+1]
+		}
+	}
+	return c
+}
+
+// jwtTestJSON is claims as the policy sees them: decoded JSON with numbers
+// as json.Number.
+func jwtTestJSON(t *testing.T, claims map[string]any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestJWTSubjectReachesPolicy runs a real JWT Authenticator in the proxy
+// (SPEC.md §3 identity, §6.1 subject): a verified token's subject, groups
+// and claims are what the policy sees, the credential is not forwarded, a
+// bad token is 401 before the policy or the upstream is reached, and no
+// header or argument can change the subject.
+func TestJWTSubjectReachesPolicy(t *testing.T) {
+	key, jwksFile := jwtTestKey(t)
+	auth, err := identity.New(identity.Config{
+		JWT: &identity.JWT{JWKSFile: jwksFile, Issuer: jwtTestIssuer, Audience: []string{jwtTestAudience}},
+		// Anonymous false: a request without a credential is refused.
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { auth.Close() })
+
+	var (
+		mu     sync.Mutex
+		inputs []*policy.Input
+	)
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		inputs = append(inputs, in)
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	decided := func() []*policy.Input {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*policy.Input(nil), inputs...)
+	}
+	env := newTestServer(t, d, func(c *Config) { c.Auth = auth })
+
+	// allowed sends one call that must be forwarded, and returns what the
+	// policy and the upstream saw of it.
+	allowed := func(t *testing.T, path, body string, header ...string) (*policy.Input, received) {
+		t.Helper()
+		beforeIn, beforeUp := len(decided()), len(env.upstream.got())
+		res := post(t, env.url+path, body, header...)
+		if res.StatusCode != http.StatusOK || res.Header.Get(headerDecision) != outcomeAllow {
+			t.Fatalf("status %d decision %q, want 200 allow", res.StatusCode, res.Header.Get(headerDecision))
+		}
+		ins, ups := decided()[beforeIn:], env.upstream.got()[beforeUp:]
+		if len(ins) != 1 || len(ups) != 1 {
+			t.Fatalf("policy decided %d times and the upstream received %d requests, want 1 and 1", len(ins), len(ups))
+		}
+		return ins[0], ups[0]
+	}
+
+	t.Run("valid token reaches the policy as the subject", func(t *testing.T) {
+		claims := jwtTestClaims()
+		tok := jwtTestSign(t, key, claims)
+		in, up := allowed(t, "/tools/read_file", `{"path":"notes/a.txt"}`, "Authorization", "Bearer "+tok)
+
+		want := policy.Subject{
+			ID:            "user-7",
+			Groups:        []string{"dev", "ops"},
+			Claims:        jwtTestJSON(t, claims),
+			Authenticated: true,
+		}
+		if diff := cmp.Diff(want, in.Subject); diff != "" {
+			t.Errorf("input subject mismatch (-want +got):\n%s", diff)
+		}
+		// Spelled out as well: a custom claim and a large integer arrive
+		// as written.
+		if in.Subject.Claims["team"] != "payments" {
+			t.Errorf("claims[team] = %#v, want payments", in.Subject.Claims["team"])
+		}
+		if tenant, _ := in.Subject.Claims["tenant"].(map[string]any); tenant["id"] != json.Number("12345678901234567") {
+			t.Errorf("claims[tenant] = %#v, want id 12345678901234567 as json.Number", in.Subject.Claims["tenant"])
+		}
+		if in.Kind != policy.KindREST || in.Tool == nil || in.Tool.Name != "read_file" {
+			t.Errorf("input kind %q tool %+v, want a rest call of read_file", in.Kind, in.Tool)
+		}
+		if _, ok := in.HTTP.Headers["authorization"]; ok {
+			t.Error("the policy input holds the Authorization header")
+		}
+		if v := up.Header.Values("Authorization"); len(v) != 0 {
+			t.Errorf("the upstream received Authorization %q", v)
+		}
+		if v := up.Header.Values("X-Toolgate-Subject"); len(v) != 1 || v[0] != "user-7" {
+			t.Errorf("upstream X-Toolgate-Subject = %q, want [user-7]", v)
+		}
+		if string(up.Body) != `{"path":"notes/a.txt"}` || up.Path != "/tools/read_file" {
+			t.Errorf("upstream got %s %q", up.Path, up.Body)
+		}
+	})
+
+	t.Run("subject is never taken from arguments or headers", func(t *testing.T) {
+		tok := jwtTestSign(t, key, jwtTestClaims())
+		in, up := allowed(t, "/tools/read_file", `{"subject":"root","path":"notes/a.txt"}`,
+			"Authorization", "Bearer "+tok,
+			"X-Toolgate-Subject", "root",
+			"X-Forwarded-User", "root",
+		)
+		if in.Subject.ID != "user-7" || !in.Subject.Authenticated {
+			t.Errorf("input subject %+v, want user-7 authenticated", in.Subject)
+		}
+		if in.Subject.Claims["sub"] != "user-7" {
+			t.Errorf("input claims[sub] = %#v, want user-7", in.Subject.Claims["sub"])
+		}
+		// The argument stays an argument; it is not an identity.
+		if in.Tool.Arguments["subject"] != "root" {
+			t.Errorf("arguments %v lost the subject argument", in.Tool.Arguments)
+		}
+		if _, ok := in.HTTP.Headers["x-toolgate-subject"]; ok {
+			t.Error("the agent's X-Toolgate-Subject reached the policy input")
+		}
+		if v := up.Header.Values("X-Toolgate-Subject"); len(v) != 1 || v[0] != "user-7" {
+			t.Errorf("upstream X-Toolgate-Subject = %q, want toolgate's own [user-7]", v)
+		}
+	})
+
+	expired := jwtTestClaims("exp", time.Now().Add(-time.Hour).Unix(), "iat", time.Now().Add(-2*time.Hour).Unix(), "nbf", nil)
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := jwtTestSign(t, key, jwtTestClaims())
+	refused := []struct {
+		name   string
+		path   string
+		header []string
+		reason string // part of the problem detail
+	}{
+		{"expired token", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, expired)}, "expired"},
+		{"wrong audience", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, jwtTestClaims("aud", []string{"some-other-service"}))}, "audience"},
+		{"wrong issuer", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, jwtTestClaims("iss", "https://evil.example"))}, "issuer"},
+		{"signed by another key", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, other, jwtTestClaims())}, "signature"},
+		{"no Authorization and anonymous off", "/tools/read_file", nil, "no credentials"},
+		{"token only in the query string", "/tools/read_file?access_token=" + valid, nil, "no credentials"},
+		{"subject headers without a token", "/tools/read_file", []string{"X-Toolgate-Subject", "user-7", "X-Forwarded-User", "user-7"}, "no credentials"},
+		{"two Authorization headers", "/tools/read_file", []string{"Authorization", "Bearer " + valid, "Authorization", "Bearer " + valid}, "more than one"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			beforeIn, beforeUp := len(decided()), len(env.upstream.got())
+			res := post(t, env.url+tc.path, `{"subject":"user-7","path":"notes/a.txt"}`, tc.header...)
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", res.StatusCode)
+			}
+			p := readProblem(t, res)
+			if p.Decision != outcomeUnauthenticated {
+				t.Errorf("decision %q, want unauthenticated", p.Decision)
+			}
+			if !strings.Contains(p.Detail, tc.reason) {
+				t.Errorf("detail %q, want it to mention %q", p.Detail, tc.reason)
+			}
+			if res.Header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if n, m := len(decided())-beforeIn, len(env.upstream.got())-beforeUp; n != 0 || m != 0 {
+				t.Errorf("policy decided %d times and the upstream received %d requests, want 0 and 0", n, m)
+			}
+		})
+	}
+}

@@ -1,0 +1,261 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// askAll is a Decider that asks for every call.
+var askAll = deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+	return policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{ID: "r3", Message: "writes need a look"}}}, nil
+})
+
+type parkEnv struct {
+	*testEnv
+	store  pending.Store
+	server *Server
+	parked chan pending.Call
+}
+
+func newParkEnv(t *testing.T, mutate ...func(*Config)) *parkEnv {
+	t.Helper()
+	pe := &parkEnv{store: pending.NewMemory(pending.Options{}), parked: make(chan pending.Call, 16)}
+	pe.testEnv = newTestServer(t, askAll, append([]func(*Config){func(c *Config) {
+		c.Pending = pe.store
+		c.Hold = 2 * time.Second
+		c.TTL = time.Minute
+		c.OnPark = func(pc pending.Call) { pe.parked <- pc }
+		c.NewCallID = newIDs()
+		c.Upstreams[0].Transport = nil
+		c.Metrics = nil
+		c.serverHook = func(s *Server) { pe.server = s }
+	}}, mutate...)...)
+	return pe
+}
+
+func newIDs() func() string {
+	var n atomic.Int64
+	return func() string { return "CALL" + string(rune('A'+n.Add(1)%26)) + time.Now().Format("150405.000000000") }
+}
+
+func (pe *parkEnv) nextParked(t *testing.T) pending.Call {
+	t.Helper()
+	select {
+	case pc := <-pe.parked:
+		return pc
+	case <-time.After(2 * time.Second):
+		t.Fatal("no call parked")
+		return pending.Call{}
+	}
+}
+
+// TestAskApprovedWhileHeld: the agent is held, an approver approves, the
+// agent gets the upstream's own answer and the upstream sees one request.
+func TestAskApprovedWhileHeld(t *testing.T) {
+	pe := newParkEnv(t)
+	go func() {
+		pc := pe.nextParked(t)
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "fine"); err != nil {
+			t.Error(err)
+		}
+	}()
+	body := `{"path":"notes/a.txt","content":"reviewed"}`
+	res := post(t, pe.url+"/tools/Write", body, "Authorization", "Bearer agent-key")
+	got, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(string(got), `"ok":true`) || res.Header.Get(headerDecision) != "approved" {
+		t.Fatalf("status %d decision %q body %s", res.StatusCode, res.Header.Get(headerDecision), got)
+	}
+	reqs := pe.upstream.got()
+	if len(reqs) != 1 || string(reqs[0].Body) != body || reqs[0].Header.Get("Authorization") != "" || reqs[0].Header.Get(headerCallID) == "" {
+		t.Fatalf("upstream got %+v", reqs)
+	}
+}
+
+func TestAskRejectedWhileHeld(t *testing.T) {
+	pe := newParkEnv(t)
+	go func() {
+		pc := pe.nextParked(t)
+		_, _ = pe.store.Decide(context.Background(), pc.ID, pending.Rejected, "alice", "not today")
+	}()
+	res := post(t, pe.url+"/tools/Write", `{"path":"x"}`)
+	p := readProblem(t, res)
+	if res.StatusCode != 403 || p.Decision != "rejected" || !strings.Contains(p.Detail, "not today") || len(pe.upstream.got()) != 0 {
+		t.Fatalf("status %d problem %+v upstream %d", res.StatusCode, p, len(pe.upstream.got()))
+	}
+}
+
+// TestAskAfterHold is the 202 path: the hold runs out, the approval comes
+// later, the sweeper executes once, the status URL returns the result, and
+// an identical retry attaches without a second execution.
+func TestAskAfterHold(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold = 100 * time.Millisecond })
+	body := `{"path":"notes/a.txt","content":"x"}`
+	res := post(t, pe.url+"/tools/Write", body, "Authorization", "Bearer agent-key")
+	var w struct{ CallID, Status, StatusURL string }
+	raw, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(raw, &struct {
+		CallID    *string `json:"call_id"`
+		Status    *string `json:"status"`
+		StatusURL *string `json:"status_url"`
+	}{&w.CallID, &w.Status, &w.StatusURL})
+	if res.StatusCode != 202 || w.Status != "waiting" || res.Header.Get("Location") != w.StatusURL || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d body %s", res.StatusCode, raw)
+	}
+	pe.nextParked(t)
+	// A retry while waiting attaches: nothing new is parked.
+	res = post(t, pe.url+"/tools/Write", `{"content":"x", "path":"notes/a.txt"}`, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	if res.StatusCode != 202 || res.Header.Get(headerCallID) != w.CallID {
+		t.Fatalf("retry: %d call %q, want 202 on %q", res.StatusCode, res.Header.Get(headerCallID), w.CallID)
+	}
+	select {
+	case pc := <-pe.parked:
+		t.Fatalf("a retry parked a second call %s", pc.ID)
+	default:
+	}
+	if _, err := pe.store.Decide(context.Background(), w.CallID, pending.Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	pe.server.sweepOnce(context.Background(), 0)
+	if n := len(pe.upstream.got()); n != 1 {
+		t.Fatalf("sweeper: upstream got %d requests, want 1", n)
+	}
+	pe.server.sweepOnce(context.Background(), 0) // nothing left to do
+	// Another subject cannot see it.
+	req, _ := http.NewRequest("GET", pe.url+w.StatusURL, nil)
+	other, _ := http.DefaultClient.Do(req)
+	other.Body.Close()
+	if other.StatusCode != 404 {
+		t.Fatalf("anonymous saw agent-42's call: %d", other.StatusCode)
+	}
+	// An identical retry attaches to the executed, undelivered call and
+	// gets its result without a second execution.
+	res = post(t, pe.url+"/tools/Write", body, "Authorization", "Bearer agent-key")
+	got, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(string(got), `"ok":true`) || res.Header.Get(headerCallID) != w.CallID {
+		t.Fatalf("retry after execution: %d %s", res.StatusCode, got)
+	}
+	if n := len(pe.upstream.got()); n != 1 {
+		t.Fatalf("upstream got %d requests, want exactly 1", n)
+	}
+	// The status URL shows the result.
+	req, _ = http.NewRequest("GET", pe.url+w.StatusURL, nil)
+	req.Header.Set("Authorization", "Bearer agent-key")
+	st, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	_ = json.NewDecoder(st.Body).Decode(&doc)
+	st.Body.Close()
+	result, _ := doc["result"].(map[string]any)
+	if doc["status"] != "executed" || result == nil || result["status"] != float64(200) || doc["decided_by"] != "alice" {
+		t.Fatalf("status document %v", doc)
+	}
+	if body, _ := result["body"].(map[string]any); body["ok"] != true {
+		t.Fatalf("result body %v", result["body"])
+	}
+	// Delivered: an identical call now is a new call.
+	res = post(t, pe.url+"/tools/Write", body, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	if res.StatusCode != 202 || res.Header.Get(headerCallID) == w.CallID {
+		t.Fatalf("after delivery: %d on %q, want a new call", res.StatusCode, res.Header.Get(headerCallID))
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold = 50 * time.Millisecond })
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Idempotency-Key", "k1")
+	first := res.Header.Get(headerCallID)
+	if res.StatusCode != 202 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	res = post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Idempotency-Key", "k1", "Prefer", "respond-async")
+	if res.StatusCode != 202 || res.Header.Get(headerCallID) != first {
+		t.Fatalf("same key: %d %q want %q", res.StatusCode, res.Header.Get(headerCallID), first)
+	}
+	res = post(t, pe.url+"/tools/Write", `{"path":"b"}`, "Idempotency-Key", "k1")
+	if p := readProblem(t, res); res.StatusCode != 409 {
+		t.Fatalf("same key, other arguments: %d %+v", res.StatusCode, p)
+	}
+}
+
+func TestCancelAndExpire(t *testing.T) {
+	now := time.Now()
+	var clock atomic.Int64
+	pe := &parkEnv{parked: make(chan pending.Call, 16)}
+	pe.store = pending.NewMemory(pending.Options{Now: func() time.Time { return now.Add(time.Duration(clock.Load())) }})
+	pe.testEnv = newTestServer(t, askAll, func(c *Config) {
+		c.Pending, c.Hold, c.TTL = pe.store, 50*time.Millisecond, time.Minute
+		c.serverHook = func(s *Server) { pe.server = s }
+	})
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`)
+	id := res.Header.Get(headerCallID)
+	req, _ := http.NewRequest("DELETE", pe.url+statusURL(id), nil)
+	del, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Body.Close()
+	if pc, _ := pe.store.Get(context.Background(), id); del.StatusCode != 200 || pc.State != pending.Cancelled {
+		t.Fatalf("DELETE: %d, state %s", del.StatusCode, pc.State)
+	}
+	res = post(t, pe.url+"/tools/Write", `{"path":"b"}`)
+	id = res.Header.Get(headerCallID)
+	clock.Store(int64(2 * time.Minute))
+	pe.server.sweepOnce(context.Background(), 0)
+	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Expired {
+		t.Fatalf("after ttl: %s", pc.State)
+	}
+	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); !errors.Is(err, pending.ErrConflict) {
+		t.Fatalf("approving an expired call: %v", err)
+	}
+	if len(pe.upstream.got()) != 0 {
+		t.Fatal("an expired or cancelled call reached the upstream")
+	}
+}
+
+// failingStore is a store whose every call fails, like an unreachable Redis.
+type failingStore struct{ pending.Store }
+
+func (failingStore) Park(context.Context, pending.Call, time.Duration) (pending.Call, bool, error) {
+	return pending.Call{}, false, errors.New("dial tcp 127.0.0.1:6379: connection refused")
+}
+
+func TestStoreDownFailsClosed(t *testing.T) {
+	pe := newTestServer(t, askAll, func(c *Config) { c.Pending = failingStore{} })
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`)
+	p := readProblem(t, res)
+	if res.StatusCode != 503 || p.Decision != "unavailable" || len(pe.upstream.got()) != 0 || strings.Contains(p.Detail, "6379") {
+		t.Fatalf("status %d problem %+v", res.StatusCode, p)
+	}
+	noStore := newTestServer(t, askAll)
+	res = post(t, noStore.url+"/tools/Write", `{"path":"a"}`)
+	if p := readProblem(t, res); res.StatusCode != 503 || p.Decision != "ask" {
+		t.Fatalf("without a store: %d %+v", res.StatusCode, p)
+	}
+}
+
+func TestDrainAnswersHeldAgents(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold = 10 * time.Second })
+	go func() {
+		pe.nextParked(t)
+		pe.server.Drain()
+	}()
+	start := time.Now()
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`)
+	if res.StatusCode != 202 || time.Since(start) > 5*time.Second {
+		t.Fatalf("held agent at drain: %d after %v", res.StatusCode, time.Since(start))
+	}
+	if pc, _ := pe.store.Get(context.Background(), res.Header.Get(headerCallID)); pc.State != pending.Waiting {
+		t.Fatalf("the parked call is %s, want still waiting", pc.State)
+	}
+}

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Sweep runs the background work of parked calls until ctx ends, every
+// interval: calls past their expiry are expired (and executors past their
+// lease marked unknown), and approved calls that nobody holding their agent
+// claimed within grace are executed here, so an approval after the hold ran
+// out, or on a replica that died, still leads to one execution whose result
+// waits for the agent.
+func (s *Server) Sweep(ctx context.Context, interval, grace time.Duration) {
+	if s.cfg.Pending == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.sweepOnce(ctx, grace)
+	}
+}
+
+func (s *Server) sweepOnce(ctx context.Context, grace time.Duration) {
+	expired, err := s.cfg.Pending.Expire(ctx, 100)
+	if err != nil {
+		s.log.Warn("sweeper: cannot expire calls", "error", err)
+	}
+	for _, pc := range expired {
+		s.log.Info("parked call ended", "call_id", pc.ID, "state", string(pc.State))
+		if s.cfg.OnResolve != nil {
+			s.cfg.OnResolve(pc)
+		}
+	}
+	approved, err := s.cfg.Pending.Approved(ctx, grace, 20)
+	if err != nil {
+		s.log.Warn("sweeper: cannot list approved calls", "error", err)
+		return
+	}
+	for _, pc := range approved {
+		claimed, err := s.cfg.Pending.Claim(ctx, pc.ID, s.lease(pc))
+		if errors.Is(err, pending.ErrConflict) {
+			continue // another executor was first
+		}
+		if err != nil {
+			s.log.Warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
+			continue
+		}
+		s.metrics.approvedExecuted.Inc()
+		state, res := s.runClaimed(ctx, claimed, nil)
+		if _, err := s.cfg.Pending.Finish(ctx, claimed.ID, claimed.Fence, state, res); err != nil {
+			s.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
+		}
+		s.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)
+	}
+}
