@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -22,10 +23,10 @@ const contractResultTTL = 2 * time.Second
 // advance really sleeps (RedisStore), and every deadline is crossed with
 // some margin, since such a store's clock is not the test's.
 const (
-	long   = time.Hour               // nothing expires during a case
-	short  = 300 * time.Millisecond  // ttl, lease or grace that a case lets pass
+	long   = time.Hour              // nothing expires during a case
+	short  = 300 * time.Millisecond // ttl, lease or grace that a case lets pass
 	beyond = short + 150*time.Millisecond
-	slack  = 2 * time.Second         // how far a store's "now" may be from time.Now
+	slack  = 2 * time.Second // how far a store's "now" may be from time.Now
 )
 
 // newStoreFunc returns a fresh, empty store with ResultTTL
@@ -677,7 +678,7 @@ func testStoreRace(t *testing.T, newStore newStoreFunc) {
 		s, advance := newStore(t)
 		ctx := t.Context()
 		wins := map[string]int{}
-		for round := range 8 {
+		for round := range 12 {
 			// A ttl of "ttl" lets the expirers race the deciders: for a
 			// store that sleeps, it is short; the memory clock just jumps.
 			const ttl = 40 * time.Millisecond
@@ -693,6 +694,15 @@ func testStoreRace(t *testing.T, newStore newStoreFunc) {
 			for i := range n {
 				wg.Go(func() {
 					<-start
+					// Spread the goroutines over twice the ttl; in odd rounds
+					// all start late. With a real clock too, expiry (by
+					// Expire, or by a transition finding the call past its
+					// ttl) then competes with the decisions.
+					delay := mrand.N(2 * ttl)
+					if round%2 == 1 {
+						delay = ttl + mrand.N(ttl/2)
+					}
+					time.Sleep(delay)
 					by := fmt.Sprintf("approver-%d", i)
 					var (
 						got Call

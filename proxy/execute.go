@@ -113,9 +113,11 @@ func (s *Server) runClaimed(ctx context.Context, pc pending.Call, w http.Respons
 // toolgateResult is a result toolgate writes itself when no upstream
 // answer exists.
 func toolgateResult(status int, detail string) pending.Result {
-	return pending.Result{Status: status,
+	return pending.Result{
+		Status: status,
 		Header: http.Header{"Content-Type": {"application/problem+json"}},
-		Body:   []byte(`{"type":"urn:toolgate:problem:upstream-failed","title":` + strconv.Quote(http.StatusText(status)) + `,"status":` + strconv.Itoa(status) + `,"detail":` + strconv.Quote(detail) + `}`)}
+		Body:   []byte(`{"type":"urn:toolgate:problem:upstream-failed","title":` + strconv.Quote(http.StatusText(status)) + `,"status":` + strconv.Itoa(status) + `,"detail":` + strconv.Quote(detail) + `}`),
+	}
 }
 
 // executeHeld runs a call this replica claimed while holding its agent, and

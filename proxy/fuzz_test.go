@@ -150,8 +150,8 @@ func fuzzHeaderValues(s string) ([]string, bool) {
 	return vals, true
 }
 
-// fuzzDecoded is body as toolgate must have forwarded it once accepted: gunzipped when
-// the request declared gzip, as is otherwise.
+// fuzzDecoded is body as toolgate must forward it once accepted: gunzipped
+// when the request declared gzip, as is otherwise.
 func fuzzDecoded(encodings []string, body []byte) ([]byte, error) {
 	for _, v := range encodings {
 		for c := range strings.SplitSeq(v, ",") {

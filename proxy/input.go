@@ -29,11 +29,16 @@ var overrideHeaders = []string{
 // sanitizeHeaders removes, in place, what must neither be evaluated nor
 // forwarded: headers whose name holds "_" (some stacks read X_Foo as X-Foo,
 // a second spelling the policy would not see), toolgate's own X-Toolgate-*
-// headers (only toolgate sets them), method and path overrides, and Expect
-// (the body has already been read in full).
+// headers (only toolgate sets them), forwarding and remote-user claims,
+// method and path overrides, and Expect (the body has already been read in
+// full).
 func sanitizeHeaders(h http.Header) {
 	for k := range h {
-		if strings.ContainsRune(k, '_') || strings.HasPrefix(k, "X-Toolgate-") {
+		// X-Forwarded-* and X-Remote-User are identity and routing claims
+		// only toolgate may make to an upstream (it sets X-Forwarded-For,
+		// -Host and -Proto itself); an agent's would be believed.
+		if strings.ContainsRune(k, '_') || strings.HasPrefix(k, "X-Toolgate-") ||
+			strings.HasPrefix(k, "X-Forwarded-") || k == "Forwarded" || k == "X-Remote-User" || k == "X-Real-Ip" {
 			delete(h, k)
 		}
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,11 @@ const (
 // already parked) and the agent is held until it is decided, up to the hold.
 func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 	if s.cfg.Pending == nil {
-		writeProblem(w, problem{Status: http.StatusServiceUnavailable, Title: "Approval not available",
-			Detail:   "the policy asks for approval, but approvals are not configured on this toolgate; nothing was forwarded",
-			CallID:   c.id, Decision: outcomeAsk, Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs()})
+		writeProblem(w, problem{
+			Status: http.StatusServiceUnavailable, Title: "Approval not available",
+			Detail: "the policy asks for approval, but approvals are not configured on this toolgate; nothing was forwarded",
+			CallID: c.id, Decision: outcomeAsk, Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(),
+		})
 		return
 	}
 	pc, cerr := s.newParked(r, c)
@@ -39,15 +42,19 @@ func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 	if err != nil {
 		// Fail closed: nothing is forwarded without a durable record.
 		s.log.Error("cannot park call", "call_id", c.id, "error", err)
-		writeProblem(w, problem{Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
-			Detail:   "the call needs approval but could not be parked; nothing was forwarded, retry later",
-			CallID:   c.id, Decision: outcomeUnavailable, Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs()})
+		writeProblem(w, problem{
+			Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
+			Detail: "the call needs approval but could not be parked; nothing was forwarded, retry later",
+			CallID: c.id, Decision: outcomeUnavailable, Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(),
+		})
 		return
 	}
 	if attached {
 		if pc.ArgsDigest != stored.ArgsDigest {
-			writeProblem(w, problem{Status: http.StatusConflict, Title: "Idempotency-Key reused",
-				Detail: "this Idempotency-Key belongs to a call with other arguments", CallID: stored.ID, Decision: outcomeInvalid})
+			writeProblem(w, problem{
+				Status: http.StatusConflict, Title: "Idempotency-Key reused",
+				Detail: "this Idempotency-Key belongs to a call with other arguments", CallID: stored.ID, Decision: outcomeInvalid,
+			})
 			return
 		}
 		s.log.Info("call attached to a parked call", "call_id", c.id, "parked_call_id", stored.ID, "state", string(stored.State))
@@ -63,8 +70,10 @@ func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) {
 	req, reqDigest := c.stored(r).encode()
-	info := approvals.Info{Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
-		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path}
+	info := approvals.Info{
+		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
+		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,
+	}
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + string(c.body)
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
@@ -72,7 +81,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) 
 		info.Arguments = json.RawMessage(c.body)
 		argsForm = c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + canonicalArgs(t.Arguments)
 	}
-	infoJSON, _ := json.Marshal(info)
+	infoJSON := marshalNoEscape(info)
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: infoJSON,
@@ -143,8 +152,10 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, pc pending.Call, h
 		case err == nil:
 			pc = next
 		case errors.Is(err, pending.ErrNotFound):
-			writeProblem(w, problem{Status: http.StatusServiceUnavailable, Title: "Parked call lost",
-				Detail: "the approval store no longer knows this call; nothing was forwarded", CallID: pc.ID, Decision: outcomeUnavailable})
+			writeProblem(w, problem{
+				Status: http.StatusServiceUnavailable, Title: "Parked call lost",
+				Detail: "the approval store no longer knows this call; nothing was forwarded", CallID: pc.ID, Decision: outcomeUnavailable,
+			})
 			return
 		case r.Context().Err() != nil:
 			// The agent went away; the call stays parked and can be
@@ -184,8 +195,10 @@ func (s *Server) lease(pc pending.Call) time.Duration {
 
 func (s *Server) storeFailed(w http.ResponseWriter, pc pending.Call, err error) {
 	s.log.Error("approval store failed while holding a call", "call_id", pc.ID, "error", err)
-	writeProblem(w, problem{Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
-		Detail: "the approval store could not be reached; the call is not lost, follow its status URL", CallID: pc.ID, Decision: outcomeUnavailable})
+	writeProblem(w, problem{
+		Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
+		Detail: "the approval store could not be reached; the call is not lost, follow its status URL", CallID: pc.ID, Decision: outcomeUnavailable,
+	})
 }
 
 // statusURL is where the agent follows a parked call (on the proxy
@@ -219,12 +232,24 @@ func (s *Server) writeRefused(w http.ResponseWriter, pc pending.Call) {
 			detail += ": " + pc.Comment
 		}
 	}
-	writeProblem(w, problem{Status: http.StatusForbidden, Title: title, Detail: detail, CallID: pc.ID,
-		Decision: outcome, Reasons: info.Reasons, RuleIDs: info.RuleIDs})
+	writeProblem(w, problem{
+		Status: http.StatusForbidden, Title: title, Detail: detail, CallID: pc.ID,
+		Decision: outcome, Reasons: info.Reasons, RuleIDs: info.RuleIDs,
+	})
 }
 
 func infoOf(pc pending.Call) approvals.Info {
 	var info approvals.Info
 	_ = json.Unmarshal(pc.Info, &info) // written by newParked
 	return info
+}
+
+// marshalNoEscape encodes v without escaping <, > and &, so approvers see
+// the agent's arguments byte for byte (the page escapes them for HTML).
+func marshalNoEscape(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // only strings, string slices and raw JSON
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -271,13 +271,13 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 	t.Run("overrides and spoofed headers stripped", func(t *testing.T) {
 		res := post(t, env.url+"/tools/write_note", body,
 			"X-HTTP-Method-Override", "DELETE", "X-Original-URL", "/admin",
-			"X-Toolgate-Subject", "root", "X_Forwarded_User", "root", "X-Other", "kept")
+			"X-Toolgate-Subject", "root", "X_Forwarded_User", "root", "X-Forwarded-User", "root", "X-Other", "kept")
 		if res.StatusCode != 200 {
 			t.Fatalf("status %d", res.StatusCode)
 		}
 		got := env.upstream.got()
 		h := got[len(got)-1].Header
-		for _, k := range []string{"X-Http-Method-Override", "X-Original-Url", "X_Forwarded_User"} {
+		for _, k := range []string{"X-Http-Method-Override", "X-Original-Url", "X_Forwarded_User", "X-Forwarded-User"} {
 			if len(h.Values(k)) > 0 {
 				t.Errorf("%s reached the upstream", k)
 			}

@@ -22,8 +22,10 @@ type storedRequest struct {
 func (c *call) stored(r *http.Request) storedRequest {
 	h := r.Header.Clone()
 	// The credential was toolgate's; the body is stored decoded.
-	for _, k := range []string{"Authorization", "Content-Encoding", "Content-Length", "Connection", "Keep-Alive",
-		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", "Idempotency-Key"} {
+	for _, k := range []string{
+		"Authorization", "Content-Encoding", "Content-Length", "Connection", "Keep-Alive",
+		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", "Idempotency-Key",
+	} {
 		h.Del(k)
 	}
 	if v := r.Header.Get("Idempotency-Key"); v != "" {

@@ -128,14 +128,14 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		})
 	}
 	a.proxy, err = proxy.New(proxy.Config{
-		Upstreams:    ups,
-		Decider:      engine,
-		Auth:         a.auth,
-		MaxBodyBytes: cfg.Limits.MaxBodyBytes.Int64(),
-		Mode:         cfg.Policy.Mode,
-		Logger:       log,
-		Metrics:      proxy.NewMetrics(a.registry),
-		LogArguments: cfg.Log.Arguments,
+		Upstreams:      ups,
+		Decider:        engine,
+		Auth:           a.auth,
+		MaxBodyBytes:   cfg.Limits.MaxBodyBytes.Int64(),
+		Mode:           cfg.Policy.Mode,
+		Logger:         log,
+		Metrics:        proxy.NewMetrics(a.registry),
+		LogArguments:   cfg.Log.Arguments,
 		Pending:        a.parking.store,
 		Hold:           cfg.Pending.Hold.Std(),
 		TTL:            cfg.Pending.TTL.Std(),

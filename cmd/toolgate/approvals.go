@@ -40,14 +40,22 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		closeStore()
 		return nil, err
 	}
-	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_approvals_total",
-		Help: "Parked calls that ended, by outcome (approved, rejected, expired, cancelled, unknown)."}, []string{"outcome"})
-	p.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "toolgate_approval_wait_seconds",
-		Help: "Time from parking a call to its approval or rejection.", Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 14400}})
-	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_notifications_total",
-		Help: "Notification deliveries by format and result (delivered, retry, failed, dropped)."}, []string{"format", "result"})
-	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolgate_calls_waiting",
-		Help: "Parked calls waiting for a decision (counted up to 10000)."}, func() float64 {
+	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_approvals_total",
+		Help: "Parked calls that ended, by outcome (approved, rejected, expired, cancelled, unknown).",
+	}, []string{"outcome"})
+	p.waitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "toolgate_approval_wait_seconds",
+		Help: "Time from parking a call to its approval or rejection.", Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 14400},
+	})
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_notifications_total",
+		Help: "Notification deliveries by format and result (delivered, retry, failed, dropped).",
+	}, []string{"format", "result"})
+	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "toolgate_calls_waiting",
+		Help: "Parked calls waiting for a decision (counted up to 10000).",
+	}, func() float64 {
 		ctx, cancel := contextTimeout(time.Second)
 		defer cancel()
 		calls, err := st.List(ctx, pending.Waiting, 10000)
@@ -62,8 +70,10 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	for _, n := range cfg.Approvals.Notify {
 		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal()})
 	}
-	p.notifier, err = notify.New(notify.Options{Targets: targets, Logger: a.log,
-		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() }})
+	p.notifier, err = notify.New(notify.Options{
+		Targets: targets, Logger: a.log,
+		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
+	})
 	if err != nil {
 		closeStore()
 		return nil, err
@@ -72,8 +82,10 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	for _, ap := range cfg.Approvals.Approvers {
 		approvers = append(approvers, approvals.Approver{Name: ap.Name, Key: ap.Key.Reveal()})
 	}
-	h, err := approvals.New(approvals.Config{Store: st, Signer: p.signer, Approvers: approvers, PublicURL: cfg.PublicURL,
-		Logger: a.log, OnDecision: p.resolved})
+	h, err := approvals.New(approvals.Config{
+		Store: st, Signer: p.signer, Approvers: approvers, PublicURL: cfg.PublicURL,
+		Logger: a.log, OnDecision: p.resolved,
+	})
 	if err != nil {
 		closeStore()
 		return nil, err
@@ -103,8 +115,10 @@ func (p *parking) resolved(c pending.Call) {
 func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	var info approvals.Info
 	_ = json.Unmarshal(c.Info, &info)
-	return notify.Event{Type: typ, CallID: c.ID, Tool: info.Tool, Upstream: c.Upstream, Subject: c.Subject,
+	return notify.Event{
+		Type: typ, CallID: c.ID, Tool: info.Tool, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
 		StatusURL: "/_toolgate/calls/" + c.ID, ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
-		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now()}
+		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
+	}
 }

@@ -17,7 +17,7 @@ import (
 // stop the start: asks answer 503 until it is back. The returned func
 // releases what was opened.
 func openStore(cfg *config.Config) (pending.Store, func(), error) {
-	opts := pending.Options{ResultTTL: cfg.Pending.ResultTTL.Std()}
+	opts := pending.Options{ResultTTL: cfg.Pending.ResultTTL.Std(), Prefix: cfg.Pending.RedisPrefix}
 	if cfg.Pending.Store != "redis" {
 		return pending.NewMemory(opts), func() {}, nil
 	}

@@ -79,6 +79,7 @@ type Policy struct {
 type Pending struct {
 	Store          string   `koanf:"store"` // memory | redis
 	RedisURL       Secret   `koanf:"redis_url"`
+	RedisPrefix    string   `koanf:"redis_prefix"` // key prefix; replicas of one toolgate share it
 	Hold           Duration `koanf:"hold"`
 	TTL            Duration `koanf:"ttl"`
 	ResultTTL      Duration `koanf:"result_ttl"`

@@ -105,6 +105,7 @@ policy:
 pending:
   store: memory
   redis_url: ""
+  redis_prefix: ""
   hold: 25s
   ttl: 1h
   result_ttl: 24h

@@ -218,6 +218,9 @@ func (v *validator) pending(p *Pending) {
 	v.oneOf("pending.store", p.Store, "memory", "redis")
 	if p.Store == "redis" {
 		v.redisURL(p.RedisURL.Reveal())
+		if strings.ContainsAny(p.RedisPrefix, "{}") {
+			v.add("pending.redis_prefix", "holds { or }", "drop the braces: toolgate makes the prefix a Redis Cluster hash tag itself")
+		}
 	}
 	if p.TTL <= 0 {
 		v.add("pending.ttl", "must be positive", "write a duration such as 1h")

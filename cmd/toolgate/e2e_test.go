@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/examples/notes"
+)
+
+// testRedis returns the Redis to test against: $TOOLGATE_TEST_REDIS_ADDR.
+// Without it the test is skipped, except under CI=true, where Redis tests
+// must run.
+func testRedis(t *testing.T) string {
+	t.Helper()
+	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
+		return addr
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true but TOOLGATE_TEST_REDIS_ADDR is not set: Redis tests must run in CI")
+	}
+	t.Skip("TOOLGATE_TEST_REDIS_ADDR is not set")
+	return ""
+}
+
+// countingNotes is the example notes server with a count of the requests
+// that reached it.
+type countingNotes struct {
+	files *notes.Files
+	h     http.Handler
+	n     atomic.Int64
+	mu    sync.Mutex
+	at    []time.Time // when each request arrived
+}
+
+func (c *countingNotes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	c.mu.Lock()
+	c.at = append(c.at, time.Now())
+	c.mu.Unlock()
+	c.h.ServeHTTP(w, r)
+}
+
+func newCountingNotes(t *testing.T) (*countingNotes, string) {
+	files := notes.NewFiles()
+	c := &countingNotes{files: files, h: notes.NewHandler(files)}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	return c, srv.URL
+}
+
+// events receives CloudEvents notifications.
+type events struct {
+	mu  sync.Mutex
+	got []map[string]any
+}
+
+func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var ev map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&ev)
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) approvalURL(t *testing.T, callID string) string {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		e.mu.Lock()
+		for _, ev := range e.got {
+			data, _ := ev["data"].(map[string]any)
+			if ev["type"] == "dev.toolgate.approval.requested" && data["call_id"] == callID {
+				e.mu.Unlock()
+				return data["approval_url"].(string)
+			}
+		}
+		e.mu.Unlock()
+	}
+	t.Fatalf("no approval.requested event for %s", callID)
+	return ""
+}
+
+func e2eConfig(upstream, redisURL, prefix, notifyURL string) string {
+	return `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+public_url: http://approvals.invalid
+upstreams:
+  - {name: notes, url: ` + upstream + `}
+identity:
+  api_keys: [{key: agent-key, subject: agent-42}]
+policy:
+  rules_file: ./rules.yaml
+pending:
+  store: redis
+  redis_url: ` + redisURL + `
+  redis_prefix: "` + prefix + `"
+  hold: 10s
+approvals:
+  secret: ` + testSecret + `
+  approvers: [{name: alice, key: alice-key}, {name: agent-42, key: self-key}]
+  notify: [{url: ` + notifyURL + `, format: cloudevents}]
+shutdown_grace: 2s
+`
+}
+
+const seedRulesYAML = `rules:
+  - {id: r1, effect: allow, tool: read_file, target: "*"}
+  - {id: r2, effect: deny,  tool: read_file, target: .env}
+  - {id: r3, effect: ask,   tool: write_note, target: "*"}
+`
+
+type replica struct {
+	*running
+	approvals string
+}
+
+// startReplica runs one toolgate with the given config file.
+func startReplica(t *testing.T, cfgFile string) replica {
+	t.Helper()
+	r := startServe(t, []string{"serve", "--config", cfgFile}, nil)
+	var ap string
+	for _, line := range strings.Split(r.stderr.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "toolgate listening" {
+			ap = "http://" + rec["approvals"].(string)
+		}
+	}
+	return replica{running: r, approvals: ap}
+}
+
+func agentCall(t *testing.T, base, tool, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/tools/"+tool, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer agent-key")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// relink points an approval URL (built on public_url) at a replica.
+func relink(t *testing.T, link, approvalsBase string) (string, string) {
+	t.Helper()
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return approvalsBase + u.Path, u.Query().Get("token")
+}
+
+func newPrefix() string { return "tg-e2e-" + rand.Text()[:10] + ":" }
+
+// TestSeedWalkthrough: Read readme → executed; Read .env → blocked;
+// write_note → waiting, file unchanged → approved through the notified
+// link → executed once, file changed. Three calls, two executions.
+func TestSeedWalkthrough(t *testing.T) {
+	redisAddr := testRedis(t)
+	up, upURL := newCountingNotes(t)
+	ev := &events{}
+	evSrv := httptest.NewServer(ev)
+	defer evSrv.Close()
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), evSrv.URL),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	if res, body := agentCall(t, a.proxy, "read_file", `{"path":"README.md"}`); res.StatusCode != 200 {
+		t.Fatalf("read README: %d %s", res.StatusCode, body)
+	}
+	if res, body := agentCall(t, a.proxy, "read_file", `{"path":".env"}`); res.StatusCode != 403 || !strings.Contains(body, `"r2"`) {
+		t.Fatalf("read .env: %d %s", res.StatusCode, body)
+	}
+	res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/today.txt","content":"reviewed"}`, "Prefer", "respond-async")
+	if res.StatusCode != 202 {
+		t.Fatalf("write: %d %s", res.StatusCode, body)
+	}
+	id := res.Header.Get("X-Toolgate-Call-Id")
+	if content, _ := up.files.Read("notes/today.txt"); content != "draft" {
+		t.Fatalf("before approval the file is %q", content)
+	}
+	link, token := relink(t, ev.approvalURL(t, id), a.approvals)
+	for range 3 { // link previewers and mail scanners
+		if pg, err := http.Get(link + "?token=" + url.QueryEscape(token)); err != nil || pg.StatusCode != 200 {
+			t.Fatalf("approval page: %v %v", pg, err)
+		}
+	}
+	if content, _ := up.files.Read("notes/today.txt"); content != "draft" || up.n.Load() != 1 {
+		t.Fatal("fetching the approval page changed something")
+	}
+	form, err := http.PostForm(link, url.Values{"token": {token}, "decision": {"approve"}, "comment": {"ok"}})
+	if err != nil || form.StatusCode != 200 {
+		t.Fatalf("approve: %v %v", form, err)
+	}
+	form.Body.Close()
+	// Nobody holds the agent: the sweeper executes after its grace.
+	var doc map[string]any
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", a.proxy+"/_toolgate/calls/"+id+"?wait=2s", nil)
+		req.Header.Set("Authorization", "Bearer agent-key")
+		st, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = nil
+		_ = json.NewDecoder(st.Body).Decode(&doc)
+		st.Body.Close()
+		if doc["status"] == "executed" {
+			break
+		}
+	}
+	if doc["status"] != "executed" || doc["decided_by"] != "link" {
+		t.Fatalf("status %v", doc)
+	}
+	if content, _ := up.files.Read("notes/today.txt"); content != "reviewed" {
+		t.Fatalf("after approval the file is %q", content)
+	}
+	if n := up.n.Load(); n != 2 {
+		t.Fatalf("the tool server saw %d requests, want 2 (readme, approved write)", n)
+	}
+}
+
+// TestTwoReplicas: the agent is held on replica A, an approver approves
+// on replica B's approvals API, A's agent gets the upstream's answer and
+// the upstream sees one request. It also reports the latency from the
+// approval's answer to the upstream receiving the call.
+func TestTwoReplicas(t *testing.T) {
+	redisAddr := testRedis(t)
+	up, upURL := newCountingNotes(t)
+	ev := &events{}
+	evSrv := httptest.NewServer(ev)
+	defer evSrv.Close()
+	prefix := newPrefix()
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, prefix, evSrv.URL),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	b := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	const rounds = 20
+	var lat []time.Duration
+	for i := range rounds {
+		type answer struct {
+			code int
+			body string
+			id   string
+		}
+		done := make(chan answer, 1)
+		go func() {
+			res, body := agentCall(t, a.proxy, "write_note", fmt.Sprintf(`{"path":"notes/r%d.txt","content":"x"}`, i))
+			done <- answer{res.StatusCode, body, res.Header.Get("X-Toolgate-Call-Id")}
+		}()
+		// Find the parked call through B's API.
+		var id string
+		for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			req, _ := http.NewRequest("GET", b.approvals+"/api/approvals?status=waiting", nil)
+			req.Header.Set("Authorization", "Bearer alice-key")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list struct {
+				Calls []struct {
+					CallID string `json:"call_id"`
+				} `json:"calls"`
+			}
+			_ = json.NewDecoder(res.Body).Decode(&list)
+			res.Body.Close()
+			if len(list.Calls) > 0 {
+				id = list.Calls[0].CallID
+			}
+		}
+		if id == "" {
+			t.Fatal("the call never appeared on replica B")
+		}
+		if i == 0 {
+			// Self-approval is refused.
+			if code := approveAPI(t, b.approvals, id, "self-key"); code != 403 {
+				t.Fatalf("self-approval: %d, want 403", code)
+			}
+		}
+		before := up.n.Load()
+		if code := approveAPI(t, b.approvals, id, "alice-key"); code != 200 {
+			t.Fatalf("approve on B: %d", code)
+		}
+		approvedAt := time.Now()
+		got := <-done
+		if got.code != 200 || !strings.Contains(got.body, `"bytes"`) || got.id != id {
+			t.Fatalf("agent on A: %d %s (call %s, want %s)", got.code, got.body, got.id, id)
+		}
+		if n := up.n.Load() - before; n != 1 {
+			t.Fatalf("the upstream saw %d requests for one approval", n)
+		}
+		up.mu.Lock()
+		lat = append(lat, up.at[len(up.at)-1].Sub(approvedAt))
+		up.mu.Unlock()
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("approval (B) to upstream (via A) over %d rounds: p50 %v, max %v", rounds, lat[rounds/2], lat[rounds-1])
+	if os.Getenv("E2E_DUMP") != "" {
+		t.Log(a.stderr.String())
+	}
+}
+
+func approveAPI(t *testing.T, base, id, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/api/approvals/"+id, strings.NewReader(`{"decision":"approve"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestRedisDown: with its Redis stopped, toolgate answers asks 503 and
+// forwards nothing, while allow keeps working.
+func TestRedisDown(t *testing.T) {
+	testRedis(t) // Redis tests run where Redis is available
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found")
+		}
+		t.Skip("redis-server not found")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server did not start")
+		}
+	}
+	up, upURL := newCountingNotes(t)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(upURL, fmt.Sprintf("redis://127.0.0.1:%d", port), newPrefix(), "http://127.0.0.1:1"),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	_ = srv.Process.Kill()
+	_ = srv.Wait()
+
+	start := time.Now()
+	res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/x.txt","content":"x"}`)
+	if res.StatusCode != 503 || !strings.Contains(body, `"decision":"unavailable"`) || time.Since(start) > 8*time.Second {
+		t.Fatalf("ask with Redis down: %d after %v: %s", res.StatusCode, time.Since(start), body)
+	}
+	if res, body := agentCall(t, a.proxy, "read_file", `{"path":"README.md"}`); res.StatusCode != 200 {
+		t.Fatalf("allow with Redis down: %d %s", res.StatusCode, body)
+	}
+	if res, _ := agentCall(t, a.proxy, "read_file", `{"path":".env"}`); res.StatusCode != 403 {
+		t.Fatalf("deny with Redis down: %d", res.StatusCode)
+	}
+	if n := up.n.Load(); n != 1 {
+		t.Fatalf("the tool server saw %d requests, want only the allowed read", n)
+	}
+	ready, err := http.Get(a.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	_ = json.NewDecoder(ready.Body).Decode(&doc)
+	ready.Body.Close()
+	if store, _ := doc["checks"].(map[string]any)["store"].(map[string]any); ready.StatusCode != 200 || store["ok"] != false {
+		t.Fatalf("readyz with Redis down: %d %v", ready.StatusCode, doc)
+	}
+	_ = context.Background
+}
