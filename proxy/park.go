@@ -38,7 +38,10 @@ func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 		s.refuse(w, r, c, cerr)
 		return
 	}
-	stored, attached, err := s.cfg.Pending.Park(r.Context(), pc, s.cfg.TTL)
+	// A store that cannot park within a few seconds is treated as down.
+	pctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	stored, attached, err := s.cfg.Pending.Park(pctx, pc, s.cfg.TTL)
+	cancel()
 	if err != nil {
 		// Fail closed: nothing is forwarded without a durable record.
 		s.log.Error("cannot park call", "call_id", c.id, "error", err)

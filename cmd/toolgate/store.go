@@ -70,6 +70,9 @@ func redisClient(raw string) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled)
+	// One dial retry: a Redis that is down should answer asks 503 at once
+	// (R01), not after five dial attempts.
+	o.DialerRetries = 1
 	return redis.NewClient(o), nil
 }
 
