@@ -82,7 +82,7 @@ func TestHeldMemoryClient(t *testing.T) {
 		t.Skip("the client of TestHeldMemory")
 	}
 	body := `{"path":"notes/a.txt","content":"` + fmt.Sprintf("%0150d", 0) + `"}`
-	conns := make([]net.Conn, 0, n)
+	conns := make([]net.Conn, 0, n) // kept open: each holds a request
 	for i := range n {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
@@ -92,4 +92,7 @@ func TestHeldMemoryClient(t *testing.T) {
 		conns = append(conns, c)
 	}
 	time.Sleep(10 * time.Minute)
+	for _, c := range conns {
+		c.Close()
+	}
 }

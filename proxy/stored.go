@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"sort"
 )
 
 // storedRequest is a parked call's request exactly as it was evaluated and
@@ -64,14 +63,4 @@ func digest(parts ...string) string {
 func canonicalArgs(args map[string]any) string {
 	b, _ := json.Marshal(args) // json.Number keeps its literal; maps sort their keys
 	return string(b)
-}
-
-// sortedKeys is used where a stable order of header names matters.
-func sortedKeys(h http.Header) []string {
-	ks := make([]string, 0, len(h))
-	for k := range h {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
