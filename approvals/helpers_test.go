@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -196,9 +197,7 @@ func (e *env) do(method, path string, header http.Header, body string) response 
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, header)
 	res, err := e.srv.Client().Do(req)
 	if err != nil {
 		e.t.Fatal(err)

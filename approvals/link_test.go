@@ -1,6 +1,7 @@
 package approvals_test
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -341,9 +342,7 @@ func TestLink_FormRules(t *testing.T) {
 			if tt.contentType != "" {
 				h.Set("Content-Type", tt.contentType)
 			}
-			for k, v := range tt.header {
-				h[k] = v
-			}
+			maps.Copy(h, tt.header)
 			res := e.do(http.MethodPost, path, h, body)
 			if res.status != tt.want {
 				t.Errorf("POST = %d, want %d\n%s", res.status, tt.want, res.body)

@@ -27,11 +27,12 @@ var seedRules = []string{
 func writeRules(t *testing.T, dir string, rows []string) string {
 	t.Helper()
 	path := filepath.Join(dir, "rules.yaml")
-	src := "rules:\n"
+	var src strings.Builder
+	src.WriteString("rules:\n")
 	for _, r := range rows {
-		src += "  - " + r + "\n"
+		src.WriteString("  - " + r + "\n")
 	}
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(src.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -91,9 +92,7 @@ func (s *Server) runClaimed(ctx context.Context, pc pending.Call, w http.Respons
 	var body io.Reader = io.TeeReader(io.LimitReader(res.Body, limit+1), &kept)
 	if w != nil {
 		h := w.Header()
-		for k, vs := range res.Header {
-			h[k] = vs
-		}
+		maps.Copy(h, res.Header)
 		h.Set(headerCallID, pc.ID)
 		h.Set(headerDecision, outcomeApproved)
 		w.WriteHeader(res.StatusCode)
@@ -156,9 +155,7 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, pc pending.Call
 
 func writeResult(w http.ResponseWriter, id string, res pending.Result) {
 	h := w.Header()
-	for k, vs := range res.Header {
-		h[k] = vs
-	}
+	maps.Copy(h, res.Header)
 	h.Set(headerCallID, id)
 	h.Set(headerDecision, outcomeApproved)
 	h.Del("Content-Length")

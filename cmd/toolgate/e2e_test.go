@@ -13,7 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,7 +133,7 @@ func startReplica(t *testing.T, cfgFile string) replica {
 	t.Helper()
 	r := startServe(t, []string{"serve", "--config", cfgFile}, nil)
 	var ap string
-	for _, line := range strings.Split(r.stderr.String(), "\n") {
+	for line := range strings.SplitSeq(r.stderr.String(), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "toolgate listening" {
 			ap = "http://" + rec["approvals"].(string)
@@ -317,7 +317,7 @@ func TestTwoReplicas(t *testing.T) {
 		lat = append(lat, up.at[len(up.at)-1].Sub(approvedAt))
 		up.mu.Unlock()
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	slices.Sort(lat)
 	t.Logf("approval (B) to upstream (via A) over %d rounds: p50 %v, max %v", rounds, lat[rounds/2], lat[rounds-1])
 	if os.Getenv("E2E_DUMP") != "" {
 		t.Log(a.stderr.String())
@@ -402,4 +402,89 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("readyz with Redis down: %d %v", ready.StatusCode, doc)
 	}
 	_ = context.Background
+}
+
+// TestAskOutcomes: a rejection reaches the held agent as 403 rejected; a
+// denied call parks nothing (no notification, its ID approves nothing);
+// an allowed call is executed without a notification; an unanswered call
+// expires and is never executed.
+func TestAskOutcomes(t *testing.T) {
+	redisAddr := testRedis(t)
+	up, upURL := newCountingNotes(t)
+	ev := &events{}
+	evSrv := httptest.NewServer(ev)
+	defer evSrv.Close()
+	cfg := strings.Replace(e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), evSrv.URL), "  hold: 10s", "  hold: 3s\n  ttl: 3s", 1)
+	dir := writeFiles(t, t.TempDir(), map[string]string{"toolgate.yaml": cfg, "rules.yaml": seedRulesYAML})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	// Allowed: executed, no notification.
+	if res, _ := agentCall(t, a.proxy, "read_file", `{"path":"README.md"}`); res.StatusCode != 200 {
+		t.Fatalf("allowed call: %d", res.StatusCode)
+	}
+	// Denied: blocked; its call ID is no parked call.
+	res, _ := agentCall(t, a.proxy, "read_file", `{"path":".env"}`)
+	if res.StatusCode != 403 {
+		t.Fatalf("denied call: %d", res.StatusCode)
+	}
+	if code := approveAPI(t, a.approvals, res.Header.Get("X-Toolgate-Call-Id"), "alice-key"); code != 404 {
+		t.Fatalf("approving a denied call's ID: %d, want 404", code)
+	}
+	ev.mu.Lock()
+	if n := len(ev.got); n != 0 {
+		t.Fatalf("%d notifications for an allowed and a denied call, want 0", n)
+	}
+	ev.mu.Unlock()
+
+	// Rejected while held: 403 rejected, never executed.
+	done := make(chan *http.Response, 1)
+	go func() {
+		res, _ := agentCall(t, a.proxy, "write_note", `{"path":"notes/today.txt","content":"no"}`)
+		done <- res
+	}()
+	var id string
+	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ev.mu.Lock()
+		for _, e := range ev.got {
+			if data, _ := e["data"].(map[string]any); e["type"] == "dev.toolgate.approval.requested" {
+				id, _ = data["call_id"].(string)
+			}
+		}
+		ev.mu.Unlock()
+	}
+	req, _ := http.NewRequest("POST", a.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"reject","comment":"not now"}`))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	rej, err := http.DefaultClient.Do(req)
+	if err != nil || rej.StatusCode != 200 {
+		t.Fatalf("reject: %v %v", rej, err)
+	}
+	rej.Body.Close()
+	if got := <-done; got.StatusCode != 403 || got.Header.Get("X-Toolgate-Decision") != "rejected" {
+		t.Fatalf("held agent after rejection: %d %q", got.StatusCode, got.Header.Get("X-Toolgate-Decision"))
+	}
+
+	// Unanswered: 202, then it expires after its 3s ttl, never executed.
+	res, _ = agentCall(t, a.proxy, "write_note", `{"path":"notes/today.txt","content":"late"}`, "Prefer", "respond-async")
+	if res.StatusCode != 202 {
+		t.Fatalf("unanswered call: %d, want 202", res.StatusCode)
+	}
+	late := res.Header.Get("X-Toolgate-Call-Id")
+	var doc map[string]any
+	for deadline := time.Now().Add(10 * time.Second); doc["status"] != "expired" && time.Now().Before(deadline); {
+		st, _ := http.NewRequest("GET", a.proxy+"/_toolgate/calls/"+late+"?wait=2s", nil)
+		st.Header.Set("Authorization", "Bearer agent-key")
+		sr, err := http.DefaultClient.Do(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = nil
+		_ = json.NewDecoder(sr.Body).Decode(&doc)
+		sr.Body.Close()
+	}
+	if doc["status"] != "expired" {
+		t.Fatalf("unanswered call after its ttl: %v", doc)
+	}
+	if content, _ := up.files.Read("notes/today.txt"); content != "draft" || up.n.Load() != 1 {
+		t.Fatalf("file %q, upstream requests %d: a refused call was executed", content, up.n.Load())
+	}
 }
