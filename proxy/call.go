@@ -20,6 +20,7 @@ type call struct {
 	body     []byte // exactly what the policy saw and the upstream gets
 	subject  identity.Subject
 	decision policy.Decision
+	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
 }
 
 // serveCall handles every request on the proxy listener: route, identify,
@@ -84,6 +85,9 @@ func (s *Server) readCall(r *http.Request, c *call) *callError {
 		HTTP:     httpInput(r, c.rel),
 	}
 	c.input = in
+	if c.up.Protocol == policy.KindMCP {
+		return s.readMCP(r, c)
+	}
 	name, isTool := strings.CutPrefix(c.rawRel, "/tools/")
 	if !isTool || r.Method != http.MethodPost {
 		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
@@ -132,6 +136,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 	case policy.Ask:
 		s.park(w, r, c)
 	default:
+		if c.mcp != nil {
+			s.mcpDenied(w, c)
+			return
+		}
 		writeProblem(w, problem{
 			Status: http.StatusForbidden, Title: "Denied by policy",
 			Detail: strings.Join(d.Messages(), "; "),
@@ -145,5 +153,13 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, c *call, e *call
 	s.metrics.refused.WithLabelValues(e.Outcome).Inc()
 	s.log.Info("request refused", "call_id", c.id, "status", e.Status, "outcome", e.Outcome, "reason", e.Detail,
 		"method", r.Method, "path", r.URL.EscapedPath())
+	if e.RPCCode != 0 || (c.mcp != nil && e.Outcome == outcomeInvalid) {
+		code := e.RPCCode
+		if code == 0 {
+			code = rpcInvalidRequest
+		}
+		writeRPCError(w, e.Status, c, code, e.Outcome, e.Title+": "+e.Detail)
+		return
+	}
 	writeProblem(w, problem{Status: e.Status, Title: e.Title, Detail: e.Detail, CallID: c.id, Decision: e.Outcome})
 }

@@ -121,17 +121,24 @@ func toolgateResult(status int, detail string) pending.Result {
 
 // executeHeld runs a call this replica claimed while holding its agent, and
 // hands the agent the upstream's own answer.
-func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, pc pending.Call) {
+func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call) {
 	s.metrics.approvedExecuted.Inc()
 	// The execution must finish and be recorded even if the agent leaves.
 	ctx := context.WithoutCancel(r.Context())
-	state, res := s.runClaimed(ctx, pc, w)
+	stream := w
+	if c.mcp != nil {
+		// The answer carries the JSON-RPC id of the request that parked
+		// the call; this request may be a retry with another id, so the
+		// answer is read whole and its id rewritten.
+		stream = nil
+	}
+	state, res := s.runClaimed(ctx, pc, stream)
 	done, err := s.cfg.Pending.Finish(ctx, pc.ID, pc.Fence, state, res)
 	if err != nil {
 		s.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 	}
-	if state != pending.Executed {
-		writeResult(w, pc.ID, res)
+	if state != pending.Executed || stream == nil {
+		writeResult(w, c, pc.ID, res)
 	}
 	if err == nil {
 		_, _, _ = s.cfg.Pending.Deliver(ctx, done.ID)
@@ -140,20 +147,29 @@ func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, pc pending.
 
 // deliver answers with a finished call's stored result, once: later
 // requests that find it already delivered get the status document.
-func (s *Server) deliver(w http.ResponseWriter, r *http.Request, pc pending.Call) {
+func (s *Server) deliver(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call) {
 	first, now, err := s.cfg.Pending.Deliver(r.Context(), pc.ID)
 	if err != nil {
-		s.storeFailed(w, pc, err)
+		s.storeFailed(w, c, pc, err)
 		return
 	}
 	if !first || now.Result == nil {
+		if c.mcp != nil && c.mcp.isToolCall {
+			writeToolError(w, c, now.ID, string(now.State), "The result of call "+now.ID+" was already delivered to another request; this call is "+string(now.State)+".")
+			return
+		}
 		writeJSON(w, http.StatusOK, statusDoc(now))
 		return
 	}
-	writeResult(w, now.ID, *now.Result)
+	writeResult(w, c, now.ID, *now.Result)
 }
 
-func writeResult(w http.ResponseWriter, id string, res pending.Result) {
+// writeResult hands a stored result to the agent. For an MCP message the
+// JSON-RPC id of the answer becomes this request's.
+func writeResult(w http.ResponseWriter, c *call, id string, res pending.Result) {
+	if c != nil && c.mcp != nil {
+		res = withRPCID(res, c.mcp.rpcID())
+	}
 	h := w.Header()
 	maps.Copy(h, res.Header)
 	h.Set(headerCallID, id)

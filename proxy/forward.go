@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,6 +20,9 @@ type upstream struct {
 	Upstream
 	proxy     *httputil.ReverseProxy
 	transport http.RoundTripper // timed; used for approved calls
+	// annotations are the MCP tool annotations last listed by the
+	// upstream (tool name -> map), offered to the policy as hints.
+	annotations sync.Map
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {
@@ -55,6 +59,15 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 // forward sends exactly the bytes the policy evaluated to the upstream and
 // streams its answer back.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) {
+	if c.mcp != nil && c.mcp.method == "tools/list" {
+		s.forwardToolsList(w, r, c)
+		return
+	}
+	s.forwardWith(w, r, c, c.up.proxy)
+}
+
+// forwardWith sends the evaluated request through rp.
+func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp *httputil.ReverseProxy) {
 	out := r.WithContext(r.Context())
 	out.URL = &url.URL{Path: c.rel, RawQuery: r.URL.RawQuery}
 	if c.rawRel != c.rel {
@@ -83,7 +96,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	h := w.Header()
 	h.Set(headerCallID, c.id)
 	h.Set(headerDecision, outcomeAllow)
-	c.up.proxy.ServeHTTP(w, out)
+	rp.ServeHTTP(w, out)
 }
 
 // stripToolgateHeaders keeps an upstream from speaking for toolgate: its

@@ -26,6 +26,10 @@ const (
 // already parked) and the agent is held until it is decided, up to the hold.
 func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 	if s.cfg.Pending == nil {
+		if c.mcp != nil && c.mcp.isToolCall {
+			writeToolError(w, c, c.id, outcomeAsk, "Approval required, but approvals are not configured on this toolgate: "+reasonsText(c.decision.Messages()))
+			return
+		}
 		writeProblem(w, problem{
 			Status: http.StatusServiceUnavailable, Title: "Approval not available",
 			Detail: "the policy asks for approval, but approvals are not configured on this toolgate; nothing was forwarded",
@@ -45,6 +49,11 @@ func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 	if err != nil {
 		// Fail closed: nothing is forwarded without a durable record.
 		s.log.Error("cannot park call", "call_id", c.id, "error", err)
+		if c.mcp != nil {
+			writeRPCError(w, http.StatusServiceUnavailable, c, rpcUnavailable, outcomeUnavailable,
+				"the call needs approval but could not be parked; nothing was forwarded, retry later")
+			return
+		}
 		writeProblem(w, problem{
 			Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
 			Detail: "the call needs approval but could not be parked; nothing was forwarded, retry later",
@@ -67,7 +76,7 @@ func (s *Server) park(w http.ResponseWriter, r *http.Request, c *call) {
 			s.cfg.OnPark(stored)
 		}
 	}
-	s.hold(w, r, stored, s.holdFor(r))
+	s.hold(w, r, c, stored, s.holdFor(r))
 }
 
 // newParked builds the record of a parked call.
@@ -123,7 +132,7 @@ func (s *Server) holdFor(r *http.Request) time.Duration {
 
 // hold waits for the parked call to be decided, executes it when approved
 // (this replica holds the agent, so it is the executor), and answers.
-func (s *Server) hold(w http.ResponseWriter, r *http.Request, pc pending.Call, hold time.Duration) {
+func (s *Server) hold(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call, hold time.Duration) {
 	ctx, cancel := context.WithTimeout(r.Context(), hold)
 	defer cancel()
 	defer context.AfterFunc(s.drained, cancel)()
@@ -134,20 +143,20 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, pc pending.Call, h
 		case pending.Approved:
 			claimed, err := s.cfg.Pending.Claim(r.Context(), pc.ID, s.lease(pc))
 			if err == nil {
-				s.executeHeld(w, r, claimed)
+				s.executeHeld(w, r, c, claimed)
 				return
 			}
 			if !errors.Is(err, pending.ErrConflict) {
-				s.storeFailed(w, pc, err)
+				s.storeFailed(w, c, pc, err)
 				return
 			}
 			pc = conflictCall(err, pc) // another executor has it: wait for its result
 			continue
 		case pending.Executed, pending.Failed, pending.Unknown:
-			s.deliver(w, r, pc)
+			s.deliver(w, r, c, pc)
 			return
 		case pending.Rejected, pending.Expired, pending.Cancelled:
-			s.writeRefused(w, pc)
+			s.writeRefused(w, c, pc)
 			return
 		}
 		next, err := s.cfg.Pending.Wait(ctx, pc.ID, pc.State)
@@ -169,11 +178,11 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, pc pending.Call, h
 				pc = next
 			}
 			if pc.State == pending.Waiting || pc.State == pending.Approved || pc.State == pending.Executing {
-				s.writeWaiting(w, pc)
+				s.writeWaiting(w, c, pc)
 				return
 			}
 		default:
-			s.storeFailed(w, pc, err)
+			s.storeFailed(w, c, pc, err)
 			return
 		}
 	}
@@ -196,8 +205,16 @@ func (s *Server) lease(pc pending.Call) time.Duration {
 	return 90 * time.Second
 }
 
-func (s *Server) storeFailed(w http.ResponseWriter, pc pending.Call, err error) {
+func (s *Server) storeFailed(w http.ResponseWriter, c *call, pc pending.Call, err error) {
 	s.log.Error("approval store failed while holding a call", "call_id", pc.ID, "error", err)
+	detail := "the approval store could not be reached; the call is not lost, follow its status URL"
+	if errors.Is(err, pending.ErrNotFound) {
+		detail = "the approval store no longer knows this call; nothing was forwarded"
+	}
+	if c != nil && c.mcp != nil {
+		writeRPCError(w, http.StatusServiceUnavailable, c, rpcUnavailable, outcomeUnavailable, detail)
+		return
+	}
 	writeProblem(w, problem{
 		Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
 		Detail: "the approval store could not be reached; the call is not lost, follow its status URL", CallID: pc.ID, Decision: outcomeUnavailable,
@@ -209,7 +226,13 @@ func (s *Server) storeFailed(w http.ResponseWriter, pc pending.Call, err error) 
 func statusURL(id string) string { return "/_toolgate/calls/" + id }
 
 // writeWaiting answers 202: the call waits for a human.
-func (s *Server) writeWaiting(w http.ResponseWriter, pc pending.Call) {
+func (s *Server) writeWaiting(w http.ResponseWriter, c *call, pc pending.Call) {
+	if c.mcp != nil && c.mcp.isToolCall {
+		writeToolError(w, c, pc.ID, outcomeAsk, "Approval pending: call "+pc.ID+" is waiting for a human approver (status: "+
+			statusURL(pc.ID)+", expires "+pc.ExpiresAt.UTC().Format(time.RFC3339)+"). Nothing ran yet. Retry this same call later: "+
+			"once it is approved the retry returns the tool's result.")
+		return
+	}
 	h := w.Header()
 	h.Set(headerCallID, pc.ID)
 	h.Set(headerDecision, outcomeAsk)
@@ -222,7 +245,7 @@ func (s *Server) writeWaiting(w http.ResponseWriter, pc pending.Call) {
 }
 
 // writeRefused answers a rejected, expired or cancelled call like a deny.
-func (s *Server) writeRefused(w http.ResponseWriter, pc pending.Call) {
+func (s *Server) writeRefused(w http.ResponseWriter, c *call, pc pending.Call) {
 	info := infoOf(pc)
 	outcome, title, detail := outcomeRejected, "Rejected by approver", "the approver rejected the call"
 	switch pc.State {

@@ -42,6 +42,9 @@ type callError struct {
 	Outcome string
 	Title   string
 	Detail  string
+	// RPCCode, when set, answers the refusal as a JSON-RPC error (a
+	// message to an MCP upstream) instead of a problem body.
+	RPCCode int
 }
 
 func (e *callError) Error() string { return e.Title + ": " + e.Detail }

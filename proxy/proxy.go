@@ -39,8 +39,9 @@ type Authenticator interface {
 type Upstream struct {
 	Name       string
 	URL        *url.URL
-	Protocol   string // "rest"
+	Protocol   string // "rest" or "mcp"
 	Prefix     string // requests under this path prefix go here; a prefix other than "/" is stripped
+	MCPPath    string // for "mcp": the JSON-RPC endpoint path at the upstream (default /mcp)
 	TargetArgs []string
 	// Timeout bounds the wait for the upstream's response headers; past it
 	// the agent gets 504. Zero means 60s.
@@ -153,8 +154,11 @@ func New(cfg Config) (*Server, error) {
 		if u.Protocol == "" {
 			u.Protocol = policy.KindREST
 		}
-		if u.Protocol != policy.KindREST {
-			return nil, fmt.Errorf("proxy: upstream %s: protocol %q is not supported", u.Name, u.Protocol)
+		if u.Protocol != policy.KindREST && u.Protocol != policy.KindMCP {
+			return nil, fmt.Errorf("proxy: upstream %s: protocol %q is not supported (rest, mcp)", u.Name, u.Protocol)
+		}
+		if u.MCPPath == "" {
+			u.MCPPath = "/mcp"
 		}
 		if u.TargetArgs == nil {
 			u.TargetArgs = policy.DefaultTargetArgs

@@ -69,14 +69,14 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 		return
 	}
 	if err != nil {
-		s.storeFailed(w, pending.Call{ID: id}, err)
+		s.storeFailed(w, nil, pending.Call{ID: id}, err)
 		return
 	}
 	switch r.Method {
 	case http.MethodDelete:
 		pc, err = s.cfg.Pending.Cancel(r.Context(), id)
 		if err != nil && !errors.Is(err, pending.ErrConflict) {
-			s.storeFailed(w, pc, err)
+			s.storeFailed(w, nil, pc, err)
 			return
 		}
 		pc = conflictCall(err, pc)

@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/toolgate/toolgate/pending"
+
+	"github.com/toolgate/toolgate/internal/strictjson"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// JSON-RPC error codes toolgate answers with. Denials use a code outside
+// the range JSON-RPC reserves (-32768 to -32000).
+const (
+	rpcParseError     = -32700
+	rpcInvalidRequest = -32600
+	rpcInvalidParams  = -32602
+	rpcHeaderMismatch = -32020 // MCP 2026-07-28: Mcp-Method / Mcp-Name disagree with the body
+	rpcDenied         = -31001
+	rpcUnavailable    = -31003
+)
+
+// mcpMessage is what toolgate read of one JSON-RPC message to an MCP
+// upstream.
+type mcpMessage struct {
+	method        string
+	id            json.RawMessage // the request's id, exactly as sent; nil for notifications
+	isToolCall    bool
+	progressToken any
+}
+
+// readMCP reads a request to an MCP upstream. POSTs to its mcp_path carry
+// one JSON-RPC message, parsed as strictly as a REST body; tools/call is a
+// tool call, every other method, GET (the SSE stream) and DELETE (session
+// end) are protocol plumbing; any other path is a plain HTTP call.
+func (s *Server) readMCP(r *http.Request, c *call) *callError {
+	in := c.input
+	if c.rawRel != c.up.MCPPath {
+		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+		c.body = body
+		return cerr
+	}
+	in.Kind = policy.KindMCP
+	c.mcp = &mcpMessage{}
+	if r.Method != http.MethodPost {
+		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+		c.body = body
+		return cerr
+	}
+	if cerr := checkJSONContentType(r.Header); cerr != nil {
+		return cerr
+	}
+	body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+	if cerr != nil {
+		return cerr
+	}
+	c.body = body
+	v, err := strictjson.Decode(body)
+	if err != nil {
+		return c.rpcRefusal(http.StatusBadRequest, rpcParseError, "Bad JSON-RPC message", err.Error())
+	}
+	switch msg := v.(type) {
+	case []any:
+		// A batch (2025-03-26) could hide a tools/call among plumbing; it
+		// is refused whole rather than split.
+		for _, m := range msg {
+			if o, ok := m.(map[string]any); ok && o["method"] == "tools/call" {
+				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
+			}
+		}
+		in.MCP = &policy.MCP{Method: "", ProtocolVersion: r.Header.Get("Mcp-Protocol-Version")}
+		return nil
+	case map[string]any:
+		return s.readRPCObject(r, c, msg)
+	}
+	return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "a JSON-RPC message is an object (or a batch array)")
+}
+
+func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *callError {
+	in := c.input
+	if id, ok := msg["id"]; ok {
+		c.mcp.id, _ = json.Marshal(id)
+	}
+	method, _ := msg["method"].(string)
+	if _, has := msg["method"]; has && method == "" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
+	}
+	c.mcp.method = method
+	params, _ := msg["params"].(map[string]any)
+	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
+	}
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if cerr := c.checkMCPHeaders(r.Header, version, method, params); cerr != nil {
+		return cerr
+	}
+	in.MCP = &policy.MCP{Method: method, ProtocolVersion: version}
+	if id, ok := msg["id"]; ok {
+		in.MCP.ID = id
+	}
+	if meta, ok := params["_meta"].(map[string]any); ok {
+		c.mcp.progressToken = meta["progressToken"]
+	}
+	if method != "tools/call" {
+		return nil
+	}
+	name, _ := params["name"].(string)
+	if !toolName.MatchString(name) {
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tool name", "params.name must be 1 to 128 of A-Z a-z 0-9 _ . : - and start with a letter, digit or _")
+	}
+	args := map[string]any{}
+	if a, has := params["arguments"]; has && a != nil {
+		obj, ok := a.(map[string]any)
+		if !ok {
+			return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", "params.arguments must be an object")
+		}
+		args = obj
+	}
+	c.mcp.isToolCall = true
+	in.Tool = policy.NewTool(name, args, c.up.TargetArgs)
+	if ann, ok := c.up.annotations.Load(name); ok {
+		in.Tool.Annotations = ann.(map[string]any)
+	}
+	return nil
+}
+
+// checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method and Mcp-Name, which
+// intermediaries may route on, must agree with the body; from that
+// revision on, Mcp-Method is required.
+func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *callError {
+	hm, hasMethod := h["Mcp-Method"]
+	if !hasMethod && version >= "2026-07-28" && method != "" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
+	}
+	if hasMethod && (len(hm) != 1 || hm[0] != method) {
+		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Method header does not match the message's method")
+	}
+	hn, hasName := h["Mcp-Name"]
+	want, named := "", false
+	switch method {
+	case "tools/call", "prompts/get":
+		want, named = stringOf(params["name"]), true
+	case "resources/read":
+		want, named = stringOf(params["uri"]), true
+	}
+	if hasName && (len(hn) != 1 || !named || hn[0] != want) {
+		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")
+	}
+	if !hasName && named && version >= "2026-07-28" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
+	}
+	return nil
+}
+
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// rpcRefusal is a callError that is answered as a JSON-RPC error.
+func (c *call) rpcRefusal(status, code int, title, detail string) *callError {
+	e := invalid(status, title, detail)
+	e.RPCCode = code
+	return e
+}
+
+// writeRPC writes a JSON-RPC message with toolgate's call headers.
+func writeRPC(w http.ResponseWriter, status int, callID, decision string, msg map[string]any) {
+	msg["jsonrpc"] = "2.0"
+	h := w.Header()
+	h.Set(headerCallID, callID)
+	h.Set(headerDecision, decision)
+	h.Set("Cache-Control", "no-store")
+	writeJSON(w, status, msg)
+}
+
+// rpcID is the id to answer with: the request's, or null.
+func (m *mcpMessage) rpcID() json.RawMessage {
+	if m == nil || m.id == nil {
+		return json.RawMessage("null")
+	}
+	return m.id
+}
+
+// writeRPCError answers an MCP message with a JSON-RPC error.
+func writeRPCError(w http.ResponseWriter, status int, c *call, code int, outcome, message string) {
+	writeRPC(w, status, c.id, outcome, map[string]any{
+		"id":    c.mcp.rpcID(),
+		"error": map[string]any{"code": code, "message": message, "data": map[string]any{"toolgate/call_id": c.id, "toolgate/decision": outcome}},
+	})
+}
+
+// writeToolError answers a tools/call with a tool result the model can
+// read and re-plan from: isError true, the reason as text, toolgate's call
+// ID and outcome in _meta. HTTP 200: the call was understood.
+func writeToolError(w http.ResponseWriter, c *call, callID, outcome, text string) {
+	writeRPC(w, http.StatusOK, callID, outcome, map[string]any{
+		"id": c.mcp.rpcID(),
+		"result": map[string]any{
+			"content": []any{map[string]any{"type": "text", "text": text}},
+			"isError": true,
+			"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
+		},
+	})
+}
+
+func reasonsText(reasons []string) string {
+	if len(reasons) == 0 {
+		return "no reason given"
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// mcpDenied answers a denied MCP message: a tool result for tools/call
+// (the model sees why and can re-plan), a JSON-RPC error for other
+// requests, 403 for notifications (there is nothing to answer).
+func (s *Server) mcpDenied(w http.ResponseWriter, c *call) {
+	d := c.decision
+	switch {
+	case c.mcp.isToolCall:
+		writeToolError(w, c, c.id, outcomeDeny, "Denied by policy: "+reasonsText(d.Messages()))
+	case c.mcp.id != nil:
+		writeRPCError(w, http.StatusOK, c, rpcDenied, outcomeDeny, "Denied by policy: "+reasonsText(d.Messages()))
+	default:
+		writeProblem(w, problem{
+			Status: http.StatusForbidden, Title: "Denied by policy", Detail: reasonsText(d.Messages()),
+			CallID: c.id, Decision: outcomeDeny, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
+		})
+	}
+}
+
+// withRPCID returns res with the id of every JSON-RPC response in it (a
+// JSON body, or the data lines of an SSE stream) set to id. Requests and
+// notifications the upstream sent on the stream keep theirs.
+func withRPCID(res pending.Result, id json.RawMessage) pending.Result {
+	ct := http.Header(res.Header).Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		if b, ok := rewriteResponseID(res.Body, id); ok {
+			res.Body = b
+		}
+	case strings.HasPrefix(ct, "text/event-stream"):
+		lines := strings.Split(string(res.Body), "\n")
+		for i, line := range lines {
+			data, ok := strings.CutPrefix(line, "data:")
+			if !ok {
+				continue
+			}
+			if b, ok := rewriteResponseID([]byte(strings.TrimSpace(data)), id); ok {
+				lines[i] = "data: " + string(b)
+			}
+		}
+		res.Body = []byte(strings.Join(lines, "\n"))
+	}
+	return res
+}
+
+func rewriteResponseID(b []byte, id json.RawMessage) ([]byte, bool) {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil {
+		return nil, false
+	}
+	_, isResult := msg["result"]
+	_, isError := msg["error"]
+	if _, isRequest := msg["method"]; isRequest || !(isResult || isError) {
+		return nil, false
+	}
+	msg["id"] = id
+	out, err := json.Marshal(msg)
+	return out, err == nil
+}

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// maxListBytes bounds a tools/list answer toolgate reads to filter it.
+const maxListBytes = 8 << 20
+
+// forwardToolsList forwards a tools/list request and filters the answer
+// per caller: each listed tool is decided with phase "list" (no arguments,
+// no target) and removed when the decision is deny, so an agent never sees
+// a tool it can never run. The tools' annotations are remembered for the
+// upstream and offered to later decisions as tool.annotations (untrusted
+// hints: the upstream wrote them).
+func (s *Server) forwardToolsList(w http.ResponseWriter, r *http.Request, c *call) {
+	rp := &httputil.ReverseProxy{
+		Rewrite:   c.up.proxy.Rewrite,
+		Transport: c.up.transport,
+		ModifyResponse: func(res *http.Response) error {
+			if err := stripToolgateHeaders(res); err != nil {
+				return err
+			}
+			return s.filterToolsList(r.Context(), res, c)
+		},
+		ErrorHandler: s.upstreamError,
+	}
+	s.forwardWith(w, r, c, rp)
+}
+
+// filterToolsList rewrites the tools/list answer in res.
+func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *call) error {
+	if res.StatusCode != http.StatusOK {
+		return nil
+	}
+	ct := res.Header.Get("Content-Type")
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
+	res.Body.Close()
+	if err != nil {
+		return err
+	}
+	if len(body) > maxListBytes {
+		return errListTooLarge
+	}
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		body = s.filterListMessage(ctx, body, c)
+	case strings.HasPrefix(ct, "text/event-stream"):
+		lines := strings.Split(string(body), "\n")
+		for i, line := range lines {
+			if data, ok := strings.CutPrefix(line, "data:"); ok {
+				lines[i] = "data: " + string(s.filterListMessage(ctx, []byte(strings.TrimSpace(data)), c))
+			}
+		}
+		body = []byte(strings.Join(lines, "\n"))
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+type listErr string
+
+func (e listErr) Error() string { return string(e) }
+
+const errListTooLarge = listErr("tools/list answer larger than 8 MiB")
+
+// filterListMessage filters the tools of one JSON-RPC response; anything
+// else is returned unchanged.
+func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byte {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil {
+		return b
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(msg["result"], &result) != nil || result["tools"] == nil {
+		return b
+	}
+	var tools []map[string]any
+	if json.Unmarshal(result["tools"], &tools) != nil {
+		return b
+	}
+	kept := make([]map[string]any, 0, len(tools))
+	for _, t := range tools {
+		name, _ := t["name"].(string)
+		ann, _ := t["annotations"].(map[string]any)
+		if name != "" && ann != nil {
+			c.up.annotations.Store(name, ann)
+		}
+		if s.listable(ctx, c, name, ann) {
+			kept = append(kept, t)
+		}
+	}
+	result["tools"], _ = json.Marshal(kept)
+	msg["result"], _ = json.Marshal(result)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// listable decides one listed tool; any error hides it.
+func (s *Server) listable(ctx context.Context, c *call, name string, ann map[string]any) bool {
+	if !toolName.MatchString(name) {
+		return false
+	}
+	in := *c.input
+	in.Phase = policy.PhaseList
+	in.Tool = &policy.Tool{Name: name, Annotations: ann}
+	mcp := *in.MCP
+	mcp.Method = "tools/list"
+	in.MCP = &mcp
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
+	defer cancel()
+	d, err := s.cfg.Decider.Decide(dctx, &in)
+	return err == nil && d.Action != policy.Deny
+}
