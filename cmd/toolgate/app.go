@@ -119,11 +119,8 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		if err != nil {
 			return nil, fmt.Errorf("upstreams: %s: %w", u.Name, err)
 		}
-		if u.Protocol == "mcp" {
-			return nil, fmt.Errorf("upstreams: %s: protocol mcp is not supported by this version of toolgate yet", u.Name)
-		}
 		ups = append(ups, proxy.Upstream{
-			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix,
+			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
 			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
 		})
 	}

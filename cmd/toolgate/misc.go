@@ -71,7 +71,8 @@ func cmdHealthcheck(ctx context.Context, args []string, e env) int {
 	return exitOK
 }
 
-// cmdNotesServer runs the example notes tool server alone (docker compose).
+// cmdNotesServer runs the example notes tool server alone (docker compose):
+// REST tools at /, MCP at /mcp.
 func cmdNotesServer(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("toolgate notes-server", flag.ContinueOnError)
 	addr := fs.String("listen", "127.0.0.1:9001", "address to listen on")
@@ -83,7 +84,7 @@ func cmdNotesServer(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate notes-server: %v\n", err)
 		return exitFail
 	}
-	srv := &http.Server{Handler: notes.NewHandler(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: notes.NewServer(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -37,12 +37,18 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
 		return exitFail
 	}
-	toolSrv := &http.Server{Handler: notes.NewHandler(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
+	toolSrv := &http.Server{Handler: notes.NewServer(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = toolSrv.Serve(toolLn) }()
 	defer toolSrv.Close()
 
 	cfg := config.Default()
-	cfg.Upstreams = []config.Upstream{{Name: "notes", URL: "http://" + toolLn.Addr().String()}}
+	tools := "http://" + toolLn.Addr().String()
+	// The same notes tools twice: REST at /, MCP at /mcp (the upstream's
+	// own MCP endpoint is its /mcp).
+	cfg.Upstreams = []config.Upstream{
+		{Name: "notes", URL: tools},
+		{Name: "notes-mcp", URL: tools + "/mcp", Protocol: "mcp", Prefix: "/mcp/", MCPPath: "/"},
+	}
 	cfg.Identity.Anonymous = true
 	cfg.Approvals.Secret = config.Secret(randomSecret())
 	cfg.Log.Level = *logLevel
@@ -115,7 +121,8 @@ func printQuickstart(w io.Writer, proxyURL, approvalsURL, adminURL string) {
 		"toolgate quickstart: toolgate guards the example notes tools (read_file, write_note, delete_file)",
 		"with the example policy (rego/example/notes.rego). Nothing reaches the tools without a decision.",
 		"",
-		"  proxy      " + proxyURL + "      agents call tools here",
+		"  proxy      " + proxyURL + "      agents call REST tools here",
+		"  MCP        " + proxyURL + "/mcp  the same tools over MCP (Streamable HTTP)",
 		"  approvals  " + approvalsURL,
 		"  admin      " + adminURL + "/metrics   /livez /readyz",
 		"",

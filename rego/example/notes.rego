@@ -43,10 +43,21 @@ ask contains {"id": "example.write_note", "message": sprintf("write to %s needs 
 # when the target is missing.
 deny contains {"id": "example.write_elsewhere", "message": "notes may only be written under notes/"} if {
 	input.tool.name == "write_note"
+	not listing
 	not in_notes
 }
 
 in_notes if startswith(input.tool.target, "notes/")
+
+# Listing tools (MCP tools/list, phase "list": no arguments yet): a tool is
+# shown when some call of it could run. delete_file stays hidden: its deny
+# below fires in every phase.
+allow contains {"id": "example.listed", "message": "some calls of this tool can run"} if {
+	listing
+	input.tool.name in {"read_file", "write_note"}
+}
+
+listing if input.phase == "list"
 
 # Nothing is ever deleted.
 deny contains {"id": "example.no_delete", "message": "delete_file is never allowed"} if {

@@ -58,3 +58,15 @@ test_delete_always_denied if {
 	some r in toolgate.deny with input as call("delete_file", "notes/today.txt")
 	r.id == "example.no_delete"
 }
+
+test_list_phase_shows_runnable_tools if {
+	every tool in ["read_file", "write_note"] {
+		count(toolgate.deny) == 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": tool}}
+		count(toolgate.allow) > 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": tool}}
+	}
+}
+
+test_list_phase_hides_delete if {
+	some r in toolgate.deny with input as {"kind": "mcp", "phase": "list", "tool": {"name": "delete_file"}}
+	r.id == "example.no_delete"
+}

@@ -1,0 +1,936 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// The MCP tests (SPEC.md §4.4) put toolgate between a real go-sdk MCP
+// client and a real go-sdk MCP server, decided by the real policy engine.
+// Every SDK call runs under a 5s context so that a broken proxy fails a
+// test with what was received instead of hanging it.
+
+const mcpTimeout = 5 * time.Second
+
+// mcpCtx is a context for one SDK call.
+func mcpCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), mcpTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mcpRequest is one HTTP request as the MCP upstream saw it.
+type mcpRequest struct {
+	Method    string // HTTP method
+	Host      string
+	Header    http.Header
+	RPCMethod string // the JSON-RPC method of a POSTed message ("" otherwise, "batch" for an array)
+	ToolName  string // params.name of a tools/call
+	Body      []byte
+}
+
+// mcpUpstream is a real go-sdk MCP server with four tools, each of which
+// records that it ran, behind a handler that records every HTTP request.
+type mcpUpstream struct {
+	url *url.URL
+	ts  *httptest.Server
+
+	mu    sync.Mutex
+	calls map[string]int // tool name -> times its handler ran
+	reqs  []mcpRequest
+}
+
+func (u *mcpUpstream) ran(tool string) {
+	u.mu.Lock()
+	u.calls[tool]++
+	u.mu.Unlock()
+}
+
+// invoked is how many times tool's handler ran.
+func (u *mcpUpstream) invoked(tool string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls[tool]
+}
+
+// invocations is every tool handler's count.
+func (u *mcpUpstream) invocations() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range u.calls {
+		out[k] = v
+	}
+	return out
+}
+
+func (u *mcpUpstream) got() []mcpRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.reqs)
+}
+
+// sawToolCall reports whether a tools/call of tool reached the upstream.
+func (u *mcpUpstream) sawToolCall(tool string) bool {
+	for _, r := range u.got() {
+		if r.RPCMethod == "tools/call" && r.ToolName == tool {
+			return true
+		}
+	}
+	return false
+}
+
+func (u *mcpUpstream) record(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := mcpRequest{Method: r.Method, Host: r.Host, Header: r.Header.Clone(), Body: body}
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		switch t := bytes.TrimSpace(body); {
+		case len(t) > 0 && t[0] == '[':
+			rec.RPCMethod = "batch"
+		case len(t) > 0 && json.Unmarshal(t, &msg) == nil:
+			rec.RPCMethod, rec.ToolName = msg.Method, msg.Params.Name
+		}
+		u.mu.Lock()
+		u.reqs = append(u.reqs, rec)
+		u.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type mcpPathArgs struct {
+	Path string `json:"path"`
+}
+
+type mcpNoteArgs struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+type mcpEchoArgs struct {
+	Message string `json:"message"`
+}
+
+func mcpText(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// newMCPUpstream starts the MCP tool server at /mcp with the given
+// transport options.
+func newMCPUpstream(t *testing.T, opts mcp.StreamableHTTPOptions) *mcpUpstream {
+	t.Helper()
+	up := &mcpUpstream{calls: map[string]int{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v0.0.1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "read a file"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in mcpPathArgs) (*mcp.CallToolResult, any, error) {
+			up.ran("read_file")
+			return mcpText("contents of " + in.Path), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "write_note", Description: "write a note"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in mcpNoteArgs) (*mcp.CallToolResult, any, error) {
+			up.ran("write_note")
+			return mcpText("wrote " + in.Path + ": " + in.Content), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "delete_file", Description: "delete a file"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in mcpPathArgs) (*mcp.CallToolResult, any, error) {
+			up.ran("delete_file")
+			return mcpText("deleted " + in.Path), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echo a message"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in mcpEchoArgs) (*mcp.CallToolResult, any, error) {
+			up.ran("echo")
+			return mcpText("echo: " + in.Message), nil, nil
+		})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", up.record(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts)))
+	up.ts = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		// Open SSE streams would keep Close waiting.
+		up.ts.CloseClientConnections()
+		up.ts.Close()
+	})
+	up.url, _ = url.Parse(up.ts.URL)
+	return up
+}
+
+// mcpEngine is the real policy engine with the MCP rules table.
+func mcpEngine(t testing.TB) *policy.Engine {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	err := os.WriteFile(path, []byte(`rules:
+  - {id: m1, effect: allow, tool: read_file, target: "*"}
+  - {id: m2, effect: allow, tool: echo, target: "*"}
+  - {id: m3, effect: deny, tool: read_file, target: ".env", message: "dotenv files hold secrets"}
+  - {id: m4, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}
+  - {id: m5, effect: deny, tool: delete_file, target: "*", message: "deleting files is never allowed"}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), RulesFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// mcpEra is one row of the matrix: the upstream's transport options and the
+// protocol version the client asks for ("" lets the SDK negotiate: the
+// 2026-07-28 stateless revision with a stateless server, the 2025-11-25
+// session era with a stateful one).
+type mcpEra struct {
+	name          string
+	opts          mcp.StreamableHTTPOptions
+	clientVersion string
+	wantVersion   string
+}
+
+// session reports whether the era keeps an Mcp-Session-Id.
+func (e mcpEra) session() bool { return !e.opts.Stateless }
+
+// legacy reports whether the negotiated protocol is older than 2026-07-28
+// (initialize handshake, ping, GET stream).
+func (e mcpEra) legacy() bool { return e.wantVersion < "2026-07-28" }
+
+var mcpEras = []mcpEra{
+	{"session/json", mcp.StreamableHTTPOptions{JSONResponse: true}, "", "2025-11-25"},
+	{"session/sse", mcp.StreamableHTTPOptions{}, "", "2025-11-25"},
+	{"stateless/json", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "", "2026-07-28"},
+	{"stateless/sse", mcp.StreamableHTTPOptions{Stateless: true}, "", "2026-07-28"},
+	// An older client against a stateless server: initialize, no session.
+	{"stateless/json/client-2025-11-25", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "2025-11-25", "2025-11-25"},
+	{"stateless/sse/client-2025-11-25", mcp.StreamableHTTPOptions{Stateless: true}, "2025-11-25", "2025-11-25"},
+}
+
+// mcpEnv is a toolgate in front of an MCP upstream.
+type mcpEnv struct {
+	url    string // toolgate's proxy URL
+	up     *mcpUpstream
+	server *Server
+	store  pending.Store
+	parked chan pending.Call
+}
+
+// newMCPEnv starts the MCP upstream for era and a toolgate deciding with
+// the MCP rules table, with a memory store for asks (hold 2s).
+func newMCPEnv(t *testing.T, era mcpEra, mutate ...func(*Config)) *mcpEnv {
+	t.Helper()
+	env := &mcpEnv{
+		up:     newMCPUpstream(t, era.opts),
+		store:  pending.NewMemory(pending.Options{}),
+		parked: make(chan pending.Call, 16),
+	}
+	te := newTestServer(t, mcpEngine(t), append([]func(*Config){func(c *Config) {
+		c.Upstreams = []Upstream{{
+			Name: "files", URL: env.up.url, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/",
+			Timeout: mcpTimeout,
+		}}
+		c.MaxBodyBytes = 1 << 20
+		c.Pending = env.store
+		c.Hold = 2 * time.Second
+		c.TTL = time.Minute
+		c.OnPark = func(pc pending.Call) { env.parked <- pc }
+		c.serverHook = func(s *Server) { env.server = s }
+	}}, mutate...)...)
+	env.url = te.url
+	// Registered after toolgate's own cleanup, so it runs first: cutting
+	// the upstream's connections ends any stream toolgate still relays.
+	t.Cleanup(env.up.ts.CloseClientConnections)
+	return env
+}
+
+// nextParked waits for the next newly parked call. Safe from any goroutine.
+func (env *mcpEnv) nextParked() (pending.Call, bool) {
+	select {
+	case pc := <-env.parked:
+		return pc, true
+	case <-time.After(mcpTimeout):
+		return pending.Call{}, false
+	}
+}
+
+// bearer adds the agent's credential to every request of the SDK client.
+type bearer struct{ base http.RoundTripper }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer agent-key")
+	return b.base.RoundTrip(r)
+}
+
+// connect connects a go-sdk client to toolgate's /mcp as agent-42.
+func (env *mcpEnv) connect(t *testing.T, era mcpEra) *mcp.ClientSession {
+	t.Helper()
+	tr := &http.Transport{ResponseHeaderTimeout: mcpTimeout}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil)
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   env.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{tr}},
+		MaxRetries: -1,
+	}
+	var opts *mcp.ClientSessionOptions
+	if era.clientVersion != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: era.clientVersion}
+	}
+	cs, err := client.Connect(mcpCtx(t), transport, opts)
+	if err != nil {
+		t.Fatalf("connecting through toolgate: %v\nupstream saw: %s", err, describeMCP(env.up.got()))
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != era.wantVersion {
+		t.Fatalf("negotiated protocol %q, want %q (the matrix row would not test its era)", got, era.wantVersion)
+	}
+	if era.session() && cs.ID() == "" {
+		t.Fatalf("no Mcp-Session-Id reached the client in the session era")
+	}
+	return cs
+}
+
+func describeMCP(reqs []mcpRequest) string {
+	var b strings.Builder
+	for _, r := range reqs {
+		b.WriteString("\n  " + r.Method + " " + r.RPCMethod)
+		if r.ToolName != "" {
+			b.WriteString(" " + r.ToolName)
+		}
+		if s := r.Header.Get("Mcp-Session-Id"); s != "" {
+			b.WriteString(" session=" + s)
+		}
+	}
+	if b.Len() == 0 {
+		return "nothing"
+	}
+	return b.String()
+}
+
+// resultText is a tool result's text content, joined.
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func describeResult(res *mcp.CallToolResult) string {
+	if res == nil {
+		return "<nil result>"
+	}
+	b, _ := json.Marshal(res)
+	return string(b)
+}
+
+// callTool calls a tool through the session; a protocol error is fatal.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool %s %v: protocol error %v, want a tool result", name, args, err)
+	}
+	if res == nil {
+		t.Fatalf("CallTool %s %v: nil result", name, args)
+	}
+	return res
+}
+
+// wantToolResult checks res is the tool's own successful answer.
+func wantToolResult(t *testing.T, res *mcp.CallToolResult, text string) {
+	t.Helper()
+	if res.IsError || resultText(res) != text {
+		t.Fatalf("result %s, want the tool's own %q", describeResult(res), text)
+	}
+}
+
+// metaString is a string from a result's _meta.
+func metaString(res *mcp.CallToolResult, key string) string {
+	s, _ := res.Meta[key].(string)
+	return s
+}
+
+// checkUpstreamHeaders checks what every request that reached the
+// upstream carried: its own Host, no agent credential, and in the session
+// era the session ID on every request after the handshake.
+func checkUpstreamHeaders(t *testing.T, env *mcpEnv, era mcpEra, sessionID string) {
+	t.Helper()
+	for _, r := range env.up.got() {
+		if r.Host != env.up.url.Host {
+			t.Errorf("upstream saw %s %s with Host %q, want its own %q", r.Method, r.RPCMethod, r.Host, env.up.url.Host)
+		}
+		if r.Header.Get("Authorization") != "" {
+			t.Errorf("the agent's credential reached the upstream on %s %s", r.Method, r.RPCMethod)
+		}
+		if era.session() && r.RPCMethod != "initialize" && r.RPCMethod != "server/discover" {
+			if got := r.Header.Get("Mcp-Session-Id"); got != sessionID {
+				t.Errorf("upstream saw %s %s with Mcp-Session-Id %q, want %q", r.Method, r.RPCMethod, got, sessionID)
+			}
+		}
+		if !era.legacy() && r.Method == http.MethodPost {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v != era.wantVersion {
+				t.Errorf("upstream saw %s with Mcp-Protocol-Version %q, want %q", r.RPCMethod, v, era.wantVersion)
+			}
+			if m := r.Header.Get("Mcp-Method"); m != r.RPCMethod {
+				t.Errorf("upstream saw %s with Mcp-Method %q: the header was not passed through", r.RPCMethod, m)
+			}
+		}
+	}
+}
+
+// TestMCPAllowedCalls: allowed tools/call messages reach the real tool
+// once and the client gets the tool's own result, in every era; several
+// calls in a row show the session (Mcp-Session-Id) and the upstream's own
+// Host pass through.
+func TestMCPAllowedCalls(t *testing.T) {
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			wantToolResult(t, callTool(t, cs, "read_file", map[string]any{"path": "README.md"}), "contents of README.md")
+			if n := env.up.invoked("read_file"); n != 1 {
+				t.Fatalf("read_file ran %d times, want 1", n)
+			}
+			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "hi"}), "echo: hi")
+			if n := env.up.invoked("echo"); n != 1 {
+				t.Fatalf("echo ran %d times, want 1", n)
+			}
+			// A target under a rule's other rows: read_file of a plain file again.
+			wantToolResult(t, callTool(t, cs, "read_file", map[string]any{"path": "src/main.go"}), "contents of src/main.go")
+			if got := env.up.invocations(); got["read_file"] != 2 || got["echo"] != 1 || len(got) != 2 {
+				t.Fatalf("handlers ran %v, want read_file 2, echo 1", got)
+			}
+			checkUpstreamHeaders(t, env, era, cs.ID())
+		})
+	}
+}
+
+// TestMCPDeniedCalls: a denied tools/call is answered by toolgate with a
+// tool result the model can re-plan from (isError, "Denied by policy" and
+// the reason, toolgate's call ID and decision in _meta); the tool never
+// runs and the message never reaches the upstream; the session goes on.
+func TestMCPDeniedCalls(t *testing.T) {
+	cases := []struct {
+		tool   string
+		args   map[string]any
+		reason string
+	}{
+		{"read_file", map[string]any{"path": ".env"}, "dotenv files hold secrets"},
+		{"delete_file", map[string]any{"path": "README.md"}, "deleting files is never allowed"},
+		{"write_note", map[string]any{"path": "etc/passwd", "content": "x"}, policy.NoRuleMatched},
+	}
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			for _, tc := range cases {
+				res := callTool(t, cs, tc.tool, tc.args)
+				text := resultText(res)
+				if !res.IsError || !strings.Contains(text, "Denied by policy") || !strings.Contains(text, tc.reason) {
+					t.Errorf("%s %v: result %s, want isError with \"Denied by policy\" and %q", tc.tool, tc.args, describeResult(res), tc.reason)
+				}
+				if metaString(res, "toolgate/call_id") == "" || metaString(res, "toolgate/decision") != "deny" {
+					t.Errorf("%s %v: _meta %v, want toolgate/call_id set and toolgate/decision \"deny\"", tc.tool, tc.args, res.Meta)
+				}
+				if n := env.up.invoked(tc.tool); n != 0 {
+					t.Errorf("%s %v: the handler ran %d times, want never", tc.tool, tc.args, n)
+				}
+				if env.up.sawToolCall(tc.tool) {
+					t.Errorf("a tools/call of %s reached the upstream:%s", tc.tool, describeMCP(env.up.got()))
+				}
+			}
+			if got := env.up.invocations(); len(got) != 0 {
+				t.Fatalf("handlers ran %v, want none", got)
+			}
+			// The session still works after denials.
+			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "still here"}), "echo: still here")
+			checkUpstreamHeaders(t, env, era, cs.ID())
+		})
+	}
+}
+
+// TestMCPPlumbing: the handshake (initialize or server/discover),
+// notifications, ping, the GET stream, tools/list and the closing DELETE
+// all work through toolgate, which allows protocol plumbing.
+func TestMCPPlumbing(t *testing.T) {
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			methods := map[string]bool{}
+			gets := 0
+			for _, r := range env.up.got() {
+				methods[r.RPCMethod] = true
+				if r.Method == http.MethodGet {
+					gets++
+				}
+			}
+			if era.legacy() {
+				if !methods["initialize"] || !methods["notifications/initialized"] {
+					t.Errorf("initialize and notifications/initialized should reach the upstream; it saw:%s", describeMCP(env.up.got()))
+				}
+				// The client opens its GET stream during Connect (a
+				// stateless server answers it 405).
+				if gets == 0 {
+					t.Errorf("the client's GET stream did not reach the upstream; it saw:%s", describeMCP(env.up.got()))
+				}
+				if err := cs.Ping(mcpCtx(t), nil); err != nil {
+					t.Errorf("ping through toolgate: %v", err)
+				}
+			} else if !methods["server/discover"] {
+				t.Errorf("server/discover should reach the upstream; it saw:%s", describeMCP(env.up.got()))
+			}
+			list, err := cs.ListTools(mcpCtx(t), nil)
+			if err != nil {
+				t.Fatalf("tools/list through toolgate: %v", err)
+			}
+			var names []string
+			for _, tool := range list.Tools {
+				names = append(names, tool.Name)
+			}
+			for _, want := range []string{"read_file", "echo", "write_note"} {
+				if !slices.Contains(names, want) {
+					t.Errorf("tools/list %v lacks %s", names, want)
+				}
+			}
+			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "after list"}), "echo: after list")
+			checkUpstreamHeaders(t, env, era, cs.ID())
+			if n := len(env.up.invocations()); n != 1 {
+				t.Errorf("handlers ran %v, want only echo", env.up.invocations())
+			}
+			if era.session() {
+				id := cs.ID()
+				if err := cs.Close(); err != nil {
+					t.Logf("closing the session: %v", err)
+				}
+				deleted := slices.ContainsFunc(env.up.got(), func(r mcpRequest) bool {
+					return r.Method == http.MethodDelete && r.Header.Get("Mcp-Session-Id") == id
+				})
+				if !deleted {
+					t.Errorf("the session's DELETE did not reach the upstream; it saw:%s", describeMCP(env.up.got()))
+				}
+			}
+		})
+	}
+}
+
+// TestMCPToolsListFiltered: tools/list is filtered per caller (SPEC.md
+// §4.4): delete_file, denied by a whole-tool deny row (target "*"), can
+// never run and is hidden; read_file (denied only for .env), echo and
+// write_note (ask) stay listed.
+func TestMCPToolsListFiltered(t *testing.T) {
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			list, err := cs.ListTools(mcpCtx(t), nil)
+			if err != nil {
+				t.Fatalf("tools/list through toolgate: %v", err)
+			}
+			var names []string
+			for _, tool := range list.Tools {
+				names = append(names, tool.Name)
+			}
+			slices.Sort(names)
+			if want := []string{"echo", "read_file", "write_note"}; !slices.Equal(names, want) {
+				t.Fatalf("tools/list gave %v, want %v (delete_file hidden)", names, want)
+			}
+		})
+	}
+}
+
+// TestMCPAskApprovedWhileHeld: write_note under notes/ asks; the client is
+// held, an approver approves, the client gets the tool's own result and
+// the tool runs once.
+func TestMCPAskApprovedWhileHeld(t *testing.T) {
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			approved := make(chan error, 1)
+			go func() {
+				pc, ok := env.nextParked()
+				if !ok {
+					approved <- errNoPark
+					return
+				}
+				if pc.Tool != "write_note" {
+					t.Errorf("parked call for tool %q, want write_note", pc.Tool)
+				}
+				_, err := env.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "fine")
+				approved <- err
+			}()
+			res := callTool(t, cs, "write_note", map[string]any{"path": "notes/a.txt", "content": "reviewed"})
+			if err := <-approved; err != nil {
+				t.Fatalf("approving: %v", err)
+			}
+			wantToolResult(t, res, "wrote notes/a.txt: reviewed")
+			if got := env.up.invocations(); got["write_note"] != 1 || len(got) != 1 {
+				t.Fatalf("handlers ran %v, want write_note once", got)
+			}
+			checkUpstreamHeaders(t, env, era, cs.ID())
+		})
+	}
+}
+
+type mcpTestError string
+
+func (e mcpTestError) Error() string { return string(e) }
+
+const errNoPark = mcpTestError("no call was parked within 5s")
+
+// TestMCPAskPendingThenRetry: when the hold runs out the client gets an
+// isError result saying approval is pending, with the call ID; after the
+// approval the same call again attaches and gets the tool's own result;
+// the tool runs exactly once, and once delivered an identical call is a new
+// call.
+func TestMCPAskPendingThenRetry(t *testing.T) {
+	args := map[string]any{"path": "notes/a.txt", "content": "later"}
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			for _, sweep := range []bool{false, true} {
+				name := "retry executes"
+				if sweep {
+					name = "sweeper executes, retry delivers"
+				}
+				t.Run(name, func(t *testing.T) {
+					env := newMCPEnv(t, era, func(c *Config) { c.Hold = 100 * time.Millisecond })
+					cs := env.connect(t, era)
+					res := callTool(t, cs, "write_note", args)
+					pc, ok := env.nextParked()
+					if !ok {
+						t.Fatalf("nothing parked; the call answered %s", describeResult(res))
+					}
+					text := resultText(res)
+					low := strings.ToLower(text)
+					if !res.IsError || !strings.Contains(low, "approval") || !strings.Contains(low, "pending") || !strings.Contains(text, pc.ID) {
+						t.Fatalf("result %s, want isError saying approval is pending with call ID %s", describeResult(res), pc.ID)
+					}
+					if id := metaString(res, "toolgate/call_id"); id != "" && id != pc.ID {
+						t.Errorf("_meta toolgate/call_id %q, want the parked call %q", id, pc.ID)
+					}
+					if n := env.up.invoked("write_note"); n != 0 || env.up.sawToolCall("write_note") {
+						t.Fatalf("write_note ran %d times before approval:%s", n, describeMCP(env.up.got()))
+					}
+					if _, err := env.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", ""); err != nil {
+						t.Fatal(err)
+					}
+					if sweep {
+						env.server.sweepOnce(mcpCtx(t), 0)
+						if n := env.up.invoked("write_note"); n != 1 {
+							t.Fatalf("the sweeper ran write_note %d times, want 1:%s", n, describeMCP(env.up.got()))
+						}
+					}
+					res = callTool(t, cs, "write_note", args)
+					wantToolResult(t, res, "wrote notes/a.txt: later")
+					if got := env.up.invocations(); got["write_note"] != 1 || len(got) != 1 {
+						t.Fatalf("handlers ran %v, want write_note exactly once", got)
+					}
+					select {
+					case again := <-env.parked:
+						t.Fatalf("the retry parked a new call %s instead of attaching to %s", again.ID, pc.ID)
+					default:
+					}
+					// Delivered: the identical call now is a new call.
+					res = callTool(t, cs, "write_note", args)
+					next, ok := env.nextParked()
+					if !ok || next.ID == pc.ID || !res.IsError || !strings.Contains(resultText(res), next.ID) {
+						t.Fatalf("after delivery: parked %v (%q), result %s; want a new pending call", ok, next.ID, describeResult(res))
+					}
+					if n := env.up.invoked("write_note"); n != 1 {
+						t.Fatalf("write_note ran %d times, want 1", n)
+					}
+					checkUpstreamHeaders(t, env, era, cs.ID())
+				})
+			}
+		})
+	}
+}
+
+// TestMCPAskRejected: an approver rejects while the client is held; the
+// client gets an isError result saying so and the tool never runs.
+func TestMCPAskRejected(t *testing.T) {
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			cs := env.connect(t, era)
+			rejected := make(chan error, 1)
+			go func() {
+				pc, ok := env.nextParked()
+				if !ok {
+					rejected <- errNoPark
+					return
+				}
+				_, err := env.store.Decide(context.Background(), pc.ID, pending.Rejected, "alice", "not today")
+				rejected <- err
+			}()
+			res := callTool(t, cs, "write_note", map[string]any{"path": "notes/b.txt", "content": "x"})
+			if err := <-rejected; err != nil {
+				t.Fatalf("rejecting: %v", err)
+			}
+			if !res.IsError || !strings.Contains(strings.ToLower(resultText(res)), "rejected") {
+				t.Fatalf("result %s, want isError saying the call was rejected", describeResult(res))
+			}
+			if d := metaString(res, "toolgate/decision"); d != "rejected" {
+				t.Errorf("_meta toolgate/decision %q, want rejected", d)
+			}
+			if metaString(res, "toolgate/call_id") == "" {
+				t.Errorf("_meta %v lacks toolgate/call_id", res.Meta)
+			}
+			if got := env.up.invocations(); len(got) != 0 || env.up.sawToolCall("write_note") {
+				t.Fatalf("handlers ran %v after a rejection:%s", got, describeMCP(env.up.got()))
+			}
+		})
+	}
+}
+
+// Raw HTTP, no SDK: what toolgate refuses on its own.
+
+var rawEra = mcpEra{"stateless/json", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "", "2026-07-28"}
+
+// rawRPC is a JSON-RPC response as toolgate or the upstream answered it.
+type rawRPC struct {
+	ID     json.RawMessage `json:"id"`
+	Result map[string]any  `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// postMCP POSTs body to toolgate's /mcp with the given header pairs and
+// decodes the answer as one JSON-RPC message (from JSON or SSE).
+func postMCP(t *testing.T, env *mcpEnv, body string, header ...string) (*http.Response, rawRPC, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := (&http.Client{Timeout: mcpTimeout}).Do(req)
+	if err != nil {
+		t.Fatalf("POST /mcp: %v", err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var msg rawRPC
+	data := raw
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if d, ok := strings.CutPrefix(line, "data:"); ok {
+				data = []byte(strings.TrimSpace(d))
+			}
+		}
+	}
+	_ = json.Unmarshal(data, &msg)
+	return res, msg, raw
+}
+
+// wantRPCError checks a refusal: the status, a JSON-RPC error object (with
+// code, when code is not 0) and nothing reached the upstream.
+func wantRPCError(t *testing.T, env *mcpEnv, res *http.Response, msg rawRPC, raw []byte, status, code int) {
+	t.Helper()
+	if res.StatusCode != status {
+		t.Errorf("status %d, want %d: %s", res.StatusCode, status, raw)
+	}
+	if msg.Error == nil {
+		t.Errorf("body %s is not a JSON-RPC error object", raw)
+	} else if code != 0 && msg.Error.Code != code {
+		t.Errorf("JSON-RPC error code %d, want %d: %s", msg.Error.Code, code, raw)
+	}
+	if reqs := env.up.got(); len(reqs) != 0 {
+		t.Errorf("the refused message reached the upstream:%s", describeMCP(reqs))
+	}
+	if got := env.up.invocations(); len(got) != 0 {
+		t.Errorf("handlers ran %v, want none", got)
+	}
+}
+
+// meta2026 is the per-request _meta of the 2026-07-28 revision.
+const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// TestMCPBatchRefused: a JSON-RPC batch holding a tools/call is refused
+// whole with a JSON-RPC error; nothing of it reaches the upstream.
+func TestMCPBatchRefused(t *testing.T) {
+	env := newMCPEnv(t, rawEra)
+	body := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}]`
+	res, msg, raw := postMCP(t, env, body)
+	wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+	// Hidden behind plumbing, in either order.
+	env = newMCPEnv(t, rawEra)
+	body = `[{"jsonrpc":"2.0","id":2,"method":"ping"},` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"a"}}}]`
+	res, msg, raw = postMCP(t, env, body)
+	wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+}
+
+// TestMCPHeaderMismatch: in the 2026-07-28 revision Mcp-Method and
+// Mcp-Name must match the body, else 400 with JSON-RPC error -32020 and
+// nothing forwarded; matching headers are forwarded.
+func TestMCPHeaderMismatch(t *testing.T) {
+	echo := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},` + meta2026 + `}}`
+	cases := []struct {
+		name, body string
+		header     []string
+	}{
+		{"Mcp-Method tools/call, body ping",
+			`{"jsonrpc":"2.0","id":7,"method":"ping","params":{` + meta2026 + `}}`,
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
+		{"Mcp-Method ping, body tools/call",
+			echo,
+			[]string{"Mcp-Method", "ping"}},
+		{"Mcp-Name echo, params.name delete_file",
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"README.md"},` + meta2026 + `}}`,
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newMCPEnv(t, rawEra)
+			res, msg, raw := postMCP(t, env, tc.body, append([]string{"Mcp-Protocol-Version", "2026-07-28"}, tc.header...)...)
+			wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, -32020)
+			if string(msg.ID) != "7" {
+				t.Errorf("error id %s, want the request's 7", msg.ID)
+			}
+		})
+	}
+	t.Run("matching headers are forwarded", func(t *testing.T) {
+		env := newMCPEnv(t, rawEra)
+		res, msg, raw := postMCP(t, env, echo, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
+		if res.StatusCode != 200 || msg.Error != nil || string(msg.ID) != "7" || !strings.Contains(string(raw), "echo: hi") {
+			t.Fatalf("status %d body %s, want the tool's result for id 7", res.StatusCode, raw)
+		}
+		if n := env.up.invoked("echo"); n != 1 {
+			t.Fatalf("echo ran %d times, want 1", n)
+		}
+		if r := env.up.got(); len(r) != 1 || r[0].Header.Get("Mcp-Method") != "tools/call" || r[0].Header.Get("Mcp-Name") != "echo" {
+			t.Fatalf("upstream saw:%s (want Mcp-Method and Mcp-Name passed through)", describeMCP(r))
+		}
+	})
+	t.Run("older revision without headers is forwarded", func(t *testing.T) {
+		env := newMCPEnv(t, rawEra)
+		body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"message":"old"}}}`
+		res, msg, raw := postMCP(t, env, body)
+		if res.StatusCode != 200 || msg.Error != nil || !strings.Contains(string(raw), "echo: old") {
+			t.Fatalf("status %d body %s, want the tool's result", res.StatusCode, raw)
+		}
+		if n := env.up.invoked("echo"); n != 1 {
+			t.Fatalf("echo ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestMCPDuplicateKeys: a message with duplicate keys (in arguments or
+// anywhere else) is refused with 400 before the policy or the upstream
+// sees it: the policy and the tool could read different values.
+func TestMCPDuplicateKeys(t *testing.T) {
+	cases := map[string]string{
+		"in arguments":        `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"README.md","path":".env"}}}`,
+		"nested in arguments": `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a","o":{"k":1,"k":2}}}}`,
+		"in params":           `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"delete_file","arguments":{"path":"a"}}}`,
+		"at the top":          `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"delete_file","arguments":{"path":"a"}}}`,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			env := newMCPEnv(t, rawEra)
+			res, msg, raw := postMCP(t, env, body)
+			wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+		})
+	}
+}
+
+// TestMCPBadToolName: a tools/call whose params.name fails the tool-name
+// grammar (SPEC.md §4.1) is refused and reaches nothing.
+func TestMCPBadToolName(t *testing.T) {
+	names := map[string]string{
+		"empty":        `""`,
+		"slash":        `"a/b"`,
+		"dots only":    `".."`,
+		"leading dot":  `".env"`,
+		"space":        `"read file"`,
+		"too long":     `"` + strings.Repeat("a", 129) + `"`,
+		"non-ASCII":    `"réad_file"`,
+		"not a string": `42`,
+		"missing":      ``,
+	}
+	for name, jsonName := range names {
+		t.Run(name, func(t *testing.T) {
+			env := newMCPEnv(t, rawEra)
+			params := `"arguments":{"path":"README.md"}`
+			if jsonName != "" {
+				params = `"name":` + jsonName + `,` + params
+			}
+			body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{` + params + `}}`
+			res, msg, raw := postMCP(t, env, body)
+			if res.StatusCode != http.StatusBadRequest && msg.Error == nil {
+				t.Errorf("status %d body %s, want a refusal (400 or a JSON-RPC error)", res.StatusCode, raw)
+			}
+			if reqs := env.up.got(); len(reqs) != 0 {
+				t.Errorf("the call reached the upstream:%s", describeMCP(reqs))
+			}
+			if got := env.up.invocations(); len(got) != 0 {
+				t.Errorf("handlers ran %v, want none", got)
+			}
+		})
+	}
+}
+
+// TestMCPRawPlumbing: a notification, a ping and a GET are plumbing: they
+// reach the upstream and its answer comes back.
+func TestMCPRawPlumbing(t *testing.T) {
+	env := newMCPEnv(t, rawEra)
+	res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if res.StatusCode != http.StatusAccepted {
+		t.Errorf("notification: status %d body %s, want the upstream's 202", res.StatusCode, raw)
+	}
+	res, msg, raw := postMCP(t, env, `{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
+	if res.StatusCode != 200 || msg.Error != nil || string(msg.ID) != `"p1"` || msg.Result == nil {
+		t.Errorf("ping: status %d body %s, want the upstream's empty result", res.StatusCode, raw)
+	}
+	req, _ := http.NewRequest(http.MethodGet, env.url+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	get, err := (&http.Client{Timeout: mcpTimeout}).Do(req)
+	if err != nil {
+		t.Fatalf("GET /mcp: %v", err)
+	}
+	get.Body.Close()
+	if get.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET to a stateless server: status %d, want the upstream's 405", get.StatusCode)
+	}
+	var seen []string
+	for _, r := range env.up.got() {
+		seen = append(seen, r.Method+" "+r.RPCMethod)
+	}
+	if want := []string{"POST notifications/initialized", "POST ping", "GET "}; !slices.Equal(seen, want) {
+		t.Errorf("upstream saw %q, want %q", seen, want)
+	}
+}
