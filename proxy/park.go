@@ -258,6 +258,10 @@ func (s *Server) writeRefused(w http.ResponseWriter, c *call, pc pending.Call) {
 			detail += ": " + pc.Comment
 		}
 	}
+	if c.mcp != nil && c.mcp.isToolCall {
+		writeToolError(w, c, pc.ID, outcome, title+": "+detail)
+		return
+	}
 	writeProblem(w, problem{
 		Status: http.StatusForbidden, Title: title, Detail: detail, CallID: pc.ID,
 		Decision: outcome, Reasons: info.Reasons, RuleIDs: info.RuleIDs,

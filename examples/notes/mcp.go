@@ -22,8 +22,10 @@ type noteArgs struct {
 func NewMCPHandler(files *Files) http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate-example-notes", Version: "1"}, nil)
 	yes, no := true, false
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "Read a file of the book.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "read_file", Description: "Read a file of the book.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	},
 		func(_ context.Context, _ *mcp.CallToolRequest, in pathArgs) (*mcp.CallToolResult, any, error) {
 			content, err := files.Read(in.Path)
 			if err != nil {
@@ -31,16 +33,20 @@ func NewMCPHandler(files *Files) http.Handler {
 			}
 			return text(content), nil, nil
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "write_note", Description: "Write (create or replace) a note.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no}},
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "write_note", Description: "Write (create or replace) a note.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no},
+	},
 		func(_ context.Context, _ *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, any, error) {
 			if err := files.Write(in.Path, in.Content); err != nil {
 				return toolError(err), nil, nil
 			}
 			return text("wrote " + in.Path), nil, nil
 		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "delete_file", Description: "Delete a file.",
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "delete_file", Description: "Delete a file.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes},
+	},
 		func(_ context.Context, _ *mcp.CallToolRequest, in pathArgs) (*mcp.CallToolResult, any, error) {
 			if err := files.Delete(in.Path); err != nil {
 				return toolError(err), nil, nil
