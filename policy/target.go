@@ -15,7 +15,7 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 func NewTool(name string, args map[string]any, targetArgs []string) *Tool {
 	t := &Tool{Name: name, Arguments: args}
 	for _, k := range targetArgs {
-		s, ok := args[k].(string)
+		s, ok := argFold(args, k)
 		if !ok {
 			continue
 		}
@@ -25,6 +25,24 @@ func NewTool(name string, args map[string]any, targetArgs []string) *Tool {
 		break
 	}
 	return t
+}
+
+// argFold returns the string argument named k, matching the name the way
+// Go's encoding/json matches struct fields (case-insensitively): a tool
+// written in Go reads {"PATH": …} as its path argument, so the policy must
+// see it as the target too. Bodies with two case-variant keys never get
+// here (they are refused as ambiguous).
+func argFold(args map[string]any, k string) (string, bool) {
+	if v, ok := args[k].(string); ok {
+		return v, true
+	}
+	for name, v := range args {
+		if strings.EqualFold(name, k) {
+			s, ok := v.(string)
+			return s, ok
+		}
+	}
+	return "", false
 }
 
 // NormalizeTarget normalises the value of argument arg so that one resource

@@ -21,6 +21,7 @@ type call struct {
 	subject  identity.Subject
 	decision policy.Decision
 	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
+	sse      *sseStream  // set once a held MCP call's answer became an SSE stream
 }
 
 // serveCall handles every request on the proxy listener: route, identify,

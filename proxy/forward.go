@@ -19,7 +19,8 @@ import (
 type upstream struct {
 	Upstream
 	proxy     *httputil.ReverseProxy
-	transport http.RoundTripper // timed; used for approved calls
+	transport http.RoundTripper // timed, pooled: allowed calls
+	once      http.RoundTripper // timed, a fresh connection per request: approved calls
 	// annotations are the MCP tool annotations last listed by the
 	// upstream (tool name -> map), offered to the policy as hints.
 	annotations sync.Map
@@ -27,7 +28,7 @@ type upstream struct {
 
 func (s *Server) newUpstream(u Upstream) *upstream {
 	up := &upstream{Upstream: u}
-	rt := u.Transport
+	rt, once := u.Transport, u.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = u.Timeout
@@ -37,9 +38,17 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		t.MaxIdleConnsPerHost = 256
 		t.IdleConnTimeout = 90 * time.Second
 		rt = t
+		// An approved call goes out on a connection of its own: net/http
+		// replays a request that failed on a reused connection when it
+		// looks idempotent (GET, or an Idempotency-Key header), and an
+		// approved call must reach the upstream at most once.
+		o := t.Clone()
+		o.DisableKeepAlives = true
+		once = o
 	}
 	target := u.URL
 	up.transport = &timedTransport{base: rt, upstream: u.Name, metrics: s.metrics}
+	up.once = &timedTransport{base: once, upstream: u.Name, metrics: s.metrics}
 	up.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also sets the outbound Host to the upstream's own:

@@ -65,8 +65,18 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 	case []any:
 		// A batch (2025-03-26) could hide a tools/call among plumbing; it
 		// is refused whole rather than split.
+		if _, has := r.Header["Mcp-Method"]; has {
+			return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
+		}
 		for _, m := range msg {
-			if o, ok := m.(map[string]any); ok && o["method"] == "tools/call" {
+			o, ok := m.(map[string]any)
+			if !ok {
+				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "every member of a JSON-RPC batch must be an object")
+			}
+			if k := caseVariant(o, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
+				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconvQuote(k)+" differs only in case from a JSON-RPC member")
+			}
+			if o["method"] == "tools/call" {
 				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
 			}
 		}
@@ -80,6 +90,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 
 func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *callError {
 	in := c.input
+	if k := caseVariant(msg, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconvQuote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
+	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id, _ = json.Marshal(id)
 	}
@@ -89,6 +102,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *ca
 	}
 	c.mcp.method = method
 	params, _ := msg["params"].(map[string]any)
+	if k := caseVariant(params, "name", "arguments", "_meta", "uri"); k != "" {
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconvQuote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
+	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
 		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
 	}
@@ -166,9 +182,15 @@ func (c *call) rpcRefusal(status, code int, title, detail string) *callError {
 	return e
 }
 
-// writeRPC writes a JSON-RPC message with toolgate's call headers.
-func writeRPC(w http.ResponseWriter, status int, callID, decision string, msg map[string]any) {
+// writeRPC writes a JSON-RPC message with toolgate's call headers, or, on
+// a held call's SSE stream, as its next event.
+func writeRPC(w http.ResponseWriter, c *call, status int, callID, decision string, msg map[string]any) {
 	msg["jsonrpc"] = "2.0"
+	if c != nil && c.sse != nil {
+		b, _ := json.Marshal(msg)
+		c.sse.send(b)
+		return
+	}
 	h := w.Header()
 	h.Set(headerCallID, callID)
 	h.Set(headerDecision, decision)
@@ -186,7 +208,7 @@ func (m *mcpMessage) rpcID() json.RawMessage {
 
 // writeRPCError answers an MCP message with a JSON-RPC error.
 func writeRPCError(w http.ResponseWriter, status int, c *call, code int, outcome, message string) {
-	writeRPC(w, status, c.id, outcome, map[string]any{
+	writeRPC(w, c, status, c.id, outcome, map[string]any{
 		"id":    c.mcp.rpcID(),
 		"error": map[string]any{"code": code, "message": message, "data": map[string]any{"toolgate/call_id": c.id, "toolgate/decision": outcome}},
 	})
@@ -196,14 +218,16 @@ func writeRPCError(w http.ResponseWriter, status int, c *call, code int, outcome
 // read and re-plan from: isError true, the reason as text, toolgate's call
 // ID and outcome in _meta. HTTP 200: the call was understood.
 func writeToolError(w http.ResponseWriter, c *call, callID, outcome, text string) {
-	writeRPC(w, http.StatusOK, callID, outcome, map[string]any{
-		"id": c.mcp.rpcID(),
-		"result": map[string]any{
-			"content": []any{map[string]any{"type": "text", "text": text}},
-			"isError": true,
-			"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
-		},
-	})
+	result := map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": text}},
+		"isError": true,
+		"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
+	}
+	if c.input != nil && c.input.MCP != nil && c.input.MCP.ProtocolVersion >= "2026-07-28" {
+		// From 2026-07-28 every result says whether it is final.
+		result["resultType"] = "complete"
+	}
+	writeRPC(w, c, http.StatusOK, callID, outcome, map[string]any{"id": c.mcp.rpcID(), "result": result})
 }
 
 func reasonsText(reasons []string) string {
@@ -271,3 +295,20 @@ func rewriteResponseID(b []byte, id json.RawMessage) ([]byte, bool) {
 	out, err := json.Marshal(msg)
 	return out, err == nil
 }
+
+// caseVariant returns a key of m that equals one of the known member names
+// under case folding without being spelled the same: parsers that match
+// case-insensitively (Go's encoding/json into a struct) would read it as
+// that member, case-sensitive ones would not, so it is refused.
+func caseVariant(m map[string]any, known ...string) string {
+	for k := range m {
+		for _, want := range known {
+			if k != want && strings.EqualFold(k, want) {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

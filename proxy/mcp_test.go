@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -264,20 +265,59 @@ func newMCPEnv(t *testing.T, era mcpEra, mutate ...func(*Config)) *mcpEnv {
 	return env
 }
 
-// nextParked waits for the next newly parked call. Safe from any goroutine.
-func (env *mcpEnv) nextParked() (pending.Call, bool) {
+// nextParked waits up to wait for the next newly parked call. Safe from
+// any goroutine.
+func (env *mcpEnv) nextParked(wait time.Duration) (pending.Call, bool) {
 	select {
 	case pc := <-env.parked:
 		return pc, true
-	case <-time.After(mcpTimeout):
+	case <-time.After(wait):
 		return pending.Call{}, false
 	}
 }
 
-// bearer adds the agent's credential to every request of the SDK client.
-type bearer struct{ base http.RoundTripper }
+// mcpDecided is what a background approver did.
+type mcpDecided struct {
+	call pending.Call
+	err  error
+}
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+// decideNext decides the next call that parks, from a goroutine (an
+// approver while the agent is held). It never touches t.
+func (env *mcpEnv) decideNext(state pending.State, comment string) <-chan mcpDecided {
+	out := make(chan mcpDecided, 1)
+	go func() {
+		pc, ok := env.nextParked(mcpTimeout)
+		if !ok {
+			out <- mcpDecided{err: errors.New("no call was parked")}
+			return
+		}
+		_, err := env.store.Decide(context.Background(), pc.ID, state, "alice", comment)
+		out <- mcpDecided{pc, err}
+	}()
+	return out
+}
+
+// mcpWaitDecided waits for the background approver once the held call has
+// answered res: the decision must already have been made.
+func mcpWaitDecided(t *testing.T, ch <-chan mcpDecided, res *mcp.CallToolResult) pending.Call {
+	t.Helper()
+	select {
+	case d := <-ch:
+		if d.err != nil {
+			t.Fatalf("deciding the parked call: %v; the held call answered %s", d.err, mcpDescribe(res))
+		}
+		return d.call
+	case <-time.After(time.Second):
+		t.Fatalf("the held call answered %s before any call was parked and decided", mcpDescribe(res))
+		return pending.Call{}
+	}
+}
+
+// mcpBearer adds the agent's credential to every request of the SDK client.
+type mcpBearer struct{ base http.RoundTripper }
+
+func (b mcpBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer agent-key")
 	return b.base.RoundTrip(r)
@@ -291,7 +331,7 @@ func (env *mcpEnv) connect(t *testing.T, era mcpEra) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   env.url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{tr}},
+		HTTPClient: &http.Client{Transport: mcpBearer{tr}},
 		MaxRetries: -1,
 	}
 	var opts *mcp.ClientSessionOptions
@@ -329,8 +369,8 @@ func describeMCP(reqs []mcpRequest) string {
 	return b.String()
 }
 
-// resultText is a tool result's text content, joined.
-func resultText(res *mcp.CallToolResult) string {
+// mcpResultText is a tool result's text content, joined.
+func mcpResultText(res *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -340,7 +380,7 @@ func resultText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-func describeResult(res *mcp.CallToolResult) string {
+func mcpDescribe(res *mcp.CallToolResult) string {
 	if res == nil {
 		return "<nil result>"
 	}
@@ -348,8 +388,8 @@ func describeResult(res *mcp.CallToolResult) string {
 	return string(b)
 }
 
-// callTool calls a tool through the session; a protocol error is fatal.
-func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+// mcpCall calls a tool through the session; a protocol error is fatal.
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
@@ -361,24 +401,24 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	return res
 }
 
-// wantToolResult checks res is the tool's own successful answer.
-func wantToolResult(t *testing.T, res *mcp.CallToolResult, text string) {
+// mcpWantResult checks res is the tool's own successful answer.
+func mcpWantResult(t *testing.T, res *mcp.CallToolResult, text string) {
 	t.Helper()
-	if res.IsError || resultText(res) != text {
-		t.Fatalf("result %s, want the tool's own %q", describeResult(res), text)
+	if res.IsError || mcpResultText(res) != text {
+		t.Fatalf("result %s, want the tool's own %q", mcpDescribe(res), text)
 	}
 }
 
-// metaString is a string from a result's _meta.
-func metaString(res *mcp.CallToolResult, key string) string {
+// mcpMeta is a string from a result's _meta.
+func mcpMeta(res *mcp.CallToolResult, key string) string {
 	s, _ := res.Meta[key].(string)
 	return s
 }
 
-// checkUpstreamHeaders checks what every request that reached the
+// mcpCheckUpstream checks what every request that reached the
 // upstream carried: its own Host, no agent credential, and in the session
 // era the session ID on every request after the handshake.
-func checkUpstreamHeaders(t *testing.T, env *mcpEnv, era mcpEra, sessionID string) {
+func mcpCheckUpstream(t *testing.T, env *mcpEnv, era mcpEra, sessionID string) {
 	t.Helper()
 	for _, r := range env.up.got() {
 		if r.Host != env.up.url.Host {
@@ -412,20 +452,20 @@ func TestMCPAllowedCalls(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			env := newMCPEnv(t, era)
 			cs := env.connect(t, era)
-			wantToolResult(t, callTool(t, cs, "read_file", map[string]any{"path": "README.md"}), "contents of README.md")
+			mcpWantResult(t, mcpCall(t, cs, "read_file", map[string]any{"path": "README.md"}), "contents of README.md")
 			if n := env.up.invoked("read_file"); n != 1 {
 				t.Fatalf("read_file ran %d times, want 1", n)
 			}
-			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "hi"}), "echo: hi")
+			mcpWantResult(t, mcpCall(t, cs, "echo", map[string]any{"message": "hi"}), "echo: hi")
 			if n := env.up.invoked("echo"); n != 1 {
 				t.Fatalf("echo ran %d times, want 1", n)
 			}
-			// A target under a rule's other rows: read_file of a plain file again.
-			wantToolResult(t, callTool(t, cs, "read_file", map[string]any{"path": "src/main.go"}), "contents of src/main.go")
+			// Another target under the same allow row.
+			mcpWantResult(t, mcpCall(t, cs, "read_file", map[string]any{"path": "src/main.go"}), "contents of src/main.go")
 			if got := env.up.invocations(); got["read_file"] != 2 || got["echo"] != 1 || len(got) != 2 {
 				t.Fatalf("handlers ran %v, want read_file 2, echo 1", got)
 			}
-			checkUpstreamHeaders(t, env, era, cs.ID())
+			mcpCheckUpstream(t, env, era, cs.ID())
 		})
 	}
 }
@@ -449,13 +489,18 @@ func TestMCPDeniedCalls(t *testing.T) {
 			env := newMCPEnv(t, era)
 			cs := env.connect(t, era)
 			for _, tc := range cases {
-				res := callTool(t, cs, tc.tool, tc.args)
-				text := resultText(res)
+				res := mcpCall(t, cs, tc.tool, tc.args)
+				text := mcpResultText(res)
 				if !res.IsError || !strings.Contains(text, "Denied by policy") || !strings.Contains(text, tc.reason) {
-					t.Errorf("%s %v: result %s, want isError with \"Denied by policy\" and %q", tc.tool, tc.args, describeResult(res), tc.reason)
+					t.Errorf("%s %v: result %s, want isError with \"Denied by policy\" and %q", tc.tool, tc.args, mcpDescribe(res), tc.reason)
 				}
-				if metaString(res, "toolgate/call_id") == "" || metaString(res, "toolgate/decision") != "deny" {
+				if mcpMeta(res, "toolgate/call_id") == "" || mcpMeta(res, "toolgate/decision") != "deny" {
 					t.Errorf("%s %v: _meta %v, want toolgate/call_id set and toolgate/decision \"deny\"", tc.tool, tc.args, res.Meta)
+				}
+				// ECOSYSTEM.md §4.1/§4.2: every 2026-07-28 result carries
+				// resultType; toolgate's own results too.
+				if !era.legacy() && !strings.Contains(mcpDescribe(res), `"resultType":"complete"`) {
+					t.Errorf("%s %v: result %s lacks \"resultType\":\"complete\" (2026-07-28 request)", tc.tool, tc.args, mcpDescribe(res))
 				}
 				if n := env.up.invoked(tc.tool); n != 0 {
 					t.Errorf("%s %v: the handler ran %d times, want never", tc.tool, tc.args, n)
@@ -468,8 +513,8 @@ func TestMCPDeniedCalls(t *testing.T) {
 				t.Fatalf("handlers ran %v, want none", got)
 			}
 			// The session still works after denials.
-			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "still here"}), "echo: still here")
-			checkUpstreamHeaders(t, env, era, cs.ID())
+			mcpWantResult(t, mcpCall(t, cs, "echo", map[string]any{"message": "still here"}), "echo: still here")
+			mcpCheckUpstream(t, env, era, cs.ID())
 		})
 	}
 }
@@ -518,8 +563,8 @@ func TestMCPPlumbing(t *testing.T) {
 					t.Errorf("tools/list %v lacks %s", names, want)
 				}
 			}
-			wantToolResult(t, callTool(t, cs, "echo", map[string]any{"message": "after list"}), "echo: after list")
-			checkUpstreamHeaders(t, env, era, cs.ID())
+			mcpWantResult(t, mcpCall(t, cs, "echo", map[string]any{"message": "after list"}), "echo: after list")
+			mcpCheckUpstream(t, env, era, cs.ID())
 			if n := len(env.up.invocations()); n != 1 {
 				t.Errorf("handlers ran %v, want only echo", env.up.invocations())
 			}
@@ -572,37 +617,19 @@ func TestMCPAskApprovedWhileHeld(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			env := newMCPEnv(t, era)
 			cs := env.connect(t, era)
-			approved := make(chan error, 1)
-			go func() {
-				pc, ok := env.nextParked()
-				if !ok {
-					approved <- errNoPark
-					return
-				}
-				if pc.Tool != "write_note" {
-					t.Errorf("parked call for tool %q, want write_note", pc.Tool)
-				}
-				_, err := env.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "fine")
-				approved <- err
-			}()
-			res := callTool(t, cs, "write_note", map[string]any{"path": "notes/a.txt", "content": "reviewed"})
-			if err := <-approved; err != nil {
-				t.Fatalf("approving: %v", err)
+			approver := env.decideNext(pending.Approved, "fine")
+			res := mcpCall(t, cs, "write_note", map[string]any{"path": "notes/a.txt", "content": "reviewed"})
+			if pc := mcpWaitDecided(t, approver, res); pc.Tool != "write_note" || pc.Upstream != "files" {
+				t.Errorf("parked call for tool %q upstream %q, want write_note on files", pc.Tool, pc.Upstream)
 			}
-			wantToolResult(t, res, "wrote notes/a.txt: reviewed")
+			mcpWantResult(t, res, "wrote notes/a.txt: reviewed")
 			if got := env.up.invocations(); got["write_note"] != 1 || len(got) != 1 {
 				t.Fatalf("handlers ran %v, want write_note once", got)
 			}
-			checkUpstreamHeaders(t, env, era, cs.ID())
+			mcpCheckUpstream(t, env, era, cs.ID())
 		})
 	}
 }
-
-type mcpTestError string
-
-func (e mcpTestError) Error() string { return string(e) }
-
-const errNoPark = mcpTestError("no call was parked within 5s")
 
 // TestMCPAskPendingThenRetry: when the hold runs out the client gets an
 // isError result saying approval is pending, with the call ID; after the
@@ -621,17 +648,20 @@ func TestMCPAskPendingThenRetry(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					env := newMCPEnv(t, era, func(c *Config) { c.Hold = 100 * time.Millisecond })
 					cs := env.connect(t, era)
-					res := callTool(t, cs, "write_note", args)
-					pc, ok := env.nextParked()
+					res := mcpCall(t, cs, "write_note", args)
+					pc, ok := env.nextParked(time.Second)
 					if !ok {
-						t.Fatalf("nothing parked; the call answered %s", describeResult(res))
+						t.Fatalf("nothing parked; the call answered %s", mcpDescribe(res))
 					}
-					text := resultText(res)
+					text := mcpResultText(res)
 					low := strings.ToLower(text)
 					if !res.IsError || !strings.Contains(low, "approval") || !strings.Contains(low, "pending") || !strings.Contains(text, pc.ID) {
-						t.Fatalf("result %s, want isError saying approval is pending with call ID %s", describeResult(res), pc.ID)
+						t.Fatalf("result %s, want isError saying approval is pending with call ID %s", mcpDescribe(res), pc.ID)
 					}
-					if id := metaString(res, "toolgate/call_id"); id != "" && id != pc.ID {
+					if !strings.Contains(text, "/_toolgate/calls/"+pc.ID) || !strings.Contains(low, "retry") {
+						t.Errorf("pending result %q should give the status URL /_toolgate/calls/%s and ask to retry the same call", text, pc.ID)
+					}
+					if id := mcpMeta(res, "toolgate/call_id"); id != "" && id != pc.ID {
 						t.Errorf("_meta toolgate/call_id %q, want the parked call %q", id, pc.ID)
 					}
 					if n := env.up.invoked("write_note"); n != 0 || env.up.sawToolCall("write_note") {
@@ -646,8 +676,8 @@ func TestMCPAskPendingThenRetry(t *testing.T) {
 							t.Fatalf("the sweeper ran write_note %d times, want 1:%s", n, describeMCP(env.up.got()))
 						}
 					}
-					res = callTool(t, cs, "write_note", args)
-					wantToolResult(t, res, "wrote notes/a.txt: later")
+					res = mcpCall(t, cs, "write_note", args)
+					mcpWantResult(t, res, "wrote notes/a.txt: later")
 					if got := env.up.invocations(); got["write_note"] != 1 || len(got) != 1 {
 						t.Fatalf("handlers ran %v, want write_note exactly once", got)
 					}
@@ -657,15 +687,15 @@ func TestMCPAskPendingThenRetry(t *testing.T) {
 					default:
 					}
 					// Delivered: the identical call now is a new call.
-					res = callTool(t, cs, "write_note", args)
-					next, ok := env.nextParked()
-					if !ok || next.ID == pc.ID || !res.IsError || !strings.Contains(resultText(res), next.ID) {
-						t.Fatalf("after delivery: parked %v (%q), result %s; want a new pending call", ok, next.ID, describeResult(res))
+					res = mcpCall(t, cs, "write_note", args)
+					next, ok := env.nextParked(time.Second)
+					if !ok || next.ID == pc.ID || !res.IsError || !strings.Contains(mcpResultText(res), next.ID) {
+						t.Fatalf("after delivery: parked %v (%q), result %s; want a new pending call", ok, next.ID, mcpDescribe(res))
 					}
 					if n := env.up.invoked("write_note"); n != 1 {
 						t.Fatalf("write_note ran %d times, want 1", n)
 					}
-					checkUpstreamHeaders(t, env, era, cs.ID())
+					mcpCheckUpstream(t, env, era, cs.ID())
 				})
 			}
 		})
@@ -679,27 +709,16 @@ func TestMCPAskRejected(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			env := newMCPEnv(t, era)
 			cs := env.connect(t, era)
-			rejected := make(chan error, 1)
-			go func() {
-				pc, ok := env.nextParked()
-				if !ok {
-					rejected <- errNoPark
-					return
-				}
-				_, err := env.store.Decide(context.Background(), pc.ID, pending.Rejected, "alice", "not today")
-				rejected <- err
-			}()
-			res := callTool(t, cs, "write_note", map[string]any{"path": "notes/b.txt", "content": "x"})
-			if err := <-rejected; err != nil {
-				t.Fatalf("rejecting: %v", err)
+			approver := env.decideNext(pending.Rejected, "not today")
+			res := mcpCall(t, cs, "write_note", map[string]any{"path": "notes/b.txt", "content": "x"})
+			mcpWaitDecided(t, approver, res)
+			if !res.IsError || !strings.Contains(strings.ToLower(mcpResultText(res)), "rejected") {
+				t.Fatalf("result %s, want isError saying the call was rejected", mcpDescribe(res))
 			}
-			if !res.IsError || !strings.Contains(strings.ToLower(resultText(res)), "rejected") {
-				t.Fatalf("result %s, want isError saying the call was rejected", describeResult(res))
-			}
-			if d := metaString(res, "toolgate/decision"); d != "rejected" {
+			if d := mcpMeta(res, "toolgate/decision"); d != "rejected" {
 				t.Errorf("_meta toolgate/decision %q, want rejected", d)
 			}
-			if metaString(res, "toolgate/call_id") == "" {
+			if mcpMeta(res, "toolgate/call_id") == "" {
 				t.Errorf("_meta %v lacks toolgate/call_id", res.Meta)
 			}
 			if got := env.up.invocations(); len(got) != 0 || env.up.sawToolCall("write_note") {
@@ -711,10 +730,10 @@ func TestMCPAskRejected(t *testing.T) {
 
 // Raw HTTP, no SDK: what toolgate refuses on its own.
 
-var rawEra = mcpEra{"stateless/json", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "", "2026-07-28"}
+var mcpRawEra = mcpEra{"stateless/json", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "", "2026-07-28"}
 
-// rawRPC is a JSON-RPC response as toolgate or the upstream answered it.
-type rawRPC struct {
+// mcpRPC is a JSON-RPC response as toolgate or the upstream answered it.
+type mcpRPC struct {
 	ID     json.RawMessage `json:"id"`
 	Result map[string]any  `json:"result"`
 	Error  *struct {
@@ -725,7 +744,7 @@ type rawRPC struct {
 
 // postMCP POSTs body to toolgate's /mcp with the given header pairs and
 // decodes the answer as one JSON-RPC message (from JSON or SSE).
-func postMCP(t *testing.T, env *mcpEnv, body string, header ...string) (*http.Response, rawRPC, []byte) {
+func postMCP(t *testing.T, env *mcpEnv, body string, header ...string) (*http.Response, mcpRPC, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
 	if err != nil {
@@ -742,7 +761,7 @@ func postMCP(t *testing.T, env *mcpEnv, body string, header ...string) (*http.Re
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	var msg rawRPC
+	var msg mcpRPC
 	data := raw
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 		for line := range strings.SplitSeq(string(raw), "\n") {
@@ -755,9 +774,9 @@ func postMCP(t *testing.T, env *mcpEnv, body string, header ...string) (*http.Re
 	return res, msg, raw
 }
 
-// wantRPCError checks a refusal: the status, a JSON-RPC error object (with
+// mcpWantRPCError checks a refusal: the status, a JSON-RPC error object (with
 // code, when code is not 0) and nothing reached the upstream.
-func wantRPCError(t *testing.T, env *mcpEnv, res *http.Response, msg rawRPC, raw []byte, status, code int) {
+func mcpWantRPCError(t *testing.T, env *mcpEnv, res *http.Response, msg mcpRPC, raw []byte, status, code int) {
 	t.Helper()
 	if res.StatusCode != status {
 		t.Errorf("status %d, want %d: %s", res.StatusCode, status, raw)
@@ -775,56 +794,56 @@ func wantRPCError(t *testing.T, env *mcpEnv, res *http.Response, msg rawRPC, raw
 	}
 }
 
-// meta2026 is the per-request _meta of the 2026-07-28 revision.
-const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+// mcpMeta2026 is the per-request _meta of the 2026-07-28 revision.
+const mcpMeta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
 // TestMCPBatchRefused: a JSON-RPC batch holding a tools/call is refused
 // whole with a JSON-RPC error; nothing of it reaches the upstream.
 func TestMCPBatchRefused(t *testing.T) {
-	env := newMCPEnv(t, rawEra)
+	env := newMCPEnv(t, mcpRawEra)
 	body := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}},` +
 		`{"jsonrpc":"2.0","id":2,"method":"ping"}]`
 	res, msg, raw := postMCP(t, env, body)
-	wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
 	// Hidden behind plumbing, in either order.
-	env = newMCPEnv(t, rawEra)
+	env = newMCPEnv(t, mcpRawEra)
 	body = `[{"jsonrpc":"2.0","id":2,"method":"ping"},` +
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"a"}}}]`
 	res, msg, raw = postMCP(t, env, body)
-	wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
 }
 
 // TestMCPHeaderMismatch: in the 2026-07-28 revision Mcp-Method and
 // Mcp-Name must match the body, else 400 with JSON-RPC error -32020 and
 // nothing forwarded; matching headers are forwarded.
 func TestMCPHeaderMismatch(t *testing.T) {
-	echo := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},` + meta2026 + `}}`
+	echo := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},` + mcpMeta2026 + `}}`
 	cases := []struct {
 		name, body string
 		header     []string
 	}{
 		{"Mcp-Method tools/call, body ping",
-			`{"jsonrpc":"2.0","id":7,"method":"ping","params":{` + meta2026 + `}}`,
+			`{"jsonrpc":"2.0","id":7,"method":"ping","params":{` + mcpMeta2026 + `}}`,
 			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
 		{"Mcp-Method ping, body tools/call",
 			echo,
 			[]string{"Mcp-Method", "ping"}},
 		{"Mcp-Name echo, params.name delete_file",
-			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"README.md"},` + meta2026 + `}}`,
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"README.md"},` + mcpMeta2026 + `}}`,
 			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newMCPEnv(t, rawEra)
+			env := newMCPEnv(t, mcpRawEra)
 			res, msg, raw := postMCP(t, env, tc.body, append([]string{"Mcp-Protocol-Version", "2026-07-28"}, tc.header...)...)
-			wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, -32020)
+			mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, -32020)
 			if string(msg.ID) != "7" {
 				t.Errorf("error id %s, want the request's 7", msg.ID)
 			}
 		})
 	}
 	t.Run("matching headers are forwarded", func(t *testing.T) {
-		env := newMCPEnv(t, rawEra)
+		env := newMCPEnv(t, mcpRawEra)
 		res, msg, raw := postMCP(t, env, echo, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
 		if res.StatusCode != 200 || msg.Error != nil || string(msg.ID) != "7" || !strings.Contains(string(raw), "echo: hi") {
 			t.Fatalf("status %d body %s, want the tool's result for id 7", res.StatusCode, raw)
@@ -837,7 +856,7 @@ func TestMCPHeaderMismatch(t *testing.T) {
 		}
 	})
 	t.Run("older revision without headers is forwarded", func(t *testing.T) {
-		env := newMCPEnv(t, rawEra)
+		env := newMCPEnv(t, mcpRawEra)
 		body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"message":"old"}}}`
 		res, msg, raw := postMCP(t, env, body)
 		if res.StatusCode != 200 || msg.Error != nil || !strings.Contains(string(raw), "echo: old") {
@@ -861,9 +880,9 @@ func TestMCPDuplicateKeys(t *testing.T) {
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			env := newMCPEnv(t, rawEra)
+			env := newMCPEnv(t, mcpRawEra)
 			res, msg, raw := postMCP(t, env, body)
-			wantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+			mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
 		})
 	}
 }
@@ -884,7 +903,7 @@ func TestMCPBadToolName(t *testing.T) {
 	}
 	for name, jsonName := range names {
 		t.Run(name, func(t *testing.T) {
-			env := newMCPEnv(t, rawEra)
+			env := newMCPEnv(t, mcpRawEra)
 			params := `"arguments":{"path":"README.md"}`
 			if jsonName != "" {
 				params = `"name":` + jsonName + `,` + params
@@ -907,7 +926,7 @@ func TestMCPBadToolName(t *testing.T) {
 // TestMCPRawPlumbing: a notification, a ping and a GET are plumbing: they
 // reach the upstream and its answer comes back.
 func TestMCPRawPlumbing(t *testing.T) {
-	env := newMCPEnv(t, rawEra)
+	env := newMCPEnv(t, mcpRawEra)
 	res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if res.StatusCode != http.StatusAccepted {
 		t.Errorf("notification: status %d body %s, want the upstream's 202", res.StatusCode, raw)

@@ -111,17 +111,22 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) 
 }
 
 // holdFor is how long to hold the agent: pending.hold, shortened by
-// "Prefer: wait=N", zero with "Prefer: respond-async".
+// "Prefer: wait=N", zero with "Prefer: respond-async" (RFC 7240:
+// preferences are comma-separated, may carry ";" parameters, and values
+// may be quoted or spaced around "=").
 func (s *Server) holdFor(r *http.Request) time.Duration {
 	hold := s.cfg.Hold
 	for _, v := range r.Header.Values("Prefer") {
 		for pref := range strings.SplitSeq(v, ",") {
-			pref = strings.ToLower(strings.TrimSpace(pref))
-			if pref == "respond-async" {
+			pref, _, _ = strings.Cut(pref, ";")
+			name, val, _ := strings.Cut(pref, "=")
+			name = strings.ToLower(strings.TrimSpace(name))
+			val = strings.Trim(strings.TrimSpace(val), `"`)
+			switch name {
+			case "respond-async":
 				return 0
-			}
-			if n, ok := strings.CutPrefix(pref, "wait="); ok {
-				if secs, err := strconv.Atoi(strings.TrimSpace(n)); err == nil && secs >= 0 && time.Duration(secs)*time.Second < hold {
+			case "wait":
+				if secs, err := strconv.Atoi(val); err == nil && secs >= 0 && time.Duration(secs)*time.Second < hold {
 					hold = time.Duration(secs) * time.Second
 				}
 			}
@@ -138,6 +143,7 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, c *call, pc pendin
 	defer context.AfterFunc(s.drained, cancel)()
 	s.metrics.held.Inc()
 	defer s.metrics.held.Dec()
+	progress := c.wantsProgress(r)
 	for {
 		switch pc.State {
 		case pending.Approved:
@@ -159,7 +165,11 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, c *call, pc pendin
 			s.writeRefused(w, c, pc)
 			return
 		}
-		next, err := s.cfg.Pending.Wait(ctx, pc.ID, pc.State)
+		next, due, err := s.waitStep(ctx, progress, pc)
+		if due {
+			c.progress(w, pc)
+			continue
+		}
 		switch {
 		case err == nil:
 			pc = next
@@ -171,7 +181,14 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, c *call, pc pendin
 			return
 		case r.Context().Err() != nil:
 			// The agent went away; the call stays parked and can be
-			// followed through its status URL or a retry that attaches.
+			// followed through its status URL or a retry that attaches,
+			// except in the stateless MCP revision (2026-07-28), where
+			// closing the stream cancels the request.
+			if c.mcp != nil && c.input.MCP != nil && c.input.MCP.ProtocolVersion >= "2026-07-28" {
+				if _, err := s.cfg.Pending.Cancel(context.WithoutCancel(r.Context()), pc.ID); err == nil {
+					s.log.Info("stateless MCP client closed its stream: call cancelled", "call_id", pc.ID)
+				}
+			}
 			return
 		case ctx.Err() != nil:
 			if next.ID != "" {

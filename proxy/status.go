@@ -97,13 +97,15 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 			wait = max
 		}
 		ctx, cancel := contextWithTimeout(r, wait)
+		stop := context.AfterFunc(s.drained, cancel) // shutdown answers long polls at once
 		next, werr := s.cfg.Pending.Wait(ctx, id, pc.State)
+		stop()
 		cancel()
 		if werr == nil || next.ID != "" {
 			pc = next
 		}
 	}
-	if pc.State == pending.Executed || pc.State == pending.Failed || pc.State == pending.Unknown {
+	if r.Method == http.MethodGet && (pc.State == pending.Executed || pc.State == pending.Failed || pc.State == pending.Unknown) {
 		// A status poll is one of the ways the result reaches its caller.
 		_, _, _ = s.cfg.Pending.Deliver(r.Context(), id)
 	}

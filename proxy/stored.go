@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // storedRequest is a parked call's request exactly as it was evaluated and
@@ -20,9 +21,17 @@ type storedRequest struct {
 
 func (c *call) stored(r *http.Request) storedRequest {
 	h := r.Header.Clone()
-	// The credential was toolgate's; the body is stored decoded.
+	// Headers the Connection header names are hop-by-hop too.
+	for _, v := range h.Values("Connection") {
+		for k := range strings.SplitSeq(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				h.Del(k)
+			}
+		}
+	}
+	// The credentials were toolgate's; the body is stored decoded.
 	for _, k := range []string{
-		"Authorization", "Content-Encoding", "Content-Length", "Connection", "Keep-Alive",
+		"Authorization", "Proxy-Authorization", "Proxy-Authenticate", "Content-Encoding", "Content-Length", "Connection", "Keep-Alive",
 		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", "Idempotency-Key",
 	} {
 		h.Del(k)

@@ -56,8 +56,11 @@ func (s *Server) sweepOnce(ctx context.Context, grace time.Duration) {
 			continue
 		}
 		s.metrics.approvedExecuted.Inc()
-		state, res := s.runClaimed(ctx, claimed, nil)
-		if _, err := s.cfg.Pending.Finish(ctx, claimed.ID, claimed.Fence, state, res); err != nil {
+		// A claimed call is finished and recorded even when shutdown
+		// begins meanwhile (within its lease).
+		xctx := context.WithoutCancel(ctx)
+		state, res := s.runClaimed(xctx, claimed)
+		if _, err := s.cfg.Pending.Finish(xctx, claimed.ID, claimed.Fence, state, res); err != nil {
 			s.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		}
 		s.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)
