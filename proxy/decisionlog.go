@@ -20,6 +20,9 @@ func (s *Server) logDecision(c *call, elapsed time.Duration, evalErr error) {
 		slog.String("method", c.input.HTTP.Method),
 		slog.String("path", c.input.HTTP.Path),
 	}
+	if m := c.input.MCP; m != nil {
+		attrs = append(attrs, slog.String("mcp_method", m.Method))
+	}
 	if t := c.input.Tool; t != nil {
 		attrs = append(attrs, slog.String("tool", t.Name))
 		if t.HasTarget {

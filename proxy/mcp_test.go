@@ -822,15 +822,21 @@ func TestMCPHeaderMismatch(t *testing.T) {
 		name, body string
 		header     []string
 	}{
-		{"Mcp-Method tools/call, body ping",
+		{
+			"Mcp-Method tools/call, body ping",
 			`{"jsonrpc":"2.0","id":7,"method":"ping","params":{` + mcpMeta2026 + `}}`,
-			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
-		{"Mcp-Method ping, body tools/call",
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"},
+		},
+		{
+			"Mcp-Method ping, body tools/call",
 			echo,
-			[]string{"Mcp-Method", "ping"}},
-		{"Mcp-Name echo, params.name delete_file",
+			[]string{"Mcp-Method", "ping"},
+		},
+		{
+			"Mcp-Name echo, params.name delete_file",
 			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"README.md"},` + mcpMeta2026 + `}}`,
-			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
+			[]string{"Mcp-Method", "tools/call", "Mcp-Name", "echo"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

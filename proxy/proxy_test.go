@@ -71,7 +71,7 @@ type testEnv struct {
 
 // newTestServer starts a recording upstream and a toolgate in front of it,
 // with the given Decider and the given prefix for the upstream.
-func newTestServer(t *testing.T, d Decider, mutate ...func(*Config)) *testEnv {
+func newTestServer(t testing.TB, d Decider, mutate ...func(*Config)) *testEnv {
 	t.Helper()
 	rec := &recorder{}
 	up := httptest.NewServer(rec)
@@ -105,15 +105,19 @@ func newTestServer(t *testing.T, d Decider, mutate ...func(*Config)) *testEnv {
 // seedEngine is the real policy engine with the seed rules table.
 func seedEngine(t testing.TB) *policy.Engine {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rules.yaml")
-	err := os.WriteFile(path, []byte(`rules:
+	return seedEngineRules(t, `rules:
   - {id: r1, effect: allow, tool: Read, target: "*"}
   - {id: r2, effect: deny, tool: Read, target: secrets.txt}
   - {id: r3, effect: ask, tool: Write, target: "*"}
   - {id: r4, effect: allow, tool: Edit, target: notes.txt}
-`), 0o600)
-	if err != nil {
+`)
+}
+
+// seedEngineRules is the real policy engine with the given rules table.
+func seedEngineRules(t testing.TB, rules string) *policy.Engine {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), RulesFile: path})

@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// BenchmarkMCPToolCall is an allowed MCP tools/call straight to a tool
+// server and through toolgate (the real engine, a one-row rules table),
+// with the server answering JSON and SSE.
+func BenchmarkMCPToolCall(b *testing.B) {
+	const result = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`
+	for _, mode := range []string{"json", "sse"} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if mode == "sse" {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message\ndata: "+result+"\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, result)
+		}))
+		u, _ := url.Parse(up.URL)
+		engine := seedEngineRules(b, "rules:\n  - {id: a, effect: allow, tool: read_file, target: \"docs/**\"}\n")
+		env := newTestServer(b, engine, func(c *Config) {
+			c.Upstreams = []Upstream{{Name: "tools", URL: u, Protocol: "mcp", MCPPath: "/mcp"}}
+		})
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/guide/intro.md"}}}`
+		run := func(b *testing.B, target string) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest("POST", target, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				res, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || !strings.Contains(string(got), `"ok"`) {
+					b.Fatalf("status %d: %s", res.StatusCode, got)
+				}
+			}
+		}
+		b.Run(mode+"/direct", func(b *testing.B) { run(b, up.URL+"/mcp") })
+		b.Run(mode+"/toolgate", func(b *testing.B) { run(b, env.url+"/mcp") })
+		up.Close()
+	}
+}
