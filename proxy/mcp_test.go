@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,9 +79,7 @@ func (u *mcpUpstream) invocations() map[string]int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	out := map[string]int{}
-	for k, v := range u.calls {
-		out[k] = v
-	}
+	maps.Copy(out, u.calls)
 	return out
 }
 

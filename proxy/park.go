@@ -86,11 +86,26 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) 
 		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
 		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,
 	}
+	if q := r.URL.RawQuery; q != "" {
+		info.Path += "?" + q // the approver sees everything that will be sent
+	}
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + string(c.body)
+	if len(c.body) > 0 && c.input.Tool == nil {
+		// A plain HTTP call's body: shown as JSON when it is, else as text.
+		if json.Valid(c.body) {
+			info.Arguments = json.RawMessage(c.body)
+		} else {
+			info.Arguments = marshalNoEscape(strings.ToValidUTF8(string(c.body), "\uFFFD"))
+		}
+	}
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target
 		info.Arguments = json.RawMessage(c.body)
+		if c.mcp != nil {
+			// The body is the whole JSON-RPC message; show the arguments.
+			info.Arguments = marshalNoEscape(t.Arguments)
+		}
 		argsForm = c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + canonicalArgs(t.Arguments)
 	}
 	infoJSON := marshalNoEscape(info)
