@@ -45,6 +45,10 @@ type Info struct {
 	RuleIDs   []string        `json:"rule_ids"`
 	Method    string          `json:"method"`
 	Path      string          `json:"path"`
+	// PolicyInput is the policy input document the call was decided on;
+	// the proxy decides it again before an approved call runs, so a
+	// policy that has come to deny it meanwhile still wins.
+	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
 }
 
 // Approver is a bearer key for the JSON API and the name decisions made

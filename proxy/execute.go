@@ -120,6 +120,15 @@ func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, c *call, pc
 	s.metrics.approvedExecuted.Inc()
 	// The execution must finish and be recorded even if the agent leaves.
 	ctx := context.WithoutCancel(r.Context())
+	if ok, why := s.stillAllowed(ctx, pc); !ok {
+		done, err := s.refuseClaimed(ctx, pc, why)
+		if err != nil {
+			s.storeFailed(w, c, pc, err)
+			return
+		}
+		s.deliver(w, r, c, done)
+		return
+	}
 	state, res := s.runClaimed(ctx, pc)
 	done, err := s.cfg.Pending.Finish(ctx, pc.ID, pc.Fence, state, res)
 	if err != nil {

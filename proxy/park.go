@@ -108,6 +108,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) 
 		}
 		argsForm = c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + canonicalArgs(t.Arguments)
 	}
+	info.PolicyInput = marshalNoEscape(c.input)
 	infoJSON := marshalNoEscape(info)
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Upstream: c.up.Name, Tool: info.Tool,

@@ -259,3 +259,46 @@ func TestDrainAnswersHeldAgents(t *testing.T) {
 		t.Fatalf("the parked call is %s, want still waiting", pc.State)
 	}
 }
+
+// TestApprovedButNowDenied: the policy comes to deny a call after it was
+// parked; the approval does not make it run (the deny is decided again).
+func TestApprovedButNowDenied(t *testing.T) {
+	var deny atomic.Bool
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if deny.Load() {
+			return policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "freeze", Message: "change freeze"}}}, nil
+		}
+		return askAll(context.Background(), in)
+	})
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 2)
+	var server *Server
+	env := newTestServer(t, d, func(c *Config) {
+		c.Pending, c.Hold, c.TTL = store, 3*time.Second, time.Minute
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+		c.serverHook = func(s *Server) { server = s }
+	})
+	go func() {
+		pc := <-parked
+		deny.Store(true)
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "")
+	}()
+	res := post(t, env.url+"/tools/Write", `{"path":"a"}`)
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 403 || !strings.Contains(string(body), "change freeze") || len(env.upstream.got()) != 0 {
+		t.Fatalf("held: %d %s, upstream %d", res.StatusCode, body, len(env.upstream.got()))
+	}
+	// The sweeper path decides again too.
+	deny.Store(false)
+	res = post(t, env.url+"/tools/Write", `{"path":"b"}`, "Prefer", "respond-async")
+	id := res.Header.Get(headerCallID)
+	<-parked
+	deny.Store(true)
+	if _, err := store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	server.sweepOnce(context.Background(), 0)
+	if pc, _ := store.Get(context.Background(), id); pc.State != pending.Failed || len(env.upstream.got()) != 0 {
+		t.Fatalf("sweeper: state %s, upstream %d", pc.State, len(env.upstream.got()))
+	}
+}

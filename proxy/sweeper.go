@@ -59,6 +59,12 @@ func (s *Server) sweepOnce(ctx context.Context, grace time.Duration) {
 		// A claimed call is finished and recorded even when shutdown
 		// begins meanwhile (within its lease).
 		xctx := context.WithoutCancel(ctx)
+		if ok, why := s.stillAllowed(xctx, claimed); !ok {
+			if _, err := s.refuseClaimed(xctx, claimed, why); err != nil {
+				s.log.Error("sweeper: cannot record a refused call", "call_id", pc.ID, "error", err)
+			}
+			continue
+		}
 		state, res := s.runClaimed(xctx, claimed)
 		if _, err := s.cfg.Pending.Finish(xctx, claimed.ID, claimed.Fence, state, res); err != nil {
 			s.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)

@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// stillAllowed decides a claimed call again, on the input it was parked
+// with, under the policy in force now: an approval lets an ask through, but
+// never a deny that the policy has come to (SECURITY.md F22). Any error
+// counts as a deny.
+func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, string) {
+	info := infoOf(pc)
+	in, err := decodeInput(info.PolicyInput)
+	if err != nil {
+		return false, "the parked call's policy input cannot be read: " + err.Error()
+	}
+	if up := s.upstreamNamed(pc.Upstream); up != nil && in.Tool != nil {
+		in.Tool = policy.NewTool(in.Tool.Name, in.Tool.Arguments, up.TargetArgs)
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
+	defer cancel()
+	d, err := s.cfg.Decider.Decide(dctx, in)
+	if err != nil {
+		return false, "policy error"
+	}
+	if d.Action == policy.Deny {
+		return false, reasonsText(d.Messages())
+	}
+	return true, ""
+}
+
+func decodeInput(b []byte) (*policy.Input, error) {
+	if len(b) == 0 {
+		return nil, errors.New("none was stored")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // arguments keep their exact numbers
+	var in policy.Input
+	if err := dec.Decode(&in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// refuseClaimed finishes a claimed call the policy now denies: nothing is
+// sent, and the result says why.
+func (s *Server) refuseClaimed(ctx context.Context, pc pending.Call, why string) (pending.Call, error) {
+	s.log.Warn("approved call denied by the policy in force; not executed", "call_id", pc.ID, "reason", why)
+	res := toolgateResult(pc.ID, http.StatusForbidden, "approved, but the policy now denies the call: "+why)
+	return s.cfg.Pending.Finish(ctx, pc.ID, pc.Fence, pending.Failed, res)
+}
