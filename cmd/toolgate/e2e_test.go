@@ -488,3 +488,66 @@ func TestAskOutcomes(t *testing.T) {
 		t.Fatalf("file %q, upstream requests %d: a refused call was executed", content, up.n.Load())
 	}
 }
+
+// TestShutdownWithHeldCalls: SIGTERM (the run context ending) while agents
+// are held answers each of them 202 at once, and every parked call stays
+// waiting in Redis for another replica to resume.
+func TestShutdownWithHeldCalls(t *testing.T) {
+	redisAddr := testRedis(t)
+	_, upURL := newCountingNotes(t)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), "http://127.0.0.1:1"),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	b := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	const held = 5
+	type answer struct {
+		code int
+		id   string
+	}
+	answers := make(chan answer, held)
+	for i := range held {
+		go func() {
+			res, _ := agentCall(t, a.proxy, "write_note", fmt.Sprintf(`{"path":"notes/s%d.txt","content":"x"}`, i))
+			answers <- answer{res.StatusCode, res.Header.Get("X-Toolgate-Call-Id")}
+		}()
+	}
+	waitingOnB := func() int {
+		req, _ := http.NewRequest("GET", b.approvals+"/api/approvals?status=waiting", nil)
+		req.Header.Set("Authorization", "Bearer alice-key")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var list struct {
+			Calls []map[string]any `json:"calls"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&list)
+		return len(list.Calls)
+	}
+	for deadline := time.Now().Add(5 * time.Second); waitingOnB() < held; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d calls parked", waitingOnB(), held)
+		}
+	}
+	start := time.Now()
+	a.cancel() // what SIGTERM does to run()
+	for range held {
+		got := <-answers
+		if got.code != 202 || got.id == "" {
+			t.Fatalf("held agent at shutdown: %d", got.code)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("held agents answered %v after shutdown began", d)
+	}
+	if code := <-a.done; code != 0 {
+		t.Fatalf("replica A exited %d", code)
+	}
+	a.done <- 0
+	if n := waitingOnB(); n != held {
+		t.Fatalf("%d calls still waiting after A stopped, want %d", n, held)
+	}
+}
