@@ -85,6 +85,8 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	case "version":
 		fmt.Fprintf(stdout, "toolgate %s (commit %s, OPA %s, %s)\n", version, commit, opaversion.Version, runtime.Version())
 		return exitOK
+	case "opa":
+		return cmdOPA(ctx, rest, e)
 	case "notes-server":
 		return cmdNotesServer(ctx, rest, e)
 	case "help", "-h", "--help":
@@ -107,6 +109,7 @@ Commands:
   config validate --config FILE              check a config and print it, secrets redacted
   healthcheck [--url URL]                    exit 0 when the admin /readyz answers 200
   version                                    print version, commit and OPA version
+  opa <command> [args]                       the OPA command line at toolgate's OPA version (fmt, check, eval, ...)
   notes-server [--listen ADDR]               run the example notes tool server alone
 
 Run 'toolgate <command> -h' for a command's flags.

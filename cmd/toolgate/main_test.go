@@ -330,6 +330,10 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	if code := run(t.Context(), []string{"version"}, nil, &out, &out); code != 0 || !regexp.MustCompile(`OPA 1\.\d+\.\d+`).MatchString(out.String()) {
 		t.Errorf("version: exit %d %q", code, out.String())
 	}
+	out.Reset()
+	if code := run(t.Context(), []string{"opa", "check", "../../rego/lib"}, nil, &out, &out); code != 0 {
+		t.Errorf("opa check: exit %d %q", code, out.String())
+	}
 }
 
 // TestQuickstart runs the quickstart on free ports and follows its printed

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	opacmd "github.com/open-policy-agent/opa/cmd"
+)
+
+// cmdOPA runs the OPA command line embedded in toolgate (test, fmt, check,
+// eval, build, ...), at exactly the OPA version toolgate decides with, so
+// policy authors need no separate opa binary. Note: unlike `toolgate policy
+// test`, it does not load toolgate's shipped library.
+func cmdOPA(ctx context.Context, args []string, e env) int {
+	root := opacmd.Command(nil, "OPA")
+	root.Use = "toolgate opa"
+	root.SetArgs(args)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "toolgate opa: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
