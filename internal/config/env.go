@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,22 +95,20 @@ func envName(path string) string {
 }
 
 // exemptEnv reports whether a TOOLGATE_* name that maps to no key is still
-// not an error: the --config flag's variable, the variables Kubernetes
-// injects for a Service named "toolgate" (TOOLGATE_SERVICE_HOST,
-// TOOLGATE_PORT_8080_TCP, ...), and the test suite's own settings
-// (TOOLGATE_TEST_REDIS_ADDR). No key starts with "service", "port" or "test".
+// not an error: the --config flag's variable, the test suite's own settings
+// (TOOLGATE_TEST_REDIS_ADDR), and the variables Kubernetes injects for every
+// Service whose name starts with "toolgate" (toolgate, toolgate-approvals,
+// toolgate-redis, ...): <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT[_<port>],
+// <NAME>_PORT and <NAME>_PORT_<n>_<PROTO>[_PROTO|_PORT|_ADDR]. No config key
+// ends like those, nor starts with "test".
 func exemptEnv(name string) bool {
-	switch {
-	case name == "TOOLGATE_CONFIG", name == "TOOLGATE_PORT":
+	if name == "TOOLGATE_CONFIG" || strings.HasPrefix(name, "TOOLGATE_TEST_") {
 		return true
 	}
-	for _, p := range []string{"TOOLGATE_SERVICE_", "TOOLGATE_PORT_", "TOOLGATE_TEST_"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
+	return serviceLinkEnv.MatchString(name)
 }
+
+var serviceLinkEnv = regexp.MustCompile(`^TOOLGATE(_[A-Z0-9_]+?)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
 
 // listOverride is a variable that sets a key of one entry of a list.
 type listOverride struct {

@@ -1,0 +1,2 @@
+// Package kubernetes holds toolgate's Kubernetes manifests; its test parses them.
+package kubernetes
