@@ -67,7 +67,7 @@ var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 func splitDocuments(data []byte) [][]byte {
 	var docs [][]byte
 	for _, doc := range documentSeparator.Split(string(data), -1) {
-		for _, line := range strings.Split(doc, "\n") {
+		for line := range strings.SplitSeq(doc, "\n") {
 			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
 				docs = append(docs, []byte(doc))
 				break
