@@ -302,3 +302,30 @@ func TestApprovedButNowDenied(t *testing.T) {
 		t.Fatalf("sweeper: state %s, upstream %d", pc.State, len(env.upstream.got()))
 	}
 }
+
+// TestApprovedNearExpiryRuns: an approval in the last seconds before the
+// ttl is executed by the sweeper at once, not left to expire during the
+// grace that lets a holding replica go first.
+func TestApprovedNearExpiryRuns(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, 3*time.Second })
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Prefer", "respond-async")
+	id := res.Header.Get(headerCallID)
+	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	pe.server.sweepOnce(context.Background(), 10*time.Second)
+	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Executed || len(pe.upstream.got()) != 1 {
+		t.Fatalf("state %s, upstream %d; want executed once", pc.State, len(pe.upstream.got()))
+	}
+	// Far from expiry, the grace still lets a holder go first.
+	pe2 := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, time.Hour })
+	res = post(t, pe2.url+"/tools/Write", `{"path":"b"}`, "Prefer", "respond-async")
+	id = res.Header.Get(headerCallID)
+	if _, err := pe2.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	pe2.server.sweepOnce(context.Background(), 10*time.Second)
+	if pc, _ := pe2.store.Get(context.Background(), id); pc.State != pending.Approved || len(pe2.upstream.got()) != 0 {
+		t.Fatalf("within the grace: state %s, upstream %d; want still approved", pc.State, len(pe2.upstream.got()))
+	}
+}

@@ -31,6 +31,10 @@ func (s *Server) Sweep(ctx context.Context, interval, grace time.Duration) {
 }
 
 func (s *Server) sweepOnce(ctx context.Context, grace time.Duration) {
+	// An approved call close to its expiry is executed now rather than
+	// after the grace: otherwise an approval in the last seconds of the
+	// ttl would expire unexecuted although the approver saw "approved".
+	s.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
 	expired, err := s.cfg.Pending.Expire(ctx, 100)
 	if err != nil {
 		s.log.Warn("sweeper: cannot expire calls", "error", err)
@@ -41,12 +45,21 @@ func (s *Server) sweepOnce(ctx context.Context, grace time.Duration) {
 			s.cfg.OnResolve(pc)
 		}
 	}
+	s.executeApproved(ctx, grace, nil)
+}
+
+// executeApproved claims and executes approved calls decided at least
+// grace ago (and, when urgent is set, only those it selects).
+func (s *Server) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) {
 	approved, err := s.cfg.Pending.Approved(ctx, grace, 20)
 	if err != nil {
 		s.log.Warn("sweeper: cannot list approved calls", "error", err)
 		return
 	}
 	for _, pc := range approved {
+		if urgent != nil && !urgent(pc) {
+			continue
+		}
 		claimed, err := s.cfg.Pending.Claim(ctx, pc.ID, s.lease(pc))
 		if errors.Is(err, pending.ErrConflict) {
 			continue // another executor was first
