@@ -139,14 +139,11 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, to State, by, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	m := s.lookup(id, now)
-	if m == nil {
-		return Call{}, notFound(id)
-	}
 	// An expired call cannot be decided even if no sweeper has run yet:
 	// expiry is checked here, against the store's clock.
-	if s.expireIfDue(m, now) || m.c.State != Waiting {
-		return Call{}, &StateError{Call: m.c.clone()}
+	m, err := s.inState(id, Waiting, now)
+	if err != nil {
+		return Call{}, err
 	}
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = by, comment, now
 	s.move(m, to, now)
@@ -164,12 +161,9 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	m := s.lookup(id, now)
-	if m == nil {
-		return Call{}, notFound(id)
-	}
-	if s.expireIfDue(m, now) || m.c.State != Approved {
-		return Call{}, &StateError{Call: m.c.clone()}
+	m, err := s.inState(id, Approved, now)
+	if err != nil {
+		return Call{}, err
 	}
 	m.c.Fence++
 	m.c.LeaseUntil = now.Add(lease)
@@ -404,4 +398,18 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// inState returns the live call id when it is in state want; a missing
+// call is ErrNotFound, one past its deadline (moved to expired or unknown
+// here) or in another state a *StateError. The caller holds s.mu.
+func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, error) {
+	m := s.lookup(id, now)
+	if m == nil {
+		return nil, notFound(id)
+	}
+	if s.expireIfDue(m, now) || m.c.State != want {
+		return nil, &StateError{Call: m.c.clone()}
+	}
+	return m, nil
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/pending"
@@ -74,7 +75,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "every member of a JSON-RPC batch must be an object")
 			}
 			if k := caseVariant(o, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
-				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconvQuote(k)+" differs only in case from a JSON-RPC member")
+				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member")
 			}
 			if o["method"] == "tools/call" {
 				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
@@ -91,7 +92,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *callError {
 	in := c.input
 	if k := caseVariant(msg, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconvQuote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
 	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id, _ = json.Marshal(id)
@@ -103,7 +104,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *ca
 	c.mcp.method = method
 	params, _ := msg["params"].(map[string]any)
 	if k := caseVariant(params, "name", "arguments", "_meta", "uri"); k != "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconvQuote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
+		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
 		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
@@ -310,5 +311,3 @@ func caseVariant(m map[string]any, known ...string) string {
 	}
 	return ""
 }
-
-func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -28,7 +28,7 @@ func statusDoc(pc pending.Call) map[string]any {
 	}
 	if res := pc.Result; res != nil {
 		r := map[string]any{"status": res.Status, "headers": res.Header}
-		if ct := http.Header(res.Header).Get("Content-Type"); strings.Contains(ct, "json") && validJSON(res.Body) && !res.Truncated {
+		if ct := http.Header(res.Header).Get("Content-Type"); strings.Contains(ct, "json") && json.Valid(res.Body) && !res.Truncated {
 			r["body"] = rawJSON(res.Body)
 		} else {
 			r["body"] = res.Body // base64
@@ -96,7 +96,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 		if max := s.cfg.Hold; wait > max {
 			wait = max
 		}
-		ctx, cancel := contextWithTimeout(r, wait)
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		stop := context.AfterFunc(s.drained, cancel) // shutdown answers long polls at once
 		next, werr := s.cfg.Pending.Wait(ctx, id, pc.State)
 		stop()
@@ -112,12 +112,6 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 	w.Header().Set(headerCallID, pc.ID)
 	writeJSON(w, http.StatusOK, statusDoc(pc))
 }
-
-func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), d)
-}
-
-func validJSON(b []byte) bool { return json.Valid(b) }
 
 type rawJSON []byte
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	opaversion "github.com/open-policy-agent/opa/v1/version"
@@ -47,20 +48,11 @@ type env struct {
 
 func (e env) getenv(name string) string {
 	for i := len(e.environ) - 1; i >= 0; i-- {
-		if k, v, ok := cut(e.environ[i]); ok && k == name {
+		if k, v, ok := strings.Cut(e.environ[i], "="); ok && k == name {
 			return v
 		}
 	}
 	return ""
-}
-
-func cut(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return "", "", false
 }
 
 // run runs the command named by args[0] and returns the exit status.
