@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 )
 
@@ -44,6 +45,10 @@ type Engine struct {
 type prepared struct {
 	query    rego.PreparedEvalQuery
 	revision string
+	// compiler and store are the revision's compiled modules and data,
+	// for other queries on the same revision (decision-log masks).
+	compiler *ast.Compiler
+	store    storage.Store
 }
 
 // decisionQuery reads the three rules of package toolgate (the user's) and
@@ -128,7 +133,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: preparing the decision query: %w", err)
 	}
-	return &prepared{query: pq, revision: b.revision}, nil
+	return &prepared{query: pq, revision: b.revision, compiler: c, store: store}, nil
 }
 
 // Decide evaluates in and applies deny > ask > allow, the default for calls
