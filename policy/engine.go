@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,11 @@ import (
 type Options struct {
 	// Library is the shipped library (package toolgate.lib), always loaded.
 	Library fs.FS
+	// NativeLibrary says Library is the shipped rego/lib, whose rules may
+	// then be evaluated in Go (native.go) rather than by OPA, for speed.
+	// The engine still falls back to OPA for a policy that extends the
+	// library or serves its own table. Leave it off for any other library.
+	NativeLibrary bool
 	// Policies holds the user's .rego modules and .json/.yaml data files,
 	// read again at every Reload (os.DirFS(policy.dir) in production).
 	Policies fs.FS
@@ -41,21 +47,32 @@ type Engine struct {
 	mu      sync.Mutex // serialises Reload
 }
 
-// prepared is one compiled policy revision with its query prepared once.
+// prepared is one compiled policy revision with its queries prepared once.
 type prepared struct {
-	query    rego.PreparedEvalQuery
-	revision string
+	// full evaluates every rule in Rego, the shipped library's included.
+	full rego.PreparedEvalQuery
+	// native, when set, is the library evaluated in Go; then user holds
+	// the query of what is left for OPA, the rules package toolgate
+	// defines, and is nil when it defines none.
+	native *nativeLib
+	user   *rego.PreparedEvalQuery
+	// userRules are the rules user reads, in ruleNames order.
+	userRules []string
+	revision  string
 	// compiler and store are the revision's compiled modules and data,
 	// for other queries on the same revision (decision-log masks).
 	compiler *ast.Compiler
 	store    storage.Store
 }
 
-// decisionQuery reads the three rules of package toolgate (the user's) and
-// of package toolgate.lib (the shipped library). Each comprehension is
-// always defined: empty when the rule is undefined, else the rule's value,
-// so a policy that defines only some of the rules still evaluates.
-var decisionQuery = ast.MustParseBody(`
+// ruleNames are the rules a policy contributes to.
+var ruleNames = [...]string{"deny", "ask", "allow", "read_only"}
+
+// fullQuery reads the four rules of package toolgate (the user's) and of
+// package toolgate.lib (the shipped library). Each comprehension is always
+// defined: empty when the rule is undefined, else the rule's value, so a
+// policy that defines only some of the rules still evaluates.
+var fullQuery = ast.MustParseBody(`
 	deny := [x | x := data.toolgate.deny]
 	ask := [x | x := data.toolgate.ask]
 	allow := [x | x := data.toolgate.allow]
@@ -65,6 +82,23 @@ var decisionQuery = ast.MustParseBody(`
 	lib_allow := [x | x := data.toolgate.lib.allow]
 	lib_read_only := [x | x := data.toolgate.lib.read_only]
 `)
+
+// userQuery reads, of package toolgate's four rules, those it defines.
+func userQuery(c *ast.Compiler, data map[string]any) (ast.Body, []string) {
+	var body ast.Body
+	var names []string
+	tg, _ := data["toolgate"].(map[string]any)
+	for _, name := range ruleNames {
+		ref := ast.MustParseRef("data.toolgate." + name)
+		_, inData := tg[name]
+		if len(c.GetRules(ref)) == 0 && !inData {
+			continue
+		}
+		names = append(names, name)
+		body = append(body, ast.MustParseExpr(name+" := [x | x := data.toolgate."+name+"]"))
+	}
+	return body, names
+}
 
 // New loads and compiles the policy. An unreadable file, a parse or compile
 // error or a bad rules table is an error: toolgate does not start on a
@@ -120,8 +154,30 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		return nil, fmt.Errorf("policy: compiling: %w", c.Errors)
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
+	p := &prepared{revision: b.revision, compiler: c, store: store}
+	if p.full, err = prepareQuery(ctx, fullQuery, c, store); err != nil {
+		return nil, err
+	}
+	if !e.opts.NativeLibrary || !nativeEligible(b) {
+		return p, nil
+	}
+	if p.native, err = newNativeLib(b.rules); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	body, names := userQuery(c, b.data)
+	if len(names) > 0 {
+		q, err := prepareQuery(ctx, body, c, store)
+		if err != nil {
+			return nil, err
+		}
+		p.user, p.userRules = &q, names
+	}
+	return p, nil
+}
+
+func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, store storage.Store) (rego.PreparedEvalQuery, error) {
 	pq, err := rego.New(
-		rego.ParsedQuery(decisionQuery),
+		rego.ParsedQuery(q),
 		rego.Compiler(c),
 		rego.Store(store),
 		rego.StoreReadAST(true),
@@ -131,9 +187,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		rego.StrictBuiltinErrors(true),
 	).PrepareForEval(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("policy: preparing the decision query: %w", err)
+		return pq, fmt.Errorf("policy: preparing the decision query: %w", err)
 	}
-	return &prepared{query: pq, revision: b.revision, compiler: c, store: store}, nil
+	return pq, nil
 }
 
 // Decide evaluates in and applies deny > ask > allow, the default for calls
@@ -142,15 +198,43 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 // Decision is then Deny with the error as its reason, and callers must not
 // forward the call.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
-	v, err := in.Value()
-	if err != nil {
-		return failed(err)
+	p := e.current.Load()
+	if p.native == nil {
+		v, err := in.Value()
+		if err != nil {
+			return failed(err)
+		}
+		return p.decideRego(ctx, v, in.Mode, e.opts.Default)
 	}
-	return e.decide(ctx, v, in.Mode)
+	var vs [len(ruleNames)]verdict
+	if p.user != nil {
+		v, err := in.Value()
+		if err != nil {
+			return failed(err)
+		}
+		b, err := eval(ctx, p.user, v)
+		if err != nil {
+			return failed(err)
+		}
+		for _, name := range p.userRules {
+			i := slices.Index(ruleNames[:], name)
+			if vs[i], err = verdictOf(name, b[name]); err != nil {
+				return failed(err)
+			}
+		}
+	}
+	lib := p.native.decide(in)
+	vs[0].merge(lib.deny)
+	vs[1].merge(lib.ask)
+	vs[2].merge(lib.allow)
+	d := combine(vs[0], vs[1], vs[2], e.opts.Default)
+	d.ReadOnly = vs[3].fired || lib.readOnly
+	return applyModeOrFail(d, in.Mode)
 }
 
 // DecideValue is Decide for an input document given as an OPA value, as
 // `toolgate policy eval` reads it from a file. The mode is the document's.
+// Everything is evaluated in Rego, the shipped library included.
 func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error) {
 	mode := ""
 	if obj, ok := v.(ast.Object); ok {
@@ -162,32 +246,36 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			mode = string(s)
 		}
 	}
-	return e.decide(ctx, v, mode)
+	return e.current.Load().decideRego(ctx, v, mode, e.opts.Default)
 }
 
-func (e *Engine) decide(ctx context.Context, v ast.Value, mode string) (Decision, error) {
-	p := e.current.Load()
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(v))
+// decideRego decides with every rule evaluated by OPA.
+func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def Action) (Decision, error) {
+	b, err := eval(ctx, &p.full, v)
 	if err != nil {
-		return failed(fmt.Errorf("policy: evaluating: %w", err))
+		return failed(err)
 	}
-	if len(rs) != 1 {
-		return failed(errors.New("policy: the decision query is undefined"))
-	}
-	b := rs[0].Bindings
-	var vs [3]verdict
-	for i, name := range [3]string{"deny", "ask", "allow"} {
+	var vs [len(ruleNames)]verdict
+	for i, name := range ruleNames {
 		if vs[i], err = verdictOf(name, b[name], b["lib_"+name]); err != nil {
 			return failed(err)
 		}
 	}
-	d := combine(vs[0], vs[1], vs[2], e.opts.Default)
-	ro, err := verdictOf("read_only", b["read_only"], b["lib_read_only"])
-	if err != nil {
-		return failed(err)
-	}
-	d.ReadOnly = ro.fired
+	d := combine(vs[0], vs[1], vs[2], def)
+	d.ReadOnly = vs[3].fired
 	return applyModeOrFail(d, mode)
+}
+
+// eval runs a decision query, which has exactly one result.
+func eval(ctx context.Context, q *rego.PreparedEvalQuery, v ast.Value) (rego.Vars, error) {
+	rs, err := q.Eval(ctx, rego.EvalParsedInput(v))
+	if err != nil {
+		return nil, fmt.Errorf("policy: evaluating: %w", err)
+	}
+	if len(rs) != 1 {
+		return nil, errors.New("policy: the decision query is undefined")
+	}
+	return rs[0].Bindings, nil
 }
 
 func applyModeOrFail(d Decision, mode string) (Decision, error) {

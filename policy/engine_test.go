@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -24,7 +25,7 @@ var seedRules = []string{
 	`{id: r4, effect: allow, tool: Edit, target: notes.txt}`,
 }
 
-func writeRules(t *testing.T, dir string, rows []string) string {
+func writeRules(t testing.TB, dir string, rows []string) string {
 	t.Helper()
 	path := filepath.Join(dir, "rules.yaml")
 	var src strings.Builder
@@ -41,7 +42,11 @@ func writeRules(t *testing.T, dir string, rows []string) string {
 func newEngine(t testing.TB, opts policy.Options) *policy.Engine {
 	t.Helper()
 	if opts.Library == nil {
+		// The shipped library as toolgate runs it: evaluated in Go where
+		// the policy allows (TestNativeMatchesRego holds the two forms
+		// together).
 		opts.Library = shipped.Library()
+		opts.NativeLibrary = true
 	}
 	e, err := policy.New(context.Background(), opts)
 	if err != nil {
@@ -334,33 +339,17 @@ allow if input.tool.name == "read_file"
 
 // BenchmarkDecide measures one decision with the shipped library and a rules
 // table of n rows: most name one tool (with exact, glob and "*" targets),
-// one in 25 has a glob tool name.
-func BenchmarkDecide(b *testing.B) {
+// one in 25 has a glob tool name. The library is evaluated as toolgate runs
+// it (in Go); BenchmarkDecideRego evaluates it in OPA, for comparison.
+func BenchmarkDecide(b *testing.B) { benchmarkDecide(b, true) }
+
+func BenchmarkDecideRego(b *testing.B) { benchmarkDecide(b, false) }
+
+func benchmarkDecide(b *testing.B, native bool) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
-			rows := make([]string, 0, n)
-			for i := range n {
-				switch i % 25 % 4 {
-				case 0:
-					rows = append(rows, fmt.Sprintf(`{id: a%d, effect: allow, tool: tool%d, target: "docs/**"}`, i, i))
-				case 1:
-					rows = append(rows, fmt.Sprintf(`{id: d%d, effect: deny, tool: tool%d, target: secret%d.txt}`, i, i, i))
-				case 2:
-					rows = append(rows, fmt.Sprintf(`{id: k%d, effect: ask, tool: "tool%d", target: "*"}`, i, i))
-				default:
-					if i%25 == 3 {
-						rows = append(rows, fmt.Sprintf(`{id: g%d, effect: allow, tool: "ns%d.*", target: "src/*.go"}`, i, i))
-					} else {
-						rows = append(rows, fmt.Sprintf(`{id: e%d, effect: allow, tool: tool%d, target: "src/*.go"}`, i, i))
-					}
-				}
-			}
-			dir := b.TempDir()
-			path := filepath.Join(dir, "rules.yaml")
-			if err := os.WriteFile(path, []byte("rules:\n  - "+strings.Join(rows, "\n  - ")+"\n"), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			e := newEngine(b, policy.Options{RulesFile: path})
+			path := writeRules(b, b.TempDir(), benchRows(n))
+			e := newEngine(b, policy.Options{Library: shipped.Library(), NativeLibrary: native, RulesFile: path})
 			in := call("tool0", "docs/guide/intro.md")
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -372,6 +361,64 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDecideExample is the quickstart's policy (package toolgate rules
+// evaluated by OPA) beside a 100-row table.
+func BenchmarkDecideExample(b *testing.B) {
+	path := writeRules(b, b.TempDir(), benchRows(100))
+	e := newEngine(b, policy.Options{Policies: shipped.Example(), RulesFile: path})
+	in := call("read_file", "chapters/01.md")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := e.Decide(ctx, in); err != nil || d.Action != policy.Allow {
+			b.Fatalf("%v %v", d.Action, err)
+		}
+	}
+}
+
+// BenchmarkTrivialQuery is OPA's floor: a prepared query reading one field
+// of the same input. Decision costs are reported as multiples of it.
+func BenchmarkTrivialQuery(b *testing.B) {
+	ctx := context.Background()
+	pq, err := rego.New(rego.Query("x := input.tool.name")).PrepareForEval(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := call("tool0", "docs/guide/intro.md")
+	b.ReportAllocs()
+	for b.Loop() {
+		v, err := in.Value()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, err := pq.Eval(ctx, rego.EvalParsedInput(v))
+		if err != nil || len(rs) != 1 {
+			b.Fatal(rs, err)
+		}
+	}
+}
+
+func benchRows(n int) []string {
+	rows := make([]string, 0, n)
+	for i := range n {
+		switch i % 25 % 4 {
+		case 0:
+			rows = append(rows, fmt.Sprintf(`{id: a%d, effect: allow, tool: tool%d, target: "docs/**"}`, i, i))
+		case 1:
+			rows = append(rows, fmt.Sprintf(`{id: d%d, effect: deny, tool: tool%d, target: secret%d.txt}`, i, i, i))
+		case 2:
+			rows = append(rows, fmt.Sprintf(`{id: k%d, effect: ask, tool: "tool%d", target: "*"}`, i, i))
+		default:
+			if i%25 == 3 {
+				rows = append(rows, fmt.Sprintf(`{id: g%d, effect: allow, tool: "ns%d.*", target: "src/*.go"}`, i, i))
+			} else {
+				rows = append(rows, fmt.Sprintf(`{id: e%d, effect: allow, tool: tool%d, target: "src/*.go"}`, i, i))
+			}
+		}
+	}
+	return rows
 }
 
 // TestWatchReloads writes into a watched directory: a broken module keeps

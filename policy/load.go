@@ -21,6 +21,10 @@ type bundle struct {
 	modules  map[string]*ast.Module
 	data     map[string]any
 	revision string
+	// rules is the table read from the rules file (rulesFromFile), kept
+	// beside its data form for the library's Go evaluation.
+	rules         []Rule
+	rulesFromFile bool
 }
 
 // load reads the library, the user's policies and the rules table.
@@ -49,6 +53,7 @@ func load(opts *Options) (*bundle, error) {
 		if err := b.setRules(rules); err != nil {
 			return nil, err
 		}
+		b.rules, b.rulesFromFile = rules, true
 		h.Write(src)
 	}
 	b.revision = hex.EncodeToString(h.Sum(nil))[:16]

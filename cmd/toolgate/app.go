@@ -67,12 +67,13 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 		def = policy.Ask
 	}
 	return policy.New(ctx, policy.Options{
-		Library:   shipped.Library(),
-		Policies:  src.fsys,
-		RulesFile: cfg.Policy.RulesFile,
-		Default:   def,
-		Logger:    log,
-		OnReload:  onReload,
+		Library:       shipped.Library(),
+		Policies:      src.fsys,
+		RulesFile:     cfg.Policy.RulesFile,
+		NativeLibrary: true,
+		Default:       def,
+		Logger:        log,
+		OnReload:      onReload,
 	})
 }
 

@@ -1,0 +1,236 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gobwas/glob"
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// nativeLib is the shipped library (rego/lib, package toolgate.lib)
+// evaluated in Go. The Rego stays the definition: `opa test`, `toolgate
+// policy eval` and policies that read data.toolgate.lib.* all use it, and
+// TestNativeMatchesRego proves on generated tables and calls that both forms
+// decide alike. The Go form exists for speed: it is the rules table that
+// every call consults, and OPA visits every glob row and recompiles globs
+// once a table holds more than its cache of 100 patterns, so the Rego form
+// costs grow with the table while this one looks up the tool's rows in a
+// map and runs precompiled matchers.
+type nativeLib struct {
+	byTool map[string][]*nativeRow // rows by exact tool name
+	// Rows whose tool is "*" or a glob, by the literal prefix of the
+	// pattern ("" for "*" and for globs that open with a wildcard). A call
+	// visits only the groups whose prefix its tool name starts with, one
+	// map lookup per distinct prefix length, so a table of many globs
+	// ("github.*", "jira.*", ...) costs what a table of a few does.
+	byPrefix   map[string][]*nativeRow
+	prefixLens []int // distinct prefix lengths, ascending
+}
+
+// nativeRow is one table row with its matchers compiled and its reason
+// built once.
+type nativeRow struct {
+	Rule
+	tool, target *glob.Pattern // nil when the field is not a glob
+	reason       Reason
+}
+
+// newNativeLib compiles the rules table. The globs were checked by
+// ParseRules; compiling them here with the delimiters the library gives
+// glob.match (none for tools, "/" for targets) makes them match exactly as
+// OPA's glob.match does, which uses the same glob package.
+func newNativeLib(rules []Rule) (*nativeLib, error) {
+	n := &nativeLib{byTool: make(map[string][]*nativeRow), byPrefix: make(map[string][]*nativeRow)}
+	for _, r := range rules {
+		row := &nativeRow{Rule: r}
+		var err error
+		if isGlob(r.Tool) {
+			if row.tool, err = glob.Compile(r.Tool); err != nil {
+				return nil, fmt.Errorf("rules table %s: tool: %w", r.ID, err)
+			}
+		}
+		if isGlob(r.Target) {
+			if row.target, err = glob.Compile(r.Target, '/'); err != nil {
+				return nil, fmt.Errorf("rules table %s: target: %w", r.ID, err)
+			}
+		}
+		msg := r.Message
+		if msg == "" {
+			msg = fmt.Sprintf("rules table %s: %s %s on %s", r.ID, r.Effect, r.Tool, r.Target)
+		}
+		row.reason = Reason{ID: r.ID, Message: msg, MustAsk: r.Effect == "ask" && r.MustAsk}
+		if r.Tool == "*" || row.tool != nil {
+			p := literalPrefix(r.Tool)
+			if _, seen := n.byPrefix[p]; !seen {
+				n.prefixLens = append(n.prefixLens, len(p))
+			}
+			n.byPrefix[p] = append(n.byPrefix[p], row)
+		} else {
+			n.byTool[r.Tool] = append(n.byTool[r.Tool], row)
+		}
+	}
+	slices.Sort(n.prefixLens)
+	n.prefixLens = slices.Compact(n.prefixLens)
+	return n, nil
+}
+
+// literalPrefix is the part of a glob before its first special character;
+// every name the glob matches starts with it.
+func literalPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, `*?[{\`); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
+}
+
+// libVerdicts is what the library's four rules produce for one call.
+type libVerdicts struct {
+	deny, ask, allow verdict
+	readOnly         bool
+}
+
+// decide evaluates the library's rules for in, as rego/lib/toolgate.rego
+// states them. Reasons come in the order OPA gives a set of reason objects
+// (by id, the first key), so a decision reads the same either way.
+func (n *nativeLib) decide(in *Input) libVerdicts {
+	var v libVerdicts
+	list := in.Phase == PhaseList
+	if t := in.Tool; t != nil {
+		n.match(n.byTool[t.Name], t, list, &v)
+		for _, l := range n.prefixLens {
+			if l > len(t.Name) {
+				break
+			}
+			n.match(n.byPrefix[t.Name[:l]], t, list, &v)
+		}
+		if !list && t.HasTarget && t.TargetEscapes {
+			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: fmt.Sprintf("target %q climbs above its root", t.TargetRaw)})
+		}
+		if in.Kind == KindMCP && t.Annotations["readOnlyHint"] == true {
+			v.readOnly = true
+		}
+	} else if in.Kind == KindMCP {
+		v.allow.add(Reason{ID: "toolgate.mcp_plumbing", Message: "MCP protocol message"})
+	}
+	for _, vd := range []*verdict{&v.deny, &v.ask, &v.allow} {
+		if len(vd.reasons) > 1 {
+			slices.SortFunc(vd.reasons, func(a, b Reason) int { return strings.Compare(a.ID, b.ID) })
+		}
+	}
+	return v
+}
+
+// match applies the rows that can concern t's tool.
+func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts) {
+	for _, r := range rows {
+		if !r.toolMatches(t.Name) {
+			continue
+		}
+		// In the list phase (no arguments yet) an allow or ask row matches
+		// whatever its target, since some target could match; a deny row
+		// hides the tool only when it covers every call of it.
+		targetOK := r.Target == "*"
+		if !targetOK && !list {
+			targetOK = r.targetMatches(t)
+		}
+		switch r.Effect {
+		case "deny":
+			if targetOK {
+				v.deny.add(r.reason)
+			}
+			continue
+		case "ask":
+			if targetOK || list {
+				v.ask.add(r.reason)
+			}
+		case "allow":
+			if targetOK || list {
+				v.allow.add(r.reason)
+			}
+		}
+		if r.ReadOnly && (targetOK || list) {
+			v.readOnly = true
+		}
+	}
+}
+
+func (r *nativeRow) toolMatches(name string) bool {
+	switch {
+	case r.Tool == "*":
+		return true
+	case r.tool != nil:
+		return r.tool.Match(name)
+	}
+	return r.Tool == name
+}
+
+// targetMatches is the call phase's target test; "*" was handled by the
+// caller. A call without a target matches only "*".
+func (r *nativeRow) targetMatches(t *Tool) bool {
+	if !t.HasTarget {
+		return false
+	}
+	if r.target != nil {
+		return r.target.Match(t.Target)
+	}
+	return r.Target == t.Target
+}
+
+// merge appends what another package's rule produced.
+func (v *verdict) merge(o verdict) {
+	v.fired = v.fired || o.fired
+	v.reasons = append(v.reasons, o.reasons...)
+}
+
+func (v *verdict) add(r Reason) {
+	v.fired = true
+	v.reasons = append(v.reasons, r)
+}
+
+// nativeEligible reports whether the library may be evaluated in Go for
+// this bundle: nothing but the shipped library and the rules file may
+// contribute to data.toolgate.lib or to the table the library reads. A
+// policy that adds rules to package toolgate.lib, defines its own
+// data.toolgate.rules or rules_index, or serves a table from a data file is
+// evaluated wholly by OPA.
+func nativeEligible(b *bundle) bool {
+	if !b.rulesFromFile {
+		if tg, ok := b.data["toolgate"].(map[string]any); ok {
+			for _, k := range []string{"rules", "rules_index", "lib"} {
+				if _, ok := tg[k]; ok {
+					return false
+				}
+			}
+		}
+	} else if tg, ok := b.data["toolgate"].(map[string]any); ok {
+		if _, ok := tg["lib"]; ok {
+			return false
+		}
+	}
+	reserved := []ast.Ref{
+		ast.MustParseRef("data.toolgate.lib"),
+		ast.MustParseRef("data.toolgate.rules"),
+		ast.MustParseRef("data.toolgate.rules_index"),
+	}
+	for key, m := range b.modules {
+		if strings.HasPrefix(key, "lib/") {
+			continue
+		}
+		for _, r := range m.Rules {
+			path := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
+			for _, res := range reserved {
+				if path.HasPrefix(res) || res.HasPrefix(path) {
+					return false
+				}
+			}
+		}
+		for _, res := range reserved {
+			if m.Package.Path.HasPrefix(res) {
+				return false
+			}
+		}
+	}
+	return true
+}
