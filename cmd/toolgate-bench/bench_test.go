@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBodies: every call the harness sends is a 200-byte JSON object, the
+// ask calls included (their counter keeps the size fixed).
+func TestBodies(t *testing.T) {
+	for name, b := range map[string]string{
+		"read": readBody, "delete": deleteBody, "mcp": mcpBody,
+		"ask 1":   fmt.Sprintf(askTemplate, "abcdefghijkl", 1),
+		"ask max": fmt.Sprintf(askTemplate, "abcdefghijkl", 9999999999),
+	} {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(b), &v); err != nil {
+			t.Errorf("%s: %v: %s", name, err, b)
+		}
+		if len(b) != bodySize {
+			t.Errorf("%s: %d bytes, want %d", name, len(b), bodySize)
+		}
+	}
+}
+
+// TestProcReadings reads this test's own process: its CPU from /proc
+// agrees with getrusage, RSS is there, and a command name with spaces and
+// parentheses does not shift the fields.
+func TestProcReadings(t *testing.T) {
+	pid := os.Getpid()
+	c0, err := cpuTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := rusage(t)
+	for rusage(t)-r0 < 200*time.Millisecond { // spin: 200 ms of CPU whatever else runs
+	}
+	r1 := rusage(t)
+	c1, err := cpuTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts in 10 ms ticks, sampled independently of getrusage.
+	if d, want := c1-c0, r1-r0; d < want-30*time.Millisecond || d > want+100*time.Millisecond {
+		t.Errorf("/proc says %v of CPU, getrusage %v", d, want)
+	}
+	if kib, err := rssKiB(pid); err != nil || kib <= 0 {
+		t.Errorf("rss %d KiB, %v", kib, err)
+	}
+	f := statFields("1234 (a b) c) S 1 2 3 4 5 6 7 8 9 10 11 12")
+	if len(f) != 13 || f[0] != "S" || f[11] != "11" {
+		t.Errorf("fields %q", f)
+	}
+	if exited(pid) {
+		t.Error("this process counts as exited")
+	}
+}
+
+// TestVerdict: a run only counts when every answer and the upstream's
+// count are what the target promises.
+func TestVerdict(t *testing.T) {
+	allow := &target{expect: 200, reaches: true}
+	deny := &target{expect: 403}
+	for _, c := range []struct {
+		name    string
+		t       *target
+		w       wrkResult
+		reached int64
+		ok      bool
+	}{
+		{"allow ok", allow, wrkResult{Requests: 100}, 100, true},
+		{"allow, more reached than answered", allow, wrkResult{Requests: 100}, 103, true},
+		{"allow, some not 200", allow, wrkResult{Requests: 100, Status: 1}, 100, false},
+		{"allow, upstream missed calls", allow, wrkResult{Requests: 100}, 99, false},
+		{"allow, socket errors", allow, wrkResult{Requests: 100, Read: 1}, 100, false},
+		{"nothing answered", allow, wrkResult{}, 0, false},
+		{"deny ok", deny, wrkResult{Requests: 100, Status: 100}, 0, true},
+		{"deny, one 200", deny, wrkResult{Requests: 100, Status: 99}, 0, false},
+		{"deny reached the upstream", deny, wrkResult{Requests: 100, Status: 100}, 1, false},
+	} {
+		if got := verdict(c.t, &c.w, c.reached); (got == "") != c.ok {
+			t.Errorf("%s: verdict %q, want ok=%v", c.name, got, c.ok)
+		}
+	}
+}
+
+func rusage(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func TestPercentile(t *testing.T) {
+	var xs []time.Duration
+	for i := 1; i <= 1000; i++ {
+		xs = append(xs, time.Duration(i))
+	}
+	if p50, p99 := percentile(xs, 50), percentile(xs, 99); p50 != 500 || p99 != 990 {
+		t.Errorf("p50 %d p99 %d, want 500 990", p50, p99)
+	}
+	if median([]float64{3, 1, 2}) != 2 || median([]float64{4, 1, 3, 2}) != 2.5 {
+		t.Error("median")
+	}
+}

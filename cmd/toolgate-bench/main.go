@@ -1,0 +1,223 @@
+// Command toolgate-bench measures toolgate side by side with the floor and
+// with the architecture it replaces, in one command, on loopback:
+//
+//	go run ./cmd/toolgate-bench            # 5 interleaved repetitions of 5 s runs, medians
+//	go run ./cmd/toolgate-bench -quick     # 1 s runs, once (CI smoke)
+//	go run ./cmd/toolgate-bench -rss       # 60 s at 1,000 req/s, toolgate's RSS every second
+//
+// It starts a recording upstream, a bare httputil.ReverseProxy, toolgate
+// (allow, deny, ask with an instant approver, MCP tools/call; parked calls
+// in memory and in Redis) and a proxy asking a separate OPA server over
+// HTTP, each its own process pinned to one core; drives them with wrk
+// (saturation) and vegeta (fixed rate) on the other core; reads each
+// server's CPU from /proc; and prints Markdown tables.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	duration   time.Duration
+	reps       int
+	conns      []int
+	rate       int
+	rateDur    time.Duration
+	quick      bool
+	rss        bool
+	rssDur     time.Duration
+	redis      string
+	toolgate   string
+	only       string
+	cpuprofile string
+	keep       bool
+	dir        string
+	noPin      bool
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		if run, ok := hidden[os.Args[1]]; ok {
+			if err := run(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "toolgate-bench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// hidden are the servers the harness starts by re-executing itself.
+var hidden = map[string]func([]string) error{
+	"upstream": runUpstream,
+	"bare":     runBare,
+	"extopa":   runExtOPA,
+	"approver": runApprover,
+}
+
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("toolgate-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each saturation run (whole seconds)")
+	fs.IntVar(&o.reps, "reps", 5, "interleaved repetitions; the tables show medians")
+	conns := fs.String("conns", "1,8,64", "wrk connection counts (concurrency), comma-separated")
+	fs.IntVar(&o.rate, "rate", 1000, "requests per second of the fixed-rate runs (0: none)")
+	fs.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "length of each fixed-rate run")
+	fs.BoolVar(&o.quick, "quick", false, "smoke: 1 s runs, 1 repetition, 8 connections")
+	fs.BoolVar(&o.rss, "rss", false, "only the memory run: toolgate's RSS every second at -rate for -rss-duration")
+	fs.DurationVar(&o.rssDur, "rss-duration", 60*time.Second, "length of the -rss run")
+	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
+	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
+	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a perf profile of toolgate during its allow runs to this file (needs perf)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
+	fs.BoolVar(&o.noPin, "no-pin", false, "do not pin servers and load generator to separate cores")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.quick {
+		o.duration, o.reps, *conns, o.rateDur = time.Second, 1, "8", time.Second
+	}
+	for c := range strings.SplitSeq(*conns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-conns: %q is not a positive number", c)
+		}
+		o.conns = append(o.conns, n)
+	}
+	if o.reps < 1 || o.duration < time.Second {
+		return nil, errors.New("-reps must be at least 1 and -duration at least 1s")
+	}
+	return o, nil
+}
+
+// pinEnv marks the re-executed harness that already runs on the load
+// generator's core.
+const pinEnv = "TGBENCH_PINNED" // not TOOLGATE_*: toolgate refuses unknown keys there
+
+// pin decides the cores. With taskset and two or more cores, the harness
+// re-executes itself on core 0 (it and wrk generate the load) and starts
+// every server on core 1.
+func pin(o *options, stderr io.Writer) (pinning, error) {
+	if os.Getenv(pinEnv) == "1" {
+		return pinning{servers: "1", load: "0"}, nil
+	}
+	if o.noPin {
+		return pinning{}, nil
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		fmt.Fprintln(stderr, "warning: taskset not found: servers and load generator share all cores (numbers are noisier)")
+		return pinning{}, nil
+	}
+	if runtime.NumCPU() < 2 {
+		fmt.Fprintln(stderr, "warning: fewer than 2 cores: servers and load generator share one core")
+		return pinning{}, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return pinning{}, err
+	}
+	taskset, _ := exec.LookPath("taskset")
+	env := append(os.Environ(), pinEnv+"=1")
+	return pinning{}, syscall.Exec(taskset, append([]string{"taskset", "-c", "0", exe}, os.Args[1:]...), env)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "toolgate-bench:", err)
+		return 2
+	}
+	pins, err := pin(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "toolgate-bench:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer stopAll()
+	if err := bench(ctx, o, pins, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "toolgate-bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writer) error {
+	if _, err := exec.LookPath("wrk"); err != nil && !o.rss {
+		return errors.New("wrk not found: install it (Debian: apt-get install wrk)")
+	}
+	dir, err := os.MkdirTemp("", "toolgate-bench-")
+	if err != nil {
+		return err
+	}
+	o.dir = dir
+	if o.keep {
+		fmt.Fprintln(stderr, "work directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if o.toolgate == "" {
+		fmt.Fprintln(stderr, "building toolgate…")
+		if o.toolgate, err = buildToolgate(ctx, dir); err != nil {
+			return err
+		}
+	}
+	if o.redis != "" && !redisAnswers(o.redis) {
+		fmt.Fprintf(stderr, "warning: no Redis answers at %s: the ask (Redis) rows are left out\n", o.redis)
+		o.redis = ""
+	}
+	s, err := startStack(ctx, o, pins)
+	if err != nil {
+		return err
+	}
+	targets := s.targets(o)
+	if err := s.check(ctx, targets); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "toolgate-bench: %s; servers on cpu %s, load on cpu %s; %d-byte POST bodies\n\n",
+		machine(), orAll(pins.servers), orAll(pins.load), bodySize)
+	if o.rss {
+		return s.rssRun(ctx, o, stdout)
+	}
+	sat, err := s.saturation(ctx, o, targets, stderr)
+	if err != nil {
+		return err
+	}
+	report(stdout, o, targets, sat)
+	var rates map[*target][]*rateResult
+	if o.rate > 0 {
+		if rates, err = s.fixedRate(ctx, o, targets, stderr); err != nil {
+			return err
+		}
+		reportRate(stdout, o, targets, rates)
+	}
+	return failedChecks(sat, rates)
+}
+
+func orAll(cpu string) string {
+	if cpu == "" {
+		return "any"
+	}
+	return cpu
+}

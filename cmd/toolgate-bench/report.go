@@ -1,0 +1,189 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// row is a target's medians over its repetitions.
+type row struct {
+	t             *target
+	rps, p50, p99 float64
+	cpu           []float64
+	failed        []string
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+func medians(t *target, smps []*sample) *row {
+	r := &row{t: t}
+	var rps, p50, p99 []float64
+	cpu := make([][]float64, len(t.procs))
+	for _, s := range smps {
+		rps, p50, p99 = append(rps, s.rps), append(p50, s.p50), append(p99, s.p99)
+		for i, c := range s.cpu {
+			cpu[i] = append(cpu[i], c)
+		}
+		if s.failed != "" {
+			r.failed = append(r.failed, s.failed)
+		}
+	}
+	r.rps, r.p50, r.p99 = median(rps), median(p50), median(p99)
+	for _, c := range cpu {
+		r.cpu = append(r.cpu, median(c))
+	}
+	return r
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// report prints one table per concurrency, then the ratios the targets
+// are stated in.
+func report(w io.Writer, o *options, targets []*target, sat map[int]map[*target][]*sample) {
+	summary := &strings.Builder{}
+	for _, c := range o.conns {
+		rows := map[string]*row{}
+		fmt.Fprintf(w, "### Saturation, %d connection(s): wrk, median of %d × %s\n\n", c, o.reps, o.duration)
+		fmt.Fprintln(w, "| server | req/s | p50 | p99 | CPU µs/req | req/s ÷ direct | req/s ÷ bare | CPU ÷ direct | CPU ÷ bare |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		for _, t := range targets {
+			r := medians(t, sat[c][t])
+			rows[t.name] = r
+		}
+		for _, t := range targets {
+			r, ref, bare := rows[t.name], rows[t.ref], rows["bare proxy"]
+			cpu := fmt.Sprintf("%.1f", sum(r.cpu))
+			if len(r.cpu) == 2 {
+				cpu = fmt.Sprintf("%.1f (proxy %.1f + OPA %.1f)", sum(r.cpu), r.cpu[0], r.cpu[1])
+			}
+			name := t.name
+			if len(r.failed) > 0 {
+				name += fmt.Sprintf(" ⚠ %d run(s) failed a check: %s", len(r.failed), r.failed[0])
+			}
+			bareRPS, bareCPU := "–", "–"
+			if bare != nil && t.ref == "direct" {
+				bareRPS, bareCPU = ratio(r.rps, bare.rps), ratio(sum(r.cpu), sum(bare.cpu))
+			}
+			refRPS, refCPU := "–", "–"
+			if ref != nil {
+				refRPS, refCPU = ratio(r.rps, ref.rps), ratio(sum(r.cpu), sum(ref.cpu))
+			}
+			fmt.Fprintf(w, "| %s | %.0f | %.0f µs | %.0f µs | %s | %s | %s | %s | %s |\n",
+				name, r.rps, r.p50, r.p99, cpu, refRPS, bareRPS, refCPU, bareCPU)
+		}
+		fmt.Fprintln(w)
+		targetLines(summary, c, rows)
+	}
+	if summary.Len() > 0 {
+		fmt.Fprintf(w, "### Against the targets\n\n%s\n", summary)
+	}
+}
+
+// targetLines states the ratios the performance targets are written in.
+func targetLines(w io.Writer, c int, rows map[string]*row) {
+	allow, bare, ext, deny := rows["toolgate allow"], rows["bare proxy"], rows["ext-OPA"], rows["toolgate deny"]
+	if allow == nil {
+		return
+	}
+	if bare != nil {
+		fmt.Fprintf(w, "- c=%d: toolgate allow CPU/req ÷ bare proxy %s (target ≤ 1.5×); req/s ÷ bare %s (≥ 0.65×)", c, ratio(sum(allow.cpu), sum(bare.cpu)), ratio(allow.rps, bare.rps))
+		if ext != nil {
+			fmt.Fprintf(w, "; req/s ÷ ext-OPA %s (≥ 3×)", ratio(allow.rps, ext.rps))
+		}
+		if c == 1 {
+			fmt.Fprintf(w, "; added p50 vs bare %+.0f µs (≤ 60 µs)", allow.p50-bare.p50)
+		}
+		fmt.Fprintln(w)
+	}
+	if deny != nil {
+		fmt.Fprintf(w, "- c=%d: toolgate deny req/s ÷ allow %s (≥ 2×)\n", c, ratio(deny.rps, allow.rps))
+	}
+	for _, n := range []string{"toolgate ask (memory)", "toolgate ask (Redis)"} {
+		if a := rows[n]; a != nil {
+			fmt.Fprintf(w, "- c=%d: %s with instant approval: added p50 vs allow %+.0f µs, req/s ÷ allow %s\n", c, n, a.p50-allow.p50, ratio(a.rps, allow.rps))
+		}
+	}
+	if m, d := rows["MCP toolgate"], rows["MCP direct"]; m != nil && d != nil {
+		fmt.Fprintf(w, "- c=%d: MCP tools/call through toolgate: req/s ÷ direct %s, added p50 %+.0f µs\n", c, ratio(m.rps, d.rps), m.p50-d.p50)
+	}
+}
+
+// reportRate prints the fixed-rate table: exact percentiles, medians over
+// the repetitions, and the p99 each server adds to the direct call.
+func reportRate(w io.Writer, o *options, targets []*target, rates map[*target][]*rateResult) {
+	fmt.Fprintf(w, "### Fixed rate, %d req/s: vegeta, median of %d × %s\n\n", o.rate, o.reps, o.rateDur)
+	fmt.Fprintln(w, "| server | calls | not 200 | p50 | p99 | max | added p99 vs its direct |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	p99 := map[string]time.Duration{}
+	for _, t := range targets {
+		if rs := rates[t]; len(rs) > 0 {
+			p99[t.name] = medianDur(rs, func(r *rateResult) time.Duration { return r.p99 })
+		}
+	}
+	for _, t := range targets {
+		rs := rates[t]
+		if len(rs) == 0 {
+			continue
+		}
+		sent, bad := 0, 0
+		for _, r := range rs {
+			sent, bad = sent+r.sent, bad+r.bad
+		}
+		added := "–"
+		if d, ok := p99[t.ref]; ok && t.ref != t.name {
+			added = fmt.Sprintf("%+.0f µs", float64((p99[t.name]-d).Nanoseconds())/1e3)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s |\n", t.name, sent, bad,
+			us(medianDur(rs, func(r *rateResult) time.Duration { return r.p50 })), us(p99[t.name]),
+			us(medianDur(rs, func(r *rateResult) time.Duration { return r.max })), added)
+	}
+	fmt.Fprintln(w)
+}
+
+func medianDur(rs []*rateResult, f func(*rateResult) time.Duration) time.Duration {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = float64(f(r))
+	}
+	return time.Duration(median(xs))
+}
+
+// failedChecks makes the exit status say whether every run answered as
+// it must.
+func failedChecks(sat map[int]map[*target][]*sample, rates map[*target][]*rateResult) error {
+	var errs []error
+	for c, byTarget := range sat {
+		for t, smps := range byTarget {
+			for _, s := range smps {
+				if s.failed != "" {
+					errs = append(errs, fmt.Errorf("c=%d %s: %s", c, t.name, s.failed))
+				}
+			}
+		}
+	}
+	for t, rs := range rates {
+		for _, r := range rs {
+			if r.bad > 0 {
+				errs = append(errs, fmt.Errorf("%s at fixed rate: %d of %d calls not answered %d", t.name, r.bad, r.sent, t.expect))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

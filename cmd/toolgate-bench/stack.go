@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// stack is every server of the comparison, started on loopback.
+type stack struct {
+	dir      string
+	agentKey string
+	upstream *proc
+	bare     *proc
+	extProxy *proc
+	opa      *proc
+	approver *proc
+	tgMemory *proc // toolgate, parked calls in memory
+	tgRedis  *proc // toolgate, parked calls in Redis; nil without Redis
+	url      map[string]string
+}
+
+func secret() string {
+	b := make([]byte, 36)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// buildToolgate builds toolgate from the module this harness belongs to.
+func buildToolgate(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m (run toolgate-bench inside the toolgate module, or pass -toolgate): %w", err)
+	}
+	bin := filepath.Join(dir, "toolgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/toolgate")
+	cmd.Dir = strings.TrimSpace(string(out))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/toolgate: %w", err)
+	}
+	return bin, nil
+}
+
+// toolgateConfig is a serve configuration: the recording upstream as a
+// REST upstream at / and as an MCP upstream at /mcp-up/, the rules table,
+// an API key for the agent and one approver notified by CloudEvents.
+func toolgateConfig(s *stack, store, redisAddr, proxyAddr, approvalsAddr, adminAddr, notifyURL string) string {
+	pending := "pending: {store: memory}"
+	if store == "redis" {
+		pending = fmt.Sprintf("pending: {store: redis, redis_url: \"redis://%s/0\", redis_prefix: \"toolgate-bench-%s:\"}", redisAddr, secret()[:8])
+	}
+	return fmt.Sprintf(`listen: {proxy: %q, approvals: %q, admin: %q}
+upstreams:
+  - {name: tools, url: %q, protocol: rest, prefix: /}
+  - {name: mcptools, url: %q, protocol: mcp, prefix: /mcp-up/, mcp_path: /mcp}
+identity:
+  api_keys: [{key: "${BENCH_AGENT_KEY}", subject: agent-bench, groups: [agents]}]
+policy: {rules_file: ./rules.yaml, watch: false}
+%s
+approvals:
+  secret: "${BENCH_APPROVALS_SECRET}"
+  approvers: [{name: bench-approver, key: "${BENCH_APPROVER_KEY}"}]
+  notify: [{url: %q, format: cloudevents}]
+log: {level: info}
+`, proxyAddr, approvalsAddr, adminAddr, s.url["direct"], s.url["direct"], pending, notifyURL)
+}
+
+// startStack starts the servers pinned to the servers' core and waits
+// until each answers.
+func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
+	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
+	approverKey := secret()
+	addrs := map[string]string{}
+	for _, n := range []string{"upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tgr-proxy", "tgr-approvals", "tgr-admin"} {
+		a, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addrs[n] = a
+	}
+	s.url["direct"] = "http://" + addrs["upstream"]
+	var err error
+	if s.upstream, err = startProc(o.dir, "upstream", pin.servers, self("upstream", "-listen", addrs["upstream"]), nil); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, s.upstream, s.url["direct"]+"/_bench/count", 10*time.Second); err != nil {
+		return nil, err
+	}
+	s.url["bare"] = "http://" + addrs["bare"]
+	if s.bare, err = startProc(o.dir, "bare", pin.servers, self("bare", "-listen", addrs["bare"], "-upstream", s.url["direct"]), nil); err != nil {
+		return nil, err
+	}
+
+	// The external OPA server is toolgate's embedded OPA command line,
+	// so it runs exactly the OPA version toolgate decides with.
+	opaDir := filepath.Join(o.dir, "opa")
+	if err := os.MkdirAll(opaDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := writeExtOPA(opaDir); err != nil {
+		return nil, err
+	}
+	if s.opa, err = startProc(o.dir, "opa", pin.servers, []string{o.toolgate, "opa", "run", "--server", "--addr", addrs["opa"], "--log-level", "error", opaDir}, nil); err != nil {
+		return nil, err
+	}
+	s.url["extopa"] = "http://" + addrs["extopa"]
+	if s.extProxy, err = startProc(o.dir, "extopa-proxy", pin.servers, self("extopa", "-listen", addrs["extopa"], "-upstream", s.url["direct"],
+		"-opa", "http://"+addrs["opa"]+"/v1/data/bench/decision"), nil); err != nil {
+		return nil, err
+	}
+
+	// The approver is the human's side, not the server's: it runs beside
+	// the load generator.
+	if s.approver, err = startProc(o.dir, "approver", pin.load, self("approver", "-listen", addrs["approver"]),
+		[]string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
+		return nil, err
+	}
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml")); err != nil {
+		return nil, err
+	}
+	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_APPROVER_KEY=" + approverKey, "BENCH_APPROVALS_SECRET=" + secret()}
+	startTG := func(name, store, p string) (*proc, error) {
+		cfg := filepath.Join(o.dir, name+".yaml")
+		notifyURL := "http://" + addrs["approver"] + "/" + name
+		if err := os.WriteFile(cfg, []byte(toolgateConfig(s, store, o.redis, addrs[p+"-proxy"], addrs[p+"-approvals"], addrs[p+"-admin"], notifyURL)), 0o600); err != nil {
+			return nil, err
+		}
+		tg, err := startProc(o.dir, name, pin.servers, []string{o.toolgate, "serve", "--config", cfg}, env)
+		if err != nil {
+			return nil, err
+		}
+		return tg, waitReady(ctx, tg, "http://"+addrs[p+"-admin"]+"/readyz", 30*time.Second)
+	}
+	if s.tgMemory, err = startTG("toolgate", "memory", "tg"); err != nil {
+		return nil, err
+	}
+	s.url["toolgate"] = "http://" + addrs["tg-proxy"]
+	if o.redis != "" {
+		if s.tgRedis, err = startTG("toolgate-redis", "redis", "tgr"); err != nil {
+			return nil, err
+		}
+		s.url["toolgate-redis"] = "http://" + addrs["tgr-proxy"]
+	}
+	for _, w := range []struct {
+		p   *proc
+		url string
+	}{{s.bare, s.url["bare"] + "/_bench/count"}, {s.opa, "http://" + addrs["opa"] + "/health"}, {s.extProxy, s.url["extopa"] + "/_bench/count"}, {s.approver, "http://" + addrs["approver"] + "/_bench/failures"}} {
+		if err := waitReady(ctx, w.p, w.url, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// bodySize is the size of every request body, as in the issue's reference
+// figures.
+const bodySize = 200
+
+// pad fills the "pad" member of a JSON body so that the body is bodySize
+// bytes once formatting has made it grow bytes longer.
+func pad(s string, grow int) string {
+	i := strings.Index(s, `"pad":""`) + len(`"pad":"`)
+	n := bodySize - len(s) - grow
+	if n < 0 {
+		panic("body template too long: " + s)
+	}
+	return s[:i] + strings.Repeat("x", n) + s[i:]
+}
+
+var (
+	readBody   = pad(`{"path":"docs/guide/intro.md","pad":""}`, 0)
+	deleteBody = pad(`{"path":"docs/guide/intro.md","pad":""}`, 0)
+	// askTemplate is formatted per request with a 12-character run nonce
+	// and a 10-digit counter (%s and %010d grow by 15 bytes), so that no
+	// call attaches to an earlier identical one.
+	askTemplate = pad(`{"path":"notes/b-%s-%010d.txt","pad":""}`, 15)
+	mcpBody     = pad(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/guide/intro.md","pad":""}}}`, 0)
+)
+
+// target is one server and path under load.
+type target struct {
+	name    string
+	ref     string // the direct row this one is compared with
+	url     string
+	body    string // a fixed body, or
+	unique  bool   // askTemplate, one distinct call per request
+	mcp     bool
+	expect  int     // the status every answer must have
+	procs   []*proc // whose CPU counts; the first is "the server"
+	reaches bool    // whether the upstream must receive every call
+}
+
+func (s *stack) targets(o *options) []*target {
+	tg := s.url["toolgate"]
+	all := []*target{
+		{name: "direct", ref: "direct", url: s.url["direct"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.upstream}, reaches: true},
+		{name: "bare proxy", ref: "direct", url: s.url["bare"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.bare}, reaches: true},
+		{name: "toolgate allow", ref: "direct", url: tg + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
+		{name: "ext-OPA", ref: "direct", url: s.url["extopa"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.extProxy, s.opa}, reaches: true},
+		{name: "toolgate deny", ref: "direct", url: tg + "/tools/delete_file", body: deleteBody, expect: 403, procs: []*proc{s.tgMemory}},
+		{name: "toolgate ask (memory)", ref: "direct", url: tg + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
+	}
+	if s.tgRedis != nil {
+		all = append(all, &target{name: "toolgate ask (Redis)", ref: "direct", url: s.url["toolgate-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgRedis}, reaches: true})
+	}
+	all = append(all,
+		&target{name: "MCP direct", ref: "MCP direct", url: s.url["direct"] + "/mcp", body: mcpBody, mcp: true, expect: 200, procs: []*proc{s.upstream}, reaches: true},
+		&target{name: "MCP toolgate", ref: "MCP direct", url: tg + "/mcp-up/mcp", body: mcpBody, mcp: true, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
+	)
+	if o.only == "" {
+		return all
+	}
+	var picked []*target
+	for _, t := range all {
+		for w := range strings.SplitSeq(o.only, ",") {
+			if strings.EqualFold(strings.TrimSpace(w), t.name) {
+				picked = append(picked, t)
+			}
+		}
+	}
+	return picked
+}
+
+// headers are the request headers of every call to t.
+func (t *target) headers(agentKey string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Authorization", "Bearer "+agentKey)
+	if t.mcp {
+		h.Set("Accept", "application/json, text/event-stream")
+	}
+	return h
+}
+
+// upstreamCount is how many calls the recording upstream received.
+func (s *stack) upstreamCount() (int64, error) {
+	res, err := http.Get(s.url["direct"] + "/_bench/count")
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	var c struct{ Count int64 }
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+		return 0, fmt.Errorf("upstream count: %w", err)
+	}
+	return c.Count, nil
+}
