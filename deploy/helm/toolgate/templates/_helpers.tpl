@@ -1,0 +1,198 @@
+{{/*
+Names and labels, as `helm create` makes them.
+*/}}
+{{- define "toolgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The fullname is "<release>-toolgate", or the release name when it already
+contains the chart name. Kubernetes names are at most 63 characters, and
+the longest suffix added below is "-approvals" (10), so it is cut at 53.
+*/}}
+{{- define "toolgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 53 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 53 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 53 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "toolgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "toolgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "toolgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "toolgate.labels" -}}
+helm.sh/chart: {{ include "toolgate.chart" . }}
+{{ include "toolgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: toolgate
+{{- end }}
+
+{{- define "toolgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "toolgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "toolgate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The Secret the environment comes from: the user's or the chart's. */}}
+{{- define "toolgate.secretName" -}}
+{{- default (include "toolgate.fullname" .) .Values.secret.existingSecret }}
+{{- end }}
+
+{{- define "toolgate.policyConfigMap" -}}
+{{- default (printf "%s-policy" (include "toolgate.fullname" .)) .Values.policy.existingConfigMap }}
+{{- end }}
+
+{{- define "toolgate.rulesConfigMap" -}}
+{{- default (printf "%s-rules" (include "toolgate.fullname" .)) .Values.policy.existingRulesConfigMap }}
+{{- end }}
+
+{{/* Whether a rules table is configured (rules in values, or a ConfigMap). */}}
+{{- define "toolgate.hasRules" -}}
+{{- if or .Values.policy.rules .Values.policy.existingRulesConfigMap }}true{{ end }}
+{{- end }}
+
+{{/*
+The checks that span several values, which values.schema.json cannot
+express. Every template includes this, so any render fails the same way.
+*/}}
+{{- define "toolgate.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (eq .Values.pending.store "memory") }}
+{{- fail (printf "replicaCount is %d but pending.store is \"memory\": each pod would keep its own parked calls, and an approval given on one pod would never reach a call parked on another. Set pending.store: redis and redis.url (or TOOLGATE_PENDING_REDIS_URL in secret.existingSecret), or replicaCount: 1" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and (eq .Values.pending.store "redis") (not .Values.redis.url) (not .Values.secret.existingSecret) }}
+{{- fail "pending.store is \"redis\" but redis.url is empty: set redis.url, or put TOOLGATE_PENDING_REDIS_URL in secret.existingSecret" }}
+{{- end }}
+{{- if hasKey .Values.secret.values "TOOLGATE_PENDING_REDIS_URL" }}
+{{- fail "secret.values.TOOLGATE_PENDING_REDIS_URL: set redis.url instead (the chart puts it in the Secret)" }}
+{{- end }}
+{{- if and .Values.redis.url .Values.secret.existingSecret }}
+{{- fail "redis.url is set together with secret.existingSecret: the chart makes no Secret then, so put the URL in that Secret as TOOLGATE_PENDING_REDIS_URL and leave redis.url empty" }}
+{{- end }}
+{{- if and .Values.redis.url (ne .Values.pending.store "redis") }}
+{{- fail "redis.url is set but pending.store is \"memory\": set pending.store: redis, or drop redis.url" }}
+{{- end }}
+{{- if and .Values.secret.existingSecret .Values.secret.values }}
+{{- fail "secret.values is set together with secret.existingSecret: the chart makes no Secret then; put the values in that Secret" }}
+{{- end }}
+{{- if and .Values.policy.files .Values.policy.existingConfigMap }}
+{{- fail "policy.files is set together with policy.existingConfigMap: use one of them" }}
+{{- end }}
+{{- if and .Values.policy.rules .Values.policy.existingRulesConfigMap }}
+{{- fail "policy.rules is set together with policy.existingRulesConfigMap: use one of them" }}
+{{- end }}
+{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (null the other)" }}
+{{- end }}
+{{- range $k, $_ := .Values.policy.files }}
+{{- if not (or (hasSuffix ".rego" $k) (hasSuffix ".json" $k) (hasSuffix ".yaml" $k) (hasSuffix ".yml" $k)) }}
+{{- fail (printf "policy.files.%s: toolgate reads only .rego, .json, .yaml and .yml files from the policy directory" $k) }}
+{{- end }}
+{{- if hasSuffix "_test.rego" $k }}
+{{- fail (printf "policy.files.%s: _test.rego files are Rego unit tests, which toolgate does not load; run them with toolgate policy test instead" $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret keys toolgate reads, one a line: the approvals secret, the Redis
+URL with the redis store, and every secretKey under config.
+*/}}
+{{- define "toolgate.secretKeys" -}}
+TOOLGATE_APPROVALS_SECRET
+{{ if eq .Values.pending.store "redis" }}TOOLGATE_PENDING_REDIS_URL
+{{ end }}
+{{- range .Values.config.identity.api_keys }}{{ .secretKey }}
+{{ end }}
+{{- range .Values.config.approvals.approvers }}{{ .secretKey }}
+{{ end }}
+{{- range .Values.config.approvals.notify }}{{ with .secretKey }}{{ . }}
+{{ end }}{{ end }}
+{{- end }}
+
+{{/* The sorted, de-duplicated list of those keys. */}}
+{{- define "toolgate.secretKeyList" -}}
+{{- include "toolgate.secretKeys" . | trim | splitList "\n" | uniq | sortAlpha | toJson }}
+{{- end }}
+
+{{/*
+public_url: as configured; else the first Ingress host; else the approvals
+Service's cluster DNS name.
+*/}}
+{{- define "toolgate.publicURL" -}}
+{{- if .Values.config.public_url }}
+{{- .Values.config.public_url }}
+{{- else if and .Values.ingress.enabled .Values.ingress.hosts }}
+{{- $host := (first .Values.ingress.hosts).host }}
+{{- $tls := false }}
+{{- range .Values.ingress.tls }}{{ if has $host .hosts }}{{ $tls = true }}{{ end }}{{ end }}
+{{- printf "%s://%s" (ternary "https" "http" $tls) $host }}
+{{- else }}
+{{- printf "http://%s-approvals.%s.svc:%d" (include "toolgate.fullname" .) .Release.Namespace (int .Values.approvalsService.port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+toolgate.yaml, built as a dict and written with toYaml, so no value from
+values.yaml can break the YAML around it. Secrets appear only as ${NAME}
+references to the environment.
+*/}}
+{{- define "toolgate.config" -}}
+{{- $c := .Values.config }}
+{{- $cfg := dict }}
+{{- $_ := set $cfg "listen" (dict
+      "proxy" (printf ":%d" (int .Values.ports.proxy))
+      "approvals" (printf ":%d" (int .Values.ports.approvals))
+      "admin" (printf ":%d" (int .Values.ports.admin))) }}
+{{- $_ := set $cfg "public_url" (include "toolgate.publicURL" .) }}
+{{- $_ := set $cfg "upstreams" $c.upstreams }}
+{{- $keys := list }}
+{{- range $c.identity.api_keys }}
+{{- $keys = append $keys (set (omit . "secretKey") "key" (printf "${%s}" .secretKey)) }}
+{{- end }}
+{{- $id := dict "api_keys" $keys "anonymous" $c.identity.anonymous }}
+{{- with $c.identity.jwt }}{{ $_ := set $id "jwt" . }}{{ end }}
+{{- $_ := set $cfg "identity" $id }}
+{{- $policy := dict "dir" "/etc/toolgate/policy" "watch" true "mode" $c.policy.mode "default" $c.policy.default }}
+{{- if include "toolgate.hasRules" . }}{{ $_ := set $policy "rules_file" "/etc/toolgate/rules/rules.yaml" }}{{ end }}
+{{- $_ := set $cfg "policy" $policy }}
+{{- $pending := merge (dict "store" .Values.pending.store) $c.pending }}
+{{- if eq .Values.pending.store "redis" }}
+{{- $_ := set $pending "redis_url" "${TOOLGATE_PENDING_REDIS_URL}" }}
+{{- $_ := set $pending "redis_prefix" (default (printf "toolgate:%s:" .Release.Name) .Values.redis.prefix) }}
+{{- end }}
+{{- $_ := set $cfg "pending" $pending }}
+{{- $approvers := list }}
+{{- range $c.approvals.approvers }}
+{{- $approvers = append $approvers (dict "name" .name "key" (printf "${%s}" .secretKey)) }}
+{{- end }}
+{{- $notify := list }}
+{{- range $c.approvals.notify }}
+{{- $n := omit . "secretKey" }}
+{{- with .secretKey }}{{ $_ := set $n "secret" (printf "${%s}" .) }}{{ end }}
+{{- $notify = append $notify $n }}
+{{- end }}
+{{- $_ := set $cfg "approvals" (dict "secret" "${TOOLGATE_APPROVALS_SECRET}" "approvers" $approvers "notify" $notify) }}
+{{- $_ := set $cfg "limits" $c.limits }}
+{{- $_ := set $cfg "log" $c.log }}
+{{- $_ := set $cfg "shutdown_grace" $c.shutdown_grace }}
+{{- toYaml $cfg }}
+{{- end }}
