@@ -290,3 +290,37 @@ func TestChecksums(t *testing.T) {
 		t.Errorf("a policy change rolls the pods; it should be hot-reloaded")
 	}
 }
+
+// TestNetworkPolicyClosed: a NetworkPolicy with no peers admits nobody; it
+// never falls open to every source.
+func TestNetworkPolicyClosed(t *testing.T) {
+	r := render(t, "--set", "networkPolicy.enabled=true")
+	np := r.networkPolicies[release+"-toolgate"]
+	if np == nil {
+		t.Fatal("no NetworkPolicy")
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, "Ingress") || len(np.Spec.Ingress) != 0 {
+		t.Errorf("policyTypes %v with %d ingress rules, want Ingress with none", np.Spec.PolicyTypes, len(np.Spec.Ingress))
+	}
+	if slices.Contains(np.Spec.PolicyTypes, "Egress") {
+		t.Errorf("egress is restricted though networkPolicy.egress is empty")
+	}
+}
+
+// TestPublicURLFromIngress: without config.public_url, approval links use
+// the Ingress host, https only when its TLS covers that host.
+func TestPublicURLFromIngress(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "ingress.enabled=true"}, "http://toolgate.example.com"},
+		{[]string{"--set", "ingress.enabled=true", "--set", "ingress.tls[0].secretName=tls", "--set", "ingress.tls[0].hosts[0]=toolgate.example.com"}, "https://toolgate.example.com"},
+	} {
+		r := render(t, tc.args...)
+		g := checkGate(t, r, release+"-toolgate", nil)
+		if g.cfg.PublicURL != tc.want {
+			t.Errorf("%v: public_url %q, want %q", tc.args, g.cfg.PublicURL, tc.want)
+		}
+	}
+}
