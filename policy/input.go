@@ -85,66 +85,72 @@ type HTTP struct {
 	Headers map[string][]string `json:"headers"`
 }
 
-// MarshalJSON adds the version field.
+// MarshalJSON writes the document exactly as policies see it (Value):
+// with its version, defaults filled in and empty collections rather than
+// null, so a stored or logged input evaluates as the live one did.
 func (in Input) MarshalJSON() ([]byte, error) {
-	type plain Input
-	return json.Marshal(struct {
-		Version string `json:"version"`
-		plain
-	}{InputVersion, plain(in)})
+	v, err := in.Value()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := ast.JSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
 }
 
 // Value returns the input as an OPA value, built directly rather than
 // through a JSON round trip: this runs on every call.
 func (in *Input) Value() (ast.Value, error) {
 	items := make([][2]*ast.Term, 0, 12)
-	add := func(k string, v ast.Value) { items = append(items, ast.Item(ast.InternedTerm(k), ast.NewTerm(v))) }
-	add("version", ast.String(InputVersion))
-	add("call_id", ast.String(in.CallID))
-	add("kind", ast.String(in.Kind))
-	add("time", ast.String(in.Time.UTC().Format(time.RFC3339Nano)))
+	add := func(k string, v *ast.Term) { items = append(items, ast.Item(term(k), v)) }
+	add("version", term(InputVersion))
+	add("call_id", ast.StringTerm(in.CallID))
+	add("kind", term(in.Kind))
+	add("time", ast.StringTerm(in.Time.UTC().Format(time.RFC3339Nano)))
 	mode := in.Mode
 	if mode == "" {
 		mode = ModeDefault
 	}
-	add("mode", ast.String(mode))
+	add("mode", term(mode))
 	phase := in.Phase
 	if phase == "" {
 		phase = PhaseCall
 	}
-	add("phase", ast.String(phase))
-	add("upstream", ast.NewObject(
-		ast.Item(ast.InternedTerm("name"), ast.StringTerm(in.Upstream.Name)),
-		ast.Item(ast.InternedTerm("protocol"), ast.StringTerm(in.Upstream.Protocol)),
-	))
+	add("phase", term(phase))
+	add("upstream", ast.NewTerm(ast.NewObject(
+		ast.Item(term("name"), ast.StringTerm(in.Upstream.Name)),
+		ast.Item(term("protocol"), term(in.Upstream.Protocol)),
+	)))
 	subj, err := in.Subject.value()
 	if err != nil {
 		return nil, err
 	}
-	add("subject", subj)
+	add("subject", ast.NewTerm(subj))
 	if in.Tool != nil {
 		t, err := in.Tool.value()
 		if err != nil {
 			return nil, err
 		}
-		add("tool", t)
+		add("tool", ast.NewTerm(t))
 	}
 	if in.MCP != nil {
-		m := []*ast.Term{ast.InternedTerm("method"), ast.StringTerm(in.MCP.Method)}
+		m := []*ast.Term{term("method"), term(in.MCP.Method)}
 		obj := ast.NewObject(ast.Item(m[0], m[1]))
 		if in.MCP.ID != nil {
 			id, err := ast.InterfaceToValue(in.MCP.ID)
 			if err != nil {
 				return nil, fmt.Errorf("policy: input mcp.id: %w", err)
 			}
-			obj.Insert(ast.InternedTerm("id"), ast.NewTerm(id))
+			obj.Insert(term("id"), ast.NewTerm(id))
 		}
 		if in.MCP.ProtocolVersion != "" {
-			obj.Insert(ast.InternedTerm("protocol_version"), ast.StringTerm(in.MCP.ProtocolVersion))
+			obj.Insert(term("protocol_version"), term(in.MCP.ProtocolVersion))
 		}
-		add("mcp", obj)
+		add("mcp", ast.NewTerm(obj))
 	}
-	add("http", in.HTTP.value())
+	add("http", ast.NewTerm(in.HTTP.value()))
 	return ast.NewObject(items...), nil
 }
 
@@ -153,56 +159,60 @@ func (s *Subject) value() (ast.Value, error) {
 	for i, g := range s.Groups {
 		groups[i] = ast.StringTerm(g)
 	}
-	claims := ast.Value(ast.NewObject())
-	if len(s.Claims) > 0 {
-		c, err := ast.InterfaceToValue(s.Claims)
-		if err != nil {
-			return nil, fmt.Errorf("policy: input subject.claims: %w", err)
-		}
-		claims = c
+	claims, err := objectTerm(s.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("policy: input subject.claims: %w", err)
 	}
 	return ast.NewObject(
-		ast.Item(ast.InternedTerm("id"), ast.StringTerm(s.ID)),
-		ast.Item(ast.InternedTerm("groups"), ast.ArrayTerm(groups...)),
-		ast.Item(ast.InternedTerm("claims"), ast.NewTerm(claims)),
-		ast.Item(ast.InternedTerm("authenticated"), ast.InternedTerm(s.Authenticated)),
+		ast.Item(term("id"), ast.StringTerm(s.ID)),
+		ast.Item(term("groups"), ast.ArrayTerm(groups...)),
+		ast.Item(term("claims"), claims),
+		ast.Item(term("authenticated"), ast.InternedTerm(s.Authenticated)),
 	), nil
 }
 
 func (t *Tool) value() (ast.Value, error) {
-	obj := ast.NewObject(ast.Item(ast.InternedTerm("name"), ast.StringTerm(t.Name)))
-	args := ast.Value(ast.NewObject())
-	if len(t.Arguments) > 0 {
-		a, err := ast.InterfaceToValue(t.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("policy: input tool.arguments: %w", err)
-		}
-		args = a
+	items := make([][2]*ast.Term, 0, 6)
+	items = append(items, ast.Item(term("name"), ast.StringTerm(t.Name)))
+	args, err := objectTerm(t.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("policy: input tool.arguments: %w", err)
 	}
-	obj.Insert(ast.InternedTerm("arguments"), ast.NewTerm(args))
+	items = append(items, ast.Item(term("arguments"), args))
 	if t.HasTarget {
-		obj.Insert(ast.InternedTerm("target"), ast.StringTerm(t.Target))
-		obj.Insert(ast.InternedTerm("target_raw"), ast.StringTerm(t.TargetRaw))
-		obj.Insert(ast.InternedTerm("target_escapes"), ast.InternedTerm(t.TargetEscapes))
+		items = append(items,
+			ast.Item(term("target"), ast.StringTerm(t.Target)),
+			ast.Item(term("target_raw"), ast.StringTerm(t.TargetRaw)),
+			ast.Item(term("target_escapes"), ast.InternedTerm(t.TargetEscapes)))
 	}
-	ann := ast.Value(ast.NewObject())
-	if len(t.Annotations) > 0 {
-		a, err := ast.InterfaceToValue(t.Annotations)
-		if err != nil {
-			return nil, fmt.Errorf("policy: input tool.annotations: %w", err)
-		}
-		ann = a
+	ann, err := objectTerm(t.Annotations)
+	if err != nil {
+		return nil, fmt.Errorf("policy: input tool.annotations: %w", err)
 	}
-	obj.Insert(ast.InternedTerm("annotations"), ast.NewTerm(ann))
-	return obj, nil
+	items = append(items, ast.Item(term("annotations"), ann))
+	return ast.NewObject(items...), nil
 }
+
+// objectTerm is m as a term; an empty or nil map is the shared empty object.
+func objectTerm(m map[string]any) (*ast.Term, error) {
+	if len(m) == 0 {
+		return emptyObject, nil
+	}
+	v, err := ast.InterfaceToValue(m)
+	if err != nil {
+		return nil, err
+	}
+	return ast.NewTerm(v), nil
+}
+
+var emptyObject = ast.NewTerm(ast.NewObject())
 
 func (h *HTTP) value() ast.Value {
 	return ast.NewObject(
-		ast.Item(ast.InternedTerm("method"), ast.StringTerm(h.Method)),
-		ast.Item(ast.InternedTerm("path"), ast.StringTerm(h.Path)),
-		ast.Item(ast.InternedTerm("query"), ast.NewTerm(multiMap(h.Query))),
-		ast.Item(ast.InternedTerm("headers"), ast.NewTerm(multiMap(h.Headers))),
+		ast.Item(term("method"), term(h.Method)),
+		ast.Item(term("path"), ast.StringTerm(h.Path)),
+		ast.Item(term("query"), ast.NewTerm(multiMap(h.Query))),
+		ast.Item(term("headers"), ast.NewTerm(multiMap(h.Headers))),
 	)
 }
 
@@ -219,7 +229,43 @@ func multiMap[M ~map[string][]string](m M) ast.Value {
 		for i, v := range vs {
 			terms[i] = ast.StringTerm(v)
 		}
-		items = append(items, ast.Item(ast.StringTerm(k), ast.ArrayTerm(terms...)))
+		items = append(items, ast.Item(term(k), ast.ArrayTerm(terms...)))
 	}
 	return ast.NewObject(items...)
+}
+
+// constTerms are the strings every input repeats (keys, kinds, modes,
+// methods, common header names), made into terms once: building a term
+// costs two allocations, and an input has dozens. OPA never modifies an
+// input's terms, so they are shared, as OPA shares its own interned terms.
+var constTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, s := range []string{
+		// keys of the input document
+		"version", "call_id", "kind", "time", "mode", "phase", "upstream", "name", "protocol",
+		"subject", "id", "groups", "claims", "authenticated", "tool", "arguments", "target",
+		"target_raw", "target_escapes", "annotations", "mcp", "method", "protocol_version",
+		"http", "path", "query", "headers",
+		// values from closed sets
+		InputVersion, KindREST, KindMCP, KindHTTP, PhaseCall, PhaseList,
+		ModeDefault, ModeDontAsk, ModePlan, ModeBypass,
+		"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
+		"tools/call", "tools/list", "initialize", "notifications/initialized", "ping",
+		// header names most requests carry
+		"accept", "accept-encoding", "content-type", "content-length", "content-encoding",
+		"user-agent", "host", "connection", "traceparent", "tracestate", "baggage",
+		"mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name",
+		"idempotency-key", "prefer", "last-event-id",
+	} {
+		m[s] = ast.StringTerm(s)
+	}
+	return m
+}()
+
+// term is s as a term, shared when s is one of constTerms.
+func term(s string) *ast.Term {
+	if t, ok := constTerms[s]; ok {
+		return t
+	}
+	return ast.StringTerm(s)
 }
