@@ -192,7 +192,7 @@ func mcpEngine(t testing.TB) *policy.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), RulesFile: path})
+	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})
 	if err != nil {
 		t.Fatal(err)
 	}

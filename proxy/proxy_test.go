@@ -120,7 +120,7 @@ func seedEngineRules(t testing.TB, rules string) *policy.Engine {
 	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), RulesFile: path})
+	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +562,7 @@ func BenchmarkToolCall(b *testing.B) {
 		dir := b.TempDir()
 		path := filepath.Join(dir, "rules.yaml")
 		_ = os.WriteFile(path, []byte("rules:\n  - {id: a, effect: allow, tool: tool0, target: \"docs/**\"}\n"), 0o600)
-		e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), RulesFile: path})
+		e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})
 		if err != nil {
 			b.Fatal(err)
 		}
