@@ -249,6 +249,9 @@ func TestRefused(t *testing.T) {
 		{"policy file toolgate skips", []string{"--set", "policy.files.notes\\.txt=x"}, "only .rego"},
 		{"policy and an existing ConfigMap", []string{"--set", "policy.files.a\\.rego=package toolgate", "--set", "policy.existingConfigMap=p"}, "use one of them"},
 		{"no upstream", []string{"--set", "config.upstreams=null"}, "upstreams"},
+		{"PDB with both bounds", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1"}, "not both"},
+		{"PDB with neither bound", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=null"}, "set minAvailable or maxUnavailable"},
+		{"redis URL in secret.values", []string{"--set", "pending.store=redis", "--set", "secret.values.TOOLGATE_PENDING_REDIS_URL=redis://r:6379/0"}, "set redis.url instead"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,11 +78,11 @@ express. Every template includes this, so any render fails the same way.
 {{- if and (gt (int .Values.replicaCount) 1) (eq .Values.pending.store "memory") }}
 {{- fail (printf "replicaCount is %d but pending.store is \"memory\": each pod would keep its own parked calls, and an approval given on one pod would never reach a call parked on another. Set pending.store: redis and redis.url (or TOOLGATE_PENDING_REDIS_URL in secret.existingSecret), or replicaCount: 1" (int .Values.replicaCount)) }}
 {{- end }}
-{{- if and (eq .Values.pending.store "redis") (not .Values.redis.url) (not .Values.secret.existingSecret) }}
-{{- fail "pending.store is \"redis\" but redis.url is empty: set redis.url, or put TOOLGATE_PENDING_REDIS_URL in secret.existingSecret" }}
-{{- end }}
 {{- if hasKey .Values.secret.values "TOOLGATE_PENDING_REDIS_URL" }}
 {{- fail "secret.values.TOOLGATE_PENDING_REDIS_URL: set redis.url instead (the chart puts it in the Secret)" }}
+{{- end }}
+{{- if and (eq .Values.pending.store "redis") (not .Values.redis.url) (not .Values.secret.existingSecret) }}
+{{- fail "pending.store is \"redis\" but redis.url is empty: set redis.url, or put TOOLGATE_PENDING_REDIS_URL in secret.existingSecret" }}
 {{- end }}
 {{- if and .Values.redis.url .Values.secret.existingSecret }}
 {{- fail "redis.url is set together with secret.existingSecret: the chart makes no Secret then, so put the URL in that Secret as TOOLGATE_PENDING_REDIS_URL and leave redis.url empty" }}
@@ -101,6 +101,9 @@ express. Every template includes this, so any render fails the same way.
 {{- end }}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (null the other)" }}
+{{- end }}
+{{- if and .Values.podDisruptionBudget.enabled (kindIs "invalid" .Values.podDisruptionBudget.minAvailable) (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable) }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable" }}
 {{- end }}
 {{- range $k, $_ := .Values.policy.files }}
 {{- if not (or (hasSuffix ".rego" $k) (hasSuffix ".json" $k) (hasSuffix ".yaml" $k) (hasSuffix ".yml" $k)) }}
