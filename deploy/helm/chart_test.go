@@ -9,6 +9,8 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // TestLint: helm lint --strict passes with the default values and with
@@ -62,6 +64,10 @@ func TestDefaults(t *testing.T) {
 	if len(r.configMaps[fullname+"-policy"].Data) != 0 {
 		t.Errorf("the default policy is not empty")
 	}
+	// Fail closed: with no policy, the shipped library allows nothing.
+	if d := g.decide(t, "read_file", map[string]any{"path": "README.md"}); d.Action != policy.Deny {
+		t.Errorf("the default policy decides %v on a read, want deny", d.Action)
+	}
 	for _, key := range []string{"checksum/config", "checksum/secret"} {
 		if g.d.Spec.Template.Annotations[key] == "" {
 			t.Errorf("no pod annotation %s", key)
@@ -114,6 +120,25 @@ func TestAllOn(t *testing.T) {
 	}
 	if g.cfg.Policy.Mode != "dont_ask" || g.cfg.Policy.Default != "ask" || g.cfg.Log.Level != "debug" {
 		t.Errorf("policy.mode/default or log.level are not the values'")
+	}
+	// The policy files and the rules table are both in force, as the pod
+	// would load them (policy.mode dont_ask turns the ask of r2 into deny).
+	for _, tc := range []struct {
+		tool, path string
+		want       policy.Action
+		rule       string
+	}{
+		{"read_file", "notes/a.md", policy.Allow, "r1"},
+		{"delete_file", "notes/a.md", policy.Deny, "r3"},
+		{"write_note", "notes/a.md", policy.Deny, "r2"},
+	} {
+		d := g.decide(t, tc.tool, map[string]any{"path": tc.path})
+		if d.Action != tc.want || !slices.Contains(d.RuleIDs(), tc.rule) {
+			t.Errorf("%s %s: %v by %v, want %v by %s", tc.tool, tc.path, d.Action, d.RuleIDs(), tc.want, tc.rule)
+		}
+	}
+	if d := g.decide(t, "read_file", map[string]any{"path": "x"}); !slices.Contains(d.RuleIDs(), "chart.read") {
+		t.Errorf("tools.rego of policy.files is not in force: rules %v", d.RuleIDs())
 	}
 	if g.pod.ServiceAccountName != "toolgate-ci" {
 		t.Errorf("the pod runs as %q", g.pod.ServiceAccountName)

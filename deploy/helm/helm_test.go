@@ -244,6 +244,7 @@ type gate struct {
 	cfg     *config.Config
 	cfgText string
 	environ []string
+	engine  *policy.Engine // nil when the policy is an existing ConfigMap
 }
 
 // checkGate runs the checks that hold for every set of values and returns
@@ -275,7 +276,7 @@ func checkGate(t *testing.T, r *rendered, fullname string, environ map[string]st
 	g.cfg = loadConfig(t, r, g)
 	checkListeners(t, g)
 	checkServices(t, r, fullname, g)
-	checkPolicyCompiles(t, r, g)
+	g.engine = checkPolicyCompiles(t, r, g)
 
 	for _, key := range []string{"checksum/config"} {
 		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(g.d.Spec.Template.Annotations[key]) {
@@ -562,12 +563,13 @@ func checkServices(t *testing.T, r *rendered, fullname string, g *gate) {
 }
 
 // checkPolicyCompiles builds the real policy engine from the rendered
-// policy directory and rules table, as toolgate does at start.
-func checkPolicyCompiles(t *testing.T, r *rendered, g *gate) {
+// policy directory and rules table, as toolgate does at start. It returns
+// nil when either is an existing ConfigMap, which the render does not hold.
+func checkPolicyCompiles(t *testing.T, r *rendered, g *gate) *policy.Engine {
 	t.Helper()
 	cm := r.configMaps[g.policyConfigMap(t, g.cfg)]
 	if cm == nil {
-		return // an existing ConfigMap, not the chart's
+		return nil
 	}
 	dir := t.TempDir()
 	for name, text := range cm.Data {
@@ -585,16 +587,45 @@ func checkPolicyCompiles(t *testing.T, r *rendered, g *gate) {
 			}
 		}
 		if rules == nil {
-			return // an existing ConfigMap
+			return nil
 		}
 		opts.RulesFile = filepath.Join(t.TempDir(), rulesKey)
 		if err := os.WriteFile(opts.RulesFile, []byte(rules.Data[rulesKey]), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := policy.New(context.Background(), opts); err != nil {
-		t.Errorf("the rendered policy does not compile: %v", err)
+	def := policy.Deny
+	if g.cfg.Policy.Default == "ask" {
+		def = policy.Ask
 	}
+	opts.Default = def
+	e, err := policy.New(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("the rendered policy does not compile: %v", err)
+	}
+	return e
+}
+
+// decide is the engine's decision on a REST call of tool with args.
+func (g *gate) decide(t *testing.T, tool string, args map[string]any) policy.Decision {
+	t.Helper()
+	if g.engine == nil {
+		t.Fatal("no policy engine: the policy is not in the render")
+	}
+	d, err := g.engine.Decide(context.Background(), &policy.Input{
+		CallID:   "chart-test",
+		Kind:     policy.KindREST,
+		Mode:     g.cfg.Policy.Mode,
+		Phase:    policy.PhaseCall,
+		Upstream: policy.Upstream{Name: g.cfg.Upstreams[0].Name, Protocol: "rest"},
+		Subject:  policy.Subject{ID: "agent-42", Authenticated: true},
+		Tool:     policy.NewTool(tool, args, g.cfg.Upstreams[0].TargetArgs),
+		HTTP:     policy.HTTP{Method: "POST", Path: "/tools/" + tool},
+	})
+	if err != nil {
+		t.Fatalf("decide %s: %v", tool, err)
+	}
+	return d
 }
 
 // selects reports whether a selector matches a pod's labels.
