@@ -119,6 +119,7 @@ func (s *Server) readCall(r *http.Request, c *call) *callError {
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 	start := s.cfg.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
+	ctx, span := s.tracing.startDecide(ctx)
 	d, err := s.cfg.Decider.Decide(ctx, c.input)
 	cancel()
 	elapsed := s.cfg.Now().Sub(start)
@@ -129,6 +130,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 		d = policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "toolgate.policy_error", Message: "policy error (see toolgate's log for call " + c.id + ")"}}}
 	}
 	c.decision = d
+	s.tracing.endDecide(span, r, c, err)
 	s.metrics.observeDecision(c, elapsed)
 	s.logDecision(c, elapsed, err)
 	switch d.Action {

@@ -36,6 +36,14 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", 
 // net/http cannot replay it either. The answer is kept up to
 // MaxResultBytes; it reaches the agent from the store, once.
 func (s *Server) runClaimed(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
+	ctx, span := s.tracing.startExecute(ctx, pc)
+	state, res := s.sendClaimed(ctx, pc)
+	s.tracing.endExecute(span, state, res)
+	return state, res
+}
+
+// sendClaimed is runClaimed without its span.
+func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
 	up := s.upstreamNamed(pc.Upstream)
 	sr, err := decodeStored(pc.Request)
 	if up == nil || err != nil {

@@ -47,8 +47,10 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		once = o
 	}
 	target := u.URL
-	up.transport = &timedTransport{base: rt, upstream: u.Name, metrics: s.metrics}
-	up.once = &timedTransport{base: once, upstream: u.Name, metrics: s.metrics}
+	// Tracing (when on) wraps the bare transports: a client span per
+	// request, and traceparent written into what the upstream receives.
+	up.transport = &timedTransport{base: s.tracing.transport(rt), upstream: u.Name, metrics: s.metrics}
+	up.once = &timedTransport{base: s.tracing.transport(once), upstream: u.Name, metrics: s.metrics}
 	up.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also sets the outbound Host to the upstream's own:

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -59,6 +62,12 @@ type Config struct {
 	Mode         string // permission mode put in every input ("" = default)
 	Logger       *slog.Logger
 	Metrics      *Metrics // nil: a private registry
+	// TracerProvider, if set, traces every call (server, decision, upstream
+	// and execution spans); nil turns tracing off at no cost per call.
+	// Propagator reads and writes trace context headers; nil means W3C
+	// trace context and baggage.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// DecisionTimeout bounds one policy evaluation; past it the call is
 	// denied as a policy error. Zero means 5s.
 	DecisionTimeout time.Duration
@@ -88,6 +97,7 @@ type Server struct {
 	upstreams []*upstream // longest prefix first
 	log       *slog.Logger
 	metrics   *Metrics
+	tracing   *tracing // nil: tracing is off
 	draining  atomic.Bool
 	// drained is cancelled by Drain: held agents get their 202 at once.
 	drained context.Context
@@ -134,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		// unguessable.
 		cfg.NewCallID = rand.Text
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg)}
 	s.drained, s.drain = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for _, u := range cfg.Upstreams {

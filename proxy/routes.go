@@ -25,7 +25,9 @@ func (s *Server) Handler() http.Handler {
 	// call toolgate answers itself, with its call ID.
 	r.NotFound(s.serveCall)
 	r.MethodNotAllowed(s.serveCall)
-	return r
+	// With tracing on, every request gets a server span (the admin
+	// listener is not traced: probes and scrapes are noise).
+	return s.tracing.handler(r)
 }
 
 // ReadyFunc reports readiness and the checks behind it.
