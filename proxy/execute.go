@@ -78,6 +78,7 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		req.Body = io.NopCloser(bytes.NewReader(sr.Body))
 		req.ContentLength = int64(len(sr.Body))
 	}
+	s.metrics.approvedExecuted.Inc() // only now: a call the re-check refused is not sent
 	res, err := up.once.RoundTrip(req)
 	if err != nil {
 		var op *net.OpError
@@ -125,7 +126,6 @@ func toolgateResult(callID string, status int, detail string) pending.Result {
 // records the result, and hands it to the agent through deliver: the
 // result reaches exactly one request, even when retries are attached.
 func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call) {
-	s.metrics.approvedExecuted.Inc()
 	// The execution must finish and be recorded even if the agent leaves.
 	ctx := context.WithoutCancel(r.Context())
 	if ok, why := s.stillAllowed(ctx, pc); !ok {

@@ -54,9 +54,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.approvedExecuted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_approved_calls_executed_total",
-		Help: "Approved calls sent to their upstream (each at most once).",
+		Help: "Approved calls sent to their upstream (each at most once; not those the policy in force now denies).",
 	})
 	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.approvedExecuted)
+	// Every outcome is exported from the start, so a rate over it has a
+	// zero to begin from rather than a series that appears mid-incident.
+	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {
+		m.refused.WithLabelValues(o)
+	}
 	return m
 }
 

@@ -201,8 +201,11 @@ func (s *Server) hold(w http.ResponseWriter, r *http.Request, c *call, pc pendin
 			// except in the stateless MCP revision (2026-07-28), where
 			// closing the stream cancels the request.
 			if c.mcp != nil && c.input.MCP != nil && c.input.MCP.ProtocolVersion >= "2026-07-28" {
-				if _, err := s.cfg.Pending.Cancel(context.WithoutCancel(r.Context()), pc.ID); err == nil {
+				if cancelled, err := s.cfg.Pending.Cancel(context.WithoutCancel(r.Context()), pc.ID); err == nil {
 					s.log.Info("stateless MCP client closed its stream: call cancelled", "call_id", pc.ID)
+					if s.cfg.OnResolve != nil {
+						s.cfg.OnResolve(cancelled)
+					}
 				}
 			}
 			return

@@ -82,7 +82,9 @@ type Config struct {
 	// MaxResultBytes bounds a stored result's body.
 	MaxResultBytes int64
 	// OnPark is called once for every newly parked call (notifications);
-	// OnResolve for every call the sweeper ends (expired, unknown).
+	// OnResolve for every call the proxy ends: expired or unknown (the
+	// sweeper), cancelled (the agent). Approvers' decisions are the
+	// approvals handler's to report.
 	OnPark, OnResolve func(pending.Call)
 	// Now and NewCallID may be replaced in tests.
 	Now       func() time.Time

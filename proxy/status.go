@@ -79,6 +79,9 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 			s.storeFailed(w, nil, pc, err)
 			return
 		}
+		if err == nil && s.cfg.OnResolve != nil {
+			s.cfg.OnResolve(pc)
+		}
 		pc = conflictCall(err, pc)
 		status := http.StatusOK
 		if err != nil {

@@ -68,7 +68,6 @@ func (s *Server) executeApproved(ctx context.Context, grace time.Duration, urgen
 			s.log.Warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
 			continue
 		}
-		s.metrics.approvedExecuted.Inc()
 		// A claimed call is finished and recorded even when shutdown
 		// begins meanwhile (within its lease).
 		xctx := context.WithoutCancel(ctx)

@@ -90,11 +90,28 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	}, []string{"result"})
 	reloads.WithLabelValues("success")
 	reloads.WithLabelValues("failure")
-	a.registry.MustRegister(build, reloads)
+	// One series at a time: the revision in force, so replicas running
+	// different policies show up side by side.
+	revision := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolgate_policy_revision_info",
+		Help: "The policy revision in force (a digest of every module, data file and the rules table); always 1.",
+	}, []string{"revision"})
+	var inForce string
+	setRevision := func(rev string) {
+		if rev == inForce {
+			return
+		}
+		// The new series first: a scrape in between sees two, never none.
+		revision.WithLabelValues(rev).Set(1)
+		revision.DeleteLabelValues(inForce)
+		inForce = rev
+	}
+	a.registry.MustRegister(build, reloads, revision)
 
-	engine, err := newEngine(ctx, cfg, src, log, func(_ string, err error) {
+	engine, err := newEngine(ctx, cfg, src, log, func(rev string, err error) {
 		a.reloadMu.Lock()
 		a.lastErr = err
+		setRevision(rev)
 		a.reloadMu.Unlock()
 		if err != nil {
 			reloads.WithLabelValues("failure").Inc()
@@ -106,6 +123,9 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		return nil, err
 	}
 	a.engine = engine
+	a.reloadMu.Lock()
+	setRevision(engine.Revision())
+	a.reloadMu.Unlock()
 
 	a.auth, err = identity.New(identityConfig(cfg, log))
 	if err != nil {

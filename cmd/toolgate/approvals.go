@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -65,10 +66,18 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		return float64(len(calls))
 	})
 	reg.MustRegister(p.approvalsTotal, p.waitSeconds, deliveries, waiting)
+	// Series exist at zero from the start, so rates and alerts over them
+	// need no special case for "never happened yet".
+	for _, s := range []pending.State{pending.Approved, pending.Rejected, pending.Expired, pending.Cancelled, pending.Unknown} {
+		p.approvalsTotal.WithLabelValues(string(s))
+	}
 
 	targets := make([]notify.Target, 0, len(cfg.Approvals.Notify))
 	for _, n := range cfg.Approvals.Notify {
 		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal()})
+		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped} {
+			deliveries.WithLabelValues(cmp.Or(n.Format, notify.FormatCloudEvents), result)
+		}
 	}
 	p.notifier, err = notify.New(notify.Options{
 		Targets: targets, Logger: a.log,
