@@ -79,8 +79,24 @@ func (t *tracing) transport(rt http.RoundTripper) http.RoundTripper {
 	if t == nil {
 		return rt
 	}
-	return otelhttp.NewTransport(rt,
+	return otelhttp.NewTransport(redactQuery{rt},
 		otelhttp.WithTracerProvider(t.tp), otelhttp.WithPropagators(t.prop), otelhttp.WithMeterProvider(t.meters))
+}
+
+// redactQuery runs inside the client span and rewrites its url.full
+// without the query: a query string is what the agent sent and may hold
+// credentials or tool arguments, which spans never carry.
+type redactQuery struct{ base http.RoundTripper }
+
+func (t redactQuery) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.RawQuery != "" {
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			u := *r.URL
+			u.User, u.RawQuery = nil, "REDACTED"
+			span.SetAttributes(attribute.String("url.full", u.String()))
+		}
+	}
+	return t.base.RoundTrip(r)
 }
 
 // startDecide starts the toolgate.decide span around one policy decision.

@@ -351,3 +351,38 @@ func TestTraceOff(t *testing.T) {
 		t.Fatal("tracing off still wraps the transport")
 	}
 }
+
+// TestTraceRedactsQuery: the client span's url.full never holds the
+// query the agent sent; the upstream still receives it.
+func TestTraceRedactsQuery(t *testing.T) {
+	exp, on := traced()
+	allowAll := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, allowAll, on)
+	res, err := http.Get(env.url + "/files?token=s3cr3t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	_, spans := spansOf(t, exp, res.Header.Get(headerCallID))
+	clients := ofKind(spans, trace.SpanKindClient)
+	if len(clients) != 1 {
+		t.Fatalf("%d client spans", len(clients))
+	}
+	full := attr(clients[0], "url.full")
+	if strings.Contains(full, "s3cr3t") || !strings.HasSuffix(full, "/files?REDACTED") {
+		t.Fatalf("client span url.full = %q", full)
+	}
+	for _, s := range spans {
+		for _, kv := range s.Attributes {
+			if strings.Contains(kv.Value.String(), "s3cr3t") {
+				t.Errorf("span %q attribute %s holds the query: %q", s.Name, kv.Key, kv.Value.String())
+			}
+		}
+	}
+	if reqs := env.upstream.got(); len(reqs) != 1 || reqs[0].Query != "token=s3cr3t" {
+		t.Fatalf("upstream got %+v", reqs)
+	}
+}
