@@ -36,6 +36,7 @@ type app struct {
 	proxy    *proxy.Server
 	parking  *parking
 	registry *prometheus.Registry
+	tracing  tracing
 	ready    atomic.Bool
 	reloadMu sync.Mutex
 	lastErr  error // last policy reload error, for /readyz
@@ -145,7 +146,12 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
 		})
 	}
+	if a.tracing, err = newTracing(ctx, log); err != nil {
+		return nil, err
+	}
 	a.proxy, err = proxy.New(proxy.Config{
+		TracerProvider: a.tracing.provider,
+		Propagator:     a.tracing.propagator,
 		Upstreams:      ups,
 		Decider:        engine,
 		Auth:           a.auth,
@@ -162,6 +168,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		OnResolve:      a.parking.resolved,
 	})
 	if err != nil {
+		a.tracing.flush(ctx, log)
 		return nil, err
 	}
 	a.ready.Store(true)
@@ -287,6 +294,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	_ = a.parking.notifier.Close(nctx)
 	ncancel()
 	a.parking.close()
+	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	a.tracing.flush(tctx, a.log) // the last calls' spans
+	tcancel()
 	a.log.Info("stopped")
 	return runErr
 }
