@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
 // sample is one run of one target.
@@ -159,18 +157,18 @@ func (s *stack) saturation(ctx context.Context, o *options, targets []*target, s
 func (s *stack) fixedRate(ctx context.Context, o *options, targets []*target, stderr io.Writer) (map[*target][]*rateResult, error) {
 	out := map[*target][]*rateResult{}
 	var paced []*target
-	atk := map[*target]*vegeta.Attacker{}
+	clients := map[*target]*http.Client{}
 	for _, t := range targets {
 		// The smoke paces only the pair the 1,000 req/s target compares.
 		smoke := !o.quick || t.name == "direct" || t.name == "toolgate allow"
 		if !t.unique && t.expect == 200 && smoke {
 			paced = append(paced, t)
-			atk[t] = newAttacker()
+			clients[t] = rateClient()
 		}
 	}
 	if !o.quick {
 		for _, t := range paced {
-			if _, err := runRate(atk[t], t, s.agentKey, o.rate, time.Second); err != nil {
+			if _, err := runRate(clients[t], t, s.agentKey, o.rate, time.Second); err != nil {
 				return nil, err
 			}
 		}
@@ -183,7 +181,7 @@ func (s *stack) fixedRate(ctx context.Context, o *options, targets []*target, st
 			if _, err := s.settle(); err != nil {
 				return nil, err
 			}
-			r, err := runRate(atk[t], t, s.agentKey, o.rate, o.rateDur)
+			r, err := runRate(clients[t], t, s.agentKey, o.rate, o.rateDur)
 			if err != nil {
 				return nil, err
 			}

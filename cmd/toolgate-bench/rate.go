@@ -15,20 +15,24 @@ type rateResult struct {
 	p50, p99, max time.Duration
 }
 
-// newAttacker is a vegeta attacker over HTTP/1.1 keep-alive connections;
-// one per target, reused across its runs, so that only the first (warm-up)
-// run pays for opening connections.
-func newAttacker() *vegeta.Attacker {
-	return vegeta.NewAttacker(vegeta.KeepAlive(true), vegeta.Connections(256), vegeta.Timeout(30*time.Second), vegeta.HTTP2(false))
+// rateClient is the HTTP/1.1 keep-alive client of a target's fixed-rate
+// runs, shared by them so that only the first (warm-up) run pays for
+// opening connections. (A vegeta Attacker cannot be reused: an attack
+// ends by stopping it for good.)
+func rateClient() *http.Client {
+	t := transport()
+	t.ForceAttemptHTTP2 = false
+	return &http.Client{Transport: t, Timeout: 30 * time.Second}
 }
 
 // runRate sends t's call at rate per second for d with vegeta, which keeps
 // the schedule whatever the latency (no coordinated omission), and keeps
 // every latency so the percentiles are exact.
-func runRate(atk *vegeta.Attacker, t *target, agentKey string, rate int, d time.Duration) (*rateResult, error) {
+func runRate(client *http.Client, t *target, agentKey string, rate int, d time.Duration) (*rateResult, error) {
 	if t.unique {
 		return nil, fmt.Errorf("%s: fixed-rate runs send one call repeatedly; ask calls need distinct bodies", t.name)
 	}
+	atk := vegeta.NewAttacker(vegeta.Client(client))
 	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: t.url, Body: []byte(t.body), Header: t.headers(agentKey)})
 	var lat []time.Duration
 	r := &rateResult{}

@@ -42,7 +42,7 @@ func (s *stack) rssRun(ctx context.Context, o *options, stdout io.Writer) error 
 			}
 		}
 	}()
-	r, err := runRate(newAttacker(), allow, s.agentKey, o.rate, o.rssDur)
+	r, err := runRate(rateClient(), allow, s.agentKey, o.rate, o.rssDur)
 	close(done)
 	if serr := <-sampled; err == nil {
 		err = serr
