@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -386,3 +388,83 @@ func TestTraceRedactsQuery(t *testing.T) {
 		t.Fatalf("upstream got %+v", reqs)
 	}
 }
+
+// TestTraceHeldExecution: an approved call executed for its held agent is a
+// toolgate.execute span inside the agent's request, with the client span
+// under it.
+func TestTraceHeldExecution(t *testing.T) {
+	exp, on := traced()
+	pe := newParkEnv(t, on)
+	go func() {
+		pc := pe.nextParked(t)
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", ""); err != nil {
+			t.Error(err)
+		}
+	}()
+	res := post(t, pe.url+"/tools/Write", `{"path":"notes/a.txt","content":"x"}`, "traceparent", agentParent)
+	_, _ = io.Copy(io.Discard, res.Body)
+	if res.StatusCode != 200 || res.Header.Get(headerDecision) != "approved" {
+		t.Fatalf("status %d decision %q", res.StatusCode, res.Header.Get(headerDecision))
+	}
+	server, spans := spansOf(t, exp, res.Header.Get(headerCallID))
+	execs := named(spans, "toolgate.execute")
+	if len(execs) != 1 || execs[0].Parent.SpanID() != server.SpanContext.SpanID() || len(execs[0].Links) != 0 {
+		t.Fatalf("execute spans %+v, want one child of the server span", execs)
+	}
+	clients := ofKind(spans, trace.SpanKindClient)
+	if len(clients) != 1 || clients[0].Parent.SpanID() != execs[0].SpanContext.SpanID() {
+		t.Fatalf("client spans %+v, want one under the execute span", clients)
+	}
+	reqs := pe.upstream.got()
+	if len(reqs) != 1 {
+		t.Fatalf("upstream got %d requests", len(reqs))
+	}
+	if tid, sid := parentOf(t, reqs[0].Header.Get("Traceparent")); tid.String() != agentTraceID || sid != clients[0].SpanContext.SpanID() {
+		t.Fatalf("upstream traceparent %q", reqs[0].Header.Get("Traceparent"))
+	}
+}
+
+// BenchmarkToolCallTraced is BenchmarkToolCall's allowed call with tracing
+// on, every span sampled and handed to an exporter that drops it: the cost
+// of tracing itself, without export.
+func BenchmarkToolCallTraced(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"content":"ok"}`)
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(discardExporter{}))
+	auth, _ := identity.New(identity.Config{Anonymous: true})
+	s, err := New(Config{
+		Upstreams: []Upstream{{Name: "u", URL: u}}, Auth: auth, TracerProvider: tp,
+		Decider: seedEngineRules(b, "rules:\n  - {id: a, effect: allow, tool: tool0, target: \"docs/**\"}\n"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	body := `{"path":"docs/guide/intro.md","content":"` + strings.Repeat("x", 150) + `"}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", ts.URL+"/tools/tool0", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			b.Fatalf("status %d", res.StatusCode)
+		}
+	}
+}
+
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
