@@ -15,6 +15,7 @@
 package approvals
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -65,9 +66,14 @@ type Config struct {
 	// host). Its origin is trusted for form posts even when a proxy in front
 	// rewrites Host.
 	PublicURL string
-	// Logger receives one audit record per decision (msg "approval") and a
-	// record per refused request. Default: slog.Default().
+	// Logger receives one audit record per decision (msg "approval"),
+	// unless Audit is set, and a record per refused request. Default:
+	// slog.Default().
 	Logger *slog.Logger
+	// Audit, if set, receives the audit record of every decision instead
+	// of Logger (toolgate puts it in the decision log). It runs on the
+	// request's goroutine: it must not block.
+	Audit func(context.Context, AuditRecord)
 	// Now is the clock for token expiry and "time left". Default: time.Now.
 	Now func() time.Time
 	// OnDecision is called after a successful decision (for the "resolved"
@@ -84,6 +90,7 @@ type Handler struct {
 	log        *slog.Logger
 	now        func() time.Time
 	onDecision func(pending.Call)
+	auditTo    func(context.Context, AuditRecord)
 	csrf       *http.CrossOriginProtection
 	pages      *template.Template
 	router     http.Handler
@@ -106,7 +113,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		store: cfg.Store, signer: cfg.Signer, log: cfg.Logger, now: cfg.Now, onDecision: cfg.OnDecision,
-		csrf: http.NewCrossOriginProtection(),
+		auditTo: cfg.Audit, csrf: http.NewCrossOriginProtection(),
 	}
 	if h.log == nil {
 		h.log = slog.Default()

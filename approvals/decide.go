@@ -2,7 +2,6 @@ package approvals
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -45,18 +44,7 @@ func (h *Handler) decide(r *http.Request, id string, to pending.State, by, comme
 	if at.IsZero() {
 		at = h.now()
 	}
-	h.log.LogAttrs(ctx, slog.LevelInfo, "approval",
-		slog.String("call_id", c.ID),
-		slog.String("outcome", string(c.State)),
-		slog.String("decided_by", c.DecidedBy),
-		slog.String("comment", c.Comment),
-		slog.String("via", via),
-		slog.Time("at", at),
-		slog.String("tool", c.Tool),
-		slog.String("upstream", c.Upstream),
-		slog.String("subject", c.Subject),
-		slog.String("remote_addr", r.RemoteAddr),
-	)
+	h.audit(ctx, r, c, via, at)
 	if h.onDecision != nil {
 		h.onDecision(c)
 	}

@@ -132,7 +132,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 	c.decision = d
 	s.tracing.endDecide(span, r, c, err)
 	s.metrics.observeDecision(c, elapsed)
-	s.logDecision(c, elapsed, err)
+	s.logDecision(ctx, r, c, elapsed, err)
 	switch d.Action {
 	case policy.Allow:
 		s.forward(w, r, c)

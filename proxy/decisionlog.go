@@ -2,48 +2,63 @@ package proxy
 
 import (
 	"context"
-	"log/slog"
+	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
-// logDecision writes the one decision record of a call, in the shape of
-// OPA's decision log (decision_id is the call ID). Arguments appear only
-// when configured: they can hold anything, secrets included.
-func (s *Server) logDecision(c *call, elapsed time.Duration, evalErr error) {
-	d := c.decision
-	attrs := []slog.Attr{
-		slog.String("decision_id", c.id),
-		slog.String("call_id", c.id),
-		slog.String("kind", c.input.Kind),
-		slog.String("upstream", c.up.Name),
-		slog.String("subject", c.subject.ID),
-		slog.String("method", c.input.HTTP.Method),
-		slog.String("path", c.input.HTTP.Path),
+// DecisionLogger receives the record of every decided call: the decision
+// log (SPEC.md §8). It is called on every call's path, so it must not
+// block; masking, encoding and writing are the implementation's, off that
+// path. cmd/toolgate wires OPA's decision-log plugin behind it.
+type DecisionLogger interface {
+	LogDecision(context.Context, DecisionRecord)
+}
+
+// DecisionRecord is one decided call.
+type DecisionRecord struct {
+	CallID string
+	Time   time.Time
+	// Input is a copy of the policy input the call was decided on: the
+	// logger may keep it. Its maps are shared and never changed.
+	Input    policy.Input
+	Decision policy.Decision
+	// Err is the policy error when the policy could not decide (the call is
+	// then denied).
+	Err     error
+	Elapsed time.Duration
+	// RemoteAddr is the agent's address as the listener saw it.
+	RemoteAddr string
+	// TraceID and SpanID are the request's span, when it is traced.
+	TraceID, SpanID string
+}
+
+// logDecision hands the decision of c to the decision log, if there is one.
+// ctx is the decision's context (its span, if traced, names the event);
+// it may already be done.
+func (s *Server) logDecision(ctx context.Context, r *http.Request, c *call, elapsed time.Duration, evalErr error) {
+	dl := s.cfg.DecisionLog
+	if dl == nil {
+		return
 	}
-	if m := c.input.MCP; m != nil {
-		attrs = append(attrs, slog.String("mcp_method", m.Method))
+	rec := DecisionRecord{
+		CallID: c.id, Time: s.cfg.Now(), Input: *c.input, Decision: c.decision,
+		Err: evalErr, Elapsed: elapsed, RemoteAddr: r.RemoteAddr,
 	}
-	if t := c.input.Tool; t != nil {
-		attrs = append(attrs, slog.String("tool", t.Name))
-		if t.HasTarget {
-			attrs = append(attrs, slog.String("target", t.Target))
-		}
-		if s.cfg.LogArguments {
-			attrs = append(attrs, slog.Any("arguments", t.Arguments))
-		}
+	// The call goes on after this; the record must not see later changes.
+	if t := rec.Input.Tool; t != nil {
+		tc := *t
+		rec.Input.Tool = &tc
 	}
-	attrs = append(attrs,
-		slog.Group("result",
-			slog.String("action", d.Action.String()),
-			slog.Any("reasons", d.Messages()),
-			slog.Any("rule_ids", d.RuleIDs()),
-		),
-		slog.Float64("decision_ms", float64(elapsed.Microseconds())/1000),
-	)
-	level := slog.LevelInfo
-	if evalErr != nil {
-		level = slog.LevelError
-		attrs = append(attrs, slog.String("error", evalErr.Error()))
+	if m := rec.Input.MCP; m != nil {
+		mc := *m
+		rec.Input.MCP = &mc
 	}
-	s.log.LogAttrs(context.Background(), level, "decision", attrs...)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		rec.TraceID, rec.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+	dl.LogDecision(r.Context(), rec)
 }

@@ -71,9 +71,8 @@ type Config struct {
 	// DecisionTimeout bounds one policy evaluation; past it the call is
 	// denied as a policy error. Zero means 5s.
 	DecisionTimeout time.Duration
-	// LogArguments puts tool arguments into decision records. Off by
-	// default: arguments can hold anything, secrets included.
-	LogArguments bool
+	// DecisionLog receives the record of every decided call; nil logs none.
+	DecisionLog DecisionLogger
 	// Pending parks calls the policy answers "ask"; nil answers them 503.
 	Pending pending.Store
 	// Hold is how long an agent's request is held waiting for a decision

@@ -35,6 +35,7 @@ type app struct {
 	auth     *identity.Authenticator
 	proxy    *proxy.Server
 	parking  *parking
+	dlog     *decisionLog // nil: no decision log
 	registry *prometheus.Registry
 	tracing  tracing
 	ready    atomic.Bool
@@ -124,6 +125,9 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		return nil, err
 	}
 	a.engine = engine
+	if a.dlog, err = newDecisionLog(ctx, cfg, engine, a.registry, log); err != nil {
+		return nil, err
+	}
 	a.reloadMu.Lock()
 	setRevision(engine.Revision())
 	a.reloadMu.Unlock()
@@ -159,7 +163,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Mode:           cfg.Policy.Mode,
 		Logger:         log,
 		Metrics:        proxy.NewMetrics(a.registry),
-		LogArguments:   cfg.Log.Arguments,
+		DecisionLog:    a.dlog.forProxy(),
 		Pending:        a.parking.store,
 		Hold:           cfg.Pending.Hold.Std(),
 		TTL:            cfg.Pending.TTL.Std(),
@@ -294,6 +298,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	_ = a.parking.notifier.Close(nctx)
 	ncancel()
 	a.parking.close()
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	a.dlog.close(dctx) // the last events, and the upload of what is buffered
+	dcancel()
 	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	a.tracing.flush(tctx, a.log) // the last calls' spans
 	tcancel()

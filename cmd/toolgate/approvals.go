@@ -93,7 +93,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	}
 	h, err := approvals.New(approvals.Config{
 		Store: st, Signer: p.signer, Approvers: approvers, PublicURL: cfg.PublicURL,
-		Logger: a.log, OnDecision: p.resolved,
+		Logger: a.log, OnDecision: p.resolved, Audit: a.dlog.forApprovals(),
 	})
 	if err != nil {
 		closeStore()

@@ -204,12 +204,12 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	// Decision records: one per decided call, no arguments.
+	// Decision-log events: one per decided call, no arguments.
 	logs := r.stderr.String()
-	if n := strings.Count(logs, `"msg":"decision"`); n < 4 {
-		t.Errorf("%d decision records, want one per decided call", n)
+	if n := strings.Count(logs, `"path":"toolgate/decision"`); n < 4 {
+		t.Errorf("%d decision events, want one per decided call", n)
 	}
-	if strings.Contains(logs, "a.txt\"}") || strings.Contains(logs, "agent-key-1") {
+	if strings.Contains(logs, `"path":"a.txt"`) || strings.Contains(logs, "agent-key-1") {
 		t.Error("the log holds arguments or a credential")
 	}
 

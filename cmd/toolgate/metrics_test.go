@@ -190,6 +190,11 @@ func TestMetrics(t *testing.T) {
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,
 		},
 		"toolgate_policy_reloads_total": {"result=success": 1, "result=failure": 1},
+		// The console decision log loses nothing; there is no log service.
+		"toolgate_decision_log_events_dropped_total": {
+			"reason=queue_full": 0, "reason=rate_limit": 0, "reason=buffer_full": 0, "reason=encoding": 0, "reason=error": 0,
+		},
+		"toolgate_decision_log_uploads_total": {"result=success": 0, "result=failure": 0},
 	}
 	for name, series := range want {
 		got := seriesOf(t, fams, name)

@@ -113,9 +113,37 @@ type Limits struct {
 
 // Log configures logging.
 type Log struct {
-	Level     string `koanf:"level"`     // debug | info | warn | error
-	Arguments bool   `koanf:"arguments"` // include tool arguments in decision records
+	Level string `koanf:"level"` // debug | info | warn | error
+	// Arguments keeps tool arguments in decision-log events, masked by the
+	// policy's data.system.log.mask rules; false removes them.
+	Arguments bool      `koanf:"arguments"`
+	Decisions Decisions `koanf:"decisions"`
 }
+
+// Decisions configures the decision log: one event per decided call and one
+// per approval decision, in OPA's decision-log shape, written by OPA's
+// decision-log plugin to the console and/or an OPA-compatible log service.
+type Decisions struct {
+	Console      *bool           `koanf:"console"`       // events on stderr; default true
+	MaskDecision string          `koanf:"mask_decision"` // data path of the mask rules
+	DropDecision string          `koanf:"drop_decision"` // data path of the drop rule
+	Service      DecisionService `koanf:"service"`
+}
+
+// DecisionService is an OPA-compatible decision-log service; events are
+// POSTed to it as gzip JSON arrays when URL is set.
+type DecisionService struct {
+	URL         string   `koanf:"url"`
+	Resource    string   `koanf:"resource"` // path under url, default /logs
+	Token       Secret   `koanf:"token"`    // bearer token
+	Timeout     Duration `koanf:"timeout"`  // wait for the response headers
+	BufferBytes ByteSize `koanf:"buffer_bytes"`
+	MinDelay    Duration `koanf:"min_delay"` // pause between uploads, at least
+	MaxDelay    Duration `koanf:"max_delay"` // and at most (also the retry backoff's cap)
+}
+
+// ConsoleOn reports whether decision events go to stderr; unset means on.
+func (d Decisions) ConsoleOn() bool { return d.Console == nil || *d.Console }
 
 // Duration is a time.Duration written as "25s", "1h".
 type Duration time.Duration

@@ -38,6 +38,14 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	limits.max_body_bytes      1MiB
 //	log.level                  info
 //	log.arguments              false
+//	log.decisions.console      true
+//	log.decisions.mask_decision        /system/log/mask
+//	log.decisions.drop_decision        /system/log/drop
+//	log.decisions.service.resource     /logs
+//	log.decisions.service.timeout      10s
+//	log.decisions.service.buffer_bytes 16MiB
+//	log.decisions.service.min_delay    5s
+//	log.decisions.service.max_delay    30s
 //	shutdown_grace             20s
 //
 // There are no default upstreams, policy, identities or approvals secret;
@@ -96,6 +104,18 @@ func (c *Config) ApplyDefaults() {
 
 	setSize(&c.Limits.MaxBodyBytes, 1<<20)
 	setString(&c.Log.Level, "info")
+	d := &c.Log.Decisions
+	if d.Console == nil {
+		console := true
+		d.Console = &console
+	}
+	setString(&d.MaskDecision, "/system/log/mask")
+	setString(&d.DropDecision, "/system/log/drop")
+	setString(&d.Service.Resource, "/logs")
+	setDuration(&d.Service.Timeout, 10*time.Second)
+	setSize(&d.Service.BufferBytes, 16<<20)
+	setDuration(&d.Service.MinDelay, 5*time.Second)
+	setDuration(&d.Service.MaxDelay, 30*time.Second)
 	setDuration(&c.ShutdownGrace, 20*time.Second)
 }
 

@@ -112,7 +112,7 @@ func TestLoad_SpecExample(t *testing.T) {
 			Notify:    []Notify{{URL: "https://hooks.example.com/toolgate", Format: "cloudevents", Secret: testWebhookSecret}},
 		},
 		Limits:        Limits{MaxBodyBytes: 1 << 20},
-		Log:           Log{Level: "info"},
+		Log:           Log{Level: "info", Decisions: defaultDecisions()},
 		ShutdownGrace: Duration(20 * time.Second),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

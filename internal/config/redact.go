@@ -14,9 +14,10 @@ import (
 // urlKeys hold URLs that may carry a password (https://user:pass@host);
 // Redacted prints them with the password replaced by "xxxxx".
 var urlKeys = map[string]bool{
-	"public_url":            true,
-	"upstreams[].url":       true,
-	"identity.jwt.jwks_url": true,
+	"public_url":                true,
+	"upstreams[].url":           true,
+	"identity.jwt.jwks_url":     true,
+	"log.decisions.service.url": true,
 }
 
 // notifyURLKey holds webhook URLs. Slack, Teams and most webhook receivers

@@ -125,6 +125,18 @@ limits:
 log:
   level: info
   arguments: false
+  decisions:
+    console: true
+    mask_decision: /system/log/mask
+    drop_decision: /system/log/drop
+    service:
+      url: ""
+      resource: /logs
+      token: ""
+      timeout: 10s
+      buffer_bytes: 16MiB
+      min_delay: 5s
+      max_delay: 30s
 shutdown_grace: 20s
 `
 	if diff := cmp.Diff(want, string(out)); diff != "" {

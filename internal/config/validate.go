@@ -311,6 +311,7 @@ func (v *validator) limitsAndLog(c *Config) {
 		v.add("limits.max_body_bytes", fmt.Sprintf("%s is outside 1KiB..1GiB", b), "write a size such as 1MiB")
 	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.decisions(&c.Log.Decisions)
 	if c.ShutdownGrace < 0 {
 		v.add("shutdown_grace", "is negative", "write a duration such as 20s")
 	}

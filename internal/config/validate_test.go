@@ -240,7 +240,7 @@ func TestDefault(t *testing.T) {
 			MaxResultBytes: 1 << 20,
 		},
 		Limits:        Limits{MaxBodyBytes: 1 << 20},
-		Log:           Log{Level: "info"},
+		Log:           Log{Level: "info", Decisions: defaultDecisions()},
 		ShutdownGrace: Duration(20 * time.Second),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

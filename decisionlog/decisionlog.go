@@ -1,0 +1,221 @@
+// Package decisionlog writes toolgate's decision log through OPA's own
+// decision-log plugin (github.com/open-policy-agent/opa/v1/plugins/logs):
+// events in OPA's decision-log shape, masked by the user's
+// data.system.log.mask rules and dropped by data.system.log.drop, written
+// to the console and/or uploaded to an OPA-compatible log service (gzip
+// JSON arrays POSTed to <service>/logs, bounded buffer, retries with
+// backoff). One event per decided call and one audit event per approval
+// decision, correlated by decision_id (the call ID).
+//
+// toolgate compiles its policy itself (package policy), so the plugin's
+// manager is fed each new compiled revision the way OPA's bundle plugin
+// feeds it: the revision's data written to the manager's store in a
+// transaction carrying the revision's compiler. Mask and drop rules are
+// therefore evaluated against exactly the policy that decided the call.
+//
+// Events are handed to the plugin by one goroutine behind a bounded queue:
+// the proxy's hot path only copies the record and enqueues it.
+package decisionlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/logging"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/plugins"
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	"github.com/open-policy-agent/opa/v1/server"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Options configure a Logger.
+type Options struct {
+	// Policy returns the compiled policy in force; its mask and drop rules
+	// apply to every event. *policy.Engine's Compiled method fits.
+	Policy func() policy.Compiled
+	// Console, if set, receives every event as one record (message
+	// "Decision Log"), as OPA's console decision logger writes it.
+	Console slog.Handler
+	// Service, if its URL is set, receives the events in batches.
+	Service Service
+	// MaskDecision and DropDecision are the data paths of the mask and drop
+	// rules; empty means OPA's defaults, /system/log/mask and /system/log/drop.
+	MaskDecision, DropDecision string
+	// Arguments keeps tool arguments in the events (masked by the policy);
+	// false removes input.tool.arguments before the event is built.
+	Arguments bool
+	// InstanceID is labels.id of every event; Labels are added to it.
+	InstanceID string
+	Labels     map[string]string
+	// QueueSize bounds the events waiting for the plugin; a full queue drops
+	// the event and counts it. Zero means 10000.
+	QueueSize int
+	// Registerer receives the decision-log metrics (nil: none).
+	Registerer prometheus.Registerer
+	// Logger receives the plugin's own reports (upload failures, masks
+	// that could not be applied). Nil discards them.
+	Logger *slog.Logger
+}
+
+// Service is an OPA-compatible decision-log service.
+type Service struct {
+	URL string
+	// Resource is the path under URL events are POSTed to ("" = /logs).
+	Resource string
+	// Token, if set, is sent as "Authorization: Bearer <token>".
+	Token string
+	// Timeout bounds the wait for the service's response headers (0 = none).
+	Timeout time.Duration
+	// BufferBytes bounds the events waiting for upload; past it the oldest
+	// are dropped and counted. Zero means unbounded (OPA's default).
+	BufferBytes int64
+	// MinDelay and MaxDelay bound the pause between uploads; failed uploads
+	// back off up to MaxDelay. Whole seconds, at least one.
+	MinDelay, MaxDelay time.Duration
+}
+
+// Logger writes decision and audit events. It is safe for concurrent use.
+type Logger struct {
+	opts    Options
+	manager *plugins.Manager
+	plugin  *logs.Plugin
+	queue   chan entry
+	stop    chan struct{}
+	done    chan struct{}
+	closed  atomic.Bool
+	counts  *collector
+	synced  *ast.Compiler // the revision last given to the manager; worker only
+}
+
+// entry is one event waiting for the worker.
+type entry interface {
+	decisionID() string
+	info(opts *Options) (*server.Info, error)
+}
+
+// New starts a Logger. Close it to flush what is buffered.
+func New(ctx context.Context, opts Options) (*Logger, error) {
+	if opts.Policy == nil {
+		return nil, errors.New("decisionlog: Options.Policy is required")
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 10000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	raw, err := managerConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	pluginLog := logging.NewLoggerFromSlogHandler(opts.Logger.Handler(), logging.Info)
+	var console logging.Logger = logging.NewNoOpLogger()
+	if opts.Console != nil {
+		console = logging.NewLoggerFromSlogHandler(opts.Console, logging.Info)
+	}
+	m, err := plugins.New(raw, opts.InstanceID, inmem.New(),
+		plugins.Logger(pluginLog), plugins.ConsoleLogger(console), plugins.WithPrometheusRegister(opts.Registerer))
+	if err != nil {
+		return nil, fmt.Errorf("decisionlog: %w", err)
+	}
+	pc, err := logs.NewConfigBuilder().WithBytes(pluginConfig(opts)).WithServices(m.Services()).Parse()
+	if err != nil {
+		return nil, fmt.Errorf("decisionlog: %w", err)
+	}
+	counters := metrics.New()
+	l := &Logger{
+		opts:    opts,
+		manager: m,
+		plugin:  logs.New(pc, m).WithMetrics(counters),
+		queue:   make(chan entry, opts.QueueSize),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		counts:  newCollector(counters),
+	}
+	m.Register(logs.Name, l.plugin)
+	if err := m.Start(ctx); err != nil {
+		return nil, fmt.Errorf("decisionlog: %w", err)
+	}
+	if r := opts.Registerer; r != nil {
+		if err := r.Register(l.counts); err != nil {
+			m.Stop(ctx)
+			return nil, fmt.Errorf("decisionlog: %w", err)
+		}
+	}
+	go l.run()
+	return l, nil
+}
+
+// Close stops taking events, hands the queued ones to the plugin and stops
+// it; with a service configured the plugin uploads what it buffered until
+// ctx ends.
+func (l *Logger) Close(ctx context.Context) {
+	if l.closed.Swap(true) {
+		return
+	}
+	close(l.stop)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+	}
+	l.manager.Stop(ctx)
+}
+
+// enqueue hands e to the worker without ever blocking the caller.
+func (l *Logger) enqueue(e entry) {
+	if l.closed.Load() {
+		l.counts.queueFull.Add(1)
+		return
+	}
+	select {
+	case l.queue <- e:
+	default:
+		l.counts.queueFull.Add(1)
+	}
+}
+
+// run is the worker: it builds each event and gives it to the plugin.
+func (l *Logger) run() {
+	defer close(l.done)
+	ctx := context.Background()
+	for {
+		select {
+		case e := <-l.queue:
+			l.log(ctx, e)
+		case <-l.stop:
+			for {
+				select {
+				case e := <-l.queue:
+					l.log(ctx, e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (l *Logger) log(ctx context.Context, e entry) {
+	if err := l.sync(ctx); err != nil {
+		l.counts.errs.Add(1)
+		l.opts.Logger.Error("decision log: cannot load the policy's mask rules; event not logged", "error", err)
+		return
+	}
+	info, err := e.info(&l.opts)
+	if err == nil {
+		err = l.plugin.Log(ctx, info)
+	}
+	if err != nil {
+		l.counts.errs.Add(1)
+		l.opts.Logger.Error("decision log: event not logged", "decision_id", e.decisionID(), "error", err)
+	}
+}

@@ -1,0 +1,165 @@
+package decisionlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/server"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Event paths: OPA's "path" field, the decision the event records.
+const (
+	PathDecision = "toolgate/decision"
+	PathApproval = "toolgate/approval"
+)
+
+// bundleName names toolgate's policy in an event's bundles field.
+const bundleName = "toolgate"
+
+// Decision is one decided call.
+type Decision struct {
+	// ID is the call ID, the event's decision_id.
+	ID string
+	// Time is when the call was decided.
+	Time time.Time
+	// Input is the policy input document the call was decided on. The
+	// Logger keeps it: the caller must not change it afterwards (copy it).
+	Input policy.Input
+	// Result is the decision, Err the policy error if the policy failed.
+	Result policy.Decision
+	Err    error
+	// Revision is the policy revision that decided the call.
+	Revision string
+	// Elapsed is how long the decision took.
+	Elapsed time.Duration
+	// RequestedBy is the client's address; TraceID and SpanID the span of
+	// the request, if it had one.
+	RequestedBy     string
+	TraceID, SpanID string
+}
+
+// LogDecision queues the event of one decided call. It never blocks.
+func (l *Logger) LogDecision(_ context.Context, d Decision) { l.enqueue(&d) }
+
+func (d *Decision) decisionID() string { return d.ID }
+
+func (d *Decision) info(opts *Options) (*server.Info, error) {
+	in := d.Input
+	v, err := in.Value()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := ast.JSON(v)
+	if err != nil {
+		return nil, fmt.Errorf("decision log input: %w", err)
+	}
+	if !opts.Arguments {
+		// The safe default: arguments can hold anything, secrets included.
+		if tool, ok := doc.(map[string]any)["tool"].(map[string]any); ok {
+			delete(tool, "arguments")
+		}
+	}
+	result := map[string]any{
+		"action":   d.Result.Action.String(),
+		"reasons":  strings(d.Result.Messages()),
+		"rule_ids": strings(d.Result.RuleIDs()),
+	}
+	if d.Result.ReadOnly {
+		result["read_only"] = true
+	}
+	if d.Err != nil {
+		result["error"] = d.Err.Error()
+	}
+	return &server.Info{
+		DecisionID: d.ID,
+		TraceID:    d.TraceID,
+		SpanID:     d.SpanID,
+		RemoteAddr: d.RequestedBy,
+		Path:       PathDecision,
+		Timestamp:  d.Time,
+		Bundles:    bundles(d.Revision),
+		Input:      &doc,
+		Results:    anyOf(result),
+		Metrics:    evalTimer(d.Elapsed),
+	}, nil
+}
+
+// Audit is one approval decision on a parked call.
+type Audit struct {
+	// CallID is the parked call's ID: the decision_id of its decision event.
+	CallID string
+	// Outcome is "approved" or "rejected"; DecidedBy who decided (an
+	// approver's name, or "link"); Via how ("link" or "api").
+	Outcome, DecidedBy, Comment, Via string
+	At                               time.Time
+	Tool, Upstream, Subject          string
+	// RequestedBy is the approver's client address.
+	RequestedBy string
+}
+
+// LogAudit queues the audit event of one approval decision. It never blocks.
+func (l *Logger) LogAudit(_ context.Context, a Audit) { l.enqueue(&a) }
+
+func (a *Audit) decisionID() string { return a.CallID }
+
+func (a *Audit) info(*Options) (*server.Info, error) {
+	var input any = map[string]any{
+		"call_id":  a.CallID,
+		"tool":     a.Tool,
+		"upstream": a.Upstream,
+		"subject":  a.Subject,
+	}
+	return &server.Info{
+		DecisionID: a.CallID,
+		RemoteAddr: a.RequestedBy,
+		Path:       PathApproval,
+		Timestamp:  a.At,
+		Input:      &input,
+		Results: anyOf(map[string]any{
+			"outcome":    a.Outcome,
+			"decided_by": a.DecidedBy,
+			"comment":    a.Comment,
+			"via":        a.Via,
+		}),
+	}, nil
+}
+
+// strings is ss as JSON values, the form OPA's mask rules walk.
+func strings(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func anyOf(m map[string]any) *any {
+	var v any = m
+	return &v
+}
+
+func bundles(revision string) map[string]server.BundleInfo {
+	if revision == "" {
+		return nil
+	}
+	return map[string]server.BundleInfo{bundleName: {Revision: revision}}
+}
+
+// evalTimer reports the decision's duration as OPA reports a query's
+// evaluation time. toolgate times the whole Decide call (input conversion,
+// evaluation, precedence), which is what the metric measures here.
+func evalTimer(d time.Duration) metrics.Metrics {
+	return timer{Metrics: metrics.NoOp(), ns: d.Nanoseconds()}
+}
+
+type timer struct {
+	metrics.Metrics
+	ns int64
+}
+
+func (t timer) All() map[string]any { return map[string]any{"timer_rego_query_eval_ns": t.ns} }

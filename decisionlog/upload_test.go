@@ -1,0 +1,146 @@
+package decisionlog_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/decisionlog"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// logService is an OPA-compatible decision-log service: it takes gzip JSON
+// arrays of events on POST /logs. The first upload fails, to make the
+// plugin retry.
+type logService struct {
+	t        *testing.T
+	mu       sync.Mutex
+	attempts int
+	events   []logs.EventV1
+}
+
+func (s *logService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts++
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/logs" {
+		s.t.Errorf("%s %s, want POST /v1/logs", r.Method, r.URL.Path)
+	}
+	if r.Header.Get("Content-Encoding") != "gzip" || r.Header.Get("Content-Type") != "application/json" {
+		s.t.Errorf("headers %v, want gzip JSON", r.Header)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer log-token" {
+		s.t.Errorf("Authorization %q", got)
+	}
+	if s.attempts == 1 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		s.t.Errorf("body is not gzip: %v", err)
+		return
+	}
+	body, _ := io.ReadAll(zr)
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		s.t.Errorf("body is not a JSON array: %v\n%s", err, body)
+		return
+	}
+	for _, ev := range raw {
+		s.events = append(s.events, decodeEvent(s.t, ev))
+	}
+}
+
+func (s *logService) got() []logs.EventV1 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+// TestRemoteUpload: events reach an OPA-compatible log service, masked,
+// after a failed first upload, and Close flushes the buffer.
+func TestRemoteUpload(t *testing.T) {
+	svc := &logService{t: t}
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	e := newEngine(t, map[string]string{"p.rego": testPolicy, "mask.rego": testMask})
+	reg := prometheus.NewRegistry()
+	l, _ := newLogger(t, e, decisionlog.Options{
+		Arguments: true, Registerer: reg,
+		Service: decisionlog.Service{
+			URL: srv.URL, Resource: "/v1/logs", Token: "log-token", Timeout: 2 * time.Second,
+			BufferBytes: 1 << 20, MinDelay: time.Second, MaxDelay: time.Second,
+		},
+	})
+	in := policy.Input{CallID: "call-1", Kind: policy.KindREST, Tool: policy.NewTool("login", map[string]any{"password": "hunter2", "user": "ann"}, nil)}
+	l.LogDecision(context.Background(), decisionlog.Decision{
+		ID: "call-1", Time: time.Now(), Input: in, Result: policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{ID: "r", Message: "m"}}},
+		Revision: e.Revision(), RequestedBy: "127.0.0.1:1",
+	})
+	l.LogAudit(context.Background(), decisionlog.Audit{CallID: "call-1", Outcome: "approved", DecidedBy: "alice", Via: "api", At: time.Now()})
+
+	// The periodic upload: the first attempt fails, a retry delivers.
+	waitFor(t, "the upload", func() bool { return len(svc.got()) == 2 })
+	evs := svc.got()
+	if evs[0].DecisionID != "call-1" || evs[0].Path != decisionlog.PathDecision || field(*evs[0].Result, "action") != "ask" {
+		t.Errorf("first event %+v", evs[0])
+	}
+	if _, ok := field(*evs[0].Input, "tool", "arguments").(map[string]any)["password"]; ok || !slices.Contains(evs[0].Erased, "/input/tool/arguments/password") {
+		t.Errorf("the uploaded event is not masked: %v erased %v", *evs[0].Input, evs[0].Erased)
+	}
+	if evs[1].DecisionID != "call-1" || evs[1].Path != decisionlog.PathApproval {
+		t.Errorf("second event %+v", evs[1])
+	}
+
+	// Close uploads what is still buffered.
+	l.LogAudit(context.Background(), decisionlog.Audit{CallID: "call-2", Outcome: "rejected", DecidedBy: "bob", Via: "link", At: time.Now()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.Close(ctx)
+	if evs := svc.got(); len(evs) != 3 || evs[2].DecisionID != "call-2" {
+		t.Fatalf("after Close the service has %d events, want the third flushed", len(evs))
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.attempts < 3 {
+		t.Errorf("%d uploads, want a failed one, a retried one and the flush", svc.attempts)
+	}
+	if got := counterValue(t, reg, "toolgate_decision_log_uploads_total", "success"); got < 2 {
+		t.Errorf("uploads{result=success} = %v, want at least 2", got)
+	}
+	if got := counterValue(t, reg, "toolgate_decision_log_uploads_total", "failure"); got < 1 {
+		t.Errorf("uploads{result=failure} = %v, want at least 1", got)
+	}
+	if got := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full"); got != 0 {
+		t.Errorf("events_dropped{reason=queue_full} = %v", got)
+	}
+}
+
+// counterValue reads the series of family name whose one label is label.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == name && m.GetLabel()[0].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s}", name, label)
+	return 0
+}
