@@ -50,6 +50,13 @@ func (d *Decision) decisionID() string { return d.ID }
 
 func (d *Decision) info(opts *Options) (*server.Info, error) {
 	in := d.Input
+	if !opts.Arguments && in.Tool != nil {
+		// The safe default: arguments can hold anything, secrets included,
+		// so they are never even converted.
+		t := *in.Tool
+		t.Arguments = nil
+		in.Tool = &t
+	}
 	v, err := in.Value()
 	if err != nil {
 		return nil, err
@@ -59,7 +66,9 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 		return nil, fmt.Errorf("decision log input: %w", err)
 	}
 	if !opts.Arguments {
-		// The safe default: arguments can hold anything, secrets included.
+		// The input document always has tool.arguments ({} here); the
+		// event has none rather than an empty object that would read as
+		// "called without arguments". Mask and drop rules see the {}.
 		if tool, ok := doc.(map[string]any)["tool"].(map[string]any); ok {
 			delete(tool, "arguments")
 		}
@@ -84,8 +93,11 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 		Timestamp:  d.Time,
 		Bundles:    bundles(d.Revision),
 		Input:      &doc,
-		Results:    anyOf(result),
-		Metrics:    evalTimer(d.Elapsed),
+		// The same input as a value: the plugin then gives it to the mask
+		// and drop rules without a JSON round trip.
+		InputAST: v,
+		Results:  anyOf(result),
+		Metrics:  evalTimer(d.Elapsed),
 	}, nil
 }
 
