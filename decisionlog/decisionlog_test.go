@@ -2,6 +2,7 @@ package decisionlog_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/decisionlog"
@@ -198,5 +200,41 @@ func TestMaskErrorLogsNothing(t *testing.T) {
 	}
 	if out := console.String(); out != "" {
 		t.Fatalf("an event whose mask failed was logged:\n%s", out)
+	}
+}
+
+// TestMaskReadsPolicyData: mask rules see the policy's data files, as
+// every other rule of the policy does.
+func TestMaskReadsPolicyData(t *testing.T) {
+	e := newEngine(t, map[string]string{
+		"p.rego":    testPolicy,
+		"log.json":  `{"logging": {"secret_args": ["pin"]}}`,
+		"mask.rego": "package system.log\n\nmask contains concat(\"/\", [\"/input/tool/arguments\", a]) if some a in data.logging.secret_args\n",
+	})
+	l, console := newLogger(t, e, decisionlog.Options{Arguments: true})
+	base := newProxy(t, e, adapter{l, e}, nil)
+	call(t, base, "login", `{"user":"ann","pin":"4321"}`)
+	waitFor(t, "one console event", func() bool { return strings.Contains(console.String(), "\n") })
+	evs := consoleEvents(t, console.String())
+	if len(evs) != 1 || !slices.Equal(evs[0].Erased, []string{"/input/tool/arguments/pin"}) || strings.Contains(console.String(), "4321") {
+		t.Fatalf("events %+v\n%s", evs, console.String())
+	}
+}
+
+// TestQueueFullCounted: events past a full queue are dropped, never block
+// the caller, and are counted; nothing is lost uncounted.
+func TestQueueFullCounted(t *testing.T) {
+	e := newEngine(t, map[string]string{"p.rego": testPolicy})
+	reg := prometheus.NewRegistry()
+	l, console := newLogger(t, e, decisionlog.Options{QueueSize: 1, Registerer: reg})
+	const sent = 200
+	for i := range sent {
+		l.LogAudit(context.Background(), decisionlog.Audit{CallID: fmt.Sprint("call-", i), Outcome: "approved", At: time.Now()})
+	}
+	l.Close(context.Background())
+	logged := len(consoleEvents(t, console.String()))
+	dropped := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full")
+	if dropped == 0 || logged+int(dropped) != sent {
+		t.Fatalf("%d logged + %v dropped, want %d with some dropped", logged, dropped, sent)
 	}
 }
