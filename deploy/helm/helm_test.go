@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolgate/toolgate/deploy/internal/kubestrict"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/rego"
@@ -155,7 +155,7 @@ func parse(data []byte) (*rendered, error) {
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		serviceMonitors: map[string]*serviceMonitor{},
 	}
-	for i, doc := range splitDocuments(data) {
+	for i, doc := range kubestrict.SplitDocuments(data) {
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
@@ -163,23 +163,23 @@ func parse(data []byte) (*rendered, error) {
 		var err error
 		switch tm.APIVersion + " " + tm.Kind {
 		case "v1 ServiceAccount":
-			err = decodeInto(doc, r.serviceAccounts)
+			err = kubestrict.DecodeInto(doc, r.serviceAccounts)
 		case "v1 ConfigMap":
-			err = decodeInto(doc, r.configMaps)
+			err = kubestrict.DecodeInto(doc, r.configMaps)
 		case "v1 Secret":
-			err = decodeInto(doc, r.secrets)
+			err = kubestrict.DecodeInto(doc, r.secrets)
 		case "v1 Service":
-			err = decodeInto(doc, r.services)
+			err = kubestrict.DecodeInto(doc, r.services)
 		case "apps/v1 Deployment":
-			err = decodeInto(doc, r.deployments)
+			err = kubestrict.DecodeInto(doc, r.deployments)
 		case "networking.k8s.io/v1 Ingress":
-			err = decodeInto(doc, r.ingresses)
+			err = kubestrict.DecodeInto(doc, r.ingresses)
 		case "networking.k8s.io/v1 NetworkPolicy":
-			err = decodeInto(doc, r.networkPolicies)
+			err = kubestrict.DecodeInto(doc, r.networkPolicies)
 		case "policy/v1 PodDisruptionBudget":
-			err = decodeInto(doc, r.pdbs)
+			err = kubestrict.DecodeInto(doc, r.pdbs)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			err = decodeInto(doc, r.serviceMonitors)
+			err = kubestrict.DecodeInto(doc, r.serviceMonitors)
 		default:
 			err = fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 		}
@@ -188,29 +188,6 @@ func parse(data []byte) (*rendered, error) {
 		}
 	}
 	return r, nil
-}
-
-// decodeInto strictly decodes doc into a new T and files it by name.
-func decodeInto[T any, P interface {
-	*T
-	GetName() string
-	GetNamespace() string
-}](doc []byte, into map[string]P) error {
-	obj := P(new(T))
-	if err := decodeStrict(doc, obj); err != nil {
-		return err
-	}
-	switch name := obj.GetName(); {
-	case name == "":
-		return errors.New("metadata.name is empty")
-	case into[name] != nil:
-		return fmt.Errorf("%q is defined twice", name)
-	case obj.GetNamespace() != "":
-		return fmt.Errorf("%q sets metadata.namespace; helm install -n decides it", name)
-	default:
-		into[name] = obj
-	}
-	return nil
 }
 
 // objects lists the names of every kind, for comparing with what a render

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/toolgate/toolgate/deploy/internal/kubestrict"
 )
 
 // TestSidecarSnippet: the sidecar snippet of the chart's README decodes
@@ -22,7 +24,7 @@ func TestSidecarSnippet(t *testing.T) {
 		t.Fatal("no ```yaml block starting with \"# toolgate sidecar\" in the README")
 	}
 	var pod corev1.PodSpec
-	if err := decodeStrict(m[1], &pod); err != nil {
+	if err := kubestrict.DecodeStrict(m[1], &pod); err != nil {
 		t.Fatalf("the sidecar snippet: %v", err)
 	}
 	if len(pod.InitContainers) != 1 {

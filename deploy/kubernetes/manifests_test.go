@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolgate/toolgate/deploy/internal/kubestrict"
 	"github.com/toolgate/toolgate/internal/config"
 )
 
@@ -58,25 +56,6 @@ type manifest struct {
 	deployments map[string]*appsv1.Deployment
 }
 
-// documentSeparator is a YAML document marker line: "---", optionally
-// followed by a comment.
-var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
-
-// splitDocuments splits a multi-document YAML file on its "---" lines and
-// drops the documents that hold only comments and blank lines.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	for _, doc := range documentSeparator.Split(string(data), -1) {
-		for line := range strings.SplitSeq(doc, "\n") {
-			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
-				docs = append(docs, []byte(doc))
-				break
-			}
-		}
-	}
-	return docs
-}
-
 // parse decodes every document of data by its apiVersion and kind. The
 // decoding is strict: an unknown or misspelt field (in any letter case), a
 // duplicate key, a value of the wrong type, a kind the manifests do not use
@@ -88,7 +67,7 @@ func parse(data []byte) (*manifest, error) {
 		services:    map[string]*corev1.Service{},
 		deployments: map[string]*appsv1.Deployment{},
 	}
-	for i, doc := range splitDocuments(data) {
+	for i, doc := range kubestrict.SplitDocuments(data) {
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
@@ -96,13 +75,13 @@ func parse(data []byte) (*manifest, error) {
 		var err error
 		switch tm.APIVersion + " " + tm.Kind {
 		case "v1 ConfigMap":
-			err = decodeInto[corev1.ConfigMap](doc, m.configMaps)
+			err = kubestrict.DecodeInto[corev1.ConfigMap](doc, m.configMaps)
 		case "v1 Secret":
-			err = decodeInto[corev1.Secret](doc, m.secrets)
+			err = kubestrict.DecodeInto[corev1.Secret](doc, m.secrets)
 		case "v1 Service":
-			err = decodeInto[corev1.Service](doc, m.services)
+			err = kubestrict.DecodeInto[corev1.Service](doc, m.services)
 		case "apps/v1 Deployment":
-			err = decodeInto[appsv1.Deployment](doc, m.deployments)
+			err = kubestrict.DecodeInto[appsv1.Deployment](doc, m.deployments)
 		default:
 			err = fmt.Errorf("unsupported apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 		}
@@ -111,124 +90,6 @@ func parse(data []byte) (*manifest, error) {
 		}
 	}
 	return m, nil
-}
-
-// decodeInto strictly decodes doc into a new T and files it by name.
-func decodeInto[T any, P interface {
-	*T
-	GetName() string
-	GetNamespace() string
-}](doc []byte, into map[string]P) error {
-	obj := P(new(T))
-	if err := decodeStrict(doc, obj); err != nil {
-		return err
-	}
-	switch name := obj.GetName(); {
-	case name == "":
-		return errors.New("metadata.name is empty")
-	case into[name] != nil:
-		return fmt.Errorf("%q is defined twice", name)
-	case obj.GetNamespace() != "":
-		return fmt.Errorf("%q sets metadata.namespace; the manifests are applied with -n", name)
-	default:
-		into[name] = obj
-	}
-	return nil
-}
-
-// decodeStrict is sigs.k8s.io/yaml's UnmarshalStrict (unknown fields and
-// duplicate keys are errors) plus a case-sensitive check of every field
-// name, which encoding/json alone does not make: the API server does not
-// read "RestartPolicy" as "restartPolicy".
-func decodeStrict(doc []byte, into any) error {
-	if err := yaml.UnmarshalStrict(doc, into); err != nil {
-		return err
-	}
-	j, err := yaml.YAMLToJSON(doc)
-	if err != nil {
-		return err
-	}
-	var generic any
-	if err := json.Unmarshal(j, &generic); err != nil {
-		return err
-	}
-	return exactFieldNames(generic, reflect.TypeOf(into), "")
-}
-
-var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-
-// exactFieldNames checks that every key of v, a decoded JSON value, is
-// spelt exactly as a json tag of t (Go's decoder matches case-insensitively).
-// Types with their own UnmarshalJSON (Quantity, IntOrString, Time) are
-// leaves; wrong value types are left to the decoder, which has run first.
-func exactFieldNames(v any, t reflect.Type, at string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		fields := jsonFields(t)
-		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			ft, ok := fields[k]
-			if !ok {
-				return fmt.Errorf("%s: unknown field %q (field names are case-sensitive)", strings.TrimPrefix(at+"."+k, "."), k)
-			}
-			if err := exactFieldNames(obj[k], ft, at+"."+k); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, _ := v.([]any)
-		for i, e := range arr {
-			if err := exactFieldNames(e, t.Elem(), at+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		obj, _ := v.(map[string]any)
-		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			if err := exactFieldNames(obj[k], t.Elem(), at+"."+k); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// jsonFields maps the JSON names of t's fields to their types, with the
-// fields of embedded and ",inline" structs included.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if (f.Anonymous && name == "") || strings.Contains(","+opts+",", ",inline,") {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			maps.Copy(out, jsonFields(ft))
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
 }
 
 func load(t *testing.T, file string) *manifest {
@@ -358,14 +219,6 @@ func TestStrictDecoding(t *testing.T) {
 				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-func TestSplitDocuments(t *testing.T) {
-	in := "# header only\n---\na: 1\n--- # comment\n# just a comment\n\n---\nb: 2\n---\n"
-	got := splitDocuments([]byte(in))
-	if len(got) != 2 || !strings.Contains(string(got[0]), "a: 1") || !strings.Contains(string(got[1]), "b: 2") {
-		t.Fatalf("got %q, want the documents a and b", got)
 	}
 }
 

@@ -1,7 +1,12 @@
-package helm
+// Package kubestrict decodes Kubernetes manifests the way the API server
+// reads them, for toolgate's manifest and chart tests: what the server
+// would refuse or silently drop (an unknown field, a field name in another
+// letter case, a duplicate key, a wrong value type) is an error.
+package kubestrict
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -13,16 +18,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The strict decoding of deploy/kubernetes/manifests_test.go, for rendered
-// charts: what the API server would refuse or silently drop is an error.
-
 // documentSeparator is a YAML document marker line: "---", optionally
 // followed by a comment.
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
-// splitDocuments splits a multi-document YAML stream on its "---" lines and
+// SplitDocuments splits a multi-document YAML stream on its "---" lines and
 // drops the documents that hold only comments and blank lines.
-func splitDocuments(data []byte) [][]byte {
+func SplitDocuments(data []byte) [][]byte {
 	var docs [][]byte
 	for _, doc := range documentSeparator.Split(string(data), -1) {
 		for line := range strings.SplitSeq(doc, "\n") {
@@ -35,11 +37,11 @@ func splitDocuments(data []byte) [][]byte {
 	return docs
 }
 
-// decodeStrict is sigs.k8s.io/yaml's UnmarshalStrict (unknown fields and
+// DecodeStrict is sigs.k8s.io/yaml's UnmarshalStrict (unknown fields and
 // duplicate keys are errors) plus a case-sensitive check of every field
 // name, which encoding/json alone does not make: the API server does not
 // read "RestartPolicy" as "restartPolicy".
-func decodeStrict(doc []byte, into any) error {
+func DecodeStrict(doc []byte, into any) error {
 	if err := yaml.UnmarshalStrict(doc, into); err != nil {
 		return err
 	}
@@ -128,4 +130,29 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = f.Type
 	}
 	return out
+}
+
+// DecodeInto strictly decodes doc into a new T and files it by name in
+// into. An object without a name, a name used twice and a namespace set in
+// the manifest (it is given at install, with -n) are errors.
+func DecodeInto[T any, P interface {
+	*T
+	GetName() string
+	GetNamespace() string
+}](doc []byte, into map[string]P) error {
+	obj := P(new(T))
+	if err := DecodeStrict(doc, obj); err != nil {
+		return err
+	}
+	switch name := obj.GetName(); {
+	case name == "":
+		return errors.New("metadata.name is empty")
+	case into[name] != nil:
+		return fmt.Errorf("%q is defined twice", name)
+	case obj.GetNamespace() != "":
+		return fmt.Errorf("%q sets metadata.namespace; it is given at install, with -n", name)
+	default:
+		into[name] = obj
+	}
+	return nil
 }
