@@ -50,8 +50,9 @@ type Options struct {
 	// MaskDecision and DropDecision are the data paths of the mask and drop
 	// rules; empty means OPA's defaults, /system/log/mask and /system/log/drop.
 	MaskDecision, DropDecision string
-	// Arguments keeps tool arguments in the events (masked by the policy);
-	// false removes input.tool.arguments before the event is built.
+	// Arguments keeps tool arguments and query strings in the events
+	// (masked by the policy); false removes input.tool.arguments and
+	// input.http.query before the event is built.
 	Arguments bool
 	// InstanceID is labels.id of every event; Labels are added to it.
 	InstanceID string

@@ -122,6 +122,19 @@ func TestArgumentsErasedByDefault(t *testing.T) {
 	if evs[0].TraceID != "" || evs[0].SpanID != "" {
 		t.Errorf("an untraced request has trace_id %q span_id %q", evs[0].TraceID, evs[0].SpanID)
 	}
+
+	// A plain HTTP call's query string is its arguments.
+	res, err := http.Get(base + "/search?q=the-secret-query")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	waitFor(t, "the second event", func() bool { return strings.Count(console.String(), "\n") == 2 })
+	evs = consoleEvents(t, console.String())
+	h, _ := field(*evs[1].Input, "http").(map[string]any)
+	if _, ok := h["query"]; ok || h["path"] != "/search" || strings.Contains(console.String(), "the-secret-query") {
+		t.Errorf("http = %v, want the path without the query", h)
+	}
 }
 
 // TestDropAndReload: data.system.log.drop drops events, and a policy

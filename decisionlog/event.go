@@ -50,12 +50,16 @@ func (d *Decision) decisionID() string { return d.ID }
 
 func (d *Decision) info(opts *Options) (*server.Info, error) {
 	in := d.Input
-	if !opts.Arguments && in.Tool != nil {
+	if !opts.Arguments {
 		// The safe default: arguments can hold anything, secrets included,
-		// so they are never even converted.
-		t := *in.Tool
-		t.Arguments = nil
-		in.Tool = &t
+		// so they are never even converted. A plain HTTP call's query
+		// string is its arguments.
+		if in.Tool != nil {
+			t := *in.Tool
+			t.Arguments = nil
+			in.Tool = &t
+		}
+		in.HTTP.Query = nil
 	}
 	v, err := in.Value()
 	if err != nil {
@@ -66,11 +70,16 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 		return nil, fmt.Errorf("decision log input: %w", err)
 	}
 	if !opts.Arguments {
-		// The input document always has tool.arguments ({} here); the
-		// event has none rather than an empty object that would read as
-		// "called without arguments". Mask and drop rules see the {}.
-		if tool, ok := doc.(map[string]any)["tool"].(map[string]any); ok {
+		// The input document always has tool.arguments and http.query ({}
+		// here); the event has neither rather than an empty object that
+		// would read as "called without arguments". Mask and drop rules
+		// see the {}.
+		top := doc.(map[string]any)
+		if tool, ok := top["tool"].(map[string]any); ok {
 			delete(tool, "arguments")
+		}
+		if h, ok := top["http"].(map[string]any); ok {
+			delete(h, "query")
 		}
 	}
 	result := map[string]any{

@@ -114,8 +114,9 @@ type Limits struct {
 // Log configures logging.
 type Log struct {
 	Level string `koanf:"level"` // debug | info | warn | error
-	// Arguments keeps tool arguments in decision-log events, masked by the
-	// policy's data.system.log.mask rules; false removes them.
+	// Arguments keeps tool arguments (and plain HTTP calls' query strings)
+	// in decision-log events, masked by the policy's data.system.log.mask
+	// rules; false removes them.
 	Arguments bool      `koanf:"arguments"`
 	Decisions Decisions `koanf:"decisions"`
 }
