@@ -60,7 +60,7 @@ func (s *stack) rssRun(ctx context.Context, o *options, stdout io.Writer) error 
 		lo, hi = min(lo, v), max(hi, v)
 	}
 	fmt.Fprintf(stdout, "### toolgate RSS at %d req/s for %s (allowed call)\n\n", o.rate, o.rssDur)
-	fmt.Fprintf(stdout, "| calls | bad | p50 | p99 | RSS at %d s | RSS at end | min–max after warm-up | end − warm |\n|---|---|---|---|---|---|---|---|\n", warm)
+	fmt.Fprintf(stdout, "| calls | bad | p50 | p99 | RSS at %d s | RSS at end | min–max after warm-up | end − warm |\n|---|---|---|---|---|---|---|---|\n", warm+1)
 	fmt.Fprintf(stdout, "| %d | %d | %s | %s | %.1f MiB | %.1f MiB | %.1f–%.1f MiB | %+.1f MiB |\n\n",
 		r.sent, r.bad, us(r.p50), us(r.p99), mib(series[warm]), mib(series[len(series)-1]), mib(lo), mib(hi), mib(series[len(series)-1]-series[warm]))
 	fmt.Fprint(stdout, "RSS every second (MiB):")

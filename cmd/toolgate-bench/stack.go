@@ -21,8 +21,11 @@ type stack struct {
 	extProxy *proc
 	opa      *proc
 	approver *proc
-	tgMemory *proc // toolgate, parked calls in memory
-	tgRedis  *proc // toolgate, parked calls in Redis; nil without Redis
+	tgMemory *proc // toolgate for allow, deny and MCP
+	tgAsk    *proc // toolgate for ask, parked calls in memory (they stay
+	// there for result_ttl, so they would grow the heap the allow rows are
+	// measured with)
+	tgRedis *proc // toolgate for ask, parked calls in Redis; nil without Redis
 	url      map[string]string
 }
 
@@ -78,7 +81,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
 	approverKey := secret()
 	addrs := map[string]string{}
-	for _, n := range []string{"upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tgr-proxy", "tgr-approvals", "tgr-admin"} {
+	for _, n := range []string{"upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin"} {
 		a, err := freePort()
 		if err != nil {
 			return nil, err
@@ -142,6 +145,10 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		return nil, err
 	}
 	s.url["toolgate"] = "http://" + addrs["tg-proxy"]
+	if s.tgAsk, err = startTG("toolgate-ask", "memory", "tga"); err != nil {
+		return nil, err
+	}
+	s.url["toolgate-ask"] = "http://" + addrs["tga-proxy"]
 	if o.redis != "" {
 		if s.tgRedis, err = startTG("toolgate-redis", "redis", "tgr"); err != nil {
 			return nil, err
