@@ -22,11 +22,12 @@ type stack struct {
 	opa      *proc
 	approver *proc
 	tgMemory *proc // toolgate for allow, deny and MCP
-	tgAsk    *proc // toolgate for ask, parked calls in memory (they stay
-	// there for result_ttl, so they would grow the heap the allow rows are
-	// measured with)
+	// tgAsk is toolgate for ask with parked calls in memory, apart: they
+	// stay there for result_ttl and would grow the heap the allow rows
+	// are measured with.
+	tgAsk   *proc
 	tgRedis *proc // toolgate for ask, parked calls in Redis; nil without Redis
-	url      map[string]string
+	url     map[string]string
 }
 
 func secret() string {
