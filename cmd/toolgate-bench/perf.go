@@ -28,8 +28,18 @@ func startPerf(file string, pid int) (func() error, error) {
 	time.Sleep(200 * time.Millisecond) // perf attaches before the load starts
 	return func() error {
 		_ = cmd.Process.Signal(syscall.SIGINT)
-		if err := cmd.Wait(); err != nil {
+		err := cmd.Wait()
+		// perf writes its file on SIGINT and may then report the signal
+		// as its exit status.
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("perf record: %w", err)
+		}
+		if _, err := os.Stat(file); err != nil {
+			return fmt.Errorf("perf record wrote no profile: %w", err)
 		}
 		return nil
 	}, nil
