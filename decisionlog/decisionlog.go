@@ -95,6 +95,9 @@ type Logger struct {
 	closed  atomic.Bool
 	counts  *collector
 	synced  *ast.Compiler // the revision last given to the manager; worker only
+	// direct is true while events may skip the plugin (direct.go): no log
+	// service, and no mask or drop rules in the revision synced. Worker only.
+	direct bool
 }
 
 // entry is one event waiting for the worker.
@@ -213,6 +216,10 @@ func (l *Logger) log(ctx context.Context, e entry) {
 	}
 	info, err := e.info(&l.opts)
 	if err == nil {
+		if l.direct {
+			l.writeDirect(ctx, info)
+			return
+		}
 		err = l.plugin.Log(ctx, info)
 	}
 	if err != nil {

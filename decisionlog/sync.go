@@ -38,5 +38,10 @@ func (l *Logger) sync(ctx context.Context) error {
 		return fmt.Errorf("loading policy revision %s: %w", c.Revision, err)
 	}
 	l.synced = c.Compiler
+	plain, err := plainPolicy(ctx, c.Compiler, c.Store, l.maskPath(), l.dropPath())
+	if err != nil {
+		return fmt.Errorf("reading policy data: %w", err)
+	}
+	l.direct = plain && l.opts.Service.URL == ""
 	return nil
 }

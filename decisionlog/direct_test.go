@@ -1,0 +1,183 @@
+package decisionlog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("console line %q: %v", sc.Bytes(), err)
+		}
+		delete(m, "time") // when the line was written
+		out = append(out, m)
+	}
+	return out
+}
+
+func testEngine(t testing.TB, files map[string]string) *policy.Engine {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for name, src := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(src)}
+	}
+	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func testLogger(t testing.TB, e *policy.Engine, opts Options) *Logger {
+	t.Helper()
+	opts.Policy = e.Compiled
+	opts.InstanceID = "test-instance"
+	l, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+// events are one decision of every shape: allowed with arguments and a
+// trace, denied by a policy error, and an approval's audit.
+func events(e *policy.Engine) []entry {
+	in := policy.Input{
+		CallID: "c1", Kind: policy.KindREST, Time: time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC),
+		Tool: policy.NewTool("read_file", map[string]any{"path": "README.md", "n": json.Number("3")}, policy.DefaultTargetArgs),
+		HTTP: policy.HTTP{Method: "POST", Path: "/tools/read_file", Headers: map[string][]string{"content-type": {"application/json"}}},
+	}
+	at := time.Date(2026, 11, 30, 1, 2, 3, 5, time.UTC)
+	return []entry{
+		&Decision{
+			ID: "c1", Time: at, Input: in, Revision: e.Revision(), Elapsed: 1500 * time.Nanosecond,
+			Result:      policy.Decision{Action: policy.Allow, Reasons: []policy.Reason{{ID: "r1", Message: "ok"}}, ReadOnly: true},
+			RequestedBy: "127.0.0.1:5000", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
+		},
+		&Decision{
+			ID: "c2", Time: at, Input: in, Revision: e.Revision(), Err: errors.New("boom"),
+			Result: policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "toolgate.policy_error", Message: "policy error"}}},
+		},
+		&Audit{CallID: "c3", Outcome: "approved", DecidedBy: "ann", Comment: "fine", Via: "api", At: at, Tool: "write_note", Upstream: "notes", Subject: "agent"},
+	}
+}
+
+// TestDirectMatchesPlugin: an event written directly is the record OPA's
+// console decision logger writes for it, field for field.
+func TestDirectMatchesPlugin(t *testing.T) {
+	for _, args := range []bool{false, true} {
+		e := testEngine(t, map[string]string{"p.rego": "package toolgate\n\nallow if input.tool.name == \"read_file\"\n"})
+		var viaPlugin, direct lockedBuffer
+		lp := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&viaPlugin, nil)})
+		ld := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&direct, nil)})
+		ctx := t.Context()
+		for _, ev := range events(e) {
+			if err := lp.sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lp.direct = false // through the plugin
+			lp.log(ctx, ev)
+			ld.log(ctx, ev)
+			if !ld.direct {
+				t.Fatal("a policy without mask or drop rules does not take the direct path")
+			}
+		}
+		got, want := direct.lines(t), viaPlugin.lines(t)
+		if len(want) != 3 {
+			t.Fatalf("the plugin wrote %d events, want 3", len(want))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("arguments %v: direct events differ from the plugin's (-plugin +direct):\n%s", args, diff)
+		}
+	}
+}
+
+// TestDirectOnlyWhenPlain: mask or drop rules, a mask as data, or a log
+// service send every event through the plugin.
+func TestDirectOnlyWhenPlain(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		opts  Options
+		want  bool
+	}{
+		{"plain", nil, Options{}, true},
+		{"mask rule", map[string]string{"m.rego": "package system.log\n\nmask contains \"/input/x\"\n"}, Options{}, false},
+		{"drop rule", map[string]string{"d.rego": "package system.log\n\ndrop if input.path == \"x\"\n"}, Options{}, false},
+		{"mask as data", map[string]string{"system/log/data.json": `{"mask": ["/input/x"]}`}, Options{}, false},
+		{"mask elsewhere", map[string]string{"m.rego": "package audit\n\nmask contains \"/input/x\"\n"}, Options{MaskDecision: "audit/mask"}, false},
+		{"service", nil, Options{Service: Service{URL: "http://127.0.0.1:1", MinDelay: time.Hour, MaxDelay: time.Hour}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Console = slog.DiscardHandler
+			l := testLogger(t, testEngine(t, tc.files), tc.opts)
+			if err := l.sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if l.direct != tc.want {
+				t.Errorf("direct = %v, want %v", l.direct, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkLogDecision is the worker's cost of one decision event, written
+// to the console directly and through the plugin.
+func BenchmarkLogDecision(b *testing.B) {
+	for _, direct := range []bool{true, false} {
+		name := "plugin"
+		if direct {
+			name = "direct"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := testEngine(b, nil)
+			var sink lockedBuffer
+			l := testLogger(b, e, Options{Console: slog.NewJSONHandler(&sink, nil)})
+			ctx := context.Background()
+			if err := l.sync(ctx); err != nil {
+				b.Fatal(err)
+			}
+			ev := events(e)[0]
+			b.ReportAllocs()
+			for b.Loop() {
+				l.direct = direct
+				l.log(ctx, ev)
+				sink.mu.Lock()
+				sink.b.Reset()
+				sink.mu.Unlock()
+			}
+		})
+	}
+}
