@@ -60,6 +60,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			pr.SetXForwarded()
 		},
 		Transport:      up.transport,
+		BufferPool:     copyBuffers,
 		ModifyResponse: stripToolgateHeaders,
 		ErrorHandler:   s.upstreamError,
 		ErrorLog:       nil,
@@ -159,3 +160,19 @@ func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.metrics.upstream.WithLabelValues(t.upstream, code).Observe(time.Since(start).Seconds())
 	return res, err
 }
+
+// copyBuffers lends ReverseProxy its response-copy buffers. Without a pool
+// it allocates 32 KiB for every response, which under load is a good part
+// of what the garbage collector has to do.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
