@@ -19,6 +19,7 @@ package decisionlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +99,10 @@ type Logger struct {
 	// direct is true while events may skip the plugin (direct.go): no log
 	// service, and no mask or drop rules in the revision synced. Worker only.
 	direct bool
+	// labels is the events' labels as JSON, and buf the direct path's
+	// encoding buffer. Worker only.
+	labels json.RawMessage
+	buf    []byte
 }
 
 // entry is one event waiting for the worker.
@@ -212,6 +217,10 @@ func (l *Logger) log(ctx context.Context, e entry) {
 	if err := l.sync(ctx); err != nil {
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: cannot load the policy's mask rules; event not logged", "error", err)
+		return
+	}
+	if d, ok := e.(*Decision); ok && l.direct {
+		l.writeDecision(ctx, d)
 		return
 	}
 	info, err := e.info(&l.opts)

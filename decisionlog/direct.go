@@ -2,8 +2,10 @@ package decisionlog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	stdstrings "strings"
 	"time"
 
@@ -92,6 +94,69 @@ func (l *Logger) writeDirect(ctx context.Context, info *server.Info) {
 	if err := h.Handle(ctx, r); err != nil {
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: event not written", "decision_id", info.DecisionID, "error", fmt.Errorf("console: %w", err))
+	}
+}
+
+// writeDecision writes a decision event on the direct path, its input and
+// result encoded straight from toolgate's types (encode.go).
+func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
+	h := l.opts.Console
+	if h == nil || !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	if l.labels == nil {
+		labels, err := json.Marshal(l.manager.Labels())
+		if err != nil {
+			l.counts.errs.Add(1)
+			return
+		}
+		l.labels = labels
+	}
+	b, err := appendInput(l.buf[:0], &d.Input, l.opts.Arguments)
+	if err != nil {
+		l.counts.errs.Add(1)
+		l.opts.Logger.Error("decision log: event not written", "decision_id", d.ID, "error", err)
+		return
+	}
+	n := len(b)
+	b = appendResult(b, d.Result, d.Err)
+	m := len(b)
+	b = append(b, `{"timer_rego_query_eval_ns":`...)
+	b = strconv.AppendInt(b, d.Elapsed.Nanoseconds(), 10)
+	b = append(b, '}')
+	k := len(b)
+	if d.Revision != "" {
+		b = append(b, `{"`+bundleName+`":{"revision":`...)
+		b = appendString(b, d.Revision)
+		b = append(b, "}}"...)
+	}
+	l.buf = b
+	attrs := make([]slog.Attr, 0, 13)
+	str := func(k, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(k, v))
+		}
+	}
+	str("type", logs.DecisionLogType)
+	str("timestamp", d.Time.UTC().Format(time.RFC3339Nano))
+	str("decision_id", d.ID)
+	str("trace_id", d.TraceID)
+	str("span_id", d.SpanID)
+	attrs = append(attrs, slog.Any("labels", l.labels))
+	if len(b) > k {
+		attrs = append(attrs, slog.Any("bundles", json.RawMessage(b[k:])))
+	}
+	str("path", PathDecision)
+	attrs = append(attrs,
+		slog.Any("input", json.RawMessage(b[:n])),
+		slog.Any("result", json.RawMessage(b[n:m])))
+	str("requested_by", d.RequestedBy)
+	attrs = append(attrs, slog.Any("metrics", json.RawMessage(b[m:k])))
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
+	r.AddAttrs(attrs...)
+	if err := h.Handle(ctx, r); err != nil {
+		l.counts.errs.Add(1)
+		l.opts.Logger.Error("decision log: event not written", "decision_id", d.ID, "error", fmt.Errorf("console: %w", err))
 	}
 }
 

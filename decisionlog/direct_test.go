@@ -89,6 +89,27 @@ func events(e *policy.Engine) []entry {
 			ID: "c2", Time: at, Input: in, Revision: e.Revision(), Err: errors.New("boom"),
 			Result: policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "toolgate.policy_error", Message: "policy error"}}},
 		},
+		&Decision{
+			ID: "c4", Time: at, Revision: e.Revision(),
+			Input: policy.Input{
+				CallID: "c4", Kind: policy.KindMCP, Mode: policy.ModePlan, Phase: policy.PhaseList,
+				Upstream: policy.Upstream{Name: "notes-mcp", Protocol: "mcp"},
+				Subject: policy.Subject{
+					ID: "agent \"7\"", Groups: []string{"a", "b"}, Authenticated: true,
+					Claims: map[string]any{"iss": "https://id.example", "n": json.Number("1.5"), "l": []any{true, nil}},
+				},
+				Tool: &policy.Tool{
+					Name: "write_note", Arguments: map[string]any{"path": "notes/\u2028x", "body": "tab\tnl\n<&>"},
+					Annotations: map[string]any{"readOnlyHint": false},
+				},
+				MCP: &policy.MCP{Method: "tools/call", ID: "req-\u00e9", ProtocolVersion: "2025-06-18"},
+				HTTP: policy.HTTP{
+					Method: "POST", Path: "/mcp", Query: map[string][]string{"b": {"2"}, "a": {"1", "\x01"}},
+					Headers: map[string][]string{"x-bin": {"caf\xe9 \xff"}, "mcp-session-id": {"s"}, "x-sep": {"\u2029"}},
+				},
+			},
+			Result: policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{ID: "a", Message: "needs \"a\" human"}, {Message: "no id"}}},
+		},
 		&Audit{CallID: "c3", Outcome: "approved", DecidedBy: "ann", Comment: "fine", Via: "api", At: at, Tool: "write_note", Upstream: "notes", Subject: "agent"},
 	}
 }
@@ -114,8 +135,8 @@ func TestDirectMatchesPlugin(t *testing.T) {
 			}
 		}
 		got, want := direct.lines(t), viaPlugin.lines(t)
-		if len(want) != 3 {
-			t.Fatalf("the plugin wrote %d events, want 3", len(want))
+		if len(want) != 4 {
+			t.Fatalf("the plugin wrote %d events, want 4", len(want))
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("arguments %v: direct events differ from the plugin's (-plugin +direct):\n%s", args, diff)
