@@ -226,10 +226,8 @@ func nativeEligible(b *bundle) bool {
 				}
 			}
 		}
-		for _, res := range reserved {
-			if m.Package.Path.HasPrefix(res) {
-				return false
-			}
+		if slices.ContainsFunc(reserved, m.Package.Path.HasPrefix) {
+			return false
 		}
 	}
 	return true
