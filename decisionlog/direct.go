@@ -48,60 +48,43 @@ func plainPolicy(ctx context.Context, c *ast.Compiler, store storage.Store, path
 // writeDirect writes info to the console as OPA's plugin would: message
 // "Decision Log", the event's fields as eventToFields lays them out.
 func (l *Logger) writeDirect(ctx context.Context, info *server.Info) {
-	h := l.opts.Console
-	if h == nil || !h.Enabled(ctx, slog.LevelInfo) {
+	if !l.consoleOn(ctx) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 14)
-	str := func(k, v string) {
-		if v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	str("type", logs.DecisionLogType)
-	str("timestamp", info.Timestamp.UTC().Format(time.RFC3339Nano))
-	str("decision_id", info.DecisionID)
-	str("trace_id", info.TraceID)
-	str("span_id", info.SpanID)
+	r := newRecord(info.Timestamp, info.DecisionID, info.TraceID, info.SpanID)
 	if labels := l.manager.Labels(); len(labels) > 0 {
-		attrs = append(attrs, slog.Any("labels", labels))
+		r.any("labels", labels)
 	}
 	if len(info.Bundles) > 0 {
 		b := make(map[string]logs.BundleInfoV1, len(info.Bundles))
 		for name, bi := range info.Bundles {
 			b[name] = logs.BundleInfoV1{Revision: bi.Revision}
 		}
-		attrs = append(attrs, slog.Any("bundles", b))
+		r.any("bundles", b)
 	}
-	str("path", info.Path)
+	r.str("path", info.Path)
 	if info.Input != nil {
-		attrs = append(attrs, slog.Any("input", *info.Input))
+		r.any("input", *info.Input)
 	}
 	if info.Results != nil {
-		attrs = append(attrs, slog.Any("result", *info.Results))
+		r.any("result", *info.Results)
 	}
 	if info.Error != nil {
-		str("error", info.Error.Error())
+		r.str("error", info.Error.Error())
 	}
-	str("requested_by", info.RemoteAddr)
+	r.str("requested_by", info.RemoteAddr)
 	if info.Metrics != nil {
 		if m := info.Metrics.All(); len(m) > 0 {
-			attrs = append(attrs, slog.Any("metrics", m))
+			r.any("metrics", m)
 		}
 	}
-	r := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
-	r.AddAttrs(attrs...)
-	if err := h.Handle(ctx, r); err != nil {
-		l.counts.errs.Add(1)
-		l.opts.Logger.Error("decision log: event not written", "decision_id", info.DecisionID, "error", fmt.Errorf("console: %w", err))
-	}
+	l.emit(ctx, info.DecisionID, r)
 }
 
 // writeDecision writes a decision event on the direct path, its input and
 // result encoded straight from toolgate's types (encode.go).
 func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
-	h := l.opts.Console
-	if h == nil || !h.Enabled(ctx, slog.LevelInfo) {
+	if !l.consoleOn(ctx) {
 		return
 	}
 	if l.labels == nil {
@@ -131,32 +114,53 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		b = append(b, "}}"...)
 	}
 	l.buf = b
-	attrs := make([]slog.Attr, 0, 13)
-	str := func(k, v string) {
-		if v != "" {
-			attrs = append(attrs, slog.String(k, v))
-		}
-	}
-	str("type", logs.DecisionLogType)
-	str("timestamp", d.Time.UTC().Format(time.RFC3339Nano))
-	str("decision_id", d.ID)
-	str("trace_id", d.TraceID)
-	str("span_id", d.SpanID)
-	attrs = append(attrs, slog.Any("labels", l.labels))
+	r := newRecord(d.Time, d.ID, d.TraceID, d.SpanID)
+	r.any("labels", l.labels)
 	if len(b) > k {
-		attrs = append(attrs, slog.Any("bundles", json.RawMessage(b[k:])))
+		r.any("bundles", json.RawMessage(b[k:]))
 	}
-	str("path", PathDecision)
-	attrs = append(attrs,
-		slog.Any("input", json.RawMessage(b[:n])),
-		slog.Any("result", json.RawMessage(b[n:m])))
-	str("requested_by", d.RequestedBy)
-	attrs = append(attrs, slog.Any("metrics", json.RawMessage(b[m:k])))
-	r := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
-	r.AddAttrs(attrs...)
-	if err := h.Handle(ctx, r); err != nil {
+	r.str("path", PathDecision)
+	r.any("input", json.RawMessage(b[:n]))
+	r.any("result", json.RawMessage(b[n:m]))
+	r.str("requested_by", d.RequestedBy)
+	r.any("metrics", json.RawMessage(b[m:k]))
+	l.emit(ctx, d.ID, r)
+}
+
+// record is a console record's fields.
+type record struct{ attrs []slog.Attr }
+
+// newRecord starts a record with the fields every event opens with.
+func newRecord(ts time.Time, id, traceID, spanID string) *record {
+	r := &record{attrs: make([]slog.Attr, 0, 14)}
+	r.str("type", logs.DecisionLogType)
+	r.str("timestamp", ts.UTC().Format(time.RFC3339Nano))
+	r.str("decision_id", id)
+	r.str("trace_id", traceID)
+	r.str("span_id", spanID)
+	return r
+}
+
+// str adds a string field, left out when empty as the plugin does.
+func (r *record) str(k, v string) {
+	if v != "" {
+		r.attrs = append(r.attrs, slog.String(k, v))
+	}
+}
+
+func (r *record) any(k string, v any) { r.attrs = append(r.attrs, slog.Any(k, v)) }
+
+func (l *Logger) consoleOn(ctx context.Context) bool {
+	return l.opts.Console != nil && l.opts.Console.Enabled(ctx, slog.LevelInfo)
+}
+
+// emit writes the record as one "Decision Log" line.
+func (l *Logger) emit(ctx context.Context, id string, r *record) {
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
+	rec.AddAttrs(r.attrs...)
+	if err := l.opts.Console.Handle(ctx, rec); err != nil {
 		l.counts.errs.Add(1)
-		l.opts.Logger.Error("decision log: event not written", "decision_id", d.ID, "error", fmt.Errorf("console: %w", err))
+		l.opts.Logger.Error("decision log: event not written", "decision_id", id, "error", fmt.Errorf("console: %w", err))
 	}
 }
 
