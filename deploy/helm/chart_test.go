@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolgate/toolgate/deploy/internal/kubestrict"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -167,11 +168,11 @@ func TestAllOn(t *testing.T) {
 		t.Errorf("ServiceMonitor is %s %s", sm.APIVersion, sm.Kind)
 	}
 	metrics := r.services[fullname+"-metrics"]
-	if !selects(sm.Spec.Selector.MatchLabels, metrics.Labels) {
+	if !kubestrict.Selects(sm.Spec.Selector.MatchLabels, metrics.Labels) {
 		t.Errorf("the ServiceMonitor does not select the metrics Service")
 	}
 	for name, svc := range r.services {
-		if name != metrics.Name && selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
+		if name != metrics.Name && kubestrict.Selects(sm.Spec.Selector.MatchLabels, svc.Labels) {
 			t.Errorf("the ServiceMonitor also selects Service %s", name)
 		}
 	}
@@ -184,11 +185,11 @@ func TestAllOn(t *testing.T) {
 
 	// The PDB and the NetworkPolicy cover the toolgate pods; every port the
 	// NetworkPolicy admits is a listener of the container.
-	if pdb := r.pdbs[fullname]; !selects(pdb.Spec.Selector.MatchLabels, g.d.Spec.Template.Labels) || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.MaxUnavailable != nil {
+	if pdb := r.pdbs[fullname]; !kubestrict.Selects(pdb.Spec.Selector.MatchLabels, g.d.Spec.Template.Labels) || pdb.Spec.MinAvailable.IntValue() != 2 || pdb.Spec.MaxUnavailable != nil {
 		t.Errorf("the PodDisruptionBudget does not select the pods with minAvailable 2")
 	}
 	np := r.networkPolicies[fullname]
-	if !selects(np.Spec.PodSelector.MatchLabels, g.d.Spec.Template.Labels) {
+	if !kubestrict.Selects(np.Spec.PodSelector.MatchLabels, g.d.Spec.Template.Labels) {
 		t.Errorf("the NetworkPolicy does not select the pods")
 	}
 	var admitted []string

@@ -242,7 +242,7 @@ func checkGate(t *testing.T, r *rendered, fullname string, environ map[string]st
 	for _, p := range g.c.Ports {
 		g.ports[p.Name] = p.ContainerPort
 	}
-	if !selects(g.d.Spec.Selector.MatchLabels, g.d.Spec.Template.Labels) {
+	if !kubestrict.Selects(g.d.Spec.Selector.MatchLabels, g.d.Spec.Template.Labels) {
 		t.Errorf("the Deployment's selector does not match its pod template")
 	}
 
@@ -441,7 +441,7 @@ func (g *gate) configText(t *testing.T, r *rendered) string {
 	if g.cfgText != "" {
 		return g.cfgText
 	}
-	cfgPath := flagValue(g.c.Args, "--config")
+	cfgPath := kubestrict.FlagValue(g.c.Args, "--config")
 	for name, cm := range r.configMaps {
 		if text, ok := cm.Data[configKey]; ok && g.mountedAt(t, name, configKey) == cfgPath {
 			g.cfgText = text
@@ -520,7 +520,7 @@ func checkServices(t *testing.T, r *rendered, fullname string, g *gate) {
 	}
 	got := map[string]string{}
 	for name, svc := range r.services {
-		if !selects(svc.Spec.Selector, g.d.Spec.Template.Labels) {
+		if !kubestrict.Selects(svc.Spec.Selector, g.d.Spec.Template.Labels) {
 			t.Errorf("Service %s does not select the toolgate pods", name)
 		}
 		if len(svc.Spec.Ports) != 1 {
@@ -603,31 +603,4 @@ func (g *gate) decide(t *testing.T, tool string, args map[string]any) policy.Dec
 		t.Fatalf("decide %s: %v", tool, err)
 	}
 	return d
-}
-
-// selects reports whether a selector matches a pod's labels.
-func selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// flagValue is the value after flag in args ("--config FILE" or
-// "--config=FILE").
-func flagValue(args []string, flag string) string {
-	for i, a := range args {
-		if a == flag && i+1 < len(args) {
-			return args[i+1]
-		}
-		if v, ok := strings.CutPrefix(a, flag+"="); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -44,8 +44,8 @@ func TestSidecarSnippet(t *testing.T) {
 			t.Errorf("volume %s is mounted with a subPath", vm.Name)
 		}
 	}
-	if got := g.mountedAt(t, "toolgate-config", configKey); got != flagValue(g.c.Args, "--config") {
-		t.Errorf("--config is %q but toolgate.yaml is mounted at %q", flagValue(g.c.Args, "--config"), got)
+	if got := g.mountedAt(t, "toolgate-config", configKey); got != kubestrict.FlagValue(g.c.Args, "--config") {
+		t.Errorf("--config is %q but toolgate.yaml is mounted at %q", kubestrict.FlagValue(g.c.Args, "--config"), got)
 	}
 	g.mountedAt(t, "toolgate-policy", "")
 }

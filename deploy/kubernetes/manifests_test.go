@@ -378,7 +378,7 @@ func TestToolServerBehindGate(t *testing.T) {
 	bothFiles(t, func(t *testing.T, _ string, m *manifest) {
 		pod := appPod(t, m)
 		tool := findContainer(t, pod, toolContainer)
-		listen := flagValue(tool.Args, "--listen")
+		listen := kubestrict.FlagValue(tool.Args, "--listen")
 		host, toolPort, err := net.SplitHostPort(listen)
 		if err != nil || host != toolListenHost {
 			t.Fatalf("tool server args %q: --listen %q does not bind %s", tool.Args, listen, toolListenHost)
@@ -408,7 +408,7 @@ func TestToolServerBehindGate(t *testing.T) {
 				t.Errorf("no Service %q", name)
 				continue
 			}
-			if !selects(svc.Spec.Selector, m.deployments[appDeployment].Spec.Template.Labels) {
+			if !kubestrict.Selects(svc.Spec.Selector, m.deployments[appDeployment].Spec.Template.Labels) {
 				t.Errorf("Service %s does not select the %s pods", name, appDeployment)
 			}
 			if len(svc.Spec.Ports) != 1 {
@@ -453,33 +453,6 @@ func TestToolServerBehindGate(t *testing.T) {
 	})
 }
 
-// selects reports whether a Service selector matches a pod's labels.
-func selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// flagValue is the value after flag in args ("--listen ADDR" or
-// "--listen=ADDR").
-func flagValue(args []string, flag string) string {
-	for i, a := range args {
-		if a == flag && i+1 < len(args) {
-			return args[i+1]
-		}
-		if v, ok := strings.CutPrefix(a, flag+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func testEnviron() []string {
 	return []string{"AGENT_KEY=" + testAgentKey, "TOOLGATE_APPROVALS_SECRET=" + testSecret40}
 }
@@ -518,7 +491,7 @@ func TestConfigAccepted(t *testing.T) {
 		gate := findContainer(t, pod, gateContainer)
 
 		// --config names the key of the config volume.
-		cfgPath := flagValue(gate.Args, "--config")
+		cfgPath := kubestrict.FlagValue(gate.Args, "--config")
 		if got, want := mountedFile(t, pod, gate.Container, configMapName, configKey), cfgPath; got != want {
 			t.Errorf("toolgate reads --config %q, but %s/%s is mounted at %q", want, configMapName, configKey, got)
 		}
@@ -710,15 +683,15 @@ func TestRedis(t *testing.T) {
 		}
 		redis := findContainer(t, &d.Spec.Template.Spec, "redis")
 		for flag, want := range map[string]string{"--appendonly": "yes", "--appendfsync": "always", "--maxmemory-policy": "noeviction"} {
-			if got := flagValue(redis.Args, flag); got != want {
+			if got := kubestrict.FlagValue(redis.Args, flag); got != want {
 				t.Errorf("redis %s is %q, want %q", flag, got, want)
 			}
 		}
-		if flagValue(redis.Args, "--maxmemory") == "" {
+		if kubestrict.FlagValue(redis.Args, "--maxmemory") == "" {
 			t.Errorf("redis has no --maxmemory: noeviction then only ends in an OOM kill")
 		}
 		svc := m.services[redisName]
-		if svc == nil || !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+		if svc == nil || !kubestrict.Selects(svc.Spec.Selector, d.Spec.Template.Labels) {
 			t.Fatalf("Service %s does not select the Redis pod", redisName)
 		}
 	})
@@ -732,7 +705,7 @@ func TestReplicas(t *testing.T) {
 		if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 			t.Errorf("replicas is %v, want at least 2", d.Spec.Replicas)
 		}
-		if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		if !kubestrict.Selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 			t.Errorf("the selector does not match the pod template")
 		}
 	})
