@@ -105,10 +105,10 @@ read_only if input.tool.name == "read"
 // TestNativeMatchesRego is the proof that the shipped library evaluated in
 // Go decides exactly as its Rego: for generated tables, policies, defaults
 // and calls, both engines give the same action, reasons in the same order,
-// read-only verdict and error. TOOLGATE_DIFF_ROUNDS runs more tables.
+// read-only verdict and error. TOOLGATE_TEST_DIFF_ROUNDS runs more tables.
 func TestNativeMatchesRego(t *testing.T) {
 	rounds := 150
-	if s := os.Getenv("TOOLGATE_DIFF_ROUNDS"); s != "" {
+	if s := os.Getenv("TOOLGATE_TEST_DIFF_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
 	seed := uint64(1)

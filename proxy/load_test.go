@@ -19,11 +19,11 @@ import (
 // store, and the heap and stacks are compared with the idle server. The
 // clients are bare TCP connections that write one request each and read
 // nothing, so almost all of the difference is the server's. It runs only
-// with TOOLGATE_LOAD=N (e.g. 10000): it is a measurement, not a check.
+// with TOOLGATE_TEST_LOAD=N (e.g. 10000): it is a measurement, not a check.
 func TestHeldMemory(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("TOOLGATE_LOAD"))
+	n, _ := strconv.Atoi(os.Getenv("TOOLGATE_TEST_LOAD"))
 	if n <= 0 {
-		t.Skip("set TOOLGATE_LOAD=10000 to measure memory per held request")
+		t.Skip("set TOOLGATE_TEST_LOAD=10000 to measure memory per held request")
 	}
 	store := pending.NewMemory(pending.Options{})
 	env := newTestServer(t, askAll, func(c *Config) {
@@ -73,11 +73,11 @@ func TestHeldMemory(t *testing.T) {
 }
 
 // TestHeldMemoryClient is the client side of TestHeldMemory, run in its
-// own process: it opens TOOLGATE_LOAD connections to TOOLGATE_LOAD_ADDR,
+// own process: it opens TOOLGATE_TEST_LOAD connections to TOOLGATE_LOAD_ADDR,
 // sends one request on each and waits to be killed.
 func TestHeldMemoryClient(t *testing.T) {
 	addr := os.Getenv("TOOLGATE_LOAD_ADDR")
-	n, _ := strconv.Atoi(os.Getenv("TOOLGATE_LOAD"))
+	n, _ := strconv.Atoi(os.Getenv("TOOLGATE_TEST_LOAD"))
 	if addr == "" || n <= 0 {
 		t.Skip("the client of TestHeldMemory")
 	}

@@ -43,21 +43,21 @@ const (
 	configKey   = "toolgate.yaml"
 )
 
-// helmBinary is $TOOLGATE_HELM, else helm on PATH. Without one the test is
+// helmBinary is $TOOLGATE_TEST_HELM, else helm on PATH. Without one the test is
 // skipped on a developer's machine, and fails under CI=true: CI must never
 // count an unrendered chart as checked.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("TOOLGATE_HELM"); p != "" {
+	if p := os.Getenv("TOOLGATE_TEST_HELM"); p != "" {
 		return p
 	}
 	if p, err := exec.LookPath("helm"); err == nil {
 		return p
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no helm binary (TOOLGATE_HELM unset and no helm on PATH); .ci/run builds one")
+		t.Fatal("no helm binary (TOOLGATE_TEST_HELM unset and no helm on PATH); .ci/run builds one")
 	}
-	t.Skip("no helm binary: set TOOLGATE_HELM or put helm on PATH")
+	t.Skip("no helm binary: set TOOLGATE_TEST_HELM or put helm on PATH")
 	return ""
 }
 
