@@ -154,6 +154,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 // refuse answers a request toolgate will not decide on.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, c *call, e *callError) {
 	s.metrics.refused.WithLabelValues(e.Outcome).Inc()
+	s.tracing.refused(r, c, e.Outcome)
 	s.log.Info("request refused", "call_id", c.id, "status", e.Status, "outcome", e.Outcome, "reason", e.Detail,
 		"method", r.Method, "path", r.URL.EscapedPath())
 	if e.RPCCode != 0 || (c.mcp != nil && e.Outcome == outcomeInvalid) {

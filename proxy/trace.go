@@ -139,6 +139,18 @@ func (t *tracing) endDecide(span trace.Span, r *http.Request, c *call, err error
 	span.End()
 }
 
+// refused marks the request's server span with the call ID and outcome of
+// a request toolgate refused before deciding it (401, 404, 400, 413...),
+// so such requests can be found by call ID like decided ones.
+func (t *tracing) refused(r *http.Request, c *call, outcome string) {
+	if t == nil {
+		return
+	}
+	if server := trace.SpanFromContext(r.Context()); server.IsRecording() {
+		server.SetAttributes(attrCallID.String(c.id), attrDecision.String(outcome))
+	}
+}
+
 // callAttributes describes a decided call: never its arguments or subject.
 func callAttributes(r *http.Request, c *call) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 9)

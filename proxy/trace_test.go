@@ -210,6 +210,25 @@ func TestTraceDenied(t *testing.T) {
 	}
 }
 
+// TestTraceRefused: a request refused before any decision (here a body
+// with a duplicate key) is still found by its call ID, with its outcome.
+func TestTraceRefused(t *testing.T) {
+	exp, on := traced()
+	env := newTestServer(t, seedEngine(t), on)
+	res := post(t, env.url+"/tools/Read", `{"path":"a","path":"b"}`, "traceparent", agentParent)
+	_, _ = io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	server, spans := spansOf(t, exp, res.Header.Get(headerCallID))
+	if got := attr(server, attrDecision); got != outcomeInvalid {
+		t.Errorf("server span outcome %q, want %q", got, outcomeInvalid)
+	}
+	if n := len(named(spans, "toolgate.decide")); n != 0 {
+		t.Errorf("%d decide spans for a request never decided", n)
+	}
+}
+
 // TestTracePolicyError: a policy that fails marks the decision span and
 // the server span as errors (the call is denied).
 func TestTracePolicyError(t *testing.T) {
