@@ -311,44 +311,9 @@ func FuzzToolCall(f *testing.F) {
 		}
 		rawQuery := req.URL.RawQuery
 
-		fp.reset()
-		w := httptest.NewRecorder()
-		fp.handler.ServeHTTP(w, req)
-		res := w.Result()
-		got, ins := fp.upstream.got(), fp.decided()
-
-		callID := res.Header.Get(headerCallID)
-		if callID == "" {
-			t.Fatalf("status %d without %s", res.StatusCode, headerCallID)
-		}
-		decision := res.Header.Values(headerDecision)
-		switch {
-		case res.StatusCode == http.StatusOK:
-			if len(got) != 1 || len(ins) != 1 {
-				t.Fatalf("200: the upstream received %d requests and the policy decided %d times, want 1 and 1", len(got), len(ins))
-			}
-			if len(decision) != 1 || decision[0] != outcomeAllow {
-				t.Fatalf("200 with %s %q, want [allow]", headerDecision, decision)
-			}
-		case res.StatusCode >= 400 && res.StatusCode < 500:
-			// Refused before any decision (the decider allows everything):
-			// nothing may reach the upstream (INV-4).
-			if len(got) != 0 || len(ins) != 0 {
-				t.Fatalf("%d: the upstream received %d requests and the policy decided %d times, want 0 and 0", res.StatusCode, len(got), len(ins))
-			}
-			if len(decision) != 1 || decision[0] != outcomeInvalid {
-				t.Fatalf("%d with %s %q, want [invalid]", res.StatusCode, headerDecision, decision)
-			}
+		in, up, ok := fp.serve(t, req)
+		if !ok {
 			return
-		default:
-			// 500 is middleware.Recoverer answering for a panic.
-			b, _ := io.ReadAll(res.Body)
-			t.Fatalf("unexpected status %d: %s", res.StatusCode, b)
-		}
-
-		in, up := ins[0], got[0]
-		if in.CallID != callID || up.Header.Get(headerCallID) != callID {
-			t.Errorf("call IDs: input %q, upstream %q, answer %q", in.CallID, up.Header.Get(headerCallID), callID)
 		}
 		base := ""
 		if in.Upstream.Name == "notes" {
@@ -399,4 +364,53 @@ func FuzzToolCall(f *testing.F) {
 			t.Fatalf("arguments the policy saw (-) and the upstream decodes (+) differ:\n%s", cmp.Diff(in.Tool.Arguments, args))
 		}
 	})
+}
+
+// serve sends req through the proxy (whose decider allows everything) and
+// checks what every answer must hold: a call ID; a 200 was decided once,
+// allowed and forwarded once; a 4xx was refused before any decision and
+// reached nothing (INV-4). It returns the decided input and what the
+// upstream received, or ok false when the request was refused.
+func (fp *fuzzProxy) serve(t *testing.T, req *http.Request) (in *policy.Input, up received, ok bool) {
+	t.Helper()
+	fp.reset()
+	w := httptest.NewRecorder()
+	fp.handler.ServeHTTP(w, req)
+	res := w.Result()
+	got, ins := fp.upstream.got(), fp.decided()
+
+	callID := res.Header.Get(headerCallID)
+	if callID == "" {
+		t.Fatalf("status %d without %s", res.StatusCode, headerCallID)
+	}
+	decision := res.Header.Values(headerDecision)
+	switch {
+	case res.StatusCode == http.StatusOK:
+		if len(got) != 1 || len(ins) != 1 {
+			t.Fatalf("200: the upstream received %d requests and the policy decided %d times, want 1 and 1", len(got), len(ins))
+		}
+		if len(decision) != 1 || decision[0] != outcomeAllow {
+			t.Fatalf("200 with %s %q, want [allow]", headerDecision, decision)
+		}
+	case res.StatusCode >= 400 && res.StatusCode < 500:
+		// Refused before any decision (the decider allows everything):
+		// nothing may reach the upstream (INV-4).
+		if len(got) != 0 || len(ins) != 0 {
+			t.Fatalf("%d: the upstream received %d requests and the policy decided %d times, want 0 and 0", res.StatusCode, len(got), len(ins))
+		}
+		if len(decision) != 1 || decision[0] != outcomeInvalid {
+			t.Fatalf("%d with %s %q, want [invalid]", res.StatusCode, headerDecision, decision)
+		}
+		return nil, received{}, false
+	default:
+		// 500 is middleware.Recoverer answering for a panic.
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("unexpected status %d: %s", res.StatusCode, b)
+	}
+
+	in, up = ins[0], got[0]
+	if in.CallID != callID || up.Header.Get(headerCallID) != callID {
+		t.Errorf("call IDs: input %q, upstream %q, answer %q", in.CallID, up.Header.Get(headerCallID), callID)
+	}
+	return in, up, true
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -316,44 +315,9 @@ func FuzzMCPMessage(f *testing.F) {
 			req.Header.Add("Mcp-Protocol-Version", v)
 		}
 
-		fp.reset()
-		w := httptest.NewRecorder()
-		fp.handler.ServeHTTP(w, req)
-		res := w.Result()
-		got, ins := fp.upstream.got(), fp.decided()
-
-		callID := res.Header.Get(headerCallID)
-		if callID == "" {
-			t.Fatalf("status %d without %s", res.StatusCode, headerCallID)
-		}
-		decision := res.Header.Values(headerDecision)
-		switch {
-		case res.StatusCode == http.StatusOK:
-			if len(got) != 1 || len(ins) != 1 {
-				t.Fatalf("200: the upstream received %d requests and the policy decided %d times, want 1 and 1", len(got), len(ins))
-			}
-			if len(decision) != 1 || decision[0] != outcomeAllow {
-				t.Fatalf("200 with %s %q, want [allow]", headerDecision, decision)
-			}
-		case res.StatusCode >= 400 && res.StatusCode < 500:
-			// Refused before any decision (the decider allows everything):
-			// nothing may reach the upstream (INV-4).
-			if len(got) != 0 || len(ins) != 0 {
-				t.Fatalf("%d: the upstream received %d requests and the policy decided %d times, want 0 and 0", res.StatusCode, len(got), len(ins))
-			}
-			if len(decision) != 1 || decision[0] != outcomeInvalid {
-				t.Fatalf("%d with %s %q, want [invalid]", res.StatusCode, headerDecision, decision)
-			}
+		in, up, ok := fp.serve(t, req)
+		if !ok {
 			return
-		default:
-			// 500 is middleware.Recoverer answering for a panic.
-			b, _ := io.ReadAll(res.Body)
-			t.Fatalf("unexpected status %d: %s", res.StatusCode, b)
-		}
-
-		in, up := ins[0], got[0]
-		if in.CallID != callID || up.Header.Get(headerCallID) != callID {
-			t.Errorf("call IDs: input %q, upstream %q, answer %q", in.CallID, up.Header.Get(headerCallID), callID)
 		}
 		if up.Method != http.MethodPost || up.Path != fuzzMCPPath {
 			t.Fatalf("upstream got %s %q, want POST %s", up.Method, up.Path, fuzzMCPPath)
