@@ -194,14 +194,15 @@ func (l *Logger) enqueue(e entry) {
 
 // run is the worker: it builds each event and gives it to the plugin.
 //
-// It drains the queue every drainInterval rather than waking for each
-// event: under load a wake-up per call (a futex and a context switch) cost
-// more than writing the event. Events wait at most that long.
+// It takes events in batches: after one, it writes whatever else is
+// queued, then pauses drainInterval before it waits again. Under load a
+// wake-up per call (a futex and a context switch) cost more than writing
+// the event; idle, it sleeps on the queue and never wakes.
 func (l *Logger) run() {
 	defer close(l.done)
 	ctx := context.Background()
-	tick := time.NewTicker(drainInterval)
-	defer tick.Stop()
+	pause := time.NewTimer(drainInterval)
+	pause.Stop()
 	drain := func() {
 		for {
 			select {
@@ -214,8 +215,16 @@ func (l *Logger) run() {
 	}
 	for {
 		select {
-		case <-tick.C:
+		case e := <-l.queue:
+			l.log(ctx, e)
 			drain()
+		case <-l.stop:
+			drain()
+			return
+		}
+		pause.Reset(drainInterval)
+		select {
+		case <-pause.C:
 		case <-l.stop:
 			drain()
 			return

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -56,8 +55,8 @@ type prepared struct {
 	// defines, and is nil when it defines none.
 	native *nativeLib
 	user   *rego.PreparedEvalQuery
-	// userRules are the rules user reads, in ruleNames order.
-	userRules []string
+	// userRules are the rules user reads, as indexes into ruleNames.
+	userRules []int
 	revision  string
 	// compiler and store are the revision's compiled modules and data,
 	// for other queries on the same revision (decision-log masks).
@@ -84,17 +83,17 @@ var fullQuery = ast.MustParseBody(`
 `)
 
 // userQuery reads, of package toolgate's four rules, those it defines.
-func userQuery(c *ast.Compiler, data map[string]any) (ast.Body, []string) {
+func userQuery(c *ast.Compiler, data map[string]any) (ast.Body, []int) {
 	var body ast.Body
-	var names []string
+	var names []int
 	tg, _ := data["toolgate"].(map[string]any)
-	for _, name := range ruleNames {
+	for i, name := range ruleNames {
 		ref := ast.MustParseRef("data.toolgate." + name)
 		_, inData := tg[name]
 		if len(c.GetRules(ref)) == 0 && !inData {
 			continue
 		}
-		names = append(names, name)
+		names = append(names, i)
 		body = append(body, ast.MustParseExpr(name+" := [x | x := data.toolgate."+name+"]"))
 	}
 	return body, names
@@ -216,8 +215,8 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		if err != nil {
 			return failed(err)
 		}
-		for _, name := range p.userRules {
-			i := slices.Index(ruleNames[:], name)
+		for _, i := range p.userRules {
+			name := ruleNames[i]
 			if vs[i], err = verdictOf(name, b[name]); err != nil {
 				return failed(err)
 			}

@@ -196,17 +196,17 @@ func (v *verdict) add(r Reason) {
 // data.toolgate.rules or rules_index, or serves a table from a data file is
 // evaluated wholly by OPA.
 func nativeEligible(b *bundle) bool {
+	// Data files may not add to the library; without a rules file they may
+	// not serve the table or its index either.
+	keys := []string{"lib"}
 	if !b.rulesFromFile {
-		if tg, ok := b.data["toolgate"].(map[string]any); ok {
-			for _, k := range []string{"rules", "rules_index", "lib"} {
-				if _, ok := tg[k]; ok {
-					return false
-				}
+		keys = append(keys, "rules", "rules_index")
+	}
+	if tg, ok := b.data["toolgate"].(map[string]any); ok {
+		for _, k := range keys {
+			if _, ok := tg[k]; ok {
+				return false
 			}
-		}
-	} else if tg, ok := b.data["toolgate"].(map[string]any); ok {
-		if _, ok := tg["lib"]; ok {
-			return false
 		}
 	}
 	reserved := []ast.Ref{

@@ -89,24 +89,29 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *callError) 
 	if q := r.URL.RawQuery; q != "" {
 		info.Path += "?" + q // the approver sees everything that will be sent
 	}
-	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + string(c.body)
-	if len(c.body) > 0 && c.input.Tool == nil {
-		// A plain HTTP call's body: shown as JSON when it is, else as text.
-		if json.Valid(c.body) {
-			info.Arguments = json.RawMessage(c.body)
-		} else {
-			info.Arguments = marshalNoEscape(strings.ToValidUTF8(string(c.body), "\uFFFD"))
-		}
-	}
+	// argsForm is what an Idempotency-Key is bound to: the request line and
+	// the arguments (canonical for a tool call, the raw body otherwise).
+	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target
-		info.Arguments = json.RawMessage(c.body)
 		if c.mcp != nil {
 			// The body is the whole JSON-RPC message; show the arguments.
 			info.Arguments = marshalNoEscape(t.Arguments)
+		} else {
+			info.Arguments = json.RawMessage(c.body)
 		}
-		argsForm = c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00" + canonicalArgs(t.Arguments)
+		argsForm += canonicalArgs(t.Arguments)
+	} else {
+		if len(c.body) > 0 {
+			// A plain HTTP call's body: shown as JSON when it is, else as text.
+			if json.Valid(c.body) {
+				info.Arguments = json.RawMessage(c.body)
+			} else {
+				info.Arguments = marshalNoEscape(strings.ToValidUTF8(string(c.body), "\uFFFD"))
+			}
+		}
+		argsForm += string(c.body)
 	}
 	info.PolicyInput = marshalNoEscape(c.input)
 	infoJSON := marshalNoEscape(info)
