@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -327,5 +328,31 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 	pe2.server.sweepOnce(context.Background(), 10*time.Second)
 	if pc, _ := pe2.store.Get(context.Background(), id); pc.State != pending.Approved || len(pe2.upstream.got()) != 0 {
 		t.Fatalf("within the grace: state %s, upstream %d; want still approved", pc.State, len(pe2.upstream.got()))
+	}
+}
+
+// TestRecheckKeepsAnnotations: the re-check of an approved call decides on
+// the parked input whole, an MCP tool's annotations included.
+func TestRecheckKeepsAnnotations(t *testing.T) {
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if in.Tool != nil && in.Tool.Annotations["destructiveHint"] == true {
+			return policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{Message: "destructive"}}}, nil
+		}
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	var server *Server
+	newTestServer(t, d, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	in := &policy.Input{
+		CallID: "c1", Kind: policy.KindMCP, Upstream: policy.Upstream{Name: "files", Protocol: "mcp"},
+		Tool: policy.NewTool("wipe", map[string]any{"path": "a"}, policy.DefaultTargetArgs),
+	}
+	in.Tool.Annotations = map[string]any{"destructiveHint": true}
+	info, err := json.Marshal(approvals.Info{PolicyInput: marshalNoEscape(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, why := server.stillAllowed(t.Context(), pending.Call{ID: "c1", Upstream: server.cfg.Upstreams[0].Name, Info: info})
+	if ok || why != "destructive" {
+		t.Fatalf("stillAllowed = %v %q, want the deny the annotations call for", ok, why)
 	}
 }

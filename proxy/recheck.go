@@ -22,7 +22,12 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		return false, "the parked call's policy input cannot be read: " + err.Error()
 	}
 	if up := s.upstreamNamed(pc.Upstream); up != nil && in.Tool != nil {
+		// The target is derived again, as NewTool promises; the tool's
+		// annotations (an MCP server's hints) are kept: a policy may
+		// have come to deny on them.
+		ann := in.Tool.Annotations
 		in.Tool = policy.NewTool(in.Tool.Name, in.Tool.Arguments, up.TargetArgs)
+		in.Tool.Annotations = ann
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
 	defer cancel()
