@@ -36,7 +36,7 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 // redisClient builds a client from a URL: redis:// or rediss:// (one node;
 // with ?master_name=NAME&addr=... a Sentinel set), redis+sentinel:// (same,
 // explicitly), redis+cluster:// (a Cluster; more nodes with &addr=...) and
-// unix://. Timeouts are short and bound every command by its context
+// unix://; each with TLS as rediss (config.RedisSchemes lists them). Timeouts are short and bound every command by its context
 // (R15): a slow Redis turns into 503 for asks, not into stuck requests.
 func redisClient(raw string) (redis.UniversalClient, error) {
 	u, err := url.Parse(raw)
@@ -48,8 +48,9 @@ func redisClient(raw string) (redis.UniversalClient, error) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {
-	case scheme == "redis+sentinel" || scheme == "redis-sentinel" || u.Query().Has("master_name"):
-		u.Scheme = "redis"
+	case strings.HasSuffix(scheme, "+sentinel") || strings.HasSuffix(scheme, "-sentinel") || u.Query().Has("master_name"):
+		// rediss+sentinel and rediss://...?master_name= keep TLS.
+		u.Scheme = strings.TrimSuffix(strings.TrimSuffix(scheme, "+sentinel"), "-sentinel")
 		o, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, err

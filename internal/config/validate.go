@@ -239,6 +239,14 @@ func (v *validator) pending(p *Pending) {
 	}
 }
 
+// RedisSchemes are the pending.redis_url schemes toolgate connects with
+// (cmd/toolgate's redisClient); those starting "rediss" use TLS.
+var RedisSchemes = []string{
+	"redis", "rediss", "unix",
+	"redis+sentinel", "rediss+sentinel", "redis-sentinel", "rediss-sentinel",
+	"redis+cluster", "rediss+cluster",
+}
+
 // redisURL checks the form of pending.redis_url without connecting. It holds
 // a password more often than not, so it is never quoted.
 func (v *validator) redisURL(s string) {
@@ -253,8 +261,8 @@ func (v *validator) redisURL(s string) {
 		if u.Path == "" {
 			v.add(key, "has no socket path", "write it like unix:///run/redis.sock")
 		}
-	case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "redis-sentinel" && u.Scheme != "redis+sentinel":
-		v.add(key, "has an unsupported scheme", "use redis://, rediss://, redis+sentinel:// or unix://")
+	case !slices.Contains(RedisSchemes, u.Scheme):
+		v.add(key, "has an unsupported scheme", "use redis://, rediss://, redis+sentinel://, redis+cluster:// or unix://")
 	case u.Host == "":
 		v.add(key, "has no host", "write it like redis://host:6379/0")
 	}
