@@ -258,7 +258,7 @@ func (s *Server) storeFailed(w http.ResponseWriter, c *call, pc pending.Call, er
 	}
 	writeProblem(w, problem{
 		Status: http.StatusServiceUnavailable, Title: "Approval store unavailable",
-		Detail: "the approval store could not be reached; the call is not lost, follow its status URL", CallID: pc.ID, Decision: outcomeUnavailable,
+		Detail: detail, CallID: pc.ID, Decision: outcomeUnavailable,
 	})
 }
 

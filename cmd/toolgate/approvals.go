@@ -125,7 +125,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	var info approvals.Info
 	_ = json.Unmarshal(c.Info, &info)
 	return notify.Event{
-		Type: typ, CallID: c.ID, Tool: info.Tool, Upstream: c.Upstream, Subject: c.Subject,
+		Type: typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
 		StatusURL: "/_toolgate/calls/" + c.ID, ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),

@@ -86,6 +86,11 @@ func (e *events) approvalURL(t *testing.T, callID string) string {
 			data, _ := ev["data"].(map[string]any)
 			if ev["type"] == "dev.toolgate.approval.requested" && data["call_id"] == callID {
 				e.mu.Unlock()
+				// Every call the end-to-end tests park names its target,
+				// and the approver must see it.
+				if target, _ := data["target"].(string); target == "" {
+					t.Errorf("approval.requested for %s names no target: %v", callID, data)
+				}
 				return data["approval_url"].(string)
 			}
 		}
