@@ -177,7 +177,8 @@ local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'waiting' then
-  if h.op == nonce then return {'ok', all(id)} end
+  -- a retry of this very write, if nothing has moved the call since
+  if h.op == nonce and h.st == to then return {'ok', all(id)} end
   return {'conflict', all(id)}
 end
 -- past its expiry the call is expired, swept or not (R14)
@@ -201,7 +202,7 @@ local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'approved' then
-  if h.op == nonce then return {'ok', all(id)} end
+  if h.op == nonce and h.st == 'executing' then return {'ok', all(id)} end
   return {'conflict', all(id)}
 end
 if overdue(h) then
@@ -224,7 +225,7 @@ local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'executing' or h.fe ~= fence then
-  if h.op == nonce then return {'ok', all(id)} end
+  if h.op == nonce and h.st == to then return {'ok', all(id)} end
   return {'fenced', all(id)}
 end
 if overdue(h) then

@@ -344,6 +344,45 @@ func TestRedisRetriedWrites(t *testing.T) {
 	}
 }
 
+// TestRedisRetryAfterMove: a retried write is recognised only while the
+// call is still where that write put it. A claim whose lease ran out (the
+// call is unknown now, a move that keeps the claim's nonce) retried is a
+// conflict, not a claim the executor would act on.
+func TestRedisRetryAfterMove(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{})
+	ctx := t.Context()
+	c := park(t, s, sampleCall(), long)
+	if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	n := nonce()
+	claim := func() string {
+		v, err := s.run(ctx, claimScript, s.callKey(c.ID), c.ID, int64(1), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _, err := reply(c.ID, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if code := claim(); code != "ok" {
+		t.Fatalf("claim: %q", code)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if _, err := s.Expire(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, c.ID); got.State != Unknown {
+		t.Fatalf("after the lease: %s, want unknown", got.State)
+	}
+	if code := claim(); code != "conflict" {
+		t.Errorf("the claim retried after its lease ran out: %q, want conflict", code)
+	}
+}
+
 // With Redis unreachable, parking fails at once with an error that is
 // neither "no such call" nor a conflict: the proxy answers 503 (R01).
 func TestRedisUnreachable(t *testing.T) {
