@@ -90,11 +90,7 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		return pending.Unknown, toolgateResult(pc.ID, http.StatusGatewayTimeout, "the request was sent but no answer came; it was not retried")
 	}
 	defer res.Body.Close()
-	for k := range res.Header {
-		if strings.HasPrefix(k, "X-Toolgate-") {
-			delete(res.Header, k)
-		}
-	}
+	_ = stripToolgateHeaders(res)
 	for _, k := range hopHeaders {
 		res.Header.Del(k)
 	}

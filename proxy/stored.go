@@ -30,9 +30,11 @@ func (c *call) stored(r *http.Request) storedRequest {
 		}
 	}
 	// The credentials were toolgate's; the body is stored decoded.
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
 	for _, k := range []string{
-		"Authorization", "Proxy-Authorization", "Proxy-Authenticate", "Content-Encoding", "Content-Length", "Connection", "Keep-Alive",
-		"Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Prefer", "Idempotency-Key",
+		"Authorization", "Proxy-Authorization", "Proxy-Authenticate", "Content-Encoding", "Content-Length", "Prefer", "Idempotency-Key",
 	} {
 		h.Del(k)
 	}
