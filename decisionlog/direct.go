@@ -95,7 +95,7 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		}
 		l.labels = labels
 	}
-	b, err := appendInput(l.buf[:0], &d.Input, l.opts.Arguments)
+	b, err := d.Input.AppendJSON(l.buf[:0], !l.opts.Arguments)
 	if err != nil {
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: event not written", "decision_id", d.ID, "error", err)

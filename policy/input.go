@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
@@ -89,25 +87,8 @@ type HTTP struct {
 // MarshalJSON writes the document exactly as policies see it (Value):
 // with its version, defaults filled in and empty collections rather than
 // null, so a stored or logged input evaluates as the live one did.
-func (in Input) MarshalJSON() ([]byte, error) {
-	v, err := in.Value()
-	if err != nil {
-		return nil, err
-	}
-	doc, err := ast.JSON(v)
-	if err != nil {
-		return nil, err
-	}
-	// Not json.Marshal: it would write <, > and & as \u003c..., and a
-	// stored input is shown to approvers as it was.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+// TestInputValue holds the two forms together.
+func (in Input) MarshalJSON() ([]byte, error) { return in.AppendJSON(nil, false) }
 
 // Value returns the input as an OPA value, built directly rather than
 // through a JSON round trip: this runs on every call.

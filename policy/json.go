@@ -1,0 +1,158 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/strictjson"
+)
+
+// AppendJSON appends the document's JSON: the document MarshalJSON writes,
+// in one pass from the struct rather than through its OPA value. With
+// redact, tool.arguments and http.query, the free-form part the caller
+// chose, are left out (a log that must not carry them).
+func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
+	args := !redact
+	var err error
+	b = append(b, `{"version":`...)
+	b = strictjson.AppendString(b, InputVersion)
+	b = appendKey(b, "call_id")
+	b = strictjson.AppendString(b, in.CallID)
+	b = appendKey(b, "kind")
+	b = strictjson.AppendString(b, in.Kind)
+	b = appendKey(b, "time")
+	b = strictjson.AppendString(b, in.Time.UTC().Format(time.RFC3339Nano))
+	b = appendKey(b, "mode")
+	b = strictjson.AppendString(b, orDefault(in.Mode, ModeDefault))
+	b = appendKey(b, "phase")
+	b = strictjson.AppendString(b, orDefault(in.Phase, PhaseCall))
+	b = append(b, `,"upstream":{"name":`...)
+	b = strictjson.AppendString(b, in.Upstream.Name)
+	b = appendKey(b, "protocol")
+	b = strictjson.AppendString(b, in.Upstream.Protocol)
+	b = append(b, `},"subject":{"id":`...)
+	b = strictjson.AppendString(b, in.Subject.ID)
+	b = append(b, `,"groups":[`...)
+	for i, g := range in.Subject.Groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strictjson.AppendString(b, g)
+	}
+	b = append(b, `],"claims":`...)
+	if b, err = appendObject(b, in.Subject.Claims); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"authenticated":`...)
+	b = strconv.AppendBool(b, in.Subject.Authenticated)
+	b = append(b, '}')
+	if t := in.Tool; t != nil {
+		b = append(b, `,"tool":{"name":`...)
+		b = strictjson.AppendString(b, t.Name)
+		if args {
+			b = append(b, `,"arguments":`...)
+			if b, err = appendObject(b, t.Arguments); err != nil {
+				return nil, err
+			}
+		}
+		if t.HasTarget {
+			b = appendKey(b, "target")
+			b = strictjson.AppendString(b, t.Target)
+			b = appendKey(b, "target_raw")
+			b = strictjson.AppendString(b, t.TargetRaw)
+			b = append(b, `,"target_escapes":`...)
+			b = strconv.AppendBool(b, t.TargetEscapes)
+		}
+		b = append(b, `,"annotations":`...)
+		if b, err = appendObject(b, t.Annotations); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	if m := in.MCP; m != nil {
+		b = append(b, `,"mcp":{"method":`...)
+		b = strictjson.AppendString(b, m.Method)
+		if m.ID != nil {
+			if b, err = appendValue(append(b, `,"id":`...), m.ID); err != nil {
+				return nil, err
+			}
+		}
+		if m.ProtocolVersion != "" {
+			b = appendKey(b, "protocol_version")
+			b = strictjson.AppendString(b, m.ProtocolVersion)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"http":{"method":`...)
+	b = strictjson.AppendString(b, in.HTTP.Method)
+	b = appendKey(b, "path")
+	b = strictjson.AppendString(b, in.HTTP.Path)
+	if args {
+		b = append(b, `,"query":`...)
+		b = appendMulti(b, in.HTTP.Query)
+	}
+	b = append(b, `,"headers":`...)
+	b = appendMulti(b, in.HTTP.Headers)
+	return append(b, "}}"...), nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func appendKey(b []byte, k string) []byte {
+	b = append(b, ',')
+	b = strictjson.AppendString(b, k)
+	return append(b, ':')
+}
+
+// appendObject appends m, or {} when it is empty. Arguments, claims and
+// annotations are free-form; encoding/json writes them (without escaping
+// <, > and &: the document is shown as it was).
+func appendObject(b []byte, m map[string]any) ([]byte, error) {
+	if len(m) == 0 {
+		return append(b, "{}"...), nil
+	}
+	return appendValue(b, m)
+}
+
+func appendValue(b []byte, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+}
+
+// appendMulti appends a header or query map with its keys in order.
+func appendMulti[M ~map[string][]string](b []byte, m M) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strictjson.AppendString(b, k)
+		b = append(b, ":["...)
+		for j, v := range m[k] {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strictjson.AppendString(b, v)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
