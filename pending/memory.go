@@ -273,6 +273,25 @@ func (s *MemoryStore) List(ctx context.Context, st State, limit int) ([]Call, er
 	return s.list(s.now(), st, limit, func(*memCall) bool { return true }), nil
 }
 
+// Count implements [Store.Count].
+func (s *MemoryStore) Count(ctx context.Context, st State) (int, error) {
+	if err := checkState(st); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, n := s.now(), 0
+	for id := range s.calls {
+		if m := s.lookup(id, now); m != nil && m.c.State == st {
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
 	var ms []*memCall
 	for id := range s.calls {

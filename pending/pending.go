@@ -162,6 +162,10 @@ type Store interface {
 	// List returns up to limit calls in state s, oldest first.
 	List(ctx context.Context, s State, limit int) ([]Call, error)
 
+	// Count returns how many calls are in state s, without reading them
+	// (the calls-waiting gauge, read at every scrape).
+	Count(ctx context.Context, s State) (int, error)
+
 	// Wait blocks until the call's state is no longer from, or ctx ends
 	// (then it returns the call as it stands and ctx's error). Wake-ups
 	// may be lost (Redis pub/sub); implementations also poll.

@@ -335,6 +335,19 @@ func (s *RedisStore) List(ctx context.Context, st State, limit int) ([]Call, err
 	return decodeList(v)
 }
 
+// Count implements [Store.Count] with ZCARD of the state's index, which
+// every transition script keeps: no call is read.
+func (s *RedisStore) Count(ctx context.Context, st State) (int, error) {
+	if err := checkState(st); err != nil {
+		return 0, err
+	}
+	n, err := s.rdb.ZCard(ctx, s.base+"state:"+string(st)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("pending: counting %s calls: %w", st, err)
+	}
+	return int(n), nil
+}
+
 // Ping implements [Store.Ping] with PING.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {

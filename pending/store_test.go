@@ -569,6 +569,14 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if _, err := s.List(ctx, "nonsense", 10); err == nil {
 			t.Error("List(nonsense) succeeded")
 		}
+		for st, want := range map[State]int{Waiting: 1, Approved: 1, Rejected: 1, Executed: 0} {
+			if n, err := s.Count(ctx, st); err != nil || n != want {
+				t.Errorf("Count(%s) = %d, %v; want %d", st, n, err, want)
+			}
+		}
+		if _, err := s.Count(ctx, "nonsense"); err == nil {
+			t.Error("Count(nonsense) succeeded")
+		}
 	})
 
 	t.Run("Wait", func(t *testing.T) {

@@ -55,15 +55,15 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	}, []string{"format", "result"})
 	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolgate_calls_waiting",
-		Help: "Parked calls waiting for a decision (counted up to 10000).",
+		Help: "Parked calls waiting for a decision.",
 	}, func() float64 {
 		ctx, cancel := contextTimeout(time.Second)
 		defer cancel()
-		calls, err := st.List(ctx, pending.Waiting, 10000)
+		n, err := st.Count(ctx, pending.Waiting)
 		if err != nil {
 			return -1
 		}
-		return float64(len(calls))
+		return float64(n)
 	})
 	reg.MustRegister(p.approvalsTotal, p.waitSeconds, deliveries, waiting)
 	// Series exist at zero from the start, so rates and alerts over them
