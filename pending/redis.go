@@ -388,7 +388,19 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 			viaPoll = true
 			poll.Reset(s.pollDelay())
 		}
-		now, err := s.Get(ctx, id)
+		// The state alone first: a waiter polls twice a second, and the
+		// whole call (its request, its result) is read only once it moved.
+		st, err := s.rdb.HGet(ctx, s.callKey(id), "st").Result()
+		if err == nil && State(st) == from {
+			continue
+		}
+		if errors.Is(err, redis.Nil) {
+			err = ErrNotFound
+		}
+		now := c
+		if err == nil {
+			now, err = s.Get(ctx, id)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return c, ctx.Err()
