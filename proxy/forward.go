@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,8 +23,10 @@ type upstream struct {
 	transport http.RoundTripper // timed, pooled: allowed calls
 	once      http.RoundTripper // timed, a fresh connection per request: approved calls
 	// annotations are the MCP tool annotations last listed by the
-	// upstream (tool name -> map), offered to the policy as hints.
+	// upstream (tool name -> map), offered to the policy as hints;
+	// annotated counts the names, which maxAnnotated bounds.
 	annotations sync.Map
+	annotated   atomic.Int64
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -956,5 +957,25 @@ func TestMCPRawPlumbing(t *testing.T) {
 	}
 	if want := []string{"POST notifications/initialized", "POST ping", "GET "}; !slices.Equal(seen, want) {
 		t.Errorf("upstream saw %q, want %q", seen, want)
+	}
+}
+
+// TestAnnotationsBounded: however many tools an upstream lists, toolgate
+// remembers the annotations of at most maxAnnotated names, and never of a
+// name that is not a tool name.
+func TestAnnotationsBounded(t *testing.T) {
+	up := &upstream{}
+	ann := map[string]any{"readOnlyHint": true}
+	for i := range maxAnnotated + 50 {
+		up.rememberAnnotations("tool"+strconv.Itoa(i), ann)
+	}
+	up.rememberAnnotations("tool0", map[string]any{"readOnlyHint": false})
+	n := 0
+	up.annotations.Range(func(any, any) bool { n++; return true })
+	if n != maxAnnotated || up.annotated.Load() != maxAnnotated {
+		t.Errorf("%d names remembered (counted %d), want %d", n, up.annotated.Load(), maxAnnotated)
+	}
+	if got, _ := up.annotations.Load("tool0"); got.(map[string]any)["readOnlyHint"] != false {
+		t.Error("a known name's annotations were not updated once the bound was reached")
 	}
 }

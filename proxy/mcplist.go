@@ -94,8 +94,8 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	for _, t := range tools {
 		name, _ := t["name"].(string)
 		ann, _ := t["annotations"].(map[string]any)
-		if name != "" && ann != nil {
-			c.up.annotations.Store(name, ann)
+		if ann != nil && toolName.MatchString(name) {
+			c.up.rememberAnnotations(name, ann)
 		}
 		if s.listable(ctx, c, name, ann) {
 			kept = append(kept, t)
@@ -125,4 +125,26 @@ func (s *Server) listable(ctx context.Context, c *call, name string, ann map[str
 	defer cancel()
 	d, err := s.cfg.Decider.Decide(dctx, &in)
 	return err == nil && d.Action != policy.Deny
+}
+
+// maxAnnotated bounds the tool names whose annotations an upstream's
+// listings may make toolgate remember: an upstream listing ever new names
+// must not grow toolgate's memory without end.
+const maxAnnotated = 10000
+
+// rememberAnnotations keeps a listed tool's annotations: updated for a
+// name already known, added while fewer than maxAnnotated are.
+func (up *upstream) rememberAnnotations(name string, ann map[string]any) {
+	if _, known := up.annotations.Load(name); known {
+		up.annotations.Store(name, ann)
+		return
+	}
+	if up.annotated.Add(1) > maxAnnotated {
+		up.annotated.Add(-1)
+		return
+	}
+	if _, loaded := up.annotations.LoadOrStore(name, ann); loaded {
+		up.annotated.Add(-1)
+		up.annotations.Store(name, ann)
+	}
 }
