@@ -255,6 +255,11 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			}
 		}()
 	}
+	// The sweeper and the policy watcher stop before the store closes,
+	// however serve ends (a failed listener does not cancel ctx).
+	bgCtx, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	var bg sync.WaitGroup
 	if a.cfg.Policy.Watching() {
 		dirs := []string{}
 		if a.cfg.Policy.Dir != "" {
@@ -264,14 +269,14 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			dirs = append(dirs, filepath.Dir(a.cfg.Policy.RulesFile))
 		}
 		if len(dirs) > 0 {
-			go func() {
-				if err := a.engine.Watch(ctx, dirs, 200*time.Millisecond); err != nil {
+			bg.Go(func() {
+				if err := a.engine.Watch(bgCtx, dirs, 200*time.Millisecond); err != nil && bgCtx.Err() == nil {
 					a.log.Error("policy watcher stopped; policy changes are no longer picked up", "error", err)
 				}
-			}()
+			})
 		}
 	}
-	go a.proxy.Sweep(ctx, time.Second, 3*time.Second)
+	bg.Go(func() { a.proxy.Sweep(bgCtx, time.Second, 3*time.Second) })
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -293,6 +298,16 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		})
 	}
 	wg.Wait()
+	stopBg()
+	bgDone := make(chan struct{})
+	go func() { bg.Wait(); close(bgDone) }()
+	select {
+	case <-bgDone:
+	case <-sctx.Done():
+		// A call the sweeper is sending outlasts the grace period; its
+		// lease lets another replica settle it as unknown.
+		a.log.Warn("sweeper still sending an approved call at shutdown")
+	}
 	_ = a.auth.Close()
 	nctx, ncancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = a.parking.notifier.Close(nctx)
