@@ -213,7 +213,7 @@ func (h *Handler) listCalls(w http.ResponseWriter, r *http.Request, _ string) er
 	state := pending.Waiting
 	if s := q.Get("status"); s != "" {
 		state = pending.State(s)
-		if !knownState(state) {
+		if !state.Valid() {
 			return badRequest("unknown status " + strconv.Quote(s) +
 				"; one of waiting, approved, executing, executed, rejected, expired, failed, unknown, cancelled")
 		}
@@ -254,15 +254,6 @@ func (h *Handler) showCall(w http.ResponseWriter, r *http.Request, _ string) err
 	}
 	writeJSON(w, http.StatusOK, d)
 	return nil
-}
-
-func knownState(s pending.State) bool {
-	switch s {
-	case pending.Waiting, pending.Approved, pending.Executing, pending.Executed, pending.Rejected,
-		pending.Expired, pending.Failed, pending.Unknown, pending.Cancelled:
-		return true
-	}
-	return false
 }
 
 // writeAPIError answers a refused API request. A 409 has the shape of a

@@ -87,11 +87,19 @@ func checkOutcome(to State) error {
 }
 
 func checkState(s State) error {
-	switch s {
-	case Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled:
+	if s.Valid() {
 		return nil
 	}
 	return fmt.Errorf("%w: no state %q", errInvalid, s)
+}
+
+// Valid reports whether s is one of the states of a parked call.
+func (s State) Valid() bool {
+	switch s {
+	case Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled:
+		return true
+	}
+	return false
 }
 
 func checkLease(lease time.Duration) error {

@@ -129,14 +129,19 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 			args = append(args, field, value)
 		}
 	}
+	addBytes := func(field string, value []byte) { // not copied into a string
+		if len(value) > 0 {
+			args = append(args, field, value)
+		}
+	}
 	add("ak", c.AttachKey)
 	add("ad", c.ArgsDigest)
 	add("sb", c.Subject)
 	add("up", c.Upstream)
 	add("tl", c.Tool)
-	add("rq", string(c.Request))
+	addBytes("rq", c.Request)
 	add("rd", c.RequestDigest)
-	add("in", string(c.Info))
+	addBytes("in", c.Info)
 	v, err := s.run(ctx, parkScript, s.callKey(c.ID), args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)

@@ -24,8 +24,9 @@ const maxListBytes = 8 << 20
 // hints: the upstream wrote them).
 func (s *Server) forwardToolsList(w http.ResponseWriter, r *http.Request, c *call) {
 	rp := &httputil.ReverseProxy{
-		Rewrite:   c.up.proxy.Rewrite,
-		Transport: c.up.transport,
+		Rewrite:    c.up.proxy.Rewrite,
+		Transport:  c.up.transport,
+		BufferPool: copyBuffers,
 		ModifyResponse: func(res *http.Response) error {
 			if err := stripToolgateHeaders(res); err != nil {
 				return err
