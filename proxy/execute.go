@@ -78,7 +78,6 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		req.Body = io.NopCloser(bytes.NewReader(sr.Body))
 		req.ContentLength = int64(len(sr.Body))
 	}
-	s.metrics.approvedExecuted.Inc() // only now: a call the re-check refused is not sent
 	res, err := up.once.RoundTrip(req)
 	if err != nil {
 		var op *net.OpError
@@ -86,9 +85,11 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 			s.log.Error("upstream refused an approved call; nothing was sent", "call_id", pc.ID, "error", err)
 			return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the upstream could not be reached; nothing was sent")
 		}
+		s.metrics.approvedExecuted.Inc() // sent, though no answer came
 		s.log.Error("upstream did not answer an approved call; its outcome is unknown", "call_id", pc.ID, "error", err)
 		return pending.Unknown, toolgateResult(pc.ID, http.StatusGatewayTimeout, "the request was sent but no answer came; it was not retried")
 	}
+	s.metrics.approvedExecuted.Inc() // counted once sent: not when refused by the re-check or the dial
 	defer res.Body.Close()
 	_ = stripToolgateHeaders(res)
 	for _, k := range hopHeaders {
