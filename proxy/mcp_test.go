@@ -979,3 +979,21 @@ func TestAnnotationsBounded(t *testing.T) {
 		t.Error("a known name's annotations were not updated once the bound was reached")
 	}
 }
+
+// TestToolsListKeepsToolsVerbatim: a listed tool the policy keeps reaches
+// the agent byte for byte (numbers in its schema are not rounded, its keys
+// not reordered); one that is not an object with a string name is hidden.
+func TestToolsListKeepsToolsVerbatim(t *testing.T) {
+	var server *Server
+	allow := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	newTestServer(t, allow, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	tool := `{"name":"Read","inputSchema":{"type":"object","properties":{"n":{"maximum":9007199254740993}}},"annotations":{"readOnlyHint":true}}`
+	body := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tool + `,7,{"name":1},{"Name":"x"}]}}`
+	c := &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, MCP: &policy.MCP{Method: "tools/list"}}}
+	out := string(server.filterListMessage(t.Context(), []byte(body), c))
+	if !strings.Contains(out, `"tools":[`+tool+`]`) {
+		t.Errorf("filtered answer %s, want exactly the one valid tool, verbatim", out)
+	}
+}

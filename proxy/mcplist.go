@@ -87,19 +87,33 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	if json.Unmarshal(msg["result"], &result) != nil || result["tools"] == nil {
 		return b
 	}
-	var tools []map[string]any
+	var tools []json.RawMessage
 	if json.Unmarshal(result["tools"], &tools) != nil {
 		return b
 	}
-	kept := make([]map[string]any, 0, len(tools))
-	for _, t := range tools {
-		name, _ := t["name"].(string)
-		ann, _ := t["annotations"].(map[string]any)
-		if ann != nil && toolName.MatchString(name) {
-			c.up.rememberAnnotations(name, ann)
+	// Kept tools go on as the upstream wrote them: re-encoding would round
+	// large numbers in their schemas and reorder their keys. A tool that is
+	// not an object with a string name is hidden.
+	kept := make([]json.RawMessage, 0, len(tools))
+	for _, raw := range tools {
+		// Members by their exact names, as an MCP client reads them (a
+		// struct would also take "Name" for "name").
+		var m map[string]json.RawMessage
+		var t struct {
+			Name        string
+			Annotations map[string]any
 		}
-		if s.listable(ctx, c, name, ann) {
-			kept = append(kept, t)
+		if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m["name"], &t.Name) != nil {
+			continue
+		}
+		if a, ok := m["annotations"]; ok && json.Unmarshal(a, &t.Annotations) != nil {
+			continue
+		}
+		if t.Annotations != nil && toolName.MatchString(t.Name) {
+			c.up.rememberAnnotations(t.Name, t.Annotations)
+		}
+		if s.listable(ctx, c, t.Name, t.Annotations) {
+			kept = append(kept, raw)
 		}
 	}
 	result["tools"], _ = json.Marshal(kept)
