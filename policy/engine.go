@@ -100,8 +100,8 @@ func userQuery(c *ast.Compiler, data map[string]any) (ast.Body, []int) {
 }
 
 // New loads and compiles the policy. An unreadable file, a parse or compile
-// error or a bad rules table is an error: toolgate does not start on a
-// policy it cannot read.
+// error, a decision rule of the wrong type (deny := 5) or a bad rules table
+// is an error: toolgate does not start on a policy it cannot read.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -151,6 +151,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1)
 	if c.Compile(b.modules); c.Failed() {
 		return nil, fmt.Errorf("policy: compiling: %w", c.Errors)
+	}
+	if err := checkRuleTypes(c, b.data); err != nil {
+		return nil, err
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store}

@@ -147,9 +147,11 @@ ask contains {"id": "a1", "message": "check"} if true`, outcome{"ask", []string{
 		{"deny if false-default", `default deny := false
 allow if true`, outcome{"allow", []string{"toolgate.allow"}}, ""},
 		{"nothing fired", `allow if input.tool.name == "Other"`, outcome{"deny", []string{"toolgate.default"}}, ""},
-		{"deny as number", `deny := 5`, outcome{}, "must be a boolean or a set"},
-		{"reason without message", `allow contains {"id": "x"} if true`, outcome{}, `needs a string "message"`},
-		{"reason as number", `allow contains 7 if true`, outcome{}, "must be a string or an object"},
+		// Shapes the compiler cannot type are refused at the decision
+		// (TestNewRefusesMistypedRules: those it can, at load).
+		{"deny from input, a string", `deny := input.tool.name`, outcome{}, "must be a boolean or a set"},
+		{"reason object from input, no message", `allow contains r if r := input.tool`, outcome{}, `needs a string "message"`},
+		{"reason from input, a number", `allow contains r if r := object.get({"n": 7}, input.tool.name, 7)`, outcome{}, "must be a string or an object"},
 		{"builtin error fails closed", `deny contains "big" if to_number(input.tool.name) > 3
 allow if true`, outcome{}, "evaluating"},
 		{"conflict fails closed", `x := 1 if true
@@ -254,6 +256,57 @@ func TestNewRefusesBrokenPolicy(t *testing.T) {
 	})
 }
 
+// TestNewRefusesMistypedRules: a decision rule whose type can never give a
+// decision is refused at load, naming the rule and where it is; every call
+// would otherwise be denied as a policy error.
+func TestNewRefusesMistypedRules(t *testing.T) {
+	cases := []struct {
+		name string
+		fsys fstest.MapFS
+		want string // "": loads
+	}{
+		{"deny a number", module("deny := 5"), "p.rego:2: rule deny must be a boolean or a set of reasons, not a number"},
+		{"ask a string", module(`ask := "yes"`), "rule ask must be a boolean or a set of reasons, not a string"},
+		{"allow an object", module(`allow[x] := true if some x in ["a"]`), "rule allow must be a boolean or a set of reasons, not an object"},
+		{"read_only a number", module("read_only := 1"), "rule read_only must be a boolean or a set of reasons, not a number"},
+		{"a boolean or a number", module("deny := 5 if input.a\ndeny if input.b"), "rule deny must be a boolean or a set of reasons"},
+		{"reasons of numbers", module("deny contains 7 if true"), "but a reason is a number, not a string or an object"},
+		{"reason without message", module(`deny contains {"id": "x"} if true`), `but a reason object has no "message"`},
+		{"reason id a number", module(`ask contains {"id": 5, "message": "m"} if true`), `but a reason's "id" is a number, not a string`},
+		{"reason must_ask a string", module(`ask contains {"message": "m", "must_ask": "yes"} if true`), `reason's "must_ask" is a string, not a boolean`},
+		{"a package under deny", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.deny\nx := 1\n")}}, "rule deny must be a boolean or a set of reasons, not an object"},
+		{"lib rule of reasons of numbers", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.lib\nask contains 3 if input.a\n")}}, "rule ask must be a boolean or a set of reasons, but a reason is a number"},
+		{"data file deny a number", fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"deny": 5}`)}}, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons"},
+		{"two at once", module("deny := 5\nallow := 6"), "2 rules cannot decide a call"},
+
+		{"boolean", module("deny if input.a"), ""},
+		{"default false", module("default deny := false\ndeny if input.a"), ""},
+		{"set of strings", module(`deny contains "no" if input.a`), ""},
+		{"set of reason objects", module(`ask contains {"id": "a", "message": "m", "must_ask": true} if input.a`), ""},
+		{"array of strings", module(`deny := ["no"] if input.a`), ""},
+		{"from input", module("deny := input.a"), ""},
+		{"object from input", module("deny contains r if some r in input.reasons"), ""},
+		{"other rules any type", module("limit := 5\nallow if count(input.tool.name) < limit"), ""},
+		{"data file deny a boolean", fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"deny": false}`)}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: tc.fsys})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("New: err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// module is a policy of one module, package toolgate, with src as its body.
+func module(src string) fstest.MapFS {
+	return fstest.MapFS{"p.rego": {Data: []byte("package toolgate\n" + src + "\n")}}
+}
+
 func TestDataFilesAreServed(t *testing.T) {
 	e := newEngine(t, policy.Options{Policies: fstest.MapFS{
 		"p.rego":              {Data: []byte("package toolgate\nallow if input.tool.name in data.tools.readers")},
@@ -284,6 +337,13 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	if got := decide(t, e, call("Read", "x")); got.Action != "allow" || e.Revision() != rev {
 		t.Fatalf("after a failed reload: %v rev %s, want the old allow and rev %s", got, e.Revision(), rev)
 	}
+	write("package toolgate\nallow if true\ndeny := 5\n")
+	if err := e.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "rule deny must be a boolean") {
+		t.Fatalf("Reload of a mistyped rule: err = %v, want the rule named", err)
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "allow" || e.Revision() != rev {
+		t.Fatalf("after a mistyped reload: %v rev %s, want the old allow and rev %s", got, e.Revision(), rev)
+	}
 	write("package toolgate\ndeny contains \"closed\" if true\n")
 	if err := e.Reload(t.Context()); err != nil {
 		t.Fatal(err)
@@ -291,8 +351,8 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	if got := decide(t, e, call("Read", "x")); got.Action != "deny" || e.Revision() == rev {
 		t.Fatalf("after a good reload: %v, want deny and a new revision", got)
 	}
-	if len(reloads) != 2 || reloads[0] == nil || reloads[1] != nil {
-		t.Errorf("OnReload saw %v, want [error, nil]", reloads)
+	if len(reloads) != 3 || reloads[0] == nil || reloads[1] == nil || reloads[2] != nil {
+		t.Errorf("OnReload saw %v, want [error, error, nil]", reloads)
 	}
 }
 

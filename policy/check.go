@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/types"
+)
+
+// decisionPackages are the packages whose ruleNames the engine reads.
+var decisionPackages = [...]string{"toolgate", "toolgate.lib"}
+
+// checkRuleTypes refuses a policy whose decision rules (deny, ask, allow,
+// read_only of package toolgate and toolgate.lib) cannot give what the
+// engine reads: a boolean, or a set of reasons (strings, or objects with a
+// string "message", an optional string "id" and an optional boolean
+// "must_ask"). Rules are judged by the type OPA's compiler infers for them,
+// data documents by their value, so a policy every call would fail on is
+// refused at load rather than at the first call. A type the compiler does
+// not know (a value read from the input, say) is let through: the check at
+// each decision still holds.
+func checkRuleTypes(c *ast.Compiler, data map[string]any) error {
+	var errs []string
+	for _, pkg := range decisionPackages {
+		for _, name := range ruleNames {
+			path := pkg + "." + name
+			if v, ok := dataAt(data, path); ok {
+				if _, err := verdictOf(name, []any{v}); err != nil {
+					errs = append(errs, fmt.Sprintf("data.%s (a data file): %v", path, strings.TrimPrefix(err.Error(), "policy: ")))
+				}
+				continue
+			}
+			ref := ast.MustParseRef("data." + path)
+			rules := c.GetRules(ref)
+			if len(rules) == 0 {
+				continue
+			}
+			if what := ruleTypeProblem(c.TypeEnv.GetByRef(ref)); what != "" {
+				where := "data." + path
+				if loc := rules[0].Location; loc != nil {
+					where = fmt.Sprintf("%s:%d", loc.File, loc.Row)
+				}
+				errs = append(errs, fmt.Sprintf("%s: rule %s must be a boolean or a set of reasons, %s", where, name, what))
+			}
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("policy: %s", errs[0])
+	}
+	return fmt.Errorf("policy: %d rules cannot decide a call:\n%s", len(errs), strings.Join(errs, "\n"))
+}
+
+// dataAt returns the value of the dotted path in a data document.
+func dataAt(data map[string]any, path string) (any, bool) {
+	var v any = data
+	for k := range strings.SplitSeq(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// ruleTypeProblem says why a rule of type t cannot give a decision, or ""
+// when it can (or may: any is not refused).
+func ruleTypeProblem(t types.Type) string {
+	switch t := t.(type) {
+	case nil, types.Boolean:
+		return ""
+	case types.Any:
+		for _, m := range t {
+			if p := ruleTypeProblem(m); p != "" {
+				return p
+			}
+		}
+		return ""
+	case *types.Set, *types.Array:
+		if p := reasonTypeProblem(types.Values(t)); p != "" {
+			return "but " + p
+		}
+		return ""
+	}
+	return "not " + article(t)
+}
+
+// reasonTypeProblem says why a value of type t cannot be a reason, or "".
+func reasonTypeProblem(t types.Type) string {
+	switch t := t.(type) {
+	case nil, types.String:
+		return ""
+	case types.Any:
+		for _, m := range t {
+			if p := reasonTypeProblem(m); p != "" {
+				return p
+			}
+		}
+		return ""
+	case *types.Object:
+		props := map[string]types.Type{}
+		for _, p := range t.StaticProperties() {
+			if k, ok := p.Key.(string); ok {
+				props[k] = p.Value
+			}
+		}
+		if _, ok := props["message"]; !ok && t.DynamicProperties() == nil {
+			return `a reason object has no "message"`
+		}
+		for _, f := range []struct {
+			key  string
+			want types.Type
+		}{{"message", types.S}, {"id", types.S}, {"must_ask", types.B}} {
+			if v, ok := props[f.key]; ok && !mayBe(v, f.want) {
+				return fmt.Sprintf("a reason's %q is %s, not %s", f.key, article(v), article(f.want))
+			}
+		}
+		return ""
+	}
+	return "a reason is " + article(t) + ", not a string or an object"
+}
+
+// mayBe reports whether a value of type t may be of type want: t is want,
+// or any (unknown), or a union of which every member may be want.
+func mayBe(t, want types.Type) bool {
+	if a, ok := t.(types.Any); ok {
+		for _, m := range a {
+			if !mayBe(m, want) {
+				return false
+			}
+		}
+		return true
+	}
+	return types.Compare(t, want) == 0
+}
+
+// article names a type with its article: "a number", "an object".
+func article(t types.Type) string {
+	s := types.Sprint(t)
+	if s != "" && strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
+}
