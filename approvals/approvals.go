@@ -17,7 +17,6 @@ package approvals
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -30,27 +29,13 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
-// Info is what a parked call shows to approvers and in status answers; the
-// proxy stores it as JSON in pending.Call.Info.
-type Info struct {
-	Kind      string          `json:"kind"` // rest | mcp
-	Tool      string          `json:"tool"`
-	Upstream  string          `json:"upstream"`
-	Subject   string          `json:"subject"`
-	Target    string          `json:"target,omitempty"`
-	Arguments json.RawMessage `json:"arguments"` // exact JSON arguments
-	Reasons   []string        `json:"reasons"`
-	RuleIDs   []string        `json:"rule_ids"`
-	Method    string          `json:"method"`
-	Path      string          `json:"path"`
-	// PolicyInput is the policy input document the call was decided on;
-	// the proxy decides it again before an approved call runs, so a
-	// policy that has come to deny it meanwhile still wins.
-	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
-}
+// Info is the display document of a parked call, shared with the proxy
+// that writes it.
+type Info = callinfo.Info
 
 // Approver is a bearer key for the JSON API and the name decisions made
 // with it are recorded under. A Name equal to a call's subject cannot

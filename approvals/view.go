@@ -13,6 +13,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -69,8 +70,7 @@ const timeLayout = "2006-01-02 15:04:05 UTC"
 // view builds the page's picture of c. The call record's own tool,
 // upstream and subject win over Info's copies; Info adds the rest.
 func (h *Handler) view(c pending.Call) *callView {
-	var info Info
-	_ = json.Unmarshal(c.Info, &info) // unreadable info: the page shows what the record itself holds
+	info := callinfo.Decode(c.Info) // unreadable info: the page shows what the record itself holds
 	v := &callView{
 		ID: c.ID, Status: statusText(c.State), StatusClass: statusClass(c.State),
 		Kind: info.Kind, Tool: or(c.Tool, info.Tool), Upstream: or(c.Upstream, info.Upstream),

@@ -18,7 +18,7 @@ import (
 // the upstream receives. A body over the limit is refused, never truncated.
 // Content-Encoding gzip is decoded; any other encoding is refused, since
 // toolgate could not evaluate what the upstream would decode.
-func readBody(r *http.Request, limit int64) ([]byte, *callError) {
+func readBody(r *http.Request, limit int64) ([]byte, *answer) {
 	enc, err := contentEncoding(r.Header)
 	if err != nil {
 		return nil, invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Encoding", err.Error())
@@ -52,7 +52,7 @@ func readBody(r *http.Request, limit int64) ([]byte, *callError) {
 	return decoded, nil
 }
 
-func tooLarge(limit int64) *callError {
+func tooLarge(limit int64) *answer {
 	return invalid(http.StatusRequestEntityTooLarge, "Body too large", fmt.Sprintf("the request body is larger than %d bytes (limits.max_body_bytes)", limit))
 }
 
@@ -80,7 +80,7 @@ func contentEncoding(h http.Header) (string, error) {
 // checkJSONContentType refuses tool calls whose body is not declared JSON:
 // a body the upstream might parse as a form or as text is not what the
 // policy would see.
-func checkJSONContentType(h http.Header) *callError {
+func checkJSONContentType(h http.Header) *answer {
 	ct := h.Values("Content-Type")
 	if len(ct) != 1 {
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a tool call needs exactly one Content-Type: application/json")
@@ -99,7 +99,7 @@ func checkJSONContentType(h http.Header) *callError {
 // level that is not an object, duplicate or case-variant keys at any depth
 // and invalid UTF-8 are refused rather than read one way by toolgate and
 // another by the upstream.
-func parseArguments(body []byte) (map[string]any, *callError) {
+func parseArguments(body []byte) (map[string]any, *answer) {
 	args, err := strictjson.DecodeObject(body)
 	if err != nil {
 		return nil, invalid(http.StatusBadRequest, "Bad JSON body", err.Error())

@@ -21,28 +21,49 @@ type call struct {
 	subject  identity.Subject
 	decision policy.Decision
 	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
-	sse      *sseStream  // set once a held MCP call's answer became an SSE stream
+	// out renders the call's answer; the call's protocol picks it when
+	// the call is read.
+	out responder
+	// upstreamErr is what the reverse proxy met, if anything, instead of
+	// an upstream's answer.
+	upstreamErr error
 }
 
-// serveCall handles every request on the proxy listener: route, identify,
-// read, decide, then forward or refuse.
+// serveCall handles every request on the proxy listener.
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
-	c := &call{id: s.cfg.NewCallID()}
-	if s.draining.Load() {
-		s.refuse(w, r, c, &callError{
-			Status: http.StatusServiceUnavailable, Outcome: outcomeUnavailable,
-			Title: "Shutting down", Detail: "toolgate is shutting down; retry on another replica",
-		})
-		return
+	c := &call{id: s.cfg.NewCallID(), out: restResponder{}}
+	s.respond(w, c, s.handle(w, r, c))
+}
+
+// handle takes a call from request to answer: admit, decide, then
+// forward, ask or deny.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer {
+	if a := s.admit(r, c); a != nil {
+		s.refused(r, c, *a)
+		return *a
 	}
-	if cerr := checkPath(r); cerr != nil {
-		s.refuse(w, r, c, cerr)
-		return
+	switch s.decide(r, c).Action {
+	case policy.Allow:
+		return s.forward(w, r, c)
+	case policy.Ask:
+		return s.ask(w, r, c)
+	}
+	return denied(c.decision)
+}
+
+// admit routes, identifies and reads the call; a non-nil answer refuses
+// it before any decision.
+func (s *Server) admit(r *http.Request, c *call) *answer {
+	if s.draining.Load() {
+		a := unavailable("Shutting down", "toolgate is shutting down; retry on another replica")
+		return &a
+	}
+	if a := checkPath(r); a != nil {
+		return a
 	}
 	c.up, c.rel = s.route(r.URL.Path)
 	if c.up == nil {
-		s.refuse(w, r, c, invalid(http.StatusNotFound, "No upstream", "no upstream is configured for this path"))
-		return
+		return invalid(http.StatusNotFound, "No upstream", "no upstream is configured for this path")
 	}
 	c.rawRel = r.URL.EscapedPath()
 	if p := c.up.Prefix; p != "/" {
@@ -60,21 +81,17 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, identity.ErrUnauthenticated) {
 			detail = err.Error()
 		}
-		s.refuse(w, r, c, &callError{Status: http.StatusUnauthorized, Outcome: outcomeUnauthenticated, Title: "Unauthenticated", Detail: detail})
-		return
+		a := unauthenticated(detail)
+		return &a
 	}
 	c.subject = subj
 	sanitizeHeaders(r.Header)
-	if cerr := s.readCall(r, c); cerr != nil {
-		s.refuse(w, r, c, cerr)
-		return
-	}
-	s.decide(w, r, c)
+	return s.readCall(r, c)
 }
 
 // readCall reads the body and builds the policy input: a REST tool call for
 // POST {prefix}tools/{tool}, a plain HTTP call for anything else.
-func (s *Server) readCall(r *http.Request, c *call) *callError {
+func (s *Server) readCall(r *http.Request, c *call) *answer {
 	in := &policy.Input{
 		CallID:   c.id,
 		Kind:     policy.KindHTTP,
@@ -91,23 +108,23 @@ func (s *Server) readCall(r *http.Request, c *call) *callError {
 	}
 	name, isTool := strings.CutPrefix(c.rawRel, "/tools/")
 	if !isTool || r.Method != http.MethodPost {
-		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+		body, a := readBody(r, s.cfg.MaxBodyBytes)
 		c.body = body
-		return cerr
+		return a
 	}
 	if !toolName.MatchString(name) {
 		return invalid(http.StatusBadRequest, "Bad tool name", "a tool name is 1 to 128 of A-Z a-z 0-9 _ . : - and starts with a letter, digit or _")
 	}
-	if cerr := checkJSONContentType(r.Header); cerr != nil {
-		return cerr
+	if a := checkJSONContentType(r.Header); a != nil {
+		return a
 	}
-	body, cerr := readBody(r, s.cfg.MaxBodyBytes)
-	if cerr != nil {
-		return cerr
+	body, a := readBody(r, s.cfg.MaxBodyBytes)
+	if a != nil {
+		return a
 	}
-	args, cerr := parseArguments(body)
-	if cerr != nil {
-		return cerr
+	args, a := parseArguments(body)
+	if a != nil {
+		return a
 	}
 	c.body = body
 	in.Kind = policy.KindREST
@@ -115,8 +132,8 @@ func (s *Server) readCall(r *http.Request, c *call) *callError {
 	return nil
 }
 
-// decide asks the Decider and acts on its answer.
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
+// decide asks the Decider, records its answer in c and returns it.
+func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	start := s.cfg.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
 	ctx, span := s.tracing.startDecide(ctx)
@@ -127,43 +144,19 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, c *call) {
 		// Fail closed: whatever the Decider returned, an error is a deny.
 		// The agent learns only that the policy failed; the log has why.
 		s.log.Error("policy error", "call_id", c.id, "error", err)
-		d = policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "toolgate.policy_error", Message: "policy error (see toolgate's log for call " + c.id + ")"}}}
+		d = policyFailed(c.id)
 	}
 	c.decision = d
 	s.tracing.endDecide(span, r, c, err)
 	s.metrics.observeDecision(c, elapsed)
 	s.logDecision(ctx, r, c, elapsed, err)
-	switch d.Action {
-	case policy.Allow:
-		s.forward(w, r, c)
-	case policy.Ask:
-		s.park(w, r, c)
-	default:
-		if c.mcp != nil {
-			s.mcpDenied(w, c)
-			return
-		}
-		writeProblem(w, problem{
-			Status: http.StatusForbidden, Title: "Denied by policy",
-			Detail: strings.Join(d.Messages(), "; "),
-			CallID: c.id, Decision: outcomeDeny, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
-		})
-	}
+	return d
 }
 
-// refuse answers a request toolgate will not decide on.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, c *call, e *callError) {
-	s.metrics.refused.WithLabelValues(e.Outcome).Inc()
-	s.tracing.refused(r, c, e.Outcome)
-	s.log.Info("request refused", "call_id", c.id, "status", e.Status, "outcome", e.Outcome, "reason", e.Detail,
+// refused records a request toolgate answers before any decision.
+func (s *Server) refused(r *http.Request, c *call, a answer) {
+	s.metrics.refused.WithLabelValues(a.outcome).Inc()
+	s.tracing.refused(r, c, a.outcome)
+	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", a.detail,
 		"method", r.Method, "path", r.URL.EscapedPath())
-	if e.RPCCode != 0 || (c.mcp != nil && e.Outcome == outcomeInvalid) {
-		code := e.RPCCode
-		if code == 0 {
-			code = rpcInvalidRequest
-		}
-		writeRPCError(w, e.Status, c, code, e.Outcome, e.Title+": "+e.Detail)
-		return
-	}
-	writeProblem(w, problem{Status: e.Status, Title: e.Title, Detail: e.Detail, CallID: c.id, Decision: e.Outcome})
 }

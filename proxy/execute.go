@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/pending"
 )
@@ -27,22 +27,40 @@ func (s *Server) upstreamNamed(name string) *upstream {
 // hopHeaders are not copied between the upstream's answer and the agent.
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// runClaimed sends a claimed call's stored request to its upstream, once,
-// and classifies what happened (SPEC.md §7.1): a refused connection sent
-// nothing (failed, 502); any answer is executed, whatever its status (a body
-// cut short is kept as truncated); a request sent without an answer
-// (timeout, reset) is unknown (504). It is never retried: tools need not be
-// idempotent, and the request goes out on a connection of its own, so
-// net/http cannot replay it either. The answer is kept up to
-// MaxResultBytes; it reaches the agent from the store, once.
-func (s *Server) runClaimed(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
+// executor runs the calls the lifecycle claimed: it is the lifecycle's
+// only way to an upstream.
+type executor struct{ s *Server }
+
+// Execute decides a claimed call again under the policy in force and, when
+// it is still allowed, sends it once.
+func (x executor) Execute(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
+	s := x.s
+	if ok, why := s.stillAllowed(ctx, pc); !ok {
+		s.log.Warn("approved call denied by the policy in force; not executed", "call_id", pc.ID, "reason", why)
+		return pending.Failed, toolgateResult(pc.ID, http.StatusForbidden, "approved, but the policy now denies the call: "+why)
+	}
 	ctx, span := s.tracing.startExecute(ctx, pc)
 	state, res := s.sendClaimed(ctx, pc)
 	s.tracing.endExecute(span, state, res)
 	return state, res
 }
 
-// sendClaimed is runClaimed without its span.
+// Lease bounds an execution: the upstream's timeout plus a margin.
+func (x executor) Lease(pc pending.Call) time.Duration {
+	if up := x.s.upstreamNamed(pc.Upstream); up != nil {
+		return up.Timeout + 30*time.Second
+	}
+	return 90 * time.Second
+}
+
+// sendClaimed sends a claimed call's stored request to its upstream, once,
+// and classifies what happened: a refused connection sent nothing (failed,
+// 502); any answer is executed, whatever its status (a body cut short is
+// kept as truncated); a request sent without an answer (timeout, reset) is
+// unknown (504). It is never retried: tools need not be idempotent, and the
+// request goes out on a connection of its own, so net/http cannot replay it
+// either. The answer is kept up to MaxResultBytes; it reaches the agent
+// from the store, once.
 func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
 	up := s.upstreamNamed(pc.Upstream)
 	sr, err := decodeStored(pc.Request)
@@ -60,7 +78,7 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	}
 	// The whole exchange stays within the claim's lease; the wait for the
 	// response headers is bounded by the transport (the upstream timeout).
-	ctx, cancel := context.WithTimeout(ctx, s.lease(pc))
+	ctx, cancel := context.WithTimeout(ctx, executor{s}.Lease(pc))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, sr.Method, u.String(), nil)
 	if err != nil {
@@ -117,89 +135,4 @@ func toolgateResult(callID string, status int, detail string) pending.Result {
 		CallID: callID, Decision: outcomeApproved, Reasons: []string{}, RuleIDs: []string{},
 	})
 	return pending.Result{Status: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: body}
-}
-
-// executeHeld runs a call this replica claimed while holding its agent,
-// records the result, and hands it to the agent through deliver: the
-// result reaches exactly one request, even when retries are attached.
-func (s *Server) executeHeld(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call) {
-	// The execution must finish and be recorded even if the agent leaves.
-	ctx := context.WithoutCancel(r.Context())
-	if ok, why := s.stillAllowed(ctx, pc); !ok {
-		done, err := s.refuseClaimed(ctx, pc, why)
-		if err != nil {
-			s.storeFailed(w, c, pc, err)
-			return
-		}
-		s.deliver(w, r, c, done)
-		return
-	}
-	state, res := s.runClaimed(ctx, pc)
-	done, err := s.cfg.Pending.Finish(ctx, pc.ID, pc.Fence, state, res)
-	if err != nil {
-		s.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
-		writeResult(w, c, pc.ID, res) // the store is away: the agent is the only one who can have it
-		return
-	}
-	s.deliver(w, r, c, done)
-}
-
-// deliver answers with a finished call's stored result, once: a request
-// that finds it already delivered, or a call that ended without a result,
-// gets a problem that says so. A request whose agent is gone does not take
-// the result, so a retry still can.
-func (s *Server) deliver(w http.ResponseWriter, r *http.Request, c *call, pc pending.Call) {
-	if r.Context().Err() != nil {
-		return
-	}
-	first, now, err := s.cfg.Pending.Deliver(r.Context(), pc.ID)
-	if err != nil {
-		s.storeFailed(w, c, pc, err)
-		return
-	}
-	switch {
-	case now.Result == nil:
-		s.writeNoResult(w, c, now, http.StatusGatewayTimeout, "the call ended "+string(now.State)+" without a result; it was not retried")
-	case !first:
-		s.writeNoResult(w, c, now, http.StatusConflict, "the result of this call was already delivered to another request; follow "+statusURL(now.ID))
-	default:
-		writeResult(w, c, now.ID, *now.Result)
-	}
-}
-
-// writeNoResult answers a request that gets no result of its own.
-func (s *Server) writeNoResult(w http.ResponseWriter, c *call, pc pending.Call, status int, detail string) {
-	if c != nil && c.mcp != nil && c.mcp.isToolCall {
-		writeToolError(w, c, pc.ID, string(pc.State), "Call "+pc.ID+": "+detail)
-		return
-	}
-	writeProblem(w, problem{Status: status, Title: http.StatusText(status), Detail: detail, CallID: pc.ID, Decision: string(pc.State)})
-}
-
-// writeResult hands a stored result to the agent. For an MCP message the
-// JSON-RPC id of the answer becomes this request's.
-func writeResult(w http.ResponseWriter, c *call, id string, res pending.Result) {
-	if c != nil && c.mcp != nil {
-		if http.Header(res.Header).Get("Content-Type") == "application/problem+json" {
-			// toolgate's own result (nothing or no answer came back):
-			// the model gets it as a tool error it can read.
-			writeToolError(w, c, id, "failed", "The approved call could not be completed: "+string(res.Body))
-			return
-		}
-		res = withRPCID(res, c.mcp.rpcID())
-	}
-	if c != nil && c.sse != nil {
-		c.sse.sendResult(res)
-		return
-	}
-	h := w.Header()
-	maps.Copy(h, res.Header)
-	h.Set(headerCallID, id)
-	h.Set(headerDecision, outcomeApproved)
-	h.Del("Content-Length")
-	if res.Truncated {
-		h.Set("X-Toolgate-Result-Truncated", "true")
-	}
-	w.WriteHeader(res.Status)
-	_, _ = w.Write(res.Body)
 }

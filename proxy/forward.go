@@ -3,9 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -65,7 +63,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		Transport:      up.transport,
 		BufferPool:     copyBuffers,
 		ModifyResponse: stripToolgateHeaders,
-		ErrorHandler:   s.upstreamError,
+		ErrorHandler:   upstreamError,
 		ErrorLog:       nil,
 	}
 	return up
@@ -73,17 +71,31 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 
 // forward sends exactly the bytes the policy evaluated to the upstream and
 // streams its answer back.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer {
+	rp := c.up.proxy
 	if c.mcp != nil && c.mcp.method == "tools/list" {
-		s.forwardToolsList(w, r, c)
-		return
+		rp = s.toolsListProxy(r, c)
 	}
-	s.forwardWith(w, r, c, c.up.proxy)
+	s.forwardWith(w, r, c, rp)
+	if err := c.upstreamErr; err != nil {
+		a := upstreamFailed(r.Context(), err)
+		if a.kind == written {
+			s.log.Info("agent disconnected before the upstream answered", "call_id", c.id, "error", err)
+		} else {
+			s.log.Error("upstream failed", "call_id", c.id, "status", a.status, "error", err)
+		}
+		return a
+	}
+	return answered
 }
+
+// callKey carries the call on the request the reverse proxy handles, so
+// its error handler can hand the error back to the call.
+type callKey struct{}
 
 // forwardWith sends the evaluated request through rp.
 func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp *httputil.ReverseProxy) {
-	out := r.WithContext(r.Context())
+	out := r.WithContext(context.WithValue(r.Context(), callKey{}, c))
 	out.URL = &url.URL{Path: c.rel, RawQuery: r.URL.RawQuery}
 	if c.rawRel != c.rel {
 		out.URL.RawPath = c.rawRel
@@ -125,25 +137,12 @@ func stripToolgateHeaders(res *http.Response) error {
 	return nil
 }
 
-// upstreamError answers when the upstream could not be reached or did not
-// answer in time: 504 for a timeout, 502 otherwise.
-func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	id := w.Header().Get(headerCallID)
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		// The agent went away; there is nobody to answer.
-		s.log.Info("agent disconnected before the upstream answered", "call_id", id, "error", err)
-		return
+// upstreamError hands what the reverse proxy met instead of an answer to
+// the call, whose forward turns it into an answer; nothing is written yet.
+func upstreamError(_ http.ResponseWriter, r *http.Request, err error) {
+	if c, ok := r.Context().Value(callKey{}).(*call); ok {
+		c.upstreamErr = err
 	}
-	status, title := http.StatusBadGateway, "Upstream unreachable"
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		status, title = http.StatusGatewayTimeout, "Upstream timed out"
-	}
-	s.log.Error("upstream failed", "call_id", id, "status", status, "error", err)
-	writeProblem(w, problem{
-		Status: status, Title: title, Detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
-		CallID: id, Decision: outcomeAllow,
-	})
 }
 
 // timedTransport records the upstream's latency by status.

@@ -28,6 +28,7 @@ const (
 type mcpMessage struct {
 	method        string
 	id            json.RawMessage // the request's id, exactly as sent; nil for notifications
+	version       string          // Mcp-Protocol-Version
 	isToolCall    bool
 	progressToken any
 }
@@ -36,7 +37,7 @@ type mcpMessage struct {
 // one JSON-RPC message, parsed as strictly as a REST body; tools/call is a
 // tool call, every other method, GET (the SSE stream) and DELETE (session
 // end) are protocol plumbing; any other path is a plain HTTP call.
-func (s *Server) readMCP(r *http.Request, c *call) *callError {
+func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	in := c.input
 	if c.rawRel != c.up.MCPPath {
 		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
@@ -44,7 +45,8 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 		return cerr
 	}
 	in.Kind = policy.KindMCP
-	c.mcp = &mcpMessage{}
+	c.mcp = &mcpMessage{version: r.Header.Get("Mcp-Protocol-Version")}
+	c.out = &rpcResponder{msg: c.mcp}
 	if r.Method != http.MethodPost {
 		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
 		c.body = body
@@ -60,25 +62,25 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 	c.body = body
 	v, err := strictjson.Decode(body)
 	if err != nil {
-		return c.rpcRefusal(http.StatusBadRequest, rpcParseError, "Bad JSON-RPC message", err.Error())
+		return rpcInvalid(http.StatusBadRequest, rpcParseError, "Bad JSON-RPC message", err.Error())
 	}
 	switch msg := v.(type) {
 	case []any:
 		// A batch (2025-03-26) could hide a tools/call among plumbing; it
 		// is refused whole rather than split.
 		if _, has := r.Header["Mcp-Method"]; has {
-			return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
 		}
 		for _, m := range msg {
 			o, ok := m.(map[string]any)
 			if !ok {
-				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "every member of a JSON-RPC batch must be an object")
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "every member of a JSON-RPC batch must be an object")
 			}
 			if k := caseVariant(o, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
-				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member")
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member")
 			}
 			if o["method"] == "tools/call" {
-				return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
 			}
 		}
 		in.MCP = &policy.MCP{Method: "", ProtocolVersion: r.Header.Get("Mcp-Protocol-Version")}
@@ -86,28 +88,28 @@ func (s *Server) readMCP(r *http.Request, c *call) *callError {
 	case map[string]any:
 		return s.readRPCObject(r, c, msg)
 	}
-	return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "a JSON-RPC message is an object (or a batch array)")
+	return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "a JSON-RPC message is an object (or a batch array)")
 }
 
-func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *callError {
+func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *answer {
 	in := c.input
 	if k := caseVariant(msg, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
 	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id, _ = json.Marshal(id)
 	}
 	method, _ := msg["method"].(string)
 	if _, has := msg["method"]; has && method == "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
 	}
 	c.mcp.method = method
 	params, _ := msg["params"].(map[string]any)
 	if k := caseVariant(params, "name", "arguments", "_meta", "uri"); k != "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
 	}
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if cerr := c.checkMCPHeaders(r.Header, version, method, params); cerr != nil {
@@ -125,13 +127,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *ca
 	}
 	name, _ := params["name"].(string)
 	if !toolName.MatchString(name) {
-		return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tool name", "params.name must be 1 to 128 of A-Z a-z 0-9 _ . : - and start with a letter, digit or _")
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tool name", "params.name must be 1 to 128 of A-Z a-z 0-9 _ . : - and start with a letter, digit or _")
 	}
 	args := map[string]any{}
 	if a, has := params["arguments"]; has && a != nil {
 		obj, ok := a.(map[string]any)
 		if !ok {
-			return c.rpcRefusal(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", "params.arguments must be an object")
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", "params.arguments must be an object")
 		}
 		args = obj
 	}
@@ -146,13 +148,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *ca
 // checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method and Mcp-Name, which
 // intermediaries may route on, must agree with the body; from that
 // revision on, Mcp-Method is required.
-func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *callError {
+func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *answer {
 	hm, hasMethod := h["Mcp-Method"]
 	if !hasMethod && version >= "2026-07-28" && method != "" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
 	}
 	if hasMethod && (len(hm) != 1 || hm[0] != method) {
-		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Method header does not match the message's method")
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Method header does not match the message's method")
 	}
 	hn, hasName := h["Mcp-Name"]
 	want, named := "", false
@@ -163,10 +165,10 @@ func (c *call) checkMCPHeaders(h http.Header, version, method string, params map
 		want, named = stringOf(params["uri"]), true
 	}
 	if hasName && (len(hn) != 1 || !named || hn[0] != want) {
-		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")
 	}
 	if !hasName && named && version >= "2026-07-28" {
-		return c.rpcRefusal(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
 	}
 	return nil
 }
@@ -176,84 +178,12 @@ func stringOf(v any) string {
 	return s
 }
 
-// rpcRefusal is a callError that is answered as a JSON-RPC error.
-func (c *call) rpcRefusal(status, code int, title, detail string) *callError {
-	e := invalid(status, title, detail)
-	e.RPCCode = code
-	return e
-}
-
-// writeRPC writes a JSON-RPC message with toolgate's call headers, or, on
-// a held call's SSE stream, as its next event.
-func writeRPC(w http.ResponseWriter, c *call, status int, callID, decision string, msg map[string]any) {
-	msg["jsonrpc"] = "2.0"
-	if c != nil && c.sse != nil {
-		b, _ := json.Marshal(msg)
-		c.sse.send(b)
-		return
-	}
-	h := w.Header()
-	h.Set(headerCallID, callID)
-	h.Set(headerDecision, decision)
-	h.Set("Cache-Control", "no-store")
-	writeJSON(w, status, msg)
-}
-
 // rpcID is the id to answer with: the request's, or null.
 func (m *mcpMessage) rpcID() json.RawMessage {
 	if m == nil || m.id == nil {
 		return json.RawMessage("null")
 	}
 	return m.id
-}
-
-// writeRPCError answers an MCP message with a JSON-RPC error.
-func writeRPCError(w http.ResponseWriter, status int, c *call, code int, outcome, message string) {
-	writeRPC(w, c, status, c.id, outcome, map[string]any{
-		"id":    c.mcp.rpcID(),
-		"error": map[string]any{"code": code, "message": message, "data": map[string]any{"toolgate/call_id": c.id, "toolgate/decision": outcome}},
-	})
-}
-
-// writeToolError answers a tools/call with a tool result the model can
-// read and re-plan from: isError true, the reason as text, toolgate's call
-// ID and outcome in _meta. HTTP 200: the call was understood.
-func writeToolError(w http.ResponseWriter, c *call, callID, outcome, text string) {
-	result := map[string]any{
-		"content": []any{map[string]any{"type": "text", "text": text}},
-		"isError": true,
-		"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
-	}
-	if c.input != nil && c.input.MCP != nil && c.input.MCP.ProtocolVersion >= "2026-07-28" {
-		// From 2026-07-28 every result says whether it is final.
-		result["resultType"] = "complete"
-	}
-	writeRPC(w, c, http.StatusOK, callID, outcome, map[string]any{"id": c.mcp.rpcID(), "result": result})
-}
-
-func reasonsText(reasons []string) string {
-	if len(reasons) == 0 {
-		return "no reason given"
-	}
-	return strings.Join(reasons, "; ")
-}
-
-// mcpDenied answers a denied MCP message: a tool result for tools/call
-// (the model sees why and can re-plan), a JSON-RPC error for other
-// requests, 403 for notifications (there is nothing to answer).
-func (s *Server) mcpDenied(w http.ResponseWriter, c *call) {
-	d := c.decision
-	switch {
-	case c.mcp.isToolCall:
-		writeToolError(w, c, c.id, outcomeDeny, "Denied by policy: "+reasonsText(d.Messages()))
-	case c.mcp.id != nil:
-		writeRPCError(w, http.StatusOK, c, rpcDenied, outcomeDeny, "Denied by policy: "+reasonsText(d.Messages()))
-	default:
-		writeProblem(w, problem{
-			Status: http.StatusForbidden, Title: "Denied by policy", Detail: reasonsText(d.Messages()),
-			CallID: c.id, Decision: outcomeDeny, Reasons: d.Messages(), RuleIDs: d.RuleIDs(),
-		})
-	}
 }
 
 // withRPCID returns res with the id of every JSON-RPC response in it (a

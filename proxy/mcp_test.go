@@ -671,7 +671,7 @@ func TestMCPAskPendingThenRetry(t *testing.T) {
 						t.Fatal(err)
 					}
 					if sweep {
-						env.server.sweepOnce(mcpCtx(t), 0)
+						env.server.life.SweepOnce(mcpCtx(t), 0)
 						if n := env.up.invoked("write_note"); n != 1 {
 							t.Fatalf("the sweeper ran write_note %d times, want 1:%s", n, describeMCP(env.up.got()))
 						}

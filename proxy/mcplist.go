@@ -16,14 +16,14 @@ import (
 // maxListBytes bounds a tools/list answer toolgate reads to filter it.
 const maxListBytes = 8 << 20
 
-// forwardToolsList forwards a tools/list request and filters the answer
+// toolsListProxy forwards a tools/list request and filters the answer
 // per caller: each listed tool is decided with phase "list" (no arguments,
 // no target) and removed when the decision is deny, so an agent never sees
 // a tool it can never run. The tools' annotations are remembered for the
 // upstream and offered to later decisions as tool.annotations (untrusted
 // hints: the upstream wrote them).
-func (s *Server) forwardToolsList(w http.ResponseWriter, r *http.Request, c *call) {
-	rp := &httputil.ReverseProxy{
+func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite:    c.up.proxy.Rewrite,
 		Transport:  c.up.transport,
 		BufferPool: copyBuffers,
@@ -33,9 +33,8 @@ func (s *Server) forwardToolsList(w http.ResponseWriter, r *http.Request, c *cal
 			}
 			return s.filterToolsList(r.Context(), res, c)
 		},
-		ErrorHandler: s.upstreamError,
+		ErrorHandler: upstreamError,
 	}
-	s.forwardWith(w, r, c, rp)
 }
 
 // filterToolsList rewrites the tools/list answer in res.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,12 +23,18 @@ type sseStream struct {
 	n  int // progress notifications sent
 }
 
-// wantsProgress reports whether a held call should hear progress: an MCP
-// tools/call whose client gave a progress token and accepts SSE.
-func (c *call) wantsProgress(r *http.Request) bool {
-	if c.mcp == nil || !c.mcp.isToolCall || c.mcp.progressToken == nil {
-		return false
+// progressReporter returns what tells a held call's agent that its call
+// still waits, nil when it wants no progress: only an MCP tools/call whose
+// client gave a progress token and accepts SSE does.
+func (c *call) progressReporter(w http.ResponseWriter, r *http.Request) func(pending.Call) {
+	m, ok := c.out.(*rpcResponder)
+	if !ok || !m.msg.isToolCall || m.msg.progressToken == nil || !acceptsSSE(r) {
+		return nil
 	}
+	return func(pc pending.Call) { m.progress(w, pc) }
+}
+
+func acceptsSSE(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		if strings.Contains(v, "text/event-stream") {
 			return true
@@ -39,9 +44,9 @@ func (c *call) wantsProgress(r *http.Request) bool {
 }
 
 // progress sends one notifications/progress event, starting the stream
-// at the first one.
-func (c *call) progress(w http.ResponseWriter, pc pending.Call) {
-	if c.sse == nil {
+// at the first one: the answer is an SSE stream from then on.
+func (m *rpcResponder) progress(w http.ResponseWriter, pc pending.Call) {
+	if m.sse == nil {
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
@@ -49,17 +54,17 @@ func (c *call) progress(w http.ResponseWriter, pc pending.Call) {
 		h.Set(headerCallID, pc.ID)
 		h.Set(headerDecision, outcomeAsk)
 		w.WriteHeader(http.StatusOK)
-		c.sse = &sseStream{w: w, rc: http.NewResponseController(w)}
+		m.sse = &sseStream{w: w, rc: http.NewResponseController(w)}
 	}
-	c.sse.n++
+	m.sse.n++
 	msg, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "method": "notifications/progress",
 		"params": map[string]any{
-			"progressToken": c.mcp.progressToken, "progress": c.sse.n,
+			"progressToken": m.msg.progressToken, "progress": m.sse.n,
 			"message": "waiting for a human to approve call " + pc.ID,
 		},
 	})
-	c.sse.send(msg)
+	m.sse.send(msg)
 }
 
 func (st *sseStream) send(msg []byte) {
@@ -79,18 +84,4 @@ func (st *sseStream) sendResult(res pending.Result) {
 		return
 	}
 	st.send(res.Body)
-}
-
-// waitStep waits for the call to change, but, when progress is due, no
-// longer than until the next progress notification; due reports that the
-// step ended for progress, not for the hold.
-func (s *Server) waitStep(ctx context.Context, progress bool, pc pending.Call) (next pending.Call, due bool, err error) {
-	if !progress {
-		next, err = s.cfg.Pending.Wait(ctx, pc.ID, pc.State)
-		return next, false, err
-	}
-	step, cancel := context.WithTimeout(ctx, progressEvery)
-	defer cancel()
-	next, err = s.cfg.Pending.Wait(step, pc.ID, pc.State)
-	return next, err != nil && step.Err() != nil && ctx.Err() == nil, err
 }

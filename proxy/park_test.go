@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -126,11 +126,11 @@ func TestAskAfterHold(t *testing.T) {
 	if _, err := pe.store.Decide(context.Background(), w.CallID, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	pe.server.sweepOnce(context.Background(), 0)
+	pe.server.life.SweepOnce(context.Background(), 0)
 	if n := len(pe.upstream.got()); n != 1 {
 		t.Fatalf("sweeper: upstream got %d requests, want 1", n)
 	}
-	pe.server.sweepOnce(context.Background(), 0) // nothing left to do
+	pe.server.life.SweepOnce(context.Background(), 0) // nothing left to do
 	// Another subject cannot see it.
 	req, _ := http.NewRequest("GET", pe.url+w.StatusURL, nil)
 	other, _ := http.DefaultClient.Do(req)
@@ -212,7 +212,7 @@ func TestCancelAndExpire(t *testing.T) {
 	res = post(t, pe.url+"/tools/Write", `{"path":"b"}`)
 	id = res.Header.Get(headerCallID)
 	clock.Store(int64(2 * time.Minute))
-	pe.server.sweepOnce(context.Background(), 0)
+	pe.server.life.SweepOnce(context.Background(), 0)
 	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Expired {
 		t.Fatalf("after ttl: %s", pc.State)
 	}
@@ -298,7 +298,7 @@ func TestApprovedButNowDenied(t *testing.T) {
 	if _, err := store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	server.sweepOnce(context.Background(), 0)
+	server.life.SweepOnce(context.Background(), 0)
 	if pc, _ := store.Get(context.Background(), id); pc.State != pending.Failed || len(env.upstream.got()) != 0 {
 		t.Fatalf("sweeper: state %s, upstream %d", pc.State, len(env.upstream.got()))
 	}
@@ -314,7 +314,7 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	pe.server.sweepOnce(context.Background(), 10*time.Second)
+	pe.server.life.SweepOnce(context.Background(), 10*time.Second)
 	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Executed || len(pe.upstream.got()) != 1 {
 		t.Fatalf("state %s, upstream %d; want executed once", pc.State, len(pe.upstream.got()))
 	}
@@ -325,7 +325,7 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 	if _, err := pe2.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	pe2.server.sweepOnce(context.Background(), 10*time.Second)
+	pe2.server.life.SweepOnce(context.Background(), 10*time.Second)
 	if pc, _ := pe2.store.Get(context.Background(), id); pc.State != pending.Approved || len(pe2.upstream.got()) != 0 {
 		t.Fatalf("within the grace: state %s, upstream %d; want still approved", pc.State, len(pe2.upstream.got()))
 	}
@@ -347,7 +347,7 @@ func TestRecheckKeepsAnnotations(t *testing.T) {
 		Tool: policy.NewTool("wipe", map[string]any{"path": "a"}, policy.DefaultTargetArgs),
 	}
 	in.Tool.Annotations = map[string]any{"destructiveHint": true}
-	info, err := json.Marshal(approvals.Info{PolicyInput: marshalNoEscape(in)})
+	info, err := json.Marshal(callinfo.Info{PolicyInput: callinfo.MarshalNoEscape(in)})
 	if err != nil {
 		t.Fatal(err)
 	}

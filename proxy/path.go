@@ -16,7 +16,7 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 // backslashes, dots or NULs, matrix parameters and control characters.
 // Paths are never cleaned instead: cleaning would make toolgate one more
 // stack with its own reading.
-func checkPath(r *http.Request) *callError {
+func checkPath(r *http.Request) *answer {
 	raw := r.URL.EscapedPath()
 	if raw == "" || raw[0] != '/' {
 		return invalid(http.StatusBadRequest, "Bad path", "the request path must start with /")

@@ -12,16 +12,6 @@ const (
 	headerDecision = "X-Toolgate-Decision"
 )
 
-// Outcome labels of problem bodies and of X-Toolgate-Decision (SPEC.md §4.2).
-const (
-	outcomeDeny            = "deny"
-	outcomeAsk             = "ask"
-	outcomeAllow           = "allow"
-	outcomeInvalid         = "invalid"
-	outcomeUnauthenticated = "unauthenticated"
-	outcomeUnavailable     = "unavailable"
-)
-
 // problem is an RFC 9457 problem body with toolgate's fields.
 type problem struct {
 	Type     string   `json:"type"`
@@ -34,23 +24,17 @@ type problem struct {
 	RuleIDs  []string `json:"rule_ids"`
 }
 
-// callError is a refusal toolgate answers itself. It is the one type that
-// carries a status, so statuses are chosen where the error is found and
-// written in exactly one place (writeProblem).
-type callError struct {
-	Status  int
-	Outcome string
-	Title   string
-	Detail  string
-	// RPCCode, when set, answers the refusal as a JSON-RPC error (a
-	// message to an MCP upstream) instead of a problem body.
-	RPCCode int
-}
-
-func (e *callError) Error() string { return e.Title + ": " + e.Detail }
-
-func invalid(status int, title, detail string) *callError {
-	return &callError{Status: status, Outcome: outcomeInvalid, Title: title, Detail: detail}
+// problemOf is a's problem body. Reasons and rule IDs are never null:
+// clients iterate them.
+func problemOf(a answer) problem {
+	p := problem{
+		Type: problemType(a.outcome, a.status), Title: a.title, Status: a.status, Detail: a.detail,
+		CallID: a.callID, Decision: a.outcome, Reasons: nonNil(a.reasons), RuleIDs: nonNil(a.ruleIDs),
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	return p
 }
 
 // problemType names each kind of problem with a stable URN.
@@ -74,27 +58,14 @@ func problemType(outcome string, status int) string {
 		return "urn:toolgate:problem:unauthenticated"
 	case outcomeUnavailable:
 		return "urn:toolgate:problem:unavailable"
-	case outcomeAllow:
+	case outcomeAllow, outcomeApproved:
 		return "urn:toolgate:problem:upstream-failed"
 	}
 	return "about:blank"
 }
 
-// writeProblem writes p with its headers. Reasons and rule IDs are never
-// null in the body: clients iterate them.
+// writeProblem writes p with its headers.
 func writeProblem(w http.ResponseWriter, p problem) {
-	if p.Reasons == nil {
-		p.Reasons = []string{}
-	}
-	if p.RuleIDs == nil {
-		p.RuleIDs = []string{}
-	}
-	if p.Type == "" {
-		p.Type = problemType(p.Decision, p.Status)
-	}
-	if p.Title == "" {
-		p.Title = http.StatusText(p.Status)
-	}
 	body, err := json.Marshal(p)
 	if err != nil { // unreachable: only strings and ints
 		body = []byte(`{"title":"internal error"}`)
@@ -111,4 +82,11 @@ func writeProblem(w http.ResponseWriter, p problem) {
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -1,7 +1,9 @@
-// Package proxy is toolgate's HTTP surface: it turns each request into a
-// policy input, asks a Decider, and forwards exactly what was decided on, or
-// answers for itself. It decides nothing: the verdict is always the
-// Decider's. It knows nothing of Rego, of config files or of Redis.
+// Package proxy is toolgate's HTTP surface for agents: it turns each request
+// into a policy input, asks a Decider, and forwards exactly what was decided
+// on, hands an ask to the lifecycle of parked calls, or answers for itself.
+// Every path of a call ends in one answer value, rendered once in the
+// call's protocol. It decides nothing: the verdict is always the Decider's.
+// It knows nothing of Rego, of config files or of Redis.
 package proxy
 
 import (
@@ -22,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -99,10 +102,9 @@ type Server struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	tracing   *tracing // nil: tracing is off
-	draining  atomic.Bool
-	// drained is cancelled by Drain: held agents get their 202 at once.
-	drained context.Context
-	drain   context.CancelFunc
+	// life runs parked calls; nil when nothing is parked (no store).
+	life     *lifecycle.Lifecycle
+	draining atomic.Bool
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -146,7 +148,22 @@ func New(cfg Config) (*Server, error) {
 		cfg.NewCallID = rand.Text
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg)}
-	s.drained, s.drain = context.WithCancel(context.Background())
+	if cfg.Pending != nil {
+		var err error
+		s.life, err = lifecycle.New(lifecycle.Config{
+			Store: cfg.Pending, Executor: executor{s}, TTL: cfg.TTL, Logger: cfg.Logger,
+			OnPark: func(pc pending.Call) {
+				s.metrics.parked.Inc()
+				if cfg.OnPark != nil {
+					cfg.OnPark(pc)
+				}
+			},
+			OnResolve: cfg.OnResolve,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	seen := map[string]bool{}
 	for _, u := range cfg.Upstreams {
 		if u.Prefix == "" {
@@ -191,7 +208,18 @@ func New(cfg Config) (*Server, error) {
 // Held agents are answered at once with their 202 (the call stays parked).
 func (s *Server) Drain() {
 	s.draining.Store(true)
-	s.drain()
+	if s.life != nil {
+		s.life.Drain()
+	}
+}
+
+// Sweep runs the background work of parked calls until ctx ends, every
+// interval: expiry, and the execution of approved calls nobody holding
+// their agent claimed within grace (lifecycle.Lifecycle.Sweep).
+func (s *Server) Sweep(ctx context.Context, interval, grace time.Duration) {
+	if s.life != nil {
+		s.life.Sweep(ctx, interval, grace)
+	}
 }
 
 // route returns the upstream whose prefix is the longest match of p, and p

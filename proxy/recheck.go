@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -13,7 +12,7 @@ import (
 
 // stillAllowed decides a claimed call again, on the input it was parked
 // with, under the policy in force now: an approval lets an ask through, but
-// never a deny that the policy has come to (SECURITY.md F22). Any error
+// never a deny that the policy has come to. Any error
 // counts as a deny.
 func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, string) {
 	info := infoOf(pc)
@@ -52,12 +51,4 @@ func decodeInput(b []byte) (*policy.Input, error) {
 		return nil, err
 	}
 	return &in, nil
-}
-
-// refuseClaimed finishes a claimed call the policy now denies: nothing is
-// sent, and the result says why.
-func (s *Server) refuseClaimed(ctx context.Context, pc pending.Call, why string) (pending.Call, error) {
-	s.log.Warn("approved call denied by the policy in force; not executed", "call_id", pc.ID, "reason", why)
-	res := toolgateResult(pc.ID, http.StatusForbidden, "approved, but the policy now denies the call: "+why)
-	return s.cfg.Pending.Finish(ctx, pc.ID, pc.Fence, pending.Failed, res)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -11,8 +10,57 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
-// statusDoc is a parked call as its caller sees it (SPEC.md §4.3).
-func statusDoc(pc pending.Call) map[string]any {
+// serveStatus answers GET /_toolgate/calls/{id} (with ?wait= long-poll)
+// and DELETE (cancel). Only the calling subject sees its calls; to anyone
+// else they do not exist.
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) {
+	c := &call{id: id, out: restResponder{}}
+	a := s.status(r, id)
+	if a.kind == refusal && a.outcome != outcomeUnavailable {
+		s.refused(r, c, a)
+	}
+	if a.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", "GET, HEAD, DELETE")
+	}
+	s.respond(w, c, a)
+}
+
+func (s *Server) status(r *http.Request, id string) answer {
+	if s.life == nil {
+		return *invalid(http.StatusNotFound, "Unknown call", "this toolgate parks no calls")
+	}
+	subj, err := s.cfg.Auth.Authenticate(r)
+	if err != nil {
+		return unauthenticated("missing or bad credentials")
+	}
+	switch r.Method {
+	case http.MethodDelete:
+		pc, err := s.life.Cancel(r.Context(), subj.ID, id)
+		switch {
+		case err == nil:
+			return statusAnswer(http.StatusOK, pc)
+		case errors.Is(err, pending.ErrConflict):
+			return statusAnswer(http.StatusConflict, pc)
+		}
+		return storeFailed(err)
+	case http.MethodGet, http.MethodHead:
+	default:
+		return *invalid(http.StatusMethodNotAllowed, "Method not allowed", "use GET to follow a call, DELETE to cancel it")
+	}
+	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || wait < 0 {
+		wait = 0
+	}
+	wait = min(wait, s.cfg.Hold)
+	pc, err := s.life.Status(r.Context(), subj.ID, id, wait, r.Method == http.MethodGet)
+	if err != nil {
+		return storeFailed(err)
+	}
+	return statusAnswer(http.StatusOK, pc)
+}
+
+// statusAnswer is a parked call as its caller sees it.
+func statusAnswer(status int, pc pending.Call) answer {
 	info := infoOf(pc)
 	doc := map[string]any{
 		"call_id":    pc.ID,
@@ -29,7 +77,7 @@ func statusDoc(pc pending.Call) map[string]any {
 	if res := pc.Result; res != nil {
 		r := map[string]any{"status": res.Status, "headers": res.Header}
 		if ct := http.Header(res.Header).Get("Content-Type"); strings.Contains(ct, "json") && json.Valid(res.Body) && !res.Truncated {
-			r["body"] = rawJSON(res.Body)
+			r["body"] = json.RawMessage(res.Body)
 		} else {
 			r["body"] = res.Body // base64
 			r["body_encoding"] = "base64"
@@ -39,83 +87,5 @@ func statusDoc(pc pending.Call) map[string]any {
 		}
 		doc["result"] = r
 	}
-	return doc
+	return answer{kind: document, status: status, callID: pc.ID, doc: doc}
 }
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-// serveStatus answers GET /_toolgate/calls/{id} (with ?wait= long-poll)
-// and DELETE (cancel). Only the calling subject sees its calls; to anyone
-// else they do not exist.
-func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) {
-	c := &call{id: id}
-	if s.cfg.Pending == nil {
-		s.refuse(w, r, c, invalid(http.StatusNotFound, "Unknown call", "this toolgate parks no calls"))
-		return
-	}
-	subj, err := s.cfg.Auth.Authenticate(r)
-	if err != nil {
-		s.refuse(w, r, c, &callError{Status: http.StatusUnauthorized, Outcome: outcomeUnauthenticated, Title: "Unauthenticated", Detail: "missing or bad credentials"})
-		return
-	}
-	pc, err := s.cfg.Pending.Get(r.Context(), id)
-	if errors.Is(err, pending.ErrNotFound) || (err == nil && pc.Subject != subj.ID) {
-		s.refuse(w, r, c, invalid(http.StatusNotFound, "Unknown call", "no call with this ID is yours"))
-		return
-	}
-	if err != nil {
-		s.storeFailed(w, nil, pending.Call{ID: id}, err)
-		return
-	}
-	switch r.Method {
-	case http.MethodDelete:
-		pc, err = s.cfg.Pending.Cancel(r.Context(), id)
-		if err != nil && !errors.Is(err, pending.ErrConflict) {
-			s.storeFailed(w, nil, pc, err)
-			return
-		}
-		if err == nil && s.cfg.OnResolve != nil {
-			s.cfg.OnResolve(pc)
-		}
-		pc = conflictCall(err, pc)
-		status := http.StatusOK
-		if err != nil {
-			status = http.StatusConflict
-		}
-		writeJSON(w, status, statusDoc(pc))
-		return
-	case http.MethodGet, http.MethodHead:
-	default:
-		w.Header().Set("Allow", "GET, HEAD, DELETE")
-		s.refuse(w, r, c, invalid(http.StatusMethodNotAllowed, "Method not allowed", "use GET to follow a call, DELETE to cancel it"))
-		return
-	}
-	if wait, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && wait > 0 && !pc.State.Terminal() {
-		if max := s.cfg.Hold; wait > max {
-			wait = max
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		stop := context.AfterFunc(s.drained, cancel) // shutdown answers long polls at once
-		next, werr := s.cfg.Pending.Wait(ctx, id, pc.State)
-		stop()
-		cancel()
-		if werr == nil || next.ID != "" {
-			pc = next
-		}
-	}
-	if r.Method == http.MethodGet && (pc.State == pending.Executed || pc.State == pending.Failed || pc.State == pending.Unknown) {
-		// A status poll is one of the ways the result reaches its caller.
-		_, _, _ = s.cfg.Pending.Deliver(r.Context(), id)
-	}
-	w.Header().Set(headerCallID, pc.ID)
-	writeJSON(w, http.StatusOK, statusDoc(pc))
-}
-
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }

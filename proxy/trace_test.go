@@ -316,7 +316,7 @@ func TestTraceSweeperExecution(t *testing.T) {
 	if _, err := pe.store.Decide(context.Background(), callID, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	pe.server.sweepOnce(context.Background(), 0)
+	pe.server.life.SweepOnce(context.Background(), 0)
 
 	var execs []tracetest.SpanStub
 	for _, s := range named(exp.GetSpans(), "toolgate.execute") {

@@ -1,0 +1,50 @@
+// Package callinfo is the display document of a parked call: what its
+// approvers, its caller's status answers and notifications show of it. The
+// proxy writes it when it parks a call and stores it, as JSON, in
+// pending.Call.Info; everyone else only reads it. It imports nothing of
+// toolgate, so every side can share it without knowing the others.
+package callinfo
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Info is what a parked call shows.
+type Info struct {
+	Kind      string          `json:"kind"` // rest | mcp | http
+	Tool      string          `json:"tool"`
+	Upstream  string          `json:"upstream"`
+	Subject   string          `json:"subject"`
+	Target    string          `json:"target,omitempty"`
+	Arguments json.RawMessage `json:"arguments"` // exact JSON arguments
+	Reasons   []string        `json:"reasons"`
+	RuleIDs   []string        `json:"rule_ids"`
+	Method    string          `json:"method"`
+	Path      string          `json:"path"`
+	// PolicyInput is the policy input document the call was decided on;
+	// the proxy decides it again before an approved call runs, so a
+	// policy that has come to deny it meanwhile still wins.
+	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
+}
+
+// Decode reads a stored Info. An unreadable one reads as empty: a display
+// document never stops a call from being shown or decided.
+func Decode(b []byte) Info {
+	var info Info
+	_ = json.Unmarshal(b, &info)
+	return info
+}
+
+// Encode returns info's JSON form.
+func (info Info) Encode() []byte { return MarshalNoEscape(info) }
+
+// MarshalNoEscape encodes v without escaping <, > and &, so approvers see
+// the agent's arguments byte for byte (pages escape them for HTML).
+func MarshalNoEscape(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // only strings, string slices and raw JSON
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

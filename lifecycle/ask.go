@@ -1,0 +1,165 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// parkTimeout bounds parking: a store that cannot park within it is
+// treated as down, and the call is refused rather than held.
+const parkTimeout = 3 * time.Second
+
+// Hold says how long and how to hold the request that asked.
+type Hold struct {
+	// For is how long the request is held waiting for a decision; zero
+	// answers at once with the call's state.
+	For time.Duration
+	// Progress, if set, is called every ProgressEvery while the call
+	// waits, so a caller whose timeout resets on progress stays.
+	Progress      func(pending.Call)
+	ProgressEvery time.Duration
+	// CancelOnLeave makes the caller's leaving cancel a waiting call
+	// (a stateless MCP client closing its stream); otherwise the call
+	// stays parked for a retry or a status poll.
+	CancelOnLeave bool
+}
+
+// Ask parks pc (or attaches the request to the identical call already
+// parked, as pc.AttachKey says), then holds the request until the call is
+// decided or h.For runs out. An approved call is claimed and run here,
+// since this request is there to take its result. ctx is the request's:
+// when it ends the caller has gone.
+func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
+	pctx, cancel := context.WithTimeout(ctx, parkTimeout)
+	stored, attached, err := l.store.Park(pctx, pc, l.ttl)
+	cancel()
+	if err != nil {
+		// Fail closed: nothing runs without a durable record.
+		l.log.Error("cannot park call", "call_id", pc.ID, "error", err)
+		return Outcome{Kind: NotParked, Call: pc, Err: err}
+	}
+	if attached {
+		if pc.ArgsDigest != stored.ArgsDigest {
+			return Outcome{Kind: KeyReused, Call: stored}
+		}
+		l.log.Info("call attached to a parked call", "call_id", pc.ID, "parked_call_id", stored.ID, "state", string(stored.State))
+	} else {
+		l.onPark(stored)
+	}
+	return l.hold(ctx, stored, h)
+}
+
+// hold follows pc until it is decided, runs it when approved, and says
+// what became of it.
+func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
+	wctx, cancel := context.WithTimeout(ctx, h.For)
+	defer cancel()
+	defer context.AfterFunc(l.drained, cancel)()
+	for {
+		switch pc.State {
+		case pending.Approved:
+			claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
+			if err == nil {
+				return l.run(ctx, claimed)
+			}
+			if !errors.Is(err, pending.ErrConflict) {
+				return l.failed(pc, err)
+			}
+			pc = conflictCall(err, pc) // another executor has it: wait for its result
+			continue
+		case pending.Executed, pending.Failed, pending.Unknown:
+			return l.deliver(ctx, pc)
+		case pending.Rejected, pending.Expired, pending.Cancelled:
+			return Outcome{Kind: Ended, Call: pc}
+		}
+		next, due, err := l.waitStep(wctx, h, pc)
+		if due {
+			h.Progress(pc)
+			continue
+		}
+		switch {
+		case err == nil:
+			pc = next
+		case errors.Is(err, pending.ErrNotFound):
+			return Outcome{Kind: Lost, Call: pc}
+		case ctx.Err() != nil:
+			if h.CancelOnLeave {
+				l.cancelLeft(context.WithoutCancel(ctx), pc.ID)
+			}
+			return Outcome{Kind: Gone, Call: pc}
+		case wctx.Err() != nil:
+			if next.ID != "" {
+				pc = next
+			}
+			if pc.State == pending.Waiting || pc.State == pending.Approved || pc.State == pending.Executing {
+				return Outcome{Kind: Waiting, Call: pc}
+			}
+		default:
+			return l.failed(pc, err)
+		}
+	}
+}
+
+// waitStep waits for the call to change, but no longer than until the next
+// progress report when one is wanted; due reports that the step ended for
+// progress, not for the hold.
+func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next pending.Call, due bool, err error) {
+	if h.Progress == nil || h.ProgressEvery <= 0 {
+		next, err = l.store.Wait(ctx, pc.ID, pc.State)
+		return next, false, err
+	}
+	step, cancel := context.WithTimeout(ctx, h.ProgressEvery)
+	defer cancel()
+	next, err = l.store.Wait(step, pc.ID, pc.State)
+	return next, err != nil && step.Err() != nil && ctx.Err() == nil, err
+}
+
+// cancelLeft cancels a call whose caller left, where leaving means cancel.
+func (l *Lifecycle) cancelLeft(ctx context.Context, id string) {
+	cancelled, err := l.store.Cancel(ctx, id)
+	if err != nil {
+		return // already decided, or the store is away: the call stays as it is
+	}
+	l.log.Info("stateless MCP client closed its stream: call cancelled", "call_id", id)
+	l.onEnd(cancelled)
+}
+
+// run executes a call this request claimed, records the result, and hands
+// it over through deliver: the result reaches exactly one request, even
+// when retries are attached.
+func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
+	// The execution must finish and be recorded even if the caller leaves.
+	xctx := context.WithoutCancel(ctx)
+	state, res := l.exec.Execute(xctx, pc)
+	done, err := l.store.Finish(xctx, pc.ID, pc.Fence, state, res)
+	if err != nil {
+		// The store is away: the caller is the only one who can have it.
+		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
+		pc.State = state
+		return Outcome{Kind: Delivered, Call: pc, Result: res}
+	}
+	return l.deliver(ctx, done)
+}
+
+// deliver hands a finished call's stored result to this request, once: a
+// request that finds it already delivered, or a call that ended without a
+// result, learns that instead. A caller that has gone does not take the
+// result, so a retry still can.
+func (l *Lifecycle) deliver(ctx context.Context, pc pending.Call) Outcome {
+	if ctx.Err() != nil {
+		return Outcome{Kind: Gone, Call: pc}
+	}
+	first, now, err := l.store.Deliver(ctx, pc.ID)
+	switch {
+	case err != nil:
+		return l.failed(pc, err)
+	case now.Result == nil:
+		return Outcome{Kind: NoResult, Call: now}
+	case !first:
+		return Outcome{Kind: Taken, Call: now}
+	}
+	return Outcome{Kind: Delivered, Call: now, Result: *now.Result}
+}

@@ -1,0 +1,139 @@
+// Package lifecycle runs the life of a parked call: park, hold, claim, run
+// once, deliver, sweep and status. It owns the pending.Store and returns
+// Outcomes: what became of a call for the request that asked. It never
+// writes an answer: the proxy turns Outcomes into bytes in the caller's
+// protocol. It knows no HTTP handler and no Rego; sending a claimed call to
+// its upstream, and deciding it again first, is its Executor's work.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Executor sends claimed calls to their upstreams. The proxy implements it.
+type Executor interface {
+	// Execute decides pc again under the policy in force now and, when it
+	// is still allowed, sends it once. It returns the state and the result
+	// to record: never a retry, whatever happened.
+	Execute(ctx context.Context, pc pending.Call) (pending.State, pending.Result)
+	// Lease bounds one execution of pc: an executor that has not finished
+	// by then is presumed lost, and the call becomes unknown.
+	Lease(pc pending.Call) time.Duration
+}
+
+// Config configures a Lifecycle. Store and Executor are required.
+type Config struct {
+	Store    pending.Store
+	Executor Executor
+	// TTL is how long a call waits for a decision before it expires.
+	TTL    time.Duration
+	Logger *slog.Logger
+	// OnPark is called once for every newly parked call (notifications,
+	// metrics); OnResolve for every call this package ends: expired or
+	// unknown (the sweeper), cancelled (the caller). Approvers' decisions
+	// are the approvals handler's to report.
+	OnPark, OnResolve func(pending.Call)
+}
+
+// Lifecycle runs parked calls. It is safe for concurrent use.
+type Lifecycle struct {
+	store    pending.Store
+	exec     Executor
+	ttl      time.Duration
+	log      *slog.Logger
+	onPark   func(pending.Call)
+	onEnd    func(pending.Call)
+	drained  context.Context // done once Drain was called
+	drainAll context.CancelFunc
+}
+
+// New builds a Lifecycle.
+func New(cfg Config) (*Lifecycle, error) {
+	if cfg.Store == nil || cfg.Executor == nil {
+		return nil, errors.New("lifecycle: a Store and an Executor are required")
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	nop := func(pending.Call) {}
+	if cfg.OnPark == nil {
+		cfg.OnPark = nop
+	}
+	if cfg.OnResolve == nil {
+		cfg.OnResolve = nop
+	}
+	l := &Lifecycle{store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve}
+	l.drained, l.drainAll = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// Drain ends every hold and long poll at once (shutdown): held callers
+// learn that their call still waits; the calls stay parked.
+func (l *Lifecycle) Drain() { l.drainAll() }
+
+// Kind says what became of a call for the request that asked.
+type Kind int
+
+const (
+	// Waiting: the hold ended before a decision; the call still waits
+	// (or is approved or executing) and can be followed.
+	Waiting Kind = iota
+	// Ended: an approver rejected the call, it expired, or it was
+	// cancelled; Call.State says which. Nothing ran.
+	Ended
+	// Delivered: the call ran and its result is this request's.
+	Delivered
+	// Taken: the call ran, and its result went to another request.
+	Taken
+	// NoResult: the call ended without a result (failed before an answer
+	// could be kept, or unknown).
+	NoResult
+	// KeyReused: the Idempotency-Key belongs to a call with other
+	// arguments; nothing was parked.
+	KeyReused
+	// NotParked: the store failed while parking; nothing was parked and
+	// nothing will run.
+	NotParked
+	// StoreFailed: the store failed while holding; the call is not lost.
+	StoreFailed
+	// Lost: the store no longer knows the call; nothing will run.
+	Lost
+	// Gone: the caller went away; there is nobody to answer.
+	Gone
+)
+
+// Outcome is what became of a call for one request.
+type Outcome struct {
+	Kind Kind
+	Call pending.Call
+	// Result is the call's result when Kind is Delivered.
+	Result pending.Result
+	// Err is the store's error when Kind is NotParked or StoreFailed.
+	Err error
+}
+
+// failed classifies a store error met while holding a call.
+func (l *Lifecycle) failed(pc pending.Call, err error) Outcome {
+	if errors.Is(err, pending.ErrNotFound) {
+		return Outcome{Kind: Lost, Call: pc}
+	}
+	l.log.Error("approval store failed while holding a call", "call_id", pc.ID, "error", err)
+	return Outcome{Kind: StoreFailed, Call: pc, Err: err}
+}
+
+// conflictCall is the call as it stands when a transition lost a race.
+func conflictCall(err error, fallback pending.Call) pending.Call {
+	var se *pending.StateError
+	if errors.As(err, &se) {
+		return se.Call
+	}
+	return fallback
+}

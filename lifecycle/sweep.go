@@ -1,0 +1,76 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Sweep runs the background work of parked calls until ctx ends, every
+// interval: calls past their expiry are expired (and executors past their
+// lease marked unknown), and approved calls that nobody holding their caller
+// claimed within grace are executed here, so an approval after the hold ran
+// out, or on a replica that died, still leads to one execution whose result
+// waits for the caller.
+func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.SweepOnce(ctx, grace)
+	}
+}
+
+// SweepOnce does one round of Sweep's work.
+func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
+	// An approved call close to its expiry is executed now rather than
+	// after the grace: otherwise an approval in the last seconds of the
+	// ttl would expire unexecuted although the approver saw "approved".
+	l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
+	expired, err := l.store.Expire(ctx, 100)
+	if err != nil {
+		l.log.Warn("sweeper: cannot expire calls", "error", err)
+	}
+	for _, pc := range expired {
+		l.log.Info("parked call ended", "call_id", pc.ID, "state", string(pc.State))
+		l.onEnd(pc)
+	}
+	l.executeApproved(ctx, grace, nil)
+}
+
+// executeApproved claims and executes approved calls decided at least
+// grace ago (and, when urgent is set, only those it selects).
+func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) {
+	approved, err := l.store.Approved(ctx, grace, 20)
+	if err != nil {
+		l.log.Warn("sweeper: cannot list approved calls", "error", err)
+		return
+	}
+	for _, pc := range approved {
+		if urgent != nil && !urgent(pc) {
+			continue
+		}
+		claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
+		if errors.Is(err, pending.ErrConflict) {
+			continue // another executor was first
+		}
+		if err != nil {
+			l.log.Warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
+			continue
+		}
+		// A claimed call is finished and recorded even when shutdown
+		// begins meanwhile (within its lease).
+		xctx := context.WithoutCancel(ctx)
+		state, res := l.exec.Execute(xctx, claimed)
+		if _, err := l.store.Finish(xctx, claimed.ID, claimed.Fence, state, res); err != nil {
+			l.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
+		}
+		l.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)
+	}
+}

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/toolgate/toolgate/lifecycle"
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// answer is how one request ends, whatever its protocol: every path of a
+// call returns one, and (*Server).respond renders it, once, through the
+// responder the call's protocol picked. Statuses are chosen here, in the
+// constructors below, and nowhere else.
+type answer struct {
+	kind    answerKind
+	status  int
+	outcome string // X-Toolgate-Decision, and the problem's "decision"
+	title   string
+	detail  string
+	callID  string // "" is the request's own call ID
+	reasons []string
+	ruleIDs []string
+	// rpcCode is the JSON-RPC error code a refusal of a JSON-RPC message
+	// carries; zero picks the outcome's.
+	rpcCode int
+	// call is the parked call a waiting answer is about.
+	call pending.Call
+	// result is the tool's own answer (kind result).
+	result pending.Result
+	// doc is the JSON document a document answer carries.
+	doc any
+}
+
+type answerKind int
+
+const (
+	// refusal: toolgate answers the request itself, before or instead of
+	// any verdict (bad request, no credentials, unavailable, upstream
+	// failed). A JSON-RPC message gets a JSON-RPC error where it can.
+	refusal answerKind = iota
+	// verdict: the policy or an approver said no, or the call ended
+	// without a result. A tool call gets a tool result the model can
+	// read and re-plan from.
+	verdict
+	// waiting: the call is parked and still waits (202).
+	waiting
+	// result: the tool's answer, handed over as it came.
+	result
+	// document: a JSON document about a call (its status).
+	document
+	// written: the answer is already on its way (a forwarded call), or
+	// nobody is left to answer.
+	written
+)
+
+// Outcome labels of problem bodies and of X-Toolgate-Decision.
+const (
+	outcomeDeny            = "deny"
+	outcomeAsk             = "ask"
+	outcomeAllow           = "allow"
+	outcomeInvalid         = "invalid"
+	outcomeUnauthenticated = "unauthenticated"
+	outcomeUnavailable     = "unavailable"
+	outcomeRejected        = "rejected"
+	outcomeExpired         = "expired"
+	outcomeCancelled       = "cancelled"
+	outcomeApproved        = "approved"
+)
+
+var answered = answer{kind: written}
+
+// invalid refuses a request toolgate cannot decide on as sent.
+func invalid(status int, title, detail string) *answer {
+	return &answer{kind: refusal, status: status, outcome: outcomeInvalid, title: title, detail: detail}
+}
+
+// rpcInvalid refuses a JSON-RPC message with the given error code.
+func rpcInvalid(status, code int, title, detail string) *answer {
+	a := invalid(status, title, detail)
+	a.rpcCode = code
+	return a
+}
+
+func unauthenticated(detail string) answer {
+	return answer{kind: refusal, status: http.StatusUnauthorized, outcome: outcomeUnauthenticated, title: "Unauthenticated", detail: detail}
+}
+
+func unavailable(title, detail string) answer {
+	return answer{kind: refusal, status: http.StatusServiceUnavailable, outcome: outcomeUnavailable, title: title, detail: detail}
+}
+
+// denied is the policy's deny.
+func denied(d policy.Decision) answer {
+	return answer{
+		kind: verdict, status: http.StatusForbidden, outcome: outcomeDeny,
+		title: "Denied by policy", detail: reasonsText(d.Messages()), reasons: d.Messages(), ruleIDs: d.RuleIDs(),
+	}
+}
+
+// askUnavailable answers an ask on a toolgate that parks nothing.
+func askUnavailable(d policy.Decision) answer {
+	return answer{
+		kind: verdict, status: http.StatusServiceUnavailable, outcome: outcomeAsk, title: "Approval not available",
+		detail:  "the policy asks for approval (" + reasonsText(d.Messages()) + "), but approvals are not configured on this toolgate; nothing was forwarded",
+		reasons: d.Messages(), ruleIDs: d.RuleIDs(),
+	}
+}
+
+// policyFailed is the deny a call gets when the policy could not decide.
+func policyFailed(callID string) policy.Decision {
+	return policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{
+		ID: "toolgate.policy_error", Message: "policy error (see toolgate's log for call " + callID + ")",
+	}}}
+}
+
+// upstreamFailed classifies an error of an allowed call's upstream: 504
+// for a timeout, 502 otherwise, nothing when the agent went away.
+func upstreamFailed(ctx context.Context, err error) answer {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return answered // the agent went away; there is nobody to answer
+	}
+	status, title := http.StatusBadGateway, "Upstream unreachable"
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		status, title = http.StatusGatewayTimeout, "Upstream timed out"
+	}
+	return answer{
+		kind: refusal, status: status, outcome: outcomeAllow, title: title,
+		detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
+	}
+}
+
+// storeFailed classifies an error of the approval store outside a hold
+// (the status endpoint).
+func storeFailed(err error) answer {
+	if errors.Is(err, pending.ErrNotFound) {
+		return *invalid(http.StatusNotFound, "Unknown call", "no call with this ID is yours")
+	}
+	return unavailable("Approval store unavailable", "the approval store could not be reached; retry later")
+}
+
+// outcomeAnswer is what the request that asked learns of its parked call:
+// the one place a lifecycle.Outcome becomes an answer.
+func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
+	pc := o.Call
+	a := answer{callID: pc.ID, reasons: d.Messages(), ruleIDs: d.RuleIDs()}
+	switch o.Kind {
+	case lifecycle.Waiting:
+		a.kind, a.status, a.outcome, a.call = waiting, http.StatusAccepted, outcomeAsk, pc
+	case lifecycle.Ended:
+		return ended(pc)
+	case lifecycle.Delivered:
+		a.kind, a.status, a.outcome, a.result = result, o.Result.Status, outcomeApproved, o.Result
+	case lifecycle.Taken:
+		a.kind, a.status, a.outcome, a.title = verdict, http.StatusConflict, string(pc.State), "Result already delivered"
+		a.detail = "the result of call " + pc.ID + " was already delivered to another request; follow " + statusURL(pc.ID)
+		a.reasons, a.ruleIDs = nil, nil
+	case lifecycle.NoResult:
+		a.kind, a.status, a.outcome, a.title = verdict, http.StatusGatewayTimeout, string(pc.State), "No result"
+		a.detail = "call " + pc.ID + " ended " + string(pc.State) + " without a result; it was not retried"
+		a.reasons, a.ruleIDs = nil, nil
+	case lifecycle.KeyReused:
+		return answer{
+			kind: refusal, status: http.StatusConflict, outcome: outcomeInvalid, callID: pc.ID,
+			title: "Idempotency-Key reused", detail: "this Idempotency-Key belongs to a call with other arguments",
+		}
+	case lifecycle.NotParked:
+		a.kind, a.status, a.outcome, a.title = refusal, http.StatusServiceUnavailable, outcomeUnavailable, "Approval store unavailable"
+		a.detail = "the call needs approval but could not be parked; nothing was forwarded, retry later"
+	case lifecycle.StoreFailed:
+		a = unavailable("Approval store unavailable", "the approval store could not be reached; the call is not lost, follow its status URL")
+		a.callID = pc.ID
+	case lifecycle.Lost:
+		a = unavailable("Parked call lost", "the approval store no longer knows this call; nothing was forwarded")
+		a.callID = pc.ID
+	case lifecycle.Gone:
+		return answered
+	}
+	return a
+}
+
+// ended answers a rejected, expired or cancelled call like a deny.
+func ended(pc pending.Call) answer {
+	info := infoOf(pc)
+	a := answer{
+		kind: verdict, status: http.StatusForbidden, callID: pc.ID, reasons: info.Reasons, ruleIDs: info.RuleIDs,
+		outcome: outcomeRejected, title: "Rejected by approver", detail: "the approver rejected the call",
+	}
+	switch pc.State {
+	case pending.Expired:
+		a.outcome, a.title, a.detail = outcomeExpired, "Approval expired", "nobody approved the call before it expired"
+	case pending.Cancelled:
+		a.outcome, a.title, a.detail = outcomeCancelled, "Call cancelled", "the call was cancelled before it was decided"
+	default:
+		if pc.Comment != "" {
+			a.detail += ": " + pc.Comment
+		}
+	}
+	return a
+}
+
+// statusURL is where the agent follows a parked call (on the proxy
+// listener, relative: toolgate does not know how agents reach it).
+func statusURL(id string) string { return "/_toolgate/calls/" + id }
+
+// pendingText is what a held MCP tool call still waiting learns.
+func pendingText(pc pending.Call) string {
+	return "Approval pending: call " + pc.ID + " is waiting for a human approver (status: " + statusURL(pc.ID) +
+		", expires " + pc.ExpiresAt.UTC().Format(time.RFC3339) + "). Nothing ran yet. Retry this same call later: " +
+		"once it is approved the retry returns the tool's result."
+}

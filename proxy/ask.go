@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/lifecycle"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// ask hands a call the policy asks about to the lifecycle of parked calls:
+// parked (or attached to an identical one already parked), the agent held
+// until it is decided, up to the hold.
+func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
+	if s.life == nil {
+		return askUnavailable(c.decision)
+	}
+	pc, a := s.newParked(r, c)
+	if a != nil {
+		s.refused(r, c, *a)
+		return *a
+	}
+	s.metrics.held.Inc()
+	defer s.metrics.held.Dec()
+	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{
+		For:           s.holdFor(r),
+		Progress:      c.progressReporter(w, r),
+		ProgressEvery: progressEvery,
+		// In the stateless MCP revision (2026-07-28) closing the stream
+		// cancels the request; elsewhere a call whose agent went away
+		// stays parked for its status URL or a retry that attaches.
+		CancelOnLeave: c.mcp != nil && c.mcp.version >= "2026-07-28",
+	})
+	return outcomeAnswer(o, c.decision)
+}
+
+// newParked builds the record of a parked call.
+func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
+	req, reqDigest := c.stored(r).encode()
+	info := callinfo.Info{
+		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
+		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,
+	}
+	if q := r.URL.RawQuery; q != "" {
+		info.Path += "?" + q // the approver sees everything that will be sent
+	}
+	// argsForm is what an Idempotency-Key is bound to: the request line and
+	// the arguments (canonical for a tool call, the raw body otherwise).
+	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
+	if t := c.input.Tool; t != nil {
+		info.Tool = t.Name
+		info.Target = t.Target
+		if c.mcp != nil {
+			// The body is the whole JSON-RPC message; show the arguments.
+			info.Arguments = callinfo.MarshalNoEscape(t.Arguments)
+		} else {
+			info.Arguments = json.RawMessage(c.body)
+		}
+		argsForm += canonicalArgs(t.Arguments)
+	} else {
+		if len(c.body) > 0 {
+			// A plain HTTP call's body: shown as JSON when it is, else as text.
+			if json.Valid(c.body) {
+				info.Arguments = json.RawMessage(c.body)
+			} else {
+				info.Arguments = callinfo.MarshalNoEscape(strings.ToValidUTF8(string(c.body), "\uFFFD"))
+			}
+		}
+		argsForm += string(c.body)
+	}
+	info.PolicyInput = callinfo.MarshalNoEscape(c.input)
+	pc := pending.Call{
+		ID: c.id, Subject: c.subject.ID, Upstream: c.up.Name, Tool: info.Tool,
+		Request: req, RequestDigest: reqDigest, Info: info.Encode(),
+		ArgsDigest: digest(argsForm),
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > 255 {
+			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
+		}
+		pc.AttachKey = digest("idem", c.subject.ID, c.up.Name, key)
+	} else {
+		pc.AttachKey = digest("call", c.subject.ID, c.up.Name, info.Tool, pc.ArgsDigest)
+	}
+	return pc, nil
+}
+
+// holdFor is how long to hold the agent: pending.hold, shortened by
+// "Prefer: wait=N", zero with "Prefer: respond-async" (RFC 7240:
+// preferences are comma-separated, may carry ";" parameters, and values
+// may be quoted or spaced around "=").
+func (s *Server) holdFor(r *http.Request) time.Duration {
+	hold := s.cfg.Hold
+	for _, v := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";")
+			name, val, _ := strings.Cut(pref, "=")
+			name = strings.ToLower(strings.TrimSpace(name))
+			val = strings.Trim(strings.TrimSpace(val), `"`)
+			switch name {
+			case "respond-async":
+				return 0
+			case "wait":
+				if secs, err := strconv.Atoi(val); err == nil && secs >= 0 && time.Duration(secs)*time.Second < hold {
+					hold = time.Duration(secs) * time.Second
+				}
+			}
+		}
+	}
+	return hold
+}
+
+func infoOf(pc pending.Call) callinfo.Info { return callinfo.Decode(pc.Info) }

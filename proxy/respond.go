@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"encoding/json"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// responder renders answers in the protocol of one call. The call picks
+// its responder once, when it is read: REST and plain HTTP calls answer
+// with problem bodies, messages to an MCP endpoint with JSON-RPC.
+type responder interface {
+	render(w http.ResponseWriter, a answer)
+}
+
+// respond renders a: the one place an answer becomes bytes.
+func (s *Server) respond(w http.ResponseWriter, c *call, a answer) {
+	if a.kind == written {
+		return
+	}
+	if a.callID == "" {
+		a.callID = c.id
+	}
+	c.out.render(w, a)
+}
+
+// restResponder answers REST and plain HTTP calls.
+type restResponder struct{}
+
+func (restResponder) render(w http.ResponseWriter, a answer) {
+	switch a.kind {
+	case result:
+		writeResult(w, a.callID, a.result)
+	case waiting:
+		writeAccepted(w, a.call)
+	case document:
+		w.Header().Set(headerCallID, a.callID)
+		writeJSON(w, a.status, a.doc)
+	default:
+		writeProblem(w, problemOf(a))
+	}
+}
+
+// writeAccepted answers 202: the call waits for a human.
+func writeAccepted(w http.ResponseWriter, pc pending.Call) {
+	h := w.Header()
+	h.Set(headerCallID, pc.ID)
+	h.Set(headerDecision, outcomeAsk)
+	h.Set("Location", statusURL(pc.ID))
+	h.Set("Retry-After", "5")
+	writeJSON(w, http.StatusAccepted, map[string]any{
+		"call_id": pc.ID, "status": string(pc.State), "status_url": statusURL(pc.ID),
+		"expires_at": pc.ExpiresAt.UTC().Format(time.RFC3339),
+	})
+}
+
+// writeResult hands a tool's answer to the agent with toolgate's headers.
+func writeResult(w http.ResponseWriter, callID string, res pending.Result) {
+	h := w.Header()
+	maps.Copy(h, res.Header)
+	h.Set(headerCallID, callID)
+	h.Set(headerDecision, outcomeApproved)
+	h.Del("Content-Length")
+	if res.Truncated {
+		h.Set("X-Toolgate-Result-Truncated", "true")
+	}
+	w.WriteHeader(res.Status)
+	_, _ = w.Write(res.Body)
+}
+
+// rpcResponder answers a message to an MCP upstream's endpoint: a tool
+// call's verdicts as tool results the model can read and re-plan from, a
+// request's as JSON-RPC errors, refusals of the message as JSON-RPC errors;
+// what JSON-RPC cannot say (a notification denied, missing credentials, a
+// call parked) as a REST call would.
+type rpcResponder struct {
+	msg *mcpMessage
+	// sse is set once a held call's answer became an SSE stream: from
+	// then on every answer is an event on it.
+	sse *sseStream
+}
+
+func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
+	if a.kind == result && isOwnResult(a.result) {
+		// toolgate's own result of an approved call (nothing, or no
+		// answer, came back): the model reads it as a tool error.
+		a = answer{
+			kind: verdict, status: http.StatusOK, outcome: "failed", callID: a.callID,
+			title: "The approved call could not be completed", detail: string(a.result.Body),
+		}
+	}
+	switch {
+	case a.kind == result:
+		res := withRPCID(a.result, m.msg.rpcID())
+		if m.sse != nil {
+			m.sse.sendResult(res)
+			return
+		}
+		writeResult(w, a.callID, res)
+	case m.msg.isToolCall && a.kind == waiting:
+		m.send(w, http.StatusOK, a, m.toolError(a.callID, a.outcome, pendingText(a.call)))
+	case m.msg.isToolCall && a.kind == verdict:
+		m.send(w, http.StatusOK, a, m.toolError(a.callID, a.outcome, a.title+": "+a.detail))
+	case a.kind == refusal && (a.outcome == outcomeInvalid || a.outcome == outcomeUnavailable):
+		code := a.rpcCode
+		if code == 0 {
+			code = map[string]int{outcomeInvalid: rpcInvalidRequest, outcomeUnavailable: rpcUnavailable}[a.outcome]
+		}
+		m.send(w, a.status, a, m.rpcError(code, a))
+	case a.kind == verdict && m.msg.id != nil:
+		// The request was understood; the error says why it was not run.
+		code := a.rpcCode
+		if code == 0 {
+			code = rpcDenied
+		}
+		m.send(w, http.StatusOK, a, m.rpcError(code, a))
+	case m.sse != nil:
+		// The stream has begun, so no status can be set any more.
+		m.send(w, a.status, a, m.rpcError(rpcUnavailable, a))
+	default:
+		restResponder{}.render(w, a)
+	}
+}
+
+// send writes a JSON-RPC message with toolgate's call headers, or, on a
+// held call's SSE stream, as its next event.
+func (m *rpcResponder) send(w http.ResponseWriter, status int, a answer, msg map[string]any) {
+	msg["jsonrpc"] = "2.0"
+	if m.sse != nil {
+		b, _ := json.Marshal(msg)
+		m.sse.send(b)
+		return
+	}
+	h := w.Header()
+	h.Set(headerCallID, a.callID)
+	h.Set(headerDecision, a.outcome)
+	writeJSON(w, status, msg)
+}
+
+func (m *rpcResponder) rpcError(code int, a answer) map[string]any {
+	return map[string]any{
+		"id": m.msg.rpcID(),
+		"error": map[string]any{
+			"code": code, "message": a.title + ": " + a.detail,
+			"data": map[string]any{"toolgate/call_id": a.callID, "toolgate/decision": a.outcome},
+		},
+	}
+}
+
+// toolError is a tools/call result the model can read and re-plan from:
+// isError true, the reason as text, toolgate's call ID and outcome in
+// _meta. HTTP 200: the call was understood.
+func (m *rpcResponder) toolError(callID, outcome, text string) map[string]any {
+	result := map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": text}},
+		"isError": true,
+		"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
+	}
+	if m.msg.version >= "2026-07-28" {
+		// From 2026-07-28 every result says whether it is final.
+		result["resultType"] = "complete"
+	}
+	return map[string]any{"id": m.msg.rpcID(), "result": result}
+}
+
+// isOwnResult tells toolgate's own results (a problem body written when no
+// upstream answer exists) from an upstream's.
+func isOwnResult(res pending.Result) bool {
+	return http.Header(res.Header).Get("Content-Type") == "application/problem+json"
+}
+
+func reasonsText(reasons []string) string {
+	if len(reasons) == 0 {
+		return "no reason given"
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
