@@ -49,7 +49,7 @@ type Signer struct {
 // The secret is copied.
 func NewSigner(secret []byte) (*Signer, error) {
 	if len(secret) < MinSecretBytes {
-		return nil, errors.New("approvals: the approval secret must be at least 32 bytes")
+		return nil, errors.New("approvals: the approval secret must be at least " + strconv.Itoa(MinSecretBytes) + " bytes")
 	}
 	return &Signer{secret: append([]byte(nil), secret...)}, nil
 }

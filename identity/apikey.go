@@ -67,7 +67,7 @@ func (m apiKeys) lookup(token string) (apiKey, bool) {
 }
 
 // newAPIKeys validates the configured keys and indexes them by digest. It
-// returns one error per problem, each naming its config key.
+// returns one *ConfigError per problem.
 func newAPIKeys(cfg []APIKey) (apiKeys, []error) {
 	m := make(apiKeys, len(cfg))
 	first := make(map[[sha256.Size]byte]int, len(cfg))
@@ -76,20 +76,20 @@ func newAPIKeys(cfg []APIKey) (apiKeys, []error) {
 		field := fmt.Sprintf("identity.api_keys[%d]", i)
 		switch {
 		case k.Key == "":
-			errs = append(errs, fmt.Errorf("%s.key: empty", field))
+			errs = append(errs, &ConfigError{Key: field + ".key", Msg: "empty", Fix: "set the bearer key, e.g. key: ${AGENT_KEY}"})
 		case strings.IndexFunc(k.Key, isNotTokenChar) >= 0:
 			// Such a key could never arrive as one bearer token.
-			errs = append(errs, fmt.Errorf("%s.key: contains whitespace or control characters (a trailing newline from a file?)", field))
+			errs = append(errs, &ConfigError{Key: field + ".key", Msg: "contains whitespace or control characters", Fix: "strip them; a trailing newline from a file?"})
 		}
 		switch strings.TrimSpace(k.Subject) {
 		case "":
-			errs = append(errs, fmt.Errorf("%s.subject: empty", field))
+			errs = append(errs, &ConfigError{Key: field + ".subject", Msg: "empty", Fix: "say who holds this key, e.g. subject: agent-42"})
 		case AnonymousID:
-			errs = append(errs, fmt.Errorf("%s.subject: %q is reserved for callers without credentials", field, AnonymousID))
+			errs = append(errs, &ConfigError{Key: field + ".subject", Msg: fmt.Sprintf("%q is reserved for callers without credentials", AnonymousID), Fix: "pick another subject"})
 		}
 		for j, g := range k.Groups {
 			if strings.TrimSpace(g) == "" {
-				errs = append(errs, fmt.Errorf("%s.groups[%d]: empty", field, j))
+				errs = append(errs, &ConfigError{Key: fmt.Sprintf("%s.groups[%d]", field, j), Msg: "empty", Fix: "remove the empty entry"})
 			}
 		}
 		if k.Key == "" {
@@ -98,7 +98,7 @@ func newAPIKeys(cfg []APIKey) (apiKeys, []error) {
 		d := sha256.Sum256([]byte(k.Key))
 		if j, dup := first[d]; dup {
 			// Two subjects for one key would make the caller ambiguous.
-			errs = append(errs, fmt.Errorf("%s.key: same key as identity.api_keys[%d]", field, j))
+			errs = append(errs, &ConfigError{Key: field + ".key", Msg: fmt.Sprintf("same key as identity.api_keys[%d]", j), Fix: "give every identity its own key"})
 			continue
 		}
 		first[d] = i

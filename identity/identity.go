@@ -7,7 +7,6 @@
 package identity
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -60,29 +59,28 @@ type Authenticator struct {
 // block at 1 MiB, which is too much to hand to a JWT parser per request.
 const maxTokenLen = 16 << 10
 
-// New validates cfg and returns an Authenticator. Every problem is reported
-// (joined) with the config key that has it, e.g.
+// New validates cfg and returns an Authenticator. Every problem Check finds
+// is reported (joined) with the config key that has it, e.g.
 // "identity.api_keys[1].key: empty". With a JWKS URL, New fetches the key set
 // once and fails if it cannot.
 func New(cfg Config) (*Authenticator, error) {
-	keys, errs := newAPIKeys(cfg.APIKeys)
+	// Only build the verifier (which may fetch a JWKS) when the config is
+	// sound, so one bad key does not cost a network trip.
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	keys, _ := newAPIKeys(cfg.APIKeys)
 	a := &Authenticator{keys: keys, anonymous: cfg.Anonymous}
 	if cfg.JWT != nil {
 		logger := cfg.Logger
 		if logger == nil {
 			logger = slog.Default()
 		}
-		// Only build the verifier (which may fetch a JWKS) when the rest of
-		// the config is sound, so one bad key does not cost a network trip.
-		if v, err := newJWTVerifier(*cfg.JWT, logger, len(errs) == 0); err != nil {
-			errs = append(errs, err)
-		} else {
-			a.jwt = v
+		v, err := newJWTVerifier(*cfg.JWT, logger)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if len(errs) > 0 {
-		a.Close()
-		return nil, errors.Join(errs...)
+		a.jwt = v
 	}
 	return a, nil
 }

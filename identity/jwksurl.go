@@ -44,11 +44,8 @@ type remoteKeys struct {
 // wrong URL or a bad set fails at start rather than on the first token.
 func newRemoteKeys(rawURL string, client *http.Client, logger *slog.Logger) (*remoteKeys, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %w", err)
-	}
-	if u.Scheme != "https" || u.Host == "" {
-		// Keys fetched in clear text could be swapped by anyone on the path.
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		// Check refuses it first; this is the last line.
 		return nil, errors.New("must be an https:// URL")
 	}
 	if client == nil {

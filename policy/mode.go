@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Permission modes (SPEC.md §6.5). A mode is applied after the rules; none
 // ever overrides a deny.
@@ -11,14 +14,11 @@ const (
 	ModeBypass  = "bypass"   // a remaining ask becomes allow, unless a reason is must_ask
 )
 
+// Modes returns the names of the permission modes, the default first.
+func Modes() []string { return []string{ModeDefault, ModeDontAsk, ModePlan, ModeBypass} }
+
 // ValidMode reports whether m names a permission mode ("" means default).
-func ValidMode(m string) bool {
-	switch m {
-	case "", ModeDefault, ModeDontAsk, ModePlan, ModeBypass:
-		return true
-	}
-	return false
-}
+func ValidMode(m string) bool { return m == "" || slices.Contains(Modes(), m) }
 
 // applyMode turns d into what mode makes of it.
 func applyMode(d Decision, mode string) (Decision, error) {

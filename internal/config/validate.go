@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // FieldError is one problem with one key. Key is the key path as written in
@@ -26,10 +30,6 @@ func (e *FieldError) Error() string {
 	}
 	return e.Key + ": " + e.Msg + " (" + e.Fix + ")"
 }
-
-// minSecretBytes is the shortest approvals.secret accepted: an HMAC key
-// should be at least as long as the SHA-256 output it keys.
-const minSecretBytes = 32
 
 var upstreamName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
@@ -167,50 +167,36 @@ func (v *validator) upstreams(us []Upstream) {
 }
 
 func (v *validator) identity(id *Identity) {
-	keys := map[string]string{}
-	for i, k := range id.APIKeys {
-		at := fmt.Sprintf("identity.api_keys[%d]", i)
-		switch {
-		case k.Key == "":
-			v.add(at+".key", "is empty", "set the bearer key, e.g. key: ${AGENT_KEY}")
-		case keys[k.Key.Reveal()] != "":
-			v.add(at+".key", "is the same key as "+keys[k.Key.Reveal()]+".key", "give every identity its own key")
-		default:
-			keys[k.Key.Reveal()] = at
+	// The keys and the JWT settings are the identity package's to judge:
+	// what it refuses at start is refused here, in its words.
+	for _, err := range unjoin(id.Options().Check()) {
+		if ce, ok := err.(*identity.ConfigError); ok {
+			v.add(ce.Key, ce.Msg, ce.Fix)
+			continue
 		}
-		if k.Subject == "" {
-			v.add(at+".subject", "is empty", "say who holds this key, e.g. subject: agent-42")
-		}
-	}
-	if j := id.JWT; j != nil {
-		switch {
-		case j.JWKSFile == "" && j.JWKSURL == "":
-			v.add("identity.jwt", "has no signing keys", "set jwks_file or jwks_url")
-		case j.JWKSFile != "" && j.JWKSURL != "":
-			v.add("identity.jwt", "sets both jwks_file and jwks_url", "keep one of them")
-		case j.JWKSURL != "":
-			v.httpURL("identity.jwt.jwks_url", j.JWKSURL)
-		}
-		if j.Issuer == "" {
-			v.add("identity.jwt.issuer", "is empty", "set the iss value the tokens must carry")
-		}
-		if len(j.Audience) == 0 {
-			v.add("identity.jwt.audience", "is empty", "list at least one aud value the tokens must carry")
-		}
-		if j.Leeway < 0 {
-			v.add("identity.jwt.leeway", "is negative", "write a duration such as 30s")
-		}
+		v.add("identity", err.Error(), "")
 	}
 	if len(id.APIKeys) == 0 && id.JWT == nil && !id.Anonymous {
 		v.add("identity", "every call would be refused with 401", "add identity.api_keys or identity.jwt, or set identity.anonymous: true")
 	}
 }
 
+// unjoin returns the errors joined in err, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 func (v *validator) policy(p *Policy) {
 	if p.Dir == "" && p.RulesFile == "" {
 		v.add("policy", "no policy is configured", "set policy.dir to a directory of .rego files, or policy.rules_file to a rules table")
 	}
-	v.oneOf("policy.mode", p.Mode, "default", "dont_ask", "plan", "bypass")
+	v.oneOf("policy.mode", p.Mode, policy.Modes()...)
 	v.oneOf("policy.default", p.Default, "deny", "ask")
 }
 
@@ -272,8 +258,8 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
 	switch {
 	case a.Secret == "":
 		v.add("approvals.secret", "is not set", "generate one with: openssl rand -base64 48")
-	case len(a.Secret) < minSecretBytes:
-		v.add("approvals.secret", fmt.Sprintf("is shorter than %d bytes", minSecretBytes), "generate one with: openssl rand -base64 48")
+	case len(a.Secret) < approvals.MinSecretBytes:
+		v.add("approvals.secret", fmt.Sprintf("is shorter than %d bytes", approvals.MinSecretBytes), "generate one with: openssl rand -base64 48")
 	}
 
 	agentKeys := map[string]string{}

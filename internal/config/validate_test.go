@@ -86,10 +86,15 @@ func TestValidate(t *testing.T) {
 		{"api key empty", func(c *Config) { c.Identity.APIKeys[0].Key = "" }, []string{"identity.api_keys[0].key"}},
 		{"api key subject empty", func(c *Config) { c.Identity.APIKeys[0].Subject = "" }, []string{"identity.api_keys[0].subject"}},
 		{"api key repeated", func(c *Config) { c.Identity.APIKeys[1].Key = testAgentKey }, []string{"identity.api_keys[1].key"}},
-		{"jwt without keys", func(c *Config) { c.Identity.JWT.JWKSURL = "" }, []string{"identity.jwt"}},
-		{"jwt with both key sources", func(c *Config) { c.Identity.JWT.JWKSFile = "/etc/jwks.json" }, []string{"identity.jwt"}},
+		{"api key with a trailing newline", func(c *Config) { c.Identity.APIKeys[0].Key += "\n" }, []string{"identity.api_keys[0].key"}},
+		{"api key subject reserved", func(c *Config) { c.Identity.APIKeys[0].Subject = "anonymous" }, []string{"identity.api_keys[0].subject"}},
+		{"api key group empty", func(c *Config) { c.Identity.APIKeys[0].Groups = []string{""} }, []string{"identity.api_keys[0].groups[0]"}},
+		{"jwt without keys", func(c *Config) { c.Identity.JWT.JWKSURL = "" }, []string{"identity.jwt.jwks_file"}},
+		{"jwt with both key sources", func(c *Config) { c.Identity.JWT.JWKSFile = "/etc/jwks.json" }, []string{"identity.jwt.jwks_url"}},
 		{"jwt jwks_file alone is fine", func(c *Config) { c.Identity.JWT.JWKSURL, c.Identity.JWT.JWKSFile = "", "jwks.json" }, nil},
 		{"jwt jwks_url not http", func(c *Config) { c.Identity.JWT.JWKSURL = "file:///etc/jwks.json" }, []string{"identity.jwt.jwks_url"}},
+		{"jwt jwks_url in clear text", func(c *Config) { c.Identity.JWT.JWKSURL = "http://idp.example.com/jwks" }, []string{"identity.jwt.jwks_url"}},
+		{"jwt audience entry empty", func(c *Config) { c.Identity.JWT.Audience = []string{"toolgate", ""} }, []string{"identity.jwt.audience[1]"}},
 		{"jwt issuer empty", func(c *Config) { c.Identity.JWT.Issuer = "" }, []string{"identity.jwt.issuer"}},
 		{"jwt audience empty", func(c *Config) { c.Identity.JWT.Audience = nil }, []string{"identity.jwt.audience"}},
 		{"jwt leeway negative", func(c *Config) { c.Identity.JWT.Leeway = -1 }, []string{"identity.jwt.leeway"}},
@@ -186,6 +191,10 @@ func TestValidate_Messages(t *testing.T) {
 		{
 			"agent key as approver key", func(c *Config) { c.Approvals.Approvers[0].Key = testAgentKey },
 			"approvals.approvers[0].key: is the same key as identity.api_keys[0].key (an agent must never be able to approve its own calls; give the approver a different key)",
+		},
+		{
+			"jwks over http", func(c *Config) { c.Identity.JWT.JWKSURL = "http://idp.example.com/jwks" },
+			"identity.jwt.jwks_url: must be an https:// URL (write it like https://idp.example.com/.well-known/jwks.json)",
 		},
 		{
 			"enumeration", func(c *Config) { c.Policy.Mode = "yolo" },
