@@ -18,7 +18,7 @@ type ceEvent struct {
 	Data            ceData `json:"data"`
 }
 
-// ceData is the event's data. The fields SPEC.md §5 lists are always
+// ceData is the event's data. The fields docs/http-api.md lists are always
 // present on a requested event (null or "" when unknown) so receivers need
 // not guess; approval_url is left out of a resolved event, where the link
 // no longer decides anything, and the outcome fields appear only there.

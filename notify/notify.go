@@ -1,13 +1,13 @@
 // Package notify announces parked calls to webhooks: a CloudEvents 1.0
 // event, a Slack Block Kit message or a Microsoft Teams Adaptive Card, each
-// optionally signed the Standard Webhooks way (SPEC.md §5 "Notifications").
+// optionally signed the Standard Webhooks way (docs/http-api.md, notifications).
 //
 // It never delays or changes a decision. [Notifier.Notify] only enqueues;
 // one goroutine per target delivers in order, retrying with backoff for a
 // bounded time, and a full queue drops the event (counted) rather than
 // block the caller. A lost notification costs an approver a message, not
 // safety: the call stays listed on the approvals page and API, and expires
-// fail-closed if nobody decides (SPEC.md §7.1, SECURITY.md R03).
+// fail-closed if nobody decides (docs/parked-calls.md, expiry; SECURITY.md R03).
 //
 // What it does not do: it decides nothing, receives no Slack or Teams
 // interactions (every button is a link to the approval page, where the
@@ -89,11 +89,11 @@ type Event struct {
 }
 
 // id is the event's CloudEvents id and Standard Webhooks webhook-id. The
-// requested event's id is the call ID (SPEC.md §5); the resolved event
-// needs another one because CloudEvents ids are unique per source, so it
-// is "<call id>.resolved". Both are derived, not random, so a duplicate
-// announcement of the same event (two replicas, SECURITY.md R04) carries
-// the same id and a receiver can deduplicate on it.
+// requested event's id is the call ID (docs/http-api.md, notifications); the
+// resolved event needs another one because CloudEvents ids are unique per
+// source, so it is "<call id>.resolved". Both are derived, not random, so a
+// duplicate announcement of the same event (two replicas, SECURITY.md R04)
+// carries the same id and a receiver can deduplicate on it.
 func (e *Event) id() string {
 	if e.Type == TypeResolved {
 		return e.CallID + ".resolved"

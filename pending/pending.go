@@ -1,5 +1,5 @@
 // Package pending keeps parked calls: tool calls a policy answered "ask",
-// waiting for a human, and what became of them (SPEC.md §7). It knows
+// waiting for a human, and what became of them (docs/parked-calls.md). It knows
 // nothing of HTTP, Rego or approval links: a call's request and display
 // information are opaque bytes to it.
 //

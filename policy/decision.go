@@ -92,7 +92,7 @@ func (d Decision) RuleIDs() []string {
 	return out
 }
 
-// MarshalJSON writes the decision as SPEC.md §6.2 shows it:
+// MarshalJSON writes the decision as docs/policy.md (rules and decision) shows it:
 // {"action", "reasons": [messages], "rule_ids": [ids]}.
 func (d Decision) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {

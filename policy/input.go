@@ -25,8 +25,8 @@ const (
 	PhaseList = "list" // the tool is being listed (MCP tools/list)
 )
 
-// Input is the policy input document (SPEC.md §6.1). Its JSON form is what
-// Rego sees as input.
+// Input is the policy input document (docs/policy.md, the input
+// document). Its JSON form is what Rego sees as input.
 type Input struct {
 	CallID   string    `json:"call_id"`
 	Kind     string    `json:"kind"`

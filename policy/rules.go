@@ -11,8 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Rule is one row of the rules table (SPEC.md §6.3). Tool and Target are an
-// exact name, "*" (every call of the tool, with or without a target), or a
+// Rule is one row of the rules table (docs/policy.md, the rules table).
+// Tool and Target are an exact name, "*" (every call of the tool, with or without a target), or a
 // glob ("notes/*" matches one path segment, "src/**" any depth). An exact
 // name matches only itself: "notes.txt" does not match "notes.txt.bak".
 type Rule struct {

@@ -1,9 +1,9 @@
-// Package notes is the example tool server of toolgate's quickstart (SPEC.md
-// §9): three tools, read_file, write_note and delete_file, over a small
-// in-memory file set that holds a book, a draft note and a secret. The
-// shipped example policy (rego/example) guards exactly these tools and files,
-// so the quickstart, the tests and docker-compose can show allow, ask and
-// deny on something real.
+// Package notes is the example tool server of toolgate's quickstart: three
+// tools, read_file, write_note and delete_file, over a small in-memory file
+// set that holds a book, a draft note and a secret. The shipped example
+// policy (rego/example) guards exactly these tools and files, so the
+// quickstart, the tests and docker-compose can show allow, ask and deny on
+// something real.
 //
 // The file set ([Files]) is separate from its REST front ([NewHandler]) so
 // that other fronts (MCP) can serve the same files. The package keeps no

@@ -6,9 +6,10 @@ package config
 
 import "time"
 
-// Config is the whole configuration file (SPEC.md §3). Field tags are the YAML
-// keys; an environment variable TOOLGATE_<KEY_PATH> overrides a key, with "_"
-// between levels (TOOLGATE_PENDING_REDIS_URL overrides pending.redis_url).
+// Config is the whole configuration file (docs/configuration.md). Field tags
+// are the YAML keys; an environment variable TOOLGATE_<KEY_PATH> overrides a
+// key, with "_" between levels (TOOLGATE_PENDING_REDIS_URL overrides
+// pending.redis_url).
 type Config struct {
 	Listen        Listen     `koanf:"listen"`
 	PublicURL     string     `koanf:"public_url"`

@@ -10,7 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// specExample is the file of SPEC.md §3, comments and all.
+// specExample is a commented configuration file that sets the documented keys
+// (docs/configuration.md).
 const specExample = `
 listen:
   proxy: 127.0.0.1:8080        # agents send tool calls here

@@ -9,7 +9,7 @@ import (
 )
 
 // TestEnvNames pins the mapping from variable names to keys for the keys
-// that SPEC.md and the README name, and the list entry forms.
+// that docs/configuration.md and the README name, and the list entry forms.
 func TestEnvNames(t *testing.T) {
 	ix := envNames()
 	for name, path := range map[string]string{

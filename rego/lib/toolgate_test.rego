@@ -2,7 +2,8 @@ package toolgate.lib_test
 
 import data.toolgate.lib
 
-# The seed table of SPEC.md §6.3, as toolgate serves it.
+# A seed table (allow Read, deny Read of secrets.txt, ask for every Write) with
+# glob and exact-name rows, as toolgate serves it (tool_glob and target_glob set).
 seed := [
 	{"id": "r1", "effect": "allow", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false},
 	{"id": "r2", "effect": "deny", "tool": "Read", "target": "secrets.txt", "tool_glob": false, "target_glob": false},
