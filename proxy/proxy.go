@@ -166,34 +166,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	seen := map[string]bool{}
 	for _, u := range cfg.Upstreams {
-		if u.Prefix == "" {
-			u.Prefix = "/"
-		}
-		if !prefixPattern.MatchString(u.Prefix) {
-			return nil, fmt.Errorf("proxy: upstream %s: prefix %q must start and end with / and hold only letters, digits and ._~-", u.Name, u.Prefix)
+		if err := u.withDefaults(); err != nil {
+			return nil, err
 		}
 		if seen[u.Prefix] {
 			return nil, fmt.Errorf("proxy: upstream %s: prefix %q is used twice", u.Name, u.Prefix)
 		}
 		seen[u.Prefix] = true
-		if u.URL == nil || u.URL.Host == "" || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
-			return nil, fmt.Errorf("proxy: upstream %s: url must be absolute http(s)", u.Name)
-		}
-		if u.Protocol == "" {
-			u.Protocol = policy.KindREST
-		}
-		if u.Protocol != policy.KindREST && u.Protocol != policy.KindMCP {
-			return nil, fmt.Errorf("proxy: upstream %s: protocol %q is not supported (rest, mcp)", u.Name, u.Protocol)
-		}
-		if u.MCPPath == "" {
-			u.MCPPath = "/mcp"
-		}
-		if u.TargetArgs == nil {
-			u.TargetArgs = policy.DefaultTargetArgs
-		}
-		if u.Timeout <= 0 {
-			u.Timeout = 60 * time.Second
-		}
 		s.upstreams = append(s.upstreams, s.newUpstream(u))
 	}
 	slices.SortFunc(s.upstreams, func(a, b *upstream) int { return len(b.Prefix) - len(a.Prefix) })
@@ -201,6 +180,45 @@ func New(cfg Config) (*Server, error) {
 		cfg.serverHook(s)
 	}
 	return s, nil
+}
+
+// CheckPrefix reports whether p can be an upstream's path prefix: it starts
+// and ends with / and its segments hold only unreserved characters, so it
+// is spelled the same in the raw and the decoded path.
+func CheckPrefix(p string) error {
+	if !prefixPattern.MatchString(p) {
+		return fmt.Errorf("prefix %q must start and end with / and hold only letters, digits and ._~-", p)
+	}
+	return nil
+}
+
+// withDefaults checks u and fills in its defaults.
+func (u *Upstream) withDefaults() error {
+	if u.Prefix == "" {
+		u.Prefix = "/"
+	}
+	if err := CheckPrefix(u.Prefix); err != nil {
+		return fmt.Errorf("proxy: upstream %s: %w", u.Name, err)
+	}
+	if u.URL == nil || u.URL.Host == "" || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
+		return fmt.Errorf("proxy: upstream %s: url must be absolute http(s)", u.Name)
+	}
+	if u.Protocol == "" {
+		u.Protocol = policy.KindREST
+	}
+	if u.Protocol != policy.KindREST && u.Protocol != policy.KindMCP {
+		return fmt.Errorf("proxy: upstream %s: protocol %q is not supported (rest, mcp)", u.Name, u.Protocol)
+	}
+	if u.MCPPath == "" {
+		u.MCPPath = "/mcp"
+	}
+	if u.TargetArgs == nil {
+		u.TargetArgs = policy.DefaultTargetArgs
+	}
+	if u.Timeout <= 0 {
+		u.Timeout = 60 * time.Second
+	}
+	return nil
 }
 
 // Drain makes the proxy refuse new calls with 503 (SIGTERM: readiness turns

@@ -1,0 +1,120 @@
+package pending
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
+	var ms []*memCall
+	for id := range s.calls {
+		if m := s.lookup(id, now); m != nil && m.c.State == st && keep(m) {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *memCall) int {
+		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.seq, b.seq))
+	})
+	var out []Call
+	for _, m := range ms[:min(len(ms), max(limit, 0))] {
+		out = append(out, m.c.clone())
+	}
+	return out
+}
+
+// lookup returns the call, or nil when there is none or its retention has
+// passed (then it is forgotten now). s.mu is held.
+func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
+	m := s.calls[id]
+	if m == nil {
+		return nil
+	}
+	if !now.Before(m.dropAt) {
+		delete(s.calls, id)
+		s.unattach(m)
+		close(m.changed) // waiters wake and find it gone
+		return nil
+	}
+	return m
+}
+
+// move is the one place a call changes state. s.mu is held.
+func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
+	m.c.State = to
+	m.since = now
+	s.seq++
+	m.seq = s.seq
+	switch {
+	case to == Executing:
+		m.dropAt = later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL)
+	case to.Terminal():
+		m.dropAt = now.Add(s.resultTTL)
+		if to != Executed {
+			s.unattach(m)
+		}
+	}
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// expireIfDue moves a call past its deadline to Expired (waiting,
+// approved) or Unknown (executing), and reports whether it did.
+func (s *MemoryStore) expireIfDue(m *memCall, now time.Time) bool {
+	to := overdue(m.c, now)
+	if to == "" {
+		return false
+	}
+	s.move(m, to, now)
+	return true
+}
+
+func (s *MemoryStore) unattach(m *memCall) {
+	if k := m.c.AttachKey; k != "" && s.attach[k] == m.c.ID {
+		delete(s.attach, k)
+	}
+}
+
+// overdue returns the state a call past its deadline moves to, or "".
+func overdue(c Call, now time.Time) State {
+	switch c.State {
+	case Waiting, Approved:
+		if !now.Before(c.ExpiresAt) {
+			return Expired
+		}
+	case Executing:
+		if !now.Before(c.LeaseUntil) {
+			return Unknown
+		}
+	}
+	return ""
+}
+
+// deadline is the time a live call becomes overdue.
+func deadline(c Call) time.Time {
+	if c.State == Executing {
+		return c.LeaseUntil
+	}
+	return c.ExpiresAt
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// inState returns the live call id when it is in state want; a missing
+// call is ErrNotFound, one past its deadline (moved to expired or unknown
+// here) or in another state a *StateError. The caller holds s.mu.
+func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, error) {
+	m := s.lookup(id, now)
+	if m == nil {
+		return nil, notFound(id)
+	}
+	if s.expireIfDue(m, now) || m.c.State != want {
+		return nil, &StateError{Call: m.c.clone()}
+	}
+	return m, nil
+}

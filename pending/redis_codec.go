@@ -1,0 +1,135 @@
+package pending
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// reply splits a per-call script's reply into its code and call.
+func reply(id string, v []any) (code string, c Call, err error) {
+	if len(v) == 0 {
+		return "", Call{}, errors.New("pending: empty reply from Redis")
+	}
+	code, _ = v[0].(string)
+	if len(v) > 2 {
+		id, _ = v[2].(string) // attached: the call that was found
+	}
+	if len(v) > 1 {
+		c, err = decodeFlat(id, v[1])
+	}
+	return code, c, err
+}
+
+// decodeFlat decodes an HGETALL reply (field, value, …) returned by a
+// script.
+func decodeFlat(id string, v any) (Call, error) {
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return Call{}, fmt.Errorf("pending: unexpected call encoding %T", v)
+	}
+	return decodeCall(id, func(yield func(string, string) bool) {
+		for i := 0; i < len(flat); i += 2 {
+			f, _ := flat[i].(string)
+			v, _ := flat[i+1].(string)
+			if !yield(f, v) {
+				return
+			}
+		}
+	})
+}
+
+// decodeList decodes a reply {id, call, id, call, …}.
+func decodeList(v []any) ([]Call, error) {
+	if len(v)%2 != 0 {
+		return nil, errors.New("pending: unexpected list reply")
+	}
+	var out []Call
+	for i := 0; i < len(v); i += 2 {
+		id, _ := v[i].(string)
+		c, err := decodeFlat(id, v[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// decodeCall builds a call from its hash fields (see redis_scripts.go).
+func decodeCall(id string, fields func(yield func(field, value string) bool)) (Call, error) {
+	c := Call{ID: id}
+	var res Result
+	hasResult := false
+	var err error
+	ms := func(v string) time.Time {
+		n, e := strconv.ParseInt(v, 10, 64)
+		err = cmpErr(err, e)
+		return time.UnixMilli(n)
+	}
+	for f, v := range fields {
+		switch f {
+		case "st":
+			c.State = State(v)
+		case "ak":
+			c.AttachKey = v
+		case "ad":
+			c.ArgsDigest = v
+		case "sb":
+			c.Subject = v
+		case "up":
+			c.Upstream = v
+		case "tl":
+			c.Tool = v
+		case "rq":
+			c.Request = []byte(v)
+		case "rd":
+			c.RequestDigest = v
+		case "in":
+			c.Info = []byte(v)
+		case "ca":
+			c.CreatedAt = ms(v)
+		case "ea":
+			c.ExpiresAt = ms(v)
+		case "by":
+			c.DecidedBy = v
+		case "cm":
+			c.Comment = v
+		case "da":
+			c.DecidedAt = ms(v)
+		case "fe":
+			n, e := strconv.ParseInt(v, 10, 64)
+			c.Fence, err = n, cmpErr(err, e)
+		case "lu":
+			c.LeaseUntil = ms(v)
+		case "rs":
+			n, e := strconv.Atoi(v)
+			res.Status, hasResult, err = n, true, cmpErr(err, e)
+		case "rh":
+			err = cmpErr(err, json.Unmarshal([]byte(v), &res.Header))
+		case "rb":
+			res.Body = []byte(v)
+		case "rt":
+			res.Truncated = v == "1"
+		case "dl":
+			c.Delivered = v == "1"
+		}
+	}
+	if err != nil {
+		return Call{}, fmt.Errorf("pending: decoding call %s: %w", id, err)
+	}
+	if hasResult {
+		c.Result = &res
+	}
+	return c, nil
+}
+
+// cmpErr keeps the first error.
+func cmpErr(old, e error) error {
+	if old != nil {
+		return old
+	}
+	return e
+}

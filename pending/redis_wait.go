@@ -1,0 +1,157 @@
+package pending
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Wait implements [Store.Wait]. A waiter is woken by the store's one shared
+// pub/sub subscription (every transition publishes the call's ID), and also
+// re-reads the call every PollInterval, because pub/sub loses what is
+// published while the subscriber reconnects or sits on a demoted node
+// (R12): a lost message costs at most one poll interval, never a missed
+// approval. A waiter holds no pool connection while it waits (R18). Redis
+// errors while waiting are not returned (the next poll tries again, R05);
+// a call that vanished (Redis restarted empty, R08) gives ErrNotFound.
+func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, error) {
+	wake := make(chan struct{}, 1)
+	s.addWaiter(id, wake) // before reading, so no wake-up falls in between
+	defer s.removeWaiter(id, wake)
+
+	c, err := s.Get(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			return c, ctx.Err()
+		}
+		return c, err
+	}
+	poll := time.NewTimer(s.pollDelay())
+	defer poll.Stop()
+	for c.State == from {
+		viaPoll := false
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-wake:
+		case <-poll.C:
+			viaPoll = true
+			poll.Reset(s.pollDelay())
+		}
+		// The state alone first: a waiter polls twice a second, and the
+		// whole call (its request, its result) is read only once it moved.
+		st, err := s.rdb.HGet(ctx, s.callKey(id), "st").Result()
+		if err == nil && State(st) == from {
+			continue
+		}
+		if errors.Is(err, redis.Nil) {
+			err = ErrNotFound
+		}
+		now := c
+		if err == nil {
+			now, err = s.Get(ctx, id)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return c, ctx.Err()
+		case errors.Is(err, ErrNotFound):
+			return c, err
+		case err != nil:
+			continue // Redis is away: keep waiting, the next poll re-reads
+		}
+		c = now
+		if c.State != from {
+			if viaPoll {
+				s.viaPoll.Add(1)
+			} else {
+				s.viaPubSub.Add(1)
+			}
+		}
+	}
+	return c, nil
+}
+
+// WakeupsViaPubSub counts the Wait calls that saw their change through a
+// pub/sub message.
+func (s *RedisStore) WakeupsViaPubSub() uint64 { return s.viaPubSub.Load() }
+
+// WakeupsViaPoll counts the Wait calls that saw their change only by
+// polling: pub/sub missed it (or was slower than the poll).
+func (s *RedisStore) WakeupsViaPoll() uint64 { return s.viaPoll.Load() }
+
+// pollDelay spreads the polls of many waiters (up to a quarter shorter
+// than the interval, never longer).
+func (s *RedisStore) pollDelay() time.Duration {
+	if j := s.poll / 4; j > 0 {
+		return s.poll - mrand.N(j)
+	}
+	return s.poll
+}
+
+func (s *RedisStore) addWaiter(id string, wake chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiters[id] == nil {
+		s.waiters[id] = make(map[chan struct{}]struct{})
+	}
+	s.waiters[id][wake] = struct{}{}
+	if s.sub == nil && !s.closed {
+		ctx, stop := context.WithCancel(context.Background())
+		s.sub = &subscription{stop: stop, done: make(chan struct{})}
+		go s.listen(ctx, s.sub.done)
+	}
+}
+
+func (s *RedisStore) removeWaiter(id string, wake chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waiters[id], wake)
+	if len(s.waiters[id]) == 0 {
+		delete(s.waiters, id)
+	}
+}
+
+// listen holds the store's one subscription and fans its messages out to
+// the waiters of each call. go-redis reconnects and resubscribes by itself
+// (and pings to notice a dead connection); what is published meanwhile is
+// lost, which polling covers.
+func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	ps := s.rdb.Subscribe(ctx, s.channel)
+	defer ps.Close()
+	msgs := ps.Channel(redis.WithChannelSize(1024))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			s.notify(m.Payload)
+		}
+	}
+}
+
+func (s *RedisStore) notify(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for wake := range s.waiters[id] {
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// nonce identifies one write, so that its retry can be recognised.
+func nonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go ≥ 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
