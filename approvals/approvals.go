@@ -1,5 +1,5 @@
 // Package approvals is the approvals listener: where humans (through signed
-// links) and bots (through the JSON API) decide parked calls (SPEC.md §5).
+// links) and bots (through the JSON API) decide parked calls (docs/http-api.md, approvals listener).
 //
 // It decides calls only through [pending.Store.Decide], so the store's
 // "first decision wins" is the only arbiter; it never forwards anything

@@ -11,7 +11,7 @@ import (
 )
 
 // DecisionLogger receives the record of every decided call: the decision
-// log (SPEC.md §8). It is called on every call's path, so it must not
+// log (README, decision logs). It is called on every call's path, so it must not
 // block; masking, encoding and writing are the implementation's, off that
 // path. cmd/toolgate wires OPA's decision-log plugin behind it.
 type DecisionLogger interface {

@@ -22,7 +22,7 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// fuzzToolName is SPEC.md §4.1's tool name grammar, written out again here
+// fuzzToolName is the tool name grammar (docs/http-api.md, REST tool calls), written out again here
 // so the fuzzer does not trust the proxy's own copy.
 var fuzzToolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 
@@ -178,7 +178,7 @@ func fuzzGzip(s string) []byte {
 // FuzzToolCall drives the whole proxy handler with fuzzed paths, Content-Type
 // and Content-Encoding headers (several values: one per line) and bodies,
 // and checks what reaches the upstream against what the policy saw
-// (SECURITY.md INV-1, INV-2, INV-4; SPEC.md §4.1).
+// (SECURITY.md INV-1, INV-2, INV-4; docs/http-api.md, refused before the policy runs).
 func FuzzToolCall(f *testing.F) {
 	const ct = "application/json"
 	gz := fuzzGzip

@@ -124,7 +124,7 @@ func jwtTestJSON(t *testing.T, claims map[string]any) map[string]any {
 }
 
 // TestJWTSubjectReachesPolicy runs a real JWT Authenticator in the proxy
-// (SPEC.md §3 identity, §6.1 subject): a verified token's subject, groups
+// (docs/configuration.md, identity; docs/policy.md, the input document): a verified token's subject, groups
 // and claims are what the policy sees, the credential is not forwarded, a
 // bad token is 401 before the policy or the upstream is reached, and no
 // header or argument can change the subject.

@@ -21,7 +21,7 @@ import (
 const fuzzMCPPath = "/mcp"
 
 // newFuzzMCPProxy is one toolgate in front of one recording MCP upstream
-// (SPEC.md §4.4), reused by every fuzz iteration; its decider allows
+// (docs/http-api.md, MCP upstreams), reused by every fuzz iteration; its decider allows
 // everything and remembers what it decided on.
 func newFuzzMCPProxy(f *testing.F) *fuzzProxy {
 	f.Helper()
@@ -135,7 +135,7 @@ func fuzzArgs(v any, has bool) (map[string]any, bool) {
 // FuzzMCPMessage POSTs fuzzed JSON-RPC messages, with fuzzed Mcp-Method,
 // Mcp-Name and Mcp-Protocol-Version headers (several values: one per line),
 // to an MCP upstream's mcp_path, and checks that what reaches the upstream
-// is what the policy evaluated (SPEC.md §4.4; SECURITY.md §1 B and E,
+// is what the policy evaluated (docs/http-api.md, MCP upstreams; SECURITY.md §1 B and E,
 // INV-1, INV-2, INV-4).
 func FuzzMCPMessage(f *testing.F) {
 	const (
@@ -337,7 +337,7 @@ func FuzzMCPMessage(f *testing.F) {
 		switch msg := msg.(type) {
 		case []any:
 			// (c) A batch holding a tools/call, however deeply, is refused
-			// whole (SPEC.md §4.4).
+			// whole.
 			if fuzzHidesToolCall(msg) {
 				t.Fatalf("a batch holding a tools/call reached the upstream: %s", body)
 			}

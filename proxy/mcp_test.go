@@ -26,7 +26,7 @@ import (
 	shipped "github.com/toolgate/toolgate/rego"
 )
 
-// The MCP tests (SPEC.md §4.4) put toolgate between a real go-sdk MCP
+// The MCP tests (docs/http-api.md, MCP upstreams) put toolgate between a real go-sdk MCP
 // client and a real go-sdk MCP server, decided by the real policy engine.
 // Every SDK call runs under a 5s context so that a broken proxy fails a
 // test with what was received instead of hanging it.
@@ -584,8 +584,8 @@ func TestMCPPlumbing(t *testing.T) {
 	}
 }
 
-// TestMCPToolsListFiltered: tools/list is filtered per caller (SPEC.md
-// §4.4): delete_file, denied by a whole-tool deny row (target "*"), can
+// TestMCPToolsListFiltered: tools/list is filtered per caller
+// (docs/policy.md, the list phase): delete_file, denied by a whole-tool deny row (target "*"), can
 // never run and is hidden; read_file (denied only for .env), echo and
 // write_note (ask) stay listed.
 func TestMCPToolsListFiltered(t *testing.T) {
@@ -894,7 +894,7 @@ func TestMCPDuplicateKeys(t *testing.T) {
 }
 
 // TestMCPBadToolName: a tools/call whose params.name fails the tool-name
-// grammar (SPEC.md §4.1) is refused and reaches nothing.
+// grammar is refused and reaches nothing.
 func TestMCPBadToolName(t *testing.T) {
 	names := map[string]string{
 		"empty":        `""`,

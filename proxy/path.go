@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// toolName is the grammar of a tool name after routing (SPEC.md §4.1).
+// toolName is the grammar of a tool name after routing (docs/http-api.md, REST tool calls).
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 
 // checkPath refuses request paths that two HTTP stacks could read

@@ -79,7 +79,7 @@ type Config struct {
 	// Pending parks calls the policy answers "ask"; nil answers them 503.
 	Pending pending.Store
 	// Hold is how long an agent's request is held waiting for a decision
-	// (SPEC.md pending.hold); TTL how long a call waits before it expires.
+	// (pending.hold); TTL how long a call waits before it expires.
 	Hold, TTL time.Duration
 	// MaxResultBytes bounds a stored result's body.
 	MaxResultBytes int64

@@ -295,7 +295,7 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 	})
 }
 
-// TestBadInputsReachNothing covers every bad input of SPEC.md §4.1: each
+// TestBadInputsReachNothing covers every bad input of docs/http-api.md (refused before the policy runs): each
 // gets its status and the upstream receives nothing.
 func TestBadInputsReachNothing(t *testing.T) {
 	var decided int
