@@ -1,7 +1,6 @@
 package identity_test
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +10,9 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
-	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // jwksServer serves whatever JWKS was last set and counts the fetches.
@@ -53,20 +52,9 @@ func (s *jwksServer) config() identity.Config {
 	}
 }
 
-func keySet(t testing.TB, keys ...jwk.Key) []byte {
-	t.Helper()
-	set := jwk.NewSet()
-	for _, k := range keys {
-		if err := set.AddKey(k); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return must(json.Marshal(set))
-}
-
 func TestJWKSURL(t *testing.T) {
-	k1, k2, k3 := newSigningKeys(t), newSigningKeys(t), newSigningKeys(t)
-	srv := newJWKSServer(t, keySet(t, publicJWK(t, &k1.rsa.PublicKey, "k1", "RS256"), publicJWK(t, &k1.ec.PublicKey, "ec1", "")))
+	k1, k2, k3 := testkit.NewKeys(t), testkit.NewKeys(t), testkit.NewKeys(t)
+	srv := newJWKSServer(t, testkit.KeySet(t, testkit.PublicJWK(t, &k1.RSA.PublicKey, "k1", "RS256"), testkit.PublicJWK(t, &k1.EC.PublicKey, "ec1", "")))
 	a := newAuthenticator(t, srv.config())
 	if n := srv.fetches.Load(); n != 1 {
 		t.Errorf("fetches after New = %d, want 1", n)
@@ -83,22 +71,22 @@ func TestJWKSURL(t *testing.T) {
 			t.Errorf("Authenticate() = %+v, %v; want user-1", got, err)
 		}
 	}
-	check(sign(t, jwa.RS256(), k1.rsa, "k1", claims(), nil), "")
-	check(sign(t, jwa.ES256(), k1.ec, "ec1", claims(), nil), "")
+	check(testkit.Sign(t, jwa.RS256(), k1.RSA, "k1", claims(), nil), "")
+	check(testkit.Sign(t, jwa.ES256(), k1.EC, "ec1", claims(), nil), "")
 
 	// The issuer rotates to k2: the first token naming it fetches the set.
-	srv.set(keySet(t, publicJWK(t, &k2.rsa.PublicKey, "k2", "RS256")))
-	check(sign(t, jwa.RS256(), k2.rsa, "k2", claims(), nil), "")
+	srv.set(testkit.KeySet(t, testkit.PublicJWK(t, &k2.RSA.PublicKey, "k2", "RS256")))
+	check(testkit.Sign(t, jwa.RS256(), k2.RSA, "k2", claims(), nil), "")
 	if n := srv.fetches.Load(); n != 2 {
 		t.Errorf("fetches after rotation = %d, want 2", n)
 	}
-	check(sign(t, jwa.RS256(), k1.rsa, "k1", claims(), nil), "identity: jwt: unknown signing key")
+	check(testkit.Sign(t, jwa.RS256(), k1.RSA, "k1", claims(), nil), "identity: jwt: unknown signing key")
 
 	// Another unknown kid right away does not fetch again: forged kids must
 	// not turn into one fetch per request.
-	srv.set(keySet(t, publicJWK(t, &k3.rsa.PublicKey, "k3", "RS256")))
+	srv.set(testkit.KeySet(t, testkit.PublicJWK(t, &k3.RSA.PublicKey, "k3", "RS256")))
 	for range 3 {
-		check(sign(t, jwa.RS256(), k3.rsa, "k3", claims(), nil), "identity: jwt: unknown signing key")
+		check(testkit.Sign(t, jwa.RS256(), k3.RSA, "k3", claims(), nil), "identity: jwt: unknown signing key")
 	}
 	if n := srv.fetches.Load(); n != 2 {
 		t.Errorf("fetches after more unknown kids = %d, want 2", n)
@@ -113,7 +101,7 @@ func TestJWKSURL(t *testing.T) {
 }
 
 func TestJWKSURLRefused(t *testing.T) {
-	k := newSigningKeys(t)
+	k := testkit.NewKeys(t)
 	tests := []struct {
 		name   string
 		body   []byte
@@ -122,7 +110,7 @@ func TestJWKSURLRefused(t *testing.T) {
 	}{
 		{name: "server error", body: []byte(`oops`), status: http.StatusInternalServerError, want: "identity.jwt.jwks_url: fetching"},
 		{name: "not a JWKS", body: []byte(`<html>`), status: http.StatusOK, want: "identity.jwt.jwks_url: fetching"},
-		{name: "symmetric key", body: keySet(t, publicJWK(t, k.hmac, "h", "HS256")), status: http.StatusOK, want: "symmetric keys are not accepted from a JWKS URL"},
+		{name: "symmetric key", body: testkit.KeySet(t, testkit.PublicJWK(t, k.HMAC, "h", "HS256")), status: http.StatusOK, want: "symmetric keys are not accepted from a JWKS URL"},
 		{name: "no keys", body: []byte(`{"keys":[]}`), status: http.StatusOK, want: "no keys"},
 	}
 	for _, tt := range tests {
