@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // redisAddr returns a Redis to test against: $TOOLGATE_TEST_REDIS_ADDR if
@@ -27,15 +29,11 @@ func redisAddr(tb testing.TB) string {
 	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
 		return addr
 	}
-	skip := tb.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = tb.Fatalf
-	}
 	if testing.Short() {
-		skip("no TOOLGATE_TEST_REDIS_ADDR and -short: skipping Redis")
+		testkit.Unavailable(tb, "no TOOLGATE_TEST_REDIS_ADDR and -short: skipping Redis")
 	}
 	if err := dockerHealthy(); err != nil {
-		skip("no TOOLGATE_TEST_REDIS_ADDR and no Docker engine: %v", err)
+		testkit.Unavailable(tb, "no TOOLGATE_TEST_REDIS_ADDR and no Docker engine: %v", err)
 	}
 	ctr, err := testcontainers.Run(tb.Context(), "redis:7-alpine",
 		testcontainers.WithExposedPorts("6379/tcp"),
@@ -70,7 +68,14 @@ func dockerHealthy() (err error) {
 // newRedisClient returns a client of the test Redis, closed at the end.
 func newRedisClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr(tb), ContextTimeoutEnabled: true})
+	return dialRedis(tb, &redis.Options{Addr: redisAddr(tb)})
+}
+
+// dialRedis returns a client with opts, answering PING, closed at the end.
+func dialRedis(tb testing.TB, opts *redis.Options) *redis.Client {
+	tb.Helper()
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
 	tb.Cleanup(func() { rdb.Close() })
 	if err := rdb.Ping(tb.Context()).Err(); err != nil {
 		tb.Fatalf("test Redis: %v", err)
@@ -101,13 +106,23 @@ func newRedisStoreOn(tb testing.TB, rdb *redis.Client, opts Options) *RedisStore
 	return s
 }
 
-func newRedisStore(t *testing.T) (Store, func(time.Duration)) {
+// redisStores finds the test Redis once, for a whole contract test: with
+// no Redis the test skips (or, under CI=true, fails) as a whole, before any
+// subtest runs, instead of passing with every subtest skipped. The stores
+// it makes sleep to let time pass.
+func redisStores(t *testing.T) newStoreFunc {
 	t.Helper()
-	return newRedisStoreOn(t, newRedisClient(t), Options{ResultTTL: contractResultTTL}), time.Sleep
+	addr := redisAddr(t)
+	dialRedis(t, &redis.Options{Addr: addr})
+	return func(t *testing.T) (Store, func(time.Duration)) {
+		t.Helper()
+		rdb := dialRedis(t, &redis.Options{Addr: addr})
+		return newRedisStoreOn(t, rdb, Options{ResultTTL: contractResultTTL}), time.Sleep
+	}
 }
 
-func TestRedisStore(t *testing.T)     { testStore(t, newRedisStore) }
-func TestRedisStoreRace(t *testing.T) { testStoreRace(t, newRedisStore) }
+func TestRedisStore(t *testing.T)     { testStore(t, redisStores(t)) }
+func TestRedisStoreRace(t *testing.T) { testStoreRace(t, redisStores(t)) }
 
 // waitSubscribed waits until n clients listen on the store's channel.
 func waitSubscribed(t *testing.T, rdb *redis.Client, s *RedisStore, n int64) {
@@ -179,7 +194,20 @@ func TestRedisReplicasWake(t *testing.T) {
 // waiter still sees the approval by polling.
 func TestRedisPubSubCut(t *testing.T) {
 	const poll = 300 * time.Millisecond
-	rdb := newRedisClient(t)
+	addr := redisAddr(t)
+	// The Redis may be shared with other tests: the test cuts its own
+	// store's subscription only, found by the client name, and a bystander's
+	// subscription must survive the cut.
+	name := "toolgate-test-" + rand.Text()
+	rdb := dialRedis(t, &redis.Options{Addr: addr, ClientName: name})
+	bystander := dialRedis(t, &redis.Options{Addr: addr, ClientName: name + "-bystander"})
+	sub := bystander.Subscribe(t.Context(), "toolgate-test-bystander:"+rand.Text())
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	bystanderID := pubSubClientID(t, rdb, name+"-bystander")
+
 	s := newRedisStoreOn(t, rdb, Options{PollInterval: poll})
 	c := park(t, s, sampleCall(), long)
 	res := waitAsync(t, s, c.ID, Waiting)
@@ -189,14 +217,21 @@ func TestRedisPubSubCut(t *testing.T) {
 	// Kill the subscriber's connection and approve in one transaction, so
 	// that the message is published while nobody listens: go-redis
 	// reconnects and resubscribes, but that message is gone.
+	id := pubSubClientID(t, rdb, name)
 	pipe := rdb.TxPipeline()
-	pipe.ClientKillByFilter(t.Context(), "TYPE", "pubsub")
+	kill := pipe.ClientKillByFilter(t.Context(), "ID", strconv.FormatInt(id, 10), "TYPE", "pubsub")
 	fromWaitingScript.Eval(t.Context(), pipe, []string{s.callKey(c.ID)},
 		s.base, s.resultTTL.Milliseconds(), s.channel, c.ID, string(Approved), "alice", "", nonce())
 	if _, err := pipe.Exec(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	approvedAt := time.Now()
+	if n := kill.Val(); n != 1 {
+		t.Fatalf("CLIENT KILL closed %d connections, want the store's subscription", n)
+	}
+	if !hasClient(t, rdb, bystanderID) {
+		t.Errorf("the bystander's subscription (client %d) was cut too", bystanderID)
+	}
 	r := <-res
 	if r.err != nil || r.c.State != Approved {
 		t.Fatalf("Wait = %s, %v; want approved", r.c.State, r.err)
@@ -220,6 +255,55 @@ func TestRedisPubSubCut(t *testing.T) {
 	if s.WakeupsViaPubSub() != 1 {
 		t.Errorf("wake-ups via pub/sub after resubscribing: %d, want 1", s.WakeupsViaPubSub())
 	}
+}
+
+// clients returns CLIENT LIST TYPE typ as one map of fields per client.
+func clients(t *testing.T, rdb *redis.Client, typ string) []map[string]string {
+	t.Helper()
+	out, err := rdb.Do(t.Context(), "CLIENT", "LIST", "TYPE", typ).Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []map[string]string
+	for line := range strings.Lines(out) {
+		m := map[string]string{}
+		for f := range strings.FieldsSeq(line) {
+			k, v, _ := strings.Cut(f, "=")
+			m[k] = v
+		}
+		list = append(list, m)
+	}
+	return list
+}
+
+// pubSubClientID returns the ID of the one pub/sub connection named name.
+func pubSubClientID(t *testing.T, rdb *redis.Client, name string) int64 {
+	t.Helper()
+	var ids []int64
+	for _, c := range clients(t, rdb, "pubsub") {
+		if c["name"] == name {
+			id, err := strconv.ParseInt(c["id"], 10, 64)
+			if err != nil {
+				t.Fatalf("CLIENT LIST id %q: %v", c["id"], err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("pub/sub connections named %s: %v, want one", name, ids)
+	}
+	return ids[0]
+}
+
+// hasClient reports whether a pub/sub connection with the given ID is open.
+func hasClient(t *testing.T, rdb *redis.Client, id int64) bool {
+	t.Helper()
+	for _, c := range clients(t, rdb, "pubsub") {
+		if c["id"] == strconv.FormatInt(id, 10) {
+			return true
+		}
+	}
+	return false
 }
 
 // Every key the store writes has a TTL, so nothing outlives its retention
