@@ -118,7 +118,7 @@ func TestAPI_Decide(t *testing.T) {
 			if n := len(e.onDecisionCalls()); n != wantDecisions {
 				t.Errorf("OnDecision called %d times, want %d", n, wantDecisions)
 			}
-			if recs := e.logs.records(t, "approval"); len(recs) != wantDecisions {
+			if recs := e.logRecords(t, "approval"); len(recs) != wantDecisions {
 				t.Errorf("%d audit records, want %d", len(recs), wantDecisions)
 			} else if wantDecisions == 1 && (recs[0]["via"] != "api" || recs[0]["decided_by"] != got["decided_by"]) {
 				t.Errorf("audit record %v, want via api and decided_by %v", recs[0], got["decided_by"])
@@ -154,7 +154,7 @@ func TestAPI_SecondDecisionConflicts(t *testing.T) {
 func TestAPI_ExpiredCallConflicts(t *testing.T) {
 	e := newEnv(t)
 	c := e.park("agent-42", "write_note", `{"path":"notes/today.txt"}`)
-	e.clock.Add(61 * time.Minute)
+	e.clock.Advance(61 * time.Minute)
 	res := e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`)
 	if res.status != http.StatusConflict {
 		t.Fatalf("decision after expiry = %d, want 409", res.status)
@@ -167,9 +167,9 @@ func TestAPI_ExpiredCallConflicts(t *testing.T) {
 func TestAPI_List(t *testing.T) {
 	e := newEnv(t)
 	a := e.park("agent-42", "write_note", `{"path":"notes/a.txt"}`)
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	b := e.park("agent-7", "write_note", `{"path":"notes/b.txt"}`)
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	d := e.park("agent-42", "write_note", `{"path":"notes/d.txt"}`)
 	if res := e.api(http.MethodPost, "/api/approvals/"+d.ID, bobKey, `{"decision":"approve"}`); res.status != http.StatusOK {
 		t.Fatalf("approve = %d", res.status)
@@ -304,7 +304,7 @@ func TestConcurrentDecisions(t *testing.T) {
 			if s := e.state(c.ID); s != calls[0].State {
 				t.Errorf("state = %s, but OnDecision saw %s", s, calls[0].State)
 			}
-			if recs := e.logs.records(t, "approval"); len(recs) != 1 {
+			if recs := e.logRecords(t, "approval"); len(recs) != 1 {
 				t.Errorf("%d audit records, want 1", len(recs))
 			}
 		})

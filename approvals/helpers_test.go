@@ -1,7 +1,6 @@
 package approvals_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -33,62 +33,13 @@ const (
 // t0 is the test clock's start; the store and the handler share the clock.
 var t0 = time.Date(2026, 11, 29, 21, 15, 2, 0, time.UTC)
 
-// clock is a settable clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// logBuffer collects JSON log lines from concurrent handlers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// records returns the log records whose msg is msg.
-func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
-		if rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // env is a handler on a real memory store, served by httptest.
 type env struct {
 	t      *testing.T
 	store  *pending.MemoryStore
 	signer *approvals.Signer
-	clock  *clock
-	logs   *logBuffer
+	clock  *testkit.Clock
+	logs   *testkit.Buffer // the handler's JSON log
 	srv    *httptest.Server
 
 	mu        sync.Mutex
@@ -98,7 +49,7 @@ type env struct {
 // newEnv starts a handler; edit may change the config before New.
 func newEnv(t *testing.T, edit ...func(*approvals.Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: &clock{now: t0}, logs: &logBuffer{}}
+	e := &env{t: t, clock: testkit.NewClock(t0), logs: &testkit.Buffer{}}
 	e.store = pending.NewMemory(pending.Options{Now: e.clock.Now})
 	signer, err := approvals.NewSigner([]byte(testSecret))
 	if err != nil {
@@ -128,6 +79,18 @@ func newEnv(t *testing.T, edit ...func(*approvals.Config)) *env {
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// logRecords returns the handler's log records whose msg is msg.
+func (e *env) logRecords(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, rec := range e.logs.JSONLines(t) {
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 func (e *env) onDecisionCalls() []pending.Call {

@@ -88,7 +88,7 @@ func TestPage_SafeMethodsChangeNothing(t *testing.T) {
 	if n := len(e.onDecisionCalls()); n != 0 {
 		t.Errorf("OnDecision called %d times, want 0", n)
 	}
-	if recs := e.logs.records(t, "approval"); len(recs) != 0 {
+	if recs := e.logRecords(t, "approval"); len(recs) != 0 {
 		t.Errorf("audit records after GETs: %v", recs)
 	}
 }
@@ -134,7 +134,7 @@ func TestLink_Decides(t *testing.T) {
 				t.Errorf("OnDecision saw %v, want one call %s %s", calls, c.ID, tt.wantState)
 			}
 
-			recs := e.logs.records(t, "approval")
+			recs := e.logRecords(t, "approval")
 			if len(recs) != 1 {
 				t.Fatalf("%d audit records, want 1", len(recs))
 			}
@@ -243,7 +243,7 @@ func TestLink_BadTokens(t *testing.T) {
 			c := e.park("agent-42", "write_note", `{"path":"notes/today.txt"}`)
 			other := e.park("agent-42", "write_note", `{"path":"notes/other.txt"}`)
 			token := tt.token(e, c, other)
-			e.clock.Add(tt.wait)
+			e.clock.Advance(tt.wait)
 
 			get := e.do(http.MethodGet, "/approvals/"+c.ID+"?token="+url.QueryEscape(token), nil, "")
 			post := e.decideFormWithToken(c.ID, token, "approve")
@@ -401,7 +401,7 @@ func TestStoreFailure(t *testing.T) {
 			if n := len(e.onDecisionCalls()); n != 0 {
 				t.Errorf("OnDecision called %d times, want 0", n)
 			}
-			if recs := e.logs.records(t, "approval"); len(recs) != 0 {
+			if recs := e.logRecords(t, "approval"); len(recs) != 0 {
 				t.Errorf("audit records for an unrecorded decision: %v", recs)
 			}
 			if got := e.state(c.ID); got != pending.Waiting {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/decisionlog"
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // TestConsoleEventsThroughProxy runs real calls through the proxy and the
@@ -38,7 +39,7 @@ func TestConsoleEventsThroughProxy(t *testing.T) {
 	if code := call(t, base, "rm", `{"path":"notes/a.txt"}`); code != 403 {
 		t.Fatalf("rm: %d", code)
 	}
-	waitFor(t, "two console events", func() bool { return strings.Count(console.String(), "\n") >= 2 })
+	testkit.WaitFor(t, "two console events", func() bool { return strings.Count(console.String(), "\n") >= 2 })
 	out := console.String()
 	for _, secret := range []string{"hunter2", "tok-secret"} {
 		if strings.Contains(out, secret) {
@@ -110,7 +111,7 @@ func TestArgumentsErasedByDefault(t *testing.T) {
 	if code := call(t, base, "login", `{"user":"ann","password":"hunter2"}`); code != 200 {
 		t.Fatalf("login: %d", code)
 	}
-	waitFor(t, "one console event", func() bool { return strings.Contains(console.String(), "\n") })
+	testkit.WaitFor(t, "one console event", func() bool { return strings.Contains(console.String(), "\n") })
 	evs := consoleEvents(t, console.String())
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
@@ -129,7 +130,7 @@ func TestArgumentsErasedByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	waitFor(t, "the second event", func() bool { return strings.Count(console.String(), "\n") == 2 })
+	testkit.WaitFor(t, "the second event", func() bool { return strings.Count(console.String(), "\n") == 2 })
 	evs = consoleEvents(t, console.String())
 	h, _ := field(*evs[1].Input, "http").(map[string]any)
 	if _, ok := h["query"]; ok || h["path"] != "/search" || strings.Contains(console.String(), "the-secret-query") {
@@ -146,7 +147,7 @@ func TestDropAndReload(t *testing.T) {
 	l, console := newLogger(t, e, decisionlog.Options{})
 	base := newProxy(t, e, adapter{l, e}, nil)
 	call(t, base, "login", `{}`)
-	waitFor(t, "the first event", func() bool { return strings.Count(console.String(), "\n") == 1 })
+	testkit.WaitFor(t, "the first event", func() bool { return strings.Count(console.String(), "\n") == 1 })
 
 	dir.set("drop.rego", "package system.log\n\ndrop if input.result.action == \"deny\"\n")
 	if err := e.Reload(context.Background()); err != nil {
@@ -154,7 +155,7 @@ func TestDropAndReload(t *testing.T) {
 	}
 	call(t, base, "rm", `{}`)    // dropped
 	call(t, base, "login", `{}`) // logged
-	waitFor(t, "the third call's event", func() bool { return strings.Contains(console.String(), `"call-3"`) })
+	testkit.WaitFor(t, "the third call's event", func() bool { return strings.Contains(console.String(), `"call-3"`) })
 	evs := consoleEvents(t, console.String())
 	var ids []string
 	for _, ev := range evs {
@@ -178,7 +179,7 @@ func TestAuditEvent(t *testing.T) {
 		CallID: "call-9", Outcome: "approved", DecidedBy: "alice", Comment: "fine", Via: "api", At: at,
 		Tool: "publish", Upstream: "tools", Subject: "agent-42", RequestedBy: "10.0.0.9:5555",
 	})
-	waitFor(t, "the audit event", func() bool { return strings.Contains(console.String(), "\n") })
+	testkit.WaitFor(t, "the audit event", func() bool { return strings.Contains(console.String(), "\n") })
 	evs := consoleEvents(t, console.String())
 	if len(evs) != 1 {
 		t.Fatalf("%d events", len(evs))
@@ -203,7 +204,7 @@ func TestMaskErrorLogsNothing(t *testing.T) {
 		// Two values for one complete rule: a conflict error at evaluation.
 		"mask.rego": "package system.log\n\nmask := [\"/input/tool/arguments/password\"] if input.decision_id\n\nmask := [] if input.decision_id\n",
 	})
-	reports := &syncBuffer{}
+	reports := &testkit.Buffer{}
 	l, console := newLogger(t, e, decisionlog.Options{Arguments: true, Logger: slog.New(slog.NewJSONHandler(reports, nil))})
 	base := newProxy(t, e, adapter{l, e}, nil)
 	call(t, base, "login", `{"password":"hunter2"}`)
@@ -227,7 +228,7 @@ func TestMaskReadsPolicyData(t *testing.T) {
 	l, console := newLogger(t, e, decisionlog.Options{Arguments: true})
 	base := newProxy(t, e, adapter{l, e}, nil)
 	call(t, base, "login", `{"user":"ann","pin":"4321"}`)
-	waitFor(t, "one console event", func() bool { return strings.Contains(console.String(), "\n") })
+	testkit.WaitFor(t, "one console event", func() bool { return strings.Contains(console.String(), "\n") })
 	evs := consoleEvents(t, console.String())
 	if len(evs) != 1 || !slices.Equal(evs[0].Erased, []string{"/input/tool/arguments/pin"}) || strings.Contains(console.String(), "4321") {
 		t.Fatalf("events %+v\n%s", evs, console.String())

@@ -1,48 +1,30 @@
 package decisionlog
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("console line %q: %v", sc.Bytes(), err)
-		}
-		delete(m, "time") // when the line was written
-		out = append(out, m)
+// consoleLines returns the JSON lines written to b, without the time each
+// was written.
+func consoleLines(t *testing.T, b *testkit.Buffer) []map[string]any {
+	t.Helper()
+	lines := b.JSONLines(t)
+	for _, m := range lines {
+		delete(m, "time")
 	}
-	return out
+	return lines
 }
 
 func testEngine(t testing.TB, files map[string]string) *policy.Engine {
@@ -119,7 +101,7 @@ func events(e *policy.Engine) []entry {
 func TestDirectMatchesPlugin(t *testing.T) {
 	for _, args := range []bool{false, true} {
 		e := testEngine(t, map[string]string{"p.rego": "package toolgate\n\nallow if input.tool.name == \"read_file\"\n"})
-		var viaPlugin, direct lockedBuffer
+		var viaPlugin, direct testkit.Buffer
 		lp := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&viaPlugin, nil)})
 		ld := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&direct, nil)})
 		ctx := t.Context()
@@ -134,7 +116,7 @@ func TestDirectMatchesPlugin(t *testing.T) {
 				t.Fatal("a policy without mask or drop rules does not take the direct path")
 			}
 		}
-		got, want := direct.lines(t), viaPlugin.lines(t)
+		got, want := consoleLines(t, &direct), consoleLines(t, &viaPlugin)
 		if len(want) != 4 {
 			t.Fatalf("the plugin wrote %d events, want 4", len(want))
 		}
@@ -184,7 +166,7 @@ func BenchmarkLogDecision(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			e := testEngine(b, nil)
-			var sink lockedBuffer
+			var sink testkit.Buffer
 			l := testLogger(b, e, Options{Console: slog.NewJSONHandler(&sink, nil)})
 			ctx := context.Background()
 			if err := l.sync(ctx); err != nil {
@@ -195,9 +177,7 @@ func BenchmarkLogDecision(b *testing.B) {
 			for b.Loop() {
 				l.direct = direct
 				l.log(ctx, ev)
-				sink.mu.Lock()
-				sink.b.Reset()
-				sink.mu.Unlock()
+				sink.Reset()
 			}
 		})
 	}

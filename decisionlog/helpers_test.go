@@ -17,12 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -62,29 +62,11 @@ func newEngine(t testing.TB, files map[string]string) *policy.Engine {
 	return e
 }
 
-// syncBuffer collects console output written from the plugin's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newLogger starts a Logger for e with console output into a buffer
 // (unless opts.Console is already set) and closes it at the end of the test.
-func newLogger(t testing.TB, e *policy.Engine, opts decisionlog.Options) (*decisionlog.Logger, *syncBuffer) {
+func newLogger(t testing.TB, e *policy.Engine, opts decisionlog.Options) (*decisionlog.Logger, *testkit.Buffer) {
 	t.Helper()
-	console := &syncBuffer{}
+	console := &testkit.Buffer{}
 	opts.Policy = e.Compiled
 	if opts.InstanceID == "" {
 		opts.InstanceID = "instance-1"
@@ -117,12 +99,7 @@ func (a adapter) LogDecision(ctx context.Context, r proxy.DecisionRecord) {
 // call-1, call-2, ... and the decision log dl.
 func newProxy(t testing.TB, e *policy.Engine, dl proxy.DecisionLogger, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(up.Close)
-	u, _ := url.Parse(up.URL)
+	u, _ := url.Parse(testkit.NewUpstream(t, nil).URL)
 	auth, err := identity.New(identity.Config{Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
@@ -189,18 +166,6 @@ func decodeEvent(t testing.TB, b []byte) logs.EventV1 {
 		t.Fatalf("not OPA's decision-log event shape: %v\n%s", err, b)
 	}
 	return ev
-}
-
-// waitFor polls until cond holds or fails after 5s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // field reads a value at a path of nested JSON objects.

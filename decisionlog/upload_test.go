@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decisionlog"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -91,7 +92,7 @@ func TestRemoteUpload(t *testing.T) {
 	l.LogAudit(context.Background(), decisionlog.Audit{CallID: "call-1", Outcome: "approved", DecidedBy: "alice", Via: "api", At: time.Now()})
 
 	// The periodic upload: the first attempt fails, a retry delivers.
-	waitFor(t, "the upload", func() bool { return len(svc.got()) == 2 })
+	testkit.WaitFor(t, "the upload", func() bool { return len(svc.got()) == 2 })
 	evs := svc.got()
 	if evs[0].DecisionID != "call-1" || evs[0].Path != decisionlog.PathDecision || field(*evs[0].Result, "action") != "ask" {
 		t.Errorf("first event %+v", evs[0])

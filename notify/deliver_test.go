@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 func TestRetries(t *testing.T) {
@@ -34,17 +36,17 @@ func TestRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := newReceiver(t, statuses(tt.codes...))
+			rc := testkit.NewUpstream(t, statuses(tt.codes...))
 			var res results
-			opts := fast(&res, Target{URL: rc.srv.URL})
+			opts := fast(&res, Target{URL: rc.URL})
 			opts.MaxAttempts = tt.max
 			n := start(t, opts)
 			n.Notify(requested("c1"))
-			waitFor(t, "a final result", func() bool { return res.final(1) })
+			testkit.WaitFor(t, "a final result", func() bool { return res.final(1) })
 			if diff := cmp.Diff(tt.want, res.get()); diff != "" {
 				t.Errorf("OnDelivery results (-want +got):\n%s", diff)
 			}
-			if got := len(rc.requests()); got != tt.reqs {
+			if got := len(rc.Requests()); got != tt.reqs {
 				t.Errorf("receiver saw %d requests, want %d", got, tt.reqs)
 			}
 		})
@@ -56,24 +58,24 @@ func TestRetryAfterHonoured(t *testing.T) {
 	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			t.Parallel()
-			rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+			rc := testkit.NewUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 				if n == 0 {
 					w.Header().Set("Retry-After", "1")
 					w.WriteHeader(code)
 				}
 			})
 			var res results
-			n := start(t, fast(&res, Target{URL: rc.srv.URL})) // BaseBackoff 1ms: only Retry-After explains a long wait
+			n := start(t, fast(&res, Target{URL: rc.URL})) // BaseBackoff 1ms: only Retry-After explains a long wait
 			n.Notify(requested("c1"))
-			waitFor(t, "delivery", func() bool { return res.final(1) })
+			testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
 			if diff := cmp.Diff([]string{"retry", "delivered"}, res.get()); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
 			}
-			reqs := rc.requests()
+			reqs := rc.Requests()
 			if len(reqs) != 2 {
 				t.Fatalf("%d requests, want 2", len(reqs))
 			}
-			if gap := reqs[1].at.Sub(reqs[0].at); gap < time.Second {
+			if gap := reqs[1].At.Sub(reqs[0].At); gap < time.Second {
 				t.Errorf("retried after %v, want ≥ 1s (Retry-After: 1)", gap)
 			}
 		})
@@ -81,15 +83,15 @@ func TestRetryAfterHonoured(t *testing.T) {
 }
 
 func TestRetryAfterBeyondMaxElapsedFails(t *testing.T) {
-	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	rc := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Retry-After", "3600")
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	n := start(t, fast(&res, Target{URL: rc.URL}))
 	began := time.Now()
 	n.Notify(requested("c1"))
-	waitFor(t, "failure", func() bool { return res.final(1) })
+	testkit.WaitFor(t, "failure", func() bool { return res.final(1) })
 	if diff := cmp.Diff([]string{"failed"}, res.get()); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
@@ -101,10 +103,10 @@ func TestRetryAfterBeyondMaxElapsedFails(t *testing.T) {
 func TestMaxElapsed(t *testing.T) {
 	tests := []struct {
 		name string
-		rc   func(*testing.T) *receiver
+		rc   func(*testing.T) *testkit.Upstream
 	}{
-		{"always 503", func(t *testing.T) *receiver {
-			return newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
+		{"always 503", func(t *testing.T) *testkit.Upstream {
+			return testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
 		}},
 		{"receiver hangs", hangingReceiver},
 	}
@@ -112,14 +114,14 @@ func TestMaxElapsed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := tt.rc(t)
 			var res results
-			opts := fast(&res, Target{URL: rc.srv.URL})
+			opts := fast(&res, Target{URL: rc.URL})
 			opts.MaxAttempts = 1000
 			opts.BaseBackoff = 10 * time.Millisecond
 			opts.MaxElapsed = 150 * time.Millisecond
 			n := start(t, opts)
 			began := time.Now()
 			n.Notify(requested("c1"))
-			waitFor(t, "failure", func() bool { return res.final(1) })
+			testkit.WaitFor(t, "failure", func() bool { return res.final(1) })
 			elapsed := time.Since(began)
 			got := res.get()
 			if got[len(got)-1] != ResultFailed || res.count(ResultDelivered) != 0 {
@@ -144,14 +146,14 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 	opts.MaxAttempts = 2
 	n := start(t, opts)
 	n.Notify(requested("c1"))
-	waitFor(t, "failure", func() bool { return res.final(1) })
+	testkit.WaitFor(t, "failure", func() bool { return res.final(1) })
 	if diff := cmp.Diff([]string{"retry", "failed"}, res.get()); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
 }
 
 func TestRedirects(t *testing.T) {
-	other := newReceiver(t, nil)
+	other := testkit.NewUpstream(t, nil)
 	tests := []struct {
 		name  string
 		to    func(self string) string
@@ -161,7 +163,7 @@ func TestRedirects(t *testing.T) {
 	}{
 		{"307 on the same host is followed", func(self string) string { return self + "/moved" }, 307, ResultDelivered, 0},
 		{"302 would turn POST into GET", func(self string) string { return self + "/moved" }, 302, ResultFailed, 0},
-		{"307 to another host is not followed", func(string) string { return other.srv.URL }, 307, ResultFailed, 0},
+		{"307 to another host is not followed", func(string) string { return other.URL }, 307, ResultFailed, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,11 +181,11 @@ func TestRedirects(t *testing.T) {
 			var res results
 			n := start(t, fast(&res, Target{URL: srv.URL}))
 			n.Notify(requested("c1"))
-			waitFor(t, "a final result", func() bool { return res.final(1) })
+			testkit.WaitFor(t, "a final result", func() bool { return res.final(1) })
 			if diff := cmp.Diff([]string{tt.want}, res.get()); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
 			}
-			if got := len(other.requests()); got != tt.other {
+			if got := len(other.Requests()); got != tt.other {
 				t.Errorf("other host saw %d requests, want %d", got, tt.other)
 			}
 		})

@@ -12,7 +12,7 @@ func TestCloudEventsRequested(t *testing.T) {
 	e := requested("c1")
 	req := deliverOne(t, "", "", e) // "" is the default format
 
-	if got, want := req.header.Get("Content-Type"), "application/cloudevents+json"; got != want {
+	if got, want := req.Header.Get("Content-Type"), "application/cloudevents+json"; got != want {
 		t.Errorf("Content-Type = %q, want %q", got, want)
 	}
 	want := map[string]any{
@@ -37,14 +37,14 @@ func TestCloudEventsRequested(t *testing.T) {
 			"expires_at":   "2026-11-29T21:30:00Z",
 		},
 	}
-	if diff := cmp.Diff(want, decode(t, req.body)); diff != "" {
+	if diff := cmp.Diff(want, decode(t, req.Body)); diff != "" {
 		t.Errorf("event (-want +got):\n%s", diff)
 	}
 }
 
 func TestCloudEventsResolved(t *testing.T) {
 	req := deliverOne(t, FormatCloudEvents, "", resolved("c1", "approved", "alice"))
-	got := decode(t, req.body)
+	got := decode(t, req.Body)
 	if got["id"] != "c1.resolved" || got["type"] != TypeResolved || got["subject"] != "c1" {
 		t.Errorf("id, type, subject = %v, %v, %v; want c1.resolved, %s, c1", got["id"], got["type"], got["subject"], TypeResolved)
 	}
@@ -62,7 +62,7 @@ func TestCloudEventsResolved(t *testing.T) {
 func TestCloudEventsSparse(t *testing.T) {
 	// Unknown fields are present as null or empty, never missing.
 	req := deliverOne(t, FormatCloudEvents, "", Event{Type: TypeRequested, CallID: "c2"})
-	data := decode(t, req.body)["data"].(map[string]any)
+	data := decode(t, req.Body)["data"].(map[string]any)
 	want := map[string]any{
 		"call_id": "c2", "tool": "", "upstream": "", "subject": "", "arguments": nil,
 		"reasons": []any{}, "rule_ids": []any{}, "approval_url": "", "status_url": "", "expires_at": nil,
@@ -102,10 +102,10 @@ func decodeSlack(t *testing.T, body []byte) slackBody {
 func TestSlackRequested(t *testing.T) {
 	e := requested("c1")
 	req := deliverOne(t, FormatSlack, "", e)
-	if got := req.header.Get("Content-Type"); got != "application/json" {
+	if got := req.Header.Get("Content-Type"); got != "application/json" {
 		t.Errorf("Content-Type = %q, want application/json", got)
 	}
-	m := decodeSlack(t, req.body)
+	m := decodeSlack(t, req.Body)
 
 	if !strings.Contains(m.Text, "write_note") {
 		t.Errorf("fallback text %q does not name the tool", m.Text)
@@ -164,7 +164,7 @@ func TestSlackEscapesUntrustedText(t *testing.T) {
 	e.Subject = "<https://evil.example|Approve here>"
 	e.Reasons = []string{"a & b\n*Approved by admin*"}
 	e.Arguments = json.RawMessage("{\"s\":\"```<https://evil.example|Approve>```\"}")
-	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).body)
+	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).Body)
 
 	for _, b := range m.Blocks {
 		texts := []string{}
@@ -201,7 +201,7 @@ func TestSlackEscapesUntrustedText(t *testing.T) {
 func TestSlackTruncatesArguments(t *testing.T) {
 	e := requested("c1")
 	e.Arguments = json.RawMessage(`{"content":"` + strings.Repeat("<", 10000) + `"}`)
-	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).body)
+	m := decodeSlack(t, deliverOne(t, FormatSlack, "", e).Body)
 	args := m.Blocks[3].Text.Text
 	if n := len([]rune(args)); n > 3000 {
 		t.Errorf("arguments section is %d characters; Slack allows 3000", n)
@@ -219,7 +219,7 @@ func TestSlackResolved(t *testing.T) {
 		{"cancelled", "agent-42", "cancelled by agent-42"},
 	} {
 		t.Run(tt.outcome, func(t *testing.T) {
-			m := decodeSlack(t, deliverOne(t, FormatSlack, "", resolved("c1", tt.outcome, tt.by)).body)
+			m := decodeSlack(t, deliverOne(t, FormatSlack, "", resolved("c1", tt.outcome, tt.by)).Body)
 			if !strings.Contains(m.Text, tt.want) {
 				t.Errorf("text = %q, want it to contain %q", m.Text, tt.want)
 			}
@@ -247,8 +247,8 @@ func TestTeamsRequested(t *testing.T) {
 			} `json:"content"`
 		} `json:"attachments"`
 	}
-	if err := json.Unmarshal(req.body, &m); err != nil {
-		t.Fatalf("Teams body: %v\n%s", err, req.body)
+	if err := json.Unmarshal(req.Body, &m); err != nil {
+		t.Fatalf("Teams body: %v\n%s", err, req.Body)
 	}
 	if m.Type != "message" || len(m.Attachments) != 1 {
 		t.Fatalf("type %q with %d attachments, want message with 1", m.Type, len(m.Attachments))
@@ -291,7 +291,7 @@ func TestTeamsRequested(t *testing.T) {
 func TestTeamsEscapesFacts(t *testing.T) {
 	e := requested("c1")
 	e.Subject = "[Approve](https://evil.example)"
-	body := string(deliverOne(t, FormatTeams, "", e).body)
+	body := string(deliverOne(t, FormatTeams, "", e).Body)
 	if strings.Contains(body, "[Approve](https") {
 		t.Errorf("markdown link survived in the card:\n%s", body)
 	}
@@ -301,7 +301,7 @@ func TestTeamsEscapesFacts(t *testing.T) {
 }
 
 func TestTeamsResolved(t *testing.T) {
-	body := string(deliverOne(t, FormatTeams, "", resolved("c1", "rejected", "bob")).body)
+	body := string(deliverOne(t, FormatTeams, "", resolved("c1", "rejected", "bob")).Body)
 	for _, want := range []string{`Rejected"`, "rejected by bob", "looks fine"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("card lacks %q:\n%s", want, body)
@@ -315,7 +315,7 @@ func TestTeamsResolved(t *testing.T) {
 func TestCloudEventsInvalidArguments(t *testing.T) {
 	e := requested("c1")
 	e.Arguments = json.RawMessage(`{"unterminated`)
-	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).body)["data"].(map[string]any)
+	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
 	if got := data["arguments"]; got != `{"unterminated` {
 		t.Errorf("arguments = %#v, want the raw bytes as a string", got)
 	}

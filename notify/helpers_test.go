@@ -3,13 +3,13 @@ package notify
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // token is the approval link's secret part; no log may contain it.
@@ -49,44 +49,11 @@ func resolved(id, outcome, by string) Event {
 	return e
 }
 
-// request is what a receiver saw.
-type request struct {
-	header http.Header
-	body   []byte
-	at     time.Time
-}
-
-// receiver is a real webhook endpoint. respond decides the answer to the
-// n-th request (0-based); nil answers 200.
-type receiver struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	reqs    []request
-	respond func(n int, w http.ResponseWriter, r *http.Request)
-}
-
-func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
-	t.Helper()
-	rc := &receiver{respond: respond}
-	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		n := len(rc.reqs)
-		rc.reqs = append(rc.reqs, request{header: r.Header.Clone(), body: body, at: time.Now()})
-		rc.mu.Unlock()
-		if rc.respond != nil {
-			rc.respond(n, w, r)
-		}
-	}))
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
 // hangingReceiver never answers until the client gives up or the test ends.
-func hangingReceiver(t *testing.T) *receiver {
+func hangingReceiver(t *testing.T) *testkit.Upstream {
 	t.Helper()
 	release := make(chan struct{})
-	rc := newReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+	rc := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -103,12 +70,6 @@ func statuses(codes ...int) func(int, http.ResponseWriter, *http.Request) {
 			w.WriteHeader(codes[n])
 		}
 	}
-}
-
-func (rc *receiver) requests() []request {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return slices.Clone(rc.reqs)
 }
 
 // results records OnDelivery calls.
@@ -171,30 +132,18 @@ func start(t *testing.T, opts Options) *Notifier {
 	return n
 }
 
-// waitFor polls cond for up to 5 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // deliverOne sends e to a fresh receiver in format and returns what it got.
-func deliverOne(t *testing.T, format, secret string, e Event) request {
+func deliverOne(t *testing.T, format, secret string, e Event) testkit.Request {
 	t.Helper()
-	rc := newReceiver(t, nil)
+	rc := testkit.NewUpstream(t, nil)
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL + "/hook", Format: format, Secret: secret}))
+	n := start(t, fast(&res, Target{URL: rc.URL + "/hook", Format: format, Secret: secret}))
 	n.Notify(e)
-	waitFor(t, "delivery", func() bool { return res.final(1) })
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
 	if got := res.get(); !slices.Equal(got, []string{ResultDelivered}) {
 		t.Fatalf("results = %v, want [delivered]", got)
 	}
-	return rc.requests()[0]
+	return rc.Requests()[0]
 }
 
 // decode unmarshals a body into a generic JSON value.

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -69,7 +70,7 @@ func TestNoTargets(t *testing.T) {
 func TestNotifyNeverBlocks(t *testing.T) {
 	rc := hangingReceiver(t)
 	var res results
-	opts := fast(&res, Target{URL: rc.srv.URL})
+	opts := fast(&res, Target{URL: rc.URL})
 	opts.QueueSize = 100
 	n, err := New(opts)
 	if err != nil {
@@ -113,7 +114,7 @@ func TestOrderingPerTarget(t *testing.T) {
 	// Every fourth request fails once, so retries happen in the middle.
 	var mu sync.Mutex
 	got := map[string][]string{} // Content-Type (one per target) → webhook-ids in arrival order
-	rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+	rc := testkit.NewUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n%4 == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -124,7 +125,7 @@ func TestOrderingPerTarget(t *testing.T) {
 		mu.Unlock()
 	})
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL}, Target{URL: rc.srv.URL, Format: FormatSlack}))
+	n := start(t, fast(&res, Target{URL: rc.URL}, Target{URL: rc.URL, Format: FormatSlack}))
 
 	var want []string
 	for i := range 20 {
@@ -133,7 +134,7 @@ func TestOrderingPerTarget(t *testing.T) {
 		n.Notify(resolved(id, "approved", "alice"))
 		want = append(want, id, id+".resolved")
 	}
-	waitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*len(want) })
+	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*len(want) })
 	if res.count(ResultRetry) == 0 {
 		t.Fatal("no retries happened; the test proves nothing")
 	}
@@ -148,9 +149,9 @@ func TestOrderingPerTarget(t *testing.T) {
 }
 
 func TestCloseDrains(t *testing.T) {
-	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) { time.Sleep(5 * time.Millisecond) })
+	rc := testkit.NewUpstream(t, func(int, http.ResponseWriter, *http.Request) { time.Sleep(5 * time.Millisecond) })
 	var res results
-	n, err := New(fast(&res, Target{URL: rc.srv.URL}))
+	n, err := New(fast(&res, Target{URL: rc.URL}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestCloseDrains(t *testing.T) {
 	if got := res.count(ResultDelivered); got != 20 {
 		t.Errorf("delivered %d before Close returned, want 20", got)
 	}
-	if got := len(rc.requests()); got != 20 {
+	if got := len(rc.Requests()); got != 20 {
 		t.Errorf("receiver saw %d, want 20", got)
 	}
 
@@ -177,9 +178,9 @@ func TestCloseDrains(t *testing.T) {
 }
 
 func TestUnknownTypeDropped(t *testing.T) {
-	rc := newReceiver(t, nil)
+	rc := testkit.NewUpstream(t, nil)
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	n := start(t, fast(&res, Target{URL: rc.URL}))
 	e := requested("c1")
 	e.Type = "dev.toolgate.approval.other"
 	n.Notify(e)
@@ -189,15 +190,15 @@ func TestUnknownTypeDropped(t *testing.T) {
 }
 
 func TestNotifyCopiesEvent(t *testing.T) {
-	rc := newReceiver(t, nil)
+	rc := testkit.NewUpstream(t, nil)
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL}))
+	n := start(t, fast(&res, Target{URL: rc.URL}))
 	e := requested("c1")
 	n.Notify(e)
 	e.Reasons[0] = "changed after Notify"
 	e.Arguments[2] = 'X'
-	waitFor(t, "delivery", func() bool { return res.final(1) })
-	body := string(rc.requests()[0].body)
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
+	body := string(rc.Requests()[0].Body)
 	if !strings.Contains(body, "writing notes needs a human") || !strings.Contains(body, `"path"`) {
 		t.Errorf("the caller's later changes reached the body:\n%s", body)
 	}
@@ -206,28 +207,25 @@ func TestNotifyCopiesEvent(t *testing.T) {
 func TestLogsHoldNoSecrets(t *testing.T) {
 	const secret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="
 	// The receiver echoes the request, as some error pages do.
-	var rc *receiver
-	rc = newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+	var rc *testkit.Upstream
+	rc = testkit.NewUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader([]int{503, 429, 400}[min(n, 2)])
-		_, _ = w.Write(rc.requests()[n].body)
+		_, _ = w.Write(rc.Requests()[n].Body)
 	})
-	var logs bytes.Buffer
-	var mu sync.Mutex
+	var logs testkit.Buffer
 	var res results
 	opts := fast(&res,
-		Target{URL: rc.srv.URL + "/services/T000/B000/XXXXsecretpath", Secret: secret},
-		Target{URL: rc.srv.URL + "/services/T000/B000/XXXXsecretpath", Format: FormatSlack})
-	opts.Logger = slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		Target{URL: rc.URL + "/services/T000/B000/XXXXsecretpath", Secret: secret},
+		Target{URL: rc.URL + "/services/T000/B000/XXXXsecretpath", Format: FormatSlack})
+	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts.QueueSize = 1
 	n := start(t, opts)
 	for i := range 5 { // overflow the queue too, so drops are logged
 		n.Notify(requested(fmt.Sprint("c", i)))
 	}
-	waitFor(t, "every result", func() bool { return res.final(10) })
+	testkit.WaitFor(t, "every result", func() bool { return res.final(10) })
 
-	mu.Lock()
 	out := logs.String()
-	mu.Unlock()
 	for _, leak := range []string{token, "XXXXsecretpath", "c2VjcmV0LWtleS1ieXRlcw", "approvals.example"} {
 		if strings.Contains(out, leak) {
 			t.Errorf("logs contain %q:\n%s", leak, out)
@@ -240,32 +238,21 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 func TestNoGoroutineLeak(t *testing.T) {
-	rc := newReceiver(t, statuses(503))
+	rc := testkit.NewUpstream(t, statuses(503))
 	hang := hangingReceiver(t)
 	before := runtime.NumGoroutine()
 
 	var res results
-	n, err := New(fast(&res, Target{URL: rc.srv.URL}, Target{URL: rc.srv.URL, Format: FormatTeams},
-		Target{URL: hang.srv.URL}))
+	n, err := New(fast(&res, Target{URL: rc.URL}, Target{URL: rc.URL, Format: FormatTeams},
+		Target{URL: hang.URL}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
 		n.Notify(requested(fmt.Sprint("c", i)))
 	}
-	waitFor(t, "deliveries", func() bool { return res.count(ResultDelivered) == 10 })
+	testkit.WaitFor(t, "deliveries", func() bool { return res.count(ResultDelivered) == 10 })
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	_ = n.Close(ctx) // gives up on the hanging target

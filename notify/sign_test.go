@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // The Standard Webhooks reference vector: reproducing it means receivers'
@@ -93,7 +95,7 @@ func TestRawSecret(t *testing.T) {
 		t.Fatalf("parseSecret(plain) = %q, %v", key, err)
 	}
 	req := deliverOne(t, FormatCloudEvents, "plain-key", requested("c1"))
-	if err := Verify("plain-key", req.header, req.body, time.Minute); err != nil {
+	if err := Verify("plain-key", req.Header, req.Body, time.Minute); err != nil {
 		t.Errorf("Verify = %v", err)
 	}
 }
@@ -103,15 +105,15 @@ func TestSignedDelivery(t *testing.T) {
 	for _, format := range []string{FormatCloudEvents, FormatSlack, FormatTeams} {
 		t.Run(format, func(t *testing.T) {
 			req := deliverOne(t, format, secret, requested("c1"))
-			if got := req.header.Get("webhook-id"); got != "c1" {
+			if got := req.Header.Get("webhook-id"); got != "c1" {
 				t.Errorf("webhook-id = %q, want the call ID", got)
 			}
-			if err := Verify(secret, req.header, req.body, time.Minute); err != nil {
+			if err := Verify(secret, req.Header, req.Body, time.Minute); err != nil {
 				t.Errorf("Verify = %v", err)
 			}
-			tampered := append([]byte(nil), req.body...)
+			tampered := append([]byte(nil), req.Body...)
 			tampered[len(tampered)-2] ^= 1
-			if err := Verify(secret, req.header, tampered, time.Minute); !errors.Is(err, ErrSignature) {
+			if err := Verify(secret, req.Header, tampered, time.Minute); !errors.Is(err, ErrSignature) {
 				t.Errorf("Verify(tampered) = %v, want ErrSignature", err)
 			}
 		})
@@ -120,32 +122,32 @@ func TestSignedDelivery(t *testing.T) {
 
 func TestUnsignedDelivery(t *testing.T) {
 	req := deliverOne(t, FormatCloudEvents, "", resolved("c1", "approved", "alice"))
-	if sig, ok := req.header["Webhook-Signature"]; ok {
+	if sig, ok := req.Header["Webhook-Signature"]; ok {
 		t.Errorf("unsigned target sent webhook-signature %q", sig)
 	}
 	// The id still lets a receiver deduplicate.
-	if got := req.header.Get("webhook-id"); got != "c1.resolved" {
+	if got := req.Header.Get("webhook-id"); got != "c1.resolved" {
 		t.Errorf("webhook-id = %q, want c1.resolved", got)
 	}
 }
 
 func TestWebhookIDStableAcrossRetries(t *testing.T) {
 	const secret = "whsec_c2VjcmV0LWtleS1ieXRlcw=="
-	rc := newReceiver(t, statuses(http.StatusServiceUnavailable, http.StatusInternalServerError))
+	rc := testkit.NewUpstream(t, statuses(http.StatusServiceUnavailable, http.StatusInternalServerError))
 	var res results
-	n := start(t, fast(&res, Target{URL: rc.srv.URL, Secret: secret}))
+	n := start(t, fast(&res, Target{URL: rc.URL, Secret: secret}))
 	n.Notify(requested("c1"))
-	waitFor(t, "delivery", func() bool { return res.final(1) })
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
 
-	reqs := rc.requests()
+	reqs := rc.Requests()
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests, want 3", len(reqs))
 	}
 	for i, r := range reqs {
-		if got := r.header.Get("webhook-id"); got != "c1" {
+		if got := r.Header.Get("webhook-id"); got != "c1" {
 			t.Errorf("attempt %d: webhook-id = %q, want c1", i+1, got)
 		}
-		if err := Verify(secret, r.header, r.body, time.Minute); err != nil {
+		if err := Verify(secret, r.Header, r.Body, time.Minute); err != nil {
 			t.Errorf("attempt %d: Verify = %v", i+1, err)
 		}
 	}
