@@ -28,6 +28,8 @@ import (
 )
 
 // app is a wired toolgate: engine, identity, proxy and the three handlers.
+// What it opens (trace pipeline, decision log, store, notifier, JWKS
+// refresher) it releases in Close.
 type app struct {
 	cfg      *config.Config
 	log      *slog.Logger
@@ -40,7 +42,44 @@ type app struct {
 	tracing  tracing
 	ready    atomic.Bool
 	reloadMu sync.Mutex
-	lastErr  error // last policy reload error, for /readyz
+	lastErr  error    // last policy reload error, for /readyz
+	closers  []closer // in the order of opening
+}
+
+// closer releases one thing the app opened.
+type closer struct {
+	name string
+	// timeout bounds close; zero leaves the bound to close itself.
+	timeout time.Duration
+	close   func(context.Context) error
+}
+
+// onClose registers fn, which releases what was just opened, to run at
+// Close before whatever was opened earlier.
+func (a *app) onClose(name string, timeout time.Duration, fn func(context.Context) error) {
+	a.closers = append(a.closers, closer{name: name, timeout: timeout, close: fn})
+}
+
+// Close releases what the app opened, in the reverse order of opening,
+// each step within its own time bound (and ctx's). It is for an app newApp
+// gave up on as much as for one that served; a second Close does nothing.
+// Serving must have ended first: serve returns only once the sweeper and
+// the policy watcher no longer use the store.
+func (a *app) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		c := a.closers[i]
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if c.timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, c.timeout)
+		}
+		if err := c.close(cctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+		}
+		cancel()
+	}
+	a.closers = nil
+	return errors.Join(errs...)
 }
 
 // policySource says where the user's policies come from: a directory
@@ -79,9 +118,16 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 	})
 }
 
-// newApp wires a toolgate from a validated configuration.
-func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger) (*app, error) {
+// newApp wires a toolgate from a validated configuration. It listens on
+// nothing (`config validate` builds the same app, then closes it). On
+// error, what it had opened is closed again.
+func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			_ = a.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolgate_build_info", Help: "Build of this toolgate; always 1."},
 		[]string{"version", "commit", "opa_version", "go_version"})
@@ -125,20 +171,33 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		return nil, err
 	}
 	a.engine = engine
-	if a.dlog, err = newDecisionLog(ctx, cfg, engine, a.registry, log); err != nil {
-		return nil, err
-	}
 	a.reloadMu.Lock()
 	setRevision(engine.Revision())
 	a.reloadMu.Unlock()
 
-	a.auth, err = identity.New(identityConfig(cfg, log))
-	if err != nil {
+	// Opened in this order, closed in the reverse: the JWKS refresher
+	// first, the notifier before the store, then the decision log (its last
+	// events) and the trace pipeline (the last calls' spans).
+	if a.tracing, err = newTracing(ctx, log); err != nil {
 		return nil, err
 	}
+	a.onClose("tracing", 5*time.Second, a.tracing.flush)
+	if a.dlog, err = newDecisionLog(ctx, cfg, engine, a.registry, log); err != nil {
+		return nil, err
+	}
+	a.onClose("decision log", 5*time.Second, func(ctx context.Context) error {
+		a.dlog.close(ctx) // the last events, and the upload of what is buffered
+		return nil
+	})
 	if a.parking, err = newParking(cfg, a.registry, a); err != nil {
 		return nil, err
 	}
+	ic := cfg.Identity.Options()
+	ic.Logger = log
+	if a.auth, err = identity.New(ic); err != nil {
+		return nil, err
+	}
+	a.onClose("identity", 0, func(context.Context) error { return a.auth.Close() })
 	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		pu, err := url.Parse(u.URL)
@@ -149,9 +208,6 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
 			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
 		})
-	}
-	if a.tracing, err = newTracing(ctx, log); err != nil {
-		return nil, err
 	}
 	a.proxy, err = proxy.New(proxy.Config{
 		TracerProvider: a.tracing.provider,
@@ -172,25 +228,10 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		OnResolve:      a.parking.resolved,
 	})
 	if err != nil {
-		a.tracing.flush(ctx, log)
 		return nil, err
 	}
 	a.ready.Store(true)
 	return a, nil
-}
-
-func identityConfig(cfg *config.Config, log *slog.Logger) identity.Config {
-	ic := identity.Config{Anonymous: cfg.Identity.Anonymous, Logger: log}
-	for _, k := range cfg.Identity.APIKeys {
-		ic.APIKeys = append(ic.APIKeys, identity.APIKey{Key: k.Key.Reveal(), Subject: k.Subject, Groups: k.Groups})
-	}
-	if j := cfg.Identity.JWT; j != nil {
-		ic.JWT = &identity.JWT{
-			JWKSFile: j.JWKSFile, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience,
-			SubjectClaim: j.SubjectClaim, GroupsClaim: j.GroupsClaim, Leeway: j.Leeway.Std(),
-		}
-	}
-	return ic
 }
 
 // readiness is what /readyz reports.
@@ -227,9 +268,20 @@ func listen(cfg *config.Config) (*listeners, error) {
 	return &l, nil
 }
 
-// serve runs the three servers until ctx ends, then shuts down gracefully:
-// readiness turns 503 and new calls are refused at once, then the servers
-// drain within the configured grace period.
+// close closes the listeners that are open, for a start that goes no
+// further.
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.proxy, l.approvals, l.admin} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// serve runs the three servers until ctx ends, then shuts them down
+// gracefully: readiness turns 503 and new calls are refused at once, then
+// the servers drain within the configured grace period. It only serves:
+// what the app opened stays open until Close.
 func (a *app) serve(ctx context.Context, l *listeners) error {
 	a.log.Info("toolgate listening", "proxy", l.proxy.Addr().String(), "approvals", l.approvals.Addr().String(),
 		"admin", l.admin.Addr().String(), "policy_revision", a.engine.Revision(), "version", version)
@@ -244,7 +296,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	servers := []*http.Server{
 		newServer(a.proxy.Handler()),
 		newServer(a.parking.handler),
-		newServer(proxy.AdminHandler(a.readiness, a.registry)),
+		newServer(adminHandler(a.readiness, a.registry)),
 	}
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
 	errc := make(chan error, len(servers))
@@ -255,8 +307,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			}
 		}()
 	}
-	// The sweeper and the policy watcher stop before the store closes,
-	// however serve ends (a failed listener does not cancel ctx).
+	// The sweeper and the policy watcher stop before serve returns, and so
+	// before Close closes the store, however serve ends (a failed listener
+	// does not cancel ctx).
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer stopBg()
 	var bg sync.WaitGroup
@@ -308,18 +361,6 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		// lease lets another replica settle it as unknown.
 		a.log.Warn("sweeper still sending an approved call at shutdown")
 	}
-	_ = a.auth.Close()
-	nctx, ncancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = a.parking.notifier.Close(nctx)
-	ncancel()
-	a.parking.close()
-	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	a.dlog.close(dctx) // the last events, and the upload of what is buffered
-	dcancel()
-	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	a.tracing.flush(tctx, a.log) // the last calls' spans
-	tcancel()
-	a.log.Info("stopped")
 	return runErr
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -18,7 +19,6 @@ import (
 // the approvals listener and notifications.
 type parking struct {
 	store    pending.Store
-	close    func()
 	signer   *approvals.Signer
 	notifier *notify.Notifier
 	handler  http.Handler
@@ -31,14 +31,16 @@ type parking struct {
 	waitSeconds    prometheus.Histogram
 }
 
+// newParking opens the store and the notifier; a.Close closes them, the
+// notifier first.
 func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking, error) {
 	st, closeStore, err := openStore(cfg)
 	if err != nil {
 		return nil, err
 	}
-	p := &parking{store: st, close: closeStore, public: cfg.PublicURL}
+	a.onClose("store", 0, func(context.Context) error { closeStore(); return nil })
+	p := &parking{store: st, public: cfg.PublicURL}
 	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal())); err != nil {
-		closeStore()
 		return nil, err
 	}
 	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -84,9 +86,9 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
 	})
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
+	a.onClose("notifier", 2*time.Second, p.notifier.Close)
 	approvers := make([]approvals.Approver, 0, len(cfg.Approvals.Approvers))
 	for _, ap := range cfg.Approvals.Approvers {
 		approvers = append(approvers, approvals.Approver{Name: ap.Name, Key: ap.Key.Reveal()})
@@ -96,7 +98,6 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		Logger: a.log, OnDecision: p.resolved, Audit: a.dlog.forApprovals(),
 	})
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	p.handler = h

@@ -12,7 +12,11 @@ import (
 	"github.com/toolgate/toolgate/examples/notes"
 )
 
-// cmdConfig runs `toolgate config validate`.
+// cmdConfig runs `toolgate config validate`. It refuses what serve refuses,
+// in the same words: the configuration is loaded as serve loads it, then
+// everything serve builds is built (policy engine, identity, store client,
+// approval links, notifier, decision log, proxy), listening on nothing, and
+// closed again. Like serve, it does not need Redis to answer.
 func cmdConfig(ctx context.Context, args []string, e env) int {
 	if len(args) == 0 || args[0] != "validate" {
 		fmt.Fprintln(e.stderr, "usage: toolgate config validate --config FILE")
@@ -27,18 +31,19 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
 		return exitUsage
 	}
-	// The policy is part of what start refuses, so it is checked here too.
-	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil)
+	a, err := newApp(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused: serve cannot start: %v\n", err)
 		return exitUsage
 	}
+	revision := a.engine.Revision()
+	_ = a.Close(context.Background())
 	out, err := cfg.Redacted()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate: %v\n", err)
 		return exitFail
 	}
-	fmt.Fprintf(e.stdout, "# valid; policy revision %s\n%s", engine.Revision(), out)
+	fmt.Fprintf(e.stdout, "# valid; policy revision %s\n%s", revision, out)
 	return exitOK
 }
 

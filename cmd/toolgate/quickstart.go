@@ -58,6 +58,7 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 		ln   *net.Listener
 	}{{*proxyAddr, &l.proxy}, {*approvalsAddr, &l.approvals}, {*adminAddr, &l.admin}} {
 		if *b.ln, err = listenOrAny(b.addr); err != nil {
+			l.close()
 			fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
 			return exitFail
 		}
@@ -67,6 +68,7 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 	cfg.ApplyDefaults()
 	a, err := newApp(ctx, &cfg, policySource{fsys: shipped.Example()}, log)
 	if err != nil {
+		l.close()
 		fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
 		return exitFail
 	}
@@ -74,7 +76,9 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "\n>>> call %s waits for approval. Open in a browser to approve or reject:\n>>> %s\n\n", id, link)
 	}
 	printQuickstart(e.stderr, "http://"+cfg.Listen.Proxy, cfg.PublicURL, "http://"+cfg.Listen.Admin)
-	if err := a.serve(ctx, l); err != nil {
+	err = a.serve(ctx, l)
+	closeApp(a, log)
+	if err != nil {
 		return exitFail
 	}
 	return exitOK

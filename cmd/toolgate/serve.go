@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 
 	"github.com/toolgate/toolgate/internal/config"
 )
@@ -73,12 +74,23 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	}
 	l, err := listen(cfg)
 	if err != nil {
+		closeApp(a, log)
 		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
 		return exitFail
 	}
-	if err := a.serve(ctx, l); err != nil {
+	err = a.serve(ctx, l)
+	closeApp(a, log)
+	if err != nil {
 		log.Error("server failed", "error", err)
 		return exitFail
 	}
 	return exitOK
+}
+
+// closeApp closes a after serving (or instead of it) and says so.
+func closeApp(a *app, log *slog.Logger) {
+	if err := a.Close(context.Background()); err != nil {
+		log.Warn("shutdown incomplete", "error", err)
+	}
+	log.Info("stopped")
 }

@@ -77,11 +77,12 @@ func newTracing(ctx context.Context, log *slog.Logger) (tracing, error) {
 }
 
 // flush exports the spans still buffered and stops the pipeline.
-func (t tracing) flush(ctx context.Context, log *slog.Logger) {
+func (t tracing) flush(ctx context.Context) error {
 	if t.shutdown == nil {
-		return
+		return nil
 	}
 	if err := t.shutdown(ctx); err != nil {
-		log.Warn("tracing: cannot flush spans", "error", err)
+		return fmt.Errorf("cannot flush spans: %w", err)
 	}
+	return nil
 }

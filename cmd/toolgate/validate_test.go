@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validateConfig is a configuration both commands accept, with the
+// upstream prefix, the identity section and the policy directory to vary.
+func validateConfig(prefix, identity, policyDir string) string {
+	return `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+public_url: http://127.0.0.1:8081
+upstreams:
+  - name: files
+    url: http://127.0.0.1:9001
+    prefix: "` + prefix + `"
+identity:
+` + identity + `
+policy:
+  dir: ./` + policyDir + `
+approvals:
+  secret: ${TOOLGATE_APPROVALS_SECRET}
+shutdown_grace: 1s
+`
+}
+
+const anonymous = "  anonymous: true"
+
+// refusal is the message of a refused start or validation, without the
+// command's own prefix, and without log lines.
+func refusal(stderr string) string {
+	var lines []string
+	for l := range strings.Lines(stderr) {
+		if !strings.HasPrefix(l, "{") {
+			lines = append(lines, l)
+		}
+	}
+	msg := strings.Join(lines, "")
+	for _, prefix := range []string{
+		"toolgate: configuration refused: serve cannot start: ", // validate
+		"toolgate: configuration refused:\n",                    // both
+		"toolgate: cannot start: ",                              // serve
+	} {
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return strings.TrimSpace(msg)
+}
+
+// TestValidateRefusesWhatServeRefuses holds `config validate` and `serve`
+// to each other: a configuration validate calls valid starts, and one serve
+// refuses validate refuses, in the same words.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	good := map[string]string{
+		"policy/p.rego": "package toolgate\n\nallow if input.tool.name == \"Read\"\n",
+	}
+	cases := []struct {
+		name  string
+		files map[string]string // toolgate.yaml and more, over good
+		args  []string
+		want  string // a part of the refusal; "" when both accept
+	}{
+		{"good", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy")}, nil, ""},
+		{
+			"redis down does not stop a start",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy") + "pending: {store: redis, redis_url: \"redis://127.0.0.1:1/0\"}\n"},
+			nil, "",
+		},
+		{
+			"decision log and notifier",
+			map[string]string{"toolgate.yaml": strings.Replace(validateConfig("/", anonymous, "policy"),
+				"approvals:\n", "approvals:\n  notify: [{url: \"http://127.0.0.1:1/hook\"}]\n", 1) +
+				"log: {decisions: {console: true}}\n"},
+			nil, "",
+		},
+
+		{"prefix with a space", map[string]string{"toolgate.yaml": validateConfig("/my tools/", anonymous, "policy")}, nil, `prefix "/my tools/" must start and end with /`},
+		{
+			// The proxy is built last: what was opened before it is closed.
+			"prefix with a space, after the store, notifier and decision log",
+			map[string]string{"toolgate.yaml": strings.Replace(validateConfig("/my tools/", anonymous, "policy"),
+				"approvals:\n", "approvals:\n  notify: [{url: \"http://127.0.0.1:1/hook\"}]\n", 1) +
+				"log: {decisions: {console: true}}\npending: {store: redis, redis_url: \"redis://127.0.0.1:1/0\"}\n"},
+			nil, `prefix "/my tools/" must start and end with /`,
+		},
+		{
+			"jwks over http",
+			map[string]string{"toolgate.yaml": validateConfig("/", "  jwt: {jwks_url: http://idp.example.com/jwks, issuer: https://idp.example.com, audience: [toolgate]}", "policy")},
+			nil, "identity.jwt.jwks_url: must be an https:// URL",
+		},
+		{
+			"redis database not a number",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy") + "pending: {store: redis}\n"},
+			[]string{"--redis-url", "redis://127.0.0.1:6379/99x"},
+			`pending.redis_url: redis: invalid database number: "99x"`,
+		},
+		{
+			"deny a number",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\n\ndeny := 5\n"},
+			nil, "p.rego:3: rule deny must be a boolean or a set of reasons, not a number",
+		},
+		{
+			"deny a number in a data file",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/toolgate/data.json": `{"deny": 5}`},
+			nil, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons",
+		},
+		{
+			"reasons without a message",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\n\nask contains {\"id\": \"a\"} if true\n"},
+			nil, `a reason object has no "message"`,
+		},
+		{"policy does not compile", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\nallow if {"}, nil, "p.rego"},
+		{"policy directory missing", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "nowhere")}, nil, "is not a readable directory"},
+		{
+			"jwks file missing",
+			map[string]string{"toolgate.yaml": validateConfig("/", "  jwt: {jwks_file: ./missing.json, issuer: https://idp.example.com, audience: [toolgate]}", "policy")},
+			nil, "identity.jwt.jwks_file: reading",
+		},
+		{
+			"api key with a trailing newline",
+			map[string]string{"toolgate.yaml": validateConfig("/", "  api_keys: [{key: \"k1\\n\", subject: agent}]", "policy")},
+			nil, "identity.api_keys[0].key: contains whitespace",
+		},
+		{
+			"api key subject reserved",
+			map[string]string{"toolgate.yaml": validateConfig("/", "  api_keys: [{key: k1, subject: anonymous}]", "policy")},
+			nil, `identity.api_keys[0].subject: "anonymous" is reserved`,
+		},
+		{"unknown mode", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy")}, []string{"--policy-mode", "yolo"}, `policy.mode: "yolo" is not allowed`},
+		{
+			"redis URL option not a duration",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy") + "pending: {store: redis, redis_url: \"redis://127.0.0.1:6379/0?dial_timeout=soon\"}\n"},
+			nil, "pending.redis_url: redis: invalid dial_timeout",
+		},
+		{
+			"redis cluster option not a number",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy") + "pending: {store: redis, redis_url: \"redis+cluster://127.0.0.1:7000?max_retries=many\"}\n"},
+			nil, "pending.redis_url: redis: invalid max_retries",
+		},
+	}
+	environ := []string{"TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{}
+			for k, v := range good {
+				files[k] = v
+			}
+			for k, v := range tc.files {
+				files[k] = v
+			}
+			dir := writeFiles(t, t.TempDir(), files)
+			args := append([]string{"--config", filepath.Join(dir, "toolgate.yaml")}, tc.args...)
+
+			var vout, verr bytes.Buffer
+			before := runtime.NumGoroutine()
+			vcode := run(t.Context(), append([]string{"config", "validate"}, args...), environ, &vout, &verr)
+			// Accepted or refused, validate closes what it opened.
+			checkGoroutines(t, before)
+
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			serr := &syncBuffer{}
+			scode := run(ctx, append([]string{"serve"}, args...), environ, io.Discard, serr)
+			started := strings.Contains(serr.String(), `"msg":"toolgate listening"`)
+
+			if tc.want == "" {
+				if vcode != exitOK || !started || scode != exitOK {
+					t.Fatalf("validate exit %d:\n%s\nserve exit %d, started %t:\n%s", vcode, verr.String(), scode, started, serr.String())
+				}
+				return
+			}
+			if vcode == exitOK || scode == exitOK || started {
+				t.Fatalf("validate exit %d:\n%s\nserve exit %d, started %t:\n%s\nwant both to refuse", vcode, verr.String(), scode, started, serr.String())
+			}
+			vmsg, smsg := refusal(verr.String()), refusal(serr.String())
+			if vmsg != smsg {
+				t.Errorf("validate and serve refuse in other words:\nvalidate: %s\nserve:    %s", vmsg, smsg)
+			}
+			if !strings.Contains(vmsg, tc.want) {
+				t.Errorf("validate: %q, want it to contain %q", vmsg, tc.want)
+			}
+			if strings.Contains(verr.String()+serr.String(), testSecret) {
+				t.Error("the secret was printed")
+			}
+		})
+	}
+}
+
+// checkGoroutines fails the test when goroutines started since before
+// (validate's) are still running after a while.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	var n int
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= before {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Errorf("validate left %d goroutines running:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+}
