@@ -264,7 +264,7 @@ func TestAPI_Show(t *testing.T) {
 }
 
 // Sixteen deciders at once, approving and rejecting: the store's first
-// decision wins, everyone else sees 409 (SECURITY.md X03/X04).
+// decision wins, everyone else sees 409 (docs/security.md, X03 and X04).
 func TestConcurrentDecisions(t *testing.T) {
 	for _, via := range []string{"link", "api"} {
 		t.Run(via, func(t *testing.T) {

@@ -5,7 +5,7 @@
 // "first decision wins" is the only arbiter; it never forwards anything
 // (the replica holding the agent, or a sweeper, claims an approved call).
 // GET and HEAD never change state: link previewers and mail scanners fetch
-// every link they see (SECURITY.md INV-6).
+// every link they see (docs/security.md, INV-6).
 //
 // Authority: an approval link is authorised by its token alone and carries
 // no identity, so link decisions are recorded as decided_by "link" and

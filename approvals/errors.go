@@ -36,7 +36,7 @@ type answer struct {
 // classify turns an error into its answer. It is the one place where errors
 // become statuses. Anything it does not recognise came from the store (an
 // outage, a timeout) and is 503: a decision that was not recorded must
-// never look like a success (SECURITY.md R06).
+// never look like a success (docs/security.md, R06).
 func classify(err error, method string) answer {
 	var (
 		he  *httpError

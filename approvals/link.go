@@ -22,7 +22,8 @@ func (h *Handler) page(fn func(http.ResponseWriter, *http.Request) error) http.H
 }
 
 // showPage serves GET and HEAD /approvals/{id}?token=T. It only reads:
-// previewers and mail scanners fetch every link (SECURITY.md F09, INV-6).
+// previewers and mail scanners fetch every link (docs/security.md, F09 and
+// INV-6).
 func (h *Handler) showPage(w http.ResponseWriter, r *http.Request) error {
 	id, err := callID(r)
 	if err != nil {
@@ -63,7 +64,7 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The token is the real authority; refusing cross-site posts and any
 	// body a cross-site page could send without a form (JSON, text) is
-	// defence in depth (SECURITY.md F, CSRF).
+	// defence in depth (docs/security.md, F10).
 	if err := h.csrf.Check(r); err != nil {
 		return errCrossOrigin
 	}

@@ -69,7 +69,7 @@ func TestPage_RevealsHiddenCharacters(t *testing.T) {
 }
 
 // Link previewers and mail scanners GET (and HEAD) every link: nothing may
-// change (SECURITY.md F09, INV-6).
+// change (docs/security.md, F09 and INV-6).
 func TestPage_SafeMethodsChangeNothing(t *testing.T) {
 	e := newEnv(t)
 	c := e.park("agent-42", "write_note", `{"path":"notes/today.txt"}`)
@@ -200,7 +200,7 @@ func TestLink_DecidedCallIsReadOnly(t *testing.T) {
 }
 
 // A link decides one call, as it was evaluated, until it expires
-// (SECURITY.md INV-7).
+// (docs/security.md, INV-7).
 func TestLink_BadTokens(t *testing.T) {
 	otherSigner, err := approvals.NewSigner([]byte(strings.Repeat("k", 32)))
 	if err != nil {
@@ -354,7 +354,8 @@ func TestLink_FormRules(t *testing.T) {
 	}
 }
 
-// R06: a decision the store did not record never looks like a success.
+// A decision the store did not record never looks like a success
+// (docs/security.md, R06).
 func TestStoreFailure(t *testing.T) {
 	tests := []struct {
 		name  string

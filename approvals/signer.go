@@ -19,7 +19,7 @@ import (
 const MinSecretBytes = 32
 
 // tokenVersion starts every token. A replica that meets another version
-// refuses the token rather than guess at its layout (SECURITY.md X10).
+// refuses the token rather than guess at its layout (docs/security.md, X10).
 const tokenVersion = "v1"
 
 // Token errors. Both mean "this link does not decide this call"; the
@@ -39,7 +39,7 @@ var (
 // where the MAC covers the version tag, the call ID, the digest of the exact
 // request (pending.Call.RequestDigest) and the expiry. A token therefore
 // decides one call, only as it was evaluated, and only until it expires
-// (SECURITY.md INV-7). It carries no data an approver could trust: the page
+// (docs/security.md, INV-7). It carries no data an approver could trust: the page
 // shows the call from the store. A Signer is safe for concurrent use.
 type Signer struct {
 	secret []byte

@@ -60,7 +60,7 @@ func TestSigner_RoundTrip(t *testing.T) {
 }
 
 // Each bound field changes the token, and a token does not check against a
-// call that differs in any of them (SECURITY.md INV-7).
+// call that differs in any of them (docs/security.md, INV-7).
 func TestSigner_BindsEveryField(t *testing.T) {
 	s := testSigner(t, testSecret)
 	c := testCall()

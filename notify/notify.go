@@ -7,13 +7,14 @@
 // bounded time, and a full queue drops the event (counted) rather than
 // block the caller. A lost notification costs an approver a message, not
 // safety: the call stays listed on the approvals page and API, and expires
-// fail-closed if nobody decides (docs/parked-calls.md, expiry; SECURITY.md R03).
+// fail-closed if nobody decides (docs/parked-calls.md, expiry;
+// docs/security.md, R03).
 //
 // What it does not do: it decides nothing, receives no Slack or Teams
 // interactions (every button is a link to the approval page, where the
 // decision is a POST, so link previewers cannot approve), and keeps nothing
 // durable. Events still queued when the process dies are lost; surviving a
-// crash between park and notify (SECURITY.md R04) needs a durable outbox
+// crash between park and notify (docs/security.md, R04) needs a durable outbox
 // in front of Notify.
 package notify
 
@@ -92,8 +93,9 @@ type Event struct {
 // requested event's id is the call ID (docs/http-api.md, notifications); the
 // resolved event needs another one because CloudEvents ids are unique per
 // source, so it is "<call id>.resolved". Both are derived, not random, so a
-// duplicate announcement of the same event (two replicas, SECURITY.md R04)
-// carries the same id and a receiver can deduplicate on it.
+// duplicate announcement of the same event (two replicas;
+// docs/security.md, R04) carries the same id and a receiver can deduplicate
+// on it.
 func (e *Event) id() string {
 	if e.Type == TypeResolved {
 		return e.CallID + ".resolved"

@@ -18,7 +18,7 @@ type Options struct {
 	// 24h): the agent can fetch its result and approvers can see what
 	// happened. A call that never finishes is kept until its expiry (or
 	// lease) plus ResultTTL. Retention keeps memory and keys bounded
-	// (SECURITY.md INV-8).
+	// (docs/security.md, INV-8).
 	ResultTTL time.Duration
 
 	// PollInterval is how often RedisStore.Wait re-reads a call when no

@@ -23,14 +23,14 @@ import (
 // Cluster slot and every transition is a single-slot Lua script: atomic,
 // with its indexes, TTLs and attach key in the same step. One slot is
 // plenty for parked calls — they move at human speed — and multi-key
-// atomicity is worth more than spreading them (SECURITY.md R20).
+// atomicity is worth more than spreading them (docs/security.md, R20).
 //
 // The store never lists the keyspace (no KEYS, no SCAN): it reads sorted-set
 // indexes. Every key has a TTL (deadline + ResultTTL while live, finish +
 // ResultTTL once terminal), so nothing outlives its retention even if no
 // sweeper ever runs. Expiry is enforced by the transitions themselves,
 // against Redis' clock: a sweeper (Expire) only makes it visible sooner
-// (R14).
+// (docs/security.md, R14).
 //
 // Layout, with the default prefix:
 //
@@ -65,9 +65,9 @@ type subscription struct {
 // Close). It does no I/O; call Ping to check that Redis answers.
 //
 // rdb should have redis.Options.ContextTimeoutEnabled set, so that a
-// caller's deadline bounds each command (R15). Parked calls survive a Redis
-// restart only with persistence (AOF); an eviction policy other than
-// noeviction may drop them (R17).
+// caller's deadline bounds each command (docs/security.md, R15). Parked
+// calls survive a Redis restart only with persistence (AOF); an eviction
+// policy other than noeviction may drop them (R17).
 func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 	if rdb == nil {
 		return nil, errors.New("pending: NewRedis needs a client")
@@ -99,7 +99,8 @@ func (s *RedisStore) run(ctx context.Context, sc *redis.Script, key string, args
 
 // Park implements [Store.Park]. Parking again a call whose ID is taken by
 // the same request (same RequestDigest) returns the stored call: go-redis
-// may retry a park whose reply was lost (R02), and the retry must not fail.
+// may retry a park whose reply was lost (docs/security.md, R02), and the
+// retry must not fail.
 func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call, bool, error) {
 	if err := checkPark(c, ttl); err != nil {
 		return Call{}, false, err
@@ -145,7 +146,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 
 // Get implements [Store.Get]. It only reads: a call past its expiry is
 // shown as it is stored until a transition or Expire moves it (safe
-// methods never change state, INV-6).
+// methods never change state; docs/security.md, INV-6).
 func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 	m, err := s.rdb.HGetAll(ctx, s.callKey(id)).Result()
 	if err != nil {

@@ -44,10 +44,10 @@ import "github.com/redis/go-redis/v9"
 //	               approved, LeaseUntil while executing (Expire's work list)
 //
 // Retried writes: go-redis retries a command whose reply was lost although
-// the server ran it (SECURITY.md R02, R16). Every write carries a random
-// nonce stored in "op"; a script that finds the call already moved by the
-// same nonce answers as if it had just done it, so a retry neither fails
-// nor repeats the step.
+// the server ran it (docs/security.md, R02 and R16). Every write carries a
+// random nonce stored in "op"; a script that finds the call already moved
+// by the same nonce answers as if it had just done it, so a retry neither
+// fails nor repeats the step.
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -140,7 +140,7 @@ for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - r
 end
 local h = load(id)
 if h then
-  -- the same request again is a retried park (R02): answer as the first time
+  -- the same request again is a retried park (docs/security.md, R02): answer as the first time
   if (h.rd or '') == digest then return {'ok', all(id)} end
   return {'taken'}
 end
@@ -181,7 +181,7 @@ if h.st ~= 'waiting' then
   if h.op == nonce and h.st == to then return {'ok', all(id)} end
   return {'conflict', all(id)}
 end
--- past its expiry the call is expired, swept or not (R14)
+-- past its expiry the call is expired, swept or not (docs/security.md, R14)
 if overdue(h) then
   move(id, h, 'expired', {}, nil)
   return {'conflict', all(id)}

@@ -190,8 +190,8 @@ func TestRedisReplicasWake(t *testing.T) {
 	}
 }
 
-// Pub/sub loses what is published while the subscriber is away (R12); the
-// waiter still sees the approval by polling.
+// Pub/sub loses what is published while the subscriber is away
+// (docs/security.md, R12); the waiter still sees the approval by polling.
 func TestRedisPubSubCut(t *testing.T) {
 	const poll = 300 * time.Millisecond
 	addr := redisAddr(t)
@@ -307,7 +307,7 @@ func hasClient(t *testing.T, rdb *redis.Client, id int64) bool {
 }
 
 // Every key the store writes has a TTL, so nothing outlives its retention
-// if sweeps stop (INV-8).
+// if sweeps stop (docs/security.md, INV-8).
 func TestRedisKeyTTLs(t *testing.T) {
 	rdb := newRedisClient(t)
 	const rttl = time.Hour
@@ -381,8 +381,9 @@ func TestRedisIndexesBounded(t *testing.T) {
 }
 
 // go-redis retries a command whose reply was lost, although Redis ran it
-// (R02, R16). A retried write is recognised by its nonce and answers as the
-// first run did, so the executor that claimed a call still knows it did.
+// (docs/security.md, R02 and R16). A retried write is recognised by its
+// nonce and answers as the first run did, so the executor that claimed a
+// call still knows it did.
 func TestRedisRetriedWrites(t *testing.T) {
 	rdb := newRedisClient(t)
 	s := newRedisStoreOn(t, rdb, Options{})
@@ -468,7 +469,8 @@ func TestRedisRetryAfterMove(t *testing.T) {
 }
 
 // With Redis unreachable, parking fails at once with an error that is
-// neither "no such call" nor a conflict: the proxy answers 503 (R01).
+// neither "no such call" nor a conflict: the proxy answers 503
+// (docs/security.md, R01).
 func TestRedisUnreachable(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  "127.0.0.1:1",

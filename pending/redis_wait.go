@@ -15,10 +15,11 @@ import (
 // pub/sub subscription (every transition publishes the call's ID), and also
 // re-reads the call every PollInterval, because pub/sub loses what is
 // published while the subscriber reconnects or sits on a demoted node
-// (R12): a lost message costs at most one poll interval, never a missed
-// approval. A waiter holds no pool connection while it waits (R18). Redis
-// errors while waiting are not returned (the next poll tries again, R05);
-// a call that vanished (Redis restarted empty, R08) gives ErrNotFound.
+// (docs/security.md, R12): a lost message costs at most one poll interval,
+// never a missed approval. A waiter holds no pool connection while it
+// waits (R18). Redis errors while waiting are not returned (the next poll
+// tries again, R05); a call that vanished (Redis restarted empty, R08)
+// gives ErrNotFound.
 func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, error) {
 	wake := make(chan struct{}, 1)
 	s.addWaiter(id, wake) // before reading, so no wake-up falls in between

@@ -677,7 +677,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 }
 
 // testStoreRace checks that concurrent transitions on one call have exactly
-// one winner (SECURITY.md INV-3): 16 goroutines approve, reject, expire and
+// one winner (docs/security.md, INV-3): 16 goroutines approve, reject, expire and
 // cancel one waiting call, then 16 claim one approved call and 16 finish
 // the claim.
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
