@@ -29,13 +29,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
-
-// Info is the display document of a parked call, shared with the proxy
-// that writes it.
-type Info = callinfo.Info
 
 // Approver is a bearer key for the JSON API and the name decisions made
 // with it are recorded under. A Name equal to a call's subject cannot

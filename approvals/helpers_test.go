@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -107,7 +108,7 @@ func (e *env) park(subject, tool, args string) pending.Call {
 	var infoBuf bytes.Buffer
 	enc := json.NewEncoder(&infoBuf)
 	enc.SetEscapeHTML(false)
-	err := enc.Encode(approvals.Info{
+	err := enc.Encode(callinfo.Info{
 		Kind: "rest", Tool: tool, Upstream: "notes", Subject: subject, Target: "notes/today.txt",
 		Arguments: json.RawMessage(args), Reasons: []string{"writes under notes/ need approval"},
 		RuleIDs: []string{"r3"}, Method: "POST", Path: "/tools/" + tool,

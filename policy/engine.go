@@ -27,7 +27,7 @@ type Options struct {
 	// Policies holds the user's .rego modules and .json/.yaml data files,
 	// read again at every Reload (os.DirFS(policy.dir) in production).
 	Policies fs.FS
-	// RulesFile is the rules table (SPEC.md §6.3), read again at every Reload.
+	// RulesFile is the rules table (docs/policy.md, the rules table), read again at every Reload.
 	RulesFile string
 	// Default is what "no rule fired" means: Deny (the zero value) or Ask.
 	Default Action

@@ -17,7 +17,7 @@ import (
 	shipped "github.com/toolgate/toolgate/rego"
 )
 
-// seedRules is the rules table of SPEC.md §6.3 plus the exact-name case.
+// seedRules is the example rules table of docs/policy.md plus the exact-name case.
 var seedRules = []string{
 	`{id: r1, effect: allow, tool: Read, target: "*"}`,
 	`{id: r2, effect: deny, tool: Read, target: secrets.txt}`,

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Permission modes (SPEC.md §6.5). A mode is applied after the rules; none
+// Permission modes (docs/policy.md, modes). A mode is applied after the rules; none
 // ever overrides a deny.
 const (
 	ModeDefault = "default"  // ask stays ask

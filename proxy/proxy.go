@@ -187,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 // is spelled the same in the raw and the decoded path.
 func CheckPrefix(p string) error {
 	if !prefixPattern.MatchString(p) {
-		return fmt.Errorf("prefix %q must start and end with / and hold only letters, digits and ._~-", p)
+		return fmt.Errorf("%q must start and end with / and hold only letters, digits and ._~-", p)
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (u *Upstream) withDefaults() error {
 		u.Prefix = "/"
 	}
 	if err := CheckPrefix(u.Prefix); err != nil {
-		return fmt.Errorf("proxy: upstream %s: %w", u.Name, err)
+		return fmt.Errorf("proxy: upstream %s: prefix %w", u.Name, err)
 	}
 	if u.URL == nil || u.URL.Host == "" || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
 		return fmt.Errorf("proxy: upstream %s: url must be absolute http(s)", u.Name)

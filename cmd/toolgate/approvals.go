@@ -3,13 +3,13 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/pending"
@@ -123,8 +123,7 @@ func (p *parking) resolved(c pending.Call) {
 }
 
 func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
-	var info approvals.Info
-	_ = json.Unmarshal(c.Info, &info)
+	info := callinfo.Decode(c.Info)
 	return notify.Event{
 		Type: typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,

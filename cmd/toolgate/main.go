@@ -26,7 +26,7 @@ var (
 	commit  = "unknown"
 )
 
-// Exit statuses (SPEC.md §2).
+// Exit statuses (README, Running it).
 const (
 	exitOK    = 0
 	exitFail  = 1

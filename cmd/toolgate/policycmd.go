@@ -72,7 +72,7 @@ type fsFS = fs.FS
 // document, with the policy a config describes.
 func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 	cf := newConfigFlags("policy eval")
-	input := cf.fs.String("input", "", "input document (JSON, the shape of SPEC.md §6.1); - for stdin")
+	input := cf.fs.String("input", "", "input document (JSON, as docs/policy.md describes it); - for stdin")
 	if ok, status := parseFlags(cf.fs, args, e); !ok {
 		return status
 	}

@@ -37,7 +37,7 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 // with ?master_name=NAME&addr=... a Sentinel set), redis+sentinel:// (same,
 // explicitly), redis+cluster:// (a Cluster; more nodes with &addr=...) and
 // unix://; each with TLS as rediss (config.RedisSchemes lists them). Timeouts are short and bound every command by its context
-// (R15): a slow Redis turns into 503 for asks, not into stuck requests.
+// (docs/security.md, R15): a slow Redis turns into 503 for asks, not into stuck requests.
 func redisClient(raw string) (redis.UniversalClient, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -72,7 +72,7 @@ func redisClient(raw string) (redis.UniversalClient, error) {
 	}
 	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.ContextTimeoutEnabled)
 	// One dial retry: a Redis that is down should answer asks 503 at once
-	// (R01), not after five dial attempts.
+	// (docs/security.md, R01), not after five dial attempts.
 	o.DialerRetries = 1
 	return redis.NewClient(o), nil
 }

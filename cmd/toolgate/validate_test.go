@@ -81,14 +81,17 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 			nil, "",
 		},
 
-		{"prefix with a space", map[string]string{"toolgate.yaml": validateConfig("/my tools/", anonymous, "policy")}, nil, `prefix "/my tools/" must start and end with /`},
+		{"prefix with a space", map[string]string{"toolgate.yaml": validateConfig("/my tools/", anonymous, "policy")}, nil, `"/my tools/" must start and end with /`},
 		{
-			// The proxy is built last: what was opened before it is closed.
-			"prefix with a space, after the store, notifier and decision log",
-			map[string]string{"toolgate.yaml": strings.Replace(validateConfig("/my tools/", anonymous, "policy"),
+			// Identity is built after the store, the notifier and the
+			// decision log: what was opened before it is closed (the
+			// goroutine check below fails otherwise).
+			"missing jwks_file, after the store, notifier and decision log",
+			map[string]string{"toolgate.yaml": strings.Replace(
+				validateConfig("/", "  jwt: {jwks_file: ./missing.json, issuer: https://idp.example.com, audience: [toolgate]}", "policy"),
 				"approvals:\n", "approvals:\n  notify: [{url: \"http://127.0.0.1:1/hook\"}]\n", 1) +
 				"log: {decisions: {console: true}}\npending: {store: redis, redis_url: \"redis://127.0.0.1:1/0\"}\n"},
-			nil, `prefix "/my tools/" must start and end with /`,
+			nil, "identity.jwt.jwks_file: reading",
 		},
 		{
 			"jwks over http",

@@ -37,8 +37,8 @@ identity:                      # who the caller is; never taken from tool argume
 
 policy:
   dir: ./policy                # .rego modules plus data files (.json/.yaml); watched and hot-reloaded
-  rules_file: ./rules.yaml     # optional rules table (§6.3), also watched
-  mode: default                # default | dont_ask | plan | bypass  (§6.5)
+  rules_file: ./rules.yaml     # optional rules table (docs/policy.md), also watched
+  mode: default                # default | dont_ask | plan | bypass
 
 pending:
   store: memory                # memory (single instance) | redis
@@ -117,7 +117,7 @@ func TestLoad_SpecExample(t *testing.T) {
 		ShutdownGrace: Duration(20 * time.Second),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Load(SPEC example) (-want +got):\n%s", diff)
+		t.Errorf("Load(README example) (-want +got):\n%s", diff)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
 )
 
 // FieldError is one problem with one key. Key is the key path as written in
@@ -149,9 +150,9 @@ func (v *validator) upstreams(us []Upstream) {
 		}
 		v.httpURL(at+".url", u.URL)
 		v.oneOf(at+".protocol", u.Protocol, "rest", "mcp")
-		switch {
-		case u.Prefix == "" || u.Prefix[0] != '/' || u.Prefix[len(u.Prefix)-1] != '/':
-			v.add(at+".prefix", fmt.Sprintf("%q does not start and end with /", u.Prefix), `write it like / or /notes/`)
+		switch err := proxy.CheckPrefix(u.Prefix); {
+		case err != nil:
+			v.add(at+".prefix", err.Error(), `write it like / or /notes/`)
 		case prefixes[u.Prefix] != "":
 			v.add(at+".prefix", fmt.Sprintf("%q is also the prefix of %s", u.Prefix, prefixes[u.Prefix]), "give every upstream its own prefix")
 		default:
