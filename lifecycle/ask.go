@@ -61,9 +61,15 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 	for {
 		switch pc.State {
 		case pending.Approved:
+			if ctx.Err() != nil {
+				return Outcome{Kind: Gone, Call: pc} // the call waits for a retry or the sweeper
+			}
 			claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
 			if err == nil {
 				return l.run(ctx, claimed)
+			}
+			if ctx.Err() != nil {
+				return Outcome{Kind: Gone, Call: pc}
 			}
 			if !errors.Is(err, pending.ErrConflict) {
 				return l.failed(pc, err)
@@ -134,14 +140,34 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	// The execution must finish and be recorded even if the caller leaves.
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, pc)
-	done, err := l.store.Finish(xctx, pc.ID, pc.Fence, state, res)
+	done, err := l.finish(xctx, pc, state, res)
 	if err != nil {
-		// The store is away: the caller is the only one who can have it.
+		// The result was not recorded (the store is away, or the lease
+		// ran out and the call is unknown): this caller is the only one
+		// who can have it.
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
-		pc.State = state
-		return Outcome{Kind: Delivered, Call: pc, Result: res}
+		done.Result = &res
+		return Outcome{Kind: Delivered, Call: done, Result: res}
 	}
 	return l.deliver(ctx, done)
+}
+
+// finish records an executed call's result. A late write that itself made
+// the call unknown (its lease ran out, and no sweep saw it first) reports
+// that end, since nothing else will. On an error the call is returned as
+// the store now holds it, or as this executor left it.
+func (l *Lifecycle) finish(ctx context.Context, pc pending.Call, state pending.State, res pending.Result) (pending.Call, error) {
+	done, err := l.store.Finish(ctx, pc.ID, pc.Fence, state, res)
+	switch {
+	case err == nil:
+		return done, nil
+	case errors.Is(err, pending.ErrLapsed):
+		l.log.Warn("executor outlived its lease: the call is unknown", "call_id", pc.ID)
+		l.onEnd(done)
+		return done, err
+	}
+	pc.State = state
+	return pc, err
 }
 
 // deliver hands a finished call's stored result to this request, once: a

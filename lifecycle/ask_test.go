@@ -540,7 +540,6 @@ func TestDrain(t *testing.T) {
 // A caller that goes away just as its call is approved is Gone, not a
 // store failure; the call stays approved for the sweeper.
 func TestAskGoneAtApproval(t *testing.T) {
-	knownBug(t, "hold claims with the request's context: a caller that left is reported as StoreFailed")
 	s := pending.NewMemory(pending.Options{})
 	ctx, leave := context.WithCancel(t.Context())
 	hs := &hookStore{Store: s, wait: func(wctx context.Context, id string, from pending.State) (pending.Call, error) {

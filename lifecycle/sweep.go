@@ -29,10 +29,8 @@ func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 
 // SweepOnce does one round of Sweep's work.
 func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
-	// An approved call close to its expiry is executed now rather than
-	// after the grace: otherwise an approval in the last seconds of the
-	// ttl would expire unexecuted although the approver saw "approved".
-	l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
+	// Calls past their expiry end first, and are reported: a claim of an
+	// approved call already overdue would expire it too, silently.
 	expired, err := l.store.Expire(ctx, 100)
 	if err != nil {
 		l.log.Warn("sweeper: cannot expire calls", "error", err)
@@ -41,6 +39,10 @@ func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
 		l.log.Info("parked call ended", "call_id", pc.ID, "state", string(pc.State))
 		l.onEnd(pc)
 	}
+	// An approved call close to its expiry is executed now rather than
+	// after the grace: otherwise an approval in the last seconds of the
+	// ttl would expire unexecuted although the approver saw "approved".
+	l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
 	l.executeApproved(ctx, grace, nil)
 }
 
@@ -68,7 +70,7 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 		// begins meanwhile (within its lease).
 		xctx := context.WithoutCancel(ctx)
 		state, res := l.exec.Execute(xctx, claimed)
-		if _, err := l.store.Finish(xctx, claimed.ID, claimed.Fence, state, res); err != nil {
+		if _, err := l.finish(xctx, claimed, state, res); err != nil {
 			l.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		}
 		l.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -126,7 +125,6 @@ func TestSweepOnceExpired(t *testing.T) {
 func TestSweepOnceExpiredApproved(t *testing.T) { eachStore(t, testSweepOnceExpiredApproved) }
 
 func testSweepOnceExpiredApproved(t *testing.T, s pending.Store) {
-	knownBug(t, "SweepOnce's first pass claims overdue approved calls, the claim expires them, and nobody reports them")
 	exec, ev := newExec(), newEvents()
 	l, err := New(Config{Store: s, Executor: exec, TTL: 300 * time.Millisecond, OnPark: ev.onPark, OnResolve: ev.onResolve})
 	if err != nil {
@@ -147,15 +145,6 @@ func testSweepOnceExpiredApproved(t *testing.T, s pending.Store) {
 		t.Errorf("executed %d times after its expiry", n)
 	}
 	ev.checkResolved(t, in.ID, pending.Expired)
-}
-
-// knownBug skips a test that shows a bug not fixed yet, unless
-// TOOLGATE_TEST_KNOWN_BUGS=1.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("TOOLGATE_TEST_KNOWN_BUGS") != "1" {
-		t.Skip("known bug (TOOLGATE_TEST_KNOWN_BUGS=1 runs it): " + bug)
-	}
 }
 
 // Two replicas sweep one store at once: every approved call runs once.
@@ -315,7 +304,6 @@ func TestLeaseOfHeldClaim(t *testing.T) {
 // late Finish is refused and leaves the call unknown, which is reported
 // like an unknown call the sweeper found.
 func TestLeaseRunsOutUnswept(t *testing.T) {
-	knownBug(t, "a call that the late Finish itself turns unknown is never reported to OnResolve")
 	s, clk := newMemory(time.Now(), time.Hour)
 	exec, ev := newExec(), newEvents()
 	exec.lease = time.Second

@@ -188,6 +188,9 @@ func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to Sta
 	if m == nil {
 		return Call{}, notFound(id)
 	}
+	if m.c.State == Executing && m.c.Fence == fence && s.expireIfDue(m, now) {
+		return m.c.clone(), lapsed(id, fence)
+	}
 	if s.expireIfDue(m, now) || m.c.State != Executing || m.c.Fence != fence {
 		return Call{}, fenced(id, fence)
 	}

@@ -115,6 +115,10 @@ func fenced(id string, fence int64) error {
 	return fmt.Errorf("%w: call %s, fence %d", ErrFenced, id, fence)
 }
 
+func lapsed(id string, fence int64) error {
+	return fmt.Errorf("%w: call %s, fence %d", ErrLapsed, id, fence)
+}
+
 func idTaken(id string) error {
 	return fmt.Errorf("pending: the ID %s is taken by another request: %w", id, ErrConflict)
 }

@@ -57,6 +57,11 @@ var (
 	// ErrFenced: the claim is no longer the executor's (its lease ran out,
 	// or another claim replaced it); the late write was refused.
 	ErrFenced = errors.New("pending: the claim was lost")
+	// ErrLapsed is the ErrFenced of the one Finish that found the lease
+	// run out and itself made the call Unknown (no sweep did before it):
+	// Finish then returns the call too, so that its end can be reported
+	// once. errors.Is(ErrLapsed, ErrFenced) holds.
+	ErrLapsed = fmt.Errorf("%w: the lease ran out", ErrFenced)
 )
 
 // StateError is ErrConflict with the call as it now stands.
@@ -142,7 +147,8 @@ type Store interface {
 
 	// Finish moves an Executing call with this fence to Executed, Failed
 	// or Unknown and stores its result. ErrFenced when the fence is stale
-	// or the call is no longer Executing.
+	// or the call is no longer Executing; ErrLapsed, with the call, when
+	// the lease ran out and this Finish made the call Unknown.
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
 	// Deliver marks a finished call's result as handed to its caller.

@@ -253,6 +253,8 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 		return c, nil
 	case "fenced":
 		return Call{}, fenced(id, fence)
+	case "lapsed":
+		return c, lapsed(id, fence)
 	case "notfound":
 		return Call{}, notFound(id)
 	}

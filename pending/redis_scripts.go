@@ -217,9 +217,10 @@ return {'ok', all(id)}
 `)
 
 // finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
-// field, value pairs. Replies {'ok', call}, {'fenced', call} or
-// {'notfound'}. A finish after the lease ran out is refused and the call
-// becomes unknown, swept or not: others may have given it up already.
+// field, value pairs. Replies {'ok', call}, {'fenced', call},
+// {'lapsed', call} or {'notfound'}. A finish after the lease ran out is
+// refused and the call becomes unknown, swept or not: others may have given
+// it up already; 'lapsed' says this finish is what made it unknown.
 var finishScript = newScript(`
 local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
@@ -230,7 +231,7 @@ if h.st ~= 'executing' or h.fe ~= fence then
 end
 if overdue(h) then
   move(id, h, 'unknown', {}, nil)
-  return {'fenced', all(id)}
+  return {'lapsed', all(id)}
 end
 local f = {'op', nonce}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end

@@ -479,9 +479,14 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			swept := claimed(t, s, short)
 			unswept := claimed(t, s, short)
 			advance(beyond)
-			// Unswept: the late Finish is refused and makes the call unknown.
-			if _, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) {
-				t.Errorf("Finish(past lease) = %v, want ErrFenced", err)
+			// Unswept: the late Finish is refused and makes the call
+			// unknown, and says so (ErrLapsed, with the call), once.
+			late, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200})
+			if !errors.Is(err, ErrLapsed) || !errors.Is(err, ErrFenced) || late.ID != unswept.ID || late.State != Unknown {
+				t.Errorf("Finish(past lease) = %s %s, %v; want the call unknown and ErrLapsed", late.ID, late.State, err)
+			}
+			if _, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) || errors.Is(err, ErrLapsed) {
+				t.Errorf("Finish(past lease) again = %v, want ErrFenced, not ErrLapsed", err)
 			}
 			if got := get(t, s, unswept.ID); got.State != Unknown || got.Result != nil {
 				t.Errorf("after a late Finish: %s, result %v; want unknown without a result", got.State, got.Result)
@@ -490,8 +495,8 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			if err != nil || len(got) != 1 || got[0].ID != swept.ID || got[0].State != Unknown {
 				t.Fatalf("Expire = %v, %v; want [%s unknown]", states(got), err, swept.ID)
 			}
-			if _, err := s.Finish(ctx, swept.ID, swept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) {
-				t.Errorf("Finish after Expire = %v, want ErrFenced", err)
+			if _, err := s.Finish(ctx, swept.ID, swept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) || errors.Is(err, ErrLapsed) {
+				t.Errorf("Finish after Expire = %v, want ErrFenced, not ErrLapsed", err)
 			}
 			if _, err := s.Claim(ctx, swept.ID, long); !isState(err, Unknown) {
 				t.Errorf("Claim(unknown) = %v, want a StateError (unknown): never re-executed", err)
