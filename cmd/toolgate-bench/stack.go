@@ -102,21 +102,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		return nil, err
 	}
 
-	// The external OPA server is toolgate's embedded OPA command line,
-	// so it runs exactly the OPA version toolgate decides with.
-	opaDir := filepath.Join(o.dir, "opa")
-	if err := os.MkdirAll(opaDir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := writeExtOPA(opaDir); err != nil {
-		return nil, err
-	}
-	if s.opa, err = startProc(o.dir, "opa", pin.servers, []string{o.toolgate, "opa", "run", "--server", "--addr", addrs["opa"], "--log-level", "error", opaDir}, nil); err != nil {
-		return nil, err
-	}
-	s.url["extopa"] = "http://" + addrs["extopa"]
-	if s.extProxy, err = startProc(o.dir, "extopa-proxy", pin.servers, self("extopa", "-listen", addrs["extopa"], "-upstream", s.url["direct"],
-		"-opa", "http://"+addrs["opa"]+"/v1/data/bench/decision"), nil); err != nil {
+	if err := s.startExtOPA(o, pin, addrs); err != nil {
 		return nil, err
 	}
 
@@ -165,4 +151,27 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// startExtOPA starts the external-OPA setup: an OPA server and the Go
+// proxy that asks it for every call.
+func (s *stack) startExtOPA(o *options, pin pinning, addrs map[string]string) (err error) {
+	// The external OPA server is toolgate's embedded OPA command line,
+	// so it runs exactly the OPA version toolgate decides with.
+	opaDir := filepath.Join(o.dir, "opa")
+	if err := os.MkdirAll(opaDir, 0o700); err != nil {
+		return err
+	}
+	if err := writeExtOPA(opaDir); err != nil {
+		return err
+	}
+	if s.opa, err = startProc(o.dir, "opa", pin.servers, []string{o.toolgate, "opa", "run", "--server", "--addr", addrs["opa"], "--log-level", "error", opaDir}, nil); err != nil {
+		return err
+	}
+	s.url["extopa"] = "http://" + addrs["extopa"]
+	if s.extProxy, err = startProc(o.dir, "extopa-proxy", pin.servers, self("extopa", "-listen", addrs["extopa"], "-upstream", s.url["direct"],
+		"-opa", "http://"+addrs["opa"]+"/v1/data/bench/decision"), nil); err != nil {
+		return err
+	}
+	return nil
 }

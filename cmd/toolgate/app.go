@@ -129,51 +129,11 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		}
 	}()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolgate_build_info", Help: "Build of this toolgate; always 1."},
-		[]string{"version", "commit", "opa_version", "go_version"})
-	build.WithLabelValues(version, commit, opaversion.Version, runtime.Version()).Set(1)
-	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "toolgate_policy_reloads_total",
-		Help: "Policy reloads by result (success, failure); a failure keeps the last good policy.",
-	}, []string{"result"})
-	reloads.WithLabelValues("success")
-	reloads.WithLabelValues("failure")
-	// One series at a time: the revision in force, so replicas running
-	// different policies show up side by side.
-	revision := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "toolgate_policy_revision_info",
-		Help: "The policy revision in force (a digest of every module, data file and the rules table); always 1.",
-	}, []string{"revision"})
-	var inForce string
-	setRevision := func(rev string) {
-		if rev == inForce {
-			return
-		}
-		// The new series first: a scrape in between sees two, never none.
-		revision.WithLabelValues(rev).Set(1)
-		revision.DeleteLabelValues(inForce)
-		inForce = rev
-	}
-	a.registry.MustRegister(build, reloads, revision)
-
-	engine, err := newEngine(ctx, cfg, src, log, func(rev string, err error) {
-		a.reloadMu.Lock()
-		a.lastErr = err
-		setRevision(rev)
-		a.reloadMu.Unlock()
-		if err != nil {
-			reloads.WithLabelValues("failure").Inc()
-			return
-		}
-		reloads.WithLabelValues("success").Inc()
-	})
-	if err != nil {
+	reloaded, inForce := a.policyMetrics()
+	if a.engine, err = newEngine(ctx, cfg, src, log, reloaded); err != nil {
 		return nil, err
 	}
-	a.engine = engine
-	a.reloadMu.Lock()
-	setRevision(engine.Revision())
-	a.reloadMu.Unlock()
+	inForce(a.engine.Revision())
 
 	// Opened in this order, closed in the reverse: the JWKS refresher
 	// first, the notifier before the store, then the decision log (its last
@@ -182,7 +142,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		return nil, err
 	}
 	a.onClose("tracing", 5*time.Second, a.tracing.flush)
-	if a.dlog, err = newDecisionLog(ctx, cfg, engine, a.registry, log); err != nil {
+	if a.dlog, err = newDecisionLog(ctx, cfg, a.engine, a.registry, log); err != nil {
 		return nil, err
 	}
 	a.onClose("decision log", 5*time.Second, func(ctx context.Context) error {
@@ -198,22 +158,15 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		return nil, err
 	}
 	a.onClose("identity", 0, func(context.Context) error { return a.auth.Close() })
-	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
-	for _, u := range cfg.Upstreams {
-		pu, err := url.Parse(u.URL)
-		if err != nil {
-			return nil, fmt.Errorf("upstreams: %s: %w", u.Name, err)
-		}
-		ups = append(ups, proxy.Upstream{
-			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
-			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
-		})
+	ups, err := proxyUpstreams(cfg)
+	if err != nil {
+		return nil, err
 	}
 	a.proxy, err = proxy.New(proxy.Config{
 		TracerProvider: a.tracing.provider,
 		Propagator:     a.tracing.propagator,
 		Upstreams:      ups,
-		Decider:        engine,
+		Decider:        a.engine,
 		Auth:           a.auth,
 		MaxBodyBytes:   cfg.Limits.MaxBodyBytes.Int64(),
 		Mode:           cfg.Policy.Mode,
@@ -232,6 +185,70 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	}
 	a.ready.Store(true)
 	return a, nil
+}
+
+// proxyUpstreams is the configuration's upstreams as the proxy takes them.
+func proxyUpstreams(cfg *config.Config) ([]proxy.Upstream, error) {
+	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		pu, err := url.Parse(u.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams: %s: %w", u.Name, err)
+		}
+		ups = append(ups, proxy.Upstream{
+			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
+			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
+		})
+	}
+	return ups, nil
+}
+
+// policyMetrics registers the build and policy series. reloaded records a
+// policy reload in them and in /readyz; inForce sets the revision in force.
+func (a *app) policyMetrics() (reloaded func(rev string, err error), inForce func(rev string)) {
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "toolgate_build_info", Help: "Build of this toolgate; always 1."},
+		[]string{"version", "commit", "opa_version", "go_version"})
+	build.WithLabelValues(version, commit, opaversion.Version, runtime.Version()).Set(1)
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_policy_reloads_total",
+		Help: "Policy reloads by result (success, failure); a failure keeps the last good policy.",
+	}, []string{"result"})
+	reloads.WithLabelValues("success")
+	reloads.WithLabelValues("failure")
+	// One series at a time: the revision in force, so replicas running
+	// different policies show up side by side.
+	revision := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolgate_policy_revision_info",
+		Help: "The policy revision in force (a digest of every module, data file and the rules table); always 1.",
+	}, []string{"revision"})
+	a.registry.MustRegister(build, reloads, revision)
+	var current string
+	setRevision := func(rev string) { // under reloadMu
+		if rev == current {
+			return
+		}
+		// The new series first: a scrape in between sees two, never none.
+		revision.WithLabelValues(rev).Set(1)
+		revision.DeleteLabelValues(current)
+		current = rev
+	}
+	reloaded = func(rev string, err error) {
+		a.reloadMu.Lock()
+		a.lastErr = err
+		setRevision(rev)
+		a.reloadMu.Unlock()
+		if err != nil {
+			reloads.WithLabelValues("failure").Inc()
+			return
+		}
+		reloads.WithLabelValues("success").Inc()
+	}
+	inForce = func(rev string) {
+		a.reloadMu.Lock()
+		setRevision(rev)
+		a.reloadMu.Unlock()
+	}
+	return reloaded, inForce
 }
 
 // readiness is what /readyz reports.
