@@ -52,6 +52,17 @@ type Upstream struct {
 	// Timeout bounds the wait for the upstream's response headers; past it
 	// the agent gets 504. Zero means 60s.
 	Timeout time.Duration
+	// ToolQuery lets a REST tool call carry a query string (the policy
+	// sees it in http.query); otherwise a tool call with one is refused,
+	// since its arguments belong in the body the policy reads.
+	ToolQuery bool
+	// TargetFold is how the tool's target is normalised for this
+	// upstream: "" or "none", or "windows" (case-folded, trailing dots and
+	// spaces of each segment removed) for tools that resolve names so.
+	TargetFold string
+	// StripHeaders are more request headers that never reach this
+	// upstream (identity or routing claims only toolgate may make).
+	StripHeaders []string
 	// Transport, if set, replaces the tuned default (tests).
 	Transport http.RoundTripper
 }
@@ -62,6 +73,13 @@ type Config struct {
 	Decider      Decider
 	Auth         Authenticator
 	MaxBodyBytes int64  // limit on request bodies, after decoding too
+	// BodyTimeout bounds the arrival of a whole request body; past it the
+	// request is refused (408) and its connection closed. Zero means 10s.
+	BodyTimeout time.Duration
+	// AllowLossyNumbers accepts JSON number literals that a float64 reads
+	// as another decimal value (9007199254740993); by default they are
+	// refused, since the policy and the upstream could read two numbers.
+	AllowLossyNumbers bool
 	Mode         string // permission mode put in every input ("" = default)
 	Logger       *slog.Logger
 	Metrics      *Metrics // nil: a private registry
