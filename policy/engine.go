@@ -29,6 +29,11 @@ type Options struct {
 	Policies fs.FS
 	// RulesFile is the rules table (docs/policy.md, the rules table), read again at every Reload.
 	RulesFile string
+	// Capabilities names OPA built-ins policies may call beyond the safe
+	// set: http.send, net.lookup_ip_addr, opa.runtime, json.match_schema
+	// and json.verify_schema are refused at load unless listed here (see
+	// capabilities.go). A name that is not an OPA built-in is an error.
+	Capabilities []string
 	// Default is what "no rule fired" means: Deny (the zero value) or Ask.
 	Default Action
 	// Logger receives reload reports. Nil discards them.
@@ -148,16 +153,20 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1)
+	caps, err := capabilities(e.opts.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithCapabilities(caps)
 	if c.Compile(b.modules); c.Failed() {
-		return nil, fmt.Errorf("policy: compiling: %w", c.Errors)
+		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
 	if err := checkRuleTypes(c, b.data); err != nil {
 		return nil, err
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store}
-	if p.full, err = prepareQuery(ctx, fullQuery, c, store); err != nil {
+	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
 		return nil, err
 	}
 	if !e.opts.NativeLibrary || !nativeEligible(b) {
@@ -168,7 +177,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	}
 	body, names := userQuery(c, b.data)
 	if len(names) > 0 {
-		q, err := prepareQuery(ctx, body, c, store)
+		q, err := prepareQuery(ctx, body, c, caps, store)
 		if err != nil {
 			return nil, err
 		}
@@ -177,10 +186,12 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	return p, nil
 }
 
-func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, store storage.Store) (rego.PreparedEvalQuery, error) {
+func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) (rego.PreparedEvalQuery, error) {
 	pq, err := rego.New(
 		rego.ParsedQuery(q),
 		rego.Compiler(c),
+		// Evaluation reads allow_net from here, not from the compiler.
+		rego.Capabilities(caps),
 		rego.Store(store),
 		rego.StoreReadAST(true),
 		// A built-in that fails (a type error, a bad regex) is an error,

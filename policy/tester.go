@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,6 +21,9 @@ type TestOptions struct {
 	// Library, if set, is loaded beside the trees without its own tests:
 	// users' tests run against the shipped library, which is not retested.
 	Library fs.FS
+	// Capabilities are the built-ins allowed beyond the safe set, as in
+	// Options.Capabilities: tests compile as the engine compiles.
+	Capabilities []string
 }
 
 // TestSummary counts the outcome of a test run.
@@ -33,6 +37,10 @@ func (s TestSummary) OK() bool { return s.Failed == 0 && s.Errored == 0 && s.Pas
 // loaded together, and the report is written to out in OPA's format. Trees
 // are keyed by a name used to keep module names apart ("lib", a directory).
 func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts TestOptions) (TestSummary, error) {
+	caps, err := capabilities(opts.Capabilities)
+	if err != nil {
+		return TestSummary{}, err
+	}
 	modules := map[string]*ast.Module{}
 	data := map[string]any{}
 	all := map[string]fs.FS{}
@@ -63,7 +71,7 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		}
 	}
 	r := tester.NewRunner().
-		SetCompiler(ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true)).
+		SetCompiler(ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).WithCapabilities(caps)).
 		SetStore(inmem.NewFromObject(data)).
 		CapturePrintOutput(true).
 		RaiseBuiltinErrors(true)
@@ -72,6 +80,10 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 	}
 	ch, err := r.SetModules(modules).RunTests(ctx, nil)
 	if err != nil {
+		var astErrs ast.Errors
+		if errors.As(err, &astErrs) {
+			explainRefused(astErrs)
+		}
 		return TestSummary{}, err
 	}
 	var sum TestSummary
