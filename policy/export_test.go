@@ -3,3 +3,9 @@ package policy
 // NativeInUse reports whether e evaluates the shipped library in Go for the
 // policy in force.
 func NativeInUse(e *Engine) bool { return e.current.Load().native != nil }
+
+// WatchCounts reports whether Watch(dirs) of an engine with this rules
+// file reloads on an event on path p, not a directory.
+func WatchCounts(dirs []string, rulesFile, p string) bool {
+	return newWatchFilter(dirs, rulesFile).counts(p, false)
+}

@@ -109,17 +109,7 @@ func skipNonPolicy(abspath string, info fs.FileInfo, depth int) bool {
 	if depth > 0 && strings.HasPrefix(name, ".") {
 		return true
 	}
-	if info.IsDir() {
-		return false
-	}
-	switch {
-	case strings.HasSuffix(name, "_test.rego"):
-		return true
-	case strings.HasSuffix(name, ".rego"), strings.HasSuffix(name, ".json"),
-		strings.HasSuffix(name, ".yaml"), strings.HasSuffix(name, ".yml"):
-		return false
-	}
-	return true
+	return !info.IsDir() && !isPolicyFile(name)
 }
 
 // setRules places the rules table at data.toolgate.rules, and its index at

@@ -3,37 +3,60 @@ package policy
 import (
 	"context"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
 
-// Watch reloads the engine whenever something changes under dirs, until ctx
-// ends. Events are debounced (an editor's save, or Kubernetes swapping a
-// ConfigMap's "..data" symlink, is several events), and directories are
-// watched rather than files, so atomic renames and symlink swaps are seen.
-// A reload that fails keeps the last good policy (see Reload).
+// Watch reloads the engine whenever a file of the policy changes, until ctx
+// ends. dirs are the policy directory and the rules file's directory, as the
+// configuration gives them: the rules file's directory is listed for the
+// rules file alone, and counts as a policy directory only when it is listed
+// twice (it is policy.dir too) or lies inside another listed directory.
+//
+// Only the policy's own files trigger a reload: under a policy directory the
+// .rego modules and .json, .yaml and .yml data files the engine loads
+// (not _test.rego, not hidden ones) and its subdirectories, and the rules
+// file itself; a log or an editor's swap file written beside them does not,
+// so a failed reload is retried only when the policy changes again.
+// Kubernetes' ConfigMap swap (a new "..data" symlink) counts in both kinds
+// of directory. Events are debounced (an editor's save is several events),
+// and directories are watched rather than files, so atomic renames and
+// symlink swaps are seen. A reload that fails keeps the last good policy
+// (see Reload).
 func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duration) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
+	f := newWatchFilter(dirs, e.opts.RulesFile)
 	watched := map[string]bool{}
+	add := func(p string) {
+		if watched[p] {
+			return
+		}
+		if err := w.Add(p); err != nil {
+			e.opts.Logger.Warn("cannot watch policy directory", "dir", p, "error", err)
+			return
+		}
+		watched[p] = true
+	}
 	sync := func() {
-		for _, root := range dirs {
+		for _, root := range f.policyRoots {
 			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err != nil || !d.IsDir() || watched[p] {
-					return nil
+				if err == nil && d.IsDir() {
+					add(p)
 				}
-				if err := w.Add(p); err != nil {
-					e.opts.Logger.Warn("cannot watch policy directory", "dir", p, "error", err)
-					return nil
-				}
-				watched[p] = true
 				return nil
 			})
+		}
+		if f.rulesDir != "" {
+			add(f.rulesDir)
 		}
 	}
 	sync()
@@ -47,14 +70,20 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 			if !ok {
 				return nil
 			}
+			name := filepath.Clean(ev.Name)
+			wasDir := watched[name]
 			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-				delete(watched, ev.Name)
+				delete(watched, name)
+			}
+			if ev.Op == fsnotify.Chmod || !f.counts(name, wasDir) {
+				continue
 			}
 			timer.Reset(debounce)
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
+			// Events may have been lost (an overflow): reload to be sure.
 			e.opts.Logger.Warn("policy watcher error", "error", err)
 			timer.Reset(debounce)
 		case <-timer.C:
@@ -62,4 +91,72 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 			_ = e.Reload(ctx) // logged and reported by Reload
 		}
 	}
+}
+
+// watchFilter tells a policy file's events from other files' events.
+type watchFilter struct {
+	policyRoots []string // the policy directories, cleaned
+	rulesFile   string   // cleaned; "" without one
+	rulesDir    string   // the rules file's directory; "" without a rules file
+}
+
+func newWatchFilter(dirs []string, rulesFile string) *watchFilter {
+	f := &watchFilter{}
+	for _, d := range dirs {
+		f.policyRoots = append(f.policyRoots, filepath.Clean(d))
+	}
+	if rulesFile != "" {
+		f.rulesFile = filepath.Clean(rulesFile)
+		f.rulesDir = filepath.Dir(f.rulesFile)
+		// The configuration lists the rules file's directory for the rules
+		// file's sake: once, not as a policy directory.
+		if i := slices.Index(f.policyRoots, f.rulesDir); i >= 0 {
+			f.policyRoots = slices.Delete(f.policyRoots, i, i+1)
+		}
+	}
+	return f
+}
+
+// counts reports whether an event on path p may change the policy. wasDir
+// says p was a watched directory (it may be gone by now).
+func (f *watchFilter) counts(p string, wasDir bool) bool {
+	if f.rulesFile != "" && (p == f.rulesFile || p == filepath.Join(f.rulesDir, "..data")) {
+		return true
+	}
+	for _, root := range f.policyRoots {
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			continue
+		}
+		if rel == "..data" {
+			return true // a ConfigMap's files swapped at once
+		}
+		if slices.ContainsFunc(strings.Split(rel, string(filepath.Separator)), func(s string) bool { return strings.HasPrefix(s, ".") }) {
+			continue // hidden, as the loader skips them
+		}
+		if wasDir {
+			return true
+		}
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			return true // a directory of policy files moved in
+		}
+		if isPolicyFile(filepath.Base(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isPolicyFile reports whether the loader reads a file of this name: what
+// skipNonPolicy keeps.
+func isPolicyFile(name string) bool {
+	if strings.HasSuffix(name, "_test.rego") {
+		return false
+	}
+	for _, ext := range []string{".rego", ".json", ".yaml", ".yml"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,121 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// TestWatchIgnoresOtherFiles: with a broken policy in force, a log written
+// beside the policy and beside the rules file (as a log of every failed
+// reload would be) triggers no reload; the rules file and a .rego do.
+func TestWatchIgnoresOtherFiles(t *testing.T) {
+	dir, rulesDir := t.TempDir(), t.TempDir()
+	write := func(path, src string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "p.rego"), "package toolgate\nallow if true\n")
+	rules := writeRules(t, rulesDir, seedRules)
+	reloaded := make(chan error, 64)
+	e := newEngine(t, policy.Options{Policies: os.DirFS(dir), RulesFile: rules, OnReload: func(_ string, err error) { reloaded <- err }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- e.Watch(ctx, []string{dir, rulesDir}, 20*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+
+	expectReload := func(what string) error {
+		t.Helper()
+		select {
+		case err := <-reloaded:
+			return err
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: no reload within 2s", what)
+			return nil
+		}
+	}
+	expectNone := func(what string) {
+		t.Helper()
+		select {
+		case err := <-reloaded:
+			t.Fatalf("%s: a reload (err %v)", what, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	write(filepath.Join(dir, "q.rego"), "package toolgate\nallow if {\n")
+	if err := expectReload("a broken .rego"); err == nil {
+		t.Fatal("a broken module reloaded without error")
+	}
+	expectNone("after the failed reload")
+	for i := range 10 {
+		for _, name := range []string{
+			filepath.Join(dir, "toolgate.log"), filepath.Join(rulesDir, "toolgate.log"),
+			filepath.Join(dir, ".p.rego.swp"), filepath.Join(dir, "p.rego~"), filepath.Join(dir, "p_test.rego"),
+			filepath.Join(rulesDir, "other.yaml"),
+		} {
+			write(name, fmt.Sprintf("line %d: policy reload failed\n", i))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	expectNone("logs and swap files written")
+
+	write(filepath.Join(dir, "q.rego"), "package toolgate\ndeny contains \"frozen\" if true\n")
+	if err := expectReload("a good .rego"); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(t, e, call("Read", "x")); got.Action != "deny" {
+		t.Fatalf("after a good write: %v, want deny", got)
+	}
+	writeRules(t, rulesDir, seedRules[:1])
+	if err := expectReload("the rules file"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWatchCounts(t *testing.T) {
+	pol, rules := filepath.FromSlash("/srv/policy"), filepath.FromSlash("/srv/conf/rules.yaml")
+	j := func(parts ...string) string { return filepath.Join(parts...) }
+	cases := []struct {
+		dirs  []string
+		rules string
+		path  string
+		want  bool
+	}{
+		{[]string{pol}, "", j(pol, "p.rego"), true},
+		{[]string{pol}, "", j(pol, "sub", "data.json"), true},
+		{[]string{pol}, "", j(pol, "d.yaml"), true},
+		{[]string{pol}, "", j(pol, "d.yml"), true},
+		{[]string{pol}, "", j(pol, "..data"), true},
+		{[]string{pol}, "", j(pol, "p_test.rego"), false},
+		{[]string{pol}, "", j(pol, "toolgate.log"), false},
+		{[]string{pol}, "", j(pol, ".p.rego.swp"), false},
+		{[]string{pol}, "", j(pol, "4913"), false},
+		{[]string{pol}, "", j(pol, ".git", "x.json"), false},
+		{[]string{pol}, "", j(pol, "..2026_12_01", "p.rego"), false},
+		{[]string{pol}, "", j(pol, "..", "other.rego"), false},
+		{[]string{pol, filepath.Dir(rules)}, rules, rules, true},
+		{[]string{pol, filepath.Dir(rules)}, rules, j(filepath.Dir(rules), "..data"), true},
+		{[]string{pol, filepath.Dir(rules)}, rules, j(filepath.Dir(rules), "toolgate.yaml"), false},
+		{[]string{pol, filepath.Dir(rules)}, rules, j(filepath.Dir(rules), "toolgate.log"), false},
+		{[]string{pol, filepath.Dir(rules)}, rules, j(pol, "p.rego"), true},
+		// the rules file beside the policy: policy.dir and its directory
+		{[]string{pol, pol}, j(pol, "rules.yaml"), j(pol, "d.json"), true},
+		{[]string{pol, pol}, j(pol, "rules.yaml"), j(pol, "x.log"), false},
+		// a rules file without policy.dir: its siblings are not policy
+		{[]string{filepath.Dir(rules)}, rules, j(filepath.Dir(rules), "d.json"), false},
+	}
+	for _, tc := range cases {
+		if got := policy.WatchCounts(tc.dirs, tc.rules, tc.path); got != tc.want {
+			t.Errorf("dirs %v rules %q: event on %s counts = %v, want %v", tc.dirs, tc.rules, tc.path, got, tc.want)
+		}
+	}
+}
