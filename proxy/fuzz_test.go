@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -27,7 +28,7 @@ import (
 var fuzzToolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 
 // fuzzBase is the path of the second upstream's URL: calls under /n/ go to
-// the recorder at /base/….
+// the recording upstream at /base/….
 const fuzzBase = "/base"
 
 // fuzzMaxBody is the fuzzed proxy's limits.max_body_bytes.
@@ -38,22 +39,30 @@ const fuzzMaxBody = 8 << 10
 // it decided on.
 type fuzzProxy struct {
 	handler  http.Handler
-	upstream *recorder
+	upstream *testkit.Upstream
 
 	mu      sync.Mutex
 	inputs  []*policy.Input
 	decider Decider
 }
 
-func newFuzzProxy(f *testing.F) *fuzzProxy {
+// newFuzzRecording is a fuzzProxy without its toolgate yet: the recording
+// upstream, and the decider that allows everything and remembers it.
+func newFuzzRecording(f *testing.F) *fuzzProxy {
 	f.Helper()
-	fp := &fuzzProxy{upstream: &recorder{}}
+	fp := &fuzzProxy{upstream: newRecorder(f)}
 	fp.decider = deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		fp.inputs = append(fp.inputs, in)
 		return policy.Decision{Action: policy.Allow}, nil
 	})
+	return fp
+}
+
+func newFuzzProxy(f *testing.F) *fuzzProxy {
+	f.Helper()
+	fp := newFuzzRecording(f)
 	files, err := url.Parse("http://upstream.test")
 	if err != nil {
 		f.Fatal(err)
@@ -111,9 +120,7 @@ func (fp *fuzzProxy) reset() {
 	fp.mu.Lock()
 	fp.inputs = nil
 	fp.mu.Unlock()
-	fp.upstream.mu.Lock()
-	fp.upstream.reqs = nil
-	fp.upstream.mu.Unlock()
+	fp.upstream.Reset()
 }
 
 func (fp *fuzzProxy) decided() []*policy.Input {
@@ -371,13 +378,13 @@ func FuzzToolCall(f *testing.F) {
 // allowed and forwarded once; a 4xx was refused before any decision and
 // reached nothing (INV-4). It returns the decided input and what the
 // upstream received, or ok false when the request was refused.
-func (fp *fuzzProxy) serve(t *testing.T, req *http.Request) (in *policy.Input, up received, ok bool) {
+func (fp *fuzzProxy) serve(t *testing.T, req *http.Request) (in *policy.Input, up testkit.Request, ok bool) {
 	t.Helper()
 	fp.reset()
 	w := httptest.NewRecorder()
 	fp.handler.ServeHTTP(w, req)
 	res := w.Result()
-	got, ins := fp.upstream.got(), fp.decided()
+	got, ins := fp.upstream.Requests(), fp.decided()
 
 	callID := res.Header.Get(headerCallID)
 	if callID == "" {
@@ -401,7 +408,7 @@ func (fp *fuzzProxy) serve(t *testing.T, req *http.Request) (in *policy.Input, u
 		if len(decision) != 1 || decision[0] != outcomeInvalid {
 			t.Fatalf("%d with %s %q, want [invalid]", res.StatusCode, headerDecision, decision)
 		}
-		return nil, received{}, false
+		return nil, testkit.Request{}, false
 	default:
 		// 500 is middleware.Recoverer answering for a panic.
 		b, _ := io.ReadAll(res.Body)

@@ -1,14 +1,10 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,112 +12,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lestrrat-go/jwx/v3/jwa"
-	"github.com/lestrrat-go/jwx/v3/jwk"
-	"github.com/lestrrat-go/jwx/v3/jws"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 )
 
-const (
-	jwtTestIssuer   = "https://issuer.toolgate.test"
-	jwtTestAudience = "toolgate-proxy"
-	jwtTestKeyID    = "proxy-test-rsa"
-)
+// jwtTestKeyID is the kid of the one key in the proxy's JWKS.
+const jwtTestKeyID = "proxy-test-rsa"
 
-// jwtTestKey generates an RSA key and writes its public half to a JWKS file
-// under kid jwtTestKeyID.
-func jwtTestKey(t *testing.T) (key *rsa.PrivateKey, jwksFile string) {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := jwk.Import(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Set(jwk.KeyIDKey, jwtTestKeyID); err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Set(jwk.AlgorithmKey, "RS256"); err != nil {
-		t.Fatal(err)
-	}
-	set := jwk.NewSet()
-	if err := set.AddKey(pub); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwksFile = filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwksFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return key, jwksFile
-}
-
-// jwtTestSign returns a compact RS256 JWS of claims, signed by key and
-// naming kid jwtTestKeyID whatever the key.
-func jwtTestSign(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
-	t.Helper()
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hdr := jws.NewHeaders()
-	if err := hdr.Set(jws.KeyIDKey, jwtTestKeyID); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jws.Sign(payload, jws.WithKey(jwa.RS256(), key, jws.WithProtectedHeaders(hdr)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(tok)
-}
-
-// jwtTestClaims returns a valid claim set for subject user-7, changed by kv
-// pairs; a nil value removes the claim.
-func jwtTestClaims(kv ...any) map[string]any {
-	now := time.Now()
-	c := map[string]any{
-		"iss":    jwtTestIssuer,
-		"aud":    []string{jwtTestAudience},
-		"sub":    "user-7",
-		"exp":    now.Add(5 * time.Minute).Unix(),
-		"iat":    now.Unix(),
-		"nbf":    now.Unix(),
-		"groups": []string{"dev", "ops"},
-		"team":   "payments",
-		"tenant": map[string]any{"id": int64(12345678901234567), "tags": []any{"eu", true, nil}},
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] == nil {
-			delete(c, kv[i].(string))
-		} else {
-			c[kv[i].(string)] = kv[i+1]
-		}
-	}
-	return c
-}
-
-// jwtTestJSON is claims as the policy sees them: decoded JSON with numbers
-// as json.Number.
-func jwtTestJSON(t *testing.T, claims map[string]any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+// jwtTestIssuer is the issuer the proxy's JWT authenticator trusts.
+var jwtTestIssuer = testkit.Issuer{URL: "https://issuer.toolgate.test", Audience: []string{"toolgate-proxy"}}
 
 // TestJWTSubjectReachesPolicy runs a real JWT Authenticator in the proxy
 // (docs/configuration.md, identity; docs/policy.md, the input document): a verified token's subject, groups
@@ -129,9 +30,10 @@ func jwtTestJSON(t *testing.T, claims map[string]any) map[string]any {
 // bad token is 401 before the policy or the upstream is reached, and no
 // header or argument can change the subject.
 func TestJWTSubjectReachesPolicy(t *testing.T) {
-	key, jwksFile := jwtTestKey(t)
+	key := testkit.NewKeys(t).RSA
+	jwksFile := testkit.WriteJWKS(t, testkit.KeySet(t, testkit.PublicJWK(t, &key.PublicKey, jwtTestKeyID, "RS256")))
 	auth, err := identity.New(identity.Config{
-		JWT: &identity.JWT{JWKSFile: jwksFile, Issuer: jwtTestIssuer, Audience: []string{jwtTestAudience}},
+		JWT: &identity.JWT{JWKSFile: jwksFile, Issuer: jwtTestIssuer.URL, Audience: jwtTestIssuer.Audience},
 		// Anonymous false: a request without a credential is refused.
 	})
 	if err != nil {
@@ -158,14 +60,14 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 
 	// allowed sends one call that must be forwarded, and returns what the
 	// policy and the upstream saw of it.
-	allowed := func(t *testing.T, path, body string, header ...string) (*policy.Input, received) {
+	allowed := func(t *testing.T, path, body string, header ...string) (*policy.Input, testkit.Request) {
 		t.Helper()
-		beforeIn, beforeUp := len(decided()), len(env.upstream.got())
+		beforeIn, beforeUp := len(decided()), len(env.upstream.Requests())
 		res := post(t, env.url+path, body, header...)
 		if res.StatusCode != http.StatusOK || res.Header.Get(headerDecision) != outcomeAllow {
 			t.Fatalf("status %d decision %q, want 200 allow", res.StatusCode, res.Header.Get(headerDecision))
 		}
-		ins, ups := decided()[beforeIn:], env.upstream.got()[beforeUp:]
+		ins, ups := decided()[beforeIn:], env.upstream.Requests()[beforeUp:]
 		if len(ins) != 1 || len(ups) != 1 {
 			t.Fatalf("policy decided %d times and the upstream received %d requests, want 1 and 1", len(ins), len(ups))
 		}
@@ -173,14 +75,18 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 	}
 
 	t.Run("valid token reaches the policy as the subject", func(t *testing.T) {
-		claims := jwtTestClaims()
-		tok := jwtTestSign(t, key, claims)
+		// A custom claim and a nested one holding a large integer.
+		claims := jwtTestIssuer.Claims("user-7",
+			"team", "payments",
+			"tenant", map[string]any{"id": int64(12345678901234567), "tags": []any{"eu", true, nil}},
+		)
+		tok := testkit.Sign(t, jwa.RS256(), key, jwtTestKeyID, claims, nil)
 		in, up := allowed(t, "/tools/read_file", `{"path":"notes/a.txt"}`, "Authorization", "Bearer "+tok)
 
 		want := policy.Subject{
 			ID:            "user-7",
 			Groups:        []string{"dev", "ops"},
-			Claims:        jwtTestJSON(t, claims),
+			Claims:        testkit.AsJSON(t, claims),
 			Authenticated: true,
 		}
 		if diff := cmp.Diff(want, in.Subject); diff != "" {
@@ -212,7 +118,7 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 	})
 
 	t.Run("subject is never taken from arguments or headers", func(t *testing.T) {
-		tok := jwtTestSign(t, key, jwtTestClaims())
+		tok := testkit.Sign(t, jwa.RS256(), key, jwtTestKeyID, jwtTestIssuer.Claims("user-7"), nil)
 		in, up := allowed(t, "/tools/read_file", `{"subject":"root","path":"notes/a.txt"}`,
 			"Authorization", "Bearer "+tok,
 			"X-Toolgate-Subject", "root",
@@ -236,22 +142,23 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 		}
 	})
 
-	expired := jwtTestClaims("exp", time.Now().Add(-time.Hour).Unix(), "iat", time.Now().Add(-2*time.Hour).Unix(), "nbf", nil)
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
+	// sign is a token naming the JWKS's kid, whichever key signs it.
+	sign := func(key *rsa.PrivateKey, claims map[string]any) string {
+		return testkit.Sign(t, jwa.RS256(), key, jwtTestKeyID, claims, nil)
 	}
-	valid := jwtTestSign(t, key, jwtTestClaims())
+	expired := jwtTestIssuer.Claims("user-7", "exp", time.Now().Add(-time.Hour).Unix(), "iat", time.Now().Add(-2*time.Hour).Unix(), "nbf", nil)
+	other := testkit.NewKeys(t).RSA
+	valid := sign(key, jwtTestIssuer.Claims("user-7"))
 	refused := []struct {
 		name   string
 		path   string
 		header []string
 		reason string // part of the problem detail
 	}{
-		{"expired token", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, expired)}, "expired"},
-		{"wrong audience", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, jwtTestClaims("aud", []string{"some-other-service"}))}, "audience"},
-		{"wrong issuer", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, key, jwtTestClaims("iss", "https://evil.example"))}, "issuer"},
-		{"signed by another key", "/tools/read_file", []string{"Authorization", "Bearer " + jwtTestSign(t, other, jwtTestClaims())}, "signature"},
+		{"expired token", "/tools/read_file", []string{"Authorization", "Bearer " + sign(key, expired)}, "expired"},
+		{"wrong audience", "/tools/read_file", []string{"Authorization", "Bearer " + sign(key, jwtTestIssuer.Claims("user-7", "aud", []string{"some-other-service"}))}, "audience"},
+		{"wrong issuer", "/tools/read_file", []string{"Authorization", "Bearer " + sign(key, jwtTestIssuer.Claims("user-7", "iss", "https://evil.example"))}, "issuer"},
+		{"signed by another key", "/tools/read_file", []string{"Authorization", "Bearer " + sign(other, jwtTestIssuer.Claims("user-7"))}, "signature"},
 		{"no Authorization and anonymous off", "/tools/read_file", nil, "no credentials"},
 		{"token only in the query string", "/tools/read_file?access_token=" + valid, nil, "no credentials"},
 		{"subject headers without a token", "/tools/read_file", []string{"X-Toolgate-Subject", "user-7", "X-Forwarded-User", "user-7"}, "no credentials"},
@@ -259,7 +166,7 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
-			beforeIn, beforeUp := len(decided()), len(env.upstream.got())
+			beforeIn, beforeUp := len(decided()), len(env.upstream.Requests())
 			res := post(t, env.url+tc.path, `{"subject":"user-7","path":"notes/a.txt"}`, tc.header...)
 			if res.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("status %d, want 401", res.StatusCode)
@@ -274,7 +181,7 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 			if res.Header.Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
 			}
-			if n, m := len(decided())-beforeIn, len(env.upstream.got())-beforeUp; n != 0 || m != 0 {
+			if n, m := len(decided())-beforeIn, len(env.upstream.Requests())-beforeUp; n != 0 || m != 0 {
 				t.Errorf("policy decided %d times and the upstream received %d requests, want 0 and 0", n, m)
 			}
 		})

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -25,13 +24,7 @@ const fuzzMCPPath = "/mcp"
 // everything and remembers what it decided on.
 func newFuzzMCPProxy(f *testing.F) *fuzzProxy {
 	f.Helper()
-	fp := &fuzzProxy{upstream: &recorder{}}
-	fp.decider = deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
-		fp.mu.Lock()
-		defer fp.mu.Unlock()
-		fp.inputs = append(fp.inputs, in)
-		return policy.Decision{Action: policy.Allow}, nil
-	})
+	fp := newFuzzRecording(f)
 	u, err := url.Parse("http://upstream.test")
 	if err != nil {
 		f.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -52,14 +52,13 @@ type mcpRequest struct {
 }
 
 // mcpUpstream is a real go-sdk MCP server with four tools, each of which
-// records that it ran, behind a handler that records every HTTP request.
+// records that it ran, behind a recording upstream.
 type mcpUpstream struct {
+	*testkit.Upstream
 	url *url.URL
-	ts  *httptest.Server
 
 	mu    sync.Mutex
 	calls map[string]int // tool name -> times its handler ran
-	reqs  []mcpRequest
 }
 
 func (u *mcpUpstream) ran(tool string) {
@@ -84,10 +83,27 @@ func (u *mcpUpstream) invocations() map[string]int {
 	return out
 }
 
+// got is every request the upstream received, with the JSON-RPC method
+// and tool name read from its body.
 func (u *mcpUpstream) got() []mcpRequest {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Clone(u.reqs)
+	var out []mcpRequest
+	for _, r := range u.Requests() {
+		rec := mcpRequest{Method: r.Method, Host: r.Host, Header: r.Header, Body: r.Body}
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		switch t := bytes.TrimSpace(r.Body); {
+		case len(t) > 0 && t[0] == '[':
+			rec.RPCMethod = "batch"
+		case len(t) > 0 && json.Unmarshal(t, &msg) == nil:
+			rec.RPCMethod, rec.ToolName = msg.Method, msg.Params.Name
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // sawToolCall reports whether a tools/call of tool reached the upstream.
@@ -98,30 +114,6 @@ func (u *mcpUpstream) sawToolCall(tool string) bool {
 		}
 	}
 	return false
-}
-
-func (u *mcpUpstream) record(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := mcpRequest{Method: r.Method, Host: r.Host, Header: r.Header.Clone(), Body: body}
-		var msg struct {
-			Method string `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		switch t := bytes.TrimSpace(body); {
-		case len(t) > 0 && t[0] == '[':
-			rec.RPCMethod = "batch"
-		case len(t) > 0 && json.Unmarshal(t, &msg) == nil:
-			rec.RPCMethod, rec.ToolName = msg.Method, msg.Params.Name
-		}
-		u.mu.Lock()
-		u.reqs = append(u.reqs, rec)
-		u.mu.Unlock()
-		next.ServeHTTP(w, r)
-	})
 }
 
 type mcpPathArgs struct {
@@ -168,14 +160,12 @@ func newMCPUpstream(t *testing.T, opts mcp.StreamableHTTPOptions) *mcpUpstream {
 			return mcpText("echo: " + in.Message), nil, nil
 		})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", up.record(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts)))
-	up.ts = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		// Open SSE streams would keep Close waiting.
-		up.ts.CloseClientConnections()
-		up.ts.Close()
-	})
-	up.url, _ = url.Parse(up.ts.URL)
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts))
+	up.Upstream = testkit.NewUpstream(t, testkit.Handler(mux))
+	// Registered after the upstream's Close, so it runs first: open SSE
+	// streams would keep Close waiting.
+	t.Cleanup(up.CloseClientConnections)
+	up.url, _ = url.Parse(up.URL)
 	return up
 }
 
@@ -261,7 +251,7 @@ func newMCPEnv(t *testing.T, era mcpEra, mutate ...func(*Config)) *mcpEnv {
 	env.url = te.url
 	// Registered after toolgate's own cleanup, so it runs first: cutting
 	// the upstream's connections ends any stream toolgate still relays.
-	t.Cleanup(env.up.ts.CloseClientConnections)
+	t.Cleanup(env.up.CloseClientConnections)
 	return env
 }
 

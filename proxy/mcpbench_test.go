@@ -3,10 +3,11 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // BenchmarkMCPToolCall is an allowed MCP tools/call straight to a tool
@@ -15,8 +16,7 @@ import (
 func BenchmarkMCPToolCall(b *testing.B) {
 	const result = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`
 	for _, mode := range []string{"json", "sse"} {
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
+		up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
 			if mode == "sse" {
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = io.WriteString(w, "event: message\ndata: "+result+"\n\n")
@@ -24,7 +24,7 @@ func BenchmarkMCPToolCall(b *testing.B) {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, result)
-		}))
+		})
 		u, _ := url.Parse(up.URL)
 		engine := seedEngineRules(b, "rules:\n  - {id: a, effect: allow, tool: read_file, target: \"docs/**\"}\n")
 		env := newTestServer(b, engine, func(c *Config) {
@@ -51,6 +51,5 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		}
 		b.Run(mode+"/direct", func(b *testing.B) { run(b, up.URL+"/mcp") })
 		b.Run(mode+"/toolgate", func(b *testing.B) { run(b, env.url+"/mcp") })
-		up.Close()
 	}
 }

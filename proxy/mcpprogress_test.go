@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -23,18 +22,15 @@ func TestMCPProgressWhileHeld(t *testing.T) {
 	progressEvery = 50 * time.Millisecond
 	defer func() { progressEvery = old }()
 
-	var executed atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		var msg map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&msg)
-		executed.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg["id"], "result": map[string]any{
 			"content": []any{map[string]any{"type": "text", "text": "written"}},
 		}})
 		_, _ = w.Write(b)
-	}))
-	defer up.Close()
+	})
 	u, _ := url.Parse(up.URL)
 	store := pending.NewMemory(pending.Options{})
 	parked := make(chan pending.Call, 1)
@@ -81,7 +77,7 @@ func TestMCPProgressWhileHeld(t *testing.T) {
 		}
 		final = msg
 	}
-	if progress < 2 || final == nil || final["id"] != "req-7" || final["result"] == nil || executed.Load() != 1 {
-		t.Fatalf("%d progress events, final %v, executed %d; stream:\n%s", progress, final, executed.Load(), raw)
+	if executed := len(up.Requests()); progress < 2 || final == nil || final["id"] != "req-7" || final["result"] == nil || executed != 1 {
+		t.Fatalf("%d progress events, final %v, executed %d; stream:\n%s", progress, final, executed, raw)
 	}
 }

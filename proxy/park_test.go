@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -76,7 +77,7 @@ func TestAskApprovedWhileHeld(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(string(got), `"ok":true`) || res.Header.Get(headerDecision) != "approved" {
 		t.Fatalf("status %d decision %q body %s", res.StatusCode, res.Header.Get(headerDecision), got)
 	}
-	reqs := pe.upstream.got()
+	reqs := pe.upstream.Requests()
 	if len(reqs) != 1 || string(reqs[0].Body) != body || reqs[0].Header.Get("Authorization") != "" || reqs[0].Header.Get(headerCallID) == "" {
 		t.Fatalf("upstream got %+v", reqs)
 	}
@@ -90,8 +91,8 @@ func TestAskRejectedWhileHeld(t *testing.T) {
 	}()
 	res := post(t, pe.url+"/tools/Write", `{"path":"x"}`)
 	p := readProblem(t, res)
-	if res.StatusCode != 403 || p.Decision != "rejected" || !strings.Contains(p.Detail, "not today") || len(pe.upstream.got()) != 0 {
-		t.Fatalf("status %d problem %+v upstream %d", res.StatusCode, p, len(pe.upstream.got()))
+	if res.StatusCode != 403 || p.Decision != "rejected" || !strings.Contains(p.Detail, "not today") || len(pe.upstream.Requests()) != 0 {
+		t.Fatalf("status %d problem %+v upstream %d", res.StatusCode, p, len(pe.upstream.Requests()))
 	}
 }
 
@@ -127,7 +128,7 @@ func TestAskAfterHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	pe.server.life.SweepOnce(context.Background(), 0)
-	if n := len(pe.upstream.got()); n != 1 {
+	if n := len(pe.upstream.Requests()); n != 1 {
 		t.Fatalf("sweeper: upstream got %d requests, want 1", n)
 	}
 	pe.server.life.SweepOnce(context.Background(), 0) // nothing left to do
@@ -145,7 +146,7 @@ func TestAskAfterHold(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(string(got), `"ok":true`) || res.Header.Get(headerCallID) != w.CallID {
 		t.Fatalf("retry after execution: %d %s", res.StatusCode, got)
 	}
-	if n := len(pe.upstream.got()); n != 1 {
+	if n := len(pe.upstream.Requests()); n != 1 {
 		t.Fatalf("upstream got %d requests, want exactly 1", n)
 	}
 	// The status URL shows the result.
@@ -190,10 +191,9 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestCancelAndExpire(t *testing.T) {
-	now := time.Now()
-	var clock atomic.Int64
+	clock := testkit.NewClock(time.Now())
 	pe := &parkEnv{parked: make(chan pending.Call, 16)}
-	pe.store = pending.NewMemory(pending.Options{Now: func() time.Time { return now.Add(time.Duration(clock.Load())) }})
+	pe.store = pending.NewMemory(pending.Options{Now: clock.Now})
 	pe.testEnv = newTestServer(t, askAll, func(c *Config) {
 		c.Pending, c.Hold, c.TTL = pe.store, 50*time.Millisecond, time.Minute
 		c.serverHook = func(s *Server) { pe.server = s }
@@ -211,7 +211,7 @@ func TestCancelAndExpire(t *testing.T) {
 	}
 	res = post(t, pe.url+"/tools/Write", `{"path":"b"}`)
 	id = res.Header.Get(headerCallID)
-	clock.Store(int64(2 * time.Minute))
+	clock.Advance(2 * time.Minute)
 	pe.server.life.SweepOnce(context.Background(), 0)
 	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Expired {
 		t.Fatalf("after ttl: %s", pc.State)
@@ -219,7 +219,7 @@ func TestCancelAndExpire(t *testing.T) {
 	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); !errors.Is(err, pending.ErrConflict) {
 		t.Fatalf("approving an expired call: %v", err)
 	}
-	if len(pe.upstream.got()) != 0 {
+	if len(pe.upstream.Requests()) != 0 {
 		t.Fatal("an expired or cancelled call reached the upstream")
 	}
 }
@@ -235,7 +235,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	pe := newTestServer(t, askAll, func(c *Config) { c.Pending = failingStore{} })
 	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`)
 	p := readProblem(t, res)
-	if res.StatusCode != 503 || p.Decision != "unavailable" || len(pe.upstream.got()) != 0 || strings.Contains(p.Detail, "6379") {
+	if res.StatusCode != 503 || p.Decision != "unavailable" || len(pe.upstream.Requests()) != 0 || strings.Contains(p.Detail, "6379") {
 		t.Fatalf("status %d problem %+v", res.StatusCode, p)
 	}
 	noStore := newTestServer(t, askAll)
@@ -286,8 +286,8 @@ func TestApprovedButNowDenied(t *testing.T) {
 	}()
 	res := post(t, env.url+"/tools/Write", `{"path":"a"}`)
 	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 403 || !strings.Contains(string(body), "change freeze") || len(env.upstream.got()) != 0 {
-		t.Fatalf("held: %d %s, upstream %d", res.StatusCode, body, len(env.upstream.got()))
+	if res.StatusCode != 403 || !strings.Contains(string(body), "change freeze") || len(env.upstream.Requests()) != 0 {
+		t.Fatalf("held: %d %s, upstream %d", res.StatusCode, body, len(env.upstream.Requests()))
 	}
 	// The sweeper path decides again too.
 	deny.Store(false)
@@ -299,8 +299,8 @@ func TestApprovedButNowDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	server.life.SweepOnce(context.Background(), 0)
-	if pc, _ := store.Get(context.Background(), id); pc.State != pending.Failed || len(env.upstream.got()) != 0 {
-		t.Fatalf("sweeper: state %s, upstream %d", pc.State, len(env.upstream.got()))
+	if pc, _ := store.Get(context.Background(), id); pc.State != pending.Failed || len(env.upstream.Requests()) != 0 {
+		t.Fatalf("sweeper: state %s, upstream %d", pc.State, len(env.upstream.Requests()))
 	}
 }
 
@@ -315,8 +315,8 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pe.server.life.SweepOnce(context.Background(), 10*time.Second)
-	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Executed || len(pe.upstream.got()) != 1 {
-		t.Fatalf("state %s, upstream %d; want executed once", pc.State, len(pe.upstream.got()))
+	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Executed || len(pe.upstream.Requests()) != 1 {
+		t.Fatalf("state %s, upstream %d; want executed once", pc.State, len(pe.upstream.Requests()))
 	}
 	// Far from expiry, the grace still lets a holder go first.
 	pe2 := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, time.Hour })
@@ -326,8 +326,8 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pe2.server.life.SweepOnce(context.Background(), 10*time.Second)
-	if pc, _ := pe2.store.Get(context.Background(), id); pc.State != pending.Approved || len(pe2.upstream.got()) != 0 {
-		t.Fatalf("within the grace: state %s, upstream %d; want still approved", pc.State, len(pe2.upstream.got()))
+	if pc, _ := pe2.store.Get(context.Background(), id); pc.State != pending.Approved || len(pe2.upstream.Requests()) != 0 {
+		t.Fatalf("within the grace: state %s, upstream %d; want still approved", pc.State, len(pe2.upstream.Requests()))
 	}
 }
 

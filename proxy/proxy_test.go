@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -33,39 +33,24 @@ func (f deciderFunc) Decide(ctx context.Context, in *policy.Input) (policy.Decis
 	return f(ctx, in)
 }
 
-// received is one request as the recording upstream saw it.
-type received struct {
-	Method, Path, RawPath, Query, Host string
-	Header                             http.Header
-	Body                               []byte
-}
-
-// recorder is an upstream that records every request it receives (the
-// canary) and answers with a fixed JSON body.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []received
-}
-
-func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	rec.mu.Lock()
-	rec.reqs = append(rec.reqs, received{r.Method, r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.Host, r.Header.Clone(), body})
-	rec.mu.Unlock()
+// upstreamAnswer is how the recording upstream of the tests answers: a
+// fixed JSON body naming the path, and a decision header of its own that
+// must not reach the agent (the canary).
+func upstreamAnswer(_ int, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Toolgate-Decision", "allow-from-upstream") // must not reach the agent
 	_, _ = io.WriteString(w, `{"ok":true,"path":"`+r.URL.Path+`"}`)
 }
 
-func (rec *recorder) got() []received {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return append([]received(nil), rec.reqs...)
+// newRecorder starts a recording upstream that answers with upstreamAnswer.
+func newRecorder(t testing.TB) *testkit.Upstream {
+	t.Helper()
+	return testkit.NewUpstream(t, upstreamAnswer)
 }
 
 type testEnv struct {
 	url      string // toolgate's proxy URL
-	upstream *recorder
+	upstream *testkit.Upstream
 	upURL    *url.URL
 }
 
@@ -73,10 +58,8 @@ type testEnv struct {
 // with the given Decider and the given prefix for the upstream.
 func newTestServer(t testing.TB, d Decider, mutate ...func(*Config)) *testEnv {
 	t.Helper()
-	rec := &recorder{}
-	up := httptest.NewServer(rec)
-	t.Cleanup(up.Close)
-	u, _ := url.Parse(up.URL)
+	rec := newRecorder(t)
+	u, _ := url.Parse(rec.URL)
 	auth, err := identity.New(identity.Config{
 		APIKeys:   []identity.APIKey{{Key: "agent-key", Subject: "agent-42", Groups: []string{"agents"}}},
 		Anonymous: true,
@@ -187,7 +170,7 @@ func TestSeedScenarioOverHTTP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(env.upstream.got())
+			before := len(env.upstream.Requests())
 			res := post(t, env.url+"/tools/"+tc.tool, tc.body)
 			if res.StatusCode != tc.status || res.Header.Get(headerDecision) != tc.decision {
 				t.Fatalf("status %d decision %q, want %d %q", res.StatusCode, res.Header.Get(headerDecision), tc.status, tc.decision)
@@ -198,7 +181,7 @@ func TestSeedScenarioOverHTTP(t *testing.T) {
 					t.Errorf("rule_ids %v, want %v", p.RuleIDs, tc.ruleIDs)
 				}
 			}
-			got := env.upstream.got()[before:]
+			got := env.upstream.Requests()[before:]
 			if tc.executed != (len(got) == 1) || len(got) > 1 {
 				t.Fatalf("upstream received %d requests, want executed=%v exactly once", len(got), tc.executed)
 			}
@@ -222,7 +205,7 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 		if res.StatusCode != 200 {
 			t.Fatalf("status %d", res.StatusCode)
 		}
-		got := env.upstream.got()
+		got := env.upstream.Requests()
 		last := got[len(got)-1]
 		if string(last.Body) != body {
 			t.Errorf("upstream body %q, want %q", last.Body, body)
@@ -262,7 +245,7 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 		if res.StatusCode != 200 {
 			t.Fatalf("status %d", res.StatusCode)
 		}
-		got := env.upstream.got()
+		got := env.upstream.Requests()
 		last := got[len(got)-1]
 		if string(last.Body) != body || last.Header.Get("Content-Encoding") != "" {
 			t.Errorf("upstream got %q with Content-Encoding %q; want the decoded body, no encoding", last.Body, last.Header.Get("Content-Encoding"))
@@ -279,7 +262,7 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 		if res.StatusCode != 200 {
 			t.Fatalf("status %d", res.StatusCode)
 		}
-		got := env.upstream.got()
+		got := env.upstream.Requests()
 		h := got[len(got)-1].Header
 		for _, k := range []string{"X-Http-Method-Override", "X-Original-Url", "X_Forwarded_User", "X-Forwarded-User"} {
 			if len(h.Values(k)) > 0 {
@@ -365,7 +348,7 @@ func TestBadInputsReachNothing(t *testing.T) {
 			}
 		})
 	}
-	if n := len(env.upstream.got()); n != 0 || decided != 0 {
+	if n := len(env.upstream.Requests()); n != 0 || decided != 0 {
 		t.Fatalf("upstream received %d requests and the policy decided %d times; want 0 and 0", n, decided)
 	}
 	t.Run("exactly at the limit is accepted", func(t *testing.T) {
@@ -386,8 +369,8 @@ func TestRefusalsAndFailures(t *testing.T) {
 		}))
 		res := post(t, env.url+"/tools/t", `{}`)
 		p := readProblem(t, res)
-		if res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.got()) != 0 {
-			t.Fatalf("status %d decision %q, upstream %d", res.StatusCode, p.Decision, len(env.upstream.got()))
+		if res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.Requests()) != 0 {
+			t.Fatalf("status %d decision %q, upstream %d", res.StatusCode, p.Decision, len(env.upstream.Requests()))
 		}
 	})
 	t.Run("slow policy is denied at the decision timeout", func(t *testing.T) {
@@ -396,15 +379,15 @@ func TestRefusalsAndFailures(t *testing.T) {
 			return policy.Decision{Action: policy.Allow}, ctx.Err()
 		}), func(c *Config) { c.DecisionTimeout = 50 * time.Millisecond })
 		res := post(t, env.url+"/tools/t", `{}`)
-		if p := readProblem(t, res); res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.got()) != 0 {
-			t.Fatalf("status %d decision %q upstream %d", res.StatusCode, p.Decision, len(env.upstream.got()))
+		if p := readProblem(t, res); res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.Requests()) != 0 {
+			t.Fatalf("status %d decision %q upstream %d", res.StatusCode, p.Decision, len(env.upstream.Requests()))
 		}
 	})
 	t.Run("bad credential is 401 even with anonymous on", func(t *testing.T) {
 		env := newTestServer(t, allow)
 		res := post(t, env.url+"/tools/t", `{}`, "Authorization", "Bearer wrong")
 		p := readProblem(t, res)
-		if res.StatusCode != 401 || p.Decision != "unauthenticated" || len(env.upstream.got()) != 0 {
+		if res.StatusCode != 401 || p.Decision != "unauthenticated" || len(env.upstream.Requests()) != 0 {
 			t.Fatalf("status %d decision %q", res.StatusCode, p.Decision)
 		}
 		if res.Header.Get("WWW-Authenticate") == "" {
@@ -439,10 +422,8 @@ func TestRefusalsAndFailures(t *testing.T) {
 		}
 	})
 	t.Run("draining refuses new calls", func(t *testing.T) {
-		rec := &recorder{}
-		up := httptest.NewServer(rec)
-		defer up.Close()
-		u, _ := url.Parse(up.URL)
+		rec := newRecorder(t)
+		u, _ := url.Parse(rec.URL)
 		auth, _ := identity.New(identity.Config{Anonymous: true})
 		s, err := New(Config{Upstreams: []Upstream{{Name: "u", URL: u}}, Decider: allow, Auth: auth})
 		if err != nil {
@@ -451,8 +432,8 @@ func TestRefusalsAndFailures(t *testing.T) {
 		s.Drain()
 		w := httptest.NewRecorder()
 		s.Handler().ServeHTTP(w, httptest.NewRequest("POST", "/tools/t", strings.NewReader(`{}`)))
-		if w.Code != 503 || len(rec.got()) != 0 {
-			t.Fatalf("status %d, upstream %d", w.Code, len(rec.got()))
+		if w.Code != 503 || len(rec.Requests()) != 0 {
+			t.Fatalf("status %d, upstream %d", w.Code, len(rec.Requests()))
 		}
 	})
 }
@@ -467,7 +448,7 @@ func TestPlainHTTPCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		if p := readProblem(t, res); res.StatusCode != 403 || p.RuleIDs[0] != "toolgate.default" || len(env.upstream.got()) != 0 {
+		if p := readProblem(t, res); res.StatusCode != 403 || p.RuleIDs[0] != "toolgate.default" || len(env.upstream.Requests()) != 0 {
 			t.Fatalf("status %d rules %v", res.StatusCode, p.RuleIDs)
 		}
 	})
@@ -486,7 +467,7 @@ func TestPlainHTTPCalls(t *testing.T) {
 			seen.HTTP.Path != "/files" || seen.HTTP.Query.Get("all") != "1" {
 			t.Fatalf("status %d input %+v", res.StatusCode, seen)
 		}
-		if got := env.upstream.got(); len(got) != 1 || got[0].Path != "/files" {
+		if got := env.upstream.Requests(); len(got) != 1 || got[0].Path != "/files" {
 			t.Fatalf("upstream %+v", got)
 		}
 	})
@@ -498,10 +479,8 @@ func TestPrefixRouting(t *testing.T) {
 		seen = append(seen, in)
 		return policy.Decision{Action: policy.Allow}, nil
 	})
-	other := &recorder{}
-	otherSrv := httptest.NewServer(other)
-	defer otherSrv.Close()
-	ou, _ := url.Parse(otherSrv.URL + "/base")
+	other := newRecorder(t)
+	ou, _ := url.Parse(other.URL + "/base")
 	env := newTestServer(t, d, func(c *Config) {
 		c.Upstreams = append(c.Upstreams, Upstream{Name: "notes", URL: ou, Prefix: "/notes/"})
 	})
@@ -509,18 +488,18 @@ func TestPrefixRouting(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("status %d", res.StatusCode)
 	}
-	if got := other.got(); len(got) != 1 || got[0].Path != "/base/tools/read_file" {
+	if got := other.Requests(); len(got) != 1 || got[0].Path != "/base/tools/read_file" {
 		t.Fatalf("notes upstream got %+v", got)
 	}
 	if in := seen[len(seen)-1]; in.Upstream.Name != "notes" || in.Tool.Name != "read_file" || in.HTTP.Path != "/tools/read_file" {
 		t.Fatalf("input %+v", in)
 	}
 	res = post(t, env.url+"/notes", `{}`)
-	if got := other.got(); res.StatusCode != 200 || len(got) != 2 || got[1].Path != "/base/" {
+	if got := other.Requests(); res.StatusCode != 200 || len(got) != 2 || got[1].Path != "/base/" {
 		t.Fatalf("bare prefix: status %d, notes upstream got %+v", res.StatusCode, got)
 	}
 	res = post(t, env.url+"/tools/read_file", `{"path":"a"}`)
-	if res.StatusCode != 200 || len(env.upstream.got()) != 1 || seen[len(seen)-1].Upstream.Name != "files" {
+	if res.StatusCode != 200 || len(env.upstream.Requests()) != 1 || seen[len(seen)-1].Upstream.Name != "files" {
 		t.Fatalf("default upstream not used: %d", res.StatusCode)
 	}
 }
@@ -528,12 +507,10 @@ func TestPrefixRouting(t *testing.T) {
 // BenchmarkToolCall is an allowed call through toolgate, beside the same
 // call through a bare httputil.ReverseProxy.
 func BenchmarkToolCall(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"content":"ok"}`)
-	}))
-	defer up.Close()
+	})
 	u, _ := url.Parse(up.URL)
 	body := `{"path":"docs/guide/intro.md","content":"` + strings.Repeat("x", 150) + `"}`
 	run := func(b *testing.B, target string) {

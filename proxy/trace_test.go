@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -44,21 +45,14 @@ func traced() (*tracetest.InMemoryExporter, func(*Config)) {
 // the agent has its answer) and returns every span of its trace.
 func spansOf(t *testing.T, exp *tracetest.InMemoryExporter, callID string) (server tracetest.SpanStub, all []tracetest.SpanStub) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	testkit.WaitFor(t, "the server span of call "+callID, func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.SpanKind == trace.SpanKindServer && attr(s, attrCallID) == callID {
 				server = s
 			}
 		}
-		if server.SpanContext.IsValid() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no server span with call ID %q among %d spans", callID, len(exp.GetSpans()))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return server.SpanContext.IsValid()
+	})
 	for _, s := range exp.GetSpans() {
 		if s.SpanContext.TraceID() == server.SpanContext.TraceID() {
 			all = append(all, s)
@@ -161,7 +155,7 @@ func TestTraceAllowedCall(t *testing.T) {
 	if len(clients) != 1 || clients[0].Parent.SpanID() != server.SpanContext.SpanID() {
 		t.Fatalf("client spans %d (want 1, child of the server span)", len(clients))
 	}
-	reqs := env.upstream.got()
+	reqs := env.upstream.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("upstream got %d requests", len(reqs))
 	}
@@ -182,7 +176,7 @@ func TestTraceNewTrace(t *testing.T) {
 	if server.Parent.IsValid() {
 		t.Fatalf("server span has a parent %v; the agent sent none", server.Parent)
 	}
-	reqs := env.upstream.got()
+	reqs := env.upstream.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("upstream got %d requests", len(reqs))
 	}
@@ -205,8 +199,8 @@ func TestTraceDenied(t *testing.T) {
 	if len(decide) != 1 || attr(decide[0], attrDecision) != "deny" || attr(server, attrDecision) != "deny" {
 		t.Fatalf("decide spans %+v", decide)
 	}
-	if n := len(ofKind(spans, trace.SpanKindClient)); n != 0 || len(env.upstream.got()) != 0 {
-		t.Fatalf("%d client spans, %d upstream requests for a denied call", n, len(env.upstream.got()))
+	if n := len(ofKind(spans, trace.SpanKindClient)); n != 0 || len(env.upstream.Requests()) != 0 {
+		t.Fatalf("%d client spans, %d upstream requests for a denied call", n, len(env.upstream.Requests()))
 	}
 }
 
@@ -288,7 +282,7 @@ func TestTraceMCPToolCall(t *testing.T) {
 			}
 		}
 	}
-	reqs := env.upstream.got()
+	reqs := env.upstream.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("upstream got %d requests", len(reqs))
 	}
@@ -337,7 +331,7 @@ func TestTraceSweeperExecution(t *testing.T) {
 	if attr(x, attrState) != "executed" || attr(x, attrToolName) != "Write" || x.Status.Code == codes.Error {
 		t.Fatalf("execute span %v %v", x.Attributes, x.Status)
 	}
-	reqs := pe.upstream.got()
+	reqs := pe.upstream.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("upstream got %d requests", len(reqs))
 	}
@@ -359,7 +353,7 @@ func TestTraceOff(t *testing.T) {
 	env := newTestServer(t, seedEngine(t))
 	res := post(t, env.url+"/tools/Read", `{"path":"a.txt"}`, "traceparent", agentParent)
 	_, _ = io.Copy(io.Discard, res.Body)
-	reqs := env.upstream.got()
+	reqs := env.upstream.Requests()
 	if res.StatusCode != 200 || len(reqs) != 1 || reqs[0].Header.Get("Traceparent") != agentParent {
 		t.Fatalf("status %d upstream %+v", res.StatusCode, reqs)
 	}
@@ -403,7 +397,7 @@ func TestTraceRedactsQuery(t *testing.T) {
 			}
 		}
 	}
-	if reqs := env.upstream.got(); len(reqs) != 1 || reqs[0].Query != "token=s3cr3t" {
+	if reqs := env.upstream.Requests(); len(reqs) != 1 || reqs[0].Query != "token=s3cr3t" {
 		t.Fatalf("upstream got %+v", reqs)
 	}
 }
@@ -434,7 +428,7 @@ func TestTraceHeldExecution(t *testing.T) {
 	if len(clients) != 1 || clients[0].Parent.SpanID() != execs[0].SpanContext.SpanID() {
 		t.Fatalf("client spans %+v, want one under the execute span", clients)
 	}
-	reqs := pe.upstream.got()
+	reqs := pe.upstream.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("upstream got %d requests", len(reqs))
 	}
@@ -447,12 +441,10 @@ func TestTraceHeldExecution(t *testing.T) {
 // on, every span sampled and handed to an exporter that drops it: the cost
 // of tracing itself, without export.
 func BenchmarkToolCallTraced(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"content":"ok"}`)
-	}))
-	defer up.Close()
+	})
 	u, _ := url.Parse(up.URL)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(discardExporter{}))
 	auth, _ := identity.New(identity.Config{Anonymous: true})

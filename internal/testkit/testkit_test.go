@@ -3,6 +3,7 @@ package testkit
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,32 @@ func TestUpstream(t *testing.T) {
 	reqs := u.Requests()
 	if len(reqs) != 2 || reqs[1].Method != http.MethodPost || reqs[1].Path != "/p" || reqs[1].Query != "q=1" || string(reqs[1].Body) != "two" {
 		t.Errorf("Requests() = %+v", reqs)
+	}
+}
+
+// TestUpstreamWithoutSocket serves an Upstream as a plain handler, and
+// checks that Reset forgets what was recorded and restarts the count.
+func TestUpstreamWithoutSocket(t *testing.T) {
+	u := NewUpstream(t, func(n int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200 + n) })
+	serve := func(path string) int {
+		w := httptest.NewRecorder()
+		u.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		return w.Code
+	}
+	if a, b := serve("/a"), serve("/b"); a != 200 || b != 201 {
+		t.Errorf("answers %d %d, want 200 201", a, b)
+	}
+	if reqs := u.Requests(); len(reqs) != 2 || reqs[0].Path != "/a" || reqs[1].Path != "/b" {
+		t.Errorf("Requests() = %+v, want /a and /b", reqs)
+	}
+	u.Reset()
+	if reqs := u.Requests(); len(reqs) != 0 {
+		t.Errorf("after Reset, Requests() = %+v, want none", reqs)
+	}
+	if c := serve("/c"); c != 200 {
+		t.Errorf("answer after Reset %d, want 200: the count starts again", c)
+	}
+	if reqs := u.Requests(); len(reqs) != 1 || reqs[0].Path != "/c" {
+		t.Errorf("after Reset and one request, Requests() = %+v, want /c", reqs)
 	}
 }

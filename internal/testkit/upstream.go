@@ -38,7 +38,7 @@ type Upstream struct {
 func NewUpstream(tb testing.TB, respond Responder) *Upstream {
 	tb.Helper()
 	u := &Upstream{respond: respond}
-	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	u.Server = httptest.NewServer(u)
 	tb.Cleanup(u.Close)
 	return u
 }
@@ -48,7 +48,10 @@ func Handler(h http.Handler) Responder {
 	return func(_ int, w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }
 }
 
-func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP records r and answers it as the server does, for a caller
+// that hands requests to the Upstream without a socket (a fuzzer's
+// in-memory transport).
+func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
 	n := len(u.reqs)
@@ -71,4 +74,12 @@ func (u *Upstream) Requests() []Request {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return slices.Clone(u.reqs)
+}
+
+// Reset forgets the requests received so far: Requests returns only those
+// that come after it, and the Responder counts n from 0 again.
+func (u *Upstream) Reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reqs = nil
 }
