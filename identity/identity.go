@@ -21,6 +21,24 @@ type Subject struct {
 	// ID is the API key's configured subject, the JWT's subject claim, or
 	// AnonymousID.
 	ID string
+	// Principal names the caller as the owner of what it does (its parked
+	// calls, MCP sessions): the kind of credential with the subject, so that
+	// a JWT whose subject equals an API key's subject is another principal.
+	// It is one of
+	//
+	//	"key:" + subject                       an API key; subject as configured
+	//	"jwt:" + esc(issuer) + "#" + subject   a JWT; issuer as configured (the
+	//	                                       token's iss equals it), subject
+	//	                                       the subject claim's value
+	//	"anonymous"                            AnonymousPrincipal
+	//
+	// where esc replaces "%" with "%25" and then "#" with "%23" in one pass,
+	// so the first "#" ends the issuer and no issuer or subject, whatever
+	// it holds, makes two different credentials' principals equal. It
+	// depends only on the configuration and the credential, so it is the
+	// same across restarts and replicas; API keys sharing a subject (a key
+	// being rotated) share a principal.
+	Principal string
 	// Groups is nil when the caller has none.
 	Groups []string
 	// Claims holds every claim of a verified JWT as decoded JSON
@@ -106,7 +124,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
 	switch len(values) {
 	case 0:
 		if a.anonymous {
-			return Subject{ID: AnonymousID}, nil
+			return Subject{ID: AnonymousID, Principal: AnonymousPrincipal}, nil
 		}
 		return Subject{}, errNoCredentials
 	case 1:
@@ -122,7 +140,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
 	if k, ok := a.keys.lookup(token); ok {
 		// Clone so a caller appending to Groups cannot change the config
 		// shared by every request.
-		return Subject{ID: k.subject, Groups: slices.Clone(k.groups), Authenticated: true}, nil
+		return Subject{ID: k.subject, Principal: keyPrincipal(k.subject), Groups: slices.Clone(k.groups), Authenticated: true}, nil
 	}
 	if a.jwt != nil && looksLikeJWS(token) {
 		return a.jwt.verify(r.Context(), token)

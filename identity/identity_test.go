@@ -65,8 +65,8 @@ func checkErr(t *testing.T, err error, want, secret string) {
 }
 
 func TestAuthenticate(t *testing.T) {
-	anonymous := identity.Subject{ID: "anonymous"}
-	agent := identity.Subject{ID: "agent-42", Groups: []string{"agents"}, Authenticated: true}
+	anonymous := identity.Subject{ID: "anonymous", Principal: "anonymous"}
+	agent := identity.Subject{ID: "agent-42", Principal: "key:agent-42", Groups: []string{"agents"}, Authenticated: true}
 	tests := []struct {
 		name      string
 		anonymous bool
@@ -75,7 +75,7 @@ func TestAuthenticate(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "good key", req: request("Bearer " + agentKey), want: agent},
-		{name: "second key without groups", req: request("Bearer " + botKey), want: identity.Subject{ID: "bot-7", Authenticated: true}},
+		{name: "second key without groups", req: request("Bearer " + botKey), want: identity.Subject{ID: "bot-7", Principal: "key:bot-7", Authenticated: true}},
 		{name: "scheme is case-insensitive", req: request("bEaReR " + agentKey), want: agent},
 		{name: "extra spaces", req: request("Bearer   " + agentKey + " "), want: agent},
 		{name: "unknown key", req: request("Bearer k-agent-0123456789abcdeX"), wantErr: "identity: bearer token: unknown API key"},

@@ -65,6 +65,7 @@ type jwtVerifier struct {
 	validateOpts []jwt.ValidateOption
 	subjectClaim string
 	groupsClaim  string
+	issuer       string      // the configured issuer, which every accepted token's iss equals
 	remote       *remoteKeys // nil for a JWKS file
 }
 
@@ -73,6 +74,7 @@ func newJWTVerifier(cfg JWT, logger *slog.Logger) (*jwtVerifier, error) {
 	v := &jwtVerifier{
 		subjectClaim: cmp.Or(cfg.SubjectClaim, defaultSubjectClaim),
 		groupsClaim:  cmp.Or(cfg.GroupsClaim, defaultGroupsClaim),
+		issuer:       cfg.Issuer,
 	}
 	var provider keyProvider
 	if cfg.JWKSFile != "" {
@@ -173,7 +175,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Subject, error)
 	if err != nil {
 		return Subject{}, err
 	}
-	return Subject{ID: sub, Groups: groups, Claims: claims, Authenticated: true}, nil
+	return Subject{ID: sub, Principal: jwtPrincipal(v.issuer, sub), Groups: groups, Claims: claims, Authenticated: true}, nil
 }
 
 // verifyFailure turns a jws.Verify error into a short reason.

@@ -23,6 +23,8 @@ import (
 const (
 	testIssuer   = "https://issuer.example"
 	testAudience = "toolgate"
+	// user1 is the principal of user-1's tokens.
+	user1 = "jwt:" + testIssuer + "#user-1"
 )
 
 // testIssuerClaims mints the claims of the issuer the tests trust, for an
@@ -59,7 +61,7 @@ func TestJWT(t *testing.T) {
 	valid := claims()
 	groupString := claims("groups", "dev  ops", "aud", "toolgate-staging")
 	noGroups := claims("groups", nil)
-	want := identity.Subject{ID: "user-1", Groups: []string{"dev", "ops"}, Claims: testkit.AsJSON(t, valid), Authenticated: true}
+	want := identity.Subject{ID: "user-1", Principal: user1, Groups: []string{"dev", "ops"}, Claims: testkit.AsJSON(t, valid), Authenticated: true}
 
 	tests := []struct {
 		name    string
@@ -74,22 +76,22 @@ func TestJWT(t *testing.T) {
 		{
 			name:  "groups as a space-separated string, single audience",
 			token: testkit.Sign(t, jwa.ES256(), keys.EC, "ec", groupString, nil),
-			want:  identity.Subject{ID: "user-1", Groups: []string{"dev", "ops"}, Claims: testkit.AsJSON(t, groupString), Authenticated: true},
+			want:  identity.Subject{ID: "user-1", Principal: user1, Groups: []string{"dev", "ops"}, Claims: testkit.AsJSON(t, groupString), Authenticated: true},
 		},
 		{
 			name:  "no groups claim",
 			token: testkit.Sign(t, jwa.RS256(), keys.RSA, "rsa", noGroups, nil),
-			want:  identity.Subject{ID: "user-1", Claims: testkit.AsJSON(t, noGroups), Authenticated: true},
+			want:  identity.Subject{ID: "user-1", Principal: user1, Claims: testkit.AsJSON(t, noGroups), Authenticated: true},
 		},
 		{
 			name:  "expired within leeway",
 			token: testkit.Sign(t, jwa.RS256(), keys.RSA, "rsa", claims("exp", time.Now().Add(-10*time.Second).Unix()), nil),
-			want:  identity.Subject{ID: "user-1", Groups: []string{"dev", "ops"}, Authenticated: true},
+			want:  identity.Subject{ID: "user-1", Principal: user1, Groups: []string{"dev", "ops"}, Authenticated: true},
 		},
 		{
 			name:  "not yet valid within leeway",
 			token: testkit.Sign(t, jwa.RS256(), keys.RSA, "rsa", claims("nbf", time.Now().Add(10*time.Second).Unix()), nil),
-			want:  identity.Subject{ID: "user-1", Groups: []string{"dev", "ops"}, Authenticated: true},
+			want:  identity.Subject{ID: "user-1", Principal: user1, Groups: []string{"dev", "ops"}, Authenticated: true},
 		},
 		{name: "wrong issuer", token: testkit.Sign(t, jwa.RS256(), keys.RSA, "rsa", claims("iss", "https://evil.example"), nil), wantErr: "identity: jwt: wrong issuer"},
 		{name: "missing issuer", token: testkit.Sign(t, jwa.RS256(), keys.RSA, "rsa", claims("iss", nil), nil), wantErr: "identity: jwt: wrong issuer"},
@@ -191,7 +193,7 @@ func TestJWTClaimNamesAndSingleKey(t *testing.T) {
 		{
 			name:  "no kid, one key",
 			token: testkit.Sign(t, jwa.ES256(), keys.EC, "", claims("roles", []string{"admin"}), nil),
-			want:  identity.Subject{ID: "user-1@example.com", Groups: []string{"admin"}, Authenticated: true},
+			want:  identity.Subject{ID: "user-1@example.com", Principal: "jwt:" + testIssuer + "#user-1@example.com", Groups: []string{"admin"}, Authenticated: true},
 		},
 		{name: "subject claim missing", token: testkit.Sign(t, jwa.ES256(), keys.EC, "only", claims("email", nil), nil), wantErr: "identity: jwt: missing subject claim"},
 		{name: "subject claim not a string", token: testkit.Sign(t, jwa.ES256(), keys.EC, "only", claims("email", 7), nil), wantErr: "identity: jwt: missing subject claim"},
@@ -250,8 +252,8 @@ func TestJWTConcurrent(t *testing.T) {
 				tt := tests[(g+i)%len(tests)]
 				got, err := a.Authenticate(request("Bearer " + tt.token))
 				switch {
-				case tt.wantErr == "" && (err != nil || got.ID != tt.wantSub || !got.Authenticated):
-					t.Errorf("Authenticate(token of %s) = %q, %v; want subject %s", tt.wantSub, got.ID, err, tt.wantSub)
+				case tt.wantErr == "" && (err != nil || got.ID != tt.wantSub || got.Principal != principalOf(tt.token, tt.wantSub) || !got.Authenticated):
+					t.Errorf("Authenticate(token of %s) = %q (%q), %v; want subject %s", tt.wantSub, got.ID, got.Principal, err, tt.wantSub)
 				case tt.wantErr != "" && err == nil:
 					t.Errorf("Authenticate(bad token) = %q accepted, want %q", got.ID, tt.wantErr)
 				case tt.wantErr != "" && err.Error() != tt.wantErr:
@@ -261,6 +263,14 @@ func TestJWTConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// principalOf is the principal of TestJWTConcurrent's good token of sub.
+func principalOf(token, sub string) string {
+	if token == agentKey {
+		return "key:" + sub
+	}
+	return "jwt:" + testIssuer + "#" + sub
 }
 
 // tamper changes the byte at offset from the end of the token's signature.

@@ -1,0 +1,29 @@
+package identity
+
+import "strings"
+
+// AnonymousPrincipal is the Principal of a request without credentials when
+// anonymous access is enabled.
+const AnonymousPrincipal = "anonymous"
+
+// Prefixes of Principal, one per kind of credential.
+const (
+	keyPrincipalPrefix = "key:"
+	jwtPrincipalPrefix = "jwt:"
+)
+
+// keyPrincipal is the Principal of an API key configured with subject.
+func keyPrincipal(subject string) string {
+	return keyPrincipalPrefix + subject
+}
+
+// issuerEscaper escapes "#" so that the first "#" of a JWT principal always
+// ends the issuer, and "%" so that the escaping can be undone: no two
+// issuers escape to the same text.
+var issuerEscaper = strings.NewReplacer("%", "%25", "#", "%23")
+
+// jwtPrincipal is the Principal of a JWT of issuer whose subject claim is
+// subject.
+func jwtPrincipal(issuer, subject string) string {
+	return jwtPrincipalPrefix + issuerEscaper.Replace(issuer) + "#" + subject
+}
