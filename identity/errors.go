@@ -46,6 +46,7 @@ const (
 	errJWTIssuer          authError = "identity: jwt: wrong issuer"
 	errJWTAudience        authError = "identity: jwt: wrong audience"
 	errJWTClaims          authError = "identity: jwt: invalid claims"
+	errJWTClaimType       authError = "identity: jwt: registered claim of the wrong type"
 	errJWTSubject         authError = "identity: jwt: missing subject claim"
 	errJWTGroups          authError = "identity: jwt: groups claim is not a list of strings"
 )

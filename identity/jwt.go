@@ -1,13 +1,11 @@
 package identity
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -18,6 +16,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+
+	"github.com/toolgate/toolgate/internal/strictjson"
 )
 
 // JWT configures verified bearer JWTs. Exactly one of JWKSFile and JWKSURL
@@ -153,19 +153,25 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Subject, error)
 		return Subject{}, verifyFailure(err)
 	}
 
-	// The payload is signed; now it must be a claim set that holds.
+	// The payload is signed; now it must be a claim set that holds. It is
+	// decoded strictly first: with a duplicated name, jwx and the policy
+	// would each keep one of the values, and nothing says they would keep
+	// the same one; a registered claim of another JSON type than RFC 7519
+	// gives it is refused rather than read leniently (jwx takes "exp" as a
+	// numeric string, and "sub" or "jti" as null).
+	claims, err := decodeClaims(payload)
+	if err != nil {
+		return Subject{}, err
+	}
+	if err := checkRegisteredClaims(claims); err != nil {
+		return Subject{}, err
+	}
 	tok := jwt.New()
 	if err := json.Unmarshal(payload, tok); err != nil {
 		return Subject{}, errJWTClaims
 	}
 	if err := jwt.Validate(tok, v.validateOpts...); err != nil {
 		return Subject{}, validateFailure(err)
-	}
-	// Decoded a second time, as plain JSON, for the policy. Both decoders
-	// keep the last of duplicate names, so they agree on what was checked.
-	claims, err := decodeClaims(payload)
-	if err != nil {
-		return Subject{}, err
 	}
 	sub, _ := claims[v.subjectClaim].(string)
 	if sub == "" {
@@ -212,18 +218,63 @@ func validateFailure(err error) error {
 	return errJWTClaims
 }
 
-// decodeClaims decodes a JSON object with numbers as json.Number.
+// claimsJSON decodes a JWT payload. Its nesting limit is encoding/json's,
+// which decoded claims before, so no token is newly refused for its depth
+// alone (a bearer token is at most 16 KiB anyway).
+var claimsJSON = strictjson.Options{MaxDepth: 10000}
+
+// decodeClaims decodes a JWT payload as strict JSON (see package strictjson:
+// duplicate or case-variant names at any depth, invalid UTF-8 and lone
+// surrogate escapes are refused) into an object with numbers as
+// json.Number.
 func decodeClaims(payload []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber()
-	var claims map[string]any
-	if err := dec.Decode(&claims); err != nil || claims == nil {
+	claims, err := claimsJSON.DecodeObject(payload)
+	if err != nil {
 		return nil, errJWTClaims
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errJWTClaims // trailing data
-	}
 	return claims, nil
+}
+
+// checkRegisteredClaims refuses a registered claim (RFC 7519 §4.1) that is
+// present, null included, with another JSON type than the RFC gives it: exp,
+// nbf and iat numbers; iss, sub and jti strings; aud a string or an array
+// of strings.
+func checkRegisteredClaims(claims map[string]any) error {
+	for _, name := range [...]string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti"} {
+		v, present := claims[name]
+		if !present {
+			continue
+		}
+		var ok bool
+		switch name {
+		case "exp", "nbf", "iat":
+			_, ok = v.(json.Number)
+		case "aud":
+			ok = isAudience(v)
+		default:
+			_, ok = v.(string)
+		}
+		if !ok {
+			return errJWTClaimType
+		}
+	}
+	return nil
+}
+
+// isAudience reports whether v is a string or an array of strings.
+func isAudience(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return true
+	case []any:
+		for _, a := range v {
+			if _, ok := a.(string); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // groupsOf reads a groups claim: absent, an array of strings, or a
