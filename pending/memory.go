@@ -14,13 +14,20 @@ import (
 // background: expired and retained calls are handled when they are touched
 // and by Expire.
 type MemoryStore struct {
-	now       func() time.Time
-	resultTTL time.Duration
+	now             func() time.Time
+	resultTTL       time.Duration
+	maxParked       int
+	maxPerPrincipal int
 
 	mu     sync.Mutex
 	calls  map[string]*memCall
 	attach map[string]string // AttachKey → ID of the call it names
 	seq    uint64
+	// parked holds the calls waiting or approved (those past their expiry
+	// until they are moved), all and by principal: Park counts them
+	// against the caps. move keeps them.
+	parked      map[string]*memCall
+	byPrincipal map[string]map[string]*memCall
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -41,15 +48,19 @@ type memCall struct {
 	changed chan struct{}
 }
 
-// NewMemory returns an empty MemoryStore. It uses opts.ResultTTL and
-// opts.Now; the other options are for RedisStore.
+// NewMemory returns an empty MemoryStore. It uses opts.ResultTTL, the caps
+// and opts.Now; the other options are for RedisStore.
 func NewMemory(opts Options) *MemoryStore {
 	opts = opts.withDefaults()
 	return &MemoryStore{
-		now:       opts.Now,
-		resultTTL: opts.ResultTTL,
-		calls:     make(map[string]*memCall),
-		attach:    make(map[string]string),
+		now:             opts.Now,
+		resultTTL:       opts.ResultTTL,
+		maxParked:       opts.MaxParked,
+		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		calls:           make(map[string]*memCall),
+		attach:          make(map[string]string),
+		parked:          make(map[string]*memCall),
+		byPrincipal:     make(map[string]map[string]*memCall),
 	}
 }
 
@@ -83,6 +94,9 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 			delete(s.attach, c.AttachKey)
 		}
 	}
+	if err := s.checkCaps(c, now); err != nil {
+		return Call{}, false, err
+	}
 
 	c = c.clone()
 	c.State = Waiting
@@ -92,13 +106,15 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	c.Fence, c.LeaseUntil = 0, time.Time{}
 	c.Result, c.Delivered = nil, false
 	s.seq++
-	s.calls[c.ID] = &memCall{
+	m := &memCall{
 		c:       c,
 		since:   now,
 		seq:     s.seq,
 		dropAt:  c.ExpiresAt.Add(s.resultTTL),
 		changed: make(chan struct{}),
 	}
+	s.calls[c.ID] = m
+	s.track(m)
 	if c.AttachKey != "" {
 		s.attach[c.AttachKey] = c.ID
 	}

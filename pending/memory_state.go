@@ -33,6 +33,7 @@ func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
 	if !now.Before(m.dropAt) {
 		delete(s.calls, id)
 		s.unattach(m)
+		s.untrack(m)
 		close(m.changed) // waiters wake and find it gone
 		return nil
 	}
@@ -45,6 +46,11 @@ func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
 	m.since = now
 	s.seq++
 	m.seq = s.seq
+	if counted(to) {
+		s.track(m)
+	} else {
+		s.untrack(m)
+	}
 	switch {
 	case to == Executing:
 		m.dropAt = later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL)
@@ -117,4 +123,50 @@ func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, e
 		return nil, &StateError{Call: m.c.clone()}
 	}
 	return m, nil
+}
+
+// counted reports whether calls in state st count against the caps.
+func counted(st State) bool { return st == Waiting || st == Approved }
+
+// track records m among the parked calls. s.mu is held.
+func (s *MemoryStore) track(m *memCall) {
+	s.parked[m.c.ID] = m
+	if p := m.c.Principal; p != "" {
+		if s.byPrincipal[p] == nil {
+			s.byPrincipal[p] = make(map[string]*memCall)
+		}
+		s.byPrincipal[p][m.c.ID] = m
+	}
+}
+
+// untrack forgets m among the parked calls. s.mu is held.
+func (s *MemoryStore) untrack(m *memCall) {
+	delete(s.parked, m.c.ID)
+	if p := m.c.Principal; p != "" {
+		delete(s.byPrincipal[p], m.c.ID)
+		if len(s.byPrincipal[p]) == 0 {
+			delete(s.byPrincipal, p)
+		}
+	}
+}
+
+// checkCaps returns ErrTooMany when parking c as a new call would pass a
+// cap. Calls past their expiry do not count, swept or not. s.mu is held.
+func (s *MemoryStore) checkCaps(c Call, now time.Time) error {
+	live := func(ms map[string]*memCall) int {
+		n := 0
+		for _, m := range ms {
+			if now.Before(m.c.ExpiresAt) {
+				n++
+			}
+		}
+		return n
+	}
+	if s.maxPerPrincipal > 0 && c.Principal != "" && live(s.byPrincipal[c.Principal]) >= s.maxPerPrincipal {
+		return tooMany(c.ID, c.Principal, true, s.maxPerPrincipal)
+	}
+	if s.maxParked > 0 && live(s.parked) >= s.maxParked {
+		return tooMany(c.ID, c.Principal, false, s.maxParked)
+	}
+	return nil
 }

@@ -9,10 +9,12 @@ import (
 
 // newMemoryStore returns a MemoryStore on a clock that only moves when the
 // test says so.
-func newMemoryStore(t *testing.T) (Store, func(time.Duration)) {
+func newMemoryStore(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
 	t.Helper()
 	clock := testkit.NewClock(time.Now())
-	return NewMemory(Options{ResultTTL: contractResultTTL, Now: clock.Now}), clock.Advance
+	opts := contractOptions(with)
+	opts.Now = clock.Now
+	return NewMemory(opts), clock.Advance
 }
 
 func TestMemoryStore(t *testing.T)     { testStore(t, newMemoryStore) }

@@ -27,6 +27,15 @@ type Options struct {
 	// MemoryStore ignores it.
 	PollInterval time.Duration
 
+	// MaxParked caps the calls waiting or approved in the store, and
+	// MaxParkedPerPrincipal those of one Call.Principal (a call without
+	// a principal counts only towards MaxParked). Park of a new call
+	// beyond either cap gives ErrTooMany; attaching to a parked call is
+	// always allowed. A call past its expiry no longer counts, swept or
+	// not. Zero means no cap.
+	MaxParked             int
+	MaxParkedPerPrincipal int
+
 	// Now is MemoryStore's clock (default time.Now); tests move it.
 	// RedisStore ignores it: it uses Redis' own clock (TIME) so that
 	// replicas' clock skew changes nothing.
@@ -49,6 +58,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxParked < 0 {
+		o.MaxParked = 0
+	}
+	if o.MaxParkedPerPrincipal < 0 {
+		o.MaxParkedPerPrincipal = 0
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -117,6 +132,13 @@ func fenced(id string, fence int64) error {
 
 func lapsed(id string, fence int64) error {
 	return fmt.Errorf("%w: call %s, fence %d", ErrLapsed, id, fence)
+}
+
+func tooMany(id, principal string, perPrincipal bool, limit int) error {
+	if perPrincipal {
+		return fmt.Errorf("%w: parking %s: principal %q has %d calls waiting or approved", ErrTooMany, id, principal, limit)
+	}
+	return fmt.Errorf("%w: parking %s: the store holds %d calls waiting or approved", ErrTooMany, id, limit)
 }
 
 func idTaken(id string) error {

@@ -62,6 +62,10 @@ var (
 	// Finish then returns the call too, so that its end can be reported
 	// once. errors.Is(ErrLapsed, ErrFenced) holds.
 	ErrLapsed = fmt.Errorf("%w: the lease ran out", ErrFenced)
+	// ErrTooMany: Park refused a new call because its principal already
+	// has Options.MaxParkedPerPrincipal calls waiting or approved, or the
+	// store holds Options.MaxParked such calls; nothing was parked.
+	ErrTooMany = errors.New("pending: too many parked calls")
 )
 
 // StateError is ErrConflict with the call as it now stands.
@@ -89,6 +93,13 @@ type Call struct {
 	Subject  string // who made the call
 	Upstream string
 	Tool     string
+
+	// Principal owns the call: the credential kind with its subject
+	// ("key:alice", "jwt:https://idp.example.com#alice", "anonymous").
+	// The store keeps it as an opaque string and counts the calls of each
+	// principal for Options.MaxParkedPerPrincipal; a call without one is
+	// counted only towards Options.MaxParked.
+	Principal string
 
 	// Request is the request to forward once approved, exactly as it was
 	// evaluated; RequestDigest is its digest (approval tokens bind it).
@@ -126,6 +137,9 @@ type Store interface {
 	// is set and the key belongs to a live call (waiting, approved,
 	// executing, or executed and not yet delivered), nothing is stored and
 	// that call is returned with attached = true. A taken c.ID is an error.
+	// A new call (not an attach) beyond the store's caps on waiting and
+	// approved calls (Options.MaxParked, Options.MaxParkedPerPrincipal)
+	// gives ErrTooMany, and nothing is stored.
 	Park(ctx context.Context, c Call, ttl time.Duration) (stored Call, attached bool, err error)
 
 	// Get returns the call, or ErrNotFound.

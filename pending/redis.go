@@ -38,6 +38,8 @@ import (
 //	{toolgate}:state:<state>   sorted set of IDs by when they entered <state>
 //	{toolgate}:due             sorted set of live IDs by expiry or lease end
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey attaches to
+//	{toolgate}:parked          sorted set of waiting and approved IDs by expiry (the caps)
+//	{toolgate}:parked:<principal>  the same for one Call.Principal
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {
 	rdb       redis.UniversalClient
@@ -45,6 +47,8 @@ type RedisStore struct {
 	channel   string
 	resultTTL time.Duration
 	poll      time.Duration
+
+	maxParked, maxPerPrincipal int
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // call ID → waiting Wait calls
@@ -84,6 +88,9 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		resultTTL: opts.ResultTTL,
 		poll:      opts.PollInterval,
 		waiters:   make(map[string]map[chan struct{}]struct{}),
+
+		maxParked:       opts.MaxParked,
+		maxPerPrincipal: opts.MaxParkedPerPrincipal,
 	}, nil
 }
 
@@ -106,7 +113,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		return Call{}, false, err
 	}
 	ttlMS := max(ttl.Milliseconds(), 1)
-	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey}
+	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -122,12 +129,19 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	add("sb", c.Subject)
 	add("up", c.Upstream)
 	add("tl", c.Tool)
+	add("pr", c.Principal)
 	addBytes("rq", c.Request)
 	add("rd", c.RequestDigest)
 	addBytes("in", c.Info)
 	v, err := s.run(ctx, parkScript, s.callKey(c.ID), args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
+	}
+	if len(v) == 2 && v[0] == "toomany" {
+		if which, _ := v[1].(string); which == "principal" {
+			return Call{}, false, tooMany(c.ID, c.Principal, true, s.maxPerPrincipal)
+		}
+		return Call{}, false, tooMany(c.ID, c.Principal, false, s.maxParked)
 	}
 	code, got, err := reply(c.ID, v)
 	if err != nil {

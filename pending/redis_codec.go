@@ -83,6 +83,8 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 			c.Upstream = v
 		case "tl":
 			c.Tool = v
+		case "pr":
+			c.Principal = v
 		case "rq":
 			c.Request = []byte(v)
 		case "rd":

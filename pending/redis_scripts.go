@@ -29,6 +29,7 @@ import "github.com/redis/go-redis/v9"
 //
 //	st state        ak AttachKey   ad ArgsDigest   sb Subject   up Upstream
 //	tl Tool         rq Request     rd RequestDigest               in Info
+//	pr Principal
 //	ca CreatedAt    ea ExpiresAt   by DecidedBy    cm Comment   da DecidedAt
 //	fe Fence        lu LeaseUntil  rs Result.Status (present = has a result)
 //	rh Result.Header (JSON)        rb Result.Body  rt Result.Truncated ("1")
@@ -42,6 +43,17 @@ import "github.com/redis/go-redis/v9"
 //	               for state:approved it is DecidedAt, Approved's grace)
 //	due            live calls by deadline: ExpiresAt while waiting or
 //	               approved, LeaseUntil while executing (Expire's work list)
+//	parked         calls waiting or approved, score = ExpiresAt: what
+//	               Options.MaxParked counts (ZCARD, no call is read)
+//	parked:<principal>  the same for the calls of one Call.Principal
+//	               (Options.MaxParkedPerPrincipal)
+//
+// move keeps both parked indexes, so every way out of waiting and approved
+// (a decision, a cancel, a claim, an expiry) leaves the counts. A call past
+// its expiry no longer counts even before it is moved: a park trims the
+// entries past their score from the indexes it counts. Each of these keys
+// has a TTL of at least its latest entry's ExpiresAt + ResultTTL, so a
+// principal's key goes away with its calls.
 //
 // Retried writes: go-redis retries a command whose reply was lost although
 // the server ran it (docs/security.md, R02 and R16). Every write carries a
@@ -103,6 +115,26 @@ local function overdue(h)
   return nil
 end
 
+-- parkedkeys returns the parked indexes a call of principal pr is in.
+local function parkedkeys(pr)
+  if pr and pr ~= '' then return {base .. 'parked', base .. 'parked:' .. pr} end
+  return {base .. 'parked'}
+end
+
+-- count adds the call to the parked indexes until ea (waiting, approved),
+-- or removes it (any other state).
+local function count(id, h, st, ea)
+  for _, k in ipairs(parkedkeys(h.pr)) do
+    if st == 'waiting' or st == 'approved' then
+      redis.call('ZADD', k, num(ea), id)
+      local left = redis.call('PTTL', k)
+      if left < 0 or now + left < ea + rttl then redis.call('PEXPIREAT', k, num(ea + rttl)) end
+    else
+      redis.call('ZREM', k, id)
+    end
+  end
+end
+
 -- move is the one place a call changes state: the state, its indexes,
 -- its retention, its attach key and the wake-up, together.
 local function move(id, h, to, fields, deadline)
@@ -110,6 +142,7 @@ local function move(id, h, to, fields, deadline)
   redis.call('ZREM', statekey(h.st), id)
   redis.call('ZADD', statekey(to), num(now), id)
   if deadline then redis.call('ZADD', due, num(deadline), id) else redis.call('ZREM', due, id) end
+  count(id, h, to, deadline)
   redis.call('HSET', k, 'st', to, unpack(fields))
   h.st = to
   if terminal[to] then
@@ -129,10 +162,13 @@ end
 func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
-// [8…] field, value pairs. Replies {'ok', call}, {'attached', call, id}
-// or {'taken'}.
+// [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
+// [11…] field, value pairs. Replies {'ok', call}, {'attached', call, id},
+// {'taken'}, or {'toomany', 'principal' or 'all'} when a new call would
+// pass a cap.
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local pr, maxall, maxpr = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
 for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
@@ -157,14 +193,22 @@ if ak ~= '' then
     end
   end
 end
+-- The caps count the calls waiting or approved whose expiry has not
+-- passed: entries past it are trimmed first, whether or not their calls
+-- were moved to expired yet.
+local keys = parkedkeys(pr)
+for _, pk in ipairs(keys) do redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now)) end
+if pr ~= '' and maxpr > 0 and redis.call('ZCARD', keys[2]) >= maxpr then return {'toomany', 'principal'} end
+if maxall > 0 and redis.call('ZCARD', keys[1]) >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 11, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 local k = callkey(id)
 redis.call('HSET', k, 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
 redis.call('PEXPIREAT', k, num(expires + rttl))
 redis.call('ZADD', statekey('waiting'), num(now), id)
 redis.call('ZADD', due, num(expires), id)
+count(id, {pr = pr}, 'waiting', expires)
 if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 return {'ok', all(id)}
 `)

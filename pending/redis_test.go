@@ -97,7 +97,7 @@ func newRedisStoreOn(tb testing.TB, rdb *redis.Client, opts Options) *RedisStore
 	}
 	tb.Cleanup(func() {
 		s.Close()
-		keys := []string{s.base + "due"}
+		keys := []string{s.base + "due", s.base + "parked"}
 		for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
 			keys = append(keys, s.base+"state:"+string(st))
 		}
@@ -114,10 +114,10 @@ func redisStores(t *testing.T) newStoreFunc {
 	t.Helper()
 	addr := redisAddr(t)
 	dialRedis(t, &redis.Options{Addr: addr})
-	return func(t *testing.T) (Store, func(time.Duration)) {
+	return func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
 		t.Helper()
 		rdb := dialRedis(t, &redis.Options{Addr: addr})
-		return newRedisStoreOn(t, rdb, Options{ResultTTL: contractResultTTL}), time.Sleep
+		return newRedisStoreOn(t, rdb, contractOptions(with)), time.Sleep
 	}
 }
 
@@ -377,6 +377,43 @@ func TestRedisIndexesBounded(t *testing.T) {
 		if len(got) != 1 || got[0] != live.ID {
 			t.Errorf("%s = %v after a park, want only %s", k, got, live.ID)
 		}
+	}
+}
+
+// The caps' counts live in sorted sets under the store's hash tag, one per
+// principal, which have TTLs and empty as the calls leave waiting and
+// approved: nothing is left behind by principals that come and go.
+func TestRedisParkedIndexes(t *testing.T) {
+	rdb := newRedisClient(t)
+	const rttl = time.Hour
+	s := newRedisStoreOn(t, rdb, Options{ResultTTL: rttl, MaxParkedPerPrincipal: 5})
+	ctx := t.Context()
+	const principal = "jwt:https://idp.example.com#alice"
+	all, mine := s.base+"parked", s.base+"parked:"+principal
+	var parked []Call
+	for range 2 {
+		c := sampleCall()
+		c.Principal = principal
+		parked = append(parked, park(t, s, c, time.Minute))
+	}
+	for _, k := range []string{all, mine} {
+		if n := rdb.ZCard(ctx, k).Val(); n != 2 {
+			t.Errorf("ZCARD %s = %d, want 2", k, n)
+		}
+		if d := rdb.PTTL(ctx, k).Val(); d <= rttl || d > rttl+time.Minute {
+			t.Errorf("PTTL %s = %v, want the calls' ttl + ResultTTL", k, d)
+		}
+	}
+	decide(t, s, parked[0].ID, Rejected)
+	decide(t, s, parked[1].ID, Approved)
+	if n := rdb.ZCard(ctx, mine).Val(); n != 1 {
+		t.Errorf("after a rejection and an approval, ZCARD %s = %d, want 1", mine, n)
+	}
+	if _, err := s.Claim(ctx, parked[1].ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, all, mine).Val(); n != 0 {
+		t.Errorf("%d parked indexes are left with no call waiting or approved", n)
 	}
 }
 

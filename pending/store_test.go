@@ -30,9 +30,25 @@ const (
 )
 
 // newStoreFunc returns a fresh, empty store with ResultTTL
-// contractResultTTL, and a function that lets d pass on the store's clock:
-// for MemoryStore it moves its clock, for RedisStore it sleeps.
-type newStoreFunc func(t *testing.T) (Store, func(d time.Duration))
+// contractResultTTL and the options set by each of with, and a function
+// that lets d pass on the store's clock: for MemoryStore it moves its
+// clock, for RedisStore it sleeps.
+type newStoreFunc func(t *testing.T, with ...func(*Options)) (Store, func(d time.Duration))
+
+// contractOptions returns the options of a contract store: ResultTTL
+// contractResultTTL, then what each of with sets.
+func contractOptions(with []func(*Options)) Options {
+	o := Options{ResultTTL: contractResultTTL}
+	for _, f := range with {
+		f(&o)
+	}
+	return o
+}
+
+// caps sets Options.MaxParked and Options.MaxParkedPerPrincipal.
+func caps(all, perPrincipal int) func(*Options) {
+	return func(o *Options) { o.MaxParked, o.MaxParkedPerPrincipal = all, perPrincipal }
+}
 
 // testStore checks the promises of the Store interface; every store must
 // pass it. The concurrent half of the contract is testStoreRace, called by
@@ -632,6 +648,9 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		})
 	})
 
+	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
+	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
+
 	t.Run("Retention", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()
@@ -684,9 +703,10 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 // testStoreRace checks that concurrent transitions on one call have exactly
 // one winner (docs/security.md, INV-3): 16 goroutines approve, reject, expire and
 // cancel one waiting call, then 16 claim one approved call and 16 finish
-// the claim.
+// the claim. Concurrent parks stay within the caps (testCapsRace).
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
 	const n = 16
+	t.Run("Caps", func(t *testing.T) { testCapsRace(t, newStore) })
 	t.Run("Decide", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()
@@ -863,6 +883,7 @@ func sampleCall() Call {
 		ID:            "call-" + rand.Text(),
 		ArgsDigest:    "sha256:args",
 		Subject:       "agent@example.com",
+		Principal:     "jwt:https://idp.example.com#agent@example.com",
 		Upstream:      "notes",
 		Tool:          "notes.delete",
 		Request:       []byte("POST /tools/notes.delete HTTP/1.1\r\nHost: notes\r\n\r\n{\"id\":42}\x00\xff"),

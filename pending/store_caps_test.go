@@ -1,0 +1,213 @@
+package pending
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testPrincipal checks that a call's principal is kept as given, and that a
+// call without one is kept without one. Part of testStore.
+func testPrincipal(t *testing.T, newStore newStoreFunc) {
+	s, _ := newStore(t)
+	for _, p := range []string{"key:alice", "jwt:https://idp.example.com#alice", "anonymous", "key:{odd}:#"} {
+		c := sampleCall()
+		c.Principal = p
+		if got := park(t, s, c, long); got.Principal != p {
+			t.Errorf("Park kept principal %q, want %q", got.Principal, p)
+		}
+		decide(t, s, c.ID, Approved)
+		if got := get(t, s, c.ID); got.Principal != p {
+			t.Errorf("Get after Decide: principal %q, want %q", got.Principal, p)
+		}
+	}
+	c := sampleCall()
+	c.Principal = ""
+	park(t, s, c, long)
+	if got := get(t, s, c.ID); got.Principal != "" {
+		t.Errorf("a call parked without a principal has %q", got.Principal)
+	}
+}
+
+// testCaps checks Options.MaxParkedPerPrincipal and Options.MaxParked: a
+// new call beyond a cap is refused with ErrTooMany and nothing is stored;
+// attaching is always allowed; every way out of waiting and approved frees
+// a place, an approval does not. Part of testStore.
+func testCaps(t *testing.T, newStore newStoreFunc) {
+	const alice, bob = "key:alice", "jwt:https://idp.example.com#alice"
+	as := func(principal string) Call {
+		c := sampleCall()
+		c.Principal = principal
+		return c
+	}
+	// full checks that principal cannot park a new call, and that the
+	// refusal stored nothing.
+	full := func(t *testing.T, s Store, principal string) {
+		t.Helper()
+		c := as(principal)
+		got, attached, err := s.Park(t.Context(), c, long)
+		if !errors.Is(err, ErrTooMany) || attached || got.ID != "" {
+			t.Fatalf("Park(%q) at the cap = %s, attached %v, %v; want ErrTooMany and nothing", principal, got.ID, attached, err)
+		}
+		if _, err := s.Get(t.Context(), c.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(refused call) = %v, want ErrNotFound", err)
+		}
+	}
+
+	t.Run("per principal", func(t *testing.T) {
+		s, _ := newStore(t, caps(0, 2))
+		ctx := t.Context()
+		first := as(alice)
+		first.AttachKey = "key-" + rand.Text()
+		park(t, s, first, long)
+		park(t, s, as(alice), long)
+		full(t, s, alice)
+		// Another principal, and a call without one, have places of their own.
+		park(t, s, as(bob), long)
+		park(t, s, as(bob), long)
+		full(t, s, bob)
+		for range 3 {
+			park(t, s, as(""), long)
+		}
+		// A retry attaches at the cap; a retried Park is answered as before.
+		retry := as(alice)
+		retry.AttachKey = first.AttachKey
+		if got, attached, err := s.Park(ctx, retry, long); err != nil || !attached || got.ID != first.ID {
+			t.Errorf("Park(retry at the cap) = %s, attached %v, %v; want attached to %s", got.ID, attached, err, first.ID)
+		}
+		if got, attached, err := s.Park(ctx, first, long); err != nil || attached || got.ID != first.ID {
+			t.Errorf("Park(same request again at the cap) = %s, attached %v, %v; want the stored call", got.ID, attached, err)
+		}
+		full(t, s, alice)
+		if n, err := s.Count(ctx, Waiting); err != nil || n != 7 {
+			t.Errorf("Count(waiting) = %d, %v; want 7", n, err)
+		}
+	})
+
+	t.Run("all", func(t *testing.T) {
+		s, _ := newStore(t, caps(3, 2))
+		park(t, s, as(alice), long)
+		park(t, s, as(bob), long)
+		park(t, s, as(""), long)
+		full(t, s, "key:carol")
+		full(t, s, "")
+		full(t, s, alice)
+	})
+
+	// Each way out of waiting or approved frees one place; an approval
+	// keeps it taken.
+	for _, tt := range []struct {
+		name string
+		out  func(t *testing.T, s Store, id string, advance func(time.Duration))
+	}{
+		{"rejected", func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+			decide(t, s, id, Rejected)
+		}},
+		{"cancelled", func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+			if _, err := s.Cancel(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"claimed", func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+			decide(t, s, id, Approved)
+			full(t, s, alice) // approved still counts
+			if _, err := s.Claim(t.Context(), id, long); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expired, unswept", func(_ *testing.T, _ Store, _ string, advance func(time.Duration)) {
+			advance(beyond)
+		}},
+		{"expired, swept", func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+			advance(beyond)
+			if got, err := s.Expire(t.Context(), 10); err != nil || len(got) != 1 || got[0].ID != id {
+				t.Fatalf("Expire = %v, %v; want [%s]", ids(got), err, id)
+			}
+		}},
+		{"expired by a transition", func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+			advance(beyond)
+			if _, err := s.Decide(t.Context(), id, Approved, "alice", ""); !isState(err, Expired) {
+				t.Fatalf("Decide(past ttl) = %v, want a StateError (expired)", err)
+			}
+		}},
+		{"approved, expired", func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+			decide(t, s, id, Approved)
+			full(t, s, alice)
+			advance(beyond)
+		}},
+	} {
+		t.Run("frees/"+tt.name, func(t *testing.T) {
+			s, advance := newStore(t, caps(0, 2))
+			out := park(t, s, as(alice), short)
+			park(t, s, as(alice), long)
+			full(t, s, alice)
+			tt.out(t, s, out.ID, advance)
+			park(t, s, as(alice), long)
+			full(t, s, alice) // exactly one place was freed
+		})
+	}
+}
+
+// testCapsRace checks that the caps are exact under concurrency: 50
+// goroutines park new calls for one principal with a cap of 10, then 60
+// for six principals with a total cap of 30. Part of testStoreRace.
+func testCapsRace(t *testing.T, newStore newStoreFunc) {
+	// parkAll parks n new calls at once, the i-th for principal(i), and
+	// returns how many were parked for each principal.
+	parkAll := func(t *testing.T, s Store, n int, principal func(i int) string) map[string]int {
+		t.Helper()
+		var (
+			mu     sync.Mutex
+			parked = map[string]int{}
+			wg     sync.WaitGroup
+		)
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				c := sampleCall()
+				c.Principal = principal(i)
+				_, attached, err := s.Park(t.Context(), c, long)
+				switch {
+				case errors.Is(err, ErrTooMany):
+				case err != nil || attached:
+					t.Errorf("Park = attached %v, %v", attached, err)
+				default:
+					mu.Lock()
+					parked[c.Principal]++
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		return parked
+	}
+	t.Run("per principal", func(t *testing.T) {
+		s, _ := newStore(t, caps(0, 10))
+		got := parkAll(t, s, 50, func(int) string { return "key:alice" })
+		if got["key:alice"] != 10 {
+			t.Errorf("50 parks at once with a cap of 10: %d parked, want 10", got["key:alice"])
+		}
+		if n, err := s.Count(t.Context(), Waiting); err != nil || n != 10 {
+			t.Errorf("Count(waiting) = %d, %v; want 10", n, err)
+		}
+	})
+	t.Run("all", func(t *testing.T) {
+		s, _ := newStore(t, caps(30, 10))
+		got := parkAll(t, s, 60, func(i int) string { return fmt.Sprintf("key:agent-%d", i%6) })
+		total := 0
+		for p, n := range got {
+			total += n
+			if n > 10 {
+				t.Errorf("%s: %d parked, over its cap of 10", p, n)
+			}
+		}
+		if total != 30 {
+			t.Errorf("60 parks at once with a total cap of 30: %d parked (%v), want 30", total, got)
+		}
+	})
+}
