@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -119,20 +120,20 @@ func TestAskHoldRunsOut(t *testing.T) {
 func TestAskEnded(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		end      func(t *testing.T, l *Lifecycle, s pending.Store, clk *clock, id string)
+		end      func(t *testing.T, l *Lifecycle, s pending.Store, clk *testkit.Clock, id string)
 		state    pending.State
 		resolved bool // OnResolve reports it (the package ended it)
 	}{
-		{"rejected", func(t *testing.T, _ *Lifecycle, s pending.Store, _ *clock, id string) {
+		{"rejected", func(t *testing.T, _ *Lifecycle, s pending.Store, _ *testkit.Clock, id string) {
 			decide(t, s, id, pending.Rejected)
 		}, pending.Rejected, false},
-		{"cancelled by the caller", func(t *testing.T, l *Lifecycle, _ pending.Store, _ *clock, id string) {
+		{"cancelled by the caller", func(t *testing.T, l *Lifecycle, _ pending.Store, _ *testkit.Clock, id string) {
 			if _, err := l.Cancel(t.Context(), "alice", id); err != nil {
 				t.Fatal(err)
 			}
 		}, pending.Cancelled, true},
-		{"expired", func(t *testing.T, l *Lifecycle, _ pending.Store, clk *clock, _ string) {
-			clk.advance(time.Hour)
+		{"expired", func(t *testing.T, l *Lifecycle, _ pending.Store, clk *testkit.Clock, _ string) {
+			clk.Advance(time.Hour)
 			l.SweepOnce(t.Context(), 3*time.Second)
 		}, pending.Expired, true},
 	} {
@@ -197,7 +198,7 @@ func testAskAttachConcurrent(t *testing.T, s pending.Store) {
 	close(start)
 	// Everyone has parked or attached before the approval, so nobody comes
 	// after the result was delivered (and would park a new call).
-	eventually(t, "every request parked or attached", func() bool { return parks.Load() == n })
+	testkit.WaitFor(t, "every request parked or attached", func() bool { return parks.Load() == n })
 	parked := ev.parks()
 	if len(parked) != 1 {
 		t.Fatalf("OnPark called %d times for %d identical requests, want once", len(parked), n)
@@ -364,7 +365,7 @@ func TestAskStoreFailed(t *testing.T) {
 		in := newCall()
 		ch := ask(t.Context(), l, in, Hold{For: long})
 		ev.waitParked(t)
-		clk.advance(time.Hour + time.Minute)
+		clk.Advance(time.Hour + time.Minute)
 		if _, err := s.Get(t.Context(), in.ID); !errors.Is(err, pending.ErrNotFound) {
 			t.Fatalf("Get after the retention = %v, want ErrNotFound", err)
 		}
@@ -484,7 +485,7 @@ func TestAskProgress(t *testing.T) {
 	}
 	ch := ask(t.Context(), l, in, Hold{For: long, Progress: progress, ProgressEvery: 10 * time.Millisecond})
 	ev.waitParked(t)
-	eventually(t, "three progress reports", func() bool {
+	testkit.WaitFor(t, "three progress reports", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(reports) >= 3

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -23,43 +24,21 @@ const (
 	deadline = 10 * time.Second // how long a test waits for what must happen
 )
 
-// clock is a memory store's clock, moved only by advance.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // newMemory returns a memory store on a clock that starts at start and
 // moves only when the test moves it.
-func newMemory(start time.Time, resultTTL time.Duration) (*pending.MemoryStore, *clock) {
-	c := &clock{now: start}
+func newMemory(start time.Time, resultTTL time.Duration) (*pending.MemoryStore, *testkit.Clock) {
+	c := testkit.NewClock(start)
 	return pending.NewMemory(pending.Options{Now: c.Now, ResultTTL: resultTTL}), c
 }
 
-// redisAddr returns the test Redis: $TOOLGATE_TEST_REDIS_ADDR. Without it
-// the test is skipped, except in CI (CI=true), where it fails.
+// redisAddr returns the test Redis: $TOOLGATE_TEST_REDIS_ADDR.
 func redisAddr(tb testing.TB) string {
 	tb.Helper()
-	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
-		return addr
+	addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		testkit.Unavailable(tb, "no TOOLGATE_TEST_REDIS_ADDR: the Redis tests need a Redis")
 	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatal("CI=true and no TOOLGATE_TEST_REDIS_ADDR: the Redis tests must run")
-	}
-	tb.Skip("no TOOLGATE_TEST_REDIS_ADDR: skipping Redis")
-	return ""
+	return addr
 }
 
 // newRedis returns a Redis store with a prefix of its own (a shared Redis
@@ -360,16 +339,6 @@ func decide(t *testing.T, s pending.Store, id string, to pending.State) {
 	t.Helper()
 	if _, err := s.Decide(t.Context(), id, to, "bob", "ok"); err != nil {
 		t.Fatalf("Decide(%s, %s): %v", id, to, err)
-	}
-}
-
-// eventually polls cond until it holds, or fails the test at the deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(deadline); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("never: %s", what)
-		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -32,7 +33,7 @@ func TestSweepOnceApproved(t *testing.T) {
 	if n := exec.total(); n != 0 {
 		t.Fatalf("executed %d times within the grace", n)
 	}
-	clk.advance(grace)
+	clk.Advance(grace)
 	l.SweepOnce(t.Context(), grace)
 	if n := exec.count(in.ID); n != 1 {
 		t.Fatalf("executed %d times after the grace, want once", n)
@@ -107,7 +108,7 @@ func TestSweepOnceExpired(t *testing.T) {
 	if r := ev.resolves(); len(r) != 0 {
 		t.Fatalf("OnResolve called before the expiry: %v", r)
 	}
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	l.SweepOnce(t.Context(), 0)
 	ev.checkResolved(t, in.ID, pending.Expired)
 	if got := get(t, s, in.ID); got.State != pending.Expired {
@@ -136,7 +137,7 @@ func testSweepOnceExpiredApproved(t *testing.T, s pending.Store) {
 		t.Fatalf("Ask = %s", describe(o))
 	}
 	decide(t, s, in.ID, pending.Approved)
-	eventually(t, "the ttl passes", func() bool { return time.Now().After(o.Call.ExpiresAt.Add(100 * time.Millisecond)) })
+	testkit.WaitFor(t, "the ttl passes", func() bool { return time.Now().After(o.Call.ExpiresAt.Add(100 * time.Millisecond)) })
 	l.SweepOnce(t.Context(), 3*time.Second)
 	if got := get(t, s, in.ID); got.State != pending.Expired {
 		t.Fatalf("call is %s after the sweep, want expired", got.State)
@@ -200,7 +201,7 @@ func TestSweep(t *testing.T) {
 		defer close(done)
 		l.Sweep(ctx, 5*time.Millisecond, 0)
 	}()
-	eventually(t, "the sweeper executes the approved call", func() bool { return get(t, s, in.ID).State == pending.Executed })
+	testkit.WaitFor(t, "the sweeper executes the approved call", func() bool { return get(t, s, in.ID).State == pending.Executed })
 	stop()
 	select {
 	case <-done:
@@ -239,7 +240,7 @@ func testLeaseRunsOut(t *testing.T, s pending.Store) {
 	for _, pc := range []pending.Call{in, retry(in)} {
 		go func() { outs <- l.Ask(t.Context(), pc, Hold{For: long}) }()
 	}
-	eventually(t, "both requests parked or attached", func() bool { return parks.Load() == 2 })
+	testkit.WaitFor(t, "both requests parked or attached", func() bool { return parks.Load() == 2 })
 	parked := ev.parks()
 	if len(parked) != 1 {
 		t.Fatalf("OnPark called %d times, want once", len(parked))
@@ -251,7 +252,7 @@ func testLeaseRunsOut(t *testing.T, s pending.Store) {
 	if d := time.Until(claimed.LeaseUntil); d > exec.lease+time.Second {
 		t.Fatalf("claimed until %v from now, more than the executor's lease %v", d, exec.lease)
 	}
-	eventually(t, "the sweeper marks the lost execution unknown", func() bool {
+	testkit.WaitFor(t, "the sweeper marks the lost execution unknown", func() bool {
 		l2.SweepOnce(t.Context(), 0)
 		return len(ev2.resolves()) > 0
 	})
@@ -314,7 +315,7 @@ func TestLeaseRunsOutUnswept(t *testing.T) {
 	ev.waitParked(t)
 	decide(t, s, in.ID, pending.Approved)
 	exec.waitStarted(t)
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	exec.release()
 	outcome(t, ch)
 	if got := get(t, s, in.ID); got.State != pending.Unknown {

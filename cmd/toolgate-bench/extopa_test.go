@@ -9,12 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // opaServer answers OPA's data API (POST /v1/data/bench/decision) with the
@@ -76,9 +77,7 @@ func mustValue(t *testing.T, v any) ast.Value {
 // exact names match only themselves, * matches every call of the tool,
 // globs use / as separator, and deny > ask > allow.
 func TestExtOPAPolicy(t *testing.T) {
-	var count atomic.Int64
-	up := httptest.NewServer(upstreamHandler(&count))
-	defer up.Close()
+	up := testkit.NewUpstream(t, nil)
 	u, _ := url.Parse(up.URL)
 	proxy := httptest.NewServer(extOPAHandler(u, opaServer(t).URL+"/v1/data/bench/decision"))
 	defer proxy.Close()
@@ -101,14 +100,14 @@ func TestExtOPAPolicy(t *testing.T) {
 		{"search", "x", false},                        // the glob needs the dot
 		{"read_file.bak", "docs/a.md", false},         // exact tool names match only themselves
 	} {
-		before := count.Load()
+		before := len(up.Requests())
 		body := `{"path":` + strings.ReplaceAll(`"`+c.path+`"`, `\`, `\\`) + `}`
 		res, err := http.Post(proxy.URL+"/tools/"+c.tool, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		reached := count.Load() - before
+		reached := len(up.Requests()) - before
 		if got := res.StatusCode == http.StatusOK && reached == 1; got != c.forwarded {
 			t.Errorf("%s %s: status %d, upstream received %d; want forwarded=%v", c.tool, c.path, res.StatusCode, reached, c.forwarded)
 		}
@@ -120,9 +119,7 @@ func TestExtOPAPolicy(t *testing.T) {
 
 // TestExtOPAFailsClosed: without an answer from OPA nothing is forwarded.
 func TestExtOPAFailsClosed(t *testing.T) {
-	var count atomic.Int64
-	up := httptest.NewServer(upstreamHandler(&count))
-	defer up.Close()
+	up := testkit.NewUpstream(t, nil)
 	u, _ := url.Parse(up.URL)
 	for name, opaURL := range map[string]string{
 		"unreachable": "http://127.0.0.1:1/v1/data/bench/decision",
@@ -135,8 +132,8 @@ func TestExtOPAFailsClosed(t *testing.T) {
 		}
 		res.Body.Close()
 		proxy.Close()
-		if res.StatusCode != http.StatusForbidden || count.Load() != 0 {
-			t.Errorf("%s: status %d, upstream received %d calls; want 403 and none", name, res.StatusCode, count.Load())
+		if n := len(up.Requests()); res.StatusCode != http.StatusForbidden || n != 0 {
+			t.Errorf("%s: status %d, upstream received %d calls; want 403 and none", name, res.StatusCode, n)
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // The black-box MCP test drives toolgate with third-party MCP software, pinned
@@ -28,14 +30,6 @@ import (
 // must run.
 func blackBoxTools(t *testing.T) (node, serverJS, inspectorDir string) {
 	t.Helper()
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but " + msg + ": the MCP black-box test must run in CI (run `npm ci` at the repository root)")
-		}
-		t.Skip(msg + " (run `npm ci` at the repository root)")
-	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +37,12 @@ func blackBoxTools(t *testing.T) (node, serverJS, inspectorDir string) {
 	pkgs := filepath.Join(root, "node_modules", "@modelcontextprotocol")
 	for _, dir := range []string{"server-everything", "inspector-cli"} {
 		if _, err := os.Stat(filepath.Join(pkgs, dir)); err != nil {
-			missing("%s is not installed", filepath.Join("node_modules", "@modelcontextprotocol", dir))
+			testkit.Unavailable(t, "%s is not installed (run `npm ci` at the repository root)", filepath.Join("node_modules", "@modelcontextprotocol", dir))
 		}
 	}
 	node, err = exec.LookPath("node")
 	if err != nil {
-		missing("node is not on PATH")
+		testkit.Unavailable(t, "node is not on PATH")
 	}
 	serverJS = filepath.Join(pkgs, "server-everything", "dist", "index.js")
 	inspectorDir = filepath.Join(pkgs, "inspector-cli", "build")
@@ -63,7 +57,7 @@ func blackBoxTools(t *testing.T) (node, serverJS, inspectorDir string) {
 // startEverything runs server-everything with its Streamable HTTP transport on
 // a free loopback port and returns that port once it accepts connections. Its
 // output is returned for failure reports.
-func startEverything(t *testing.T, node, serverJS string) (int, *syncBuffer) {
+func startEverything(t *testing.T, node, serverJS string) (int, *testkit.Buffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,7 +69,7 @@ func startEverything(t *testing.T, node, serverJS string) (int, *syncBuffer) {
 	// The server lives as long as the test, bounded so that it never outlives
 	// a hung run.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	// dist/index.js <transport>; the port comes from $PORT (default 3001).
 	srv := exec.CommandContext(ctx, node, serverJS, "streamableHttp")
 	srv.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))

@@ -2,16 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // TestDecisionLogStream runs toolgate serve with a mask policy and a log
@@ -19,27 +19,8 @@ import (
 // share a decision_id, on the console and at the service, and the masked
 // argument reaches neither.
 func TestDecisionLogStream(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	var mu sync.Mutex
-	var uploaded []map[string]any
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil || r.URL.Path != "/logs" {
-			t.Errorf("upload to %s: %v", r.URL.Path, err)
-			return
-		}
-		var evs []map[string]any
-		if err := json.NewDecoder(zr).Decode(&evs); err != nil {
-			t.Errorf("upload: %v", err)
-		}
-		mu.Lock()
-		uploaded = append(uploaded, evs...)
-		mu.Unlock()
-	}))
-	defer svc.Close()
+	up := testkit.NewUpstream(t, nil)
+	svc := testkit.NewUpstream(t, nil)
 
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
@@ -109,8 +90,19 @@ shutdown_grace: 2s
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	var uploaded []map[string]any
+	for _, req := range svc.Requests() {
+		zr, err := gzip.NewReader(bytes.NewReader(req.Body))
+		if err != nil || req.Path != "/logs" {
+			t.Errorf("upload to %s: %v", req.Path, err)
+			continue
+		}
+		var evs []map[string]any
+		if err := json.NewDecoder(zr).Decode(&evs); err != nil {
+			t.Errorf("upload: %v", err)
+		}
+		uploaded = append(uploaded, evs...)
+	}
 	var paths []string
 	for _, ev := range uploaded {
 		if ev["decision_id"] == id {

@@ -8,96 +8,84 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/examples/notes"
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // testRedis returns the Redis to test against: $TOOLGATE_TEST_REDIS_ADDR.
-// Without it the test is skipped, except under CI=true, where Redis tests
-// must run.
 func testRedis(t *testing.T) string {
 	t.Helper()
-	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
-		return addr
+	addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		testkit.Unavailable(t, "TOOLGATE_TEST_REDIS_ADDR is not set: the Redis tests need a Redis")
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true but TOOLGATE_TEST_REDIS_ADDR is not set: Redis tests must run in CI")
-	}
-	t.Skip("TOOLGATE_TEST_REDIS_ADDR is not set")
-	return ""
+	return addr
 }
 
-// countingNotes is the example notes server with a count of the requests
-// that reached it.
-type countingNotes struct {
-	files *notes.Files
-	h     http.Handler
-	n     atomic.Int64
-	mu    sync.Mutex
-	at    []time.Time // when each request arrived
-}
-
-func (c *countingNotes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.n.Add(1)
-	c.mu.Lock()
-	c.at = append(c.at, time.Now())
-	c.mu.Unlock()
-	c.h.ServeHTTP(w, r)
-}
-
-func newCountingNotes(t *testing.T) (*countingNotes, string) {
+// newNotes starts the example notes server behind a recording upstream.
+func newNotes(t *testing.T) (*notes.Files, *testkit.Upstream) {
 	files := notes.NewFiles()
-	c := &countingNotes{files: files, h: notes.NewHandler(files)}
-	srv := httptest.NewServer(c)
-	t.Cleanup(srv.Close)
-	return c, srv.URL
+	return files, testkit.NewUpstream(t, testkit.Handler(notes.NewHandler(files)))
 }
 
 // events receives CloudEvents notifications.
-type events struct {
-	mu  sync.Mutex
-	got []map[string]any
-}
+type events struct{ *testkit.Upstream }
 
-func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var ev map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&ev)
-	e.mu.Lock()
-	e.got = append(e.got, ev)
-	e.mu.Unlock()
-}
+func newEvents(t *testing.T) events { return events{testkit.NewUpstream(t, nil)} }
 
-func (e *events) approvalURL(t *testing.T, callID string) string {
+// got returns the notifications received so far, decoded.
+func (e events) got(t *testing.T) []map[string]any {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		e.mu.Lock()
-		for _, ev := range e.got {
-			data, _ := ev["data"].(map[string]any)
-			if ev["type"] == "dev.toolgate.approval.requested" && data["call_id"] == callID {
-				e.mu.Unlock()
-				// Every call the end-to-end tests park names its target,
-				// and the approver must see it.
-				if target, _ := data["target"].(string); target == "" {
-					t.Errorf("approval.requested for %s names no target: %v", callID, data)
-				}
-				return data["approval_url"].(string)
+	var out []map[string]any
+	for _, r := range e.Requests() {
+		var ev map[string]any
+		if err := json.Unmarshal(r.Body, &ev); err != nil {
+			t.Fatalf("notification %q: %v", r.Body, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// requested returns the data of the approval.requested events so far.
+func (e events) requested(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, ev := range e.got(t) {
+		if data, _ := ev["data"].(map[string]any); ev["type"] == "dev.toolgate.approval.requested" {
+			out = append(out, data)
+		}
+	}
+	return out
+}
+
+func (e events) approvalURL(t *testing.T, callID string) string {
+	t.Helper()
+	var data map[string]any
+	testkit.WaitFor(t, "an approval.requested event for "+callID, func() bool {
+		for _, d := range e.requested(t) {
+			if d["call_id"] == callID {
+				data = d
+				return true
 			}
 		}
-		e.mu.Unlock()
+		return false
+	})
+	// Every call the end-to-end tests park names its target, and the
+	// approver must see it.
+	if target, _ := data["target"].(string); target == "" {
+		t.Errorf("approval.requested for %s names no target: %v", callID, data)
 	}
-	t.Fatalf("no approval.requested event for %s", callID)
-	return ""
+	return data["approval_url"].(string)
 }
 
 func e2eConfig(upstream, redisURL, prefix, notifyURL string) string {
@@ -181,12 +169,10 @@ func newPrefix() string { return "tg-e2e-" + rand.Text()[:10] + ":" }
 // link → executed once, file changed. Three calls, two executions.
 func TestSeedWalkthrough(t *testing.T) {
 	redisAddr := testRedis(t)
-	up, upURL := newCountingNotes(t)
-	ev := &events{}
-	evSrv := httptest.NewServer(ev)
-	defer evSrv.Close()
+	files, up := newNotes(t)
+	ev := newEvents(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), evSrv.URL),
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), ev.URL),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
@@ -202,7 +188,7 @@ func TestSeedWalkthrough(t *testing.T) {
 		t.Fatalf("write: %d %s", res.StatusCode, body)
 	}
 	id := res.Header.Get("X-Toolgate-Call-Id")
-	if content, _ := up.files.Read("notes/today.txt"); content != "draft" {
+	if content, _ := files.Read("notes/today.txt"); content != "draft" {
 		t.Fatalf("before approval the file is %q", content)
 	}
 	link, token := relink(t, ev.approvalURL(t, id), a.approvals)
@@ -211,7 +197,7 @@ func TestSeedWalkthrough(t *testing.T) {
 			t.Fatalf("approval page: %v %v", pg, err)
 		}
 	}
-	if content, _ := up.files.Read("notes/today.txt"); content != "draft" || up.n.Load() != 1 {
+	if content, _ := files.Read("notes/today.txt"); content != "draft" || len(up.Requests()) != 1 {
 		t.Fatal("fetching the approval page changed something")
 	}
 	form, err := http.PostForm(link, url.Values{"token": {token}, "decision": {"approve"}, "comment": {"ok"}})
@@ -238,10 +224,10 @@ func TestSeedWalkthrough(t *testing.T) {
 	if doc["status"] != "executed" || doc["decided_by"] != "link" {
 		t.Fatalf("status %v", doc)
 	}
-	if content, _ := up.files.Read("notes/today.txt"); content != "reviewed" {
+	if content, _ := files.Read("notes/today.txt"); content != "reviewed" {
 		t.Fatalf("after approval the file is %q", content)
 	}
-	if n := up.n.Load(); n != 2 {
+	if n := len(up.Requests()); n != 2 {
 		t.Fatalf("the tool server saw %d requests, want 2 (readme, approved write)", n)
 	}
 }
@@ -252,13 +238,11 @@ func TestSeedWalkthrough(t *testing.T) {
 // approval's answer to the upstream receiving the call.
 func TestTwoReplicas(t *testing.T) {
 	redisAddr := testRedis(t)
-	up, upURL := newCountingNotes(t)
-	ev := &events{}
-	evSrv := httptest.NewServer(ev)
-	defer evSrv.Close()
+	_, up := newNotes(t)
+	ev := newEvents(t)
 	prefix := newPrefix()
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, prefix, evSrv.URL),
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, prefix, ev.URL),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
@@ -278,35 +262,14 @@ func TestTwoReplicas(t *testing.T) {
 			done <- answer{res.StatusCode, body, res.Header.Get("X-Toolgate-Call-Id")}
 		}()
 		// Find the parked call through B's API.
-		var id string
-		for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			req, _ := http.NewRequest("GET", b.approvals+"/api/approvals?status=waiting", nil)
-			req.Header.Set("Authorization", "Bearer alice-key")
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var list struct {
-				Calls []struct {
-					CallID string `json:"call_id"`
-				} `json:"calls"`
-			}
-			_ = json.NewDecoder(res.Body).Decode(&list)
-			res.Body.Close()
-			if len(list.Calls) > 0 {
-				id = list.Calls[0].CallID
-			}
-		}
-		if id == "" {
-			t.Fatal("the call never appeared on replica B")
-		}
+		id := waitingCall(t, b.approvals)
 		if i == 0 {
 			// Self-approval is refused.
 			if code := approveAPI(t, b.approvals, id, "self-key"); code != 403 {
 				t.Fatalf("self-approval: %d, want 403", code)
 			}
 		}
-		before := up.n.Load()
+		before := len(up.Requests())
 		if code := approveAPI(t, b.approvals, id, "alice-key"); code != 200 {
 			t.Fatalf("approve on B: %d", code)
 		}
@@ -315,12 +278,11 @@ func TestTwoReplicas(t *testing.T) {
 		if got.code != 200 || !strings.Contains(got.body, `"bytes"`) || got.id != id {
 			t.Fatalf("agent on A: %d %s (call %s, want %s)", got.code, got.body, got.id, id)
 		}
-		if n := up.n.Load() - before; n != 1 {
+		reqs := up.Requests()
+		if n := len(reqs) - before; n != 1 {
 			t.Fatalf("the upstream saw %d requests for one approval", n)
 		}
-		up.mu.Lock()
-		lat = append(lat, up.at[len(up.at)-1].Sub(approvedAt))
-		up.mu.Unlock()
+		lat = append(lat, reqs[len(reqs)-1].At.Sub(approvedAt))
 	}
 	slices.Sort(lat)
 	t.Logf("approval (B) to upstream (via A) over %d rounds: p50 %v, max %v", rounds, lat[rounds/2], lat[rounds-1])
@@ -348,10 +310,7 @@ func TestRedisDown(t *testing.T) {
 	testRedis(t) // Redis tests run where Redis is available
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not found")
-		}
-		t.Skip("redis-server not found")
+		testkit.Unavailable(t, "redis-server not found")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -373,9 +332,9 @@ func TestRedisDown(t *testing.T) {
 			t.Fatal("redis-server did not start")
 		}
 	}
-	up, upURL := newCountingNotes(t)
+	_, up := newNotes(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(upURL, fmt.Sprintf("redis://127.0.0.1:%d", port), newPrefix(), "http://127.0.0.1:1"),
+		"toolgate.yaml": e2eConfig(up.URL, fmt.Sprintf("redis://127.0.0.1:%d", port), newPrefix(), "http://127.0.0.1:1"),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
@@ -393,7 +352,7 @@ func TestRedisDown(t *testing.T) {
 	if res, _ := agentCall(t, a.proxy, "read_file", `{"path":".env"}`); res.StatusCode != 403 {
 		t.Fatalf("deny with Redis down: %d", res.StatusCode)
 	}
-	if n := up.n.Load(); n != 1 {
+	if n := len(up.Requests()); n != 1 {
 		t.Fatalf("the tool server saw %d requests, want only the allowed read", n)
 	}
 	ready, err := http.Get(a.admin + "/readyz")
@@ -415,11 +374,9 @@ func TestRedisDown(t *testing.T) {
 // expires and is never executed.
 func TestAskOutcomes(t *testing.T) {
 	redisAddr := testRedis(t)
-	up, upURL := newCountingNotes(t)
-	ev := &events{}
-	evSrv := httptest.NewServer(ev)
-	defer evSrv.Close()
-	cfg := strings.Replace(e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), evSrv.URL), "  hold: 10s", "  hold: 3s\n  ttl: 3s", 1)
+	files, up := newNotes(t)
+	ev := newEvents(t)
+	cfg := strings.Replace(e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), ev.URL), "  hold: 10s", "  hold: 3s\n  ttl: 3s", 1)
 	dir := writeFiles(t, t.TempDir(), map[string]string{"toolgate.yaml": cfg, "rules.yaml": seedRulesYAML})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
 
@@ -435,11 +392,9 @@ func TestAskOutcomes(t *testing.T) {
 	if code := approveAPI(t, a.approvals, res.Header.Get("X-Toolgate-Call-Id"), "alice-key"); code != 404 {
 		t.Fatalf("approving a denied call's ID: %d, want 404", code)
 	}
-	ev.mu.Lock()
-	if n := len(ev.got); n != 0 {
+	if n := len(ev.Requests()); n != 0 {
 		t.Fatalf("%d notifications for an allowed and a denied call, want 0", n)
 	}
-	ev.mu.Unlock()
 
 	// Rejected while held: 403 rejected, never executed.
 	done := make(chan *http.Response, 1)
@@ -448,15 +403,12 @@ func TestAskOutcomes(t *testing.T) {
 		done <- res
 	}()
 	var id string
-	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		ev.mu.Lock()
-		for _, e := range ev.got {
-			if data, _ := e["data"].(map[string]any); e["type"] == "dev.toolgate.approval.requested" {
-				id, _ = data["call_id"].(string)
-			}
+	testkit.WaitFor(t, "an approval.requested event", func() bool {
+		for _, data := range ev.requested(t) {
+			id, _ = data["call_id"].(string)
 		}
-		ev.mu.Unlock()
-	}
+		return id != ""
+	})
 	req, _ := http.NewRequest("POST", a.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"reject","comment":"not now"}`))
 	req.Header.Set("Authorization", "Bearer alice-key")
 	rej, err := http.DefaultClient.Do(req)
@@ -489,8 +441,8 @@ func TestAskOutcomes(t *testing.T) {
 	if doc["status"] != "expired" {
 		t.Fatalf("unanswered call after its ttl: %v", doc)
 	}
-	if content, _ := up.files.Read("notes/today.txt"); content != "draft" || up.n.Load() != 1 {
-		t.Fatalf("file %q, upstream requests %d: a refused call was executed", content, up.n.Load())
+	if content, _ := files.Read("notes/today.txt"); content != "draft" || len(up.Requests()) != 1 {
+		t.Fatalf("file %q, upstream requests %d: a refused call was executed", content, len(up.Requests()))
 	}
 }
 
@@ -499,9 +451,9 @@ func TestAskOutcomes(t *testing.T) {
 // waiting in Redis for another replica to resume.
 func TestShutdownWithHeldCalls(t *testing.T) {
 	redisAddr := testRedis(t)
-	_, upURL := newCountingNotes(t)
+	_, up := newNotes(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(upURL, "redis://"+redisAddr, newPrefix(), "http://127.0.0.1:1"),
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), "http://127.0.0.1:1"),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))

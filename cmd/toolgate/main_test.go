@@ -7,34 +7,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
-
-// syncBuffer is a goroutine-safe buffer for a running command's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 const testSecret = "0123456789abcdef0123456789abcdef-test"
 
@@ -76,7 +58,7 @@ shutdown_grace: 2s
 }
 
 type running struct {
-	stderr *syncBuffer
+	stderr *testkit.Buffer
 	done   chan int
 	cancel context.CancelFunc
 	proxy  string
@@ -87,7 +69,7 @@ type running struct {
 func startServe(t *testing.T, args []string, environ []string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	r := &running{stderr: &syncBuffer{}, done: make(chan int, 1), cancel: cancel}
+	r := &running{stderr: &testkit.Buffer{}, done: make(chan int, 1), cancel: cancel}
 	go func() { r.done <- run(ctx, args, environ, io.Discard, r.stderr) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -129,16 +111,7 @@ func doPost(t *testing.T, url, body, key string) (int, string) {
 // TestServe runs the binary's serve command against a real config, policy
 // directory and recording upstream, then shuts it down like SIGTERM would.
 func TestServe(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		seen = append(seen, r.URL.Path+" "+string(b))
-		mu.Unlock()
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
+	up := testkit.NewUpstream(t, nil)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml":      testConfig(up.URL),
 		"rules.yaml":         "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n  - {id: r2, effect: deny, tool: Read, target: secrets.txt}\n",
@@ -160,11 +133,13 @@ func TestServe(t *testing.T) {
 	if code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, ""); code != 401 {
 		t.Fatalf("no credentials: %d, want 401 (anonymous is off)", code)
 	}
-	mu.Lock()
+	var seen []string
+	for _, req := range up.Requests() {
+		seen = append(seen, req.Path+" "+string(req.Body))
+	}
 	if len(seen) != 1 || seen[0] != `/tools/Read {"path":"a.txt"}` {
 		t.Fatalf("upstream saw %q", seen)
 	}
-	mu.Unlock()
 
 	// Hot reload of the rules file: r1 now denies.
 	writeFiles(t, dir, map[string]string{"rules.yaml": "rules:\n  - {id: r1, effect: deny, tool: Read, target: \"*\"}\n"})
@@ -315,10 +290,8 @@ func TestPolicyTestCommand(t *testing.T) {
 }
 
 func TestHealthcheckAndVersion(t *testing.T) {
-	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	defer ok.Close()
-	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
-	defer bad.Close()
+	ok := testkit.NewUpstream(t, nil)
+	bad := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
 	var out bytes.Buffer
 	if code := run(t.Context(), []string{"healthcheck", "--url", ok.URL}, nil, &out, &out); code != 0 {
 		t.Errorf("healthy: exit %d", code)
@@ -340,7 +313,7 @@ func TestHealthcheckAndVersion(t *testing.T) {
 // commands: an allow, a deny and an ask.
 func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	stderr := &syncBuffer{}
+	stderr := &testkit.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"quickstart", "--listen-proxy", "127.0.0.1:0", "--listen-approvals", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0"}, nil, io.Discard, stderr)

@@ -4,22 +4,21 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // secretMark is in the subject, the tool names and every argument of the
@@ -58,17 +57,10 @@ const metricsRules = `rules:
 // subject, tool name, argument or call ID, and that the README's metric
 // table and the registry agree.
 func TestMetrics(t *testing.T) {
-	var upstreamCalls atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		upstreamCalls.Add(1)
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
-	ev := &events{}
-	evSrv := httptest.NewServer(ev)
-	defer evSrv.Close()
+	up := testkit.NewUpstream(t, nil)
+	ev := newEvents(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": metricsConfig(up.URL, evSrv.URL),
+		"toolgate.yaml": metricsConfig(up.URL, ev.URL),
 		"rules.yaml":    metricsRules,
 		"policy/p.rego": "package toolgate\n\ndeny contains {\"id\": \"never\", \"message\": \"never\"} if input.tool.name == \"never\"\n",
 	})
@@ -140,11 +132,9 @@ func TestMetrics(t *testing.T) {
 	eventually(t, tg.admin, "toolgate_approvals_total", 1, "outcome", "expired")
 	// Four parked calls: four requested and four resolved events.
 	eventually(t, tg.admin, "toolgate_notifications_total", 8, "format", "cloudevents", "result", "delivered")
-	ev.mu.Lock()
-	if n := len(ev.got); n != 8 {
+	if n := len(ev.got(t)); n != 8 {
 		t.Errorf("the notification receiver got %d events, want 8", n)
 	}
-	ev.mu.Unlock()
 
 	// A policy change reloads; a broken one fails and keeps the revision.
 	rev := readyRevision(t, tg.admin)
@@ -212,7 +202,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s is exported but this test does not check its value", name)
 		}
 	}
-	if n := upstreamCalls.Load(); n != 4 {
+	if n := len(up.Requests()); n != 4 {
 		t.Errorf("the upstream got %d calls, want 4 (3 allowed, 1 approved)", n)
 	}
 

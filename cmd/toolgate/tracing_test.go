@@ -17,6 +17,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 func TestTracingWanted(t *testing.T) {
@@ -123,15 +125,7 @@ func TestServeExportsTraces(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 
-	var mu sync.Mutex
-	var traceparents []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		traceparents = append(traceparents, r.Header.Get("Traceparent"))
-		mu.Unlock()
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer up.Close()
+	up := testkit.NewUpstream(t, nil)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": testConfig(up.URL),
 		"rules.yaml":    "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n  - {id: r2, effect: deny, tool: Read, target: secrets.txt}\n",
@@ -158,11 +152,13 @@ func TestServeExportsTraces(t *testing.T) {
 	if !strings.HasPrefix(allowed, "allow ") || !strings.HasPrefix(denied, "deny ") {
 		t.Fatalf("calls: %q %q", allowed, denied)
 	}
-	mu.Lock()
+	var traceparents []string
+	for _, req := range up.Requests() {
+		traceparents = append(traceparents, req.Header.Get("Traceparent"))
+	}
 	if len(traceparents) != 1 || !strings.HasPrefix(traceparents[0], "00-"+agentTrace+"-") || strings.HasSuffix(traceparents[0], "-00f067aa0ba902b7-01") {
 		t.Fatalf("upstream traceparents %q: want the agent's trace with toolgate's client span as parent", traceparents)
 	}
-	mu.Unlock()
 	if spans, _ := recv.exported(); len(spans) != 0 {
 		t.Fatalf("%d spans exported before shutdown with a one-minute batch delay", len(spans))
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // validateConfig is a configuration both commands accept, with the
@@ -169,7 +171,7 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
-			serr := &syncBuffer{}
+			serr := &testkit.Buffer{}
 			scode := run(ctx, append([]string{"serve"}, args...), environ, io.Discard, serr)
 			started := strings.Contains(serr.String(), `"msg":"toolgate listening"`)
 
