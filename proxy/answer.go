@@ -34,6 +34,8 @@ type answer struct {
 	result pending.Result
 	// doc is the JSON document a document answer carries.
 	doc any
+	// allow is the Allow header of a 405.
+	allow string
 }
 
 type answerKind int
@@ -124,15 +126,22 @@ func upstreamFailed(ctx context.Context, err error) answer {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return answered // the agent went away; there is nobody to answer
 	}
-	status, title := http.StatusBadGateway, "Upstream unreachable"
+	// The detail never carries the error's text: it would tell the agent
+	// the upstream's address, and Go's words for what went wrong.
+	a := answer{
+		kind: refusal, status: http.StatusBadGateway, outcome: outcomeAllow, title: "Upstream unreachable",
+		detail: "the call was allowed, but the upstream could not be reached or did not answer",
+	}
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		status, title = http.StatusGatewayTimeout, "Upstream timed out"
+	switch {
+	case errors.Is(err, errSwitched):
+		a.title, a.detail = "Upstream switched protocols", "the upstream answered 101 Switching Protocols; toolgate does not tunnel"
+	case errors.Is(err, errListTooLarge):
+		a.title, a.detail = "Upstream answer too large", "the tools/list answer is larger than toolgate reads to filter it"
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		a.status, a.title, a.detail = http.StatusGatewayTimeout, "Upstream timed out", "the call was allowed, but the upstream did not answer in time"
 	}
-	return answer{
-		kind: refusal, status: status, outcome: outcomeAllow, title: title,
-		detail: "the call was allowed, but the upstream did not answer: " + err.Error(),
-	}
+	return a
 }
 
 // storeFailed classifies an error of the approval store outside a hold

@@ -8,9 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
-
-	"github.com/toolgate/toolgate/internal/strictjson"
 )
 
 // readBody reads the whole request body, at most limit bytes after any
@@ -32,19 +31,22 @@ func readBody(r *http.Request, limit int64) ([]byte, *answer) {
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return nil, tooLarge(limit)
 		}
-		return nil, invalid(http.StatusBadRequest, "Unreadable body", "the request body could not be read: "+err.Error())
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, invalid(http.StatusRequestTimeout, "Body too slow", "the request body did not arrive within limits.body_timeout")
+		}
+		return nil, invalid(http.StatusBadRequest, "Unreadable body", "the request body could not be read in full")
 	}
 	if enc == "" {
 		return raw, nil
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return nil, invalid(http.StatusBadRequest, "Bad gzip body", "the gzip body cannot be decoded: "+err.Error())
+		return nil, invalid(http.StatusBadRequest, "Bad gzip body", "the gzip body cannot be decoded")
 	}
 	// Read one byte past the limit to tell "exactly the limit" from "over".
 	decoded, err := io.ReadAll(io.LimitReader(zr, limit+1))
 	if err != nil {
-		return nil, invalid(http.StatusBadRequest, "Bad gzip body", "the gzip body cannot be decoded: "+err.Error())
+		return nil, invalid(http.StatusBadRequest, "Bad gzip body", "the gzip body cannot be decoded")
 	}
 	if int64(len(decoded)) > limit {
 		return nil, tooLarge(limit)
@@ -99,8 +101,8 @@ func checkJSONContentType(h http.Header) *answer {
 // level that is not an object, duplicate or case-variant keys at any depth
 // and invalid UTF-8 are refused rather than read one way by toolgate and
 // another by the upstream.
-func parseArguments(body []byte) (map[string]any, *answer) {
-	args, err := strictjson.DecodeObject(body)
+func (s *Server) parseArguments(body []byte) (map[string]any, *answer) {
+	args, err := s.json.DecodeObject(body)
 	if err != nil {
 		return nil, invalid(http.StatusBadRequest, "Bad JSON body", err.Error())
 	}

@@ -58,6 +58,12 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		a := unavailable("Shutting down", "toolgate is shutting down; retry on another replica")
 		return &a
 	}
+	if r.Method == http.MethodConnect {
+		// A tunnel would carry bytes no policy sees.
+		a := invalid(http.StatusMethodNotAllowed, "Method not allowed", "toolgate does not tunnel (CONNECT)")
+		a.allow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+		return a
+	}
 	if a := checkPath(r); a != nil {
 		return a
 	}
@@ -85,7 +91,7 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		return &a
 	}
 	c.subject = subj
-	sanitizeHeaders(r.Header)
+	sanitizeHeaders(r.Header, c.up.StripHeaders)
 	return s.readCall(r, c)
 }
 
@@ -122,8 +128,11 @@ func (s *Server) readCall(r *http.Request, c *call) *answer {
 	if a != nil {
 		return a
 	}
-	args, a := parseArguments(body)
+	args, a := s.parseArguments(body)
 	if a != nil {
+		return a
+	}
+	if a := checkToolQuery(c.up, in.HTTP.Query, args); a != nil {
 		return a
 	}
 	c.body = body

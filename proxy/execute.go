@@ -24,9 +24,6 @@ func (s *Server) upstreamNamed(name string) *upstream {
 	return nil
 }
 
-// hopHeaders are not copied between the upstream's answer and the agent.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
 // executor runs the calls the lifecycle claimed: it is the lifecycle's
 // only way to an upstream.
 type executor struct{ s *Server }
@@ -109,7 +106,10 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	}
 	s.metrics.approvedExecuted.Inc() // counted once sent: not when refused by the re-check or the dial
 	defer res.Body.Close()
-	_ = stripToolgateHeaders(res)
+	if err := screenAnswer(res); err != nil {
+		s.log.Error("upstream switched protocols on an approved call", "call_id", pc.ID)
+		return pending.Executed, toolgateResult(pc.ID, http.StatusBadGateway, "the upstream switched protocols; toolgate does not tunnel")
+	}
 	for _, k := range hopHeaders {
 		res.Header.Del(k)
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -62,7 +63,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		},
 		Transport:      up.transport,
 		BufferPool:     copyBuffers,
-		ModifyResponse: stripToolgateHeaders,
+		ModifyResponse: screenAnswer,
 		ErrorHandler:   upstreamError,
 		ErrorLog:       nil,
 	}
@@ -126,9 +127,17 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	rp.ServeHTTP(w, out)
 }
 
-// stripToolgateHeaders keeps an upstream from speaking for toolgate: its
-// own X-Toolgate-* headers are dropped from the answer.
-func stripToolgateHeaders(res *http.Response) error {
+// errSwitched refuses an upstream's 101: toolgate never switches
+// protocols, since no policy would see the bytes that followed.
+var errSwitched = errors.New("the upstream switched protocols")
+
+// screenAnswer checks an upstream's answer before it is passed on: a
+// protocol switch is refused, and the upstream's own X-Toolgate-* headers
+// are dropped, so it cannot speak for toolgate.
+func screenAnswer(res *http.Response) error {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return errSwitched
+	}
 	for k := range res.Header {
 		if strings.HasPrefix(k, "X-Toolgate-") {
 			delete(res.Header, k)

@@ -22,30 +22,62 @@ var secretHeaders = map[string]bool{
 // other than the request's; the policy decides on the real ones, so these
 // never reach an upstream.
 var overrideHeaders = []string{
-	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
-	"X-Original-Url", "X-Rewrite-Url", "X-Original-Method",
+	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Rewrite-Url",
+}
+
+// claimPrefixes start the names of headers that assert identity or
+// routing: only toolgate may make such claims to an upstream (it sets
+// X-Forwarded-For, -Host and -Proto itself, and its own X-Toolgate-*); an
+// agent's would be believed.
+var claimPrefixes = []string{"X-Toolgate-", "X-Forwarded-", "X-Remote-", "X-Authenticated-", "X-Original-", "X-Envoy-"}
+
+// hopHeaders belong to one connection, never to what is forwarded; with
+// Upgrade and HTTP2-Settings gone, no request can switch the upstream
+// connection to a protocol whose later bytes no policy would see.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
 }
 
 // sanitizeHeaders removes, in place, what must neither be evaluated nor
-// forwarded: headers whose name holds "_" (some stacks read X_Foo as X-Foo,
-// a second spelling the policy would not see), toolgate's own X-Toolgate-*
-// headers (only toolgate sets them), forwarding and remote-user claims,
-// method and path overrides, and Expect (the body has already been read in
-// full).
-func sanitizeHeaders(h http.Header) {
+// forwarded, before anything is evaluated: hop-by-hop headers and those the
+// Connection header names (first, so that a client's Connection cannot
+// later strip a header toolgate adds); headers whose name holds "_" (some
+// stacks read X_Foo as X-Foo, a second spelling the policy would not see);
+// identity and routing claims (claimPrefixes, Forwarded, X-Real-Ip, the
+// upstream's strip list); method and path overrides; and Expect (the body
+// is read in full before anything is forwarded).
+func sanitizeHeaders(h http.Header, strip []string) {
+	for _, v := range h.Values("Connection") {
+		for k := range strings.SplitSeq(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				h.Del(k)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
 	for k := range h {
-		// X-Forwarded-* and X-Remote-User are identity and routing claims
-		// only toolgate may make to an upstream (it sets X-Forwarded-For,
-		// -Host and -Proto itself); an agent's would be believed.
-		if strings.ContainsRune(k, '_') || strings.HasPrefix(k, "X-Toolgate-") ||
-			strings.HasPrefix(k, "X-Forwarded-") || k == "Forwarded" || k == "X-Remote-User" || k == "X-Real-Ip" {
+		if strings.ContainsRune(k, '_') || k == "Forwarded" || k == "X-Real-Ip" || hasAnyPrefix(k, claimPrefixes) {
 			delete(h, k)
 		}
 	}
 	for _, k := range overrideHeaders {
 		h.Del(k)
 	}
+	for _, k := range strip {
+		h.Del(k)
+	}
 	h.Del("Expect")
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // policyHeaders is h lower-cased, without credentials and cookies.

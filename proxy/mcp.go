@@ -8,7 +8,6 @@ import (
 
 	"github.com/toolgate/toolgate/pending"
 
-	"github.com/toolgate/toolgate/internal/strictjson"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -47,10 +46,20 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	in.Kind = policy.KindMCP
 	c.mcp = &mcpMessage{version: r.Header.Get("Mcp-Protocol-Version")}
 	c.out = &rpcResponder{msg: c.mcp}
-	if r.Method != http.MethodPost {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet, http.MethodDelete:
+		// The SSE stream and the end of a session: a body here would be
+		// a message to the upstream that no method decision covered.
 		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
-		c.body = body
+		if cerr == nil && len(body) > 0 {
+			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
+		}
 		return cerr
+	default:
+		a := invalid(http.StatusMethodNotAllowed, "Method not allowed", "the MCP endpoint takes POST, GET and DELETE")
+		a.allow = "POST, GET, DELETE"
+		return a
 	}
 	if cerr := checkJSONContentType(r.Header); cerr != nil {
 		return cerr
@@ -60,7 +69,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		return cerr
 	}
 	c.body = body
-	v, err := strictjson.Decode(body)
+	v, err := s.json.Decode(body)
 	if err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcParseError, "Bad JSON-RPC message", err.Error())
 	}

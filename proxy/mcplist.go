@@ -28,7 +28,7 @@ func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy
 		Transport:  c.up.transport,
 		BufferPool: copyBuffers,
 		ModifyResponse: func(res *http.Response) error {
-			if err := stripToolgateHeaders(res); err != nil {
+			if err := screenAnswer(res); err != nil {
 				return err
 			}
 			return s.filterToolsList(r.Context(), res, c)

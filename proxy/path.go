@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -49,8 +50,35 @@ func checkPath(r *http.Request) *answer {
 	if strings.Contains(raw, "//") {
 		return invalid(http.StatusBadRequest, "Bad path", "the request path holds an empty segment ('//')")
 	}
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		return invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed: "+err.Error())
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
+	}
+	for name, vs := range q {
+		// Stacks disagree on a repeated name (first, last, a list): the
+		// policy could judge one value and the upstream use another.
+		if len(vs) > 1 {
+			return invalid(http.StatusBadRequest, "Bad query", "the query string names "+strconv.Quote(name)+" more than once")
+		}
+	}
+	return nil
+}
+
+// checkToolQuery refuses a REST tool call's query string unless its
+// upstream takes one: a tool's arguments are its JSON body, and a query the
+// upstream also reads would be arguments the policy judged apart from the
+// rest. Where it is taken, a name may not also be a body argument.
+func checkToolQuery(up *upstream, query map[string][]string, args map[string]any) *answer {
+	if len(query) == 0 {
+		return nil
+	}
+	if !up.ToolQuery {
+		return invalid(http.StatusBadRequest, "Query on a tool call", "a tool call's arguments go in its JSON body; this upstream takes no query string (upstreams[].tool_query)")
+	}
+	for name := range query {
+		if _, both := args[name]; both {
+			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
+		}
 	}
 	return nil
 }

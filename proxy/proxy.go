@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/strictjson"
 	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -72,7 +73,7 @@ type Config struct {
 	Upstreams    []Upstream
 	Decider      Decider
 	Auth         Authenticator
-	MaxBodyBytes int64  // limit on request bodies, after decoding too
+	MaxBodyBytes int64 // limit on request bodies, after decoding too
 	// BodyTimeout bounds the arrival of a whole request body; past it the
 	// request is refused (408) and its connection closed. Zero means 10s.
 	BodyTimeout time.Duration
@@ -80,9 +81,9 @@ type Config struct {
 	// as another decimal value (9007199254740993); by default they are
 	// refused, since the policy and the upstream could read two numbers.
 	AllowLossyNumbers bool
-	Mode         string // permission mode put in every input ("" = default)
-	Logger       *slog.Logger
-	Metrics      *Metrics // nil: a private registry
+	Mode              string // permission mode put in every input ("" = default)
+	Logger            *slog.Logger
+	Metrics           *Metrics // nil: a private registry
 	// TracerProvider, if set, traces every call (server, decision, upstream
 	// and execution spans); nil turns tracing off at no cost per call.
 	// Propagator reads and writes trace context headers; nil means W3C
@@ -119,7 +120,8 @@ type Server struct {
 	upstreams []*upstream // longest prefix first
 	log       *slog.Logger
 	metrics   *Metrics
-	tracing   *tracing // nil: tracing is off
+	tracing   *tracing           // nil: tracing is off
+	json      strictjson.Options // how bodies are read
 	// life runs parked calls; nil when nothing is parked (no store).
 	life     *lifecycle.Lifecycle
 	draining atomic.Bool
@@ -137,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -166,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.NewCallID = rand.Text
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg)}
+	s.json.RefuseLossyNumbers = !cfg.AllowLossyNumbers
 	if cfg.Pending != nil {
 		var err error
 		s.life, err = lifecycle.New(lifecycle.Config{

@@ -197,7 +197,8 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 		seen = in
 		return policy.Decision{Action: policy.Allow}, nil
 	})
-	env := newTestServer(t, d)
+	// The upstream takes tool queries, so the query is evaluated and sent.
+	env := newTestServer(t, d, func(c *Config) { c.Upstreams[0].ToolQuery = true; c.AllowLossyNumbers = true })
 	body := `{"path":"./notes//today.txt","content":"h\u00e9llo","n":12345678901234567890}`
 
 	t.Run("plain", func(t *testing.T) {

@@ -25,6 +25,9 @@ func (s *Server) respond(w http.ResponseWriter, c *call, a answer) {
 	if a.callID == "" {
 		a.callID = c.id
 	}
+	if a.allow != "" {
+		w.Header().Set("Allow", a.allow)
+	}
 	c.out.render(w, a)
 }
 

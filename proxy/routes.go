@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/toolgate/toolgate/internal/deadline"
 )
 
 // Handler returns the proxy listener's handler: every request is a call to
@@ -24,5 +26,5 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(s.serveCall)
 	// With tracing on, every request gets a server span (the admin
 	// listener is not traced: probes and scrapes are noise).
-	return s.tracing.handler(r)
+	return s.tracing.handler(deadline.Body(r, s.cfg.BodyTimeout))
 }

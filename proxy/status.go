@@ -19,9 +19,6 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 	if a.kind == refusal && a.outcome != outcomeUnavailable {
 		s.refused(r, c, a)
 	}
-	if a.status == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", "GET, HEAD, DELETE")
-	}
 	s.respond(w, c, a)
 }
 
@@ -45,7 +42,9 @@ func (s *Server) status(r *http.Request, id string) answer {
 		return storeFailed(err)
 	case http.MethodGet, http.MethodHead:
 	default:
-		return *invalid(http.StatusMethodNotAllowed, "Method not allowed", "use GET to follow a call, DELETE to cancel it")
+		a := invalid(http.StatusMethodNotAllowed, "Method not allowed", "use GET to follow a call, DELETE to cancel it")
+		a.allow = "GET, HEAD, DELETE"
+		return *a
 	}
 	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
 	if err != nil || wait < 0 {

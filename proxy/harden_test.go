@@ -1,0 +1,298 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/policy"
+)
+
+var allowAll = deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+	return policy.Decision{Action: policy.Allow}, nil
+})
+
+// rawExchange sends raw bytes on a fresh connection to addr and returns the
+// first response and the connection.
+func rawExchange(t *testing.T, addr, raw string) (*http.Response, net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return res, conn, br
+}
+
+// tunnelUpstream switches protocols whenever it is asked to (and, with
+// always, even when not) and records every byte that reaches it after the
+// switch.
+type tunnelUpstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	upgrades []http.Header
+	tunneled strings.Builder
+}
+
+func newTunnelUpstream(t *testing.T, always bool) *tunnelUpstream {
+	u := &tunnelUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.upgrades = append(u.upgrades, r.Header.Clone())
+		u.mu.Unlock()
+		if r.Header.Get("Upgrade") == "" && !always {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b, _ := io.ReadAll(brw)
+		u.mu.Lock()
+		u.tunneled.Write(b)
+		u.mu.Unlock()
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// TestNoProtocolSwitch: an allowed request asking for an upgrade
+// (WebSocket, h2c) reaches the upstream without Upgrade, and an upstream's
+// 101 is answered 502: no byte after it ever reaches the upstream.
+func TestNoProtocolSwitch(t *testing.T) {
+	for _, always := range []bool{false, true} {
+		t.Run(fmt.Sprintf("upstream switches regardless=%v", always), func(t *testing.T) {
+			up := newTunnelUpstream(t, always)
+			env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL, _ = url.Parse(up.URL) })
+			addr := strings.TrimPrefix(env.url, "http://")
+			for _, hdr := range []string{
+				"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+				"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+			} {
+				res, conn, _ := rawExchange(t, addr, "GET /chat HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\n"+hdr+"\r\n")
+				want := http.StatusOK
+				if always {
+					want = http.StatusBadGateway
+				}
+				if res.StatusCode != want {
+					t.Fatalf("status %d, want %d", res.StatusCode, want)
+				}
+				// Whatever the agent sends next must not reach the upstream.
+				_, _ = io.WriteString(conn, "POST /tools/delete_file HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n{\"path\":\".env\"}")
+			}
+			time.Sleep(300 * time.Millisecond)
+			up.mu.Lock()
+			defer up.mu.Unlock()
+			for _, h := range up.upgrades {
+				if h.Get("Upgrade") != "" || h.Get("Http2-Settings") != "" || strings.Contains(strings.ToLower(h.Get("Connection")), "upgrade") {
+					t.Errorf("the upstream was asked to switch protocols: %v", h)
+				}
+			}
+			if strings.Contains(up.tunneled.String(), "delete_file") {
+				t.Errorf("bytes after a protocol switch reached the upstream: %q", up.tunneled.String())
+			}
+		})
+	}
+}
+
+// TestConnectionCannotStripToolgateHeaders: a client's Connection header
+// names hop-by-hop headers; it cannot name toolgate's own away.
+func TestConnectionCannotStripToolgateHeaders(t *testing.T) {
+	env := newTestServer(t, allowAll)
+	res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, "Authorization", "Bearer agent-key",
+		"Connection", "close, X-Toolgate-Call-Id, X-Toolgate-Subject, X-Forwarded-For")
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	got := env.upstream.Requests()
+	h := got[len(got)-1].Header
+	if h.Get(headerCallID) == "" || h.Get("X-Toolgate-Subject") != "agent-42" || h.Get("X-Forwarded-For") == "" {
+		t.Fatalf("upstream headers %v: toolgate's own were stripped by the client's Connection", h)
+	}
+}
+
+// TestClaimHeadersNeverReachTheUpstream: identity and routing claims of
+// every known family, and an upstream's strip list, are removed.
+func TestClaimHeadersNeverReachTheUpstream(t *testing.T) {
+	claims := []string{
+		"X-Authenticated-User", "X-Authenticated-Groups", "X-Envoy-Original-Path", "X-Envoy-Internal",
+		"X-Original-Url", "X-Original-Method", "X-Remote-User", "X-Remote-Group", "X-Rewrite-Url",
+		"Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Toolgate-Subject", "X_User", "X-Internal-User",
+	}
+	var seen *policy.Input
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		seen = in
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, d, func(c *Config) { c.Upstreams[0].StripHeaders = []string{"X-Internal-User"} })
+	hdr := []string{"Authorization", "Bearer agent-key"}
+	for _, k := range claims {
+		hdr = append(hdr, k, "evil")
+	}
+	if res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, hdr...); res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	got := env.upstream.Requests()
+	up := got[len(got)-1].Header
+	for _, k := range claims {
+		for _, v := range up.Values(k) {
+			if v == "evil" {
+				t.Errorf("%s from the agent reached the upstream", k)
+			}
+		}
+		if _, ok := seen.HTTP.Headers[strings.ToLower(k)]; ok && k != "X-Toolgate-Subject" {
+			t.Errorf("%s reached the policy input, though it is not forwarded", k)
+		}
+	}
+}
+
+func TestConnectRefused(t *testing.T) {
+	env := newTestServer(t, allowAll)
+	res, _, _ := rawExchange(t, strings.TrimPrefix(env.url, "http://"), "CONNECT internal:22 HTTP/1.1\r\nHost: internal:22\r\nAuthorization: Bearer agent-key\r\n\r\n")
+	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") == "" {
+		t.Fatalf("CONNECT: %d, Allow %q; want 405 with Allow", res.StatusCode, res.Header.Get("Allow"))
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+}
+
+// TestToolQuery: a tool call's arguments are its body. A query string is
+// refused unless the upstream takes one, and then a name may not be in both.
+func TestToolQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		toolQuery bool
+		url       string
+		body      string
+		want      int
+	}{
+		{"query refused by default", false, "/tools/read_file?path=.env", `{"path":"README.md"}`, 400},
+		{"no query, default", false, "/tools/read_file", `{"path":"README.md"}`, 200},
+		{"query taken", true, "/tools/read_file?dry=1", `{"path":"README.md"}`, 200},
+		{"query repeats an argument", true, "/tools/read_file?path=.env", `{"path":"README.md"}`, 400},
+		{"repeated query name", true, "/tools/read_file?dry=1&dry=0", `{"path":"README.md"}`, 400},
+		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].ToolQuery = tc.toolQuery })
+			res := post(t, env.url+tc.url, tc.body, "Authorization", "Bearer agent-key")
+			if res.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
+			}
+			if n := len(env.upstream.Requests()); (n == 1) != (tc.want == 200) {
+				t.Fatalf("the upstream got %d requests", n)
+			}
+		})
+	}
+}
+
+func TestLossyNumbers(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		env := newTestServer(t, allowAll, func(c *Config) { c.AllowLossyNumbers = allow })
+		res := post(t, env.url+"/tools/transfer", `{"amount":999.99999999999999999}`, "Authorization", "Bearer agent-key")
+		want := 400
+		if allow {
+			want = 200
+		}
+		if res.StatusCode != want {
+			t.Errorf("allow=%v: status %d, want %d", allow, res.StatusCode, want)
+		}
+	}
+}
+
+// TestMCPEndpointMethods: only POST, GET and DELETE exist on mcp_path, and
+// GET and DELETE carry no body.
+func TestMCPEndpointMethods(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].Protocol = "mcp" })
+	for _, tc := range []struct {
+		method, body string
+		want         int
+	}{
+		{"PUT", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":".env"}}}`, 405},
+		{"PATCH", ``, 405},
+		{"GET", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":".env"}}}`, 400},
+		{"DELETE", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_file"}}`, 400},
+		{"GET", ``, 200},
+	} {
+		req, _ := http.NewRequest(tc.method, env.url+"/mcp", strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer agent-key")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s with %d body bytes: %d, want %d", tc.method, len(tc.body), res.StatusCode, tc.want)
+		}
+	}
+	for _, r := range env.upstream.Requests() {
+		if len(r.Body) > 0 {
+			t.Errorf("the upstream got a %s with a body: %s", r.Method, r.Body)
+		}
+	}
+}
+
+// TestUpstreamFailureTellsNoAddress: the agent learns that the upstream
+// failed, not where it is or what Go said.
+func TestUpstreamFailureTellsNoAddress(t *testing.T) {
+	dead := testkit.NewUpstream(t, nil)
+	deadURL := dead.URL
+	dead.Close()
+	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL, _ = url.Parse(deadURL) })
+	res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, "Authorization", "Bearer agent-key")
+	body, _ := io.ReadAll(res.Body)
+	host := strings.TrimPrefix(deadURL, "http://")
+	if res.StatusCode != http.StatusBadGateway || strings.Contains(string(body), host) || strings.Contains(string(body), "dial") {
+		t.Fatalf("%d %s: want 502 without the upstream's address or Go's error", res.StatusCode, body)
+	}
+}
+
+// TestStalledBody: a body that stops arriving is refused with 408 within
+// the body timeout, before and after authentication alike.
+func TestStalledBody(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	addr := strings.TrimPrefix(env.url, "http://")
+	start := time.Now()
+	res, _, _ := rawExchange(t, addr, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	if res.StatusCode != http.StatusRequestTimeout || time.Since(start) > 5*time.Second {
+		t.Fatalf("authenticated stalled body: %d after %v, want 408", res.StatusCode, time.Since(start))
+	}
+	// With a bad credential the body is never read; the connection is not
+	// kept waiting for it either.
+	res, conn, br := rawExchange(t, addr, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated: %d, want 401", res.StatusCode)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("the connection of an unread stalled body stayed open (%v)", err)
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+}
