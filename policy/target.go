@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"fmt"
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 )
 
 // DefaultTargetArgs are the argument names searched for a call's target, in
@@ -13,6 +15,16 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 // NewTool builds a Tool whose target is the first string argument named in
 // targetArgs, normalised by NormalizeTarget.
 func NewTool(name string, args map[string]any, targetArgs []string) *Tool {
+	return newTool(name, args, targetArgs, FoldNone)
+}
+
+// NewToolWith is NewTool with the target folded as fold says, for an
+// upstream that resolves names its own way (target_fold).
+func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
+	return newTool(name, args, targetArgs, fold)
+}
+
+func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
 	for _, k := range targetArgs {
 		s, ok := argFold(args, k)
@@ -21,7 +33,7 @@ func NewTool(name string, args map[string]any, targetArgs []string) *Tool {
 		}
 		t.HasTarget = true
 		t.TargetRaw = s
-		t.Target, t.TargetEscapes = NormalizeTarget(k, s)
+		t.Target, t.TargetEscapes = NormalizeTargetFold(k, s, fold)
 		break
 	}
 	return t
@@ -55,15 +67,75 @@ func argFold(args map[string]any, k string) (string, bool) {
 // value with a scheme) keeps its scheme and host (lower-cased) and has only
 // its path cleaned; a "command" is passed through unchanged.
 func NormalizeTarget(arg, raw string) (target string, escapes bool) {
+	return NormalizeTargetFold(arg, raw, FoldNone)
+}
+
+// Fold is how an upstream resolves the names in its targets, beyond what
+// NormalizeTarget does for every upstream.
+type Fold uint8
+
+const (
+	// FoldNone: names are compared as written (target_fold: none).
+	FoldNone Fold = iota
+	// FoldWindows: names resolve as on Windows (target_fold: windows):
+	// case-insensitively, and with each segment's trailing dots and spaces
+	// ignored, so "NOTES\Today.TXT. " names notes/today.txt.
+	FoldWindows
+)
+
+// ParseFold reads a target_fold setting: "" or "none", or "windows".
+func ParseFold(s string) (Fold, error) {
+	switch s {
+	case "", "none":
+		return FoldNone, nil
+	case "windows":
+		return FoldWindows, nil
+	}
+	return FoldNone, fmt.Errorf("target_fold %q: want none or windows", s)
+}
+
+// NormalizeTargetFold is NormalizeTarget for an upstream that folds names.
+// With FoldWindows a file path is case-folded and each segment loses its
+// trailing dots and spaces before it is cleaned; a segment of nothing but
+// dots and spaces other than "." and ".." (which Windows may read as the
+// directory itself or as its parent) makes the target count as escaping,
+// so that the shipped library denies it. URLs and commands are not folded.
+func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes bool) {
 	if raw == "" || arg == "command" {
 		return raw, false
 	}
 	if u, ok := asURL(arg, raw); ok {
 		return u, false
 	}
-	p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
-	escapes = p == ".." || strings.HasPrefix(p, "../")
+	p := strings.ReplaceAll(raw, `\`, "/")
+	ambiguous := false
+	if fold == FoldWindows {
+		p, ambiguous = foldWindows(p)
+	}
+	p = path.Clean(p)
+	escapes = ambiguous || p == ".." || strings.HasPrefix(p, "../")
 	return p, escapes
+}
+
+// foldWindows folds a slash-separated path as Windows resolves it. Case is
+// folded through upper case and back (unicode.ToLower(unicode.ToUpper(r))),
+// so that every pair of runes Windows' upper-case comparison identifies
+// ("ſ" and "s", "ı" and "i") folds alike. ambiguous reports a segment that
+// was only dots and spaces but not "." or "..".
+func foldWindows(p string) (folded string, ambiguous bool) {
+	p = strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, p)
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		if seg == "." || seg == ".." {
+			continue
+		}
+		trimmed := strings.TrimRight(seg, ". ")
+		if trimmed == "" && seg != "" {
+			ambiguous = true
+		}
+		segs[i] = trimmed
+	}
+	return strings.Join(segs, "/"), ambiguous
 }
 
 // asURL normalises raw as a URL when it is one.

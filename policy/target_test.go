@@ -55,3 +55,53 @@ func TestNewToolTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldWindows: with target_fold windows the target is case-folded and
+// each segment loses its trailing dots and spaces; NewTool is unchanged.
+func TestFoldWindows(t *testing.T) {
+	cases := []struct {
+		arg, raw, want string
+		escapes        bool
+	}{
+		{"path", `NOTES\Today.TXT. `, "notes/today.txt", false},
+		{"path", "Notes. /Today.txt", "notes/today.txt", false},
+		{"path", "SECRETS.TXT...", "secrets.txt", false},
+		{"path", "./A//B. . /c", "a/b/c", false},
+		{"path", "ſecret.txt", "secret.txt", false}, // Windows upper-cases ſ to S
+		{"path", "notes/../SECRET.txt ", "secret.txt", false},
+		{"path", "../X. ", "../x", true},
+		{"path", "a/.. /b", "a/b", true}, // ".. " may be the parent on Windows
+		{"path", "a/.../b", "a/b", true},
+		{"path", "a/ /b", "a/b", true},
+		{"path", "..x.", "..x", false},
+		{"path", "/", "/", false},
+		{"url", "HTTPS://Example.COM/A. ", "https://example.com/A.%20", false}, // URLs are not folded
+		{"command", "DIR C:. ", "DIR C:. ", false},
+	}
+	for _, tc := range cases {
+		got, esc := policy.NormalizeTargetFold(tc.arg, tc.raw, policy.FoldWindows)
+		if got != tc.want || esc != tc.escapes {
+			t.Errorf("NormalizeTargetFold(%q, %q, windows) = %q, %v; want %q, %v", tc.arg, tc.raw, got, esc, tc.want, tc.escapes)
+		}
+	}
+	args := map[string]any{"PATH": `NOTES\Today.TXT. `}
+	if tool := policy.NewToolWith("w", args, policy.DefaultTargetArgs, policy.FoldWindows); tool.Target != "notes/today.txt" || tool.TargetRaw != `NOTES\Today.TXT. ` {
+		t.Errorf("NewToolWith windows: target %q raw %q", tool.Target, tool.TargetRaw)
+	}
+	for _, tool := range []*policy.Tool{
+		policy.NewTool("w", args, policy.DefaultTargetArgs),
+		policy.NewToolWith("w", args, policy.DefaultTargetArgs, policy.FoldNone),
+	} {
+		if tool.Target != "NOTES/Today.TXT. " {
+			t.Errorf("without folding: target %q, want NOTES/Today.TXT. ", tool.Target)
+		}
+	}
+	for s, want := range map[string]policy.Fold{"": policy.FoldNone, "none": policy.FoldNone, "windows": policy.FoldWindows} {
+		if got, err := policy.ParseFold(s); got != want || err != nil {
+			t.Errorf("ParseFold(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := policy.ParseFold("Windows"); err == nil {
+		t.Error("ParseFold accepted Windows")
+	}
+}

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ControlError reports a control character where toolgate refuses one.
+type ControlError struct {
+	What  string // "argument key" or "target"
+	Value string // the key or the target string
+}
+
+func (e *ControlError) Error() string {
+	i := strings.IndexFunc(e.Value, isC0)
+	return fmt.Sprintf("%s %q holds the control character U+%04X", e.What, e.Value, e.Value[i])
+}
+
+// CheckControl refuses arguments that a tool server could read otherwise
+// than the policy does: a key, at any depth, or a target string (a string
+// argument whose name, matched as NewTool matches it, is in targetArgs)
+// holding NUL or another C0 control character (U+0000 to U+001F). String
+// values other than targets may hold them (text with newlines). When
+// several do, the error names the first in byte order, so that it does not
+// depend on map order. The error is a *ControlError.
+func CheckControl(args map[string]any, targetArgs []string) error {
+	var worst *ControlError
+	note := func(what, v string) {
+		if strings.IndexFunc(v, isC0) >= 0 && (worst == nil || v < worst.Value) {
+			worst = &ControlError{What: what, Value: v}
+		}
+	}
+	checkKeys(args, note)
+	if worst != nil {
+		return worst
+	}
+	for name, v := range args {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		for _, k := range targetArgs {
+			if strings.EqualFold(name, k) {
+				note("target", s)
+				break
+			}
+		}
+	}
+	if worst != nil {
+		return worst
+	}
+	return nil
+}
+
+// checkKeys passes every object key under v to note.
+func checkKeys(v any, note func(what, v string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			note("argument key", k)
+			checkKeys(x, note)
+		}
+	case []any:
+		for _, x := range v {
+			checkKeys(x, note)
+		}
+	}
+}
+
+func isC0(r rune) bool { return r < 0x20 }
