@@ -112,7 +112,15 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 			v.readOnly = true
 		}
 	} else if in.Kind == KindMCP {
-		v.allow.add(Reason{ID: "toolgate.mcp_plumbing", Message: "MCP protocol message"})
+		method := ""
+		if in.MCP != nil {
+			method = in.MCP.Method
+		}
+		if method == "" || mcpMethods[method] {
+			v.allow.add(Reason{ID: "toolgate.mcp_plumbing", Message: "MCP protocol message"})
+		} else {
+			v.deny.add(Reason{ID: "toolgate.mcp_method", Message: fmt.Sprintf("MCP method %q is not one of the protocol's methods that toolgate lets through", method)})
+		}
 	}
 	for _, vd := range []*verdict{&v.deny, &v.ask, &v.allow} {
 		if len(vd.reasons) > 1 {

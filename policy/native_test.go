@@ -19,7 +19,7 @@ import (
 // The vocabulary of the generated tables and calls: exact names, "*" and
 // globs that overlap each other, so rows collide on purpose.
 var (
-	genTools   = []string{"read", "write", "ns.a", "ns.b", "Read", "ns.a.b", "*", "ns.*", "r*", "w?ite", "{read,write}", "[rw]*", "ns.**"}
+	genTools   = []string{"read", "write", "ns.a", "ns.b", "Read", "ns.a.b", "*", "ns.*", "r*", "w?ite", "{read,write}", "[rw]*", "ns.**", "mcp:resources/read", "mcp:prompts/get", "mcp:*"}
 	genTargets = []string{
 		"*", "docs/**", "docs/*.md", "a.txt", "notes/*", "**/*.go", "{a,b}.txt", "secret?.txt",
 		"docs/guide/intro.md", "notes/today.txt", "[!a]*.txt", "src/*/main.go", "\\*literal",
@@ -31,6 +31,16 @@ var (
 		"", "https://example.com/a", "*",
 	}
 	genModes = []string{"", policy.ModeDefault, policy.ModeDontAsk, policy.ModePlan, policy.ModeBypass}
+	// MCP methods of plumbing messages: the protocol's own, a response's
+	// (""), misspellings, case variants and those decided as tool calls.
+	genMethods = []string{
+		"", "initialize", "ping", "tools/list", "notifications/initialized", "notifications/cancelled",
+		"notifications/tasks/status", "tasks/update", "tasks/get", "server/discover", "logging/setLevel",
+		"resources/templates/list", "completion/complete", "subscriptions/listen",
+		"tools/call", "Tools/Call", "tools/call ", "tools/List", "resources/read", "prompts/get",
+		"resources/subscribe", "sampling/createMessage", "notifications/", "notifications/other",
+		"Initialize", "ping\x00", `we"ird`, "tasks/*",
+	}
 )
 
 func genTable(r *rand.Rand) []string {
@@ -63,6 +73,28 @@ func genCall(r *rand.Rand) *policy.Input {
 		Upstream: policy.Upstream{Name: "files", Protocol: "rest"},
 		Subject:  policy.Subject{ID: "agent", Authenticated: true},
 		HTTP:     policy.HTTP{Method: "POST", Path: "/x"},
+	}
+	if in.Kind == policy.KindMCP {
+		switch r.IntN(3) {
+		case 0: // GET or DELETE: no message
+		default:
+			in.MCP = &policy.MCP{Method: genMethods[r.IntN(len(genMethods))]}
+		}
+		if r.IntN(4) == 0 { // a pseudo-tool
+			params := map[string]any{"uri": callTargets[r.IntN(len(callTargets))]}
+			method := "resources/read"
+			if r.IntN(2) == 0 {
+				params = map[string]any{"name": callTools[r.IntN(len(callTools))], "arguments": map[string]any{}}
+				method = "prompts/get"
+			}
+			tool, err := policy.MCPTool(method, params, policy.FoldNone)
+			if err != nil {
+				panic(err)
+			}
+			in.MCP = &policy.MCP{Method: method}
+			in.Tool = tool
+			return in
+		}
 	}
 	if in.Kind == policy.KindHTTP || r.IntN(5) == 0 {
 		return in // no tool: plain HTTP or MCP plumbing

@@ -19,8 +19,23 @@ func NewTool(name string, args map[string]any, targetArgs []string) *Tool {
 }
 
 // NewToolWith is NewTool with the target folded as fold says, for an
-// upstream that resolves names its own way (target_fold).
+// upstream that resolves names its own way (target_fold). For the MCP
+// pseudo-tools (ToolResourcesRead, ToolPromptsGet) the target comes from
+// their own argument whatever targetArgs says, as MCPTool builds them, so
+// rebuilding a parked call's tool from its name and arguments gives the
+// same tool.
 func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
+	switch name {
+	case ToolResourcesRead:
+		targetArgs = []string{"uri"}
+	case ToolPromptsGet:
+		t := &Tool{Name: name, Arguments: args}
+		if s, ok := args["name"].(string); ok {
+			// A prompt's name is a name, not a path: used as sent.
+			t.HasTarget, t.Target, t.TargetRaw = true, s, s
+		}
+		return t
+	}
 	return newTool(name, args, targetArgs, fold)
 }
 

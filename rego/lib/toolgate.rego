@@ -6,7 +6,10 @@
 #   toolgate applies deny > ask > allow across both packages in Go.
 #   - the rules table (data.toolgate.rules) matched by tool and target;
 #   - calls whose target climbs above its root are denied;
-#   - MCP protocol plumbing (methods other than tools/call) is allowed;
+#   - MCP protocol plumbing (the protocol's own methods, JSON-RPC responses,
+#     GET and DELETE) is allowed, any other MCP method denied; resources/read
+#     and prompts/get arrive as calls of the pseudo-tools mcp:resources/read
+#     and mcp:prompts/get, for the rules table to allow;
 #   - plain HTTP calls fire nothing here, so they are denied unless a rule allows them.
 package toolgate.lib
 
@@ -66,8 +69,63 @@ allow contains table_reason(r) if {
 }
 
 allow contains {"id": "toolgate.mcp_plumbing", "message": "MCP protocol message"} if {
+	mcp_plumbing
+	mcp_method_allowed
+}
+
+deny contains {
+	"id": "toolgate.mcp_method",
+	"message": sprintf("MCP method %q is not one of the protocol's methods that toolgate lets through", [mcp_method]),
+} if {
+	mcp_plumbing
+	not mcp_method_allowed
+}
+
+# An MCP message that is not a tool call: its method decides.
+mcp_plumbing if {
 	input.kind == "mcp"
 	not input.tool
+}
+
+# The method of an MCP message: "" for a JSON-RPC response (the client's
+# answer to a server request), a batch, and GET or DELETE on mcp_path.
+mcp_method := object.get(input, ["mcp", "method"], "")
+
+mcp_method_allowed if mcp_method == ""
+
+mcp_method_allowed if mcp_method in mcp_methods
+
+# The protocol's own methods of the MCP revisions toolgate speaks (2025-03-26
+# to 2026-07-28), as the client sends them. tools/call, resources/read and
+# prompts/get are decided as tool calls; any other method, misspelt or in
+# another case, is denied. policy/mcp.go holds the same list.
+mcp_methods := {
+	"initialize",
+	"ping",
+	"tools/list",
+	"resources/list",
+	"resources/templates/list",
+	"prompts/list",
+	"completion/complete",
+	"logging/setLevel",
+	"server/discover",
+	"subscriptions/listen",
+	"tasks/get",
+	"tasks/result",
+	"tasks/list",
+	"tasks/cancel",
+	"tasks/update",
+	"notifications/initialized",
+	"notifications/cancelled",
+	"notifications/progress",
+	"notifications/roots/list_changed",
+	"notifications/message",
+	"notifications/resources/updated",
+	"notifications/resources/list_changed",
+	"notifications/tools/list_changed",
+	"notifications/prompts/list_changed",
+	"notifications/elicitation/complete",
+	"notifications/tasks/status",
 }
 
 # read_only: calls that only read, for the plan mode.

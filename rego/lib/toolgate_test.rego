@@ -76,20 +76,61 @@ test_list_phase_deny_only_whole_tool if {
 	ids(lib.deny) == {"h"} with input as {"kind": "mcp", "phase": "list", "tool": {"name": "Drop"}} with data.toolgate.rules as hide
 }
 
+mcp(method) := {"kind": "mcp", "mcp": {"method": method}}
+
 test_mcp_plumbing_allowed if {
-	ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as {"kind": "mcp", "mcp": {"method": "initialize"}}
+	ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as mcp("initialize")
+	count(lib.deny) == 0 with input as mcp("initialize")
 }
 
-test_plain_http_fires_nothing if {
-	count(lib.allow) == 0 with input as {"kind": "http", "http": {"method": "GET", "path": "/"}} with data.toolgate.rules as seed
+test_mcp_protocol_methods_allowed if {
+	every m in [
+		"initialize", "ping", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
+		"completion/complete", "logging/setLevel", "server/discover", "subscriptions/listen",
+		"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
+		"notifications/initialized", "notifications/cancelled", "notifications/progress",
+		"notifications/roots/list_changed", "notifications/message", "notifications/resources/updated",
+		"notifications/resources/list_changed", "notifications/tools/list_changed",
+		"notifications/prompts/list_changed", "notifications/elicitation/complete", "notifications/tasks/status",
+	] {
+		ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as mcp(m)
+		count(lib.deny) == 0 with input as mcp(m)
+	}
 }
 
-test_read_only_rows if {
-	rows := [{"id": "ro", "effect": "allow", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false, "read_only": true}]
-	lib.read_only == {"ro"} with input as call("Read", "x") with data.toolgate.rules as rows
+# A response (the client's answer to a server request), a batch, GET and
+# DELETE carry no method and are plumbing, as before.
+test_mcp_without_method_allowed if {
+	ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as mcp("")
+	ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as {"kind": "mcp", "http": {"method": "GET"}}
+	count(lib.deny) == 0 with input as {"kind": "mcp", "http": {"method": "DELETE"}}
 }
 
-test_custom_message if {
-	rows := [{"id": "m", "effect": "deny", "tool": "Read", "target": "*", "tool_glob": false, "target_glob": false, "message": "no reading today"}]
-	lib.deny == {{"id": "m", "message": "no reading today"}} with input as call("Read", "x") with data.toolgate.rules as rows
+test_mcp_other_methods_denied if {
+	every m in [
+		"Tools/Call", "tools/call ", "tools/List", "TOOLS/LIST", " ping", "Initialize",
+		"resources/subscribe", "sampling/createMessage", "roots/list", "elicitation/create",
+		"notifications/", "notifications/other", "tasks/", "tasks/*", "x",
+		# decided as tool calls, so never plumbing without their tool
+		"tools/call", "resources/read", "prompts/get",
+	] {
+		ids(lib.deny) == {"toolgate.mcp_method"} with input as mcp(m)
+		count(lib.allow) == 0 with input as mcp(m)
+	}
+}
+
+# resources/read and prompts/get are calls of pseudo-tools, for the table.
+pseudo_rows := [
+	{"id": "res", "effect": "allow", "tool": "mcp:resources/read", "target": "file:///docs/**", "tool_glob": false, "target_glob": true},
+	{"id": "pr", "effect": "allow", "tool": "mcp:prompts/get", "target": "summary", "tool_glob": false, "target_glob": false},
+]
+
+read_resource(uri) := {"kind": "mcp", "mcp": {"method": "resources/read"}, "tool": {"name": "mcp:resources/read", "arguments": {"uri": uri}, "target": uri}}
+
+test_mcp_pseudo_tools_by_table if {
+	ids(lib.allow) == {"res"} with input as read_resource("file:///docs/a.md") with data.toolgate.rules as pseudo_rows
+	count(lib.allow) == 0 with input as read_resource("file:///etc/passwd") with data.toolgate.rules as pseudo_rows
+	count(lib.deny) == 0 with input as read_resource("file:///etc/passwd") with data.toolgate.rules as pseudo_rows
+	get := {"kind": "mcp", "mcp": {"method": "prompts/get"}, "tool": {"name": "mcp:prompts/get", "arguments": {"name": "summary"}, "target": "summary"}}
+	ids(lib.allow) == {"pr"} with input as get with data.toolgate.rules as pseudo_rows
 }

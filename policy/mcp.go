@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"errors"
+	"maps"
+)
+
+// The MCP pseudo-tools: requests that read what the upstream holds, decided
+// as calls of a tool so that the rules table can allow them by target. No
+// real tool has these names: tool names hold no "/".
+const (
+	// ToolResourcesRead is resources/read; its target is params.uri,
+	// normalised as a "uri" argument is.
+	ToolResourcesRead = "mcp:resources/read"
+	// ToolPromptsGet is prompts/get; its target is params.name as sent.
+	ToolPromptsGet = "mcp:prompts/get"
+)
+
+// MCPTool is the tool an MCP request is decided as, beside tools/call: for
+// resources/read and prompts/get, a call of ToolResourcesRead or
+// ToolPromptsGet whose arguments are the request's params without _meta.
+// For any other method it returns nil, nil: the message is protocol
+// plumbing, decided on its method alone. A resources/read without a string
+// params.uri, a prompts/get without a string params.name, or params whose
+// keys or target hold a control character (CheckControl) are an error, for
+// a JSON-RPC invalid-params answer.
+func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
+	var name, key string
+	switch method {
+	case "resources/read":
+		name, key = ToolResourcesRead, "uri"
+	case "prompts/get":
+		name, key = ToolPromptsGet, "name"
+	default:
+		return nil, nil
+	}
+	if _, ok := params[key].(string); !ok {
+		return nil, errors.New(method + ": params." + key + " must be a string")
+	}
+	args := maps.Clone(params)
+	delete(args, "_meta")
+	if err := CheckControl(args, []string{key}); err != nil {
+		return nil, err
+	}
+	return NewToolWith(name, args, nil, fold), nil
+}
+
+// mcpMethods are the protocol's own methods of the MCP revisions toolgate
+// speaks (2025-03-26 to 2026-07-28) that the shipped library lets through
+// as plumbing: the client's requests and notifications. tools/call,
+// resources/read and prompts/get are decided as tool calls; the client's
+// answers to server requests carry no method. Keep in step with
+// mcp_methods in rego/lib/toolgate.rego (TestNativeMatchesRego).
+var mcpMethods = map[string]bool{
+	"initialize":                           true,
+	"ping":                                 true,
+	"tools/list":                           true,
+	"resources/list":                       true,
+	"resources/templates/list":             true,
+	"prompts/list":                         true,
+	"completion/complete":                  true,
+	"logging/setLevel":                     true,
+	"server/discover":                      true,
+	"subscriptions/listen":                 true,
+	"tasks/get":                            true,
+	"tasks/result":                         true,
+	"tasks/list":                           true,
+	"tasks/cancel":                         true,
+	"tasks/update":                         true,
+	"notifications/initialized":            true,
+	"notifications/cancelled":              true,
+	"notifications/progress":               true,
+	"notifications/roots/list_changed":     true,
+	"notifications/message":                true,
+	"notifications/resources/updated":      true,
+	"notifications/resources/list_changed": true,
+	"notifications/tools/list_changed":     true,
+	"notifications/prompts/list_changed":   true,
+	"notifications/elicitation/complete":   true,
+	"notifications/tasks/status":           true,
+}

@@ -1,0 +1,107 @@
+package policy_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+func mcpMessage(method string) *policy.Input {
+	return &policy.Input{
+		CallID: "test", Kind: policy.KindMCP,
+		Upstream: policy.Upstream{Name: "notes", Protocol: "mcp"},
+		Subject:  policy.Subject{ID: "agent-42", Authenticated: true},
+		MCP:      &policy.MCP{Method: method},
+		HTTP:     policy.HTTP{Method: "POST", Path: "/mcp"},
+	}
+}
+
+// TestMCPMethods: the protocol's own methods, responses and GET/DELETE are
+// plumbing; any other method, misspelt, in another case or decided as a
+// tool call, is denied, in Go as in Rego.
+func TestMCPMethods(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native})
+		for _, m := range []string{"", "initialize", "ping", "tools/list", "notifications/initialized", "notifications/roots/list_changed", "tasks/update", "subscriptions/listen"} {
+			if got := decide(t, e, mcpMessage(m)); got.Action != "allow" {
+				t.Errorf("native %v: method %q: %v, want allow", native, m, got)
+			}
+		}
+		get := mcpMessage("")
+		get.MCP, get.HTTP.Method = nil, "GET"
+		if got := decide(t, e, get); got.Action != "allow" {
+			t.Errorf("native %v: GET: %v, want allow", native, got)
+		}
+		for _, m := range []string{"Tools/Call", "tools/call ", "tools/List", "tools/call", "resources/read", "prompts/get", "resources/subscribe", "notifications/x"} {
+			d, err := e.Decide(t.Context(), mcpMessage(m))
+			if err != nil || d.Action != policy.Deny || len(d.Reasons) != 1 || d.Reasons[0].ID != "toolgate.mcp_method" || !strings.Contains(d.Reasons[0].Message, `"`+m+`"`) {
+				t.Errorf("native %v: method %q: %+v %v, want deny toolgate.mcp_method naming it", native, m, d, err)
+			}
+		}
+	}
+}
+
+// TestMCPPseudoTools: resources/read and prompts/get are calls of
+// pseudo-tools, which the rules table allows by target.
+func TestMCPPseudoTools(t *testing.T) {
+	rules := writeRules(t, t.TempDir(), []string{
+		`{id: docs, effect: allow, tool: "mcp:resources/read", target: "file:///docs/**"}`,
+		`{id: summary, effect: allow, tool: "mcp:prompts/get", target: summary}`,
+	})
+	e := newEngine(t, policy.Options{RulesFile: rules})
+	cases := []struct {
+		method string
+		params map[string]any
+		want   string
+		target string
+	}{
+		{"resources/read", map[string]any{"uri": "file:///docs/a/../b.md", "_meta": map[string]any{"progressToken": 1}}, "allow", "file:///docs/b.md"},
+		{"resources/read", map[string]any{"uri": "file:///docs/../etc/passwd"}, "deny", "file:///etc/passwd"},
+		{"resources/read", map[string]any{"uri": "../secret"}, "deny", "../secret"},
+		{"prompts/get", map[string]any{"name": "summary", "arguments": map[string]any{"topic": "x"}}, "allow", "summary"},
+		{"prompts/get", map[string]any{"name": "Summary"}, "deny", "Summary"},
+	}
+	for _, tc := range cases {
+		tool, err := policy.MCPTool(tc.method, tc.params, policy.FoldNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tool.Arguments["_meta"]; ok || !tool.HasTarget || tool.Target != tc.target {
+			t.Errorf("%s %v: tool %+v, want target %q and no _meta", tc.method, tc.params, tool, tc.target)
+		}
+		in := mcpMessage(tc.method)
+		in.Tool = tool
+		if got := decide(t, e, in); got.Action != tc.want {
+			t.Errorf("%s %v: %v, want %s", tc.method, tc.params, got, tc.want)
+		}
+		// A parked call's tool, rebuilt from its name and arguments, is the same.
+		again := policy.NewToolWith(tool.Name, tool.Arguments, policy.DefaultTargetArgs, policy.FoldNone)
+		if again.Target != tool.Target || again.HasTarget != tool.HasTarget || again.TargetEscapes != tool.TargetEscapes {
+			t.Errorf("%s: rebuilt %+v, want %+v", tc.method, again, tool)
+		}
+	}
+	for _, m := range []string{"tools/call", "tools/list", "initialize", "Resources/Read"} {
+		if tool, err := policy.MCPTool(m, map[string]any{"uri": "x", "name": "y"}, policy.FoldNone); tool != nil || err != nil {
+			t.Errorf("MCPTool(%q) = %v, %v; want nil, nil", m, tool, err)
+		}
+	}
+	for _, bad := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"resources/read", nil},
+		{"resources/read", map[string]any{"uri": 5}},
+		{"prompts/get", map[string]any{"uri": "x"}},
+	} {
+		if _, err := policy.MCPTool(bad.method, bad.params, policy.FoldNone); err == nil {
+			t.Errorf("MCPTool(%q, %v) accepted", bad.method, bad.params)
+		}
+	}
+	var ce *policy.ControlError
+	if _, err := policy.MCPTool("resources/read", map[string]any{"uri": "file:///a\x00.txt"}, policy.FoldNone); !errors.As(err, &ce) {
+		t.Errorf("a NUL in the URI: err = %v, want a *ControlError", err)
+	}
+}
