@@ -136,9 +136,9 @@ func lapsed(id string, fence int64) error {
 
 func tooMany(id, principal string, perPrincipal bool, limit int) error {
 	if perPrincipal {
-		return fmt.Errorf("%w: parking %s: principal %q has %d calls waiting or approved", ErrTooMany, id, principal, limit)
+		return fmt.Errorf("%w: parking %s: principal %q is at its cap of %d calls waiting or approved", ErrTooMany, id, principal, limit)
 	}
-	return fmt.Errorf("%w: parking %s: the store holds %d calls waiting or approved", ErrTooMany, id, limit)
+	return fmt.Errorf("%w: parking %s: the store is at its cap of %d calls waiting or approved", ErrTooMany, id, limit)
 }
 
 func idTaken(id string) error {
