@@ -29,13 +29,18 @@ type Hold struct {
 
 // Ask parks pc (or attaches the request to the identical call already
 // parked, as pc.AttachKey says), then holds the request until the call is
-// decided or h.For runs out. An approved call is claimed and run here,
+// decided or h.For runs out. A new call beyond the store's caps is not
+// parked: the Outcome is TooMany. An approved call is claimed and run here,
 // since this request is there to take its result. ctx is the request's:
 // when it ends the caller has gone.
 func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 	pctx, cancel := context.WithTimeout(ctx, parkTimeout)
 	stored, attached, err := l.store.Park(pctx, pc, l.ttl)
 	cancel()
+	if errors.Is(err, pending.ErrTooMany) {
+		l.log.Info("call not parked: too many parked calls", "call_id", pc.ID, "error", err)
+		return Outcome{Kind: TooMany, Call: pc, Err: err}
+	}
 	if err != nil {
 		// Fail closed: nothing runs without a durable record.
 		l.log.Error("cannot park call", "call_id", pc.ID, "error", err)

@@ -108,6 +108,11 @@ const (
 	Lost
 	// Gone: the caller went away; there is nobody to answer.
 	Gone
+	// TooMany: the store refused to park a new call because its
+	// principal, or everyone together, has as many calls waiting or
+	// approved as allowed (pending.ErrTooMany); nothing was parked and
+	// OnPark was not called. The caller may ask again later.
+	TooMany
 )
 
 // Outcome is what became of a call for one request.
@@ -116,7 +121,8 @@ type Outcome struct {
 	Call pending.Call
 	// Result is the call's result when Kind is Delivered.
 	Result pending.Result
-	// Err is the store's error when Kind is NotParked or StoreFailed.
+	// Err is the store's error when Kind is NotParked, StoreFailed or
+	// TooMany.
 	Err error
 }
 
