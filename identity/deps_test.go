@@ -23,7 +23,7 @@ func TestDeps(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	for _, p := range strings.Fields(string(out)) {
+	for p := range strings.FieldsSeq(string(out)) {
 		switch p {
 		case "github.com/toolgate/toolgate/identity", "github.com/toolgate/toolgate/internal/strictjson":
 		default:

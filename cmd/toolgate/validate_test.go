@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -154,12 +155,8 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{}
-			for k, v := range good {
-				files[k] = v
-			}
-			for k, v := range tc.files {
-				files[k] = v
-			}
+			maps.Copy(files, good)
+			maps.Copy(files, tc.files)
 			dir := writeFiles(t, t.TempDir(), files)
 			args := append([]string{"--config", filepath.Join(dir, "toolgate.yaml")}, tc.args...)
 
