@@ -44,6 +44,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 	}
 	switch s.decide(r, c).Action {
 	case policy.Allow:
+		if a := s.decideBatch(r, c); a != nil {
+			return *a
+		}
 		return s.forward(w, r, c)
 	case policy.Ask:
 		return s.ask(w, r, c)
@@ -135,9 +138,12 @@ func (s *Server) readCall(r *http.Request, c *call) *answer {
 	if a := checkToolQuery(c.up, in.HTTP.Query, args); a != nil {
 		return a
 	}
+	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
+		return invalid(http.StatusBadRequest, "Control character", err.Error())
+	}
 	c.body = body
 	in.Kind = policy.KindREST
-	in.Tool = policy.NewTool(name, args, c.up.TargetArgs)
+	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // upstream is an Upstream with its reverse proxy.
@@ -26,10 +28,12 @@ type upstream struct {
 	// annotated counts the names, which maxAnnotated bounds.
 	annotations sync.Map
 	annotated   atomic.Int64
+	fold        policy.Fold // how targets are normalised (TargetFold)
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {
 	up := &upstream{Upstream: u}
+	up.fold, _ = policy.ParseFold(u.TargetFold) // checked by withDefaults
 	rt, once := u.Transport, u.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

@@ -296,3 +296,60 @@ func TestStalledBody(t *testing.T) {
 		t.Fatalf("the upstream got %d requests", n)
 	}
 }
+
+// TestControlCharacters: a key or a target holding a C0 control character
+// is refused: stacks disagree on where such a string ends.
+func TestControlCharacters(t *testing.T) {
+	env := newTestServer(t, allowAll)
+	for _, body := range []string{`{"path\u0000":".env","path":"README.md"}`, `{"path":"README.md\u0000.env"}`, `{"o":{"k\u001f":1}}`} {
+		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 400 {
+			t.Errorf("%s: %d, want 400", body, res.StatusCode)
+		}
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+}
+
+// TestTargetFoldWindows: with target_fold windows the policy judges the
+// target as a Windows tool resolves it.
+func TestTargetFoldWindows(t *testing.T) {
+	var target string
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		target = in.Tool.Target
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, d, func(c *Config) { c.Upstreams[0].TargetFold = "windows" })
+	post(t, env.url+"/tools/read_file", `{"path":"Notes/.ENV. "}`, "Authorization", "Bearer agent-key")
+	if target != "notes/.env" {
+		t.Fatalf("target %q, want notes/.env", target)
+	}
+}
+
+// TestMCPBatchMembersDecided: a batch is allowed only when each member's
+// method is allowed alone, and one holding a pseudo-tool is refused whole.
+func TestMCPBatchMembersDecided(t *testing.T) {
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if in.MCP != nil && in.MCP.Method == "admin/wipe" {
+			return policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{Message: "not a protocol method"}}}, nil
+		}
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, d, func(c *Config) { c.Upstreams[0].Protocol = "mcp" })
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"admin/wipe"}]`, 403},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}]`, 400},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"}]`, 200},
+	} {
+		res := post(t, env.url+"/mcp", tc.body, "Authorization", "Bearer agent-key", "Accept", "application/json, text/event-stream")
+		if res.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.body, res.StatusCode, tc.want)
+		}
+	}
+	if n := len(env.upstream.Requests()); n != 1 {
+		t.Fatalf("the upstream got %d requests, want only the allowed batch", n)
+	}
+}

@@ -30,6 +30,8 @@ type mcpMessage struct {
 	version       string          // Mcp-Protocol-Version
 	isToolCall    bool
 	progressToken any
+	// batch is the methods of a batch's members: each is decided too.
+	batch []string
 }
 
 // readMCP reads a request to an MCP upstream. POSTs to its mcp_path carry
@@ -88,8 +90,15 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if k := caseVariant(o, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member")
 			}
-			if o["method"] == "tools/call" {
-				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds a tools/call is refused whole; send tool calls one per request")
+			method, isString := o["method"].(string)
+			if _, has := o["method"]; has && (!isString || method == "") {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
+			}
+			if tool, _ := policy.MCPTool(method, map[string]any{"uri": "", "name": ""}, policy.FoldNone); method == "tools/call" || tool != nil {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
+			}
+			if isString {
+				c.mcp.batch = append(c.mcp.batch, method)
 			}
 		}
 		in.MCP = &policy.MCP{Method: "", ProtocolVersion: r.Header.Get("Mcp-Protocol-Version")}
@@ -132,6 +141,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.progressToken = meta["progressToken"]
 	}
 	if method != "tools/call" {
+		// resources/read and prompts/get are decided as calls of
+		// pseudo-tools; every other method on its name alone.
+		tool, err := policy.MCPTool(method, params, c.up.fold)
+		if err != nil {
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", err.Error())
+		}
+		in.Tool = tool
 		return nil
 	}
 	name, _ := params["name"].(string)
@@ -146,8 +162,11 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		}
 		args = obj
 	}
+	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Control character", err.Error())
+	}
 	c.mcp.isToolCall = true
-	in.Tool = policy.NewTool(name, args, c.up.TargetArgs)
+	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	if ann, ok := c.up.annotations.Load(name); ok {
 		in.Tool.Annotations = ann.(map[string]any)
 	}

@@ -352,6 +352,22 @@ func FuzzMCPMessage(f *testing.F) {
 			if in.Tool != nil {
 				t.Fatalf("a batch was decided as tool call %q", in.Tool.Name)
 			}
+			// (e) Each member's method was decided as it would be alone.
+			var members []string
+			for _, m := range msg {
+				if method, ok := m.(map[string]any)["method"].(string); ok {
+					members = append(members, method)
+				}
+			}
+			ins := fp.decided()
+			if len(ins) != 1+len(members) {
+				t.Fatalf("a batch of %d methods was decided %d times: %s", len(members), len(ins), body)
+			}
+			for i, method := range members {
+				if got := ins[1+i]; got.MCP == nil || got.MCP.Method != method || got.Tool != nil {
+					t.Fatalf("batch member %d (%s) decided as %+v", i, method, got.MCP)
+				}
+			}
 			return
 		case map[string]any:
 			// Handled below.
@@ -417,8 +433,11 @@ func FuzzMCPMessage(f *testing.F) {
 		}
 
 		if method != "tools/call" {
-			if in.Tool != nil {
-				t.Fatalf("method %q was decided as tool call %q", method, in.Tool.Name)
+			// resources/read and prompts/get are calls of pseudo-tools;
+			// every other method is decided without a tool.
+			want := map[string]string{"resources/read": policy.ToolResourcesRead, "prompts/get": policy.ToolPromptsGet}[method]
+			if (in.Tool == nil) != (want == "") || (in.Tool != nil && in.Tool.Name != want) {
+				t.Fatalf("method %q was decided with tool %+v, want %q", method, in.Tool, want)
 			}
 			return
 		}

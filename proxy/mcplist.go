@@ -162,3 +162,31 @@ func (up *upstream) rememberAnnotations(name string, ann map[string]any) {
 		up.annotations.Store(name, ann)
 	}
 }
+
+// decideBatch decides each member of an allowed JSON-RPC batch on its own
+// method, as the message would be decided alone: a batch is allowed only
+// when every member is, and is never parked (an ask is a refusal here).
+func (s *Server) decideBatch(r *http.Request, c *call) *answer {
+	if c.mcp == nil || len(c.mcp.batch) == 0 {
+		return nil
+	}
+	for _, method := range c.mcp.batch {
+		in := *c.input
+		mcp := *in.MCP
+		mcp.Method = method
+		in.MCP = &mcp
+		dctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
+		d, err := s.cfg.Decider.Decide(dctx, &in)
+		cancel()
+		if err != nil {
+			s.log.Error("policy error", "call_id", c.id, "batch_method", method, "error", err)
+			d = policyFailed(c.id)
+		}
+		if d.Action != policy.Allow {
+			a := denied(d)
+			a.detail = "a member of the batch (" + method + ") is not allowed alone: " + a.detail
+			return &a
+		}
+	}
+	return nil
+}

@@ -236,6 +236,9 @@ func (u *Upstream) withDefaults() error {
 	if u.MCPPath == "" {
 		u.MCPPath = "/mcp"
 	}
+	if _, err := policy.ParseFold(u.TargetFold); err != nil {
+		return fmt.Errorf("proxy: upstream %s: %w", u.Name, err)
+	}
 	if u.TargetArgs == nil {
 		u.TargetArgs = policy.DefaultTargetArgs
 	}

@@ -25,7 +25,7 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		// annotations (an MCP server's hints) are kept: a policy may
 		// have come to deny on them.
 		ann := in.Tool.Annotations
-		in.Tool = policy.NewTool(in.Tool.Name, in.Tool.Arguments, up.TargetArgs)
+		in.Tool = policy.NewToolWith(in.Tool.Name, in.Tool.Arguments, up.TargetArgs, up.fold)
 		in.Tool.Annotations = ann
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
