@@ -40,6 +40,13 @@ type Upstream struct {
 	MCPPath    string   `koanf:"mcp_path"`
 	TargetArgs []string `koanf:"target_args"`
 	Timeout    Duration `koanf:"timeout"` // time to the upstream's response headers
+	// ToolQuery lets a REST tool call carry a query string; otherwise a
+	// tool call with one is refused.
+	ToolQuery  bool   `koanf:"tool_query"`
+	TargetFold string `koanf:"target_fold"` // none | windows: how tool.target is normalised
+	// StripHeaders are request headers that never reach this upstream, in
+	// canonical form (ApplyDefaults writes them so).
+	StripHeaders []string `koanf:"strip_headers"`
 }
 
 // Identity says how callers are identified.
@@ -74,6 +81,9 @@ type Policy struct {
 	Mode      string `koanf:"mode"`    // default | dont_ask | plan | bypass
 	Default   string `koanf:"default"` // deny | ask: what "no rule fired" means
 	Watch     *bool  `koanf:"watch"`   // hot reload; default true
+	// Capabilities are OPA built-ins a policy may call beyond the safe
+	// default set ("http.send"); the policy package checks the names.
+	Capabilities []string `koanf:"capabilities"`
 }
 
 // Pending configures where parked (ask) calls wait.
@@ -107,9 +117,15 @@ type Notify struct {
 	Secret Secret `koanf:"secret"`
 }
 
-// Limits bounds what a caller may send.
+// Limits bounds what a caller may send and how many calls may wait.
 type Limits struct {
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+	BodyTimeout  Duration `koanf:"body_timeout"` // the whole body must arrive within this, else 408
+	// MaxParkedPerSubject bounds the waiting and approved calls of one
+	// principal; MaxParked the same across all principals, per store.
+	MaxParkedPerSubject int    `koanf:"max_parked_per_subject"`
+	MaxParked           int    `koanf:"max_parked"`
+	LossyNumbers        string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
 
 // Log configures logging.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"net/textproto"
 	"slices"
 	"time"
 )
@@ -22,6 +23,9 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	upstreams[].mcp_path       /mcp
 //	upstreams[].target_args    DefaultTargetArgs (only when absent; [] means none)
 //	upstreams[].timeout        60s
+//	upstreams[].tool_query     false
+//	upstreams[].target_fold    none
+//	upstreams[].strip_headers  [] (names are written in canonical form: x-user-id is X-User-Id)
 //	identity.jwt.subject_claim sub     (when identity.jwt is set)
 //	identity.jwt.groups_claim  groups
 //	identity.jwt.leeway        30s
@@ -29,6 +33,7 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	policy.mode                default
 //	policy.default             deny
 //	policy.watch               true
+//	policy.capabilities        [] (the safe default set of built-ins only)
 //	pending.store              memory
 //	pending.hold               25s
 //	pending.ttl                1h
@@ -36,6 +41,10 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	pending.max_result_bytes   1MiB
 //	approvals.notify[].format  cloudevents
 //	limits.max_body_bytes      1MiB
+//	limits.body_timeout        10s
+//	limits.max_parked_per_subject 100
+//	limits.max_parked          10000
+//	limits.lossy_numbers       refuse
 //	log.level                  info
 //	log.arguments              false
 //	log.decisions.console      true
@@ -59,7 +68,8 @@ func Default() Config {
 // ApplyDefaults sets every empty (zero) field that has a default to that
 // default, and leaves set fields alone, so it may be called more than once.
 // A zero value therefore cannot be configured where a default exists: a
-// zero timeout or grace period means "the default", not "none".
+// zero timeout, grace period or limit means "the default", not "none". It
+// also writes upstreams[].strip_headers in canonical form.
 func (c *Config) ApplyDefaults() {
 	setString(&c.Listen.Proxy, "127.0.0.1:8080")
 	setString(&c.Listen.Approvals, "127.0.0.1:8081")
@@ -77,6 +87,11 @@ func (c *Config) ApplyDefaults() {
 			u.TargetArgs = slices.Clone(DefaultTargetArgs)
 		}
 		setDuration(&u.Timeout, 60*time.Second)
+		setString(&u.TargetFold, "none")
+		for j, h := range u.StripHeaders {
+			// An invalid name comes back unchanged, for Validate to report.
+			u.StripHeaders[j] = textproto.CanonicalMIMEHeaderKey(h)
+		}
 	}
 
 	if j := c.Identity.JWT; j != nil {
@@ -103,6 +118,10 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	setSize(&c.Limits.MaxBodyBytes, 1<<20)
+	setDuration(&c.Limits.BodyTimeout, 10*time.Second)
+	setInt(&c.Limits.MaxParkedPerSubject, 100)
+	setInt(&c.Limits.MaxParked, 10000)
+	setString(&c.Limits.LossyNumbers, "refuse")
 	setString(&c.Log.Level, "info")
 	d := &c.Log.Decisions
 	if d.Console == nil {
@@ -150,6 +169,12 @@ func setDuration(p *Duration, v time.Duration) {
 }
 
 func setSize(p *ByteSize, v ByteSize) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
 	if *p == 0 {
 		*p = v
 	}

@@ -142,8 +142,9 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 	case n.leaf == leafString || n.leaf == leafSecret:
 		nv = x
 	case referenced || n.leaf == leafDuration || n.leaf == leafByteSize:
-		// true/false and lists arrive as text only through ${}; a quoted
-		// "true" in the file is a string, refused below like any mismatch.
+		// true/false, whole numbers and lists arrive as text only through
+		// ${}; a quoted "true" or "100" in the file is a string, refused
+		// below like any mismatch.
 		nv, err = leafFromString(n, x)
 	default:
 		nv, err = checkLeaf(n, x)

@@ -8,8 +8,8 @@ import (
 
 // leafFromString reads a value for leaf n from text: an environment
 // variable, a flag given as a string, or a file value produced by ${}
-// expansion. Booleans are parsed, lists are comma-separated, durations and
-// sizes are parsed; strings stay as they are.
+// expansion. Booleans, whole numbers, durations and sizes are parsed, lists
+// are comma-separated; strings stay as they are.
 func leafFromString(n *node, s string) (any, error) {
 	switch n.leaf {
 	case leafBool:
@@ -22,6 +22,12 @@ func leafFromString(n *node, s string) (any, error) {
 		return ParseDuration(s)
 	case leafByteSize:
 		return ParseByteSize(s)
+	case leafInt:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, errors.New("expected a whole number")
+		}
+		return n, nil
 	case leafStrings:
 		return splitList(s), nil
 	}
@@ -49,6 +55,8 @@ func checkLeaf(n *node, v any) (any, error) {
 		return durationFrom(v)
 	case leafByteSize:
 		return byteSizeFrom(v)
+	case leafInt:
+		return intFrom(v)
 	case leafStrings:
 		switch v := v.(type) {
 		case []string:
@@ -84,10 +92,27 @@ func fixFor(n *node) string {
 		return "write a duration such as 25s, 1h30m or 500ms; a bare number means seconds"
 	case n.leaf == leafByteSize:
 		return "write a size such as 1MiB, 512KiB, 64kB or 1048576"
+	case n.leaf == leafInt:
+		return "write a whole number such as 100, without quotes"
 	case n.leaf == leafStrings:
 		return "write a list such as [a, b]; in the environment, a comma-separated string"
 	}
 	return ""
+}
+
+// intFrom converts a decoded YAML or flag value to an int: an integer of any
+// Go type, or a float with no fractional part (YAML reads 1e4 as a float).
+// Text is refused: a quoted number in the file is a string, as a quoted
+// true is.
+func intFrom(v any) (int, error) {
+	n, ok := wholeNumber(v)
+	switch {
+	case !ok:
+		return 0, errors.New("expected a whole number, got " + describe(v))
+	case int64(int(n)) != n:
+		return 0, errors.New("expected a whole number, got one too large")
+	}
+	return int(n), nil
 }
 
 // splitList splits a comma-separated list, trimming spaces and dropping

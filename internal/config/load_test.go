@@ -26,6 +26,9 @@ upstreams:                     # at least one
     prefix: /                  # requests under this path prefix go to this upstream; a prefix other than "/" is stripped
     mcp_path: /mcp             # for protocol mcp: the JSON-RPC endpoint path at the upstream
     target_args: [path, file_path, file, filename, target, url, uri, command]   # default list, first string found wins
+    tool_query: false          # true: a REST tool call may carry a query string
+    target_fold: none          # none | windows
+    strip_headers: [x-internal-user]   # never sent to this upstream
 
 identity:                      # who the caller is; never taken from tool arguments
   api_keys:                    # Authorization: Bearer <key>
@@ -39,6 +42,7 @@ policy:
   dir: ./policy                # .rego modules plus data files (.json/.yaml); watched and hot-reloaded
   rules_file: ./rules.yaml     # optional rules table (docs/policy.md), also watched
   mode: default                # default | dont_ask | plan | bypass
+  capabilities: []             # extra built-ins allowed (e.g. http.send), none by default
 
 pending:
   store: memory                # memory (single instance) | redis
@@ -60,6 +64,10 @@ approvals:
 
 limits:
   max_body_bytes: 1MiB
+  body_timeout: 10s            # the whole request body must arrive within this, else 408
+  max_parked_per_subject: 100  # waiting + approved calls one principal may have; past it 429
+  max_parked: 10000            # the same across all principals (per store)
+  lossy_numbers: refuse        # refuse | allow: JSON numbers that do not survive a float64 round trip
 `
 
 // specEnv supplies the ${} references of specExample.
@@ -87,17 +95,21 @@ func TestLoad_SpecExample(t *testing.T) {
 			MCPPath:    "/mcp",
 			TargetArgs: []string{"path", "file_path", "file", "filename", "target", "url", "uri", "command"},
 			Timeout:    Duration(60 * time.Second),
+			TargetFold: "none",
+			// Written in canonical form.
+			StripHeaders: []string{"X-Internal-User"},
 		}},
 		Identity: Identity{
 			APIKeys:   []APIKey{{Key: testAgentKey, Subject: "agent-42", Groups: []string{"agents"}}},
 			Anonymous: true,
 		},
 		Policy: Policy{
-			Dir:       filepath.Join(dir, "policy"),
-			RulesFile: filepath.Join(dir, "rules.yaml"),
-			Mode:      "default",
-			Default:   "deny",
-			Watch:     new(true),
+			Dir:          filepath.Join(dir, "policy"),
+			RulesFile:    filepath.Join(dir, "rules.yaml"),
+			Mode:         "default",
+			Default:      "deny",
+			Watch:        new(true),
+			Capabilities: []string{},
 		},
 		Pending: Pending{
 			Store:          "memory",
@@ -112,7 +124,13 @@ func TestLoad_SpecExample(t *testing.T) {
 			Approvers: []Approver{{Name: "alice", Key: testAliceKey}},
 			Notify:    []Notify{{URL: "https://hooks.example.com/toolgate", Format: "cloudevents", Secret: testWebhookSecret}},
 		},
-		Limits:        Limits{MaxBodyBytes: 1 << 20},
+		Limits: Limits{
+			MaxBodyBytes:        1 << 20,
+			BodyTimeout:         Duration(10 * time.Second),
+			MaxParkedPerSubject: 100,
+			MaxParked:           10000,
+			LossyNumbers:        "refuse",
+		},
 		Log:           Log{Level: "info", Decisions: defaultDecisions()},
 		ShutdownGrace: Duration(20 * time.Second),
 	}
@@ -257,6 +275,63 @@ func TestLoad_Precedence(t *testing.T) {
 			get:  func(c *Config) any { return c.Upstreams[0].Timeout.Std() },
 			want: 2 * time.Minute,
 		},
+		{
+			name: "integer: file over default",
+			file: "limits:\n  max_parked: 500\n",
+			get:  func(c *Config) any { return c.Limits.MaxParked },
+			want: 500,
+		},
+		{
+			name: "integer: env over file",
+			file: "limits:\n  max_parked: 500\n",
+			env:  []string{"TOOLGATE_LIMITS_MAX_PARKED= 20000 "},
+			get:  func(c *Config) any { return c.Limits.MaxParked },
+			want: 20000,
+		},
+		{
+			name: "integer: written as a float with no fraction",
+			file: "limits:\n  max_parked: 1e4\n  max_parked_per_subject: 50.0\n",
+			get:  func(c *Config) any { return [2]int{c.Limits.MaxParked, c.Limits.MaxParkedPerSubject} },
+			want: [2]int{10000, 50},
+		},
+		{
+			name:  "integer: flag over env",
+			env:   []string{"TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT=7"},
+			flags: map[string]any{"limits.max_parked_per_subject": 9},
+			get:   func(c *Config) any { return c.Limits.MaxParkedPerSubject },
+			want:  9,
+		},
+		{
+			name:  "integer: string flag",
+			flags: map[string]any{"limits.max_parked_per_subject": "12", "limits.max_parked": int64(12)},
+			get:   func(c *Config) any { return [2]int{c.Limits.MaxParked, c.Limits.MaxParkedPerSubject} },
+			want:  [2]int{12, 12},
+		},
+		{
+			name: "limits: env over file",
+			file: "limits:\n  body_timeout: 30s\n  lossy_numbers: refuse\n",
+			env:  []string{"TOOLGATE_LIMITS_BODY_TIMEOUT=3", "TOOLGATE_LIMITS_LOSSY_NUMBERS=allow"},
+			get:  func(c *Config) any { return []any{c.Limits.BodyTimeout.Std(), c.Limits.LossyNumbers} },
+			want: []any{3 * time.Second, "allow"},
+		},
+		{
+			name: "upstream: env sets the keys of an entry",
+			env: []string{
+				"TOOLGATE_UPSTREAMS_0_TOOL_QUERY=true", "TOOLGATE_UPSTREAMS_0_TARGET_FOLD=windows",
+				"TOOLGATE_UPSTREAMS_0_STRIP_HEADERS=x-internal-user, X-Tenant",
+			},
+			get: func(c *Config) any {
+				u := c.Upstreams[0]
+				return []any{u.ToolQuery, u.TargetFold, u.StripHeaders}
+			},
+			want: []any{true, "windows", []string{"X-Internal-User", "X-Tenant"}},
+		},
+		{
+			name: "policy.capabilities: env is comma-separated",
+			env:  []string{"TOOLGATE_POLICY_CAPABILITIES=http.send,net.lookup_ip_addr"},
+			get:  func(c *Config) any { return c.Policy.Capabilities },
+			want: []string{"http.send", "net.lookup_ip_addr"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,18 +391,23 @@ pending:
   max_result_bytes: ${MAX}
 approvals:
   secret: ${SECRET}
+limits:
+  max_parked: ${MAX_PARKED}
 `)
 	c := mustLoad(t, Source{File: path, Environ: []string{
 		"TIMEOUT=90", "ARGS=path, url", "ANON=true", "POLICY_DIR=rel/policy", "MAX=2MiB", "SECRET=" + testApprovalsSecret,
+		"MAX_PARKED=250",
 	}})
 	got := []any{
 		c.Upstreams[0].URL, c.Upstreams[0].Timeout.Std(), c.Upstreams[0].TargetArgs,
 		c.Identity.Anonymous, c.Policy.Dir, c.Policy.Watching(), c.Pending.MaxResultBytes.Int64(),
+		c.Limits.MaxParked,
 	}
 	want := []any{
 		"http://127.0.0.1:9001", 90 * time.Second,
 		[]string{"path", "url"},
 		true, filepath.Join(filepath.Dir(path), "rel/policy"), false, int64(2 << 20),
+		250,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -428,7 +508,7 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "unknown key with no near miss",
 			file:     minimalYAML + "limits:\n  zzz: 1\n",
 			wantKeys: []string{"limits.zzz"},
-			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes)"},
+			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, body_timeout, max_parked_per_subject, max_parked, lossy_numbers)"},
 		},
 		{
 			name:     "several problems are reported together",
@@ -515,6 +595,95 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "dotted key is not a path",
 			file:     minimalYAML + "log.level: debug\n",
 			wantKeys: []string{"log.level"},
+		},
+		{
+			name:     "integer given a quoted number",
+			file:     minimalYAML + "limits:\n  max_parked: \"100\"\n",
+			wantKeys: []string{"limits.max_parked"},
+			wantMsgs: []string{"limits.max_parked: expected a whole number, got a string (write a whole number such as 100, without quotes)"},
+		},
+		{
+			name:     "integer given a fraction",
+			file:     minimalYAML + "limits:\n  max_parked_per_subject: 2.5\n",
+			wantKeys: []string{"limits.max_parked_per_subject"},
+			wantMsgs: []string{"limits.max_parked_per_subject: expected a whole number, got a number"},
+		},
+		{
+			name:     "integer given a list",
+			file:     minimalYAML + "limits:\n  max_parked: [1]\n",
+			wantKeys: []string{"limits.max_parked"},
+		},
+		{
+			name:     "integer too large",
+			file:     minimalYAML + "limits:\n  max_parked: 1e40\n",
+			wantKeys: []string{"limits.max_parked"},
+		},
+		{
+			name:     "integer from an unparsable reference",
+			file:     minimalYAML + "limits:\n  max_parked: ${N}\n",
+			env:      []string{"N=many"},
+			wantKeys: []string{"limits.max_parked"},
+			wantMsgs: []string{"limits.max_parked: expected a whole number"},
+		},
+		{
+			name:     "integer refused by validation after decoding",
+			file:     minimalYAML + "limits:\n  max_parked: -3\n",
+			wantKeys: []string{"limits.max_parked"},
+			wantMsgs: []string{"limits.max_parked: -3 is less than 1"},
+		},
+		{
+			name:     "misspelt integer key",
+			file:     minimalYAML + "limits:\n  max_parkd: 10\n",
+			wantKeys: []string{"limits.max_parkd"},
+			wantMsgs: []string{"limits.max_parkd: unknown key (did you mean limits.max_parked?)"},
+		},
+		{
+			name:     "misspelt per-subject key",
+			file:     minimalYAML + "limits:\n  max_parked_per_subjet: 10\n",
+			wantKeys: []string{"limits.max_parked_per_subjet"},
+			wantMsgs: []string{"did you mean limits.max_parked_per_subject?"},
+		},
+		{
+			name:     "misplaced body_timeout",
+			file:     minimalYAML + "body_timeout: 5s\n",
+			wantKeys: []string{"body_timeout"},
+			wantMsgs: []string{"body_timeout: unknown key (did you mean limits.body_timeout?)"},
+		},
+		{
+			name:     "misplaced capabilities",
+			file:     minimalYAML + "capabilities: [http.send]\n",
+			wantKeys: []string{"capabilities"},
+			wantMsgs: []string{"capabilities: unknown key (did you mean policy.capabilities?)"},
+		},
+		{
+			name:     "misspelt capabilities",
+			file:     strings.Replace(minimalYAML, "  dir: /srv/policy\n", "  dir: /srv/policy\n  capabilites: [http.send]\n", 1),
+			wantKeys: []string{"policy.capabilites"},
+			wantMsgs: []string{"did you mean policy.capabilities?"},
+		},
+		{
+			name: "misspelt upstream keys",
+			file: strings.Replace(minimalYAML, "    url: http://127.0.0.1:9001\n",
+				"    url: http://127.0.0.1:9001\n    strip_header: [X-A]\n    toolquery: true\n    target_folding: windows\n", 1),
+			wantKeys: []string{"upstreams[0].strip_header", "upstreams[0].target_folding", "upstreams[0].toolquery"},
+			wantMsgs: []string{
+				"did you mean upstreams[0].strip_headers?", "did you mean upstreams[0].tool_query?", "did you mean upstreams[0].target_fold?",
+			},
+		},
+		{
+			name:     "lossy_numbers given a bool",
+			file:     minimalYAML + "limits:\n  lossy_numbers: true\n",
+			wantKeys: []string{"limits.lossy_numbers"},
+		},
+		{
+			name:     "tool_query given a string",
+			file:     strings.Replace(minimalYAML, "    url: http://127.0.0.1:9001\n", "    url: http://127.0.0.1:9001\n    tool_query: \"yes\"\n", 1),
+			wantKeys: []string{"upstreams[0].tool_query"},
+		},
+		{
+			name:     "strip_headers given a string",
+			file:     strings.Replace(minimalYAML, "    url: http://127.0.0.1:9001\n", "    url: http://127.0.0.1:9001\n    strip_headers: X-A\n", 1),
+			wantKeys: []string{"upstreams[0].strip_headers"},
 		},
 	}
 	for _, tt := range tests {
@@ -606,6 +775,40 @@ func TestLoad_EnvErrors(t *testing.T) {
 			env:      []string{"TOOLGATE_LIMITS_MAX_BODY_BYTES=lots"},
 			wantKeys: []string{"limits.max_body_bytes"},
 		},
+		{
+			name:     "not a whole number",
+			env:      []string{"TOOLGATE_LIMITS_MAX_PARKED=lots"},
+			wantKeys: []string{"limits.max_parked"},
+			wantMsgs: []string{"limits.max_parked: set by TOOLGATE_LIMITS_MAX_PARKED: expected a whole number (write a whole number such as 100, without quotes)"},
+		},
+		{
+			name:     "a fraction is not a whole number",
+			env:      []string{"TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT=1.5"},
+			wantKeys: []string{"limits.max_parked_per_subject"},
+		},
+		{
+			name:     "misspelt integer variable",
+			env:      []string{"TOOLGATE_LIMITS_MAX_PARKD=10"},
+			wantKeys: []string{"TOOLGATE_LIMITS_MAX_PARKD"},
+			wantMsgs: []string{"did you mean TOOLGATE_LIMITS_MAX_PARKED?"},
+		},
+		{
+			name:     "misspelt upstream variable",
+			env:      []string{"TOOLGATE_UPSTREAMS_0_STRIP_HEADER=X-A"},
+			wantKeys: []string{"TOOLGATE_UPSTREAMS_0_STRIP_HEADER"},
+			wantMsgs: []string{"did you mean TOOLGATE_UPSTREAMS_0_STRIP_HEADERS?"},
+		},
+		{
+			name:     "not a bool in a list entry",
+			env:      []string{"TOOLGATE_UPSTREAMS_0_TOOL_QUERY=sometimes"},
+			wantKeys: []string{"upstreams[0].tool_query"},
+		},
+		{
+			name:     "refused by validation",
+			env:      []string{"TOOLGATE_LIMITS_LOSSY_NUMBERS=round"},
+			wantKeys: []string{"limits.lossy_numbers"},
+			wantMsgs: []string{`limits.lossy_numbers: "round" is not allowed (use one of refuse or allow)`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -664,8 +867,8 @@ func TestLoad_Flags(t *testing.T) {
 		}
 	})
 	t.Run("wrong flag type", func(t *testing.T) {
-		err := loadErr(t, Source{File: path, Environ: minimalEnv, Flags: map[string]any{"log.arguments": 3}})
-		if diff := cmp.Diff([]string{"log.arguments"}, errorKeys(err)); diff != "" {
+		err := loadErr(t, Source{File: path, Environ: minimalEnv, Flags: map[string]any{"log.arguments": 3, "limits.max_parked": true}})
+		if diff := cmp.Diff([]string{"limits.max_parked", "log.arguments"}, errorKeys(err)); diff != "" {
 			t.Errorf("error keys (-want +got):\n%s", diff)
 		}
 	})

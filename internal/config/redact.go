@@ -80,6 +80,8 @@ func valueNode(n *node, v reflect.Value) *yaml.Node {
 		return stringNode(Duration(v.Int()).String())
 	case n.leaf == leafByteSize:
 		return stringNode(ByteSize(v.Int()).String())
+	case n.leaf == leafInt:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v.Int(), 10)}
 	case n.leaf == leafStrings:
 		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
 		for i := range v.Len() {

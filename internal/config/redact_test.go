@@ -62,9 +62,9 @@ func TestRedacted_HidesSecrets(t *testing.T) {
 
 func TestRedacted_Output(t *testing.T) {
 	c := Config{
-		Upstreams: []Upstream{{Name: "notes", URL: "http://user:pass@127.0.0.1:9001"}},
+		Upstreams: []Upstream{{Name: "notes", URL: "http://user:pass@127.0.0.1:9001", StripHeaders: []string{"x-internal-user"}}},
 		Identity:  Identity{Anonymous: true},
-		Policy:    Policy{Dir: "/srv/policy"},
+		Policy:    Policy{Dir: "/srv/policy", Capabilities: []string{"http.send"}},
 		Approvals: Approvals{
 			Secret: testApprovalsSecret,
 			Notify: []Notify{
@@ -72,7 +72,7 @@ func TestRedacted_Output(t *testing.T) {
 				{URL: "https://events.example.com", Secret: ""},
 			},
 		},
-		Limits: Limits{MaxBodyBytes: 64000},
+		Limits: Limits{MaxBodyBytes: 64000, MaxParked: 500},
 	}
 	c.ApplyDefaults()
 	out, err := c.Redacted()
@@ -92,6 +92,9 @@ upstreams:
     mcp_path: /mcp
     target_args: [path, file_path, file, filename, target, url, uri, command]
     timeout: 1m
+    tool_query: false
+    target_fold: none
+    strip_headers: [X-Internal-User]
 identity:
   api_keys: []
   jwt: null
@@ -102,6 +105,7 @@ policy:
   mode: default
   default: deny
   watch: true
+  capabilities: [http.send]
 pending:
   store: memory
   redis_url: ""
@@ -122,6 +126,10 @@ approvals:
       secret: ""
 limits:
   max_body_bytes: 64000B
+  body_timeout: 10s
+  max_parked_per_subject: 100
+  max_parked: 500
+  lossy_numbers: refuse
 log:
   level: info
   arguments: false

@@ -21,6 +21,7 @@ const (
 	leafBool     // bool or *bool
 	leafDuration // Duration
 	leafByteSize // ByteSize
+	leafInt      // int
 	leafStrings  // []string
 )
 
@@ -104,6 +105,8 @@ func leafOf(t reflect.Type) leafKind {
 		return leafDuration
 	case t == byteSizeType:
 		return leafByteSize
+	case t.Kind() == reflect.Int:
+		return leafInt
 	case t.Kind() == reflect.String:
 		return leafString
 	case t.Kind() == reflect.Bool, t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool:

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/identity"
@@ -164,6 +165,13 @@ func (v *validator) upstreams(us []Upstream) {
 		if u.Timeout <= 0 {
 			v.add(at+".timeout", "must be positive", "write a duration such as 60s")
 		}
+		v.oneOf(at+".target_fold", u.TargetFold, "none", "windows")
+		for j, h := range u.StripHeaders {
+			if !validHeaderName(h) {
+				v.add(fmt.Sprintf("%s.strip_headers[%d]", at, j), fmt.Sprintf("%q is not a header field name", h),
+					"write a name such as X-Internal-User: letters, digits and !#$%&'*+-.^_`|~, no spaces or colon")
+			}
+		}
 	}
 }
 
@@ -199,6 +207,12 @@ func (v *validator) policy(p *Policy) {
 	}
 	v.oneOf("policy.mode", p.Mode, policy.Modes()...)
 	v.oneOf("policy.default", p.Default, "deny", "ask")
+	for i, name := range p.Capabilities {
+		if name == "" || strings.ContainsFunc(name, unicode.IsSpace) {
+			v.add(fmt.Sprintf("policy.capabilities[%d]", i), fmt.Sprintf("%q is not a built-in's name", name),
+				"write the name of an OPA built-in such as http.send, without spaces")
+		}
+	}
 }
 
 func (v *validator) pending(p *Pending) {
@@ -302,14 +316,47 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
 
 func (v *validator) limitsAndLog(c *Config) {
 	const lo, hi = 1 << 10, 1 << 30
-	if b := c.Limits.MaxBodyBytes; b < lo || b > hi {
+	l := &c.Limits
+	if b := l.MaxBodyBytes; b < lo || b > hi {
 		v.add("limits.max_body_bytes", fmt.Sprintf("%s is outside 1KiB..1GiB", b), "write a size such as 1MiB")
 	}
+	if l.BodyTimeout <= 0 {
+		v.add("limits.body_timeout", "must be positive", "write a duration such as 10s")
+	}
+	if l.MaxParkedPerSubject < 1 {
+		v.add("limits.max_parked_per_subject", fmt.Sprintf("%d is less than 1", l.MaxParkedPerSubject), "write a whole number such as 100")
+	}
+	switch {
+	case l.MaxParked < 1:
+		v.add("limits.max_parked", fmt.Sprintf("%d is less than 1", l.MaxParked), "write a whole number such as 10000")
+	case l.MaxParkedPerSubject >= 1 && l.MaxParked < l.MaxParkedPerSubject:
+		v.add("limits.max_parked", fmt.Sprintf("%d is less than limits.max_parked_per_subject (%d)", l.MaxParked, l.MaxParkedPerSubject),
+			"one principal may park at most as many calls as all together; raise limits.max_parked or lower limits.max_parked_per_subject")
+	}
+	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.decisions(&c.Log.Decisions)
 	if c.ShutdownGrace < 0 {
 		v.add("shutdown_grace", "is negative", "write a duration such as 20s")
 	}
+}
+
+// validHeaderName reports whether s is an HTTP header field name: a token of
+// RFC 9110 (letters, digits and !#$%&'*+-.^_`|~).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // joinOr lists words as "a, b or c".

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // validConfig returns a configuration that passes Validate and uses every
@@ -67,6 +69,18 @@ func TestValidate(t *testing.T) {
 		{"upstream prefix taken", func(c *Config) { c.Upstreams[1].Prefix = "/" }, []string{"upstreams[1].prefix"}},
 		{"upstream mcp_path", func(c *Config) { c.Upstreams[1].MCPPath = "mcp" }, []string{"upstreams[1].mcp_path"}},
 		{"upstream timeout", func(c *Config) { c.Upstreams[0].Timeout = -1 }, []string{"upstreams[0].timeout"}},
+		{"upstream target_fold", func(c *Config) { c.Upstreams[0].TargetFold = "macos" }, []string{"upstreams[0].target_fold"}},
+		{"upstream target_fold windows", func(c *Config) { c.Upstreams[1].TargetFold = "windows" }, nil},
+		{"upstream tool_query", func(c *Config) { c.Upstreams[0].ToolQuery = true }, nil},
+		{"upstream strip_headers", func(c *Config) {
+			c.Upstreams[0].StripHeaders = []string{"X-Internal-User", "X_Odd.Name!~"}
+		}, nil},
+		{"upstream strip_headers empty name", func(c *Config) {
+			c.Upstreams[0].StripHeaders = []string{"X-Internal-User", ""}
+		}, []string{"upstreams[0].strip_headers[1]"}},
+		{"upstream strip_headers with a space", func(c *Config) { c.Upstreams[1].StripHeaders = []string{"X Internal"} }, []string{"upstreams[1].strip_headers[0]"}},
+		{"upstream strip_headers with a colon", func(c *Config) { c.Upstreams[0].StripHeaders = []string{"X-User:"} }, []string{"upstreams[0].strip_headers[0]"}},
+		{"upstream strip_headers not ASCII", func(c *Config) { c.Upstreams[0].StripHeaders = []string{"X-Üser"} }, []string{"upstreams[0].strip_headers[0]"}},
 
 		{"listen proxy not host:port", func(c *Config) { c.Listen.Proxy = "8080" }, []string{"listen.proxy"}},
 		{"listen approvals port out of range", func(c *Config) { c.Listen.Approvals = "127.0.0.1:70000" }, []string{"listen.approvals"}},
@@ -108,6 +122,9 @@ func TestValidate(t *testing.T) {
 		{"rules_file alone is fine", func(c *Config) { c.Policy.Dir, c.Policy.RulesFile = "", "rules.yaml" }, nil},
 		{"policy mode", func(c *Config) { c.Policy.Mode = "yolo" }, []string{"policy.mode"}},
 		{"policy default", func(c *Config) { c.Policy.Default = "allow" }, []string{"policy.default"}},
+		{"policy capabilities", func(c *Config) { c.Policy.Capabilities = []string{"http.send", "net.lookup_ip_addr"} }, nil},
+		{"policy capability empty", func(c *Config) { c.Policy.Capabilities = []string{"http.send", ""} }, []string{"policy.capabilities[1]"}},
+		{"policy capability with a space", func(c *Config) { c.Policy.Capabilities = []string{"http.send, opa.runtime"} }, []string{"policy.capabilities[0]"}},
 
 		{"pending store", func(c *Config) { c.Pending.Store = "etcd" }, []string{"pending.store"}},
 		{"redis without url", func(c *Config) { c.Pending.RedisURL = "" }, []string{"pending.redis_url"}},
@@ -141,6 +158,20 @@ func TestValidate(t *testing.T) {
 		{"max_body_bytes too small", func(c *Config) { c.Limits.MaxBodyBytes = 1023 }, []string{"limits.max_body_bytes"}},
 		{"max_body_bytes too large", func(c *Config) { c.Limits.MaxBodyBytes = 1<<30 + 1 }, []string{"limits.max_body_bytes"}},
 		{"max_body_bytes bounds are inclusive", func(c *Config) { c.Limits.MaxBodyBytes = 1 << 30 }, nil},
+		{"body_timeout negative", func(c *Config) { c.Limits.BodyTimeout = -1 }, []string{"limits.body_timeout"}},
+		{"body_timeout zero", func(c *Config) { c.Limits.BodyTimeout = 0 }, []string{"limits.body_timeout"}},
+		{"max_parked_per_subject zero", func(c *Config) { c.Limits.MaxParkedPerSubject = 0 }, []string{"limits.max_parked_per_subject"}},
+		{"max_parked_per_subject negative", func(c *Config) { c.Limits.MaxParkedPerSubject = -5 }, []string{"limits.max_parked_per_subject"}},
+		{"max_parked_per_subject of 1 is fine", func(c *Config) { c.Limits.MaxParkedPerSubject = 1 }, nil},
+		{"max_parked zero", func(c *Config) { c.Limits.MaxParked = 0 }, []string{"limits.max_parked"}},
+		{"max_parked under max_parked_per_subject", func(c *Config) { c.Limits.MaxParked = 99 }, []string{"limits.max_parked"}},
+		{"max_parked equal to max_parked_per_subject is fine", func(c *Config) { c.Limits.MaxParked = 100 }, nil},
+		{"max_parked and max_parked_per_subject both 1", func(c *Config) { c.Limits.MaxParked, c.Limits.MaxParkedPerSubject = 1, 1 }, nil},
+		{"both parked limits below 1, one error each", func(c *Config) { c.Limits.MaxParked, c.Limits.MaxParkedPerSubject = -1, -1 }, []string{
+			"limits.max_parked_per_subject", "limits.max_parked",
+		}},
+		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
+		{"lossy_numbers allow", func(c *Config) { c.Limits.LossyNumbers = "allow" }, nil},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, []string{"log.level"}},
 		{"shutdown_grace negative", func(c *Config) { c.ShutdownGrace = -1 }, []string{"shutdown_grace"}},
 	}
@@ -200,6 +231,34 @@ func TestValidate_Messages(t *testing.T) {
 			"enumeration", func(c *Config) { c.Policy.Mode = "yolo" },
 			`policy.mode: "yolo" is not allowed (use one of default, dont_ask, plan or bypass)`,
 		},
+		{
+			"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "Allow" },
+			`limits.lossy_numbers: "Allow" is not allowed (use one of refuse or allow)`,
+		},
+		{
+			"target_fold", func(c *Config) { c.Upstreams[1].TargetFold = "win32" },
+			`upstreams[1].target_fold: "win32" is not allowed (use one of none or windows)`,
+		},
+		{
+			"max_parked_per_subject", func(c *Config) { c.Limits.MaxParkedPerSubject = 0 },
+			"limits.max_parked_per_subject: 0 is less than 1 (write a whole number such as 100)",
+		},
+		{
+			"max_parked under max_parked_per_subject", func(c *Config) { c.Limits.MaxParked = 50 },
+			"limits.max_parked: 50 is less than limits.max_parked_per_subject (100) (one principal may park at most as many calls as all together; raise limits.max_parked or lower limits.max_parked_per_subject)",
+		},
+		{
+			"body_timeout", func(c *Config) { c.Limits.BodyTimeout = Duration(-time.Second) },
+			"limits.body_timeout: must be positive (write a duration such as 10s)",
+		},
+		{
+			"strip_headers", func(c *Config) { c.Upstreams[0].StripHeaders = []string{"X-Tenant Id"} },
+			`upstreams[0].strip_headers[0]: "X-Tenant Id" is not a header field name (write a name such as X-Internal-User: letters, digits and !#$%&'*+-.^_` + "`" + `|~, no spaces or colon)`,
+		},
+		{
+			"capabilities", func(c *Config) { c.Policy.Capabilities = []string{""} },
+			`policy.capabilities[0]: "" is not a built-in's name (write the name of an OPA built-in such as http.send, without spaces)`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +307,13 @@ func TestDefault(t *testing.T) {
 			ResultTTL:      Duration(24 * time.Hour),
 			MaxResultBytes: 1 << 20,
 		},
-		Limits:        Limits{MaxBodyBytes: 1 << 20},
+		Limits: Limits{
+			MaxBodyBytes:        1 << 20,
+			BodyTimeout:         Duration(10 * time.Second),
+			MaxParkedPerSubject: 100,
+			MaxParked:           10000,
+			LossyNumbers:        "refuse",
+		},
 		Log:           Log{Level: "info", Decisions: defaultDecisions()},
 		ShutdownGrace: Duration(20 * time.Second),
 	}
@@ -288,7 +353,36 @@ func TestApplyDefaults(t *testing.T) {
 			"upstream defaults",
 			Config{Upstreams: []Upstream{{Name: "a"}}},
 			func(c *Config) any { return c.Upstreams[0] },
-			Upstream{Name: "a", Protocol: "rest", Prefix: "/", MCPPath: "/mcp", TargetArgs: DefaultTargetArgs, Timeout: Duration(time.Minute)},
+			Upstream{Name: "a", Protocol: "rest", Prefix: "/", MCPPath: "/mcp", TargetArgs: DefaultTargetArgs, Timeout: Duration(time.Minute), TargetFold: "none"},
+		},
+		{
+			"upstream target_fold kept",
+			Config{Upstreams: []Upstream{{TargetFold: "windows"}}},
+			func(c *Config) any { return c.Upstreams[0].TargetFold }, "windows",
+		},
+		{
+			"strip_headers in canonical form; invalid names unchanged",
+			Config{Upstreams: []Upstream{{StripHeaders: []string{"x-internal-user", "X-FORWARDED-USER", "Already-Canonical", "bad name"}}}},
+			func(c *Config) any { return c.Upstreams[0].StripHeaders },
+			[]string{"X-Internal-User", "X-Forwarded-User", "Already-Canonical", "bad name"},
+		},
+		{
+			"no strip_headers, no capabilities by default",
+			Config{Upstreams: []Upstream{{}}},
+			func(c *Config) any { return [2]int{len(c.Upstreams[0].StripHeaders), len(c.Policy.Capabilities)} },
+			[2]int{},
+		},
+		{
+			"limits defaults",
+			Config{},
+			func(c *Config) any { return c.Limits },
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, LossyNumbers: "refuse"},
+		},
+		{
+			"limits kept",
+			Config{Limits: Limits{BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"}},
+			func(c *Config) any { return c.Limits },
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"},
 		},
 		{
 			"empty target_args stay empty",
@@ -341,4 +435,19 @@ func TestApplyDefaults(t *testing.T) {
 			t.Error("target_args share one backing array")
 		}
 	})
+}
+
+// TestTargetFoldsAgree: the values Validate accepts for target_fold are the
+// ones the policy package folds by, and a value it refuses, the policy
+// package refuses too.
+func TestTargetFoldsAgree(t *testing.T) {
+	for _, fold := range []string{"none", "windows", "macos", "Windows", "windows "} {
+		c := validConfig()
+		c.Upstreams[0].TargetFold = fold
+		configOK := c.Validate() == nil
+		_, err := policy.ParseFold(fold)
+		if policyOK := err == nil; configOK != policyOK {
+			t.Errorf("target_fold %q: config accepts %v, policy.ParseFold accepts %v", fold, configOK, policyOK)
+		}
+	}
 }
