@@ -179,6 +179,10 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		MaxResultBytes: cfg.Pending.MaxResultBytes.Int64(),
 		OnPark:         a.parking.parked,
 		OnResolve:      a.parking.resolved,
+
+		// What a request body may be (docs/configuration.md#limits).
+		BodyTimeout:       cfg.Limits.BodyTimeout.Std(),
+		AllowLossyNumbers: cfg.Limits.LossyNumbers == "allow",
 	})
 	if err != nil {
 		return nil, err
@@ -198,6 +202,7 @@ func proxyUpstreams(cfg *config.Config) ([]proxy.Upstream, error) {
 		ups = append(ups, proxy.Upstream{
 			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
 			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
+			ToolQuery: u.ToolQuery, TargetFold: u.TargetFold, StripHeaders: u.StripHeaders,
 		})
 	}
 	return ups, nil
