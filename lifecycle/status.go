@@ -7,14 +7,14 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
-// Status returns the call id as its caller, subject, sees it: after waiting
+// Status returns the call id as its owner, principal, sees it: after waiting
 // up to wait for it to leave the state it is in, when wait is positive (a
 // long poll; Drain ends it at once). Reading a finished call is one of the
 // ways its result reaches its caller, so take marks it delivered. A call
-// of another subject is pending.ErrNotFound: to anyone else it does not
+// of another principal is pending.ErrNotFound: to anyone else it does not
 // exist.
-func (l *Lifecycle) Status(ctx context.Context, subject, id string, wait time.Duration, take bool) (pending.Call, error) {
-	pc, err := l.own(ctx, subject, id)
+func (l *Lifecycle) Status(ctx context.Context, principal, id string, wait time.Duration, take bool) (pending.Call, error) {
+	pc, err := l.own(ctx, principal, id)
 	if err != nil {
 		return pc, err
 	}
@@ -34,11 +34,11 @@ func (l *Lifecycle) Status(ctx context.Context, subject, id string, wait time.Du
 	return pc, nil
 }
 
-// Cancel cancels subject's waiting call id. A call already decided is
-// pending.ErrConflict, with the call as it stands; another subject's call is
+// Cancel cancels principal's waiting call id. A call already decided is
+// pending.ErrConflict, with the call as it stands; another principal's call is
 // pending.ErrNotFound.
-func (l *Lifecycle) Cancel(ctx context.Context, subject, id string) (pending.Call, error) {
-	pc, err := l.own(ctx, subject, id)
+func (l *Lifecycle) Cancel(ctx context.Context, principal, id string) (pending.Call, error) {
+	pc, err := l.own(ctx, principal, id)
 	if err != nil {
 		return pc, err
 	}
@@ -50,13 +50,20 @@ func (l *Lifecycle) Cancel(ctx context.Context, subject, id string) (pending.Cal
 	return cancelled, nil
 }
 
-// own returns the call id when it is subject's.
-func (l *Lifecycle) own(ctx context.Context, subject, id string) (pending.Call, error) {
+// own returns the call id when it is principal's. A call is owned by its
+// principal (the credential kind with the subject): a JWT whose subject is
+// an API key's subject is someone else. A call parked without a principal
+// is matched on its subject.
+func (l *Lifecycle) own(ctx context.Context, principal, id string) (pending.Call, error) {
 	pc, err := l.store.Get(ctx, id)
 	if err != nil {
 		return pending.Call{ID: id}, err
 	}
-	if pc.Subject != subject {
+	owner := pc.Principal
+	if owner == "" {
+		owner = pc.Subject
+	}
+	if owner != principal {
 		return pending.Call{ID: id}, pending.ErrNotFound
 	}
 	return pc, nil

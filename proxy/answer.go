@@ -34,8 +34,9 @@ type answer struct {
 	result pending.Result
 	// doc is the JSON document a document answer carries.
 	doc any
-	// allow is the Allow header of a 405.
-	allow string
+	// allow is the Allow header of a 405; retryAfter the Retry-After of
+	// a 429.
+	allow, retryAfter string
 }
 
 type answerKind int
@@ -187,6 +188,13 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.Lost:
 		a = unavailable("Parked call lost", "the approval store no longer knows this call; nothing was forwarded")
 		a.callID = pc.ID
+	case lifecycle.TooMany:
+		return answer{
+			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeAsk, callID: pc.ID, retryAfter: "30",
+			title:   "Too many parked calls",
+			detail:  "the call needs approval, but too many calls of yours (or of everyone) already wait for one; nothing was parked or forwarded, retry later",
+			reasons: d.Messages(), ruleIDs: d.RuleIDs(),
+		}
 	case lifecycle.Gone:
 		return answered
 	}

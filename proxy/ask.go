@@ -74,7 +74,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	}
 	info.PolicyInput = callinfo.MarshalNoEscape(c.input)
 	pc := pending.Call{
-		ID: c.id, Subject: c.subject.ID, Upstream: c.up.Name, Tool: info.Tool,
+		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(),
 		ArgsDigest: digest(argsForm),
 	}
@@ -82,9 +82,9 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		if len(key) > 255 {
 			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
 		}
-		pc.AttachKey = digest("idem", c.subject.ID, c.up.Name, key)
+		pc.AttachKey = digest("idem", c.subject.Principal, c.up.Name, key)
 	} else {
-		pc.AttachKey = digest("call", c.subject.ID, c.up.Name, info.Tool, pc.ArgsDigest)
+		pc.AttachKey = digest("call", c.subject.Principal, c.up.Name, info.Tool, pc.ArgsDigest)
 	}
 	return pc, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -351,5 +352,39 @@ func TestMCPBatchMembersDecided(t *testing.T) {
 	}
 	if n := len(env.upstream.Requests()); n != 1 {
 		t.Fatalf("the upstream got %d requests, want only the allowed batch", n)
+	}
+}
+
+// TestParkedCap: past its principal's cap a new ask is 429 with
+// Retry-After, and nothing is parked or forwarded; an identical retry
+// still attaches.
+func TestParkedCap(t *testing.T) {
+	store := pending.NewMemory(pending.Options{MaxParkedPerPrincipal: 2, MaxParked: 100})
+	pe := newParkEnv(t, func(c *Config) { c.Pending = store })
+	pe.store = store
+	for i := range 3 {
+		res := post(t, pe.url+"/tools/Write", fmt.Sprintf(`{"path":"a%d"}`, i), "Prefer", "respond-async")
+		want := http.StatusAccepted
+		if i == 2 {
+			want = http.StatusTooManyRequests
+		}
+		if res.StatusCode != want {
+			t.Fatalf("ask %d: %d, want %d", i, res.StatusCode, want)
+		}
+		if i == 2 {
+			p := readProblem(t, res)
+			if res.Header.Get("Retry-After") == "" || p.Decision != outcomeAsk || p.Type != "urn:toolgate:problem:too-many-parked" {
+				t.Fatalf("429 answer: Retry-After %q, %+v", res.Header.Get("Retry-After"), p)
+			}
+		}
+	}
+	if res := post(t, pe.url+"/tools/Write", `{"path":"a0"}`, "Prefer", "respond-async"); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("a retry of a parked call: %d, want 202 (it attaches)", res.StatusCode)
+	}
+	if n, _ := store.Count(context.Background(), pending.Waiting); n != 2 {
+		t.Fatalf("%d calls waiting, want 2", n)
+	}
+	if n := len(pe.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
 	}
 }

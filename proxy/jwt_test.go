@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -185,5 +186,49 @@ func TestJWTSubjectReachesPolicy(t *testing.T) {
 				t.Errorf("policy decided %d times and the upstream received %d requests, want 0 and 0", n, m)
 			}
 		})
+	}
+}
+
+// TestPrincipalOwnsParkedCalls: a JWT whose subject is an API key's
+// subject is another principal: it neither follows nor cancels the key's
+// parked calls, nor attaches to them.
+func TestPrincipalOwnsParkedCalls(t *testing.T) {
+	key := testkit.NewKeys(t).RSA
+	jwksFile := testkit.WriteJWKS(t, testkit.KeySet(t, testkit.PublicJWK(t, &key.PublicKey, jwtTestKeyID, "RS256")))
+	auth, err := identity.New(identity.Config{
+		APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}},
+		JWT:     &identity.JWT{JWKSFile: jwksFile, Issuer: jwtTestIssuer.URL, Audience: jwtTestIssuer.Audience},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { auth.Close() })
+	pe := newParkEnv(t, func(c *Config) { c.Auth = auth })
+	tok := testkit.Sign(t, jwa.RS256(), key, jwtTestKeyID, jwtTestIssuer.Claims("agent-42"), nil)
+
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	id := res.Header.Get(headerCallID)
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("ask: %d", res.StatusCode)
+	}
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, pe.url+"/_toolgate/calls/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Errorf("%s of the key's call with a JWT of the same subject: %d, want 404", method, res.StatusCode)
+		}
+	}
+	// The same call through the JWT parks a call of its own.
+	res = post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Authorization", "Bearer "+tok, "Prefer", "respond-async")
+	if other := res.Header.Get(headerCallID); res.StatusCode != http.StatusAccepted || other == id {
+		t.Fatalf("the JWT's identical call: %d, call %s (the key's is %s): attached across principals", res.StatusCode, other, id)
+	}
+	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Waiting || pc.Principal != "key:agent-42" {
+		t.Fatalf("the key's call: %s, principal %q", pc.State, pc.Principal)
 	}
 }

@@ -53,6 +53,9 @@ func problemType(outcome string, status int) string {
 	case outcomeDeny:
 		return "urn:toolgate:problem:denied"
 	case outcomeAsk:
+		if status == http.StatusTooManyRequests {
+			return "urn:toolgate:problem:too-many-parked"
+		}
 		return "urn:toolgate:problem:approval-unavailable"
 	case outcomeUnauthenticated:
 		return "urn:toolgate:problem:unauthenticated"

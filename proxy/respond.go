@@ -28,6 +28,9 @@ func (s *Server) respond(w http.ResponseWriter, c *call, a answer) {
 	if a.allow != "" {
 		w.Header().Set("Allow", a.allow)
 	}
+	if a.retryAfter != "" {
+		w.Header().Set("Retry-After", a.retryAfter)
+	}
 	c.out.render(w, a)
 }
 

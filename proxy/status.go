@@ -32,7 +32,7 @@ func (s *Server) status(r *http.Request, id string) answer {
 	}
 	switch r.Method {
 	case http.MethodDelete:
-		pc, err := s.life.Cancel(r.Context(), subj.ID, id)
+		pc, err := s.life.Cancel(r.Context(), subj.Principal, id)
 		switch {
 		case err == nil:
 			return statusAnswer(http.StatusOK, pc)
@@ -51,7 +51,7 @@ func (s *Server) status(r *http.Request, id string) answer {
 		wait = 0
 	}
 	wait = min(wait, s.cfg.Hold)
-	pc, err := s.life.Status(r.Context(), subj.ID, id, wait, r.Method == http.MethodGet)
+	pc, err := s.life.Status(r.Context(), subj.Principal, id, wait, r.Method == http.MethodGet)
 	if err != nil {
 		return storeFailed(err)
 	}
