@@ -52,7 +52,7 @@ func newRedis(tb testing.TB) *pending.RedisStore {
 		tb.Fatalf("test Redis: %v", err)
 	}
 	tag := "toolgate-lifecycle-test:" + rand.Text()
-	s, err := pending.NewRedis(rdb, pending.Options{Prefix: tag + ":", PollInterval: 50 * time.Millisecond})
+	s, err := pending.NewRedis(rdb, pending.Options{Prefix: tag + ":", PollInterval: 50 * time.Millisecond, ApprovedWindow: approvedWindow})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -74,9 +74,14 @@ func newRedis(tb testing.TB) *pending.RedisStore {
 // eachStore runs test against a memory store (on the real clock, as Redis
 // has no other) and a Redis store.
 func eachStore(t *testing.T, test func(t *testing.T, s pending.Store)) {
-	t.Run("memory", func(t *testing.T) { test(t, pending.NewMemory(pending.Options{})) })
+	t.Run("memory", func(t *testing.T) { test(t, pending.NewMemory(pending.Options{ApprovedWindow: approvedWindow})) })
 	t.Run("redis", func(t *testing.T) { test(t, newRedis(t)) })
 }
+
+// approvedWindow is the stores' approved window here: an approval does not
+// move a call's expiry, so the tests of expiry keep their short ttls (the
+// window itself is the store's, tested in pending).
+const approvedWindow = time.Millisecond
 
 // fakeExec is the Executor of the tests: it records what it ran, answers
 // with a result naming the call, and blocks while its gate is closed.

@@ -16,6 +16,7 @@ import (
 type MemoryStore struct {
 	now             func() time.Time
 	resultTTL       time.Duration
+	approvedWindow  time.Duration
 	maxParked       int
 	maxPerPrincipal int
 
@@ -48,13 +49,15 @@ type memCall struct {
 	changed chan struct{}
 }
 
-// NewMemory returns an empty MemoryStore. It uses opts.ResultTTL, the caps
-// and opts.Now; the other options are for RedisStore.
+// NewMemory returns an empty MemoryStore. It uses opts.ResultTTL,
+// opts.ApprovedWindow, the caps and opts.Now; the other options are for
+// RedisStore.
 func NewMemory(opts Options) *MemoryStore {
 	opts = opts.withDefaults()
 	return &MemoryStore{
 		now:             opts.Now,
 		resultTTL:       opts.ResultTTL,
+		approvedWindow:  opts.ApprovedWindow,
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
 		calls:           make(map[string]*memCall),
@@ -162,6 +165,12 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, to State, by, 
 		return Call{}, err
 	}
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = by, comment, now
+	if to == Approved {
+		// An approval just before the expiry must still run: the call
+		// stays claimable for the approved window.
+		m.c.ExpiresAt = later(m.c.ExpiresAt, now.Add(s.approvedWindow))
+		m.dropAt = m.c.ExpiresAt.Add(s.resultTTL)
+	}
 	s.move(m, to, now)
 	return m.c.clone(), nil
 }

@@ -36,6 +36,12 @@ type Options struct {
 	MaxParked             int
 	MaxParkedPerPrincipal int
 
+	// ApprovedWindow is how long an approved call can at least still be
+	// claimed (default 30s): an approval moves the call's expiry to now +
+	// ApprovedWindow when that is later, so that an approval landing just
+	// before the expiry still runs.
+	ApprovedWindow time.Duration
+
 	// Now is MemoryStore's clock (default time.Now); tests move it.
 	// RedisStore ignores it: it uses Redis' own clock (TIME) so that
 	// replicas' clock skew changes nothing.
@@ -44,9 +50,10 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultPrefix       = "toolgate:"
-	DefaultResultTTL    = 24 * time.Hour
-	DefaultPollInterval = 500 * time.Millisecond
+	DefaultPrefix         = "toolgate:"
+	DefaultResultTTL      = 24 * time.Hour
+	DefaultPollInterval   = 500 * time.Millisecond
+	DefaultApprovedWindow = 30 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -58,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.ApprovedWindow <= 0 {
+		o.ApprovedWindow = DefaultApprovedWindow
 	}
 	if o.MaxParked < 0 {
 		o.MaxParked = 0

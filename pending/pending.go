@@ -109,7 +109,7 @@ type Call struct {
 	Info []byte
 
 	CreatedAt time.Time // set by the store
-	ExpiresAt time.Time // set by the store: CreatedAt + the ttl given to Park
+	ExpiresAt time.Time // set by the store: CreatedAt + the ttl given to Park, later if approved near it
 
 	DecidedBy string    // set by Decide
 	Comment   string    // set by Decide
@@ -148,6 +148,9 @@ type Store interface {
 	// Decide moves a Waiting call to Approved or Rejected, recording who
 	// decided and their comment. The first decision wins: a call that is
 	// no longer Waiting (or whose expiry has passed) gives a *StateError.
+	// An approval moves the call's expiry to at least now +
+	// Options.ApprovedWindow, so that an approved call can still be
+	// claimed.
 	Decide(ctx context.Context, id string, to State, by, comment string) (Call, error)
 
 	// Cancel moves a Waiting call to Cancelled, else *StateError.

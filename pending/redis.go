@@ -47,6 +47,7 @@ type RedisStore struct {
 	channel   string
 	resultTTL time.Duration
 	poll      time.Duration
+	window    time.Duration // Options.ApprovedWindow
 
 	maxParked, maxPerPrincipal int
 
@@ -87,6 +88,7 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		channel:   opts.Prefix + "events",
 		resultTTL: opts.ResultTTL,
 		poll:      opts.PollInterval,
+		window:    opts.ApprovedWindow,
 		waiters:   make(map[string]map[chan struct{}]struct{}),
 
 		maxParked:       opts.MaxParked,
@@ -196,7 +198,7 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 }
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, to State, by, comment string) (Call, error) {
-	v, err := s.run(ctx, fromWaitingScript, s.callKey(id), id, string(to), by, comment, nonce())
+	v, err := s.run(ctx, fromWaitingScript, s.callKey(id), id, string(to), by, comment, nonce(), s.window.Milliseconds())
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}

@@ -214,10 +214,12 @@ return {'ok', all(id)}
 `)
 
 // fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,
-// cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce. Replies {'ok',
-// call}, {'conflict', call} or {'notfound'}.
+// cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce, [9] the
+// approved window in ms (an approval keeps the call at least that long).
+// Replies {'ok', call}, {'conflict', call} or {'notfound'}.
 var fromWaitingScript = newScript(`
 local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+local window = tonumber(ARGV[9]) or 0
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'waiting' then
@@ -234,7 +236,15 @@ local f = {'da', num(now), 'op', nonce}
 if by ~= '' then f[#f + 1] = 'by'; f[#f + 1] = by end
 if comment ~= '' then f[#f + 1] = 'cm'; f[#f + 1] = comment end
 local deadline = nil
-if to == 'approved' then deadline = tonumber(h.ea) end
+if to == 'approved' then
+  -- an approval just before the expiry must still run: the call stays
+  -- claimable for the approved window
+  deadline = math.max(tonumber(h.ea), now + window)
+  if deadline > tonumber(h.ea) then
+    f[#f + 1] = 'ea'; f[#f + 1] = num(deadline)
+    keep(id, h, deadline + rttl)
+  end
+end
 move(id, h, to, f, deadline)
 return {'ok', all(id)}
 `)

@@ -443,7 +443,7 @@ func TestRedisRetriedWrites(t *testing.T) {
 		return first, second
 	}
 	n := nonce()
-	a, b := twice(fromWaitingScript, c.ID, string(Approved), "alice", "", n)
+	a, b := twice(fromWaitingScript, c.ID, string(Approved), "alice", "", n, int64(30000))
 	if a.State != Approved || b.State != Approved || a.DecidedAt != b.DecidedAt {
 		t.Errorf("retried Decide: %s then %s", a.State, b.State)
 	}

@@ -140,7 +140,9 @@ func testCaps(t *testing.T, newStore newStoreFunc) {
 		}},
 	} {
 		t.Run("frees/"+tt.name, func(t *testing.T) {
-			s, advance := newStore(t, caps(0, 2))
+			// The approved window is shorter than the ttl, so that an
+			// approved call expires at its ttl.
+			s, advance := newStore(t, caps(0, 2), approvedWindow(time.Millisecond))
 			out := park(t, s, as(alice), short)
 			park(t, s, as(alice), long)
 			full(t, s, alice)
@@ -149,6 +151,87 @@ func testCaps(t *testing.T, newStore newStoreFunc) {
 			full(t, s, alice) // exactly one place was freed
 		})
 	}
+}
+
+// testApprovedWindow checks that an approval moves a waiting call's expiry
+// to at least now + Options.ApprovedWindow, so that an approval landing just
+// before the expiry can still be claimed. Part of testStore.
+func testApprovedWindow(t *testing.T, newStore newStoreFunc) {
+	t.Run("near the expiry", func(t *testing.T) {
+		const window = time.Second
+		s, advance := newStore(t, approvedWindow(window))
+		ctx := t.Context()
+		a := park(t, s, sampleCall(), short)
+		b := park(t, s, sampleCall(), short)
+		advance(short - 100*time.Millisecond) // the approvals land in the last 100ms
+		for _, c := range []Call{a, b} {
+			got, err := s.Decide(ctx, c.ID, Approved, "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.ExpiresAt.Equal(got.DecidedAt.Add(window)) {
+				t.Errorf("approved with %v left: ExpiresAt = DecidedAt + %v, want + the window %v",
+					c.ExpiresAt.Sub(got.DecidedAt), got.ExpiresAt.Sub(got.DecidedAt), window)
+			}
+			if stored := get(t, s, c.ID); !stored.ExpiresAt.Equal(got.ExpiresAt) {
+				t.Errorf("Get: ExpiresAt %v, Decide answered %v", stored.ExpiresAt, got.ExpiresAt)
+			}
+		}
+		advance(beyond) // past the ttl, within the window
+		if got, err := s.Expire(ctx, 10); err != nil || len(got) != 0 {
+			t.Errorf("Expire past the ttl, within the window = %v, %v; want nothing", states(got), err)
+		}
+		if got := approved(t, s, 0); len(got) != 2 {
+			t.Errorf("Approved = %v, want both calls", got)
+		}
+		if c, err := s.Claim(ctx, a.ID, long); err != nil || c.State != Executing {
+			t.Fatalf("Claim past the ttl, within the window = %s, %v; want executing", c.State, err)
+		}
+		advance(window) // past the window: the unclaimed call expires
+		got, err := s.Expire(ctx, 10)
+		if err != nil || len(got) != 1 || got[0].ID != b.ID || got[0].State != Expired {
+			t.Errorf("Expire past the window = %v, %v; want [%s expired]", states(got), err, b.ID)
+		}
+	})
+	t.Run("kept for the window", func(t *testing.T) {
+		// A ResultTTL shorter than the window: the call must be kept
+		// until its new expiry, not forgotten after its ttl's retention.
+		s, advance := newStore(t, approvedWindow(time.Second), func(o *Options) { o.ResultTTL = short })
+		c := park(t, s, sampleCall(), short)
+		advance(short - 100*time.Millisecond)
+		decide(t, s, c.ID, Approved)
+		advance(beyond + short) // past the ttl and its retention, within the window
+		if got, err := s.Claim(t.Context(), c.ID, long); err != nil || got.State != Executing {
+			t.Errorf("Claim past the ttl's retention, within the window = %s, %v; want executing", got.State, err)
+		}
+	})
+	t.Run("default", func(t *testing.T) {
+		s, _ := newStore(t)
+		c := park(t, s, sampleCall(), short)
+		got, err := s.Decide(t.Context(), c.ID, Approved, "alice", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got.ExpiresAt.Sub(got.DecidedAt); d != DefaultApprovedWindow {
+			t.Errorf("ExpiresAt = DecidedAt + %v, want the default window %v", d, DefaultApprovedWindow)
+		}
+	})
+	t.Run("far from the expiry", func(t *testing.T) {
+		s, _ := newStore(t, approvedWindow(time.Second))
+		c := park(t, s, sampleCall(), long)
+		got, err := s.Decide(t.Context(), c.ID, Approved, "alice", "")
+		if err != nil || !got.ExpiresAt.Equal(c.ExpiresAt) {
+			t.Errorf("Decide = ExpiresAt %v, %v; want the ttl's %v unchanged", got.ExpiresAt, err, c.ExpiresAt)
+		}
+	})
+	t.Run("rejected", func(t *testing.T) {
+		s, _ := newStore(t, approvedWindow(time.Minute))
+		c := park(t, s, sampleCall(), short)
+		got, err := s.Decide(t.Context(), c.ID, Rejected, "alice", "")
+		if err != nil || !got.ExpiresAt.Equal(c.ExpiresAt) {
+			t.Errorf("Decide(rejected) = ExpiresAt %v, %v; want %v unchanged", got.ExpiresAt, err, c.ExpiresAt)
+		}
+	})
 }
 
 // testCapsRace checks that the caps are exact under concurrency: 50

@@ -45,6 +45,11 @@ func contractOptions(with []func(*Options)) Options {
 	return o
 }
 
+// approvedWindow sets Options.ApprovedWindow.
+func approvedWindow(d time.Duration) func(*Options) {
+	return func(o *Options) { o.ApprovedWindow = d }
+}
+
 // caps sets Options.MaxParked and Options.MaxParkedPerPrincipal.
 func caps(all, perPrincipal int) func(*Options) {
 	return func(o *Options) { o.MaxParked, o.MaxParkedPerPrincipal = all, perPrincipal }
@@ -474,7 +479,9 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			}
 		})
 		t.Run("approved, unclaimed", func(t *testing.T) {
-			s, advance := newStore(t)
+			// An approved window shorter than the ttl left: the approval
+			// does not move the expiry.
+			s, advance := newStore(t, approvedWindow(time.Millisecond))
 			ctx := t.Context()
 			a := park(t, s, sampleCall(), short)
 			b := park(t, s, sampleCall(), short)
@@ -650,6 +657,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
+	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 
 	t.Run("Retention", func(t *testing.T) {
 		s, advance := newStore(t)

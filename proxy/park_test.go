@@ -304,21 +304,25 @@ func TestApprovedButNowDenied(t *testing.T) {
 	}
 }
 
-// TestApprovedNearExpiryRuns: an approval in the last seconds before the
-// ttl is executed by the sweeper at once, not left to expire during the
-// grace that lets a holding replica go first.
+// TestApprovedNearExpiryRuns: an approval in the last moments before the
+// ttl still runs: the approval gives the call the store's approved window
+// to be claimed in, past its first expiry; the grace still lets a holding
+// replica go first.
 func TestApprovedNearExpiryRuns(t *testing.T) {
-	pe := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, 3*time.Second })
+	pe := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, 400*time.Millisecond })
 	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Prefer", "respond-async")
 	id := res.Header.Get(headerCallID)
+	pc, _ := pe.store.Get(context.Background(), id)
+	time.Sleep(time.Until(pc.ExpiresAt) - 100*time.Millisecond)
 	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	pe.server.life.SweepOnce(context.Background(), 10*time.Second)
+	time.Sleep(time.Until(pc.ExpiresAt) + 200*time.Millisecond) // past the first expiry
+	pe.server.life.SweepOnce(context.Background(), 0)
 	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Executed || len(pe.upstream.Requests()) != 1 {
 		t.Fatalf("state %s, upstream %d; want executed once", pc.State, len(pe.upstream.Requests()))
 	}
-	// Far from expiry, the grace still lets a holder go first.
+	// Within the grace, a holder goes first.
 	pe2 := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, time.Hour })
 	res = post(t, pe2.url+"/tools/Write", `{"path":"b"}`, "Prefer", "respond-async")
 	id = res.Header.Get(headerCallID)
