@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/deadline"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -113,6 +114,7 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 		RulesFile:     cfg.Policy.RulesFile,
 		NativeLibrary: true,
 		Default:       def,
+		Capabilities:  cfg.Policy.Capabilities,
 		Logger:        log,
 		OnReload:      onReload,
 	})
@@ -317,7 +319,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	servers := []*http.Server{
 		newServer(a.proxy.Handler()),
-		newServer(a.parking.handler),
+		newServer(deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std())),
 		newServer(adminHandler(a.readiness, a.registry)),
 	}
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}

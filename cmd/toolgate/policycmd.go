@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -36,6 +37,7 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("toolgate policy test", flag.ContinueOnError)
 	verbose := fs.Bool("v", false, "report passing tests too")
 	run := fs.String("run", "", "run only tests whose name matches this regular expression")
+	caps := fs.String("capabilities", "", "comma-separated built-ins the policies may call beyond the safe set (as policy.capabilities), e.g. http.send")
 	if ok, status := parseFlags(fs, args, e); !ok {
 		return status
 	}
@@ -51,7 +53,9 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 		}
 		trees[d] = os.DirFS(d)
 	}
-	sum, err := policy.RunTests(ctx, e.stdout, trees, policy.TestOptions{Verbose: *verbose, Run: *run, Library: shipped.Library()})
+	sum, err := policy.RunTests(ctx, e.stdout, trees, policy.TestOptions{
+		Verbose: *verbose, Run: *run, Library: shipped.Library(), Capabilities: splitList(*caps),
+	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate policy test: %v\n", err)
 		return exitUsage
@@ -67,6 +71,17 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 }
 
 type fsFS = fs.FS
+
+// splitList is a comma-separated flag's values, trimmed, empty ones left out.
+func splitList(v string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // cmdPolicyEval prints the decision toolgate would take for an input
 // document, with the policy a config describes.

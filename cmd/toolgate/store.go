@@ -17,7 +17,10 @@ import (
 // stop the start: asks answer 503 until it is back. The returned func
 // releases what was opened.
 func openStore(cfg *config.Config) (pending.Store, func(), error) {
-	opts := pending.Options{ResultTTL: cfg.Pending.ResultTTL.Std(), Prefix: cfg.Pending.RedisPrefix}
+	opts := pending.Options{
+		ResultTTL: cfg.Pending.ResultTTL.Std(), Prefix: cfg.Pending.RedisPrefix,
+		MaxParked: cfg.Limits.MaxParked, MaxParkedPerPrincipal: cfg.Limits.MaxParkedPerSubject,
+	}
 	if cfg.Pending.Store != "redis" {
 		return pending.NewMemory(opts), func() {}, nil
 	}
