@@ -60,6 +60,7 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 // hold follows pc until it is decided, runs it when approved, and says
 // what became of it.
 func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
+	pc = slim(pc)
 	wctx, cancel := context.WithTimeout(ctx, h.For)
 	defer cancel()
 	defer context.AfterFunc(l.drained, cancel)()
@@ -79,7 +80,7 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			if !errors.Is(err, pending.ErrConflict) {
 				return l.failed(pc, err)
 			}
-			pc = conflictCall(err, pc) // another executor has it: wait for its result
+			pc = slim(conflictCall(err, pc)) // another executor has it: wait for its result
 			continue
 		case pending.Executed, pending.Failed, pending.Unknown:
 			return l.deliver(ctx, pc)
@@ -93,7 +94,7 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		}
 		switch {
 		case err == nil:
-			pc = next
+			pc = slim(next)
 		case errors.Is(err, pending.ErrNotFound):
 			return Outcome{Kind: Lost, Call: pc}
 		case ctx.Err() != nil:
@@ -103,7 +104,7 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			return Outcome{Kind: Gone, Call: pc}
 		case wctx.Err() != nil:
 			if next.ID != "" {
-				pc = next
+				pc = slim(next)
 			}
 			if pc.State == pending.Waiting || pc.State == pending.Approved || pc.State == pending.Executing {
 				return Outcome{Kind: Waiting, Call: pc}
@@ -193,4 +194,15 @@ func (l *Lifecycle) deliver(ctx context.Context, pc pending.Call) Outcome {
 		return Outcome{Kind: Taken, Call: now}
 	}
 	return Outcome{Kind: Delivered, Call: now, Result: *now.Result}
+}
+
+// slim is what a hold keeps of a call while it waits: its state, not its
+// request, display document or result. A held request would otherwise keep
+// a parked body in memory (several copies of it) for as long as it waits;
+// the store has them, and Claim and Deliver read them when they are needed.
+func slim(pc pending.Call) pending.Call {
+	return pending.Call{
+		ID: pc.ID, State: pc.State, Subject: pc.Subject, Principal: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool,
+		ExpiresAt: pc.ExpiresAt, CreatedAt: pc.CreatedAt, DecidedAt: pc.DecidedAt, DecidedBy: pc.DecidedBy, Comment: pc.Comment,
+	}
 }

@@ -163,7 +163,7 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.Waiting:
 		a.kind, a.status, a.outcome, a.call = waiting, http.StatusAccepted, outcomeAsk, pc
 	case lifecycle.Ended:
-		return ended(pc)
+		return ended(pc, d)
 	case lifecycle.Delivered:
 		a.kind, a.status, a.outcome, a.result = result, o.Result.Status, outcomeApproved, o.Result
 	case lifecycle.Taken:
@@ -201,11 +201,11 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	return a
 }
 
-// ended answers a rejected, expired or cancelled call like a deny.
-func ended(pc pending.Call) answer {
-	info := infoOf(pc)
+// ended answers a rejected, expired or cancelled call like a deny, with the
+// reasons of the ask.
+func ended(pc pending.Call, d policy.Decision) answer {
 	a := answer{
-		kind: verdict, status: http.StatusForbidden, callID: pc.ID, reasons: info.Reasons, ruleIDs: info.RuleIDs,
+		kind: verdict, status: http.StatusForbidden, callID: pc.ID, reasons: d.Messages(), ruleIDs: d.RuleIDs(),
 		outcome: outcomeRejected, title: "Rejected by approver", detail: "the approver rejected the call",
 	}
 	switch pc.State {

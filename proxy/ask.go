@@ -24,6 +24,13 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		s.refused(r, c, *a)
 		return *a
 	}
+	// The parked call has the body and the arguments now; the held
+	// request keeps no copy of them while it waits.
+	cancelOnLeave := c.mcp != nil && c.mcp.version >= "2026-07-28"
+	c.body = nil
+	if t := c.input.Tool; t != nil {
+		t.Arguments = nil // the decision log has its own copy of the tool
+	}
 	s.metrics.held.Inc()
 	defer s.metrics.held.Dec()
 	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{
@@ -33,7 +40,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// In the stateless MCP revision (2026-07-28) closing the stream
 		// cancels the request; elsewhere a call whose agent went away
 		// stays parked for its status URL or a retry that attaches.
-		CancelOnLeave: c.mcp != nil && c.mcp.version >= "2026-07-28",
+		CancelOnLeave: cancelOnLeave,
 	})
 	return outcomeAnswer(o, c.decision)
 }
