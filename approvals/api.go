@@ -82,7 +82,7 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, approver s
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return err
 		}
-		return badRequest("the request body could not be read")
+		return unreadable(err, "the request body could not be read")
 	}
 	req, err := parseDecisionRequest(body)
 	if err != nil {

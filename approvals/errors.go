@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/toolgate/toolgate/pending"
 )
@@ -25,6 +26,15 @@ var (
 )
 
 func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+
+// unreadable is the error for a body that could not be read: 408 when it
+// did not arrive in time (the listener's body deadline), 400 otherwise.
+func unreadable(err error, msg string) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &httpError{http.StatusRequestTimeout, "the request body did not arrive in time"}
+	}
+	return badRequest(msg)
+}
 
 // answer is what a failed request is told.
 type answer struct {

@@ -76,7 +76,7 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return err
 		}
-		return badRequest("the form could not be read")
+		return unreadable(err, "the form could not be read")
 	}
 	// Only the body counts (PostForm, not Form): the link's ?token= is not
 	// a form field, and a field sent twice is refused rather than guessed.

@@ -18,7 +18,8 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 	info := infoOf(pc)
 	in, err := decodeInput(info.PolicyInput)
 	if err != nil {
-		return false, "the parked call's policy input cannot be read: " + err.Error()
+		s.log.Error("a parked call's policy input cannot be read", "call_id", pc.ID, "error", err)
+		return false, "the parked call's policy input cannot be read"
 	}
 	if up := s.upstreamNamed(pc.Upstream); up != nil && in.Tool != nil {
 		// The target is derived again, as NewTool promises; the tool's
