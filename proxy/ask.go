@@ -79,7 +79,15 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		}
 		argsForm += string(c.body)
 	}
-	info.PolicyInput = callinfo.MarshalNoEscape(c.input)
+	// The input is kept without the arguments, which Info.Arguments holds
+	// already: the re-check of an approved call takes them from there.
+	in := *c.input
+	if in.Tool != nil {
+		t := *in.Tool
+		t.Arguments = nil
+		in.Tool = &t
+	}
+	info.PolicyInput = callinfo.MarshalNoEscape(&in)
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(),

@@ -11,9 +11,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -388,3 +390,44 @@ func TestParkedCap(t *testing.T) {
 		t.Fatalf("the upstream got %d requests", n)
 	}
 }
+
+// TestRecheckSeesTheArguments: the re-check of an approved call decides
+// on its arguments as parked (kept once, in the display document), so a
+// policy that has come to deny those arguments stops it.
+func TestRecheckSeesTheArguments(t *testing.T) {
+	var denySecret atomic.Bool
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if denySecret.Load() && in.Tool != nil && in.Tool.Arguments["path"] == "secret" && in.Tool.Target == "secret" {
+			return policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{Message: "secret"}}}, nil
+		}
+		return policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{Message: "ask"}}}, nil
+	})
+	pe := newParkEnv(t, func(c *Config) { c.Decider = d })
+	for _, path := range []string{"secret", "plain"} {
+		res := post(t, pe.url+"/tools/Write", `{"path":"`+path+`","n":12.50}`, "Prefer", "respond-async")
+		id := res.Header.Get(headerCallID)
+		pc := pe.nextParked(t)
+		if !strings.Contains(string(callinfoOf(pc).PolicyInput), `"arguments":{}`) {
+			t.Errorf("the parked input holds the arguments a second time: %s", callinfoOf(pc).PolicyInput)
+		}
+		denySecret.Store(true)
+		if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		pe.server.life.SweepOnce(context.Background(), 0)
+		got, _ := pe.store.Get(context.Background(), id)
+		want := pending.Executed
+		if path == "secret" {
+			want = pending.Failed
+		}
+		if got.State != want {
+			t.Errorf("%s: %s after the re-check, want %s", path, got.State, want)
+		}
+		denySecret.Store(false)
+	}
+	if ups := pe.upstream.Requests(); len(ups) != 1 || string(ups[0].Body) != `{"path":"plain","n":12.50}` {
+		t.Fatalf("the upstream got %d requests (%v), want the plain one, byte for byte", len(ups), ups)
+	}
+}
+
+func callinfoOf(pc pending.Call) callinfo.Info { return callinfo.Decode(pc.Info) }

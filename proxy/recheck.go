@@ -21,6 +21,13 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		s.log.Error("a parked call's policy input cannot be read", "call_id", pc.ID, "error", err)
 		return false, "the parked call's policy input cannot be read"
 	}
+	if in.Tool != nil && len(info.Arguments) > 0 {
+		// Parked inputs keep the arguments once, as the display's.
+		if in.Tool.Arguments, err = decodeArguments(info.Arguments); err != nil {
+			s.log.Error("a parked call's arguments cannot be read", "call_id", pc.ID, "error", err)
+			return false, "the parked call's arguments cannot be read"
+		}
+	}
 	if up := s.upstreamNamed(pc.Upstream); up != nil && in.Tool != nil {
 		// The target is derived again, as NewTool promises; the tool's
 		// annotations (an MCP server's hints) are kept: a policy may
@@ -52,4 +59,17 @@ func decodeInput(b []byte) (*policy.Input, error) {
 		return nil, err
 	}
 	return &in, nil
+}
+
+func decodeArguments(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // arguments keep their exact numbers
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	return args, nil
 }
