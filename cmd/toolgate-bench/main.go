@@ -4,6 +4,7 @@
 //	go run ./cmd/toolgate-bench            # 5 interleaved repetitions of 5 s runs, medians
 //	go run ./cmd/toolgate-bench -quick     # 1 s runs, once (CI smoke)
 //	go run ./cmd/toolgate-bench -rss       # 60 s at 1,000 req/s, toolgate's RSS every second
+//	go run ./cmd/toolgate-bench -abuse     # an ask flood and stalled bodies against one toolgate
 //
 // It starts a recording upstream, a bare httputil.ReverseProxy, toolgate
 // (allow, deny, ask with an instant approver, MCP tools/call; parked calls
@@ -38,7 +39,9 @@ type options struct {
 	quick      bool
 	rss        bool
 	rssDur     time.Duration
+	abuse      bool
 	redis      string
+	redisSet   bool // -redis given on the command line
 	toolgate   string
 	only       string
 	cpuprofile string
@@ -80,6 +83,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smoke: 1 s runs, 1 repetition, 8 connections")
 	fs.BoolVar(&o.rss, "rss", false, "only the memory run: toolgate's RSS every second at -rate for -rss-duration")
 	fs.DurationVar(&o.rssDur, "rss-duration", 60*time.Second, "length of the -rss run")
+	fs.BoolVar(&o.abuse, "abuse", false, "only the abuse run: an ask flood from one principal and stalled request bodies (memory store; Redis with -redis)")
 	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
@@ -89,6 +93,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.redisSet = o.redisSet || f.Name == "redis" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -164,7 +169,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writer) error {
-	if _, err := exec.LookPath("wrk"); err != nil && !o.rss {
+	if _, err := exec.LookPath("wrk"); err != nil && !o.rss && !o.abuse {
 		return errors.New("wrk not found: install it (Debian: apt-get install wrk)")
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
@@ -182,6 +187,9 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 		if o.toolgate, err = buildToolgate(ctx, dir); err != nil {
 			return err
 		}
+	}
+	if o.abuse {
+		return abuseRun(ctx, o, pins, stdout, stderr)
 	}
 	if o.redis != "" && !redisAnswers(o.redis) {
 		fmt.Fprintf(stderr, "warning: no Redis answers at %s: the ask (Redis) rows are left out\n", o.redis)
