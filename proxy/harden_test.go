@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -277,7 +279,18 @@ func TestUpstreamFailureTellsNoAddress(t *testing.T) {
 // TestStalledBody: a body that stops arriving is refused with 408 within
 // the body timeout, before and after authentication alike.
 func TestStalledBody(t *testing.T) {
-	env := newTestServer(t, allowAll, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	for _, traced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("traced=%v", traced), func(t *testing.T) { testStalledBody(t, traced) })
+	}
+}
+
+func testStalledBody(t *testing.T, traced bool) {
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.BodyTimeout = 300 * time.Millisecond
+		if traced {
+			c.TracerProvider = sdktrace.NewTracerProvider()
+		}
+	})
 	addr := strings.TrimPrefix(env.url, "http://")
 	start := time.Now()
 	res, _, _ := rawExchange(t, addr, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")

@@ -26,5 +26,7 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(s.serveCall)
 	// With tracing on, every request gets a server span (the admin
 	// listener is not traced: probes and scrapes are noise).
-	return s.tracing.handler(deadline.Body(r, s.cfg.BodyTimeout))
+	// The body deadline wraps everything: it needs the server's own
+	// ResponseWriter (otelhttp's wrapper cannot set a read deadline).
+	return deadline.Body(s.tracing.handler(r), s.cfg.BodyTimeout)
 }
