@@ -199,6 +199,7 @@ func TestToolQuery(t *testing.T) {
 		{"no query, default", false, "/tools/read_file", `{"path":"README.md"}`, 200},
 		{"query taken", true, "/tools/read_file?dry=1", `{"path":"README.md"}`, 200},
 		{"query repeats an argument", true, "/tools/read_file?path=.env", `{"path":"README.md"}`, 400},
+		{"query repeats an argument in another case", true, "/tools/read_file?Path=.env", `{"path":"README.md"}`, 400},
 		{"repeated query name", true, "/tools/read_file?dry=1&dry=0", `{"path":"README.md"}`, 400},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
 	} {

@@ -76,8 +76,12 @@ func checkToolQuery(up *upstream, query map[string][]string, args map[string]any
 		return invalid(http.StatusBadRequest, "Query on a tool call", "a tool call's arguments go in its JSON body; this upstream takes no query string (upstreams[].tool_query)")
 	}
 	for name := range query {
-		if _, both := args[name]; both {
-			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
+		for arg := range args {
+			// Case-insensitive: some stacks bind query and body fields
+			// to the same struct field regardless of case.
+			if strings.EqualFold(name, arg) {
+				return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
+			}
 		}
 	}
 	return nil
