@@ -45,10 +45,20 @@ func FuzzQuery(f *testing.F) {
 		query string
 		body  string
 	}{
-		{0, "", `{"path":"a"}`}, {0, "path=.env", `{"path":"README.md"}`}, {1, "dry=1", `{"path":"a"}`},
-		{1, "path=.env", `{"path":"a"}`}, {1, "a=1&a=2", `{}`}, {1, "a=1;b=2", `{}`}, {2, "all=1", ``},
-		{2, "all=1&all=0", ``}, {2, "a=%zz", ``}, {1, "a+b=c%20d&e", `{"x":1}`}, {2, "=1&=2", ``},
-		{1, "Path=.env", `{"path":"a"}`}, {1, "p%61th=x", `{"path":"a"}`}, {2, "a=1&A=2", ``},
+		{0, "", `{"path":"a"}`},
+		{0, "path=.env", `{"path":"README.md"}`},
+		{1, "dry=1", `{"path":"a"}`},
+		{1, "path=.env", `{"path":"a"}`},
+		{1, "a=1&a=2", `{}`},
+		{1, "a=1;b=2", `{}`},
+		{2, "all=1", ``},
+		{2, "all=1&all=0", ``},
+		{2, "a=%zz", ``},
+		{1, "a+b=c%20d&e", `{"x":1}`},
+		{2, "=1&=2", ``},
+		{1, "Path=.env", `{"path":"a"}`},
+		{1, "p%61th=x", `{"path":"a"}`},
+		{2, "a=1&A=2", ``},
 	} {
 		f.Add(seed.route, seed.query, seed.body)
 	}
