@@ -27,21 +27,22 @@ type worker struct {
 	host   string
 	format string
 	key    []byte // nil: unsigned
-	queue  chan Event
+	queue  chan queued
 	drops  atomic.Int64
 }
 
 func (w *worker) run(ctx context.Context) {
 	defer w.n.wg.Done()
 	abandoned := 0
-	for e := range w.queue {
+	for q := range w.queue {
 		if ctx.Err() != nil {
 			// Close gave up: count what is left without sending it.
 			abandoned++
 			w.n.report(w, ResultDropped)
+			q.s.done(w.n, &q.e, ResultDropped)
 			continue
 		}
-		w.deliver(ctx, e)
+		q.s.done(w.n, &q.e, w.deliver(ctx, q.e))
 	}
 	if abandoned > 0 {
 		w.n.log.Warn("notifications not delivered at shutdown",
@@ -62,8 +63,9 @@ func (w *worker) dropped(e Event) {
 }
 
 // deliver sends e until it is delivered, fails permanently, or runs out of
-// attempts, time or (at shutdown) context.
-func (w *worker) deliver(ctx context.Context, e Event) {
+// attempts, time or (at shutdown) context. It returns the final result,
+// ResultDelivered or ResultFailed.
+func (w *worker) deliver(ctx context.Context, e Event) string {
 	opts := &w.n.opts
 	log := w.n.log.With("target", w.index, "format", w.format, "host", w.host,
 		"call_id", e.CallID, "event", e.Type)
@@ -72,7 +74,7 @@ func (w *worker) deliver(ctx context.Context, e Event) {
 	if err != nil {
 		log.Error("notification could not be rendered", "err", err)
 		w.n.report(w, ResultFailed)
-		return
+		return ResultFailed
 	}
 	id := e.id()
 	deadline := time.Now().Add(opts.MaxElapsed)
@@ -83,7 +85,7 @@ func (w *worker) deliver(ctx context.Context, e Event) {
 		if r.ok {
 			log.Debug("notification delivered", attrs...)
 			w.n.report(w, ResultDelivered)
-			return
+			return ResultDelivered
 		}
 		if r.detail != "" {
 			// The receiver's answer may echo what we sent (the approval
@@ -115,7 +117,7 @@ func (w *worker) deliver(ctx context.Context, e Event) {
 			log.Warn("notification abandoned at shutdown", attrs...)
 		}
 		w.n.report(w, ResultFailed)
-		return
+		return ResultFailed
 	}
 }
 

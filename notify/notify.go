@@ -13,9 +13,11 @@
 // What it does not do: it decides nothing, receives no Slack or Teams
 // interactions (every button is a link to the approval page, where the
 // decision is a POST, so link previewers cannot approve), and keeps nothing
-// durable. Events still queued when the process dies are lost; surviving a
-// crash between park and notify (docs/security.md, R04) needs a durable outbox
-// in front of Notify.
+// durable. Events still queued when the process dies are lost. What it
+// offers instead is [Options.OnSettled]: it tells the caller which events
+// every target attempted, so the caller can record that durably and
+// announce the others again (cmd/toolgate does so with the store;
+// docs/security.md, R04).
 package notify
 
 import (
@@ -29,6 +31,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -148,6 +151,17 @@ type Options struct {
 	// It is called from Notify (for drops) and from delivery goroutines, so
 	// it must be safe for concurrent use and fast.
 	OnDelivery func(target int, format string, result string)
+	// OnSettled, if set, is called once per event when every target has
+	// finished with it: delivered is true when every target received it,
+	// false when at least one gave it up after attempting it
+	// (ResultFailed). An event some target dropped (never attempted) does
+	// not settle: OnSettled is not called for it, so a caller that records
+	// settled events can announce the others again. With no targets an
+	// event settles at once, delivered. It is called from Notify and from
+	// delivery goroutines, so it must be safe for concurrent use, and it
+	// delays that target's next delivery while it runs. e's slices are
+	// shared: read them only.
+	OnSettled func(e Event, delivered bool)
 }
 
 // Defaults for zero Options fields.
@@ -252,7 +266,7 @@ func newWorker(index int, t Target, queueSize int) (*worker, error) {
 		host:   u.Host,
 		format: format,
 		key:    key,
-		queue:  make(chan Event, queueSize),
+		queue:  make(chan queued, queueSize),
 	}, nil
 }
 
@@ -277,15 +291,22 @@ func (n *Notifier) Notify(e Event) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	copied := false
+	s := n.settlement(len(n.workers))
+	if s != nil && len(n.workers) == 0 {
+		n.opts.OnSettled(e, true) // nobody to tell: settled, vacuously
+		return
+	}
 	for _, w := range n.workers {
 		switch {
 		case n.closed:
 			n.report(w, ResultDropped)
+			s.done(n, &e, ResultDropped)
 			continue
 		case len(w.queue) == cap(w.queue):
 			// Full: drop before copying anything, so a storm against a
 			// stuck receiver costs the caller as little as possible.
 			w.dropped(e)
+			s.done(n, &e, ResultDropped)
 			continue
 		}
 		if !copied {
@@ -295,10 +316,55 @@ func (n *Notifier) Notify(e Event) {
 			copied = true
 		}
 		select {
-		case w.queue <- e:
+		case w.queue <- queued{e: e, s: s}:
 		default:
 			w.dropped(e)
+			s.done(n, &e, ResultDropped)
 		}
+	}
+}
+
+// queued is an event in a target's queue, with the settlement it shares
+// with its copies in the other targets' queues.
+type queued struct {
+	e Event
+	s *settlement // nil: nobody asked (no OnSettled)
+}
+
+// settlement counts the targets still to finish with one event, for
+// Options.OnSettled. It lives as long as the event is queued somewhere.
+type settlement struct {
+	remaining       atomic.Int64
+	failed, dropped atomic.Bool
+}
+
+// settlement returns a fresh settlement for an event sent to targets
+// targets, or nil when there is no OnSettled to call.
+func (n *Notifier) settlement(targets int) *settlement {
+	if n.opts.OnSettled == nil {
+		return nil
+	}
+	s := &settlement{}
+	s.remaining.Store(int64(targets))
+	return s
+}
+
+// done records one target's final result for e (delivered, failed or
+// dropped) and calls OnSettled when it was the last target and none
+// dropped e. The flags are stored before the count falls, so the last
+// target sees every other target's result.
+func (s *settlement) done(n *Notifier, e *Event, result string) {
+	if s == nil {
+		return
+	}
+	switch result {
+	case ResultFailed:
+		s.failed.Store(true)
+	case ResultDropped:
+		s.dropped.Store(true)
+	}
+	if s.remaining.Add(-1) == 0 && !s.dropped.Load() {
+		n.opts.OnSettled(*e, !s.failed.Load())
 	}
 }
 

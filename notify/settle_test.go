@@ -1,0 +1,117 @@
+package notify
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// settled records OnSettled calls by call ID.
+type settled struct {
+	mu    sync.Mutex
+	calls map[string][]bool
+}
+
+func (s *settled) record(e Event, delivered bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = make(map[string][]bool)
+	}
+	s.calls[e.CallID] = append(s.calls[e.CallID], delivered)
+}
+
+func (s *settled) get() map[string][]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.calls)
+}
+
+func TestSettledDelivered(t *testing.T) {
+	a, b := testkit.NewUpstream(t, nil), testkit.NewUpstream(t, statuses(503, 503))
+	var res results
+	var set settled
+	opts := fast(&res, Target{URL: a.URL}, Target{URL: b.URL, Format: FormatSlack})
+	opts.OnSettled = set.record
+	n := start(t, opts)
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "both deliveries", func() bool { return res.final(2) })
+	testkit.WaitFor(t, "settlement", func() bool { return len(set.get()) == 1 })
+	if got := set.get()["c1"]; !slices.Equal(got, []bool{true}) {
+		t.Fatalf("OnSettled for c1 = %v, want once, delivered", got)
+	}
+}
+
+func TestSettledFailed(t *testing.T) {
+	a := testkit.NewUpstream(t, nil)
+	b := testkit.NewUpstream(t, statuses(500, 500, 500, 500))
+	var res results
+	var set settled
+	opts := fast(&res, Target{URL: a.URL}, Target{URL: b.URL})
+	opts.MaxAttempts = 3
+	opts.OnSettled = set.record
+	n := start(t, opts)
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "both targets finished", func() bool { return res.final(2) })
+	testkit.WaitFor(t, "settlement", func() bool { return len(set.get()) == 1 })
+	if got := set.get()["c1"]; !slices.Equal(got, []bool{false}) {
+		t.Fatalf("OnSettled for c1 = %v, want once, not delivered", got)
+	}
+	if got := len(b.Requests()); got != 3 {
+		t.Errorf("failing target got %d attempts, want 3", got)
+	}
+}
+
+// An event one target dropped does not settle, even though the other
+// target delivered it; the events that target did attempt do.
+func TestSettledNotWhenDropped(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	slow := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	quick := testkit.NewUpstream(t, nil)
+	var res results
+	var set settled
+	opts := fast(&res, Target{URL: slow.URL}, Target{URL: quick.URL})
+	opts.QueueSize = 1
+	opts.OnSettled = set.record
+	n := start(t, opts)
+
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "c1 in flight at the slow target", func() bool { return len(slow.Requests()) == 1 })
+	n.Notify(requested("c2")) // queued behind c1
+	n.Notify(requested("c3")) // the slow target's queue is full: dropped there
+	if got := res.count(ResultDropped); got != 1 {
+		t.Fatalf("dropped = %d, want 1", got)
+	}
+	open()
+	testkit.WaitFor(t, "every target finished", func() bool { return res.final(6) })
+	testkit.WaitFor(t, "c1 and c2 settled", func() bool { return len(set.get()) >= 2 })
+	got := set.get()
+	if !slices.Equal(got["c1"], []bool{true}) || !slices.Equal(got["c2"], []bool{true}) {
+		t.Errorf("OnSettled = %v, want c1 and c2 once each, delivered", got)
+	}
+	if _, ok := got["c3"]; ok || len(got) != 2 {
+		t.Errorf("OnSettled = %v: the dropped c3 settled", got)
+	}
+}
+
+func TestSettledNoTargets(t *testing.T) {
+	var set settled
+	n := start(t, Options{OnSettled: set.record})
+	n.Notify(requested("c1"))
+	n.Notify(Event{Type: "bogus", CallID: "c2"}) // dropped: never settles
+	if got := set.get(); len(got) != 1 || !slices.Equal(got["c1"], []bool{true}) {
+		t.Errorf("OnSettled = %v, want c1 once, delivered", got)
+	}
+}
