@@ -29,6 +29,15 @@ type MemoryStore struct {
 	// against the caps. move keeps them.
 	parked      map[string]*memCall
 	byPrincipal map[string]map[string]*memCall
+
+	// sessions are the MCP session bindings (session.go), at most
+	// maxSessions of them; sessionsSweepAt is the size at which the
+	// expired ones are dropped next, sessionsFirstDue the earliest expiry
+	// among them (or earlier).
+	sessions         map[string]memSession
+	maxSessions      int
+	sessionsSweepAt  int
+	sessionsFirstDue time.Time
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -50,8 +59,8 @@ type memCall struct {
 }
 
 // NewMemory returns an empty MemoryStore. It uses opts.ResultTTL,
-// opts.ApprovedWindow, the caps and opts.Now; the other options are for
-// RedisStore.
+// opts.ApprovedWindow, the caps, opts.MaxSessions and opts.Now; the other
+// options are for RedisStore.
 func NewMemory(opts Options) *MemoryStore {
 	opts = opts.withDefaults()
 	return &MemoryStore{
@@ -64,6 +73,8 @@ func NewMemory(opts Options) *MemoryStore {
 		attach:          make(map[string]string),
 		parked:          make(map[string]*memCall),
 		byPrincipal:     make(map[string]map[string]*memCall),
+		sessions:        make(map[string]memSession),
+		maxSessions:     opts.MaxSessions,
 	}
 }
 

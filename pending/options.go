@@ -42,6 +42,12 @@ type Options struct {
 	// before the expiry still runs.
 	ApprovedWindow time.Duration
 
+	// MaxSessions caps the MCP session bindings a MemoryStore keeps
+	// (default 100000): expired ones are dropped as new ones come, and a
+	// binding past the cap is refused (ErrTooManySessions). RedisStore
+	// ignores it: every binding is a key with a TTL.
+	MaxSessions int
+
 	// Now is MemoryStore's clock (default time.Now); tests move it.
 	// RedisStore ignores it: it uses Redis' own clock (TIME) so that
 	// replicas' clock skew changes nothing.
@@ -54,6 +60,7 @@ const (
 	DefaultResultTTL      = 24 * time.Hour
 	DefaultPollInterval   = 500 * time.Millisecond
 	DefaultApprovedWindow = 30 * time.Second
+	DefaultMaxSessions    = 100000
 )
 
 func (o Options) withDefaults() Options {
@@ -74,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxParkedPerPrincipal < 0 {
 		o.MaxParkedPerPrincipal = 0
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -49,7 +49,8 @@ func (s State) Terminal() bool {
 // are returned wrapped as they come: callers treat them as "unavailable".
 var (
 	// ErrNotFound: no call with that ID (never parked, or gone after its
-	// retention time).
+	// retention time); for the session methods, no owner recorded for
+	// that session.
 	ErrNotFound = errors.New("pending: no such call")
 	// ErrConflict: the call is not in a state that allows the transition
 	// (decided already, not approved, finished). Returned as *StateError.
@@ -196,4 +197,20 @@ type Store interface {
 
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
+
+	// BindSession records principal as the owner of the MCP session id
+	// until the store's now + ttl, unless an owner is recorded already
+	// (SET NX). When principal is the owner, recorded now or before, the
+	// binding lasts ttl from now. It returns the owner as recorded: another
+	// principal's binding is neither replaced nor prolonged.
+	BindSession(ctx context.Context, id, principal string, ttl time.Duration) (owner string, err error)
+
+	// TouchSession is BindSession for a session that must be known
+	// already: it records nothing, and gives ErrNotFound when the session
+	// has no owner (never bound, or its binding expired).
+	TouchSession(ctx context.Context, id, principal string, ttl time.Duration) (owner string, err error)
+
+	// SessionOwner returns the owner of the MCP session id, or
+	// ErrNotFound. It only reads.
+	SessionOwner(ctx context.Context, id string) (string, error)
 }

@@ -40,6 +40,7 @@ import (
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey attaches to
 //	{toolgate}:parked          sorted set of waiting and approved IDs by expiry (the caps)
 //	{toolgate}:parked:<principal>  the same for one Call.Principal
+//	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {
 	rdb       redis.UniversalClient

@@ -658,6 +658,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
+	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
 
 	t.Run("Retention", func(t *testing.T) {
 		s, advance := newStore(t)
@@ -711,10 +712,12 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 // testStoreRace checks that concurrent transitions on one call have exactly
 // one winner (docs/security.md, INV-3): 16 goroutines approve, reject, expire and
 // cancel one waiting call, then 16 claim one approved call and 16 finish
-// the claim. Concurrent parks stay within the caps (testCapsRace).
+// the claim. Concurrent parks stay within the caps (testCapsRace), and
+// concurrent bindings of one session agree on one owner (testSessionsRace).
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
 	const n = 16
 	t.Run("Caps", func(t *testing.T) { testCapsRace(t, newStore) })
+	t.Run("Sessions", func(t *testing.T) { testSessionsRace(t, newStore) })
 	t.Run("Decide", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()

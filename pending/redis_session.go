@@ -1,0 +1,85 @@
+package pending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MCP session bindings in Redis: one string key per session,
+//
+//	{toolgate}:session:<id>    string: the owner's principal, with the binding's TTL
+//
+// Each method is one command or one script on that key alone (declared in
+// KEYS, no other key touched), so it is atomic and, in a Cluster, served
+// by whichever node holds the key's slot. The key's TTL is the binding's
+// expiry: nothing else bounds the number of sessions, and nothing needs to.
+
+func (s *RedisStore) sessionKey(id string) string { return s.base + "session:" + id }
+
+// bindSessionScript: KEYS[1] the session key, ARGV[1] principal, ARGV[2]
+// ttl ms. SET NX, and PEXPIRE when the caller is the owner; replies the
+// owner. A retried run answers the same.
+var bindSessionScript = redis.NewScript(`
+local owner = redis.call('GET', KEYS[1])
+if not owner then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return ARGV[1]
+end
+if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return owner
+`)
+
+// touchSessionScript: as bindSessionScript, but a missing key stays
+// missing (nil reply).
+var touchSessionScript = redis.NewScript(`
+local owner = redis.call('GET', KEYS[1])
+if not owner then return false end
+if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return owner
+`)
+
+// BindSession implements [Store.BindSession].
+func (s *RedisStore) BindSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
+	if err := checkSession(id, principal, ttl); err != nil {
+		return "", err
+	}
+	owner, err := bindSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, principal, max(ttl.Milliseconds(), 1)).Text()
+	if err != nil {
+		return "", fmt.Errorf("pending: binding session %s: %w", id, err)
+	}
+	return owner, nil
+}
+
+// TouchSession implements [Store.TouchSession].
+func (s *RedisStore) TouchSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
+	if err := checkSession(id, principal, ttl); err != nil {
+		return "", err
+	}
+	owner, err := touchSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, principal, max(ttl.Milliseconds(), 1)).Text()
+	if errors.Is(err, redis.Nil) {
+		return "", noSession(id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("pending: touching session %s: %w", id, err)
+	}
+	return owner, nil
+}
+
+// SessionOwner implements [Store.SessionOwner] with GET.
+func (s *RedisStore) SessionOwner(ctx context.Context, id string) (string, error) {
+	if err := checkSessionID(id); err != nil {
+		return "", err
+	}
+	owner, err := s.rdb.Get(ctx, s.sessionKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", noSession(id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("pending: reading session %s: %w", id, err)
+	}
+	return owner, nil
+}

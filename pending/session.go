@@ -1,0 +1,155 @@
+package pending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MCP sessions. An Mcp-Session-Id belongs to the principal that opened it:
+// the proxy binds the ID to that principal when the upstream hands it out
+// (BindSession) and checks every later use (TouchSession). A binding is
+// one opaque string per session ID, kept until its ttl runs out; the ttl
+// starts again at every use by its owner.
+
+// MaxSessionIDBytes bounds a session ID the stores accept.
+const MaxSessionIDBytes = 1024
+
+// ErrTooManySessions: MemoryStore refused a new binding because it holds
+// Options.MaxSessions bindings that have not expired; nothing was bound.
+var ErrTooManySessions = errors.New("pending: too many MCP sessions")
+
+func checkSession(id, principal string, ttl time.Duration) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	if principal == "" {
+		return fmt.Errorf("%w: binding session %s needs a principal", errInvalid, id)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: binding session %s with ttl %v", errInvalid, id, ttl)
+	}
+	return nil
+}
+
+func checkSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return fmt.Errorf("%w: a session ID is 1 to %d bytes, not %d", errInvalid, MaxSessionIDBytes, len(id))
+	}
+	return nil
+}
+
+func noSession(id string) error { return fmt.Errorf("%w: session %s has no owner", ErrNotFound, id) }
+
+// memSession is one binding of a MemoryStore.
+type memSession struct {
+	owner string
+	until time.Time // forgotten from then on
+}
+
+// BindSession implements [Store.BindSession].
+func (s *MemoryStore) BindSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
+	if err := checkSession(id, principal, ttl); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if m, ok := s.session(id, now); ok {
+		s.prolong(id, m, principal, now.Add(ttl))
+		return m.owner, nil
+	}
+	if !s.sessionRoom(now) {
+		return "", fmt.Errorf("%w: binding session %s: the store holds %d", ErrTooManySessions, id, s.maxSessions)
+	}
+	until := now.Add(ttl)
+	s.sessions[id] = memSession{owner: principal, until: until}
+	if s.sessionsFirstDue.IsZero() || until.Before(s.sessionsFirstDue) {
+		s.sessionsFirstDue = until
+	}
+	return principal, nil
+}
+
+// TouchSession implements [Store.TouchSession].
+func (s *MemoryStore) TouchSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
+	if err := checkSession(id, principal, ttl); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	m, ok := s.session(id, now)
+	if !ok {
+		return "", noSession(id)
+	}
+	s.prolong(id, m, principal, now.Add(ttl))
+	return m.owner, nil
+}
+
+// SessionOwner implements [Store.SessionOwner].
+func (s *MemoryStore) SessionOwner(ctx context.Context, id string) (string, error) {
+	if err := checkSessionID(id); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.session(id, s.now())
+	if !ok {
+		return "", noSession(id)
+	}
+	return m.owner, nil
+}
+
+// session returns the binding of id, forgetting it if it has expired.
+// s.mu is held.
+func (s *MemoryStore) session(id string, now time.Time) (memSession, bool) {
+	m, ok := s.sessions[id]
+	if ok && !now.Before(m.until) {
+		delete(s.sessions, id)
+		return memSession{}, false
+	}
+	return m, ok
+}
+
+// prolong makes the binding m of id last until until when principal owns
+// it. s.mu is held.
+func (s *MemoryStore) prolong(id string, m memSession, principal string, until time.Time) {
+	if m.owner == principal && until.After(m.until) {
+		m.until = until
+		s.sessions[id] = m
+	}
+}
+
+// sessionRoom drops the expired bindings when the map has doubled since
+// the last sweep, or when it is full and one of them may have expired, and
+// reports whether a new binding fits under the cap. Sweeps are amortised:
+// a full store whose bindings are all live refuses without a sweep.
+// s.mu is held.
+func (s *MemoryStore) sessionRoom(now time.Time) bool {
+	n := len(s.sessions)
+	full := n >= s.maxSessions
+	if n >= s.sessionsSweepAt || (full && !now.Before(s.sessionsFirstDue)) {
+		var first time.Time
+		for id, m := range s.sessions {
+			switch {
+			case !now.Before(m.until):
+				delete(s.sessions, id)
+			case first.IsZero() || m.until.Before(first):
+				first = m.until
+			}
+		}
+		s.sessionsFirstDue = first
+		s.sessionsSweepAt = max(2*len(s.sessions), 64)
+	}
+	return len(s.sessions) < s.maxSessions
+}
