@@ -95,7 +95,10 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 	}
 	c.subject = subj
 	sanitizeHeaders(r.Header, c.up.StripHeaders)
-	return s.readCall(r, c)
+	if a := s.readCall(r, c); a != nil {
+		return a
+	}
+	return s.checkSession(r, c)
 }
 
 // readCall reads the body and builds the policy input: a REST tool call for

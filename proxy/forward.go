@@ -29,11 +29,14 @@ type upstream struct {
 	annotations sync.Map
 	annotated   atomic.Int64
 	fold        policy.Fold // how targets are normalised (TargetFold)
+	// sessions binds MCP sessions to principals (session.go); nil: not bound.
+	sessions *sessionGuard
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {
 	up := &upstream{Upstream: u}
 	up.fold, _ = policy.ParseFold(u.TargetFold) // checked by withDefaults
+	up.sessions = s.sessionGuard(u)
 	rt, once := u.Transport, u.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -83,6 +86,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 	}
 	s.forwardWith(w, r, c, rp)
 	if err := c.upstreamErr; err != nil {
+		if a, ok := s.sessionFailed(c, err); ok {
+			return a
+		}
 		a := upstreamFailed(r.Context(), err)
 		if a.kind == written {
 			s.log.Info("agent disconnected before the upstream answered", "call_id", c.id, "error", err)
@@ -137,7 +143,8 @@ var errSwitched = errors.New("the upstream switched protocols")
 
 // screenAnswer checks an upstream's answer before it is passed on: a
 // protocol switch is refused, and the upstream's own X-Toolgate-* headers
-// are dropped, so it cannot speak for toolgate.
+// are dropped, so it cannot speak for toolgate. An MCP session it hands
+// out is bound to the caller (bindSession).
 func screenAnswer(res *http.Response) error {
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		return errSwitched
@@ -147,7 +154,7 @@ func screenAnswer(res *http.Response) error {
 			delete(res.Header, k)
 		}
 	}
-	return nil
+	return bindSession(res)
 }
 
 // upstreamError hands what the reverse proxy met instead of an answer to
