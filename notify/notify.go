@@ -186,6 +186,11 @@ type Notifier struct {
 	closed  bool
 	workers []*worker
 
+	// inflight counts, by event id, the events Notify took that some
+	// target has not finished with (InFlight); bounded by the queues.
+	inflightMu sync.Mutex
+	inflight   map[string]int
+
 	stop context.CancelFunc // aborts in-flight deliveries when Close gives up
 	wg   sync.WaitGroup
 }
@@ -219,7 +224,7 @@ func New(opts Options) (*Notifier, error) {
 		workers = append(workers, w)
 	}
 
-	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers}
+	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers, inflight: make(map[string]int)}
 	if n.client == nil {
 		n.client, n.ownHTTP = defaultClient(), true
 	}
@@ -286,27 +291,40 @@ func (n *Notifier) Notify(e Event) {
 		e.Time = time.Now()
 	}
 
+	if len(n.workers) == 0 {
+		if n.opts.OnSettled != nil {
+			n.opts.OnSettled(e, true) // nobody to tell: settled, vacuously
+		}
+		return
+	}
+
 	// A read lock: sends never block (select with default), so Close's
 	// write lock waits for at most a few non-blocking sends.
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	copied := false
-	s := n.settlement(len(n.workers))
-	if s != nil && len(n.workers) == 0 {
-		n.opts.OnSettled(e, true) // nobody to tell: settled, vacuously
-		return
+	// The settlement is made at the first enqueue, so an event every
+	// target drops (a storm against stuck receivers) costs nothing more.
+	var s *settlement
+	dropped := false
+	drop := func() {
+		if s != nil {
+			s.done(n, &e, ResultDropped)
+		} else {
+			dropped = true
+		}
 	}
-	for _, w := range n.workers {
+	for i, w := range n.workers {
 		switch {
 		case n.closed:
 			n.report(w, ResultDropped)
-			s.done(n, &e, ResultDropped)
+			drop()
 			continue
 		case len(w.queue) == cap(w.queue):
 			// Full: drop before copying anything, so a storm against a
 			// stuck receiver costs the caller as little as possible.
 			w.dropped(e)
-			s.done(n, &e, ResultDropped)
+			drop()
 			continue
 		}
 		if !copied {
@@ -315,55 +333,79 @@ func (n *Notifier) Notify(e Event) {
 			e.RuleIDs = slices.Clone(e.RuleIDs)
 			copied = true
 		}
+		if s == nil {
+			s = n.settlement(&e, len(n.workers)-i, dropped)
+		}
 		select {
 		case w.queue <- queued{e: e, s: s}:
 		default:
 			w.dropped(e)
-			s.done(n, &e, ResultDropped)
+			drop()
 		}
 	}
+}
+
+// InFlight reports whether an event of type typ for call callID is still
+// queued for, or being delivered to, some target: Notify has taken it and
+// not every target has delivered, failed or dropped it yet. A caller that
+// announces again what did not settle asks this first, so that it does
+// not queue a second copy behind one still being retried.
+func (n *Notifier) InFlight(typ, callID string) bool {
+	id := (&Event{Type: typ, CallID: callID}).id()
+	n.inflightMu.Lock()
+	defer n.inflightMu.Unlock()
+	return n.inflight[id] > 0
 }
 
 // queued is an event in a target's queue, with the settlement it shares
 // with its copies in the other targets' queues.
 type queued struct {
 	e Event
-	s *settlement // nil: nobody asked (no OnSettled)
+	s *settlement
 }
 
 // settlement counts the targets still to finish with one event, for
-// Options.OnSettled. It lives as long as the event is queued somewhere.
+// InFlight and Options.OnSettled. It lives as long as the event is queued
+// somewhere.
 type settlement struct {
 	remaining       atomic.Int64
 	failed, dropped atomic.Bool
 }
 
-// settlement returns a fresh settlement for an event sent to targets
-// targets, or nil when there is no OnSettled to call.
-func (n *Notifier) settlement(targets int) *settlement {
-	if n.opts.OnSettled == nil {
-		return nil
-	}
+// settlement returns a fresh settlement for e, which targets targets have
+// still to finish with (dropped: an earlier target dropped it), and counts
+// e in flight until done has been called once per target.
+func (n *Notifier) settlement(e *Event, targets int, dropped bool) *settlement {
 	s := &settlement{}
 	s.remaining.Store(int64(targets))
+	s.dropped.Store(dropped)
+	n.inflightMu.Lock()
+	n.inflight[e.id()]++
+	n.inflightMu.Unlock()
 	return s
 }
 
 // done records one target's final result for e (delivered, failed or
-// dropped) and calls OnSettled when it was the last target and none
-// dropped e. The flags are stored before the count falls, so the last
-// target sees every other target's result.
+// dropped). The last target to finish takes e out of flight and calls
+// OnSettled unless some target dropped e. The flags are stored before
+// the count falls, so the last target sees every other target's result.
 func (s *settlement) done(n *Notifier, e *Event, result string) {
-	if s == nil {
-		return
-	}
 	switch result {
 	case ResultFailed:
 		s.failed.Store(true)
 	case ResultDropped:
 		s.dropped.Store(true)
 	}
-	if s.remaining.Add(-1) == 0 && !s.dropped.Load() {
+	if s.remaining.Add(-1) != 0 {
+		return
+	}
+	id := e.id()
+	n.inflightMu.Lock()
+	if n.inflight[id]--; n.inflight[id] <= 0 {
+		delete(n.inflight, id)
+	}
+	n.inflightMu.Unlock()
+	if n.opts.OnSettled != nil && !s.dropped.Load() {
 		n.opts.OnSettled(*e, !s.failed.Load())
 	}
 }

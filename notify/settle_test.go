@@ -94,8 +94,17 @@ func TestSettledNotWhenDropped(t *testing.T) {
 	if got := res.count(ResultDropped); got != 1 {
 		t.Fatalf("dropped = %d, want 1", got)
 	}
+	if !n.InFlight(TypeRequested, "c1") || !n.InFlight(TypeRequested, "c2") {
+		t.Error("InFlight(c1, c2) = false while the slow target holds them")
+	}
+	if n.InFlight(TypeResolved, "c1") || n.InFlight(TypeRequested, "c9") {
+		t.Error("InFlight is true for events never sent")
+	}
 	open()
 	testkit.WaitFor(t, "every target finished", func() bool { return res.final(6) })
+	testkit.WaitFor(t, "nothing in flight", func() bool {
+		return !n.InFlight(TypeRequested, "c1") && !n.InFlight(TypeRequested, "c2") && !n.InFlight(TypeRequested, "c3")
+	})
 	testkit.WaitFor(t, "c1 and c2 settled", func() bool { return len(set.get()) >= 2 })
 	got := set.get()
 	if !slices.Equal(got["c1"], []bool{true}) || !slices.Equal(got["c2"], []bool{true}) {
