@@ -48,6 +48,8 @@ type memCall struct {
 	// "oldest first" and Approved's grace are about time in the state.
 	since time.Time
 	seq   uint64
+	// announced: Announced was called (Unannounced skips the call).
+	announced bool
 	// dropAt is when the call is forgotten: its deadline plus ResultTTL
 	// while live, the finish plus ResultTTL once terminal (the same rule as
 	// RedisStore's key TTLs).
@@ -358,3 +360,32 @@ func (s *MemoryStore) Wait(ctx context.Context, id string, from State) (Call, er
 
 // Ping implements [Store.Ping]: memory is always there.
 func (s *MemoryStore) Ping(context.Context) error { return nil }
+
+// Announced implements [Store.Announced].
+func (s *MemoryStore) Announced(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.lookup(id, s.now())
+	if m == nil {
+		return notFound(id)
+	}
+	m.announced = true
+	return nil
+}
+
+// Unannounced implements [Store.Unannounced]: a waiting call's time in
+// its state is its time since Park.
+func (s *MemoryStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	return s.list(now, Waiting, limit, func(m *memCall) bool {
+		return !m.announced && !m.since.After(now.Add(-olderThan)) && overdue(m.c, now) == ""
+	}), nil
+}

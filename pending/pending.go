@@ -198,6 +198,18 @@ type Store interface {
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 
+	// Announced records that the call's "requested" notification reached
+	// its approvers (or was given up after being attempted), so
+	// Unannounced no longer returns it. It is idempotent; a call not
+	// found gives ErrNotFound.
+	Announced(ctx context.Context, id string) error
+
+	// Unannounced returns up to limit Waiting calls parked at least
+	// olderThan ago (by the store's clock), not past their expiry, and
+	// not marked Announced, oldest first: the calls whose announcement
+	// may have been lost, to be announced again.
+	Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error)
+
 	// BindSession records principal as the owner of the MCP session id
 	// until the store's now + ttl, unless an owner is recorded already
 	// (SET NX). When principal is the owner, recorded now or before, the

@@ -40,6 +40,7 @@ import (
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey attaches to
 //	{toolgate}:parked          sorted set of waiting and approved IDs by expiry (the caps)
 //	{toolgate}:parked:<principal>  the same for one Call.Principal
+//	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {
@@ -353,6 +354,32 @@ func (s *RedisStore) Count(ctx context.Context, st State) (int, error) {
 		return 0, fmt.Errorf("pending: counting %s calls: %w", st, err)
 	}
 	return int(n), nil
+}
+
+// Announced implements [Store.Announced]: the call leaves the
+// unannounced index.
+func (s *RedisStore) Announced(ctx context.Context, id string) error {
+	v, err := s.run(ctx, announcedScript, s.callKey(id), id)
+	if err != nil {
+		return fmt.Errorf("pending: marking %s announced: %w", id, err)
+	}
+	if len(v) == 1 && v[0] == "notfound" {
+		return notFound(id)
+	}
+	return nil
+}
+
+// Unannounced implements [Store.Unannounced] from the unannounced index;
+// olderThan is measured on Redis' clock.
+func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	v, err := s.run(ctx, unannouncedScript, s.base+"unannounced", olderThan.Milliseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending: listing unannounced calls: %w", err)
+	}
+	return decodeList(v)
 }
 
 // Ping implements [Store.Ping] with PING.

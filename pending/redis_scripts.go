@@ -47,6 +47,10 @@ import "github.com/redis/go-redis/v9"
 //	               Options.MaxParked counts (ZCARD, no call is read)
 //	parked:<principal>  the same for the calls of one Call.Principal
 //	               (Options.MaxParkedPerPrincipal)
+//	unannounced    waiting calls not yet marked Announced, score =
+//	               CreatedAt (Unannounced's work list): park adds the
+//	               call, Announced and move out of waiting remove it; its
+//	               TTL is at least its latest entry's ExpiresAt + ResultTTL
 //
 // move keeps both parked indexes, so every way out of waiting and approved
 // (a decision, a cancel, a claim, an expiry) leaves the counts. A call past
@@ -66,6 +70,7 @@ local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = base .. 'due'
+local unannounced = base .. 'unannounced'
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
 local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'cancelled'}
 
@@ -90,6 +95,7 @@ local function forget(id)
   redis.call('ZREM', statekey('waiting'), id)
   redis.call('ZREM', statekey('approved'), id)
   redis.call('ZREM', statekey('executing'), id)
+  redis.call('ZREM', unannounced, id)
 end
 
 local function unattach(id, h)
@@ -140,6 +146,7 @@ end
 local function move(id, h, to, fields, deadline)
   local k = callkey(id)
   redis.call('ZREM', statekey(h.st), id)
+  if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
   if deadline then redis.call('ZADD', due, num(deadline), id) else redis.call('ZREM', due, id) end
   count(id, h, to, deadline)
@@ -209,6 +216,9 @@ redis.call('PEXPIREAT', k, num(expires + rttl))
 redis.call('ZADD', statekey('waiting'), num(now), id)
 redis.call('ZADD', due, num(expires), id)
 count(id, {pr = pr}, 'waiting', expires)
+redis.call('ZADD', unannounced, num(now), id)
+local left = redis.call('PTTL', unannounced)
+if left < 0 or now + left < expires + rttl then redis.call('PEXPIREAT', unannounced, num(expires + rttl)) end
 if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 return {'ok', all(id)}
 `)
@@ -367,6 +377,45 @@ while #out < 2 * limit do
     end
   end
   offset = offset + limit
+end
+return out
+`)
+
+// announcedScript: ARGV[4] id. Replies {'ok'} or {'notfound'}; the call
+// leaves the unannounced index (it may have left it already).
+var announcedScript = newScript(`
+local id = ARGV[4]
+if redis.call('EXISTS', callkey(id)) == 0 then
+  redis.call('ZREM', unannounced, id)
+  return {'notfound'}
+end
+redis.call('ZREM', unannounced, id)
+return {'ok'}
+`)
+
+// unannouncedScript: ARGV[4] olderThan ms, [5] limit. Replies {id, call,
+// …} for waiting calls parked at least olderThan ago by Redis' clock and
+// not past their expiry, oldest first. Entries whose call is gone or no
+// longer waiting are dropped on the way (move removes them, but a key can
+// expire unswept).
+var unannouncedScript = newScript(`
+local older, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out, offset = {}, 0
+while #out < 2 * limit do
+  local ids = redis.call('ZRANGEBYSCORE', unannounced, '-inf', num(now - older), 'LIMIT', offset, limit)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local h = load(id)
+    if not h or h.st ~= 'waiting' then
+      redis.call('ZREM', unannounced, id)
+    else
+      offset = offset + 1
+      if #out < 2 * limit and not overdue(h) then
+        out[#out + 1] = id
+        out[#out + 1] = all(id)
+      end
+    end
+  end
 end
 return out
 `)

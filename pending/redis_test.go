@@ -97,7 +97,7 @@ func newRedisStoreOn(tb testing.TB, rdb *redis.Client, opts Options) *RedisStore
 	}
 	tb.Cleanup(func() {
 		s.Close()
-		keys := []string{s.base + "due", s.base + "parked"}
+		keys := []string{s.base + "due", s.base + "parked", s.base + "unannounced"}
 		for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
 			keys = append(keys, s.base+"state:"+string(st))
 		}
