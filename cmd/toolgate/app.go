@@ -331,9 +331,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			}
 		}()
 	}
-	// The sweeper and the policy watcher stop before serve returns, and so
-	// before Close closes the store, however serve ends (a failed listener
-	// does not cancel ctx).
+	// The sweeper, the re-announcer and the policy watcher stop before
+	// serve returns, and so before Close closes the store, however serve
+	// ends (a failed listener does not cancel ctx).
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer stopBg()
 	var bg sync.WaitGroup
@@ -354,6 +354,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		}
 	}
 	bg.Go(func() { a.proxy.Sweep(bgCtx, time.Second, 3*time.Second) })
+	bg.Go(func() { a.parking.reannounce(bgCtx, reannounceEvery, reannounceAfter) })
 	var runErr error
 	select {
 	case <-ctx.Done():

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -26,10 +28,34 @@ type parking struct {
 	// onLink, if set, receives the approval link of every parked call
 	// (the quickstart prints it).
 	onLink func(callID, link string)
+	log    *slog.Logger
+	// announcing: there are notification targets, so requested events
+	// are recorded as announced once settled, and announced again if not.
+	announcing bool
 
 	approvalsTotal *prometheus.CounterVec
 	waitSeconds    prometheus.Histogram
+	reannounced    prometheus.Counter
 }
+
+// Re-announcement of parked calls whose requested event did not settle
+// (dropped by a full queue, or lost with a replica): every
+// reannounceEvery, the calls waiting at least reannounceAfter and not
+// recorded as announced are notified again, at most reannounceBatch at a
+// time. Variables so that tests can shorten them; notifyQueueSize is
+// notify's QueueSize (0: its default).
+var (
+	reannounceEvery = 5 * time.Second
+	reannounceAfter = 15 * time.Second
+	notifyQueueSize = 0
+)
+
+const (
+	reannounceBatch = 100
+	// announcedTimeout bounds recording a settled announcement; it runs
+	// in the target's delivery goroutine.
+	announcedTimeout = 2 * time.Second
+)
 
 // newParking opens the store and the notifier; a.Close closes them, the
 // notifier first.
@@ -39,7 +65,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		return nil, err
 	}
 	a.onClose("store", 0, func(context.Context) error { closeStore(); return nil })
-	p := &parking{store: st, public: cfg.PublicURL}
+	p := &parking{store: st, public: cfg.PublicURL, log: a.log, announcing: len(cfg.Approvals.Notify) > 0}
 	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal())); err != nil {
 		return nil, err
 	}
@@ -55,6 +81,10 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		Name: "toolgate_notifications_total",
 		Help: "Notification deliveries by format and result (delivered, retry, failed, dropped).",
 	}, []string{"format", "result"})
+	p.reannounced = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_notifications_reannounced_total",
+		Help: "Parked calls announced again because their requested event did not reach every target (dropped, or lost with a replica).",
+	})
 	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolgate_calls_waiting",
 		Help: "Parked calls waiting for a decision.",
@@ -67,7 +97,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		}
 		return float64(n)
 	})
-	reg.MustRegister(p.approvalsTotal, p.waitSeconds, deliveries, waiting)
+	reg.MustRegister(p.approvalsTotal, p.waitSeconds, deliveries, p.reannounced, waiting)
 	// Series exist at zero from the start, so rates and alerts over them
 	// need no special case for "never happened yet".
 	for _, s := range []pending.State{pending.Approved, pending.Rejected, pending.Expired, pending.Cancelled, pending.Unknown} {
@@ -81,10 +111,14 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 			deliveries.WithLabelValues(cmp.Or(n.Format, notify.FormatCloudEvents), result)
 		}
 	}
-	p.notifier, err = notify.New(notify.Options{
-		Targets: targets, Logger: a.log,
+	nopts := notify.Options{
+		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
-	})
+	}
+	if p.announcing {
+		nopts.OnSettled = p.settled
+	}
+	p.notifier, err = notify.New(nopts)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +144,70 @@ func (p *parking) parked(c pending.Call) {
 	if p.onLink != nil {
 		p.onLink(c.ID, link)
 	}
+	p.announce(c, link)
+}
+
+// announce sends the requested event of c, whose approval link is link.
+func (p *parking) announce(c pending.Call, link string) {
 	p.notifier.Notify(p.event(notify.TypeRequested, c, link))
+}
+
+// settled records that a requested event reached every target, or was
+// given up by them after being attempted: the call is not announced again.
+func (p *parking) settled(e notify.Event, _ bool) {
+	if e.Type != notify.TypeRequested {
+		return
+	}
+	ctx, cancel := contextTimeout(announcedTimeout)
+	defer cancel()
+	if err := p.store.Announced(ctx, e.CallID); err != nil && !errors.Is(err, pending.ErrNotFound) {
+		p.log.Warn("could not record a call as announced; it will be announced again", "call_id", e.CallID, "error", err)
+	}
+}
+
+// reannounce announces again, every every until ctx ends, the calls
+// waiting at least after whose requested event is not recorded as
+// settled: dropped by a full queue, or lost with a replica that stopped.
+// A call whose event this replica still has queued or in delivery is
+// skipped. Receivers see the same event id again and can deduplicate.
+func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
+	if !p.announcing {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.reannounceOnce(ctx, after)
+	}
+}
+
+func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	calls, err := p.store.Unannounced(ctx, after, reannounceBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("could not list the calls to announce again", "error", err)
+		}
+		return
+	}
+	n := 0
+	for _, c := range calls {
+		if p.notifier.InFlight(notify.TypeRequested, c.ID) {
+			continue
+		}
+		p.announce(c, p.signer.ApprovalURL(p.public, c))
+		p.reannounced.Inc()
+		n++
+	}
+	if n > 0 {
+		p.log.Info("parked calls announced again: their notification did not reach every target", "calls", n)
+	}
 }
 
 // resolved records and announces how a parked call ended.

@@ -179,7 +179,8 @@ func TestMetrics(t *testing.T) {
 			"format=cloudevents,result=delivered": 8, "format=cloudevents,result=retry": 0,
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,
 		},
-		"toolgate_policy_reloads_total": {"result=success": 1, "result=failure": 1},
+		"toolgate_notifications_reannounced_total": {"": 0},
+		"toolgate_policy_reloads_total":            {"result=success": 1, "result=failure": 1},
 		// The console decision log loses nothing; there is no log service.
 		"toolgate_decision_log_events_dropped_total": {
 			"reason=queue_full": 0, "reason=rate_limit": 0, "reason=buffer_full": 0, "reason=encoding": 0, "reason=error": 0,

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+func announceConfig(upstream, notifyURL string) string {
+	return `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+public_url: http://approvals.invalid
+upstreams:
+  - {name: files, url: ` + upstream + `}
+identity:
+  api_keys: [{key: agent-key, subject: agent-42}]
+policy:
+  rules_file: ./rules.yaml
+pending:
+  ttl: 1m
+approvals:
+  secret: ` + testSecret + `
+  approvers: [{name: alice, key: alice-key}]
+  notify: [{url: ` + notifyURL + `, format: cloudevents}]
+shutdown_grace: 2s
+`
+}
+
+// announcing starts a toolgate whose notification queue holds queueSize
+// events and whose re-announcer runs every 50ms for calls waiting a
+// second. Its receiver holds the first event until open is called. park
+// parks a call asynchronously and returns its ID.
+func announcing(t *testing.T, queueSize int) (tg replica, ev events, open func(), park func(content string) string) {
+	t.Helper()
+	oldEvery, oldAfter, oldQueue := reannounceEvery, reannounceAfter, notifyQueueSize
+	reannounceEvery, reannounceAfter, notifyQueueSize = 50*time.Millisecond, time.Second, queueSize
+	t.Cleanup(func() { reannounceEvery, reannounceAfter, notifyQueueSize = oldEvery, oldAfter, oldQueue })
+
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	open = func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	ev = events{testkit.NewUpstream(t, func(n int, _ http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	})}
+	up := testkit.NewUpstream(t, nil)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": announceConfig(up.URL, ev.URL),
+		"rules.yaml":    "rules:\n  - {id: r1, effect: ask, tool: write_note, target: \"*\"}\n",
+	})
+	tg = startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	park = func(content string) string {
+		t.Helper()
+		res, body := agentCall(t, tg.proxy, "write_note", `{"path":"a.txt","content":"`+content+`"}`, "Prefer", "respond-async")
+		if res.StatusCode != http.StatusAccepted {
+			t.Fatalf("ask: %d %s, want 202", res.StatusCode, body)
+		}
+		return res.Header.Get("X-Toolgate-Call-Id")
+	}
+	return tg, ev, open, park
+}
+
+// announcedOnce checks, after the re-announcer has had time to run
+// again, that each call's requested event arrived exactly once.
+func announcedOnce(t *testing.T, ev events, ids ...string) {
+	t.Helper()
+	time.Sleep(reannounceAfter + 10*reannounceEvery)
+	count := map[string]int{}
+	for _, d := range ev.requested(t) {
+		id, _ := d["call_id"].(string)
+		count[id]++
+	}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("%s was announced %d times, want once (requested events: %v)", id, count[id], count)
+		}
+	}
+}
+
+// TestReannounce: a full notification queue drops a call's requested
+// event; the re-announcer sends it later, with its approval link, and
+// announces no call again once its event was delivered.
+func TestReannounce(t *testing.T) {
+	tg, ev, open, park := announcing(t, 1)
+	first := park("1")
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	queued := park("2")  // waits in the queue
+	dropped := park("3") // the queue is full: dropped
+	eventually(t, tg.admin, "toolgate_notifications_total", 1, "format", "cloudevents", "result", "dropped")
+	open()
+
+	// The dropped call is announced again once it has waited a second,
+	// with a working approval link.
+	link, token := relink(t, ev.approvalURL(t, dropped), tg.approvals)
+	if pg, err := http.Get(link + "?token=" + url.QueryEscape(token)); err != nil || pg.StatusCode != http.StatusOK {
+		t.Fatalf("the re-announced approval link: %v %v", pg, err)
+	} else {
+		pg.Body.Close()
+	}
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 1)
+
+	// Every call's event has been delivered now: nothing is announced
+	// again, however long the calls wait.
+	announcedOnce(t, ev, first, queued, dropped)
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total"); got != 1 {
+		t.Errorf("toolgate_notifications_reannounced_total = %v, want 1", got)
+	}
+}
+
+// TestReannounceSkipsInFlight: an event still being delivered is not
+// queued again, however long its delivery takes.
+func TestReannounceSkipsInFlight(t *testing.T) {
+	tg, ev, open, park := announcing(t, 0)
+	first := park("1")
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	time.Sleep(reannounceAfter + 10*reannounceEvery) // the call is due, its event still in flight
+	open()
+	announcedOnce(t, ev, first)
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total"); got != 0 {
+		t.Errorf("toolgate_notifications_reannounced_total = %v, want 0", got)
+	}
+}
