@@ -248,3 +248,35 @@ func printable(b []byte) string {
 		return r
 	}, string(b))
 }
+
+// defaultClient is used when Options.Client is nil. Its transport is its
+// own, so Close can release the keep-alive connections it opened.
+func defaultClient() *http.Client {
+	var tr *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = dt.Clone()
+	} else {
+		tr = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	return &http.Client{
+		Timeout:   DefaultTimeout,
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			// 301/302/303 would turn the POST into a bodiless GET whose 2xx
+			// would count as delivered; another host would receive the
+			// signature and the event. Neither is followed.
+			if len(via) >= 5 {
+				return http.ErrUseLastResponse
+			}
+			if req.Response != nil {
+				if sc := req.Response.StatusCode; sc != http.StatusTemporaryRedirect && sc != http.StatusPermanentRedirect {
+					return http.ErrUseLastResponse
+				}
+			}
+			if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}

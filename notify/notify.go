@@ -31,7 +31,6 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -345,71 +344,6 @@ func (n *Notifier) Notify(e Event) {
 	}
 }
 
-// InFlight reports whether an event of type typ for call callID is still
-// queued for, or being delivered to, some target: Notify has taken it and
-// not every target has delivered, failed or dropped it yet. A caller that
-// announces again what did not settle asks this first, so that it does
-// not queue a second copy behind one still being retried.
-func (n *Notifier) InFlight(typ, callID string) bool {
-	id := (&Event{Type: typ, CallID: callID}).id()
-	n.inflightMu.Lock()
-	defer n.inflightMu.Unlock()
-	return n.inflight[id] > 0
-}
-
-// queued is an event in a target's queue, with the settlement it shares
-// with its copies in the other targets' queues.
-type queued struct {
-	e Event
-	s *settlement
-}
-
-// settlement counts the targets still to finish with one event, for
-// InFlight and Options.OnSettled. It lives as long as the event is queued
-// somewhere.
-type settlement struct {
-	remaining       atomic.Int64
-	failed, dropped atomic.Bool
-}
-
-// settlement returns a fresh settlement for e, which targets targets have
-// still to finish with (dropped: an earlier target dropped it), and counts
-// e in flight until done has been called once per target.
-func (n *Notifier) settlement(e *Event, targets int, dropped bool) *settlement {
-	s := &settlement{}
-	s.remaining.Store(int64(targets))
-	s.dropped.Store(dropped)
-	n.inflightMu.Lock()
-	n.inflight[e.id()]++
-	n.inflightMu.Unlock()
-	return s
-}
-
-// done records one target's final result for e (delivered, failed or
-// dropped). The last target to finish takes e out of flight and calls
-// OnSettled unless some target dropped e. The flags are stored before
-// the count falls, so the last target sees every other target's result.
-func (s *settlement) done(n *Notifier, e *Event, result string) {
-	switch result {
-	case ResultFailed:
-		s.failed.Store(true)
-	case ResultDropped:
-		s.dropped.Store(true)
-	}
-	if s.remaining.Add(-1) != 0 {
-		return
-	}
-	id := e.id()
-	n.inflightMu.Lock()
-	if n.inflight[id]--; n.inflight[id] <= 0 {
-		delete(n.inflight, id)
-	}
-	n.inflightMu.Unlock()
-	if n.opts.OnSettled != nil && !s.dropped.Load() {
-		n.opts.OnSettled(*e, !s.failed.Load())
-	}
-}
-
 // Close stops accepting events and waits until every queued event has
 // been delivered or given up, or until ctx ends. If ctx ends first, the
 // deliveries in flight are aborted (counted failed), what is still queued
@@ -448,37 +382,5 @@ func (n *Notifier) Close(ctx context.Context) error {
 func (n *Notifier) report(w *worker, result string) {
 	if n.opts.OnDelivery != nil {
 		n.opts.OnDelivery(w.index, w.format, result)
-	}
-}
-
-// defaultClient is used when Options.Client is nil. Its transport is its
-// own, so Close can release the keep-alive connections it opened.
-func defaultClient() *http.Client {
-	var tr *http.Transport
-	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-		tr = dt.Clone()
-	} else {
-		tr = &http.Transport{Proxy: http.ProxyFromEnvironment}
-	}
-	return &http.Client{
-		Timeout:   DefaultTimeout,
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			// 301/302/303 would turn the POST into a bodiless GET whose 2xx
-			// would count as delivered; another host would receive the
-			// signature and the event. Neither is followed.
-			if len(via) >= 5 {
-				return http.ErrUseLastResponse
-			}
-			if req.Response != nil {
-				if sc := req.Response.StatusCode; sc != http.StatusTemporaryRedirect && sc != http.StatusPermanentRedirect {
-					return http.ErrUseLastResponse
-				}
-			}
-			if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		},
 	}
 }

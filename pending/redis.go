@@ -356,32 +356,6 @@ func (s *RedisStore) Count(ctx context.Context, st State) (int, error) {
 	return int(n), nil
 }
 
-// Announced implements [Store.Announced]: the call leaves the
-// unannounced index.
-func (s *RedisStore) Announced(ctx context.Context, id string) error {
-	v, err := s.run(ctx, announcedScript, s.callKey(id), id)
-	if err != nil {
-		return fmt.Errorf("pending: marking %s announced: %w", id, err)
-	}
-	if len(v) == 1 && v[0] == "notfound" {
-		return notFound(id)
-	}
-	return nil
-}
-
-// Unannounced implements [Store.Unannounced] from the unannounced index;
-// olderThan is measured on Redis' clock.
-func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	v, err := s.run(ctx, unannouncedScript, s.base+"unannounced", olderThan.Milliseconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("pending: listing unannounced calls: %w", err)
-	}
-	return decodeList(v)
-}
-
 // Ping implements [Store.Ping] with PING.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
