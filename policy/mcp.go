@@ -16,6 +16,13 @@ const (
 	ToolPromptsGet = "mcp:prompts/get"
 )
 
+// IsMCPToolMethod reports whether an MCP request of method is decided as a
+// tool call: tools/call, and the pseudo-tools' resources/read and
+// prompts/get.
+func IsMCPToolMethod(method string) bool {
+	return method == "tools/call" || method == "resources/read" || method == "prompts/get"
+}
+
 // MCPTool is the tool an MCP request is decided as, beside tools/call: for
 // resources/read and prompts/get, a call of ToolResourcesRead or
 // ToolPromptsGet whose arguments are the request's params without _meta.
@@ -25,6 +32,9 @@ const (
 // keys or target hold a control character (CheckControl) are an error, for
 // a JSON-RPC invalid-params answer.
 func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
+	if !IsMCPToolMethod(method) || method == "tools/call" {
+		return nil, nil
+	}
 	var name, key string
 	switch method {
 	case "resources/read":

@@ -44,9 +44,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 	}
 	switch s.decide(r, c).Action {
 	case policy.Allow:
-		if a := s.decideBatch(r, c); a != nil {
-			return *a
-		}
 		return s.forward(w, r, c)
 	case policy.Ask:
 		return s.ask(w, r, c)
@@ -163,6 +160,9 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 		// The agent learns only that the policy failed; the log has why.
 		s.log.Error("policy error", "call_id", c.id, "error", err)
 		d = policyFailed(c.id)
+	}
+	if c.mcp != nil && len(c.mcp.batch) > 0 {
+		d = s.decideBatch(r.Context(), c, d)
 	}
 	c.decision = d
 	s.tracing.endDecide(span, r, c, err)

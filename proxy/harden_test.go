@@ -445,3 +445,46 @@ func TestRecheckSeesTheArguments(t *testing.T) {
 }
 
 func callinfoOf(pc pending.Call) callinfo.Info { return callinfo.Decode(pc.Info) }
+
+// TestMCPBatchNeverParked: a batch the policy asks about, or whose member
+// it asks about, is refused, never parked to run later undecided member
+// by member; a tools/list in a batch (unfiltered) and an oversized batch
+// are refused before any decision.
+func TestMCPBatchNeverParked(t *testing.T) {
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if in.MCP != nil && (in.MCP.Method == "logging/setLevel" || in.MCP.Method == "" && in.HTTP.Headers["x-ask-batch"] != nil) {
+			return policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{Message: "ask"}}}, nil
+		}
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	store := pending.NewMemory(pending.Options{})
+	env := newTestServer(t, d, func(c *Config) {
+		c.Upstreams[0].Protocol = "mcp"
+		c.Pending, c.Hold, c.MaxBodyBytes = store, time.Millisecond, 1<<20
+	})
+	big := make([]string, maxBatch+1)
+	for i := range big {
+		big[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+	}
+	for _, tc := range []struct {
+		body string
+		want int
+		hdr  []string
+	}{
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}]`, 403, nil},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 403, []string{"X-Ask-Batch", "1"}},
+		{`[{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`, 400, nil},
+		{"[" + strings.Join(big, ",") + "]", 400, nil},
+	} {
+		res := post(t, env.url+"/mcp", tc.body, append([]string{"Authorization", "Bearer agent-key"}, tc.hdr...)...)
+		if res.StatusCode != tc.want {
+			t.Errorf("%.60s: %d, want %d", tc.body, res.StatusCode, tc.want)
+		}
+	}
+	if n, _ := store.Count(context.Background(), pending.Waiting); n != 0 {
+		t.Errorf("%d batches parked", n)
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+}

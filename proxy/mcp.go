@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,10 @@ const (
 	rpcUnavailable    = -31003
 )
 
+// maxBatch bounds the messages of a JSON-RPC batch: each distinct method in
+// it is decided on its own.
+const maxBatch = 100
+
 // mcpMessage is what toolgate read of one JSON-RPC message to an MCP
 // upstream.
 type mcpMessage struct {
@@ -30,7 +35,8 @@ type mcpMessage struct {
 	version       string          // Mcp-Protocol-Version
 	isToolCall    bool
 	progressToken any
-	// batch is the methods of a batch's members: each is decided too.
+	// batch is the distinct methods of a batch's members: each is decided
+	// too.
 	batch []string
 }
 
@@ -82,6 +88,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		if _, has := r.Header["Mcp-Method"]; has {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
 		}
+		if len(msg) > maxBatch {
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch holds at most "+strconv.Itoa(maxBatch)+" messages")
+		}
 		for _, m := range msg {
 			o, ok := m.(map[string]any)
 			if !ok {
@@ -94,10 +103,12 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
 			}
-			if tool, _ := policy.MCPTool(method, map[string]any{"uri": "", "name": ""}, policy.FoldNone); method == "tools/call" || tool != nil {
+			// Tool calls are decided one per request, and a tools/list
+			// answer is filtered per caller, which a batch's is not.
+			if policy.IsMCPToolMethod(method) || method == "tools/list" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
 			}
-			if isString {
+			if isString && !slices.Contains(c.mcp.batch, method) {
 				c.mcp.batch = append(c.mcp.batch, method)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -352,10 +353,11 @@ func FuzzMCPMessage(f *testing.F) {
 			if in.Tool != nil {
 				t.Fatalf("a batch was decided as tool call %q", in.Tool.Name)
 			}
-			// (e) Each member's method was decided as it would be alone.
-			var members []string
+			// (e) Each distinct member method was decided as it would be
+			// alone.
+			var members []string // distinct, in order
 			for _, m := range msg {
-				if method, ok := m.(map[string]any)["method"].(string); ok {
+				if method, ok := m.(map[string]any)["method"].(string); ok && !slices.Contains(members, method) {
 					members = append(members, method)
 				}
 			}

@@ -163,30 +163,34 @@ func (up *upstream) rememberAnnotations(name string, ann map[string]any) {
 	}
 }
 
-// decideBatch decides each member of an allowed JSON-RPC batch on its own
-// method, as the message would be decided alone: a batch is allowed only
-// when every member is, and is never parked (an ask is a refusal here).
-func (s *Server) decideBatch(r *http.Request, c *call) *answer {
-	if c.mcp == nil || len(c.mcp.batch) == 0 {
-		return nil
-	}
+// decideBatch folds the decisions of a batch's members into d, the batch's
+// own: each distinct member method is decided as the message would be
+// alone, and the batch is allowed only when it and every member are. A
+// batch is never parked: an ask (its own or a member's) refuses it like a
+// deny.
+func (s *Server) decideBatch(ctx context.Context, c *call, d policy.Decision) policy.Decision {
 	for _, method := range c.mcp.batch {
+		if d.Action != policy.Allow {
+			break
+		}
 		in := *c.input
 		mcp := *in.MCP
 		mcp.Method = method
 		in.MCP = &mcp
-		dctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
-		d, err := s.cfg.Decider.Decide(dctx, &in)
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
+		md, err := s.cfg.Decider.Decide(dctx, &in)
 		cancel()
 		if err != nil {
 			s.log.Error("policy error", "call_id", c.id, "batch_method", method, "error", err)
-			d = policyFailed(c.id)
+			md = policyFailed(c.id)
 		}
-		if d.Action != policy.Allow {
-			a := denied(d)
-			a.detail = "a member of the batch (" + method + ") is not allowed alone: " + a.detail
-			return &a
+		if md.Action != policy.Allow {
+			d = md
 		}
 	}
-	return nil
+	if d.Action == policy.Ask {
+		d.Action = policy.Deny
+		d.Reasons = append(d.Reasons, policy.Reason{ID: "toolgate.batch_ask", Message: "a JSON-RPC batch cannot wait for approval; send its messages one per request"})
+	}
+	return d
 }
