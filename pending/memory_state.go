@@ -153,7 +153,10 @@ func (s *MemoryStore) untrack(m *memCall) {
 // checkCaps returns ErrTooMany when parking c as a new call would pass a
 // cap. Calls past their expiry do not count, swept or not. s.mu is held.
 func (s *MemoryStore) checkCaps(c Call, now time.Time) error {
-	live := func(ms map[string]*memCall) int {
+	live := func(ms map[string]*memCall, limit int) int {
+		if len(ms) < limit {
+			return len(ms) // at most that many are live: no need to look
+		}
 		n := 0
 		for _, m := range ms {
 			if now.Before(m.c.ExpiresAt) {
@@ -162,10 +165,10 @@ func (s *MemoryStore) checkCaps(c Call, now time.Time) error {
 		}
 		return n
 	}
-	if s.maxPerPrincipal > 0 && c.Principal != "" && live(s.byPrincipal[c.Principal]) >= s.maxPerPrincipal {
+	if s.maxPerPrincipal > 0 && c.Principal != "" && live(s.byPrincipal[c.Principal], s.maxPerPrincipal) >= s.maxPerPrincipal {
 		return tooMany(c.ID, c.Principal, true, s.maxPerPrincipal)
 	}
-	if s.maxParked > 0 && live(s.parked) >= s.maxParked {
+	if s.maxParked > 0 && live(s.parked, s.maxParked) >= s.maxParked {
 		return tooMany(c.ID, c.Principal, false, s.maxParked)
 	}
 	return nil

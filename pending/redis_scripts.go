@@ -291,10 +291,12 @@ local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'executing' or h.fe ~= fence then
   if h.op == nonce and h.st == to then return {'ok', all(id)} end
+  -- a retry of the finish that made the call unknown answers as it did
+  if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', all(id)} end
   return {'fenced', all(id)}
 end
 if overdue(h) then
-  move(id, h, 'unknown', {}, nil)
+  move(id, h, 'unknown', {'op', nonce .. ':lapsed'}, nil)
   return {'lapsed', all(id)}
 end
 local f = {'op', nonce}

@@ -466,6 +466,38 @@ func TestRedisRetriedWrites(t *testing.T) {
 	}
 }
 
+// TestRedisRetriedLapsedFinish: a retry of the Finish that found the lease
+// run out (its reply lost) answers lapsed again, so the end it made is
+// still reported once.
+func TestRedisRetriedLapsedFinish(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{})
+	ctx := t.Context()
+	c := park(t, s, sampleCall(), long)
+	if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, c.ID, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // past the lease, by Redis' clock
+	n := nonce()
+	for i := range 2 {
+		v, err := s.run(ctx, finishScript, s.callKey(c.ID), c.ID, strconv.FormatInt(claimed.Fence, 10), string(Executed), n, "rs", 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, got, _ := reply(c.ID, v)
+		if code != "lapsed" || got.State != Unknown {
+			t.Fatalf("finish run %d: %q %s, want lapsed unknown", i+1, code, got.State)
+		}
+	}
+	if _, err := s.Finish(ctx, c.ID, claimed.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) || errors.Is(err, ErrLapsed) {
+		t.Fatalf("another executor's Finish = %v, want fenced, not lapsed", err)
+	}
+}
+
 // TestRedisRetryAfterMove: a retried write is recognised only while the
 // call is still where that write put it. A claim whose lease ran out (the
 // call is unknown now, a move that keeps the claim's nonce) retried is a

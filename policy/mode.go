@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 )
 
 // Permission modes (docs/policy.md, modes). A mode is applied after the rules; none
@@ -16,9 +15,6 @@ const (
 
 // Modes returns the names of the permission modes, the default first.
 func Modes() []string { return []string{ModeDefault, ModeDontAsk, ModePlan, ModeBypass} }
-
-// ValidMode reports whether m names a permission mode ("" means default).
-func ValidMode(m string) bool { return m == "" || slices.Contains(Modes(), m) }
 
 // applyMode turns d into what mode makes of it.
 func applyMode(d Decision, mode string) (Decision, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/toolgate/toolgate/identity"
@@ -64,7 +65,8 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		a.allow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 		return a
 	}
-	if a := checkPath(r); a != nil {
+	query, a := checkPath(r)
+	if a != nil {
 		return a
 	}
 	c.up, c.rel = s.route(r.URL.Path)
@@ -92,7 +94,7 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 	}
 	c.subject = subj
 	sanitizeHeaders(r.Header, c.up.StripHeaders)
-	if a := s.readCall(r, c); a != nil {
+	if a := s.readCall(r, c, query); a != nil {
 		return a
 	}
 	return s.checkSession(r, c)
@@ -100,7 +102,7 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 
 // readCall reads the body and builds the policy input: a REST tool call for
 // POST {prefix}tools/{tool}, a plain HTTP call for anything else.
-func (s *Server) readCall(r *http.Request, c *call) *answer {
+func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	in := &policy.Input{
 		CallID:   c.id,
 		Kind:     policy.KindHTTP,
@@ -109,7 +111,7 @@ func (s *Server) readCall(r *http.Request, c *call) *answer {
 		Phase:    policy.PhaseCall,
 		Upstream: policy.Upstream{Name: c.up.Name, Protocol: c.up.Protocol},
 		Subject:  policySubject(c.subject),
-		HTTP:     httpInput(r, c.rel),
+		HTTP:     httpInput(r, c.rel, query),
 	}
 	c.input = in
 	if c.up.Protocol == policy.KindMCP {

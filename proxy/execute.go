@@ -107,7 +107,7 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	s.metrics.approvedExecuted.Inc() // counted once sent: not when refused by the re-check or the dial
 	defer res.Body.Close()
 	if err := screenAnswer(res); err != nil {
-		s.log.Error("upstream switched protocols on an approved call", "call_id", pc.ID)
+		s.log.Error("upstream answer to an approved call refused", "call_id", pc.ID, "error", err)
 		return pending.Executed, toolgateResult(pc.ID, http.StatusBadGateway, "the upstream switched protocols; toolgate does not tunnel")
 	}
 	for _, k := range hopHeaders {

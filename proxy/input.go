@@ -98,8 +98,8 @@ func policySubject(s identity.Subject) policy.Subject {
 }
 
 // httpInput describes the request as it will be forwarded: its method, its
-// path relative to the upstream, its query and its headers.
-func httpInput(r *http.Request, rel string) policy.HTTP {
-	q, _ := url.ParseQuery(r.URL.RawQuery) // already checked by checkPath
-	return policy.HTTP{Method: r.Method, Path: rel, Query: q, Headers: policyHeaders(r.Header)}
+// path relative to the upstream, its query (as checkPath parsed it) and
+// its headers.
+func httpInput(r *http.Request, rel string, query url.Values) policy.HTTP {
+	return policy.HTTP{Method: r.Method, Path: rel, Query: query, Headers: policyHeaders(r.Header)}
 }

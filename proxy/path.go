@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // toolName is the grammar of a tool name after routing (docs/http-api.md, REST tool calls).
@@ -17,21 +18,21 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 // backslashes, dots or NULs, matrix parameters and control characters.
 // Paths are never cleaned instead: cleaning would make toolgate one more
 // stack with its own reading.
-func checkPath(r *http.Request) *answer {
+func checkPath(r *http.Request) (url.Values, *answer) {
 	raw := r.URL.EscapedPath()
 	if raw == "" || raw[0] != '/' {
-		return invalid(http.StatusBadRequest, "Bad path", "the request path must start with /")
+		return nil, invalid(http.StatusBadRequest, "Bad path", "the request path must start with /")
 	}
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		if c < 0x20 || c == 0x7f || c == '\\' || c == ';' {
-			return invalid(http.StatusBadRequest, "Bad path", "the request path holds a control character, a backslash or a ';'")
+			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds a control character, a backslash or a ';'")
 		}
 	}
 	lower := strings.ToLower(raw)
 	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b"} {
 		if strings.Contains(lower, enc) {
-			return invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded '/', '\\', '.', ';' or NUL")
+			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded '/', '\\', '.', ';' or NUL")
 		}
 	}
 	// A percent-encoded unreserved character (%74 for t) has a second
@@ -39,29 +40,29 @@ func checkPath(r *http.Request) *answer {
 	// would let "/%74ools/x" pass as a plain HTTP call and run as a tool.
 	for i := 0; i+2 < len(raw); i++ {
 		if raw[i] == '%' && isUnreservedEscape(raw[i+1], raw[i+2]) {
-			return invalid(http.StatusBadRequest, "Bad path", "the request path percent-encodes a character that needs no encoding")
+			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path percent-encodes a character that needs no encoding")
 		}
 	}
 	for seg := range strings.SplitSeq(raw[1:], "/") {
 		if seg == "." || seg == ".." {
-			return invalid(http.StatusBadRequest, "Bad path", "the request path holds a '.' or '..' segment")
+			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds a '.' or '..' segment")
 		}
 	}
 	if strings.Contains(raw, "//") {
-		return invalid(http.StatusBadRequest, "Bad path", "the request path holds an empty segment ('//')")
+		return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an empty segment ('//')")
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
+		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
 	}
 	for name, vs := range q {
 		// Stacks disagree on a repeated name (first, last, a list): the
 		// policy could judge one value and the upstream use another.
 		if len(vs) > 1 {
-			return invalid(http.StatusBadRequest, "Bad query", "the query string names "+strconv.Quote(name)+" more than once")
+			return nil, invalid(http.StatusBadRequest, "Bad query", "the query string names "+strconv.Quote(name)+" more than once")
 		}
 	}
-	return nil
+	return q, nil
 }
 
 // checkToolQuery refuses a REST tool call's query string unless its
@@ -75,13 +76,15 @@ func checkToolQuery(up *upstream, query map[string][]string, args map[string]any
 	if !up.ToolQuery {
 		return invalid(http.StatusBadRequest, "Query on a tool call", "a tool call's arguments go in its JSON body; this upstream takes no query string (upstreams[].tool_query)")
 	}
+	// Case-insensitive: some stacks bind query and body fields to the
+	// same struct field regardless of case.
+	folded := make(map[string]bool, len(args))
+	for arg := range args {
+		folded[foldKey(arg)] = true
+	}
 	for name := range query {
-		for arg := range args {
-			// Case-insensitive: some stacks bind query and body fields
-			// to the same struct field regardless of case.
-			if strings.EqualFold(name, arg) {
-				return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
-			}
+		if folded[foldKey(name)] {
+			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
 		}
 	}
 	return nil
@@ -109,4 +112,17 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// foldKey is s under simple case folding: two names are equal under
+// strings.EqualFold exactly when their foldKeys are equal.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		// The smallest rune of r's fold orbit stands for all of it.
+		low := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			low = min(low, f)
+		}
+		return low
+	}, s)
 }

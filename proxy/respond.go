@@ -113,8 +113,12 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 		m.send(w, http.StatusOK, a, m.toolError(a.callID, a.outcome, a.title+": "+a.detail))
 	case a.kind == refusal && (a.outcome == outcomeInvalid || a.outcome == outcomeUnavailable):
 		code := a.rpcCode
-		if code == 0 {
-			code = map[string]int{outcomeInvalid: rpcInvalidRequest, outcomeUnavailable: rpcUnavailable}[a.outcome]
+		switch {
+		case code != 0:
+		case a.outcome == outcomeInvalid:
+			code = rpcInvalidRequest
+		default:
+			code = rpcUnavailable
 		}
 		m.send(w, a.status, a, m.rpcError(code, a))
 	case a.kind == verdict && m.msg.id != nil:
