@@ -9,3 +9,10 @@ func NativeInUse(e *Engine) bool { return e.current.Load().native != nil }
 func WatchCounts(dirs []string, rulesFile, p string) bool {
 	return newWatchFilter(dirs, rulesFile).counts(p, false)
 }
+
+// RefusedBuiltins are the built-ins refused unless Options.Capabilities
+// lists them.
+func RefusedBuiltins() map[string]string { return refusedBuiltins }
+
+// MCPMethods are the MCP methods the native library lets through.
+func MCPMethods() map[string]bool { return mcpMethods }
