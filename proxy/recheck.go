@@ -21,9 +21,9 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		s.log.Error("a parked call's policy input cannot be read", "call_id", pc.ID, "error", err)
 		return false, "the parked call's policy input cannot be read"
 	}
-	if in.Tool != nil && len(info.Arguments) > 0 {
+	if in.Tool != nil && len(info.Arguments) > 0 && string(info.Arguments) != "null" {
 		// Parked inputs keep the arguments once, as the display's.
-		if in.Tool.Arguments, err = decodeArguments(info.Arguments); err != nil {
+		if in.Tool.Arguments, err = s.json.DecodeObject(info.Arguments); err != nil {
 			s.log.Error("a parked call's arguments cannot be read", "call_id", pc.ID, "error", err)
 			return false, "the parked call's arguments cannot be read"
 		}
@@ -59,17 +59,4 @@ func decodeInput(b []byte) (*policy.Input, error) {
 		return nil, err
 	}
 	return &in, nil
-}
-
-func decodeArguments(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber() // arguments keep their exact numbers
-	var args map[string]any
-	if err := dec.Decode(&args); err != nil {
-		return nil, err
-	}
-	if args == nil {
-		args = map[string]any{}
-	}
-	return args, nil
 }
