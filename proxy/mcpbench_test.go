@@ -3,11 +3,10 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // BenchmarkMCPToolCall is an allowed MCP tools/call straight to a tool
@@ -16,7 +15,7 @@ import (
 func BenchmarkMCPToolCall(b *testing.B) {
 	const result = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`
 	for _, mode := range []string{"json", "sse"} {
-		up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		up := benchUpstream(b, func(w http.ResponseWriter, _ *http.Request) {
 			if mode == "sse" {
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = io.WriteString(w, "event: message\ndata: "+result+"\n\n")
@@ -52,4 +51,16 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		b.Run(mode+"/direct", func(b *testing.B) { run(b, up.URL+"/mcp") })
 		b.Run(mode+"/toolgate", func(b *testing.B) { run(b, env.url+"/mcp") })
 	}
+}
+
+// benchUpstream is an upstream for benchmarks: it answers with h and, unlike
+// testkit's recording upstream, keeps nothing, so what is measured is
+// toolgate's work and memory, not the recording's.
+func benchUpstream(b *testing.B, h http.HandlerFunc) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h(w, r)
+	}))
+	b.Cleanup(up.Close)
+	return up
 }

@@ -508,7 +508,7 @@ func TestPrefixRouting(t *testing.T) {
 // BenchmarkToolCall is an allowed call through toolgate, beside the same
 // call through a bare httputil.ReverseProxy.
 func BenchmarkToolCall(b *testing.B) {
-	up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	up := benchUpstream(b, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"content":"ok"}`)
 	})

@@ -441,7 +441,7 @@ func TestTraceHeldExecution(t *testing.T) {
 // on, every span sampled and handed to an exporter that drops it: the cost
 // of tracing itself, without export.
 func BenchmarkToolCallTraced(b *testing.B) {
-	up := testkit.NewUpstream(b, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	up := benchUpstream(b, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"content":"ok"}`)
 	})
