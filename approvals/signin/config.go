@@ -1,0 +1,279 @@
+package signin
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// The identity types of approvals.identity.type.
+const (
+	TypeTrustedHeader = "trusted_header"
+	TypeOIDC          = "oidc"
+)
+
+// Defaults of the settings that have one.
+const (
+	DefaultSecretHeader = "X-Approvals-Proxy-Secret"
+	DefaultUserClaim    = "email"
+	DefaultGroupsClaim  = "groups"
+	DefaultSessionTTL   = 8 * time.Hour
+	// CallbackPath is where the identity provider sends the browser back,
+	// below the public URL, unless redirect_url says otherwise.
+	CallbackPath = "/auth/callback"
+)
+
+// DefaultScopes are the scopes asked for when none are configured.
+var DefaultScopes = []string{"openid", "email", "profile"}
+
+// MinCookieSecretBytes is the shortest cookie_secret accepted: it keys the
+// HMAC of every session cookie.
+const MinCookieSecretBytes = 32
+
+// MinProxySecretBytes is the shortest shared secret accepted from the
+// authenticating proxy in front.
+const MinProxySecretBytes = 16
+
+// Config is what New builds an Authenticator from: approvals.identity in
+// plain values. Type selects which of Header and OIDC is read; the other
+// is ignored.
+type Config struct {
+	Type   string // TypeTrustedHeader or TypeOIDC
+	Header HeaderConfig
+	OIDC   OIDCConfig
+}
+
+// HeaderConfig configures trusted_header: the identity comes from headers
+// an authenticating proxy in front sets, and is believed only when the
+// request proves it came through that proxy.
+type HeaderConfig struct {
+	UserHeader   string // e.g. X-Auth-Request-Email; required
+	GroupsHeader string // comma-separated groups; "" means none
+	// SecretHeader and Secret: the proxy in front sends Secret in
+	// SecretHeader (default DefaultSecretHeader when Secret is set).
+	SecretHeader string
+	Secret       string
+	// TrustedSources are CIDR prefixes ("10.0.0.0/8") or addresses whose
+	// connections are believed without the secret. At least one of Secret
+	// and TrustedSources must be set; with both, either suffices.
+	TrustedSources []string
+}
+
+// OIDCConfig configures oidc: toolgate signs approvers in itself with the
+// authorization code flow and PKCE.
+type OIDCConfig struct {
+	Issuer       string // the issuer URL, exactly as the provider's discovery document names it
+	ClientID     string
+	ClientSecret string
+	// PublicURL is the approvals listener as browsers reach it. Its scheme
+	// decides the cookies' Secure attribute, its path is the prefix of
+	// the /auth/ routes in links, and RedirectURL defaults to it +
+	// CallbackPath.
+	PublicURL   string
+	RedirectURL string
+	UserClaim   string   // default DefaultUserClaim; a token without it is refused
+	GroupsClaim string   // default DefaultGroupsClaim
+	Scopes      []string // default DefaultScopes; "openid" is added when missing
+	// CookieSecret keys the HMAC of the session and sign-in cookies; at
+	// least MinCookieSecretBytes. Replicas must share it; changing it
+	// signs everybody out.
+	CookieSecret string
+	SessionTTL   time.Duration // default DefaultSessionTTL
+	// AllowedGroups, when not empty, admits only members of at least one
+	// of them.
+	AllowedGroups []string
+
+	// HTTPClient talks to the identity provider; nil means a client with
+	// a 10-second timeout.
+	HTTPClient *http.Client
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger hears why a sign-in failed (never a token or a secret); nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// ConfigError is one problem with one key of a Config. Key is the key as
+// toolgate's configuration file names it ("approvals.identity.issuer");
+// Msg says what is wrong and Fix what to do. Neither ever holds a secret.
+type ConfigError struct {
+	Key, Msg, Fix string
+}
+
+// Error returns "<key>: <msg> (<fix>)".
+func (e *ConfigError) Error() string {
+	if e.Fix == "" {
+		return e.Key + ": " + e.Msg
+	}
+	return e.Key + ": " + e.Msg + " (" + e.Fix + ")"
+}
+
+const keyPrefix = "approvals.identity."
+
+// Check reports every problem with c, each a *ConfigError, joined; nil when
+// there is none. It touches no network: an identity provider that cannot be
+// reached is not a configuration error. New refuses exactly what Check
+// reports.
+func (c Config) Check() error {
+	var errs []error
+	bad := func(key, msg, fix string) {
+		errs = append(errs, &ConfigError{Key: keyPrefix + key, Msg: msg, Fix: fix})
+	}
+	switch c.Type {
+	case TypeTrustedHeader:
+		c.Header.check(bad)
+	case TypeOIDC:
+		c.OIDC.check(bad)
+	default:
+		bad("type", fmt.Sprintf("%q is not an identity type", c.Type), "use trusted_header or oidc")
+	}
+	return errors.Join(errs...)
+}
+
+// New builds the Authenticator c describes. It does not touch the network:
+// an oidc issuer is discovered when the first sign-in needs it.
+func New(c Config) (Authenticator, error) {
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	if c.Type == TypeTrustedHeader {
+		return newTrustedHeader(c.Header), nil
+	}
+	return newOIDC(c.OIDC), nil
+}
+
+func (h HeaderConfig) check(bad func(key, msg, fix string)) {
+	if !validHeaderName(h.UserHeader) {
+		bad("user_header", "is not a header name", "set the header the proxy in front puts the approver's identity in, e.g. X-Auth-Request-Email")
+	}
+	if h.GroupsHeader != "" && !validHeaderName(h.GroupsHeader) {
+		bad("groups_header", "is not a header name", "write a header name such as X-Auth-Request-Groups, or leave it out")
+	}
+	if h.SecretHeader != "" && !validHeaderName(h.SecretHeader) {
+		bad("secret_header", "is not a header name", "write a header name such as "+DefaultSecretHeader)
+	}
+	switch {
+	case h.Secret == "" && len(h.TrustedSources) == 0:
+		bad("secret", "neither secret nor trusted_sources is set, so anybody could send the identity headers",
+			"set secret to a value the proxy in front sends in secret_header, or trusted_sources to the proxy's addresses")
+	case h.Secret != "" && len(h.Secret) < MinProxySecretBytes:
+		bad("secret", fmt.Sprintf("is shorter than %d bytes", MinProxySecretBytes), "generate one with: openssl rand -base64 32")
+	case h.Secret == "" && h.SecretHeader != "":
+		bad("secret_header", "is set but secret is not", "set secret too, or remove secret_header")
+	}
+	for i, s := range h.TrustedSources {
+		if _, err := parseSource(s); err != nil {
+			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q is not an address or CIDR prefix", s), "write it like 10.0.0.0/8, 192.168.1.10 or fd00::/8")
+		}
+	}
+}
+
+func (o OIDCConfig) check(bad func(key, msg, fix string)) {
+	switch u, err := url.Parse(o.Issuer); {
+	case o.Issuer == "":
+		bad("issuer", "is not set", "set the identity provider's issuer URL, e.g. https://accounts.example.com")
+	case err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http":
+		bad("issuer", "is not an absolute https:// URL", "write the issuer URL, e.g. https://accounts.example.com")
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		// Discovery, keys and the code exchange in clear text could be
+		// read or changed by anyone on the path.
+		bad("issuer", "uses http:// on a host other than loopback", "use the provider's https:// issuer URL")
+	}
+	if o.ClientID == "" {
+		bad("client_id", "is not set", "set the client ID registered at the identity provider")
+	}
+	if o.ClientSecret == "" {
+		bad("client_secret", "is not set", "set the client secret registered at the identity provider, e.g. client_secret: ${OIDC_CLIENT_SECRET}")
+	}
+	switch {
+	case o.RedirectURL != "":
+		if !absHTTP(o.RedirectURL) {
+			bad("redirect_url", "is not an absolute http(s) URL", "write it like https://toolgate.example.com/auth/callback")
+		}
+	case o.PublicURL == "":
+		bad("redirect_url", "is not set, and there is no public_url to derive it from", "set public_url to the approvals listener as browsers reach it")
+	}
+	if o.PublicURL != "" && !absHTTP(o.PublicURL) {
+		bad("redirect_url", "cannot be derived: public_url is not an absolute http(s) URL", "fix public_url")
+	}
+	switch {
+	case o.CookieSecret == "":
+		bad("cookie_secret", "is not set", "generate one with: openssl rand -base64 48")
+	case len(o.CookieSecret) < MinCookieSecretBytes:
+		bad("cookie_secret", fmt.Sprintf("is shorter than %d bytes", MinCookieSecretBytes), "generate one with: openssl rand -base64 48")
+	}
+	if o.SessionTTL < 0 {
+		bad("session_ttl", "is negative", "write a duration such as 8h")
+	}
+	for i, s := range o.Scopes {
+		if s == "" || strings.ContainsAny(s, " \t\r\n") {
+			bad(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("%q is not a scope", s), "write one scope per entry, e.g. [openid, email, profile]")
+		}
+	}
+	for i, g := range o.AllowedGroups {
+		if strings.TrimSpace(g) == "" {
+			bad(fmt.Sprintf("allowed_groups[%d]", i), "is empty", "remove the empty entry")
+		}
+	}
+	for key, claim := range map[string]string{"user_claim": o.UserClaim, "groups_claim": o.GroupsClaim} {
+		if claim != "" && strings.TrimSpace(claim) != claim {
+			bad(key, "has leading or trailing spaces", "write the claim's name as the tokens carry it")
+		}
+	}
+}
+
+// absHTTP reports whether s is an absolute http or https URL with a host.
+func absHTTP(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// loopback reports whether host names this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// parseSource reads a trusted source: a CIDR prefix or a single address.
+func parseSource(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// validHeaderName reports whether s is an HTTP header field name (an RFC
+// 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

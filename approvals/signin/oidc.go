@@ -1,0 +1,366 @@
+package signin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+const (
+	// discoveryTimeout bounds one attempt to read the issuer's discovery
+	// document; exchangeTimeout the code exchange and the token's check.
+	discoveryTimeout = 10 * time.Second
+	exchangeTimeout  = 15 * time.Second
+	// discoveryBackoff is how long a failed discovery is answered from
+	// memory before the next attempt, so that an unreachable identity
+	// provider costs one attempt per interval, not one per click.
+	discoveryBackoff = 5 * time.Second
+)
+
+// oidcAuth signs approvers in with the authorization code flow and PKCE,
+// and knows them afterwards by a signed session cookie. Identify reads only
+// the cookie: it never waits for the identity provider.
+type oidcAuth struct {
+	cfg         OIDCConfig // with defaults applied
+	redirectURL string
+	base        string // the public URL's path without a trailing slash: the prefix of links
+	client      *http.Client
+	now         func() time.Time
+	log         *slog.Logger
+	cookies     cookies
+	routes      http.Handler
+
+	mu       sync.Mutex
+	provider *discovered // nil until discovery succeeded
+	discErr  error       // the last failure, answered until retryAt
+	retryAt  time.Time
+}
+
+// discovered is what the issuer's discovery document gives.
+type discovered struct {
+	oauth    oauth2.Config
+	verifier *oidc.IDTokenVerifier
+}
+
+var _ Authenticator = (*oidcAuth)(nil)
+
+// newOIDC builds an oidcAuth from a checked c.
+func newOIDC(c OIDCConfig) *oidcAuth {
+	if c.UserClaim == "" {
+		c.UserClaim = DefaultUserClaim
+	}
+	if c.GroupsClaim == "" {
+		c.GroupsClaim = DefaultGroupsClaim
+	}
+	if len(c.Scopes) == 0 {
+		c.Scopes = DefaultScopes
+	}
+	if !slices.Contains(c.Scopes, "openid") {
+		c.Scopes = append([]string{"openid"}, c.Scopes...)
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	o := &oidcAuth{cfg: c, client: c.HTTPClient, now: c.Now, log: slog.New(slog.DiscardHandler)}
+	if o.client == nil {
+		o.client = &http.Client{Timeout: discoveryTimeout}
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if c.Logger != nil {
+		o.log = c.Logger
+	}
+	secure := false
+	if u, err := url.Parse(c.PublicURL); err == nil && c.PublicURL != "" {
+		o.base = strings.TrimRight(u.EscapedPath(), "/")
+		// Browsers and HTTP clients do not send a Secure cookie over plain
+		// http, so a Secure cookie on an http:// listener would sign
+		// nobody in: Secure follows the scheme approvers use.
+		secure = u.Scheme == "https"
+	}
+	o.redirectURL = c.RedirectURL
+	if o.redirectURL == "" {
+		o.redirectURL = strings.TrimRight(c.PublicURL, "/") + CallbackPath
+	} else if u, err := url.Parse(c.RedirectURL); err == nil && c.PublicURL == "" {
+		secure = u.Scheme == "https"
+	}
+	o.cookies = cookies{
+		session:   newSealer(c.CookieSecret, "session"),
+		login:     newSealer(c.CookieSecret, "login"),
+		secure:    secure,
+		loginPath: o.base + "/auth/",
+		now:       o.now,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /auth/login", o.login)
+	mux.HandleFunc("GET /auth/callback", o.callback)
+	// Signing out is harmless but annoying; a cross-site form must not be
+	// able to do it.
+	mux.Handle("POST /auth/logout", http.NewCrossOriginProtection().Handler(http.HandlerFunc(o.logout)))
+	o.routes = mux
+	return o
+}
+
+// Identify returns the approver of r's session cookie, with Via "oidc", or
+// an error wrapping ErrNoIdentity: no cookie, an expired, malformed or
+// forged one.
+func (o *oidcAuth) Identify(r *http.Request) (Approver, error) {
+	return o.cookies.readSession(r)
+}
+
+// Routes serves GET /auth/login, GET /auth/callback and POST /auth/logout.
+func (o *oidcAuth) Routes() http.Handler { return o.routes }
+
+// LoginURL is /auth/login below the public URL's path, coming back to
+// returnTo, or to /approvals when returnTo is not a path on this listener.
+func (o *oidcAuth) LoginURL(returnTo string) string {
+	return o.base + "/auth/login?return=" + url.QueryEscape(localPath(returnTo))
+}
+
+// discover returns the issuer's endpoints and keys, reading its discovery
+// document on first need. A failure is remembered for discoveryBackoff;
+// the start of toolgate never waits for the identity provider.
+func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.provider != nil {
+		return o.provider, nil
+	}
+	if o.discErr != nil && o.now().Before(o.retryAt) {
+		return nil, o.discErr
+	}
+	// Not the request's own context: a browser that gives up must not
+	// make the next one wait out a back-off.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discoveryTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, o.client), o.cfg.Issuer)
+	if err != nil {
+		o.discErr = fmt.Errorf("signin: discovering the issuer: %w", err)
+		o.retryAt = o.now().Add(discoveryBackoff)
+		return nil, o.discErr
+	}
+	o.provider = &discovered{
+		oauth: oauth2.Config{
+			ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
+			Endpoint: p.Endpoint(), RedirectURL: o.redirectURL, Scopes: o.cfg.Scopes,
+		},
+		verifier: p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID, Now: o.now}),
+	}
+	o.discErr = nil
+	return o.provider, nil
+}
+
+// login serves GET /auth/login?return=/path: it remembers a fresh state,
+// nonce and PKCE verifier in the sign-in cookie and sends the browser to
+// the identity provider.
+func (o *oidcAuth) login(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
+	p, err := o.discover(r.Context())
+	if err != nil {
+		o.log.Warn("sign-in unavailable", "err", err)
+		w.Header().Set("Retry-After", "5")
+		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
+			"toolgate cannot reach the identity provider just now. Try again in a minute.", "")
+		return
+	}
+	st := loginState{
+		State:    rand.Text(),
+		Nonce:    rand.Text(),
+		Verifier: oauth2.GenerateVerifier(),
+		Return:   localPath(r.URL.Query().Get("return")),
+		Expires:  o.now().Add(loginTTL).Unix(),
+	}
+	if err := o.cookies.setLogin(w, st); err != nil {
+		o.page(w, http.StatusInternalServerError, "Sign-in failed", "toolgate could not start the sign-in.", "")
+		return
+	}
+	http.Redirect(w, r, p.oauth.AuthCodeURL(st.State, oauth2.S256ChallengeOption(st.Verifier), oidc.Nonce(st.Nonce)), http.StatusFound)
+}
+
+// callback serves GET /auth/callback: the identity provider sends the
+// browser back with a code, which is exchanged (with the PKCE verifier)
+// for an ID token; a valid token for an admitted approver becomes the
+// session cookie.
+func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
+	q := r.URL.Query()
+	again := o.base + "/auth/login"
+	st, ok := o.cookies.readLogin(r)
+	if !ok {
+		o.page(w, http.StatusBadRequest, "Sign-in expired",
+			"This sign-in has expired, or was started in another browser.", again)
+		return
+	}
+	if len(q["state"]) != 1 || subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(st.State)) != 1 {
+		o.log.Warn("sign-in refused", "reason", "state does not match the sign-in cookie")
+		o.page(w, http.StatusBadRequest, "Sign-in refused",
+			"The answer of the identity provider does not belong to the sign-in this browser started.", again)
+		return
+	}
+	// A state is good for one answer.
+	o.cookies.clearLogin(w)
+	again += "?return=" + url.QueryEscape(st.Return)
+	if e := q.Get("error"); e != "" {
+		o.log.Warn("sign-in refused by the identity provider", "error", e, "description", q.Get("error_description"))
+		o.page(w, http.StatusForbidden, "Sign-in refused",
+			"The identity provider did not sign you in ("+e+").", again)
+		return
+	}
+	code := q.Get("code")
+	if code == "" {
+		o.page(w, http.StatusBadRequest, "Sign-in refused", "The identity provider's answer carries no code.", again)
+		return
+	}
+	p, err := o.discover(r.Context())
+	if err != nil {
+		o.log.Warn("sign-in unavailable", "err", err)
+		w.Header().Set("Retry-After", "5")
+		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
+			"toolgate cannot reach the identity provider just now. Try again in a minute.", again)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), exchangeTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, o.client)
+	tok, err := p.oauth.Exchange(ctx, code, oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		o.log.Warn("sign-in failed: exchanging the code", "err", err)
+		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider did not accept the sign-in's code.", again)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		o.log.Warn("sign-in failed", "reason", "the token response holds no id_token")
+		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider sent no ID token.", again)
+		return
+	}
+	idt, err := p.verifier.Verify(ctx, raw)
+	if err != nil {
+		o.log.Warn("sign-in failed: verifying the ID token", "err", err)
+		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider's ID token is not valid.", again)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
+		o.log.Warn("sign-in refused", "reason", "the ID token's nonce does not match the sign-in cookie")
+		o.page(w, http.StatusBadRequest, "Sign-in refused", "The ID token does not belong to this sign-in.", again)
+		return
+	}
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider's ID token cannot be read.", again)
+		return
+	}
+	a, err := o.approver(claims)
+	if err != nil {
+		o.log.Warn("sign-in refused", "reason", err.Error())
+		o.page(w, http.StatusForbidden, "Sign-in refused", err.Error(), "")
+		return
+	}
+	if len(o.cfg.AllowedGroups) > 0 && !slices.ContainsFunc(a.Groups, func(g string) bool { return slices.Contains(o.cfg.AllowedGroups, g) }) {
+		o.log.Warn("sign-in refused", "approver", a.Name, "reason", "in none of allowed_groups")
+		o.page(w, http.StatusForbidden, "Sign-in refused",
+			a.Name+" is in none of the groups allowed to approve here.", "")
+		return
+	}
+	s := session{Name: a.Name, Groups: a.Groups, Expires: o.now().Add(o.cfg.SessionTTL).Unix()}
+	if err := o.cookies.setSession(w, s); err != nil {
+		o.log.Warn("sign-in refused", "approver", a.Name, "reason", err.Error(), "groups", len(a.Groups))
+		o.page(w, http.StatusForbidden, "Sign-in refused",
+			"Your groups do not fit in a session cookie. Ask the identity provider's administrators to send fewer groups in the "+o.cfg.GroupsClaim+" claim to this client.", "")
+		return
+	}
+	http.Redirect(w, r, o.base+st.Return, http.StatusSeeOther)
+}
+
+// approver reads the approver from verified ID token claims.
+func (o *oidcAuth) approver(claims map[string]any) (Approver, error) {
+	name, ok := claims[o.cfg.UserClaim].(string)
+	if !ok || name == "" {
+		return Approver{}, fmt.Errorf("the ID token has no %s claim", o.cfg.UserClaim)
+	}
+	// An address the provider says it has not verified may belong to
+	// somebody else.
+	if o.cfg.UserClaim == "email" {
+		if v, ok := claims["email_verified"].(bool); ok && !v {
+			return Approver{}, errors.New("the identity provider has not verified your e-mail address")
+		}
+	}
+	if err := checkName(name); err != nil {
+		return Approver{}, err
+	}
+	var groups []string
+	switch g := claims[o.cfg.GroupsClaim].(type) {
+	case nil:
+	case string:
+		groups = []string{g}
+	case []any:
+		for _, e := range g {
+			s, ok := e.(string)
+			if !ok {
+				return Approver{}, fmt.Errorf("the ID token's %s claim holds a value that is not a string", o.cfg.GroupsClaim)
+			}
+			groups = append(groups, s)
+		}
+	default:
+		return Approver{}, fmt.Errorf("the ID token's %s claim is neither a string nor a list of strings", o.cfg.GroupsClaim)
+	}
+	groups = dedupe(groups)
+	if err := checkGroups(groups); err != nil {
+		return Approver{}, err
+	}
+	return Approver{Name: name, Groups: groups, Via: "oidc"}, nil
+}
+
+// logout serves POST /auth/logout: it removes the session cookie.
+func (o *oidcAuth) logout(w http.ResponseWriter, _ *http.Request) {
+	noStore(w)
+	o.cookies.clearSession(w)
+	o.page(w, http.StatusOK, "Signed out", "You are signed out of toolgate's approvals.", o.base+"/auth/login")
+}
+
+// localPath returns p when it is a path on this listener, and /approvals
+// otherwise: "//host" and "/\host" are other sites to a browser, and a
+// sign-in must never end on another site (an open redirect).
+func localPath(p string) string {
+	const fallback = "/approvals"
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, `/\`) ||
+		strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fallback
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
+		return fallback
+	}
+	return p
+}
+
+func noStore(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>{{.Title}} · toolgate</title></head>
+<body><h1>{{.Title}}</h1><p>{{.Msg}}</p>{{if .Link}}<p><a href="{{.Link}}">Sign in</a></p>{{end}}</body></html>
+`))
+
+// page writes a minimal HTML page; link, when set, offers to sign in.
+func (o *oidcAuth) page(w http.ResponseWriter, status int, title, msg, link string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = pageTmpl.Execute(w, struct{ Title, Msg, Link string }{title, msg, link})
+}
