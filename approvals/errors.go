@@ -9,29 +9,57 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
-// httpError is a refusal whose status is known where it is made.
+// httpError is a refusal whose status is known where it is made. title
+// heads the error page; "" leaves the status's usual title.
 type httpError struct {
 	status int
+	title  string
 	msg    string
 }
 
 func (e *httpError) Error() string { return e.msg }
 
 var (
-	errNoRoute         = &httpError{http.StatusNotFound, "no such page"}
-	errUnauthenticated = &httpError{http.StatusUnauthorized, "missing or unknown approver key"}
-	errSelfApproval    = &httpError{http.StatusForbidden, "an approver cannot approve their own call (rejecting it is allowed)"}
-	errCrossOrigin     = &httpError{http.StatusForbidden, "cross-origin form posts are refused; open the approval link and decide on its page"}
-	errContentType     = &httpError{http.StatusUnsupportedMediaType, "the form must be sent as application/x-www-form-urlencoded"}
+	errNoRoute         = &httpError{status: http.StatusNotFound, title: "Page not found", msg: "no such page"}
+	errUnauthenticated = &httpError{status: http.StatusUnauthorized, msg: "missing or unknown approver key"}
+	errSelfApproval    = &httpError{
+		status: http.StatusForbidden, title: "You cannot approve your own call",
+		msg: "an approver cannot approve their own call (rejecting it is allowed)",
+	}
+	errCrossOrigin = &httpError{
+		status: http.StatusForbidden, title: "Request refused",
+		msg: "cross-origin form posts are refused; open the approval link and decide on its page",
+	}
+	errContentType = &httpError{
+		status: http.StatusUnsupportedMediaType, title: "Request refused",
+		msg: "the form must be sent as application/x-www-form-urlencoded",
+	}
+
+	// Approver identity (signed-in approvers, calls that name their approvers).
+	errSignInRequired = &httpError{status: http.StatusUnauthorized, title: "Sign-in needed", msg: "sign in to decide this call"}
+	errNotEligible    = &httpError{
+		status: http.StatusForbidden, title: "Not one of this call's approvers",
+		msg: "this call names its approvers, and you are not one of them",
+	}
+	errNeedsIdentity = &httpError{
+		status: http.StatusForbidden, title: "Sign-in needed",
+		msg: "this call names its approvers: only a signed-in approver can decide it",
+	}
+	errCSRF = &httpError{
+		status: http.StatusForbidden, title: "Form expired",
+		msg: "the form could not be verified; reload the page and decide again",
+	}
 )
 
-func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+func badRequest(msg string) error {
+	return &httpError{status: http.StatusBadRequest, title: "Request not understood", msg: msg}
+}
 
 // unreadable is the error for a body that could not be read: 408 when it
 // did not arrive in time (the listener's body deadline), 400 otherwise.
 func unreadable(err error, msg string) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return &httpError{http.StatusRequestTimeout, "the request body did not arrive in time"}
+		return &httpError{status: http.StatusRequestTimeout, title: "Request too slow", msg: "the request body did not arrive in time"}
 	}
 	return badRequest(msg)
 }
@@ -39,14 +67,15 @@ func unreadable(err error, msg string) error {
 // answer is what a failed request is told.
 type answer struct {
 	status int
+	title  string // the error page's heading (titleFor)
 	msg    string
 	call   *pending.Call // the call as it now stands (409 only)
 }
 
 // classify turns an error into its answer. It is the one place where errors
-// become statuses. Anything it does not recognise came from the store (an
-// outage, a timeout) and is 503: a decision that was not recorded must
-// never look like a success (docs/security.md, R06).
+// become statuses and titles. Anything it does not recognise came from the
+// store (an outage, a timeout) and is 503: a decision that was not recorded
+// must never look like a success (docs/security.md, R06).
 func classify(err error, method string) answer {
 	var (
 		he  *httpError
@@ -55,25 +84,38 @@ func classify(err error, method string) answer {
 	)
 	switch {
 	case errors.As(err, &he):
-		return answer{status: he.status, msg: he.msg}
+		return answer{status: he.status, title: he.title, msg: he.msg}
 	case errors.Is(err, ErrTokenExpired):
-		return answer{status: http.StatusForbidden, msg: "this approval link has expired"}
+		return answer{status: http.StatusForbidden, title: "Link expired", msg: "this approval link has expired"}
 	case errors.Is(err, ErrTokenInvalid):
-		return answer{status: http.StatusForbidden, msg: "this approval link is not valid for this call"}
+		return answer{status: http.StatusForbidden, title: "Link not valid", msg: "this approval link is not valid for this call"}
 	case errors.Is(err, pending.ErrNotFound):
-		return answer{status: http.StatusNotFound, msg: "unknown call (it may have expired, or the store lost it)"}
+		return answer{status: http.StatusNotFound, title: "Unknown call", msg: "unknown call (it may have expired, or the store lost it)"}
 	case errors.As(err, &se):
 		c := se.Call
-		return answer{status: http.StatusConflict, msg: "this call is no longer waiting for a decision", call: &c}
+		return answer{status: http.StatusConflict, title: "Already decided", msg: "this call is no longer waiting for a decision", call: &c}
 	case errors.Is(err, pending.ErrConflict):
-		return answer{status: http.StatusConflict, msg: "this call is no longer waiting for a decision"}
+		return answer{status: http.StatusConflict, title: "Already decided", msg: "this call is no longer waiting for a decision"}
 	case errors.As(err, &mbe):
-		return answer{status: http.StatusRequestEntityTooLarge, msg: "request body too large"}
+		return answer{status: http.StatusRequestEntityTooLarge, title: "Request too large", msg: "request body too large"}
 	case method == http.MethodPost:
-		return answer{status: http.StatusServiceUnavailable, msg: "decision not recorded, try again"}
+		return answer{status: http.StatusServiceUnavailable, title: "Try again", msg: "decision not recorded, try again"}
 	default:
-		return answer{status: http.StatusServiceUnavailable, msg: "the approval store is unavailable, try again"}
+		return answer{status: http.StatusServiceUnavailable, title: "Try again", msg: "the approval store is unavailable, try again"}
 	}
+}
+
+// titleFor is the heading of a's error page: the title classify gave it,
+// else the status's name. A 403 is never called "Link not valid" unless the
+// link is what failed.
+func titleFor(a answer) string {
+	if a.title != "" {
+		return a.title
+	}
+	if t := http.StatusText(a.status); t != "" {
+		return t
+	}
+	return "Error"
 }
 
 // logRefusal records a refused request: client mistakes at Info, store

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -17,13 +20,16 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
-//go:embed page.html
+//go:embed page.html inbox.html
 var pageFS embed.FS
 
+// parsePages parses the approval page ("page.html", the set's root, which
+// Execute runs) and the inbox ("inbox.html") into one set: they share the
+// style sheet page.html defines.
 func parsePages() (*template.Template, error) {
-	t, err := template.New("page.html").Funcs(template.FuncMap{"reveal": reveal}).ParseFS(pageFS, "page.html")
+	t, err := template.New("page.html").Funcs(template.FuncMap{"reveal": reveal}).ParseFS(pageFS, "page.html", "inbox.html")
 	if err != nil {
-		return nil, fmt.Errorf("approvals: parsing the page template: %w", err)
+		return nil, fmt.Errorf("approvals: parsing the page templates: %w", err)
 	}
 	return t, nil
 }
@@ -32,14 +38,38 @@ func parsePages() (*template.Template, error) {
 // field: arguments, reasons and comments are the agent's or an approver's
 // words, never markup.
 type pageData struct {
-	Title   string
+	Title   string // the answer's title; the heading of a page that decides names the call instead
 	Message string
 	Tone    string // ok | warn | bad: the colour of Message
 	Call    *callView
-	Forms   bool // Approve / Reject, only for a waiting call and a good token
-	Token   string
-	Action  string
-	Max     int // longest comment, in characters
+	Forms   bool // Approve / Reject, only for a waiting call and a good token or a signed-in approver
+	// Token is the link token, when the page was opened by a link; CSRF
+	// the form's token, when it was opened by a signed-in approver. The
+	// form carries whichever is set.
+	Token    string
+	CSRF     string
+	Approver string // the signed-in approver's name; "" when the page was opened by a link
+	Action   string
+	Max      int // longest comment, in characters
+}
+
+// Heading is the page's h1. A page that can decide asks the question and
+// names the call ("Approve tools/call write_note?"); any other page that
+// shows a call names it after its Title ("Rejected: write_note").
+func (d pageData) Heading() string {
+	var label string
+	if d.Call != nil {
+		label = reveal(d.Call.Label())
+	}
+	switch {
+	case d.Forms && label != "":
+		return "Approve " + label + "?"
+	case d.Forms:
+		return "Approve this call?"
+	case label != "":
+		return d.Title + ": " + label
+	}
+	return d.Title
 }
 
 // callView is a call as the page shows it.
@@ -49,20 +79,99 @@ type callView struct {
 	StatusClass string // waiting | ok | bad
 	Kind        string
 	Tool        string
+	Method      string // the MCP method (kind mcp), e.g. tools/call
 	Upstream    string
 	Subject     string
 	Target      string
-	Request     string // method and path
+	Request     string // the HTTP method and path
 	Reasons     []string
 	RuleIDs     []string
-	Arguments   string // pretty-printed exact JSON
+	Arguments   string    // the exact JSON arguments, as stored
+	Decoded     []argSpan // Arguments pretty-printed with strings decoded; nil when they are not JSON
+	HasHidden   bool      // Decoded spells out invisible or reordering characters
 	Created     string
+	Age         string // "3m ago"
 	Expires     string
 	TimeLeft    string
 	DecidedBy   string
 	DecidedAt   string
 	Comment     string
 	Result      string
+
+	// Approvals are the approvals counted so far; Progress says how far
+	// they are ("1 of 2 approvals", empty when one approval decides) and
+	// Approvers who may give them ("" when anyone who may decide may).
+	Approvals []approvalView
+	Progress  string
+	Approvers string
+}
+
+// Label names the call in a few words: the MCP method and tool, the tool,
+// or for a plain HTTP call its request line.
+func (v *callView) Label() string {
+	switch {
+	case v.Method != "" && v.Tool == "mcp:"+v.Method:
+		// resources/read and prompts/get are decided as pseudo-tools;
+		// their target (a URI, a prompt's name) says what they read.
+		return strings.TrimSpace(v.Method + " " + v.Target)
+	case v.Method != "" && v.Tool != "":
+		return v.Method + " " + v.Tool
+	case v.Tool != "":
+		return v.Tool
+	case v.Method != "":
+		return v.Method
+	}
+	return v.Request
+}
+
+// approvalView is one approval as the page shows it.
+type approvalView struct {
+	By      string
+	At      string
+	Comment string
+}
+
+// approvalOf is one approval of a call (pending.Call.Approvals) as the page
+// shows it.
+func approvalOf(by string, at time.Time, comment string) approvalView {
+	v := approvalView{By: by, Comment: comment}
+	if !at.IsZero() {
+		v.At = at.UTC().Format(timeLayout)
+	}
+	return v
+}
+
+// progressText says how far a call's approvals are: "1 of 2 approvals".
+// A call that one approval decides has no progress to show.
+func progressText(have, need int) string {
+	if need <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d approvals", have, need)
+}
+
+// approversText says who may approve a call whose reason names its
+// approvers: "groups sre, security · 2 approvals needed". Nothing named
+// and one approval needed: "".
+func approversText(groups, subjects []string, need int) string {
+	var parts []string
+	if len(groups) > 0 {
+		parts = append(parts, plural(len(groups), "group", "groups")+" "+strings.Join(groups, ", "))
+	}
+	if len(subjects) > 0 {
+		parts = append(parts, plural(len(subjects), "approver", "approvers")+" "+strings.Join(subjects, ", "))
+	}
+	if need > 1 {
+		parts = append(parts, strconv.Itoa(need)+" approvals needed")
+	}
+	return strings.Join(parts, " · ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 const timeLayout = "2006-01-02 15:04:05 UTC"
@@ -73,21 +182,26 @@ func (h *Handler) view(c pending.Call) *callView {
 	info := callinfo.Decode(c.Info) // unreadable info: the page shows what the record itself holds
 	v := &callView{
 		ID: c.ID, Status: statusText(c.State), StatusClass: statusClass(c.State),
-		Kind: info.Kind, Tool: or(c.Tool, info.Tool), Upstream: or(c.Upstream, info.Upstream),
+		Kind: info.Kind, Tool: or(c.Tool, info.Tool), Method: mcpMethod(info), Upstream: or(c.Upstream, info.Upstream),
 		Subject: or(c.Subject, info.Subject), Target: info.Target,
-		Reasons: info.Reasons, RuleIDs: info.RuleIDs, Arguments: prettyJSON(info.Arguments),
+		Reasons: info.Reasons, RuleIDs: info.RuleIDs, Arguments: string(info.Arguments),
 		DecidedBy: c.DecidedBy, Comment: c.Comment,
+	}
+	if len(info.Arguments) > 0 {
+		v.Decoded, v.HasHidden = decodeArgs(info.Arguments)
 	}
 	if info.Method != "" || info.Path != "" {
 		v.Request = strings.TrimSpace(info.Method + " " + info.Path)
 	}
+	now := h.now()
 	if !c.CreatedAt.IsZero() {
 		v.Created = c.CreatedAt.UTC().Format(timeLayout)
+		v.Age = ago(now.Sub(c.CreatedAt))
 	}
 	if !c.ExpiresAt.IsZero() {
 		v.Expires = c.ExpiresAt.UTC().Format(timeLayout)
 		if c.State == pending.Waiting {
-			v.TimeLeft = timeLeft(c.ExpiresAt.Sub(h.now()))
+			v.TimeLeft = timeLeft(c.ExpiresAt.Sub(now))
 		}
 	}
 	if !c.DecidedAt.IsZero() {
@@ -99,13 +213,41 @@ func (h *Handler) view(c pending.Call) *callView {
 	return v
 }
 
-// render writes the page whole or not at all: a template failure must not
-// leave half a page that reads like a success.
+// mcpMethod is the JSON-RPC method of an MCP call. Calls parked before
+// Info had MCPMethod have it only in their policy input document.
+func mcpMethod(info callinfo.Info) string {
+	if info.Kind != "mcp" {
+		return ""
+	}
+	if info.MCPMethod != "" {
+		return info.MCPMethod
+	}
+	var in struct {
+		MCP struct {
+			Method string `json:"method"`
+		} `json:"mcp"`
+	}
+	_ = json.Unmarshal(info.PolicyInput, &in) // none, or unreadable: no method to show
+	return in.MCP.Method
+}
+
+// render writes the approval page.
 func (h *Handler) render(w http.ResponseWriter, status int, data pageData) {
 	data.Max = maxCommentChars
+	h.write(w, status, "page.html", data)
+}
+
+// renderInbox writes the inbox (GET /approvals).
+func (h *Handler) renderInbox(w http.ResponseWriter, data inboxData) {
+	h.write(w, http.StatusOK, "inbox.html", data)
+}
+
+// write executes the template name whole or not at all: a template failure
+// must not leave half a page that reads like a success.
+func (h *Handler) write(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := h.pages.Execute(&buf, data); err != nil {
-		h.log.Error("approval page failed to render", "error", err)
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.log.Error("approval page failed to render", "page", name, "error", err)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = w.Write([]byte("internal error: the page could not be shown\n"))
@@ -150,17 +292,169 @@ func statusClass(s pending.State) string {
 	return "bad"
 }
 
-// prettyJSON indents the exact arguments. json.Indent only adds white
-// space: numbers, escapes and key order stay as the agent sent them.
-func prettyJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
+// argSpan is a run of the decoded arguments with one look. Class is ""
+// for JSON structure, keys and literals, "str" for a string value's text,
+// "esc" for an escape the page keeps (\" \\ \n \t \r) and "hid" for an
+// invisible or reordering character spelled out as \uXXXX. Classes are
+// this file's constants, never the agent's text.
+type argSpan struct {
+	Text  string
+	Class string
+}
+
+// maxArgDepth bounds the nesting decodeArgs follows; deeper arguments are
+// shown only as their exact JSON. (Stored arguments passed encoding/json's
+// own limit of 10000 already.)
+const maxArgDepth = 200
+
+var errArgsTooDeep = errors.New("arguments nested too deeply to show decoded")
+
+// decodeArgs pretty-prints the JSON raw with its strings decoded, so that
+// an agent cannot hide "../etc" behind "\u002e\u002e/\u0065tc". Everything
+// else stays as sent: numbers are the literals themselves (1e400 is not
+// rounded), keys keep their order and duplicates are all shown, because
+// the walk reads tokens and never builds a map. It reports whether it
+// spelled out a hidden character. Not JSON, or too deep: nil.
+//
+// A decoded string is shown between quotes with exactly the escapes JSON
+// needs to end where it ends: \" and \\ stay, so every bare quote on the
+// page is a real string boundary. A newline shows as the escape \n and
+// then a real line break: multi-line values (scripts, file contents) read
+// as lines, the marker says the break is inside the value, and string text
+// has its own colour, so a line of a value cannot pass for a key of the
+// object. Tabs and carriage returns stay escapes (one would be blank, the
+// other would move the text back). Invisible and bidi characters show as
+// \uXXXX, as reveal spells them.
+func decodeArgs(raw []byte) (spans []argSpan, revealed bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var w argWriter
+	if err := w.value(dec, 0); err != nil {
+		return nil, false
 	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return string(raw)
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // more than one value
 	}
-	return b.String()
+	return w.done(), w.hidden
+}
+
+type argWriter struct {
+	spans  []argSpan
+	cur    strings.Builder
+	class  string
+	hidden bool
+}
+
+func (w *argWriter) add(class, text string) {
+	if class != w.class {
+		w.flush()
+		w.class = class
+	}
+	w.cur.WriteString(text)
+}
+
+func (w *argWriter) flush() {
+	if w.cur.Len() > 0 {
+		w.spans = append(w.spans, argSpan{Text: w.cur.String(), Class: w.class})
+		w.cur.Reset()
+	}
+}
+
+func (w *argWriter) done() []argSpan {
+	w.flush()
+	return w.spans
+}
+
+func (w *argWriter) indent(depth int) {
+	w.add("", strings.Repeat("  ", depth))
+}
+
+func (w *argWriter) value(dec *json.Decoder, depth int) error {
+	if depth > maxArgDepth {
+		return errArgsTooDeep
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t != '{' && t != '[' {
+			return errors.New("unexpected " + t.String())
+		}
+		closing := "]"
+		if t == '{' {
+			closing = "}"
+		}
+		if !dec.More() {
+			w.add("", t.String()+closing)
+			_, err := dec.Token()
+			return err
+		}
+		w.add("", t.String()+"\n")
+		for first := true; dec.More(); first = false {
+			if !first {
+				w.add("", ",\n")
+			}
+			w.indent(depth + 1)
+			if t == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, ok := k.(string)
+				if !ok {
+					return errors.New("object key is not a string")
+				}
+				w.str(key, "")
+				w.add("", ": ")
+			}
+			if err := w.value(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return err
+		}
+		w.add("", "\n")
+		w.indent(depth)
+		w.add("", closing)
+	case string:
+		w.str(t, "str")
+	case json.Number:
+		w.add("", t.String())
+	case bool:
+		w.add("", strconv.FormatBool(t))
+	case nil:
+		w.add("", "null")
+	}
+	return nil
+}
+
+// str writes a decoded string, quoted, in class (see decodeArgs).
+func (w *argWriter) str(s, class string) {
+	w.add(class, `"`)
+	for _, r := range s { // the decoder made s valid UTF-8
+		switch {
+		case r == '"':
+			w.add("esc", `\"`)
+		case r == '\\':
+			w.add("esc", `\\`)
+		case r == '\n':
+			w.add("esc", `\n`)
+			w.add(class, "\n")
+		case r == '\t':
+			w.add("esc", `\t`)
+		case r == '\r':
+			w.add("esc", `\r`)
+		case hidden(r):
+			w.hidden = true
+			w.add("hid", reveal(string(r)))
+		default:
+			w.add(class, string(r))
+		}
+	}
+	w.add(class, `"`)
 }
 
 func timeLeft(d time.Duration) string {
@@ -175,6 +469,21 @@ func timeLeft(d time.Duration) string {
 		return fmt.Sprintf("%dm %02ds left", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%ds left", int(d.Seconds()))
+}
+
+// ago says how long ago something happened, in its largest unit.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
 // reveal spells out characters that hide or reorder text (bidi overrides,

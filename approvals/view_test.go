@@ -2,10 +2,16 @@ package approvals
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -40,17 +46,456 @@ func TestReveal(t *testing.T) {
 	}
 }
 
-func TestPrettyJSON(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`{"b":1.50e3,"a":[true,null]}`, "{\n  \"b\": 1.50e3,\n  \"a\": [\n    true,\n    null\n  ]\n}"},
-		{`{"s":"\u003c"}`, "{\n  \"s\": \"\\u003c\"\n}"}, // escapes stay as sent
-		{`not json`, `not json`},
-		{``, ``},
+// marked writes spans as text, with every classed span as [class:text],
+// so a test can see both what the page says and how it marks it.
+func marked(spans []argSpan) string {
+	var b strings.Builder
+	for _, s := range spans {
+		if s.Class == "" {
+			b.WriteString(s.Text)
+			continue
+		}
+		fmt.Fprintf(&b, "[%s:%s]", s.Class, s.Text)
+	}
+	return b.String()
+}
+
+func TestDecodeArgs(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		revealed       bool
+	}{
+		{"escapes decoded", `{"path":"\u002e\u002e/\u0065tc"}`, "{\n  \"path\": [str:\"../etc\"]\n}", false},
+		{"keys decoded too", `{"\u0070ath":1}`, "{\n  \"path\": 1\n}", false},
+		{
+			"numbers as sent", `[1e400,-0.0,1.50e3,12345678901234567890123,0]`,
+			"[\n  1e400,\n  -0.0,\n  1.50e3,\n  12345678901234567890123,\n  0\n]", false,
+		},
+		{"key order and duplicates kept", `{"b":1,"a":2,"b":3}`, "{\n  \"b\": 1,\n  \"a\": 2,\n  \"b\": 3\n}", false},
+		{
+			"right-to-left override spelled out", `{"p":"a\u202etxt.exe","q":"x` + "\u202e" + `y"}`,
+			"{\n  \"p\": [str:\"a][hid:\\u202e][str:txt.exe\"],\n  \"q\": [str:\"x][hid:\\u202e][str:y\"]\n}", true,
+		},
+		{"hidden character in a key", `{"a\u200bb":true}`, "{\n  \"a[hid:\\u200b]b\": true\n}", true},
+		{
+			// A newline is marked, then broken: the marked \n says the
+			// break is the value's, not the page's.
+			"newline marked and broken", `{"cmd":"ls\nrm -rf /"}`,
+			"{\n  \"cmd\": [str:\"ls][esc:\\n][str:\nrm -rf /\"]\n}", false,
+		},
+		{
+			// Quotes and backslashes stay escaped: every bare quote on the
+			// page ends a string, so a value cannot fake a key.
+			"quotes and backslashes stay escaped", `{"a":"x\", \"b\": \"y","c":"\\u002e"}`,
+			"{\n  \"a\": [str:\"x][esc:\\\"][str:, ][esc:\\\"][str:b][esc:\\\"][str:: ][esc:\\\"][str:y\"],\n  \"c\": [str:\"][esc:\\\\][str:u002e\"]\n}", false,
+		},
+		{"tab and carriage return stay escapes", `"a\tb\rc"`, "[str:\"a][esc:\\t][str:b][esc:\\r][str:c\"]", false},
+		{"empty containers", `{"a":[],"b":{},"c":""}`, "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [str:\"\"]\n}", false},
+		{"nesting", `{"a":[1,{"b":null}]}`, "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ]\n}", false},
+		{"literals", ` [true, false, null] `, "[\n  true,\n  false,\n  null\n]", false},
+		{"markup is text", `{"c":"<script>alert(1)</script>"}`, "{\n  \"c\": [str:\"<script>alert(1)</script>\"]\n}", false},
 	}
 	for _, tt := range tests {
-		if got := prettyJSON(json.RawMessage(tt.in)); got != tt.want {
-			t.Errorf("prettyJSON(%q) = %q, want %q", tt.in, got, tt.want)
+		t.Run(tt.name, func(t *testing.T) {
+			spans, revealed := decodeArgs([]byte(tt.in))
+			if spans == nil {
+				t.Fatalf("decodeArgs(%s) = nil", tt.in)
+			}
+			if got := marked(spans); got != tt.want {
+				t.Errorf("decodeArgs(%s) =\n%s\nwant\n%s", tt.in, got, tt.want)
+			}
+			if revealed != tt.revealed {
+				t.Errorf("revealed = %v, want %v", revealed, tt.revealed)
+			}
+		})
+	}
+}
+
+func TestDecodeArgs_NotShown(t *testing.T) {
+	for _, in := range []string{
+		``, `not json`, `{"a":1`, `{"a":1}}`, `1 2`, `{"a":1} x`, `]`, `{1:2}`,
+		strings.Repeat("[", maxArgDepth+2) + strings.Repeat("]", maxArgDepth+2),
+	} {
+		if spans, _ := decodeArgs([]byte(in)); spans != nil {
+			t.Errorf("decodeArgs(%.40q) = %q, want nil", in, marked(spans))
 		}
+	}
+	// Nested as deep as allowed still shows.
+	deep := strings.Repeat("[", maxArgDepth) + strings.Repeat("]", maxArgDepth)
+	if spans, _ := decodeArgs([]byte(deep)); spans == nil {
+		t.Errorf("decodeArgs(%d nested arrays) = nil", maxArgDepth)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "just now"},
+		{0, "just now"},
+		{59 * time.Second, "59s ago"},
+		{3*time.Minute + 59*time.Second, "3m ago"},
+		{5 * time.Hour, "5h ago"},
+		{47 * time.Hour, "47h ago"},
+		{72 * time.Hour, "3d ago"},
+	}
+	for _, tt := range tests {
+		if got := ago(tt.d); got != tt.want {
+			t.Errorf("ago(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestApprovalHelpers(t *testing.T) {
+	at := time.Date(2026, 11, 29, 21, 0, 0, 0, time.FixedZone("CET", 3600))
+	if got, want := approvalOf("alice", at, "ok"), (approvalView{By: "alice", At: "2026-11-29 20:00:00 UTC", Comment: "ok"}); got != want {
+		t.Errorf("approvalOf = %+v, want %+v", got, want)
+	}
+	if got := approvalOf("bob", time.Time{}, ""); got.At != "" {
+		t.Errorf("approvalOf with no time: At = %q, want empty", got.At)
+	}
+	progress := []struct {
+		have, need int
+		want       string
+	}{{0, 0, ""}, {1, 1, ""}, {0, 2, "0 of 2 approvals"}, {1, 2, "1 of 2 approvals"}, {3, 3, "3 of 3 approvals"}}
+	for _, tt := range progress {
+		if got := progressText(tt.have, tt.need); got != tt.want {
+			t.Errorf("progressText(%d, %d) = %q, want %q", tt.have, tt.need, got, tt.want)
+		}
+	}
+	approvers := []struct {
+		groups, subjects []string
+		need             int
+		want             string
+	}{
+		{nil, nil, 1, ""},
+		{nil, nil, 2, "2 approvals needed"},
+		{[]string{"sre", "security"}, nil, 2, "groups sre, security · 2 approvals needed"},
+		{[]string{"sre"}, []string{"alice"}, 1, "group sre · approver alice"},
+		{nil, []string{"alice", "bob"}, 0, "approvers alice, bob"},
+	}
+	for _, tt := range approvers {
+		if got := approversText(tt.groups, tt.subjects, tt.need); got != tt.want {
+			t.Errorf("approversText(%v, %v, %d) = %q, want %q", tt.groups, tt.subjects, tt.need, got, tt.want)
+		}
+	}
+}
+
+func TestCallLabel(t *testing.T) {
+	tests := []struct {
+		v    callView
+		want string
+	}{
+		{callView{Tool: "write_note", Request: "POST /tools/write_note"}, "write_note"},
+		{callView{Tool: "write_note", Method: "tools/call", Request: "POST /"}, "tools/call write_note"},
+		{callView{Tool: "mcp:resources/read", Method: "resources/read", Target: "file:///etc/hosts"}, "resources/read file:///etc/hosts"},
+		{callView{Method: "initialize"}, "initialize"},
+		{callView{Request: "DELETE /v1/items/7"}, "DELETE /v1/items/7"},
+		{callView{}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.v.Label(); got != tt.want {
+			t.Errorf("%+v.Label() = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestHeading(t *testing.T) {
+	tool := &callView{Tool: "write\u202enote"}
+	tests := []struct {
+		d    pageData
+		want string
+	}{
+		{pageData{Title: "Approval requested", Forms: true, Call: tool}, `Approve write\u202enote?`},
+		{pageData{Title: "Approval requested", Forms: true, Call: &callView{}}, "Approve this call?"},
+		{pageData{Title: "Approved", Call: &callView{Tool: "write_note"}}, "Approved: write_note"},
+		{pageData{Title: "Already decided", Call: &callView{}}, "Already decided"},
+		{pageData{Title: "Request refused"}, "Request refused"},
+	}
+	for _, tt := range tests {
+		if got := tt.d.Heading(); got != tt.want {
+			t.Errorf("Heading() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestMCPMethod(t *testing.T) {
+	tests := []struct {
+		name string
+		info callinfo.Info
+		want string
+	}{
+		{"field", callinfo.Info{Kind: "mcp", MCPMethod: "tools/call", PolicyInput: json.RawMessage(`{"mcp":{"method":"other"}}`)}, "tools/call"},
+		{"policy input of an older record", callinfo.Info{Kind: "mcp", PolicyInput: json.RawMessage(`{"kind":"mcp","mcp":{"method":"tools/call"}}`)}, "tools/call"},
+		{"neither", callinfo.Info{Kind: "mcp"}, ""},
+		{"not mcp", callinfo.Info{Kind: "rest", MCPMethod: "tools/call"}, ""},
+	}
+	for _, tt := range tests {
+		if got := mcpMethod(tt.info); got != tt.want {
+			t.Errorf("%s: mcpMethod = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// viewNow is the clock of the page tests.
+var viewNow = time.Date(2026, 11, 29, 21, 15, 2, 0, time.UTC)
+
+// newViewHandler is a Handler whose pages render at viewNow.
+func newViewHandler(t *testing.T) *Handler {
+	t.Helper()
+	signer, err := NewSigner([]byte(strings.Repeat("s", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Store: pending.NewMemory(pending.Options{}), Signer: signer, Now: func() time.Time { return viewNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// viewCall is a call parked three minutes before viewNow, of info.
+func viewCall(id string, state pending.State, info callinfo.Info) pending.Call {
+	return pending.Call{
+		ID: id, State: state, Subject: info.Subject, Upstream: info.Upstream, Tool: info.Tool, Info: info.Encode(),
+		CreatedAt: viewNow.Add(-3 * time.Minute), ExpiresAt: viewNow.Add(57 * time.Minute),
+	}
+}
+
+func restInfo(args string) callinfo.Info {
+	return callinfo.Info{
+		Kind: "rest", Tool: "write_note", Upstream: "notes", Subject: "agent-42", Target: "notes/today.txt",
+		Arguments: json.RawMessage(args), Reasons: []string{"writes under notes/ need approval"}, RuleIDs: []string{"r3"},
+		Method: "POST", Path: "/tools/write_note",
+	}
+}
+
+func renderPage(t *testing.T, h *Handler, data pageData) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.render(rec, http.StatusOK, data)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("render = %d\n%s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// between returns the text of body from the first from to the next to.
+func between(t *testing.T, body, from, to string) string {
+	t.Helper()
+	i := strings.Index(body, from)
+	if i < 0 {
+		t.Fatalf("page lacks %q:\n%s", from, body)
+	}
+	j := strings.Index(body[i:], to)
+	if j < 0 {
+		t.Fatalf("page lacks %q after %q", to, from)
+	}
+	return body[i : i+j]
+}
+
+func TestPage_Layout(t *testing.T) {
+	h := newViewHandler(t)
+	args := `{"path":"\u002e\u002e/\u0065tc/passwd","content":"<script>alert(1)</script>\nline 2","n":1e400,"b":1,"a":2,"b":3}`
+	c := viewCall("CALL1", pending.Waiting, restInfo(args))
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, Token: "v1.tok", Action: "./CALL1"})
+
+	if got := between(t, body, "<h1>", "</h1>"); got != "<h1>Approve write_note?" {
+		t.Errorf("heading = %q, want it to name the tool", got)
+	}
+	// The arguments and the form come before the details, so a phone
+	// shows them first.
+	args1, form, details := strings.Index(body, `<pre class="args"`), strings.Index(body, "<form"), strings.Index(body, `id="details"`)
+	if args1 < 0 || form < 0 || details < 0 || args1 > form || form > details {
+		t.Errorf("order: arguments at %d, form at %d, details at %d; want arguments < form < details", args1, form, details)
+	}
+	for name, n := range map[string]int{
+		"<form":          1,
+		"<textarea":      1,
+		`name="comment"`: 1,
+		`<button type="submit" name="decision" value="approve"`: 1,
+		`<button type="submit" name="decision" value="reject"`:  1,
+		`<input type="hidden" name="token" value="v1.tok">`:     1,
+		`name="csrf"`:  0,
+		"<script":      0, // no script, and the argument's tag is escaped
+		"Signed in as": 0,
+	} {
+		if got := strings.Count(body, name); got != n {
+			t.Errorf("page has %q %d times, want %d", name, got, n)
+		}
+	}
+
+	decoded := between(t, body, `<pre class="args"`, "</pre>")
+	for _, want := range []string{
+		`<span class="str">&#34;../etc/passwd&#34;</span>`,
+		`&lt;script&gt;alert(1)&lt;/script&gt;</span><span class="esc">\n</span><span class="str">` + "\nline 2",
+		`"n": 1e400`, `"b": 1,` + "\n" + `  "a": 2,` + "\n" + `  "b": 3`,
+	} {
+		want = strings.ReplaceAll(want, `"n"`, "&#34;n&#34;")
+		want = strings.ReplaceAll(strings.ReplaceAll(want, `"b"`, "&#34;b&#34;"), `"a"`, "&#34;a&#34;")
+		if !strings.Contains(decoded, want) {
+			t.Errorf("decoded arguments lack %q:\n%s", want, decoded)
+		}
+	}
+	if strings.Contains(decoded, `\u002e`) {
+		t.Errorf("decoded arguments still escaped:\n%s", decoded)
+	}
+	exact := between(t, body, "<summary>Exact JSON", "</details>")
+	if !strings.Contains(exact, `&#34;path&#34;:&#34;\u002e\u002e/\u0065tc/passwd&#34;`) || !strings.Contains(exact, `&#34;n&#34;:1e400`) {
+		t.Errorf("exact JSON not as stored:\n%s", exact)
+	}
+	details1 := body[details:]
+	for _, want := range []string{
+		"notes", "agent-42", "notes/today.txt", "writes under notes/ need approval", "r3",
+		"POST /tools/write_note", "2026-11-29 21:12:02 UTC", "3m ago", "2026-11-29 22:12:02 UTC", "57m 00s left", "CALL1",
+	} {
+		if !strings.Contains(details1, want) {
+			t.Errorf("details lack %q", want)
+		}
+	}
+}
+
+func TestPage_RevealsHiddenCharacters(t *testing.T) {
+	h := newViewHandler(t)
+	c := viewCall("CALL1", pending.Waiting, restInfo(`{"path":"notes/a\u202etxt.exe","content":"x`+"\u202e"+`y"}`))
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, Token: "t", Action: "./CALL1"})
+	if strings.Contains(body, "\u202e") {
+		t.Error("page shows a raw U+202E")
+	}
+	decoded := between(t, body, `<pre class="args"`, "</pre>")
+	for _, want := range []string{`a</span><span class="hid">\u202e</span>`, `x</span><span class="hid">\u202e</span>`} {
+		if !strings.Contains(decoded, want) {
+			t.Errorf("decoded arguments lack %q:\n%s", want, decoded)
+		}
+	}
+	if !strings.Contains(body, "Hidden characters (invisible or changing the text's direction)") {
+		t.Error("page does not warn of the hidden characters")
+	}
+}
+
+func TestPage_SignedIn(t *testing.T) {
+	h := newViewHandler(t)
+	c := viewCall("CALL1", pending.Waiting, restInfo(`{}`))
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, CSRF: "c<s>rf", Approver: "dana@example.com", Action: "./CALL1"})
+	for name, n := range map[string]int{
+		`<input type="hidden" name="csrf" value="c&lt;s&gt;rf">`: 1,
+		`name="token"`:                         0,
+		"Signed in as <b>dana@example.com</b>": 1,
+	} {
+		if got := strings.Count(body, name); got != n {
+			t.Errorf("page has %q %d times, want %d", name, got, n)
+		}
+	}
+}
+
+func TestPage_MCP(t *testing.T) {
+	h := newViewHandler(t)
+	info := callinfo.Info{
+		Kind: "mcp", Tool: "write_note", Upstream: "notes-mcp", Subject: "agent-42", Arguments: json.RawMessage(`{"path":"a"}`),
+		Method: "POST", Path: "/", MCPMethod: "tools/call",
+	}
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL1", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL1"})
+	if got := between(t, body, "<h1>", "</h1>"); got != "<h1>Approve tools/call write_note?" {
+		t.Errorf("heading = %q", got)
+	}
+	if !regexp.MustCompile(`MCP method</dt><dd><code>tools/call</code>`).MatchString(body) {
+		t.Error("details lack the MCP method")
+	}
+	if strings.Contains(body, "Request</dt>") {
+		t.Error(`page still calls the HTTP request "Request"`)
+	}
+}
+
+func TestPage_Quorum(t *testing.T) {
+	h := newViewHandler(t)
+	v := h.view(viewCall("CALL1", pending.Waiting, restInfo(`{}`)))
+	v.Approvals = []approvalView{approvalOf("alice", viewNow.Add(-time.Minute), "fine <by me>")}
+	v.Progress = progressText(1, 2)
+	v.Approvers = approversText([]string{"sre", "security"}, nil, 2)
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: v, Forms: true, Token: "t", Action: "./CALL1"})
+	for _, want := range []string{
+		"<b>1 of 2 approvals</b>", "<b>alice</b>", "2026-11-29 21:14:02 UTC", "<q>fine &lt;by me&gt;</q>",
+		"groups sre, security · 2 approvals needed", "once enough approvers have approved",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Index(body, "Approvals so far") > strings.Index(body, "<form") {
+		t.Error("the approvals so far come after the form")
+	}
+}
+
+func TestPage_Decided(t *testing.T) {
+	h := newViewHandler(t)
+	c := viewCall("CALL1", pending.Rejected, restInfo(`{}`))
+	c.DecidedBy, c.DecidedAt, c.Comment = "alice", viewNow.Add(-time.Minute), "not today"
+	body := renderPage(t, h, pageData{Title: "Approval request", Message: "This call is no longer waiting for a decision.", Call: h.view(c)})
+	if got := between(t, body, "<h1>", "</h1>"); got != "<h1>Approval request: write_note" {
+		t.Errorf("heading = %q; want the title and the tool", got)
+	}
+	for _, want := range []string{"rejected", "alice", "not today", "2026-11-29 21:14:02 UTC"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<form") || strings.Contains(body, "left</span>") {
+		t.Error("a decided call's page shows a form or a time left")
+	}
+}
+
+func TestTitles(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		title  string
+	}{
+		{errCrossOrigin, http.StatusForbidden, "Request refused"},
+		{ErrTokenInvalid, http.StatusForbidden, "Link not valid"},
+		{fmt.Errorf("checking: %w", ErrTokenExpired), http.StatusForbidden, "Link expired"},
+		{errSelfApproval, http.StatusForbidden, "You cannot approve your own call"},
+		{errSignInRequired, http.StatusUnauthorized, "Sign-in needed"},
+		{errNotEligible, http.StatusForbidden, "Not one of this call's approvers"},
+		{errNeedsIdentity, http.StatusForbidden, "Sign-in needed"},
+		{errCSRF, http.StatusForbidden, "Form expired"},
+		{pending.ErrNotFound, http.StatusNotFound, "Unknown call"},
+		{&pending.StateError{}, http.StatusConflict, "Already decided"},
+		{badRequest("x"), http.StatusBadRequest, "Request not understood"},
+		{errors.New("redis: connection refused"), http.StatusServiceUnavailable, "Try again"},
+	}
+	for _, tt := range tests {
+		a := classify(tt.err, http.MethodPost)
+		if a.status != tt.status || titleFor(a) != tt.title {
+			t.Errorf("classify(%v): %d %q, want %d %q", tt.err, a.status, titleFor(a), tt.status, tt.title)
+		}
+	}
+	if got := titleFor(answer{status: http.StatusTeapot}); got != "I'm a teapot" {
+		t.Errorf("titleFor without a title = %q, want the status text", got)
+	}
+	msgs := map[error]string{
+		errSignInRequired: "sign in to decide this call",
+		errNotEligible:    "this call names its approvers, and you are not one of them",
+		errNeedsIdentity:  "this call names its approvers: only a signed-in approver can decide it",
+		errCSRF:           "the form could not be verified; reload the page and decide again",
+		errCrossOrigin:    "cross-origin form posts are refused; open the approval link and decide on its page",
+	}
+	for err, want := range msgs {
+		if got := classify(err, http.MethodGet).msg; got != want {
+			t.Errorf("message %q, want %q", got, want)
+		}
+	}
+}
+
+func TestRenderInbox(t *testing.T) {
+	h := newViewHandler(t)
+	rec := httptest.NewRecorder()
+	h.renderInbox(rec, inboxData{Approver: "dana"})
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("renderInbox = %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if body := rec.Body.String(); !strings.Contains(body, "Nothing is waiting for you.") || !strings.Contains(body, "<h1>Waiting for you</h1>") {
+		t.Errorf("empty inbox:\n%s", body)
 	}
 }
 

@@ -20,8 +20,11 @@ type Info struct {
 	Arguments json.RawMessage `json:"arguments"` // exact JSON arguments
 	Reasons   []string        `json:"reasons"`
 	RuleIDs   []string        `json:"rule_ids"`
-	Method    string          `json:"method"`
+	Method    string          `json:"method"` // the HTTP method
 	Path      string          `json:"path"`
+	// MCPMethod is the JSON-RPC method of an MCP call (kind mcp), e.g.
+	// tools/call; Method and Path are then the HTTP request's.
+	MCPMethod string `json:"mcp_method,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.
