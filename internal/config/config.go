@@ -102,12 +102,56 @@ type Approvals struct {
 	Secret    Secret     `koanf:"secret"`
 	Approvers []Approver `koanf:"approvers"`
 	Notify    []Notify   `koanf:"notify"`
+	// Identity says how approvers are known on the approvals listener;
+	// nil: only by link token and API key.
+	Identity *ApprovalsIdentity `koanf:"identity"`
+	Slack    *Slack             `koanf:"slack"`
 }
 
-// Approver is a bearer key for the approvals API.
+// Approver is an approver toolgate knows by name. With a key, the key
+// authenticates the approvals API as Name; without one, the entry gives no
+// API access and only names the groups of an approver known otherwise
+// (approvals.identity, a Slack user mapped to Name).
 type Approver struct {
-	Name string `koanf:"name"`
-	Key  Secret `koanf:"key"`
+	Name   string   `koanf:"name"`
+	Key    Secret   `koanf:"key"`
+	Groups []string `koanf:"groups"`
+}
+
+// ApprovalsIdentity is approvals.identity: who an approver on the approvals
+// listener is. Type selects the keys that apply; the other type's keys
+// must not be set.
+type ApprovalsIdentity struct {
+	Type string `koanf:"type"` // trusted_header | oidc
+
+	// trusted_header: headers set by an authenticating proxy in front,
+	// believed with the proxy's secret or from a trusted source.
+	UserHeader     string   `koanf:"user_header"`
+	GroupsHeader   string   `koanf:"groups_header"`
+	SecretHeader   string   `koanf:"secret_header"`
+	Secret         Secret   `koanf:"secret"`
+	TrustedSources []string `koanf:"trusted_sources"`
+
+	// oidc: toolgate signs approvers in itself.
+	Issuer        string   `koanf:"issuer"`
+	ClientID      string   `koanf:"client_id"`
+	ClientSecret  Secret   `koanf:"client_secret"`
+	RedirectURL   string   `koanf:"redirect_url"`
+	GroupsClaim   string   `koanf:"groups_claim"`
+	UserClaim     string   `koanf:"user_claim"`
+	Scopes        []string `koanf:"scopes"`
+	CookieSecret  Secret   `koanf:"cookie_secret"`
+	SessionTTL    Duration `koanf:"session_ttl"`
+	AllowedGroups []string `koanf:"allowed_groups"`
+}
+
+// Slack is approvals.slack: Slack interactivity (the buttons of format:
+// slack messages).
+type Slack struct {
+	SigningSecret Secret `koanf:"signing_secret"`
+	// Users maps Slack user IDs (U012ABC) to approver names: the
+	// identity a click decides as.
+	Users map[string]string `koanf:"users"`
 }
 
 // Notify is one destination announced of every parked call.

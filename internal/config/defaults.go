@@ -40,6 +40,12 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	pending.result_ttl         24h
 //	pending.max_result_bytes   1MiB
 //	approvals.notify[].format  cloudevents
+//	approvals.identity.secret_header  X-Approvals-Proxy-Secret (type trusted_header, with secret set)
+//	approvals.identity.user_claim     email   (type oidc)
+//	approvals.identity.groups_claim   groups  (type oidc)
+//	approvals.identity.scopes         [openid, email, profile] (type oidc)
+//	approvals.identity.session_ttl    8h      (type oidc)
+//	approvals.identity.redirect_url   public_url + /auth/callback (type oidc; derived by signin, not written here)
 //	limits.max_body_bytes      1MiB
 //	limits.body_timeout        10s
 //	limits.max_parked_per_subject 100
@@ -115,6 +121,9 @@ func (c *Config) ApplyDefaults() {
 
 	for i := range c.Approvals.Notify {
 		setString(&c.Approvals.Notify[i].Format, "cloudevents")
+	}
+	if id := c.Approvals.Identity; id != nil {
+		id.applyDefaults()
 	}
 
 	setSize(&c.Limits.MaxBodyBytes, 1<<20)

@@ -125,6 +125,22 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 		}
 		return out, nil
 	}
+	if m, ok := asMapping(v); ok && n.leaf == leafMap {
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			p := at + "." + k
+			s, ok := e.(string)
+			if !ok {
+				return nil, &FieldError{Key: p, Msg: "expected a string, got " + describe(e), Fix: fixFor(n)}
+			}
+			x, _, err := w.expand(s, p)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	}
 	s, ok := v.(string)
 	if !ok {
 		nv, err := checkLeaf(n, v)

@@ -30,6 +30,8 @@ func leafFromString(n *node, s string) (any, error) {
 		return n, nil
 	case leafStrings:
 		return splitList(s), nil
+	case leafMap:
+		return splitPairs(s)
 	}
 	return s, nil
 }
@@ -73,6 +75,23 @@ func checkLeaf(n *node, v any) (any, error) {
 			return out, nil
 		}
 		return nil, errors.New("expected a list, got " + describe(v))
+	case leafMap:
+		m, ok := asMapping(v)
+		if !ok {
+			if sm, isMap := v.(map[string]string); isMap {
+				return sm, nil
+			}
+			return nil, errors.New("expected a mapping, got " + describe(v))
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			s, ok := e.(string)
+			if !ok {
+				return nil, errors.New("expected a mapping of strings, but the value of " + strconv.Quote(k) + " is " + describe(e))
+			}
+			out[k] = s
+		}
+		return out, nil
 	}
 	return nil, errors.New("not a value")
 }
@@ -96,6 +115,8 @@ func fixFor(n *node) string {
 		return "write a whole number such as 100, without quotes"
 	case n.leaf == leafStrings:
 		return "write a list such as [a, b]; in the environment, a comma-separated string"
+	case n.leaf == leafMap:
+		return "write a mapping of strings such as {U012ABC: alice@example.com}; in the environment, KEY=VALUE pairs separated by commas"
 	}
 	return ""
 }
@@ -125,4 +146,18 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// splitPairs reads a mapping written as comma-separated KEY=VALUE pairs,
+// trimming spaces: "U1=alice, U2=bob" is {U1: alice, U2: bob}.
+func splitPairs(s string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, item := range splitList(s) {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, errors.New("expected KEY=VALUE pairs separated by commas")
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,6 +83,17 @@ func valueNode(n *node, v reflect.Value) *yaml.Node {
 		return stringNode(ByteSize(v.Int()).String())
 	case n.leaf == leafInt:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v.Int(), 10)}
+	case n.leaf == leafMap:
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		if v.Len() == 0 {
+			m.Style = yaml.FlowStyle // {}
+		}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			m.Content = append(m.Content, stringNode(k.String()), stringNode(v.MapIndex(k).String()))
+		}
+		return m
 	case n.leaf == leafStrings:
 		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
 		for i := range v.Len() {

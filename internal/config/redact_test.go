@@ -124,6 +124,8 @@ approvals:
     - url: https://events.example.com
       format: cloudevents
       secret: ""
+  identity: null
+  slack: null
 limits:
   max_body_bytes: 64000B
   body_timeout: 10s

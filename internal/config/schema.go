@@ -23,6 +23,7 @@ const (
 	leafByteSize // ByteSize
 	leafInt      // int
 	leafStrings  // []string
+	leafMap      // map[string]string
 )
 
 var (
@@ -113,6 +114,8 @@ func leafOf(t reflect.Type) leafKind {
 		return leafBool
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		return leafStrings
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
+		return leafMap
 	}
 	return notLeaf
 }

@@ -46,7 +46,7 @@ func (c *Config) Validate() error {
 	v.identity(&c.Identity)
 	v.policy(&c.Policy)
 	v.pending(&c.Pending)
-	v.approvals(&c.Approvals, c.Identity.APIKeys)
+	v.approvals(&c.Approvals, c.Identity.APIKeys, c.PublicURL)
 	v.limitsAndLog(c)
 	return errors.Join(v.errs...)
 }
@@ -269,7 +269,7 @@ func (v *validator) redisURL(s string) {
 	}
 }
 
-func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
+func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) {
 	switch {
 	case a.Secret == "":
 		v.add("approvals.secret", "is not set", "generate one with: openssl rand -base64 48")
@@ -295,9 +295,17 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
 		default:
 			names[ap.Name] = at
 		}
+		for j, g := range ap.Groups {
+			if strings.TrimSpace(g) == "" {
+				v.add(fmt.Sprintf("%s.groups[%d]", at, j), "is empty", "remove the empty entry")
+			}
+		}
+		// An entry without a key gives no API access: it names the groups
+		// of an approver known by approvals.identity or Slack.
 		switch k := ap.Key.Reveal(); {
+		case k == "" && len(ap.Groups) == 0:
+			v.add(at+".key", "is empty, and the entry has no groups either", "set key for access to the approvals API, groups for an approver known by approvals.identity or Slack, or remove the entry")
 		case k == "":
-			v.add(at+".key", "is empty", "set the approver's bearer key, e.g. key: ${ALICE_KEY}")
 		case agentKeys[k] != "":
 			v.add(at+".key", "is the same key as "+agentKeys[k], "an agent must never be able to approve its own calls; give the approver a different key")
 		case keys[k] != "":
@@ -311,6 +319,12 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey) {
 		at := fmt.Sprintf("approvals.notify[%d]", i)
 		v.httpURL(at+".url", n.URL)
 		v.oneOf(at+".format", n.Format, "cloudevents", "slack", "teams")
+	}
+	if a.Identity != nil {
+		v.approvalsIdentity(a.Identity, publicURL)
+	}
+	if a.Slack != nil {
+		v.slack(a.Slack)
 	}
 }
 

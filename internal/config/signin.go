@@ -1,0 +1,125 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/approvals/signin"
+)
+
+// Options is the signin package's configuration for approvals.identity,
+// given the public URL: the one conversion both Validate and the start use,
+// so what is checked is what is built. The caller may set HTTPClient, Now
+// and Logger before handing it to signin.New.
+func (a *ApprovalsIdentity) Options(publicURL string) signin.Config {
+	return signin.Config{
+		Type: a.Type,
+		Header: signin.HeaderConfig{
+			UserHeader: a.UserHeader, GroupsHeader: a.GroupsHeader,
+			SecretHeader: a.SecretHeader, Secret: a.Secret.Reveal(), TrustedSources: a.TrustedSources,
+		},
+		OIDC: signin.OIDCConfig{
+			Issuer: a.Issuer, ClientID: a.ClientID, ClientSecret: a.ClientSecret.Reveal(),
+			PublicURL: publicURL, RedirectURL: a.RedirectURL,
+			UserClaim: a.UserClaim, GroupsClaim: a.GroupsClaim, Scopes: a.Scopes,
+			CookieSecret: a.CookieSecret.Reveal(), SessionTTL: a.SessionTTL.Std(), AllowedGroups: a.AllowedGroups,
+		},
+	}
+}
+
+// keysOf returns the keys of a that belong to type typ and are set, in
+// declaration order.
+func (a *ApprovalsIdentity) keysOf(typ string) []string {
+	var keys []string
+	add := func(key string, set bool) {
+		if set {
+			keys = append(keys, key)
+		}
+	}
+	switch typ {
+	case signin.TypeTrustedHeader:
+		add("user_header", a.UserHeader != "")
+		add("groups_header", a.GroupsHeader != "")
+		add("secret_header", a.SecretHeader != "")
+		add("secret", a.Secret != "")
+		add("trusted_sources", a.TrustedSources != nil)
+	case signin.TypeOIDC:
+		add("issuer", a.Issuer != "")
+		add("client_id", a.ClientID != "")
+		add("client_secret", a.ClientSecret != "")
+		add("redirect_url", a.RedirectURL != "")
+		add("groups_claim", a.GroupsClaim != "")
+		add("user_claim", a.UserClaim != "")
+		add("scopes", a.Scopes != nil)
+		add("cookie_secret", a.CookieSecret != "")
+		add("session_ttl", a.SessionTTL != 0)
+		add("allowed_groups", a.AllowedGroups != nil)
+	}
+	return keys
+}
+
+// applyDefaults fills the defaults of a's type only, so that the keys of
+// the other type stay unset.
+func (a *ApprovalsIdentity) applyDefaults() {
+	switch a.Type {
+	case signin.TypeTrustedHeader:
+		if a.Secret != "" {
+			setString(&a.SecretHeader, signin.DefaultSecretHeader)
+		}
+	case signin.TypeOIDC:
+		setString(&a.UserClaim, signin.DefaultUserClaim)
+		setString(&a.GroupsClaim, signin.DefaultGroupsClaim)
+		if a.Scopes == nil {
+			a.Scopes = append([]string{}, signin.DefaultScopes...)
+		}
+		setDuration(&a.SessionTTL, signin.DefaultSessionTTL)
+	}
+}
+
+func (v *validator) approvalsIdentity(a *ApprovalsIdentity, publicURL string) {
+	const at = "approvals.identity."
+	var other string
+	switch a.Type {
+	case signin.TypeTrustedHeader:
+		other = signin.TypeOIDC
+	case signin.TypeOIDC:
+		other = signin.TypeTrustedHeader
+	case "":
+		v.add(at+"type", "is not set", "set type: trusted_header (behind an authenticating proxy) or type: oidc (toolgate signs approvers in)")
+		return
+	default:
+		v.add(at+"type", fmt.Sprintf("%q is not allowed", a.Type), "use trusted_header or oidc")
+		return
+	}
+	for _, key := range a.keysOf(other) {
+		v.add(at+key, fmt.Sprintf("is a key of type %s, but type is %s", other, a.Type), "remove it, or set type: "+other)
+	}
+	// The rest is the signin package's to judge: what it refuses at start
+	// is refused here, in its words.
+	for _, err := range unjoin(a.Options(publicURL).Check()) {
+		if ce, ok := err.(*signin.ConfigError); ok {
+			v.add(ce.Key, ce.Msg, ce.Fix)
+			continue
+		}
+		v.add("approvals.identity", err.Error(), "")
+	}
+}
+
+func (v *validator) slack(s *Slack) {
+	if s.SigningSecret == "" {
+		v.add("approvals.slack.signing_secret", "is not set", "copy the Signing Secret from the Slack app's Basic Information page, e.g. signing_secret: ${SLACK_SIGNING_SECRET}")
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Users)) {
+		name := s.Users[id]
+		at := "approvals.slack.users." + id
+		if strings.TrimSpace(id) == "" {
+			at = "approvals.slack.users"
+			v.add(at, "holds an empty Slack user ID", "write the user's Slack member ID, such as U012ABC, as the key")
+		}
+		if strings.TrimSpace(name) == "" {
+			v.add(at, "maps a Slack user to an empty approver name", "write the approver's identity, such as alice@example.com")
+		}
+	}
+}
