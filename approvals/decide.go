@@ -36,7 +36,7 @@ func (h *Handler) decide(r *http.Request, id string, to pending.State, by, comme
 	// closes the tab must not cut the store call off halfway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), decideTimeout)
 	defer cancel()
-	c, err := h.store.Decide(ctx, id, to, by, comment)
+	c, err := h.store.Decide(ctx, id, pending.Decision{To: to, By: by, Comment: comment})
 	if err != nil {
 		return pending.Call{}, err
 	}

@@ -213,11 +213,11 @@ func (s failingStore) Get(ctx context.Context, id string) (pending.Call, error) 
 	return s.Store.Get(ctx, id)
 }
 
-func (s failingStore) Decide(ctx context.Context, id string, to pending.State, by, comment string) (pending.Call, error) {
+func (s failingStore) Decide(ctx context.Context, id string, d pending.Decision) (pending.Call, error) {
 	if s.failDecide {
 		return pending.Call{}, errOutage
 	}
-	return s.Store.Decide(ctx, id, to, by, comment)
+	return s.Store.Decide(ctx, id, d)
 }
 
 func (s failingStore) List(ctx context.Context, st pending.State, limit int) ([]pending.Call, error) {

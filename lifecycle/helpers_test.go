@@ -342,7 +342,7 @@ func get(t *testing.T, s pending.Store, id string) pending.Call {
 
 func decide(t *testing.T, s pending.Store, id string, to pending.State) {
 	t.Helper()
-	if _, err := s.Decide(t.Context(), id, to, "bob", "ok"); err != nil {
+	if _, err := s.Decide(t.Context(), id, pending.Decision{To: to, By: "bob", Comment: "ok"}); err != nil {
 		t.Fatalf("Decide(%s, %s): %v", id, to, err)
 	}
 }

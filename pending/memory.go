@@ -118,7 +118,7 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	c.State = Waiting
 	c.CreatedAt = now
 	c.ExpiresAt = now.Add(ttl)
-	c.DecidedBy, c.Comment, c.DecidedAt = "", "", time.Time{}
+	c.DecidedBy, c.Comment, c.DecidedAt, c.Approvals = "", "", time.Time{}, nil
 	c.Fence, c.LeaseUntil = 0, time.Time{}
 	c.Result, c.Delivered = nil, false
 	s.seq++
@@ -152,19 +152,19 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Call, error) {
 }
 
 // Decide implements [Store.Decide].
-func (s *MemoryStore) Decide(ctx context.Context, id string, to State, by, comment string) (Call, error) {
-	if err := checkDecision(to); err != nil {
+func (s *MemoryStore) Decide(ctx context.Context, id string, d Decision) (Call, error) {
+	if err := checkDecisionOf(d); err != nil {
 		return Call{}, err
 	}
-	return s.fromWaiting(ctx, id, to, by, comment)
+	return s.fromWaiting(ctx, id, d)
 }
 
 // Cancel implements [Store.Cancel].
 func (s *MemoryStore) Cancel(ctx context.Context, id string) (Call, error) {
-	return s.fromWaiting(ctx, id, Cancelled, "", "")
+	return s.fromWaiting(ctx, id, Decision{To: Cancelled})
 }
 
-func (s *MemoryStore) fromWaiting(ctx context.Context, id string, to State, by, comment string) (Call, error) {
+func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (Call, error) {
 	if err := ctx.Err(); err != nil {
 		return Call{}, err
 	}
@@ -177,14 +177,21 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, to State, by, 
 	if err != nil {
 		return Call{}, err
 	}
-	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = by, comment, now
-	if to == Approved {
+	if d.To == Approved {
+		if approvedBy(m.c.Approvals, d.By) {
+			return m.c.clone(), nil // counted once
+		}
+		m.c.Approvals = append(m.c.Approvals, Approval{By: d.By, At: now, Comment: d.Comment, Counts: slices.Clone(d.Counts)})
+		if !quorumMet(m.c.Quorum, m.c.Approvals) {
+			return m.c.clone(), nil // still waiting for more approvers
+		}
 		// An approval just before the expiry must still run: the call
 		// stays claimable for the approved window.
 		m.c.ExpiresAt = later(m.c.ExpiresAt, now.Add(s.approvedWindow))
 		m.dropAt = m.c.ExpiresAt.Add(s.resultTTL)
 	}
-	s.move(m, to, now)
+	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
+	s.move(m, d.To, now)
 	return m.c.clone(), nil
 }
 

@@ -3,6 +3,7 @@ package pending
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -104,7 +105,7 @@ func checkPark(c Call, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: parking %s with ttl %v", errInvalid, c.ID, ttl)
 	}
-	return nil
+	return checkQuorum(c)
 }
 
 func checkDecision(to State) error {
@@ -170,6 +171,15 @@ func idTaken(id string) error {
 func (c Call) clone() Call {
 	c.Request = cloneBytes(c.Request)
 	c.Info = cloneBytes(c.Info)
+	c.Quorum = slices.Clone(c.Quorum)
+	if c.Approvals != nil {
+		as := make([]Approval, len(c.Approvals))
+		for i, a := range c.Approvals {
+			a.Counts = slices.Clone(a.Counts)
+			as[i] = a
+		}
+		c.Approvals = as
+	}
 	if c.Result != nil {
 		r := *c.Result
 		r.Body = cloneBytes(r.Body)

@@ -112,9 +112,17 @@ type Call struct {
 	CreatedAt time.Time // set by the store
 	ExpiresAt time.Time // set by the store: CreatedAt + the ttl given to Park, later if approved near it
 
-	DecidedBy string    // set by Decide
+	// Quorum, when set, makes the call need several approvers: entry i is
+	// how many distinct approvers must approve towards requirement i (an
+	// ask reason that names its approvers). Empty: one approval decides.
+	Quorum []int
+
+	DecidedBy string    // set by Decide: who approved last, or who rejected
 	Comment   string    // set by Decide
 	DecidedAt time.Time // set by Decide or Cancel
+	// Approvals are the approvals counted so far, in order (set by
+	// Decide). A call with a Quorum may have some while still Waiting.
+	Approvals []Approval
 
 	Fence      int64     // set by Claim: increases at every claim
 	LeaseUntil time.Time // set by Claim
@@ -146,13 +154,17 @@ type Store interface {
 	// Get returns the call, or ErrNotFound.
 	Get(ctx context.Context, id string) (Call, error)
 
-	// Decide moves a Waiting call to Approved or Rejected, recording who
-	// decided and their comment. The first decision wins: a call that is
-	// no longer Waiting (or whose expiry has passed) gives a *StateError.
-	// An approval moves the call's expiry to at least now +
+	// Decide records d on a Waiting call. A rejection moves it to
+	// Rejected. An approval is added to the call's Approvals, once per
+	// approver (an approver who approved already changes nothing and gets
+	// the call as it stands); when the approvals meet the call's Quorum
+	// (or the call has none) the call moves to Approved, with d.By as
+	// DecidedBy. The first decision wins: a call that is no longer
+	// Waiting (or whose expiry has passed) gives a *StateError. An
+	// approval moves the call's expiry to at least now +
 	// Options.ApprovedWindow, so that an approved call can still be
 	// claimed.
-	Decide(ctx context.Context, id string, to State, by, comment string) (Call, error)
+	Decide(ctx context.Context, id string, d Decision) (Call, error)
 
 	// Cancel moves a Waiting call to Cancelled, else *StateError.
 	Cancel(ctx context.Context, id string) (Call, error)

@@ -137,6 +137,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	addBytes("rq", c.Request)
 	add("rd", c.RequestDigest)
 	addBytes("in", c.Info)
+	add("qm", encodeInts(c.Quorum))
 	v, err := s.run(ctx, parkScript, s.callKey(c.ID), args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
@@ -187,20 +188,20 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 }
 
 // Decide implements [Store.Decide].
-func (s *RedisStore) Decide(ctx context.Context, id string, to State, by, comment string) (Call, error) {
-	if err := checkDecision(to); err != nil {
+func (s *RedisStore) Decide(ctx context.Context, id string, d Decision) (Call, error) {
+	if err := checkDecisionOf(d); err != nil {
 		return Call{}, err
 	}
-	return s.fromWaiting(ctx, "deciding", id, to, by, comment)
+	return s.fromWaiting(ctx, "deciding", id, d)
 }
 
 // Cancel implements [Store.Cancel].
 func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
-	return s.fromWaiting(ctx, "cancelling", id, Cancelled, "", "")
+	return s.fromWaiting(ctx, "cancelling", id, Decision{To: Cancelled})
 }
 
-func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, to State, by, comment string) (Call, error) {
-	v, err := s.run(ctx, fromWaitingScript, s.callKey(id), id, string(to), by, comment, nonce(), s.window.Milliseconds())
+func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
+	v, err := s.run(ctx, fromWaitingScript, s.callKey(id), id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}

@@ -101,6 +101,12 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 			c.Comment = v
 		case "da":
 			c.DecidedAt = ms(v)
+		case "qm":
+			n, e := decodeInts(v)
+			c.Quorum, err = n, cmpErr(err, e)
+		case "ap":
+			as, e := decodeApprovals(v)
+			c.Approvals, err = as, cmpErr(err, e)
 		case "fe":
 			n, e := strconv.ParseInt(v, 10, 64)
 			c.Fence, err = n, cmpErr(err, e)

@@ -31,6 +31,7 @@ import "github.com/redis/go-redis/v9"
 //	tl Tool         rq Request     rd RequestDigest               in Info
 //	pr Principal
 //	ca CreatedAt    ea ExpiresAt   by DecidedBy    cm Comment   da DecidedAt
+//	qm Quorum ("2,1")              ap Approvals (JSON list of {b, t, c, n})
 //	fe Fence        lu LeaseUntil  rs Result.Status (present = has a result)
 //	rh Result.Header (JSON)        rb Result.Body  rt Result.Truncated ("1")
 //	dl Delivered ("1")             op the last writer's nonce (see retried)
@@ -225,11 +226,33 @@ return {'ok', all(id)}
 
 // fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,
 // cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce, [9] the
-// approved window in ms (an approval keeps the call at least that long).
-// Replies {'ok', call}, {'conflict', call} or {'notfound'}.
+// approved window in ms (an approval keeps the call at least that long),
+// [10] the Quorum entries the approval counts towards ("0,2").
+// Replies {'ok', call}, {'conflict', call} or {'notfound'}. An approval is
+// first added to the call's approvals (once per approver); the call moves
+// only when they meet its quorum, all in this one step, so two approvers on
+// two replicas are both counted, once each.
 var fromWaitingScript = newScript(`
+-- met reports whether the approvals aps meet the quorum qm ("2,1": entry
+-- i needs that many approvals counting towards i); no quorum: any one.
+local function met(qm, aps)
+  if not qm or qm == '' then return #aps > 0 end
+  local i = 0
+  for need in string.gmatch(qm, '%d+') do
+    local n = 0
+    for _, a in ipairs(aps) do
+      for c in string.gmatch(a.n or '', '%d+') do
+        if tonumber(c) == i then n = n + 1; break end
+      end
+    end
+    if n < tonumber(need) then return false end
+    i = i + 1
+  end
+  return true
+end
 local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local window = tonumber(ARGV[9]) or 0
+local counts = ARGV[10] or ''
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'waiting' then
@@ -243,6 +266,20 @@ if overdue(h) then
   return {'conflict', all(id)}
 end
 local f = {'da', num(now), 'op', nonce}
+if to == 'approved' then
+  local aps = {}
+  if h.ap and h.ap ~= '' and h.ap ~= '{}' then aps = cjson.decode(h.ap) end
+  for _, a in ipairs(aps) do
+    if a.b == by then return {'ok', all(id)} end -- counted once (or a retry)
+  end
+  aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
+  local ap = cjson.encode(aps)
+  if not met(h.qm, aps) then
+    redis.call('HSET', callkey(id), 'ap', ap, 'op', nonce)
+    return {'ok', all(id)}
+  end
+  f[#f + 1] = 'ap'; f[#f + 1] = ap
+end
 if by ~= '' then f[#f + 1] = 'by'; f[#f + 1] = by end
 if comment ~= '' then f[#f + 1] = 'cm'; f[#f + 1] = comment end
 local deadline = nil

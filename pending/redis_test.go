@@ -174,7 +174,7 @@ func TestRedisReplicasWake(t *testing.T) {
 	waitSubscribed(t, rdbB, a, 1)
 	time.Sleep(20 * time.Millisecond) // let Wait read the call first
 
-	if _, err := b.Decide(t.Context(), c.ID, Approved, "alice", ""); err != nil {
+	if _, err := b.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	decided := time.Now()
@@ -474,7 +474,7 @@ func TestRedisRetriedLapsedFinish(t *testing.T) {
 	s := newRedisStoreOn(t, rdb, Options{})
 	ctx := t.Context()
 	c := park(t, s, sampleCall(), long)
-	if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); err != nil {
+	if _, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := s.Claim(ctx, c.ID, 50*time.Millisecond)
@@ -507,7 +507,7 @@ func TestRedisRetryAfterMove(t *testing.T) {
 	s := newRedisStoreOn(t, rdb, Options{})
 	ctx := t.Context()
 	c := park(t, s, sampleCall(), long)
-	if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); err != nil {
+	if _, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	n := nonce()
@@ -639,7 +639,7 @@ func BenchmarkRedisParkDecideClaimFinish(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); err != nil {
+		if _, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: ""}); err != nil {
 			b.Fatal(err)
 		}
 		c, err = s.Claim(ctx, c.ID, time.Minute)

@@ -129,7 +129,7 @@ func testCaps(t *testing.T, newStore newStoreFunc) {
 		}},
 		{"expired by a transition", func(t *testing.T, s Store, id string, advance func(time.Duration)) {
 			advance(beyond)
-			if _, err := s.Decide(t.Context(), id, Approved, "alice", ""); !isState(err, Expired) {
+			if _, err := s.Decide(t.Context(), id, Decision{To: Approved, By: "alice", Comment: ""}); !isState(err, Expired) {
 				t.Fatalf("Decide(past ttl) = %v, want a StateError (expired)", err)
 			}
 		}},
@@ -167,7 +167,7 @@ func testApprovedWindow(t *testing.T, newStore newStoreFunc) {
 		b := park(t, s, sampleCall(), ttl)
 		advance(ttl - left) // the approvals land in the last moments of the ttl
 		for _, c := range []Call{a, b} {
-			got, err := s.Decide(ctx, c.ID, Approved, "alice", "")
+			got, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: ""})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func testApprovedWindow(t *testing.T, newStore newStoreFunc) {
 	t.Run("default", func(t *testing.T) {
 		s, _ := newStore(t)
 		c := park(t, s, sampleCall(), short)
-		got, err := s.Decide(t.Context(), c.ID, Approved, "alice", "")
+		got, err := s.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice", Comment: ""})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func testApprovedWindow(t *testing.T, newStore newStoreFunc) {
 	t.Run("far from the expiry", func(t *testing.T) {
 		s, _ := newStore(t, approvedWindow(time.Second))
 		c := park(t, s, sampleCall(), long)
-		got, err := s.Decide(t.Context(), c.ID, Approved, "alice", "")
+		got, err := s.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice", Comment: ""})
 		if err != nil || !got.ExpiresAt.Equal(c.ExpiresAt) {
 			t.Errorf("Decide = ExpiresAt %v, %v; want the ttl's %v unchanged", got.ExpiresAt, err, c.ExpiresAt)
 		}
@@ -229,7 +229,7 @@ func testApprovedWindow(t *testing.T, newStore newStoreFunc) {
 	t.Run("rejected", func(t *testing.T) {
 		s, _ := newStore(t, approvedWindow(time.Minute))
 		c := park(t, s, sampleCall(), short)
-		got, err := s.Decide(t.Context(), c.ID, Rejected, "alice", "")
+		got, err := s.Decide(t.Context(), c.ID, Decision{To: Rejected, By: "alice", Comment: ""})
 		if err != nil || !got.ExpiresAt.Equal(c.ExpiresAt) {
 			t.Errorf("Decide(rejected) = ExpiresAt %v, %v; want %v unchanged", got.ExpiresAt, err, c.ExpiresAt)
 		}

@@ -236,7 +236,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 				s, _ := newStore(t)
 				ctx := t.Context()
 				c := park(t, s, sampleCall(), long)
-				got, err := s.Decide(ctx, c.ID, to, "alice", "looks fine")
+				got, err := s.Decide(ctx, c.ID, Decision{To: to, By: "alice", Comment: "looks fine"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -247,7 +247,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 					t.Errorf("DecidedAt is %v from now", d)
 				}
 				for _, second := range []State{Approved, Rejected} {
-					_, err := s.Decide(ctx, c.ID, second, "bob", "")
+					_, err := s.Decide(ctx, c.ID, Decision{To: second, By: "bob", Comment: ""})
 					var se *StateError
 					if !errors.As(err, &se) || !errors.Is(err, ErrConflict) {
 						t.Fatalf("second Decide(%s) = %v, want a *StateError", second, err)
@@ -266,7 +266,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			s, _ := newStore(t)
 			c := park(t, s, sampleCall(), long)
 			for _, to := range []State{Waiting, Executed, Cancelled, "maybe"} {
-				if _, err := s.Decide(t.Context(), c.ID, to, "alice", ""); err == nil || errors.Is(err, ErrConflict) {
+				if _, err := s.Decide(t.Context(), c.ID, Decision{To: to, By: "alice", Comment: ""}); err == nil || errors.Is(err, ErrConflict) {
 					t.Errorf("Decide(%s) = %v, want an invalid-argument error", to, err)
 				}
 			}
@@ -276,7 +276,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		})
 		t.Run("missing", func(t *testing.T) {
 			s, _ := newStore(t)
-			if _, err := s.Decide(t.Context(), "nope", Approved, "alice", ""); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Decide(t.Context(), "nope", Decision{To: Approved, By: "alice", Comment: ""}); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Decide(missing) = %v, want ErrNotFound", err)
 			}
 		})
@@ -293,7 +293,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if _, err := s.Cancel(ctx, c.ID); !isState(err, Cancelled) {
 			t.Errorf("Cancel(cancelled) = %v, want a StateError (cancelled)", err)
 		}
-		if _, err := s.Decide(ctx, c.ID, Approved, "alice", ""); !isState(err, Cancelled) {
+		if _, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: ""}); !isState(err, Cancelled) {
 			t.Errorf("Decide(cancelled) = %v, want a StateError (cancelled)", err)
 		}
 		a := park(t, s, sampleCall(), long)
@@ -426,7 +426,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			a := park(t, s, sampleCall(), short)
 			b := park(t, s, sampleCall(), short)
 			advance(beyond)
-			if _, err := s.Decide(ctx, a.ID, Approved, "alice", ""); !isState(err, Expired) {
+			if _, err := s.Decide(ctx, a.ID, Decision{To: Approved, By: "alice", Comment: ""}); !isState(err, Expired) {
 				t.Errorf("Decide(past ttl) = %v, want a StateError (expired)", err)
 			}
 			if _, err := s.Cancel(ctx, b.ID); !isState(err, Expired) {
@@ -460,7 +460,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			if got := get(t, s, live.ID); got.State != Waiting {
 				t.Errorf("the call with a long ttl is %s", got.State)
 			}
-			if _, err := s.Decide(ctx, a.ID, Approved, "alice", ""); !isState(err, Expired) {
+			if _, err := s.Decide(ctx, a.ID, Decision{To: Approved, By: "alice", Comment: ""}); !isState(err, Expired) {
 				t.Errorf("Decide(expired) = %v, want a StateError (expired)", err)
 			}
 		})
@@ -613,7 +613,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			c := park(t, s, sampleCall(), long)
 			go func() {
 				time.Sleep(50 * time.Millisecond)
-				if _, err := s.Decide(context.WithoutCancel(t.Context()), c.ID, Approved, "alice", ""); err != nil {
+				if _, err := s.Decide(context.WithoutCancel(t.Context()), c.ID, Decision{To: Approved, By: "alice", Comment: ""}); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -658,6 +658,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
+	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
 
 	t.Run("Retention", func(t *testing.T) {
@@ -717,6 +718,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
 	const n = 16
 	t.Run("Caps", func(t *testing.T) { testCapsRace(t, newStore) })
+	t.Run("Quorum", func(t *testing.T) { testQuorumRace(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessionsRace(t, newStore) })
 	t.Run("Decide", func(t *testing.T) {
 		s, advance := newStore(t)
@@ -756,10 +758,10 @@ func testStoreRace(t *testing.T, newStore newStoreFunc) {
 					switch i % 4 {
 					case 0:
 						o.op = "approve"
-						got, err = s.Decide(ctx, c.ID, Approved, by, "")
+						got, err = s.Decide(ctx, c.ID, Decision{To: Approved, By: by, Comment: ""})
 					case 1:
 						o.op = "reject"
-						got, err = s.Decide(ctx, c.ID, Rejected, by, "")
+						got, err = s.Decide(ctx, c.ID, Decision{To: Rejected, By: by, Comment: ""})
 					case 2:
 						o.op = "cancel"
 						got, err = s.Cancel(ctx, c.ID)
@@ -923,7 +925,7 @@ func get(t *testing.T, s Store, id string) Call {
 
 func decide(t *testing.T, s Store, id string, to State) {
 	t.Helper()
-	if _, err := s.Decide(t.Context(), id, to, "alice", ""); err != nil {
+	if _, err := s.Decide(t.Context(), id, Decision{To: to, By: "alice", Comment: ""}); err != nil {
 		t.Fatalf("Decide(%s, %s) = %v", id, to, err)
 	}
 }

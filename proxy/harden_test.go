@@ -425,7 +425,7 @@ func TestRecheckSeesTheArguments(t *testing.T) {
 			t.Errorf("the parked input holds the arguments a second time: %s", callinfoOf(pc).PolicyInput)
 		}
 		denySecret.Store(true)
-		if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+		if _, err := pe.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 			t.Fatal(err)
 		}
 		pe.server.life.SweepOnce(context.Background(), 0)

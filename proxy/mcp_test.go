@@ -282,7 +282,7 @@ func (env *mcpEnv) decideNext(state pending.State, comment string) <-chan mcpDec
 			out <- mcpDecided{err: errors.New("no call was parked")}
 			return
 		}
-		_, err := env.store.Decide(context.Background(), pc.ID, state, "alice", comment)
+		_, err := env.store.Decide(context.Background(), pc.ID, pending.Decision{To: state, By: "alice", Comment: comment})
 		out <- mcpDecided{pc, err}
 	}()
 	return out
@@ -657,7 +657,7 @@ func TestMCPAskPendingThenRetry(t *testing.T) {
 					if n := env.up.invoked("write_note"); n != 0 || env.up.sawToolCall("write_note") {
 						t.Fatalf("write_note ran %d times before approval:%s", n, describeMCP(env.up.got()))
 					}
-					if _, err := env.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", ""); err != nil {
+					if _, err := env.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 						t.Fatal(err)
 					}
 					if sweep {

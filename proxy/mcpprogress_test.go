@@ -42,7 +42,7 @@ func TestMCPProgressWhileHeld(t *testing.T) {
 	go func() {
 		pc := <-parked
 		time.Sleep(300 * time.Millisecond)
-		_, _ = store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "")
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""})
 	}()
 	body := `{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"notes/a"},"_meta":{"progressToken":"tok-1"}}}`
 	req, _ := http.NewRequest("POST", env.url+"/mcp", strings.NewReader(body))

@@ -67,7 +67,7 @@ func TestAskApprovedWhileHeld(t *testing.T) {
 	pe := newParkEnv(t)
 	go func() {
 		pc := pe.nextParked(t)
-		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "fine"); err != nil {
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: "fine"}); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -87,7 +87,7 @@ func TestAskRejectedWhileHeld(t *testing.T) {
 	pe := newParkEnv(t)
 	go func() {
 		pc := pe.nextParked(t)
-		_, _ = pe.store.Decide(context.Background(), pc.ID, pending.Rejected, "alice", "not today")
+		_, _ = pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Rejected, By: "alice", Comment: "not today"})
 	}()
 	res := post(t, pe.url+"/tools/Write", `{"path":"x"}`)
 	p := readProblem(t, res)
@@ -124,7 +124,7 @@ func TestAskAfterHold(t *testing.T) {
 		t.Fatalf("a retry parked a second call %s", pc.ID)
 	default:
 	}
-	if _, err := pe.store.Decide(context.Background(), w.CallID, pending.Approved, "alice", ""); err != nil {
+	if _, err := pe.store.Decide(context.Background(), w.CallID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	pe.server.life.SweepOnce(context.Background(), 0)
@@ -216,7 +216,7 @@ func TestCancelAndExpire(t *testing.T) {
 	if pc, _ := pe.store.Get(context.Background(), id); pc.State != pending.Expired {
 		t.Fatalf("after ttl: %s", pc.State)
 	}
-	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); !errors.Is(err, pending.ErrConflict) {
+	if _, err := pe.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); !errors.Is(err, pending.ErrConflict) {
 		t.Fatalf("approving an expired call: %v", err)
 	}
 	if len(pe.upstream.Requests()) != 0 {
@@ -282,7 +282,7 @@ func TestApprovedButNowDenied(t *testing.T) {
 	go func() {
 		pc := <-parked
 		deny.Store(true)
-		_, _ = store.Decide(context.Background(), pc.ID, pending.Approved, "alice", "")
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""})
 	}()
 	res := post(t, env.url+"/tools/Write", `{"path":"a"}`)
 	body, _ := io.ReadAll(res.Body)
@@ -295,7 +295,7 @@ func TestApprovedButNowDenied(t *testing.T) {
 	id := res.Header.Get(headerCallID)
 	<-parked
 	deny.Store(true)
-	if _, err := store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+	if _, err := store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	server.life.SweepOnce(context.Background(), 0)
@@ -314,7 +314,7 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 	id := res.Header.Get(headerCallID)
 	pc, _ := pe.store.Get(context.Background(), id)
 	time.Sleep(time.Until(pc.ExpiresAt) - 100*time.Millisecond)
-	if _, err := pe.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+	if _, err := pe.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(pc.ExpiresAt) + 200*time.Millisecond) // past the first expiry
@@ -326,7 +326,7 @@ func TestApprovedNearExpiryRuns(t *testing.T) {
 	pe2 := newParkEnv(t, func(c *Config) { c.Hold, c.TTL = 10*time.Millisecond, time.Hour })
 	res = post(t, pe2.url+"/tools/Write", `{"path":"b"}`, "Prefer", "respond-async")
 	id = res.Header.Get(headerCallID)
-	if _, err := pe2.store.Decide(context.Background(), id, pending.Approved, "alice", ""); err != nil {
+	if _, err := pe2.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	pe2.server.life.SweepOnce(context.Background(), 10*time.Second)

@@ -307,7 +307,7 @@ func TestTraceSweeperExecution(t *testing.T) {
 	if attr(server, attrDecision) != "ask" {
 		t.Fatalf("server span decision %q", attr(server, attrDecision))
 	}
-	if _, err := pe.store.Decide(context.Background(), callID, pending.Approved, "alice", ""); err != nil {
+	if _, err := pe.store.Decide(context.Background(), callID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 		t.Fatal(err)
 	}
 	pe.server.life.SweepOnce(context.Background(), 0)
@@ -410,7 +410,7 @@ func TestTraceHeldExecution(t *testing.T) {
 	pe := newParkEnv(t, on)
 	go func() {
 		pc := pe.nextParked(t)
-		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Approved, "alice", ""); err != nil {
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
 			t.Error(err)
 		}
 	}()
