@@ -70,7 +70,7 @@ func (w *worker) deliver(ctx context.Context, e Event) string {
 	log := w.n.log.With("target", w.index, "format", w.format, "host", w.host,
 		"call_id", e.CallID, "event", e.Type)
 
-	body, contentType, err := render(w.format, &e)
+	body, contentType, err := render(w.format, &e, opts.SlackInteractive)
 	if err != nil {
 		log.Error("notification could not be rendered", "err", err)
 		w.n.report(w, ResultFailed)

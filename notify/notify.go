@@ -11,13 +11,15 @@
 // docs/security.md, R03).
 //
 // What it does not do: it decides nothing, receives no Slack or Teams
-// interactions (every button is a link to the approval page, where the
-// decision is a POST, so link previewers cannot approve), and keeps nothing
-// durable. Events still queued when the process dies are lost. What it
-// offers instead is [Options.OnSettled]: it tells the caller which events
-// every target attempted, so the caller can record that durably and
-// announce the others again (cmd/toolgate does so with the store;
-// docs/security.md, R04).
+// interactions, and keeps nothing durable. Its links lead to the approval
+// page, where the decision is a POST, so link previewers cannot approve;
+// the Approve and Reject buttons of [Options.SlackInteractive] are posted
+// by Slack, signed, to the approvals listener, which decides. Events
+// still queued when the process dies are lost. What it offers instead is
+// [Options.OnSettled]: it tells the caller which events every target
+// attempted, so the caller can record that durably and announce the
+// others again (cmd/toolgate does so with the store; docs/security.md,
+// R04).
 package notify
 
 import (
@@ -150,6 +152,13 @@ type Options struct {
 	// It is called from Notify (for drops) and from delivery goroutines, so
 	// it must be safe for concurrent use and fast.
 	OnDelivery func(target int, format string, result string)
+	// SlackInteractive adds Approve and Reject buttons (action IDs
+	// SlackApproveActionID and SlackRejectActionID, value the call ID) to
+	// the requested message of every "slack" target, beside the link to
+	// the approval page. Slack posts clicks to the interactivity URL of the
+	// app that owns the incoming webhook, so set it only when that app
+	// points at the approvals listener's Slack handler. False: link only.
+	SlackInteractive bool
 	// OnSettled, if set, is called once per event when every target has
 	// finished with it: delivered is true when every target received it,
 	// false when at least one gave it up after attempting it

@@ -14,15 +14,15 @@ import (
 const argumentsLimit = 2500
 
 // render builds the request body for format; it returns the body and its
-// Content-Type.
-func render(format string, e *Event) ([]byte, string, error) {
+// Content-Type. slackInteractive is [Options.SlackInteractive].
+func render(format string, e *Event, slackInteractive bool) ([]byte, string, error) {
 	var v any
 	contentType := "application/json"
 	switch format {
 	case FormatCloudEvents:
 		v, contentType = cloudEvent(e), "application/cloudevents+json"
 	case FormatSlack:
-		v = slackMessage(e)
+		v = slackMessage(e, slackInteractive)
 	case FormatTeams:
 		v = teamsMessage(e)
 	default:

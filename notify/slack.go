@@ -9,10 +9,18 @@ import (
 // A Slack incoming-webhook message in Block Kit. Everything shown comes
 // from the agent or the policy, so it is untrusted: it is mrkdwn-escaped
 // (&, <, >: no links, no @channel) and sent verbatim (no auto-linked URLs
-// or mentions), so an argument cannot draw its own "Approve" link. The
-// only link is the button, and it is a URL button, never an interactive
-// callback: approving happens on toolgate's page by POST, so Slack's link
-// expander and other previewers, which GET, cannot approve.
+// or mentions), so an argument cannot draw its own "Approve" link.
+//
+// By default the only button is a URL button to toolgate's approval page,
+// where approving is a POST, so Slack's link expander and other
+// previewers, which GET, cannot approve. With [Options.SlackInteractive]
+// the message also carries Approve and Reject buttons. They are not links:
+// a click makes Slack itself POST a request signed with the app's signing
+// secret to the approvals listener (approvals/slackapp), which checks the
+// signature and maps the clicking Slack user to an approver before
+// deciding anything. A previewer fetching the message decides nothing, and
+// the buttons carry only the call ID, which is not a credential. The link
+// to the page stays, so the full arguments remain one click away.
 type slackMsg struct {
 	Text        string       `json:"text"` // notification and fallback text
 	Blocks      []slackBlock `json:"blocks"`
@@ -22,6 +30,7 @@ type slackMsg struct {
 
 type slackBlock struct {
 	Type     string      `json:"type"`
+	BlockID  string      `json:"block_id,omitempty"`
 	Text     *slackText  `json:"text,omitempty"`
 	Fields   []slackText `json:"fields,omitempty"`
 	Elements []any       `json:"elements,omitempty"`
@@ -34,11 +43,28 @@ type slackText struct {
 }
 
 type slackButton struct {
-	Type  string    `json:"type"` // button
-	Text  slackText `json:"text"`
-	URL   string    `json:"url"`
-	Style string    `json:"style,omitempty"`
+	Type     string    `json:"type"` // button
+	Text     slackText `json:"text"`
+	ActionID string    `json:"action_id,omitempty"`
+	URL      string    `json:"url,omitempty"`
+	Value    string    `json:"value,omitempty"`
+	Style    string    `json:"style,omitempty"`
 }
+
+// The block and action IDs of an interactive message. The approvals
+// listener's Slack handler matches clicks on them, and messages already
+// posted keep them, so they never change.
+const (
+	// SlackActionsBlockID names the actions block holding the buttons.
+	SlackActionsBlockID = "toolgate_actions"
+	// SlackApproveActionID is the Approve button; its value is the call ID.
+	SlackApproveActionID = "toolgate_approve"
+	// SlackRejectActionID is the Reject button; its value is the call ID.
+	SlackRejectActionID = "toolgate_reject"
+	// SlackOpenActionID is the link to the approval page. Slack reports
+	// clicks on link buttons too; the handler answers them and does nothing.
+	SlackOpenActionID = "toolgate_open"
+)
 
 func plainText(s string) *slackText { return &slackText{Type: "plain_text", Text: s} }
 
@@ -69,7 +95,9 @@ func slackCodeRune(r rune) string {
 	return string(r)
 }
 
-func slackMessage(e *Event) slackMsg {
+// slackMessage renders e. interactive adds the Approve and Reject buttons
+// to a requested message (see [Options.SlackInteractive]).
+func slackMessage(e *Event, interactive bool) slackMsg {
 	if e.Type == TypeResolved {
 		return slackResolved(e)
 	}
@@ -132,7 +160,9 @@ func slackMessage(e *Event) slackMsg {
 		Elements: []any{slackText{Type: "mrkdwn", Text: strings.Join(ctx, " · ")}},
 	})
 
-	if e.ApprovalURL != "" {
+	if interactive {
+		blocks = append(blocks, slackInteractiveActions(e))
+	} else if e.ApprovalURL != "" {
 		blocks = append(blocks, slackBlock{Type: "actions", Elements: []any{slackButton{
 			Type:  "button",
 			Text:  *plainText("Review & approve"),
@@ -146,6 +176,29 @@ func slackMessage(e *Event) slackMsg {
 			slackEsc(e.Tool, 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
 		Blocks: blocks,
 	}
+}
+
+// slackInteractiveActions is the actions block of an interactive message:
+// Approve and Reject, which Slack posts to the approvals listener, and the
+// link to the approval page when there is one.
+func slackInteractiveActions(e *Event) slackBlock {
+	elements := []any{
+		slackButton{
+			Type: "button", Text: *plainText("Approve"), Style: "primary",
+			ActionID: SlackApproveActionID, Value: e.CallID,
+		},
+		slackButton{
+			Type: "button", Text: *plainText("Reject"), Style: "danger",
+			ActionID: SlackRejectActionID, Value: e.CallID,
+		},
+	}
+	if e.ApprovalURL != "" {
+		elements = append(elements, slackButton{
+			Type: "button", Text: *plainText("Open approval page"),
+			ActionID: SlackOpenActionID, URL: e.ApprovalURL,
+		})
+	}
+	return slackBlock{Type: "actions", BlockID: SlackActionsBlockID, Elements: elements}
 }
 
 // slackResolved is the short follow-up: "approved by X" and the like.

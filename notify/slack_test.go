@@ -1,0 +1,112 @@
+package notify
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+func renderSlack(t *testing.T, e Event, interactive bool) []byte {
+	t.Helper()
+	body, _, err := render(FormatSlack, &e, interactive)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return body
+}
+
+// TestSlackNotInteractiveUnchanged: without SlackInteractive the message is
+// byte for byte what it was before interactive buttons existed.
+func TestSlackNotInteractiveUnchanged(t *testing.T) {
+	want, err := os.ReadFile("testdata/slack-requested.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := renderSlack(t, requested("c1"), false)
+	if !bytes.Equal(bytes.TrimSpace(want), got) {
+		t.Errorf("message changed:\n got %s\nwant %s", got, bytes.TrimSpace(want))
+	}
+}
+
+func TestSlackInteractive(t *testing.T) {
+	e := requested("c1")
+	plain := decodeSlack(t, renderSlack(t, e, false))
+	m := decodeSlack(t, renderSlack(t, e, true))
+
+	if len(m.Blocks) != len(plain.Blocks) {
+		t.Fatalf("%d blocks, want %d (the same blocks, other buttons)", len(m.Blocks), len(plain.Blocks))
+	}
+	last := len(m.Blocks) - 1
+	if diff := cmp.Diff(plain.Blocks[:last], m.Blocks[:last]); diff != "" {
+		t.Errorf("blocks before the buttons differ (-plain +interactive):\n%s", diff)
+	}
+	if m.Text != plain.Text {
+		t.Errorf("text = %q, want %q", m.Text, plain.Text)
+	}
+
+	actions := decode(t, renderSlack(t, e, true))["blocks"].([]any)[last].(map[string]any)
+	text := func(s string) map[string]any { return map[string]any{"type": "plain_text", "text": s} }
+	want := map[string]any{
+		"type":     "actions",
+		"block_id": "toolgate_actions",
+		"elements": []any{
+			map[string]any{"type": "button", "text": text("Approve"), "action_id": "toolgate_approve", "value": "c1", "style": "primary"},
+			map[string]any{"type": "button", "text": text("Reject"), "action_id": "toolgate_reject", "value": "c1", "style": "danger"},
+			map[string]any{"type": "button", "text": text("Open approval page"), "action_id": "toolgate_open", "url": e.ApprovalURL},
+		},
+	}
+	if diff := cmp.Diff(want, actions); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlackInteractiveWithoutLink(t *testing.T) {
+	e := requested("c1")
+	e.ApprovalURL = ""
+	m := decodeSlack(t, renderSlack(t, e, true))
+	b := m.Blocks[len(m.Blocks)-1]
+	if b.Type != "actions" || len(b.Elements) != 2 {
+		t.Fatalf("last block %s with %d elements, want actions with Approve and Reject", b.Type, len(b.Elements))
+	}
+	for _, el := range b.Elements {
+		if _, ok := el["url"]; ok {
+			t.Errorf("button %v has a url, want none without an approval link", el)
+		}
+	}
+}
+
+// TestSlackInteractiveResolved: the follow-up message decides nothing, so
+// it has no buttons either way.
+func TestSlackInteractiveResolved(t *testing.T) {
+	m := decodeSlack(t, renderSlack(t, resolved("c1", "approved", "alice"), true))
+	for _, b := range m.Blocks {
+		if b.Type == "actions" {
+			t.Errorf("resolved message has buttons: %v", b.Elements)
+		}
+	}
+}
+
+// TestSlackInteractiveDelivered: the option reaches the message a target
+// receives, and only Slack targets change.
+func TestSlackInteractiveDelivered(t *testing.T) {
+	slack := testkit.NewUpstream(t, nil)
+	events := testkit.NewUpstream(t, nil)
+	var res results
+	opts := fast(&res, Target{URL: slack.URL, Format: FormatSlack}, Target{URL: events.URL})
+	opts.SlackInteractive = true
+	n := start(t, opts)
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(2) })
+
+	m := decodeSlack(t, slack.Requests()[0].Body)
+	b := m.Blocks[len(m.Blocks)-1]
+	if b.Type != "actions" || len(b.Elements) != 3 || b.Elements[0]["action_id"] != SlackApproveActionID {
+		t.Errorf("last block %s %v, want the interactive buttons", b.Type, b.Elements)
+	}
+	if bytes.Contains(events.Requests()[0].Body, []byte(SlackApproveActionID)) {
+		t.Errorf("CloudEvents body carries a Slack button:\n%s", events.Requests()[0].Body)
+	}
+}
