@@ -121,6 +121,9 @@ func reasonTypeProblem(t types.Type) string {
 				return fmt.Sprintf("a reason's %q is %s, not %s", f.key, article(v), article(f.want))
 			}
 		}
+		if v, ok := props["approvers"]; ok && !mayBeObject(v) {
+			return fmt.Sprintf(`a reason's "approvers" is %s, not an object`, article(v))
+		}
 		return ""
 	}
 	return "a reason is " + article(t) + ", not a string or an object"
@@ -138,6 +141,22 @@ func mayBe(t, want types.Type) bool {
 		return true
 	}
 	return types.Compare(t, want) == 0
+}
+
+// mayBeObject reports whether a value of type t may be an object.
+func mayBeObject(t types.Type) bool {
+	switch t := t.(type) {
+	case *types.Object:
+		return true
+	case types.Any:
+		for _, m := range t {
+			if !mayBeObject(m) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // article names a type with its article: "a number", "an object".

@@ -54,11 +54,13 @@ func (a *Action) UnmarshalText(b []byte) error {
 
 // Reason is one reason a rule gave. Rules write either a string (the message)
 // or an object {"id", "message"}; an ask reason may also carry
-// "must_ask": true, which no permission mode can turn into allow.
+// "must_ask": true, which no permission mode can turn into allow, and
+// "approvers", who may approve it and how many must.
 type Reason struct {
-	ID      string `json:"id,omitempty"`
-	Message string `json:"message"`
-	MustAsk bool   `json:"must_ask,omitempty"`
+	ID        string     `json:"id,omitempty"`
+	Message   string     `json:"message"`
+	MustAsk   bool       `json:"must_ask,omitempty"`
+	Approvers *Approvers `json:"approvers,omitempty"`
 }
 
 // Decision is what toolgate does with a call, and why.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -270,9 +272,18 @@ func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def
 	}
 	var vs [len(ruleNames)]verdict
 	for i, name := range ruleNames {
-		if vs[i], err = verdictOf(name, b[name], b["lib_"+name]); err != nil {
+		if vs[i], err = verdictOf(name, b[name]); err != nil {
 			return failed(err)
 		}
+		lib, err := verdictOf(name, b["lib_"+name])
+		if err != nil {
+			return failed(err)
+		}
+		// The library's reasons by ID, as its Go form gives them: OPA
+		// orders a set of objects by their keys first, so a reason with
+		// "approvers" would otherwise come before every other.
+		slices.SortStableFunc(lib.reasons, func(a, b Reason) int { return strings.Compare(a.ID, b.ID) })
+		vs[i].merge(lib)
 	}
 	d := combine(vs[0], vs[1], vs[2], def)
 	d.ReadOnly = vs[3].fired
@@ -341,7 +352,8 @@ func verdictOf(name string, vals ...any) (verdict, error) {
 }
 
 // reasonOf reads one reason: a string, or an object with a string
-// "message", an optional string "id" and an optional boolean "must_ask".
+// "message", an optional string "id", an optional boolean "must_ask" and
+// an optional object "approvers".
 func reasonOf(x any) (Reason, error) {
 	switch x := x.(type) {
 	case string:
@@ -361,6 +373,13 @@ func reasonOf(x any) (Reason, error) {
 			if r.MustAsk, ok = ma.(bool); !ok {
 				return Reason{}, errors.New(`a reason's "must_ask" must be a boolean`)
 			}
+		}
+		if ap, present := x["approvers"]; present {
+			a, err := approversOf(ap)
+			if err != nil {
+				return Reason{}, err
+			}
+			r.Approvers = a
 		}
 		return r, nil
 	}

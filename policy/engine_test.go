@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -193,6 +194,44 @@ func TestDefaultAsk(t *testing.T) {
 	}
 }
 
+// TestApprovers checks that an ask reason's approvers reach the decision,
+// from Rego and from a rules-table row, and that approvers nobody could
+// satisfy deny the call as a policy error.
+func TestApprovers(t *testing.T) {
+	dir := t.TempDir()
+	rows := append(append([]string(nil), seedRules...),
+		`{id: dep, effect: ask, tool: Deploy, target: "*", approvers: {groups: [sre, security], min: 2}}`)
+	src := `package toolgate
+ask contains {"id": "rego", "message": "m", "approvers": {"subjects": ["alice"], "requester": true}} if input.tool.name == "Drop"
+ask contains {"id": "bad", "message": "m", "approvers": {"groups": ["sre"], "min": 1.5}} if input.tool.name == "Bad"
+ask contains {"id": "none", "message": "m", "approvers": {}} if input.tool.name == "Empty"
+ask contains {"id": "extra", "message": "m", "approvers": {"group": ["sre"]}} if input.tool.name == "Typo"
+`
+	for _, native := range []bool{false, true} {
+		e := newEngine(t, policy.Options{
+			RulesFile: writeRules(t, dir, rows), NativeLibrary: native,
+			Policies: fstest.MapFS{"p.rego": {Data: []byte(src)}},
+		})
+		d, err := e.Decide(t.Context(), call("Deploy", "x"))
+		if err != nil || d.Action != policy.Ask || len(d.Reasons) != 1 {
+			t.Fatalf("native %v: Deploy = %+v, %v", native, d, err)
+		}
+		want := policy.Approvers{Groups: []string{"sre", "security"}, Min: 2}
+		if a := d.Reasons[0].Approvers; a == nil || !slices.Equal(a.Groups, want.Groups) || a.Min != 2 || a.Need() != 2 {
+			t.Errorf("native %v: table row's approvers = %+v, want %+v", native, a, want)
+		}
+		d, err = e.Decide(t.Context(), call("Drop", "x"))
+		if a := d.Reasons[0].Approvers; err != nil || a == nil || !slices.Equal(a.Subjects, []string{"alice"}) || !a.Requester || a.Need() != 1 {
+			t.Errorf("native %v: Rego reason's approvers = %+v, %v", native, a, err)
+		}
+		for _, tool := range []string{"Bad", "Empty", "Typo"} {
+			if d, err := e.Decide(t.Context(), call(tool, "x")); err == nil || d.Action != policy.Deny {
+				t.Errorf("native %v: %s = %+v, %v; want a policy error (deny)", native, tool, d, err)
+			}
+		}
+	}
+}
+
 func TestModes(t *testing.T) {
 	rows := append(append([]string(nil), seedRules...),
 		`{id: ro, effect: allow, tool: List, target: "*", read_only: true}`,
@@ -274,6 +313,7 @@ func TestNewRefusesMistypedRules(t *testing.T) {
 		{"reason without message", module(`deny contains {"id": "x"} if true`), `but a reason object has no "message"`},
 		{"reason id a number", module(`ask contains {"id": 5, "message": "m"} if true`), `but a reason's "id" is a number, not a string`},
 		{"reason must_ask a string", module(`ask contains {"message": "m", "must_ask": "yes"} if true`), `reason's "must_ask" is a string, not a boolean`},
+		{"reason approvers a string", module(`ask contains {"message": "m", "approvers": "sre"} if true`), `reason's "approvers" is a string, not an object`},
 		{"a package under deny", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.deny\nx := 1\n")}}, "rule deny must be a boolean or a set of reasons, not an object"},
 		{"lib rule of reasons of numbers", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.lib\nask contains 3 if input.a\n")}}, "rule ask must be a boolean or a set of reasons, but a reason is a number"},
 		{"data file deny a number", fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"deny": 5}`)}}, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons"},
@@ -283,6 +323,7 @@ func TestNewRefusesMistypedRules(t *testing.T) {
 		{"default false", module("default deny := false\ndeny if input.a"), ""},
 		{"set of strings", module(`deny contains "no" if input.a`), ""},
 		{"set of reason objects", module(`ask contains {"id": "a", "message": "m", "must_ask": true} if input.a`), ""},
+		{"reason with approvers", module(`ask contains {"id": "a", "message": "m", "approvers": {"groups": ["sre"], "min": 2}} if input.a`), ""},
 		{"array of strings", module(`deny := ["no"] if input.a`), ""},
 		{"from input", module("deny := input.a"), ""},
 		{"object from input", module("deny contains r if some r in input.reasons"), ""},

@@ -61,6 +61,9 @@ func newNativeLib(rules []Rule) (*nativeLib, error) {
 			msg = fmt.Sprintf("rules table %s: %s %s on %s", r.ID, r.Effect, r.Tool, r.Target)
 		}
 		row.reason = Reason{ID: r.ID, Message: msg, MustAsk: r.Effect == "ask" && r.MustAsk}
+		if r.Effect == "ask" {
+			row.reason.Approvers = r.Approvers
+		}
 		if r.Tool == "*" || row.tool != nil {
 			p := literalPrefix(r.Tool)
 			if _, seen := n.byPrefix[p]; !seen {
@@ -92,8 +95,8 @@ type libVerdicts struct {
 }
 
 // decide evaluates the library's rules for in, as rego/lib/toolgate.rego
-// states them. Reasons come in the order OPA gives a set of reason objects
-// (by id, the first key), so a decision reads the same either way.
+// states them. Reasons come sorted by ID, as the Rego form's reasons are
+// sorted after evaluation, so a decision reads the same either way.
 func (n *nativeLib) decide(in *Input) libVerdicts {
 	var v libVerdicts
 	list := in.Phase == PhaseList

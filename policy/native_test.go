@@ -57,6 +57,9 @@ func genTable(r *rand.Rand) []string {
 		if effect == "ask" && r.IntN(3) == 0 {
 			row += ", must_ask: true"
 		}
+		if effect == "ask" && r.IntN(3) == 0 {
+			row += []string{", approvers: {groups: [sre]}", ", approvers: {subjects: [alice, bob], min: 2}", ", approvers: {requester: true}"}[r.IntN(3)]
+		}
 		if r.IntN(4) == 0 {
 			row += fmt.Sprintf(", message: %q", "message of row "+strconv.Itoa(i))
 		}

@@ -23,6 +23,8 @@ type Rule struct {
 	ReadOnly bool   `yaml:"read_only"`
 	Message  string `yaml:"message"`
 	MustAsk  bool   `yaml:"must_ask"`
+	// Approvers, on an ask row, names who may approve its calls.
+	Approvers *Approvers `yaml:"approvers"`
 }
 
 type rulesFile struct {
@@ -79,6 +81,13 @@ func ParseRules(src []byte) ([]Rule, error) {
 		}
 		if r.MustAsk && r.Effect != "ask" {
 			bad("must_ask is only meaningful on an ask rule")
+		}
+		if r.Approvers != nil {
+			if r.Effect != "ask" {
+				bad("approvers is only meaningful on an ask rule")
+			} else if err := r.Approvers.check(); err != nil {
+				bad("%v", err)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -143,6 +152,9 @@ func rulesData(rules []Rule) (table []any, index map[string]any) {
 		}
 		if r.Message != "" {
 			row["message"] = r.Message
+		}
+		if r.Approvers != nil {
+			row["approvers"] = r.Approvers.rulesData()
 		}
 		table = append(table, row)
 		if r.Tool == "*" || isGlob(r.Tool) {

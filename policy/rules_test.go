@@ -31,6 +31,10 @@ func TestParseRules(t *testing.T) {
 		{"unclosed brace", `rules: [{id: a, effect: allow, tool: x, target: "{a,b"}]`, "unclosed {"},
 		{"must_ask on allow", `rules: [{id: a, effect: allow, tool: x, target: "*", must_ask: true}]`, "must_ask"},
 		{"not a list", `rules: {id: a}`, "rules table"},
+		{"approvers on allow", `rules: [{id: a, effect: allow, tool: x, target: "*", approvers: {groups: [sre]}}]`, "approvers is only meaningful"},
+		{"approvers naming nobody", `rules: [{id: a, effect: ask, tool: x, target: "*", approvers: {min: 2}}]`, "names no groups"},
+		{"approvers min too high", `rules: [{id: a, effect: ask, tool: x, target: "*", approvers: {groups: [sre], min: 65}}]`, "min 65"},
+		{"approvers unknown key", `rules: [{id: a, effect: ask, tool: x, target: "*", approvers: {group: [sre]}}]`, "group"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -58,8 +58,14 @@ ask contains reason if {
 	some r in candidates
 	r.effect == "ask"
 	row_matches(r)
-	reason := object.union(table_reason(r), {"must_ask": object.get(r, "must_ask", false)})
+	reason := object.union(table_reason(r), ask_extras(r))
 }
+
+# ask_extras: what an ask row adds to its reason (must_ask, and its
+# approvers when it names them).
+ask_extras(r) := {"must_ask": object.get(r, "must_ask", false), "approvers": r.approvers} if r.approvers
+
+else := {"must_ask": object.get(r, "must_ask", false)}
 
 # allow: rules-table allow rows, and MCP protocol plumbing.
 allow contains table_reason(r) if {
