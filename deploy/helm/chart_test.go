@@ -116,8 +116,20 @@ func TestAllOn(t *testing.T) {
 	if strings.Contains(r.configMaps[fullname].Data[configKey], values.Redis.URL) {
 		t.Errorf("the Redis URL (it may hold a password) is in the ConfigMap")
 	}
-	if g.cfg.Policy.RulesFile == "" || g.cfg.Identity.JWT == nil || len(g.cfg.Approvals.Approvers) != 1 || len(g.cfg.Approvals.Notify) != 2 || len(g.cfg.Upstreams) != 2 {
+	if g.cfg.Policy.RulesFile == "" || g.cfg.Identity.JWT == nil || len(g.cfg.Approvals.Approvers) != 2 || len(g.cfg.Approvals.Notify) != 2 || len(g.cfg.Upstreams) != 2 {
 		t.Errorf("the config lost part of the values: %+v", g.cfg)
+	}
+	// Approver identity and Slack: their secrets come from the Secret
+	// (generated here), never from the ConfigMap.
+	id, sl := g.cfg.Approvals.Identity, g.cfg.Approvals.Slack
+	if id == nil || id.Type != "oidc" || id.ClientSecret == "" || len(id.CookieSecret) < 32 || sl == nil || sl.SigningSecret == "" || sl.Users["U012ABC"] != "bob@example.com" {
+		t.Errorf("approvals.identity or approvals.slack lost part of the values: %+v %+v", id, sl)
+	}
+	if a := g.cfg.Approvals.Approvers; len(a) == 2 && (a[1].Key != "" || !slices.Equal(a[1].Groups, []string{"sre", "dev"})) {
+		t.Errorf("an approver without secretKey became %+v", a[1])
+	}
+	if id != nil && strings.Contains(r.configMaps[fullname].Data[configKey], id.CookieSecret.Reveal()) {
+		t.Errorf("the cookie secret is in the ConfigMap")
 	}
 	if g.cfg.Policy.Mode != "dont_ask" || g.cfg.Policy.Default != "ask" || g.cfg.Log.Level != "debug" {
 		t.Errorf("policy.mode/default or log.level are not the values'")

@@ -117,7 +117,9 @@ express. Every template includes this, so any render fails the same way.
 
 {{/*
 The Secret keys toolgate reads, one a line: the approvals secret, the Redis
-URL with the redis store, and every secretKey under config.
+URL with the redis store, and every secretKey (and the clientSecretKey,
+cookieSecretKey and signingSecretKey of approvals.identity and
+approvals.slack) under config.
 */}}
 {{- define "toolgate.secretKeys" -}}
 TOOLGATE_APPROVALS_SECRET
@@ -125,7 +127,17 @@ TOOLGATE_APPROVALS_SECRET
 {{ end }}
 {{- range .Values.config.identity.api_keys }}{{ .secretKey }}
 {{ end }}
-{{- range .Values.config.approvals.approvers }}{{ .secretKey }}
+{{- range .Values.config.approvals.approvers }}{{ with .secretKey }}{{ . }}
+{{ end }}{{ end }}
+{{- with .Values.config.approvals.identity }}
+{{- with .secretKey }}{{ . }}
+{{ end }}
+{{- with .clientSecretKey }}{{ . }}
+{{ end }}
+{{- with .cookieSecretKey }}{{ . }}
+{{ end }}
+{{- end }}
+{{- with .Values.config.approvals.slack }}{{ .signingSecretKey }}
 {{ end }}
 {{- range .Values.config.approvals.notify }}{{ with .secretKey }}{{ . }}
 {{ end }}{{ end }}
@@ -185,7 +197,10 @@ references to the environment.
 {{- $_ := set $cfg "pending" $pending }}
 {{- $approvers := list }}
 {{- range $c.approvals.approvers }}
-{{- $approvers = append $approvers (dict "name" .name "key" (printf "${%s}" .secretKey)) }}
+{{- $a := dict "name" .name }}
+{{- with .secretKey }}{{ $_ := set $a "key" (printf "${%s}" .) }}{{ end }}
+{{- with .groups }}{{ $_ := set $a "groups" . }}{{ end }}
+{{- $approvers = append $approvers $a }}
 {{- end }}
 {{- $notify := list }}
 {{- range $c.approvals.notify }}
@@ -193,7 +208,20 @@ references to the environment.
 {{- with .secretKey }}{{ $_ := set $n "secret" (printf "${%s}" .) }}{{ end }}
 {{- $notify = append $notify $n }}
 {{- end }}
-{{- $_ := set $cfg "approvals" (dict "secret" "${TOOLGATE_APPROVALS_SECRET}" "approvers" $approvers "notify" $notify) }}
+{{- $approvals := dict "secret" "${TOOLGATE_APPROVALS_SECRET}" "approvers" $approvers "notify" $notify }}
+{{- with $c.approvals.identity }}
+{{- $i := omit . "secretKey" "clientSecretKey" "cookieSecretKey" }}
+{{- with .secretKey }}{{ $_ := set $i "secret" (printf "${%s}" .) }}{{ end }}
+{{- with .clientSecretKey }}{{ $_ := set $i "client_secret" (printf "${%s}" .) }}{{ end }}
+{{- with .cookieSecretKey }}{{ $_ := set $i "cookie_secret" (printf "${%s}" .) }}{{ end }}
+{{- $_ := set $approvals "identity" $i }}
+{{- end }}
+{{- with $c.approvals.slack }}
+{{- $sl := dict "signing_secret" (printf "${%s}" .signingSecretKey) }}
+{{- with .users }}{{ $_ := set $sl "users" . }}{{ end }}
+{{- $_ := set $approvals "slack" $sl }}
+{{- end }}
+{{- $_ := set $cfg "approvals" $approvals }}
 {{- $_ := set $cfg "limits" $c.limits }}
 {{- $_ := set $cfg "log" $c.log }}
 {{- $_ := set $cfg "shutdown_grace" $c.shutdown_grace }}
