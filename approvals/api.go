@@ -2,17 +2,16 @@ package approvals
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -22,13 +21,13 @@ const (
 )
 
 // api adapts a handler of the JSON API: the approver is authenticated
-// first, and a returned error becomes a JSON answer with the status
-// classify gives it.
-func (h *Handler) api(fn func(w http.ResponseWriter, r *http.Request, approver string) error) http.HandlerFunc {
+// first, by bearer key, and a returned error becomes a JSON answer with
+// the status classify gives it.
+func (h *Handler) api(fn func(w http.ResponseWriter, r *http.Request, approver signin.Approver) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var err error = errUnauthenticated
-		if name, ok := h.authenticate(r); ok {
-			err = fn(w, r, name)
+		if who, ok := h.keyApprover(r); ok {
+			err = fn(w, r, who)
 		}
 		if err != nil {
 			a := classify(err, r.Method)
@@ -38,38 +37,42 @@ func (h *Handler) api(fn func(w http.ResponseWriter, r *http.Request, approver s
 	}
 }
 
-// authenticate returns the name of the approver whose key is the request's
-// bearer token. Every key is compared, in constant time, so the answer's
-// timing tells neither which key matched nor how close a guess came.
-func (h *Handler) authenticate(r *http.Request) (string, bool) {
-	values := r.Header.Values("Authorization")
-	if len(values) != 1 {
-		return "", false
-	}
-	scheme, key, ok := strings.Cut(values[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return "", false
-	}
-	sum := sha256.Sum256([]byte(key))
-	name, found := "", 0
-	for _, k := range h.keys {
-		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
-			name, found = k.name, 1
-		}
-	}
-	return name, found == 1
-}
-
 // decisionAnswer is the answer to a decision, and to a late one (409).
 type decisionAnswer struct {
 	CallID    string `json:"call_id"`
 	Status    string `json:"status"`
 	DecidedBy string `json:"decided_by"`
-	Error     string `json:"error,omitempty"`
+	// Approvals and Progress show a call that takes several approvals:
+	// after a partial approval Status is still "waiting".
+	Approvals []approvalJSON `json:"approvals,omitempty"`
+	Progress  string         `json:"progress,omitempty"`
+	Error     string         `json:"error,omitempty"`
+}
+
+// approvalJSON is one approval as the API shows it.
+type approvalJSON struct {
+	By      string `json:"by"`
+	At      string `json:"at"`
+	Comment string `json:"comment"`
+}
+
+func approvalsJSON(c pending.Call) []approvalJSON {
+	out := make([]approvalJSON, 0, len(c.Approvals))
+	for _, a := range c.Approvals {
+		out = append(out, approvalJSON{By: a.By, At: apiTime(a.At), Comment: a.Comment})
+	}
+	return out
+}
+
+func answerOf(c pending.Call) decisionAnswer {
+	return decisionAnswer{
+		CallID: c.ID, Status: string(c.State), DecidedBy: c.DecidedBy,
+		Approvals: approvalsJSON(c), Progress: progress(c, callinfo.Decode(c.Info)),
+	}
 }
 
 // decideByAPI serves POST /api/approvals/{id}.
-func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, approver string) error {
+func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin.Approver) error {
 	id, err := callID(r)
 	if err != nil {
 		return err
@@ -99,21 +102,12 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, approver s
 	if err != nil {
 		return err
 	}
-	if to == pending.Approved && sameIdentity(approver, c.Subject) {
-		return errSelfApproval
-	}
-	decided, err := h.decide(r, id, to, approver, req.comment, viaAPI)
+	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: callinfo.Decode(c.Info), who: &who, to: to, comment: req.comment, via: viaAPI})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, decisionAnswer{CallID: decided.ID, Status: string(decided.State), DecidedBy: decided.DecidedBy})
+	writeJSON(w, http.StatusOK, answerOf(decided))
 	return nil
-}
-
-// sameIdentity compares an approver's name with a call's subject. Case is
-// ignored: refusing "Alice" on alice's call errs on the safe side.
-func sameIdentity(approver, subject string) bool {
-	return strings.EqualFold(approver, subject)
 }
 
 type decisionRequest struct{ decision, comment string }
@@ -187,6 +181,8 @@ type callDetail struct {
 	callSummary
 	DecidedAt string          `json:"decided_at,omitempty"`
 	Comment   string          `json:"comment"`
+	Approvals []approvalJSON  `json:"approvals"`
+	Progress  string          `json:"progress,omitempty"`
 	Info      json.RawMessage `json:"info"`
 }
 
@@ -205,7 +201,7 @@ func apiTime(t time.Time) string {
 }
 
 // listCalls serves GET /api/approvals?status=waiting&limit=100.
-func (h *Handler) listCalls(w http.ResponseWriter, r *http.Request, _ string) error {
+func (h *Handler) listCalls(w http.ResponseWriter, r *http.Request, _ signin.Approver) error {
 	q := r.URL.Query()
 	if len(q["status"]) > 1 || len(q["limit"]) > 1 {
 		return badRequest("status and limit may be given once")
@@ -239,7 +235,7 @@ func (h *Handler) listCalls(w http.ResponseWriter, r *http.Request, _ string) er
 }
 
 // showCall serves GET /api/approvals/{id}.
-func (h *Handler) showCall(w http.ResponseWriter, r *http.Request, _ string) error {
+func (h *Handler) showCall(w http.ResponseWriter, r *http.Request, _ signin.Approver) error {
 	id, err := callID(r)
 	if err != nil {
 		return err
@@ -248,7 +244,10 @@ func (h *Handler) showCall(w http.ResponseWriter, r *http.Request, _ string) err
 	if err != nil {
 		return err
 	}
-	d := callDetail{callSummary: summaryOf(c), DecidedAt: apiTime(c.DecidedAt), Comment: c.Comment, Info: json.RawMessage("null")}
+	d := callDetail{
+		callSummary: summaryOf(c), DecidedAt: apiTime(c.DecidedAt), Comment: c.Comment,
+		Approvals: approvalsJSON(c), Progress: progress(c, callinfo.Decode(c.Info)), Info: json.RawMessage("null"),
+	}
 	if json.Valid(c.Info) {
 		d.Info = c.Info
 	}
@@ -267,7 +266,9 @@ func (h *Handler) writeAPIError(w http.ResponseWriter, a answer) {
 		if status == pending.Waiting {
 			status = pending.Expired // the store refused a waiting call: its expiry passed
 		}
-		writeJSON(w, a.status, decisionAnswer{CallID: a.call.ID, Status: string(status), DecidedBy: a.call.DecidedBy, Error: a.msg})
+		ans := answerOf(*a.call)
+		ans.Status, ans.Error = string(status), a.msg
+		writeJSON(w, a.status, ans)
 		return
 	}
 	writeJSON(w, a.status, map[string]string{"error": a.msg})

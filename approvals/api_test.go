@@ -38,7 +38,7 @@ func TestAPI_Decide(t *testing.T) {
 		{
 			"approve with a good key", "agent-42", bearer(aliceKey), `{"decision":"approve","comment":"ok"}`, false,
 			http.StatusOK,
-			map[string]any{"status": "approved", "decided_by": "alice"},
+			map[string]any{"status": "approved", "decided_by": "alice", "approvals": []any{map[string]any{"by": "alice", "at": "2026-11-29T21:15:02Z", "comment": "ok"}}},
 			pending.Approved,
 		},
 		{
@@ -50,7 +50,7 @@ func TestAPI_Decide(t *testing.T) {
 		{
 			"null comment", "agent-42", bearer(aliceKey), `{"decision":"approve","comment":null}`, false,
 			http.StatusOK,
-			map[string]any{"status": "approved", "decided_by": "alice"},
+			map[string]any{"status": "approved", "decided_by": "alice", "approvals": []any{map[string]any{"by": "alice", "at": "2026-11-29T21:15:02Z", "comment": ""}}},
 			pending.Approved,
 		},
 		{"no key", "agent-42", nil, `{"decision":"approve"}`, false, http.StatusUnauthorized, nil, pending.Waiting},
@@ -248,6 +248,7 @@ func TestAPI_Show(t *testing.T) {
 		"call_id": c.ID, "status": "approved", "tool": "write_note", "upstream": "notes", "subject": "agent-42",
 		"created_at": "2026-11-29T21:15:02Z", "expires_at": "2026-11-29T22:15:02Z",
 		"decided_by": "alice", "decided_at": "2026-11-29T21:15:02Z", "comment": "fine", "info": info,
+		"approvals": []any{map[string]any{"by": "alice", "at": "2026-11-29T21:15:02Z", "comment": "fine"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("call (-want +got):\n%s", diff)

@@ -1,17 +1,23 @@
 // Package approvals is the approvals listener: where humans (through signed
-// links) and bots (through the JSON API) decide parked calls (docs/http-api.md, approvals listener).
+// links, the inbox and Slack) and bots (through the JSON API) decide parked
+// calls (docs/http-api.md, approvals listener; docs/approvers.md).
 //
 // It decides calls only through [pending.Store.Decide], so the store's
-// "first decision wins" is the only arbiter; it never forwards anything
-// (the replica holding the agent, or a sweeper, claims an approved call).
-// GET and HEAD never change state: link previewers and mail scanners fetch
-// every link they see (docs/security.md, INV-6).
+// "first decision wins" and its count of approvals are the only arbiters;
+// it never forwards anything (the replica holding the agent, or a sweeper,
+// claims an approved call). GET and HEAD never change state: link
+// previewers and mail scanners fetch every link they see (docs/security.md,
+// INV-6).
 //
-// Authority: an approval link is authorised by its token alone and carries
-// no identity, so link decisions are recorded as decided_by "link" and
-// self-approval cannot be checked for them; give links only to people who
-// may decide. The API knows its caller by bearer key and refuses an
-// approver's approval of their own call.
+// Authority. Without Config.Identity, an approval link is authorised by
+// its token alone and carries no identity: link decisions are recorded as
+// decided_by "link", and calls whose ask reasons name their approvers can
+// be decided only through the API. With Config.Identity, every page
+// decision needs a known approver as well (the link token, or for a
+// signed-in approver the form's token, binds the page to one call), is
+// recorded under the approver's name, and is checked against the
+// approvers the call's reasons name. The API knows its caller by bearer
+// key. Nobody approves their own call.
 package approvals
 
 import (
@@ -29,19 +35,27 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/toolgate/toolgate/approvals/signin"
 	"github.com/toolgate/toolgate/pending"
 )
 
-// Approver is a bearer key for the JSON API and the name decisions made
-// with it are recorded under. A Name equal to a call's subject cannot
-// approve that call.
-type Approver struct{ Name, Key string }
+// Approver is an approver known by name. With a Key, the key authenticates
+// the JSON API as Name; without one, the entry only gives Name's Groups to
+// an approver known otherwise (Config.Identity, a Slack user). A Name
+// equal to a call's subject cannot approve that call.
+type Approver struct {
+	Name, Key string
+	Groups    []string
+}
 
 // Config configures a Handler. Store and Signer are required.
 type Config struct {
 	Store     pending.Store
 	Signer    *Signer
-	Approvers []Approver // bearer keys for the JSON API; none: the API answers 401
+	Approvers []Approver // bearer keys for the JSON API, and approvers' groups; no key: the API answers 401
+	// Identity, if set, tells who an approver on the pages is: every page
+	// decision then needs one, and GET /approvals is their inbox.
+	Identity signin.Authenticator
 	// PublicURL is the approvals listener as browsers see it (scheme and
 	// host). Its origin is trusted for form posts even when a proxy in front
 	// rewrites Host.
@@ -67,6 +81,8 @@ type Handler struct {
 	store      pending.Store
 	signer     *Signer
 	keys       []approverKey
+	groups     map[string][]string // Approvers' groups by name
+	identity   signin.Authenticator
 	log        *slog.Logger
 	now        func() time.Time
 	onDecision func(pending.Call)
@@ -93,7 +109,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{
 		store: cfg.Store, signer: cfg.Signer, log: cfg.Logger, now: cfg.Now, onDecision: cfg.OnDecision,
-		auditTo: cfg.Audit, csrf: http.NewCrossOriginProtection(),
+		auditTo: cfg.Audit, csrf: http.NewCrossOriginProtection(), groups: map[string][]string{},
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -101,19 +117,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	seen := map[[sha256.Size]byte]bool{}
-	for i, a := range cfg.Approvers {
-		if a.Name == "" || a.Key == "" {
-			// An empty key would let "Authorization: Bearer " in.
-			return nil, fmt.Errorf("approvals: approver %d has an empty name or key", i)
-		}
-		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key))}
-		if seen[k.sum] {
-			return nil, fmt.Errorf("approvals: approver %q shares a key with another approver", a.Name)
-		}
-		seen[k.sum] = true
-		h.keys = append(h.keys, k)
+	if err := h.addApprovers(cfg.Approvers); err != nil {
+		return nil, err
 	}
+	h.identity = cfg.Identity
 	if cfg.PublicURL != "" {
 		u, err := url.Parse(cfg.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -142,7 +149,9 @@ func (h *Handler) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(securityHeaders, middleware.Recoverer)
 
-	// Approval links, for people: HTML.
+	// Approval links and the inbox, for people: HTML.
+	r.Get("/approvals", h.page(h.showInbox))
+	r.Head("/approvals", h.page(h.showInbox))
 	r.Get("/approvals/{id}", h.page(h.showPage))
 	r.Head("/approvals/{id}", h.page(h.showPage))
 	r.Post("/approvals/{id}", h.page(h.decideByLink))
@@ -151,6 +160,12 @@ func (h *Handler) routes() http.Handler {
 	r.Get("/api/approvals", h.api(h.listCalls))
 	r.Get("/api/approvals/{id}", h.api(h.showCall))
 	r.Post("/api/approvals/{id}", h.api(h.decideByAPI))
+
+	if h.identity != nil {
+		if auth := h.identity.Routes(); auth != nil {
+			r.Mount("/auth", auth)
+		}
+	}
 
 	// A wrong method keeps chi's 405, which lists the allowed methods.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

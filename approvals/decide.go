@@ -9,16 +9,22 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
 const (
-	// linkDecider is decided_by for decisions made through a link: the link
-	// proves the token, not who holds it (see the package doc).
+	// linkDecider is decided_by for decisions made through a link on a
+	// listener without identity: the link proves the token, not who holds
+	// it (see the package doc).
 	linkDecider = "link"
 
+	// How a decision was made (AuditRecord.Via): the identity source of
+	// the approver, or a bare link.
 	viaLink = "link"
 	viaAPI  = "api"
+	viaKey  = "key"
 
 	maxBodyBytes    = 64 << 10
 	maxCommentChars = 2000
@@ -28,24 +34,46 @@ const (
 	decideTimeout = 10 * time.Second
 )
 
-// decide records a decision through the store (whose first decision wins),
-// writes the audit record and tells OnDecision. The store's error comes
-// back unchanged for classify.
-func (h *Handler) decide(r *http.Request, id string, to pending.State, by, comment, via string) (pending.Call, error) {
+// decision is a decision about to be made: on which call, by whom (nil:
+// a link without identity), how, and through what.
+type decision struct {
+	call    pending.Call
+	info    callinfo.Info
+	who     *signin.Approver
+	to      pending.State
+	comment string
+	via     string // for the audit record: link, api, header, oidc, slack
+}
+
+// decide checks that d.who may make the decision (eligible), records it
+// through the store (whose first decision wins, and which counts each
+// approver once), writes the audit record and, when the call left
+// waiting, tells OnDecision. The store's error comes back unchanged for
+// classify. A call still waiting after an approval is a partial approval:
+// more approvers are needed.
+func (h *Handler) decide(ctx context.Context, remote string, d decision) (pending.Call, error) {
+	counts, err := eligible(d.call, d.info, d.who, d.to)
+	if err != nil {
+		return pending.Call{}, err
+	}
+	by := linkDecider
+	if d.who != nil {
+		by = d.who.Name
+	}
 	// Once sent, a decision is recorded or refused whole: an approver who
 	// closes the tab must not cut the store call off halfway.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), decideTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
 	defer cancel()
-	c, err := h.store.Decide(ctx, id, pending.Decision{To: to, By: by, Comment: comment})
+	c, err := h.store.Decide(ctx, d.call.ID, pending.Decision{To: d.to, By: by, Comment: d.comment, Counts: counts})
 	if err != nil {
 		return pending.Call{}, err
 	}
 	at := c.DecidedAt
-	if at.IsZero() {
+	if c.State == pending.Waiting || at.IsZero() {
 		at = h.now()
 	}
-	h.audit(ctx, r, c, via, at)
-	if h.onDecision != nil {
+	h.audit(ctx, remote, c, d, by, at)
+	if h.onDecision != nil && c.State != pending.Waiting {
 		h.onDecision(c)
 	}
 	return c, nil

@@ -6,14 +6,20 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
 // page adapts a handler of the HTML pages: a returned error becomes an
-// error page with the status classify gives it.
+// error page with the status classify gives it, and a browser without an
+// identity, where one is needed and can be had, is sent to sign in.
 func (h *Handler) page(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := fn(w, r); err != nil {
+			if h.signIn(w, r, err) {
+				return
+			}
 			a := classify(err, r.Method)
 			h.logRefusal(r, a, err, viaLink)
 			h.writeErrorPage(w, a)
@@ -21,42 +27,109 @@ func (h *Handler) page(fn func(http.ResponseWriter, *http.Request) error) http.H
 	}
 }
 
-// showPage serves GET and HEAD /approvals/{id}?token=T. It only reads:
-// previewers and mail scanners fetch every link (docs/security.md, F09 and
-// INV-6).
+// pageAuthority is what lets a page request see or decide a call: the
+// link token, or for a signed-in approver the form's token, and who that
+// approver is (nil without identity).
+type pageAuthority struct {
+	who   *signin.Approver
+	token string // the link token, when the page was opened by a link
+}
+
+// authorise checks a page request's authority over c: a link token that
+// is good for c (token, when the request carries one), or else a
+// signed-in approver who may decide c (listing it in the inbox means
+// exactly this). Without identity only the link token counts.
+func (h *Handler) authorise(c pending.Call, who *signin.Approver, tokens []string) (pageAuthority, error) {
+	switch {
+	case len(tokens) == 1:
+		if err := h.signer.Check(tokens[0], c, h.now()); err != nil {
+			return pageAuthority{}, err
+		}
+		return pageAuthority{who: who, token: tokens[0]}, nil
+	case len(tokens) > 1 || who == nil:
+		return pageAuthority{}, ErrTokenInvalid
+	}
+	info := callinfo.Decode(c.Info)
+	if c.State == pending.Waiting && !mayDecide(c, info, who) && !approvedBy(c, who.Name) {
+		return pageAuthority{}, errNotEligible
+	}
+	if c.State != pending.Waiting {
+		// A decided call is shown to whoever could have decided it.
+		if _, err := eligible(c, info, who, pending.Rejected); err != nil {
+			return pageAuthority{}, err
+		}
+	}
+	return pageAuthority{who: who}, nil
+}
+
+// showPage serves GET and HEAD /approvals/{id}, with ?token=T from a link
+// or, for a signed-in approver, without. It only reads: previewers and
+// mail scanners fetch every link (docs/security.md, F09 and INV-6).
 func (h *Handler) showPage(w http.ResponseWriter, r *http.Request) error {
 	id, err := callID(r)
 	if err != nil {
 		return err
 	}
-	tokens := r.URL.Query()["token"]
+	who, err := h.pageApprover(r)
+	if err != nil {
+		return err
+	}
 	c, err := h.store.Get(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if len(tokens) != 1 {
-		return ErrTokenInvalid
-	}
-	if err := h.signer.Check(tokens[0], c, h.now()); err != nil {
+	auth, err := h.authorise(c, who, r.URL.Query()["token"])
+	if err != nil {
 		return err
 	}
-	data := pageData{Title: "Approval requested", Call: h.view(c)}
-	if c.State == pending.Waiting {
-		data.Forms = true
-		data.Token = tokens[0]
-		// Relative, so the form posts back to this page's path even when a
-		// proxy in front serves the listener under a prefix; "./" keeps an
-		// ID with a colon from reading as a URL scheme.
-		data.Action = "./" + url.PathEscape(id)
-	} else {
-		data.Title = "Approval request"
-		data.Message = "This call is no longer waiting for a decision."
-	}
-	h.render(w, http.StatusOK, data)
+	h.render(w, http.StatusOK, h.pageFor(c, auth, "", ""))
 	return nil
 }
 
-// decideByLink serves POST /approvals/{id}: the form of the page.
+// pageFor is the page of c for an approver with auth: the form while c
+// waits and they may decide it, else c as it stands, with message.
+func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message string) pageData {
+	data := pageData{Title: "Approval requested", Call: h.view(c)}
+	if auth.who != nil {
+		data.Approver = auth.who.Name
+	}
+	info := callinfo.Decode(c.Info)
+	switch {
+	case c.State != pending.Waiting:
+		data.Title = "Approval request"
+		data.Message = "This call is no longer waiting for a decision."
+	case auth.who != nil && approvedBy(c, auth.who.Name):
+		data.Message = "Your approval is counted. The call waits for more approvers (" + progress(c, info) + ")."
+		data.Tone = "ok"
+	case auth.who != nil && !mayDecide(c, info, auth.who):
+		data.Message = "You cannot approve this call: it is your own, or it names other approvers."
+		data.Tone = "warn"
+	case auth.who == nil && len(info.Approvers) > 0:
+		data.Message = errNeedsIdentity.msg
+		data.Tone = "warn"
+	default:
+		data.Forms = true
+		data.Token = auth.token
+		if auth.token == "" && auth.who != nil {
+			data.CSRF = h.signer.FormToken(auth.who.Name, c.ID)
+		}
+		// Relative, so the form posts back to this page's path even when a
+		// proxy in front serves the listener under a prefix; "./" keeps an
+		// ID with a colon from reading as a URL scheme. The link token
+		// stays in the URL, so the page after the decision can be
+		// reloaded (and shows the outcome).
+		data.Action = "./" + url.PathEscape(c.ID)
+		if auth.token != "" {
+			data.Action += "?token=" + url.QueryEscape(auth.token)
+		}
+	}
+	if title != "" {
+		data.Title, data.Message = title, message
+	}
+	return data
+}
+
+// decideByLink serves POST /approvals/{id}: the page's form.
 func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	id, err := callID(r)
 	if err != nil {
@@ -78,6 +151,10 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 		}
 		return unreadable(err, "the form could not be read")
 	}
+	who, err := h.pageApprover(r)
+	if err != nil {
+		return err
+	}
 	// Only the body counts (PostForm, not Form): the link's ?token= is not
 	// a form field, and a field sent twice is refused rather than guessed.
 	form := r.PostForm
@@ -85,10 +162,8 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(form["token"]) != 1 {
-		return ErrTokenInvalid
-	}
-	if err := h.signer.Check(form.Get("token"), c, h.now()); err != nil {
+	auth, err := h.formAuthority(c, who, form)
+	if err != nil {
 		return err
 	}
 	// The decision is validated only after the token: without a good token
@@ -104,22 +179,53 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	if err := checkComment(comment); err != nil {
 		return err
 	}
-	decided, err := h.decide(r, id, to, linkDecider, comment, viaLink)
+	via := viaLink
+	if who != nil {
+		via = who.Via
+	}
+	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: callinfo.Decode(c.Info), who: who, to: to, comment: comment, via: via})
 	if err != nil {
 		return err
 	}
-	data := pageData{Title: "Rejected", Message: "The call was rejected; it will not be forwarded.", Tone: "bad", Call: h.view(decided)}
-	if decided.State == pending.Approved {
-		data.Title, data.Message, data.Tone = "Approved", "The call was approved; it will be forwarded once.", "ok"
+	title, message, tone := "Rejected", "The call was rejected; it will not be forwarded.", "bad"
+	switch decided.State {
+	case pending.Approved:
+		title, message, tone = "Approved", "The call was approved; it will be forwarded once.", "ok"
+	case pending.Waiting:
+		title, tone = "Approval counted", "ok"
+		message = "Your approval is counted; the call waits for more approvers (" + progress(decided, callinfo.Decode(decided.Info)) + ")."
 	}
+	data := h.pageFor(decided, auth, title, message)
+	data.Tone = tone
 	h.render(w, http.StatusOK, data)
 	return nil
+}
+
+// formAuthority checks a form's authority over c: its link token, or for
+// a signed-in approver the form token made for them and c.
+func (h *Handler) formAuthority(c pending.Call, who *signin.Approver, form url.Values) (pageAuthority, error) {
+	tokens, forms := form["token"], form["csrf"]
+	switch {
+	case len(tokens) == 1 && len(forms) == 0:
+		if err := h.signer.Check(tokens[0], c, h.now()); err != nil {
+			return pageAuthority{}, err
+		}
+		return pageAuthority{who: who, token: tokens[0]}, nil
+	case len(forms) == 1 && len(tokens) == 0 && who != nil:
+		if !h.signer.CheckFormToken(forms[0], who.Name, c.ID) {
+			return pageAuthority{}, errCSRF
+		}
+		return pageAuthority{who: who}, nil
+	case len(forms) > 0:
+		return pageAuthority{}, errCSRF
+	}
+	return pageAuthority{}, ErrTokenInvalid
 }
 
 // writeErrorPage answers a refused page request. A 409 shows the call as
 // it now stands, so a late approver sees who decided and how.
 func (h *Handler) writeErrorPage(w http.ResponseWriter, a answer) {
-	data := pageData{Title: errorTitle(a.status), Message: a.msg, Tone: "bad"}
+	data := pageData{Title: titleFor(a), Message: a.msg, Tone: "bad"}
 	if a.call != nil {
 		data.Tone = "warn"
 		data.Call = h.view(*a.call)
@@ -129,19 +235,8 @@ func (h *Handler) writeErrorPage(w http.ResponseWriter, a answer) {
 			data.Call.Status, data.Call.StatusClass = statusText(pending.Expired), "bad"
 		}
 	}
-	h.render(w, a.status, data)
-}
-
-func errorTitle(status int) string {
-	switch status {
-	case http.StatusForbidden:
-		return "Link not valid"
-	case http.StatusNotFound:
-		return "Unknown call"
-	case http.StatusConflict:
-		return "Already decided"
-	case http.StatusServiceUnavailable:
-		return "Try again"
+	if a.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate approvals"`)
 	}
-	return http.StatusText(status)
+	h.render(w, a.status, data)
 }

@@ -42,7 +42,7 @@ func TestPage_ShowsTheCallEscaped(t *testing.T) {
 		`name="decision" value="reject"`,
 		`name="token" value="` + e.signer.Token(c) + `"`,
 		`name="comment"`,
-		`action="./` + c.ID + `"`,
+		`action="./` + c.ID + `?token=` + url.QueryEscape(e.signer.Token(c)) + `"`,
 	} {
 		if !strings.Contains(res.body, want) {
 			t.Errorf("page lacks %q", want)

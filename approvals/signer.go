@@ -104,13 +104,33 @@ func (s *Signer) ApprovalURL(publicURL string, c pending.Call) string {
 		"?token=" + url.QueryEscape(s.Token(c))
 }
 
-// mac is HMAC-SHA256 over the version tag and the bound fields, each
-// prefixed with its length so that no two field lists encode alike
-// ("ab"+"c" and "a"+"bc" differ).
+// FormToken returns the token of the decision form shown to a signed-in
+// approver for call id (a CSRF token): it binds the approver's name and the
+// call, so another site can neither read nor forge it, and it serves no
+// other approver and no other call.
+func (s *Signer) FormToken(approver, id string) string {
+	return base64.RawURLEncoding.EncodeToString(s.macOf("toolgate-form-"+tokenVersion, approver, id))
+}
+
+// CheckFormToken reports, in constant time, whether token is
+// FormToken(approver, id).
+func (s *Signer) CheckFormToken(token, approver, id string) bool {
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(token)
+	return err == nil && hmac.Equal(sig, s.macOf("toolgate-form-"+tokenVersion, approver, id))
+}
+
+// mac is the MAC of an approval token.
 func (s *Signer) mac(id, digest string, exp int64) []byte {
+	return s.macOf("toolgate-approval-"+tokenVersion, id, digest, strconv.FormatInt(exp, 10))
+}
+
+// macOf is HMAC-SHA256 over a purpose tag and fields, each prefixed with
+// its length so that no two field lists encode alike ("ab"+"c" and
+// "a"+"bc" differ), and no token of one purpose is one of another.
+func (s *Signer) macOf(fields ...string) []byte {
 	m := hmac.New(sha256.New, s.secret)
 	var buf []byte
-	for _, f := range []string{"toolgate-approval-" + tokenVersion, id, digest, strconv.FormatInt(exp, 10)} {
+	for _, f := range fields {
 		buf = binary.AppendUvarint(buf[:0], uint64(len(f)))
 		m.Write(buf)
 		m.Write([]byte(f))

@@ -210,6 +210,19 @@ func (h *Handler) view(c pending.Call) *callView {
 	if c.Result != nil {
 		v.Result = fmt.Sprintf("the tool answered HTTP %d", c.Result.Status)
 	}
+	// A single approval is the decision itself (DecidedBy); the list is for
+	// calls that take several.
+	if len(c.Quorum) > 0 {
+		for _, a := range c.Approvals {
+			v.Approvals = append(v.Approvals, approvalOf(a.By, a.At, a.Comment))
+		}
+	}
+	v.Progress = progress(c, info)
+	who := make([]string, 0, len(info.Approvers))
+	for _, a := range info.Approvers {
+		who = append(who, approversOf(a))
+	}
+	v.Approvers = strings.Join(who, "; ")
 	return v
 }
 

@@ -560,9 +560,10 @@ func TestNew_ChecksConfig(t *testing.T) {
 		{"minimal", Config{Store: store, Signer: signer}, true},
 		{"no store", Config{Signer: signer}, false},
 		{"no signer", Config{Store: store}, false},
-		{"empty key", Config{Store: store, Signer: signer, Approvers: []Approver{{Name: "alice"}}}, false},
+		{"no key: groups only", Config{Store: store, Signer: signer, Approvers: []Approver{{Name: "alice", Groups: []string{"sre"}}}}, true},
+		{"same name twice", Config{Store: store, Signer: signer, Approvers: []Approver{{Name: "alice", Key: "k1"}, {Name: "alice", Key: "k2"}}}, false},
 		{"empty name", Config{Store: store, Signer: signer, Approvers: []Approver{{Key: "k"}}}, false},
-		{"shared key", Config{Store: store, Signer: signer, Approvers: []Approver{{"alice", "k"}, {"bob", "k"}}}, false},
+		{"shared key", Config{Store: store, Signer: signer, Approvers: []Approver{{Name: "alice", Key: "k"}, {Name: "bob", Key: "k"}}}, false},
 		{"public URL without scheme", Config{Store: store, Signer: signer, PublicURL: "toolgate.example.com"}, false},
 		{"public URL", Config{Store: store, Signer: signer, PublicURL: "https://toolgate.example.com/"}, true},
 	}

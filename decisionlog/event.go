@@ -115,10 +115,17 @@ type Audit struct {
 	// CallID is the parked call's ID: the decision_id of its decision event.
 	CallID string
 	// Outcome is "approved" or "rejected"; DecidedBy who decided (an
-	// approver's name, or "link"); Via how ("link" or "api").
+	// approver's name, or "link" for a link without identity); Via how
+	// (link, api, header, oidc, slack).
 	Outcome, DecidedBy, Comment, Via string
 	At                               time.Time
-	Tool, Upstream, Subject          string
+	// Groups are the approver's groups, when known. Progress and Partial
+	// describe a call that takes several approvals: how far it is after
+	// this decision, and whether it still waits for more.
+	Groups                  []string
+	Progress                string
+	Partial                 bool
+	Tool, Upstream, Subject string
 	// RequestedBy is the approver's client address.
 	RequestedBy string
 }
@@ -146,6 +153,9 @@ func (a *Audit) info(*Options) (*server.Info, error) {
 			"decided_by": a.DecidedBy,
 			"comment":    a.Comment,
 			"via":        a.Via,
+			"groups":     strings(a.Groups),
+			"progress":   a.Progress,
+			"partial":    a.Partial,
 		}),
 	}, nil
 }

@@ -58,6 +58,18 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// argsForm is what an Idempotency-Key is bound to: the request line and
 	// the arguments (canonical for a tool call, the raw body otherwise).
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
+	if c.mcp != nil {
+		info.MCPMethod = c.mcp.method
+	}
+	var quorum []int
+	for _, rs := range c.decision.Reasons {
+		if a := rs.Approvers; a != nil {
+			info.Approvers = append(info.Approvers, callinfo.Approvers{
+				Reason: rs.ID, Groups: a.Groups, Subjects: a.Subjects, Min: a.Need(), Requester: a.Requester,
+			})
+			quorum = append(quorum, a.Need())
+		}
+	}
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target
@@ -91,7 +103,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(),
-		ArgsDigest: digest(argsForm),
+		ArgsDigest: digest(argsForm), Quorum: quorum,
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > 255 {

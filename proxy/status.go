@@ -73,6 +73,15 @@ func statusAnswer(status int, pc pending.Call) answer {
 	if pc.Comment != "" {
 		doc["comment"] = pc.Comment
 	}
+	if len(pc.Quorum) > 0 {
+		// A call that takes several approvers shows who has approved so far.
+		approvals := make([]map[string]any, 0, len(pc.Approvals))
+		for _, a := range pc.Approvals {
+			approvals = append(approvals, map[string]any{"by": a.By, "at": a.At.UTC().Format(time.RFC3339), "comment": a.Comment})
+		}
+		doc["approvals"] = approvals
+		doc["approvals_needed"] = pc.Quorum
+	}
 	if res := pc.Result; res != nil {
 		r := map[string]any{"status": res.Status, "headers": res.Header}
 		if ct := http.Header(res.Header).Get("Content-Type"); strings.Contains(ct, "json") && json.Valid(res.Body) && !res.Truncated {

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/approvals/slackapp"
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/notify"
@@ -112,7 +115,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		}
 	}
 	nopts := notify.Options{
-		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize,
+		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, SlackInteractive: cfg.Approvals.Slack != nil,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
 	}
 	if p.announcing {
@@ -123,19 +126,65 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		return nil, err
 	}
 	a.onClose("notifier", 2*time.Second, p.notifier.Close)
+	if p.handler, err = p.listener(cfg, reg, a); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// listener builds the approvals listener's handler: the pages, the inbox
+// and the API, with the approvers' identity when configured, and Slack's
+// interactions when configured.
+func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app) (http.Handler, error) {
 	approvers := make([]approvals.Approver, 0, len(cfg.Approvals.Approvers))
 	for _, ap := range cfg.Approvals.Approvers {
-		approvers = append(approvers, approvals.Approver{Name: ap.Name, Key: ap.Key.Reveal()})
+		approvers = append(approvers, approvals.Approver{Name: ap.Name, Key: ap.Key.Reveal(), Groups: ap.Groups})
 	}
+	var who signin.Authenticator
+	if id := cfg.Approvals.Identity; id != nil {
+		var err error
+		o := id.Options(cfg.PublicURL)
+		o.OIDC.Logger = a.log
+		if who, err = signin.New(o); err != nil {
+			return nil, err
+		}
+	}
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_approval_decisions_total",
+		Help: "Approvers' decisions by decision (approved, rejected), how they were made (link, api, header, oidc, slack) and whether the call still waits for more approvers (partial).",
+	}, []string{"decision", "via", "partial"})
+	reg.MustRegister(decisions)
+	audit := a.dlog.forApprovals()
 	h, err := approvals.New(approvals.Config{
-		Store: st, Signer: p.signer, Approvers: approvers, PublicURL: cfg.PublicURL,
-		Logger: a.log, OnDecision: p.resolved, Audit: a.dlog.forApprovals(),
+		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL,
+		Logger: a.log, OnDecision: p.resolved,
+		Audit: func(ctx context.Context, rec approvals.AuditRecord) {
+			decisions.WithLabelValues(rec.Outcome, rec.Via, strconv.FormatBool(rec.Partial)).Inc()
+			if audit != nil {
+				audit(ctx, rec)
+			} else {
+				approvals.LogAudit(ctx, a.log, rec)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	p.handler = h
-	return p, nil
+	sc := cfg.Approvals.Slack
+	if sc == nil {
+		return h, nil
+	}
+	slack, err := slackapp.New(slackapp.Config{
+		SigningSecret: sc.SigningSecret.Reveal(), Users: sc.Users, Decide: h.DecideAs, Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.onClose("slack interactions", 5*time.Second, slack.Close)
+	mux := http.NewServeMux()
+	mux.Handle("POST "+slackapp.Path, slack)
+	mux.Handle("/", h)
+	return mux, nil
 }
 
 // parked announces a newly parked call.

@@ -83,6 +83,7 @@ func (d *decisionLog) forApprovals() func(context.Context, approvals.AuditRecord
 		d.l.LogAudit(ctx, decisionlog.Audit{
 			CallID: a.CallID, Outcome: a.Outcome, DecidedBy: a.DecidedBy, Comment: a.Comment, Via: a.Via,
 			At: a.At, Tool: a.Tool, Upstream: a.Upstream, Subject: a.Subject, RequestedBy: a.RemoteAddr,
+			Groups: a.Groups, Progress: a.Progress, Partial: a.Partial,
 		})
 	}
 }

@@ -175,6 +175,9 @@ func TestMetrics(t *testing.T) {
 			"outcome=approved": 1, "outcome=rejected": 1, "outcome=cancelled": 1, "outcome=expired": 1, "outcome=unknown": 0,
 		},
 		"toolgate_approval_wait_seconds": {"": 2},
+		"toolgate_approval_decisions_total": {
+			"decision=approved,partial=false,via=api": 1, "decision=rejected,partial=false,via=api": 1,
+		},
 		"toolgate_notifications_total": {
 			"format=cloudevents,result=delivered": 8, "format=cloudevents,result=retry": 0,
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,

@@ -25,10 +25,24 @@ type Info struct {
 	// MCPMethod is the JSON-RPC method of an MCP call (kind mcp), e.g.
 	// tools/call; Method and Path are then the HTTP request's.
 	MCPMethod string `json:"mcp_method,omitempty"`
+	// Approvers are the approvers that ask reasons named: entry i is
+	// requirement i of the parked call's quorum (pending.Call.Quorum).
+	// Empty: any approver may decide, and one approval does.
+	Approvers []Approvers `json:"approvers,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.
 	PolicyInput json.RawMessage `json:"policy_input,omitempty"`
+}
+
+// Approvers is who may approve a call for one ask reason, and how many
+// must: an approver who is one of Subjects or in one of Groups counts.
+type Approvers struct {
+	Reason    string   `json:"reason,omitempty"` // the rule ID that named them
+	Groups    []string `json:"groups,omitempty"`
+	Subjects  []string `json:"subjects,omitempty"`
+	Min       int      `json:"min"` // at least 1
+	Requester bool     `json:"requester,omitempty"`
 }
 
 // Decode reads a stored Info. An unreadable one reads as empty: a display

@@ -1,0 +1,134 @@
+package approvals
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// eligible says whether who may make decision to on c, and which of c's
+// approval requirements (callinfo.Info.Approvers, pending.Call.Quorum)
+// their approval counts towards. who is nil for a link opened without an
+// identity.
+//
+//   - A call whose ask reasons name no approvers may be decided by anyone
+//     the listener lets decide: a link token, an API key, a signed-in
+//     approver.
+//   - A call whose reasons name approvers may be decided only by a known
+//     approver who is eligible for at least one of them (one of its
+//     subjects, or a member of one of its groups); the approval counts
+//     towards each requirement the approver is eligible for. The first
+//     eligible rejection rejects.
+//   - Nobody approves their own call; rejecting it is allowed.
+func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pending.State) ([]int, error) {
+	if who != nil && to == pending.Approved && sameIdentity(who.Name, c.Subject) {
+		return nil, errSelfApproval
+	}
+	if len(info.Approvers) == 0 {
+		return nil, nil
+	}
+	if who == nil {
+		return nil, errNeedsIdentity
+	}
+	var counts []int
+	for i, a := range info.Approvers {
+		if eligibleFor(a, who) {
+			counts = append(counts, i)
+		}
+	}
+	if len(counts) == 0 {
+		return nil, errNotEligible
+	}
+	return counts, nil
+}
+
+// eligibleFor reports whether who is one of a's subjects or in one of its
+// groups. Names and groups are compared exactly: an identity source that
+// spells them another way is a configuration to fix, not one to guess.
+func eligibleFor(a callinfo.Approvers, who *signin.Approver) bool {
+	if slices.Contains(a.Subjects, who.Name) {
+		return true
+	}
+	for _, g := range who.Groups {
+		if slices.Contains(a.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayDecide reports whether who may make some decision on c: what the
+// inbox lists and whether a page shows the form.
+func mayDecide(c pending.Call, info callinfo.Info, who *signin.Approver) bool {
+	if who != nil && sameIdentity(who.Name, c.Subject) {
+		return false // an approver's own call: only a rejection is left to them, from its link
+	}
+	if _, err := eligible(c, info, who, pending.Rejected); err != nil {
+		return false
+	}
+	return who == nil || !approvedBy(c, who.Name)
+}
+
+func approvedBy(c pending.Call, name string) bool {
+	return slices.ContainsFunc(c.Approvals, func(a pending.Approval) bool { return a.By == name })
+}
+
+// sameIdentity compares an approver's name with a call's subject. Case is
+// ignored: refusing "Alice" on alice's call errs on the safe side.
+func sameIdentity(approver, subject string) bool {
+	return strings.EqualFold(approver, subject)
+}
+
+// progress says how far a call with a quorum is: "1 of 2 approvals", one
+// clause per requirement when there are several. Empty for a call that one
+// approval decides.
+func progress(c pending.Call, info callinfo.Info) string {
+	if len(c.Quorum) == 0 || (len(c.Quorum) == 1 && c.Quorum[0] <= 1) {
+		return ""
+	}
+	parts := make([]string, 0, len(c.Quorum))
+	for i, need := range c.Quorum {
+		have := 0
+		for _, a := range c.Approvals {
+			if slices.Contains(a.Counts, i) {
+				have++
+			}
+		}
+		p := fmt.Sprintf("%d of %d %s", min(have, need), need, plural(need, "approval", "approvals"))
+		if len(c.Quorum) > 1 && i < len(info.Approvers) {
+			p = approverLabel(info.Approvers[i]) + ": " + p
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// approversOf is who may approve c, for the page: one clause per
+// requirement.
+func approversOf(info callinfo.Approvers) string {
+	return approversText(info.Groups, info.Subjects, info.Min)
+}
+
+func approverLabel(a callinfo.Approvers) string {
+	if a.Reason != "" {
+		return a.Reason
+	}
+	return approversOf(a)
+}
+
+// needed is the approvals a call needs, for summaries: the largest of its
+// requirements (0 for a call that one approval decides).
+func needed(c pending.Call) int {
+	n := 0
+	for _, q := range c.Quorum {
+		n = max(n, q)
+	}
+	if n <= 1 && len(c.Quorum) <= 1 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,109 @@
+package approvals
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/approvals/signin"
+)
+
+// addApprovers records the approvers' keys and groups. Names are unique;
+// keys are optional and, when set, unique.
+func (h *Handler) addApprovers(approvers []Approver) error {
+	seen := map[[sha256.Size]byte]bool{}
+	names := map[string]bool{}
+	for i, a := range approvers {
+		if a.Name == "" {
+			return fmt.Errorf("approvals: approver %d has an empty name", i)
+		}
+		if names[a.Name] {
+			return fmt.Errorf("approvals: approver %q is listed twice", a.Name)
+		}
+		names[a.Name] = true
+		h.groups[a.Name] = slices.Clone(a.Groups)
+		if a.Key == "" {
+			continue // groups only: no API access
+		}
+		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key))}
+		if seen[k.sum] {
+			return fmt.Errorf("approvals: approver %q shares a key with another approver", a.Name)
+		}
+		seen[k.sum] = true
+		h.keys = append(h.keys, k)
+	}
+	return nil
+}
+
+// known completes an approver with the groups the configuration gives
+// their name, beside those their identity source gave.
+func (h *Handler) known(a signin.Approver) signin.Approver {
+	for _, g := range h.groups[a.Name] {
+		if !slices.Contains(a.Groups, g) {
+			a.Groups = append(a.Groups, g)
+		}
+	}
+	return a
+}
+
+// pageApprover is who makes a page request: nil when the listener has no
+// identity configured (a link alone decides); else the signed-in approver,
+// or errSignInRequired.
+func (h *Handler) pageApprover(r *http.Request) (*signin.Approver, error) {
+	if h.identity == nil {
+		return nil, nil
+	}
+	a, err := h.identity.Identify(r)
+	if err != nil {
+		if errors.Is(err, signin.ErrNoIdentity) {
+			return nil, fmt.Errorf("%w (%w)", errSignInRequired, err)
+		}
+		return nil, err
+	}
+	a = h.known(a)
+	return &a, nil
+}
+
+// signIn sends a browser that has no identity to where it gets one, when
+// the identity source can log people in (oidc); it reports whether it did.
+// Only GET and HEAD are sent: a form post must not be lost in a redirect.
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, err error) bool {
+	if h.identity == nil || !errors.Is(err, errSignInRequired) || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	login := h.identity.LoginURL(r.URL.RequestURI())
+	if login == "" {
+		return false
+	}
+	http.Redirect(w, r, login, http.StatusSeeOther)
+	return true
+}
+
+// keyApprover returns the approver whose key is the request's bearer
+// token. Every key is compared, in constant time, so the answer's timing
+// tells neither which key matched nor how close a guess came.
+func (h *Handler) keyApprover(r *http.Request) (signin.Approver, bool) {
+	values := r.Header.Values("Authorization")
+	if len(values) != 1 {
+		return signin.Approver{}, false
+	}
+	scheme, key, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return signin.Approver{}, false
+	}
+	sum := sha256.Sum256([]byte(key))
+	name, found := "", 0
+	for _, k := range h.keys {
+		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
+			name, found = k.name, 1
+		}
+	}
+	if found != 1 {
+		return signin.Approver{}, false
+	}
+	return h.known(signin.Approver{Name: name, Via: viaKey}), true
+}
