@@ -60,6 +60,9 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 	if d.who != nil {
 		by = d.who.Name
 	}
+	if d.to == pending.Approved && d.call.State == pending.Waiting && approvedBy(d.call, by) {
+		return d.call, nil // counted already: nothing to record (the store would change nothing either)
+	}
 	// Once sent, a decision is recorded or refused whole: an approver who
 	// closes the tab must not cut the store call off halfway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)

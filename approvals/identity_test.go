@@ -176,6 +176,9 @@ func TestIdentity_Quorum(t *testing.T) {
 	if len(e.onDecisionCalls()) != 0 {
 		t.Error("OnDecision was told of a partial approval")
 	}
+	if recs := e.logRecords(t, "approval"); len(recs) != 1 || recs[0]["partial"] != true || recs[0]["decided_by"] != "dana" {
+		t.Errorf("audit records after dana's approval twice: %v, want one partial approval by dana", recs)
+	}
 	if res := e.formAs(c.ID, as("erin"), form); res.status != http.StatusOK || e.state(c.ID) != pending.Approved {
 		t.Fatalf("erin completes the quorum: %d, %s", res.status, e.state(c.ID))
 	}
