@@ -37,6 +37,7 @@ type ceData struct {
 	Outcome     *string         `json:"outcome,omitempty"`
 	DecidedBy   *string         `json:"decided_by,omitempty"`
 	Comment     *string         `json:"comment,omitempty"`
+	Approvals   []Approval      `json:"approvals,omitempty"`
 }
 
 func cloudEvent(e *Event) ceEvent {
@@ -65,7 +66,7 @@ func cloudEvent(e *Event) ceEvent {
 		d.ExpiresAt = &t
 	}
 	if e.Type == TypeResolved {
-		d.Outcome, d.DecidedBy, d.Comment = &e.Outcome, &e.DecidedBy, &e.Comment
+		d.Outcome, d.DecidedBy, d.Comment, d.Approvals = &e.Outcome, &e.DecidedBy, &e.Comment, e.Approvals
 	} else {
 		d.ApprovalURL = &e.ApprovalURL
 	}

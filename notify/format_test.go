@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -56,6 +57,21 @@ func TestCloudEventsResolved(t *testing.T) {
 	}
 	if _, ok := data["approval_url"]; ok {
 		t.Errorf("resolved event has approval_url %v; the link decides nothing any more", data["approval_url"])
+	}
+	if _, ok := data["approvals"]; ok {
+		t.Errorf("a call one approval decided has approvals %v", data["approvals"])
+	}
+
+	// A call that took two approvers names both.
+	e := resolved("c1", "approved", "bob")
+	e.Approvals = []Approval{{By: "alice", At: testTime, Comment: "first"}, {By: "bob", At: testTime.Add(time.Second)}}
+	data = decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
+	want := []any{
+		map[string]any{"by": "alice", "at": "2026-11-29T21:15:02Z", "comment": "first"},
+		map[string]any{"by": "bob", "at": "2026-11-29T21:15:03Z", "comment": ""},
+	}
+	if diff := cmp.Diff(want, data["approvals"]); diff != "" {
+		t.Errorf("approvals (-want +got):\n%s", diff)
 	}
 }
 

@@ -88,9 +88,19 @@ type Event struct {
 	// Outcome is approved | rejected | expired | cancelled (resolved only).
 	Outcome            string
 	DecidedBy, Comment string // resolved only
+	// Approvals, resolved only, are the approvals a call that took several
+	// approvers received, in order.
+	Approvals []Approval
 
 	// Time is when it happened; Notify fills in the current time if zero.
 	Time time.Time
+}
+
+// Approval is one approver's approval of a call that took several.
+type Approval struct {
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+	Comment string    `json:"comment"`
 }
 
 // id is the event's CloudEvents id and Standard Webhooks webhook-id. The

@@ -270,8 +270,15 @@ func (p *parking) resolved(c pending.Call) {
 
 func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	info := callinfo.Decode(c.Info)
+	var approvals []notify.Approval
+	if len(c.Quorum) > 0 {
+		for _, a := range c.Approvals {
+			approvals = append(approvals, notify.Approval{By: a.By, At: a.At.UTC(), Comment: a.Comment})
+		}
+	}
 	return notify.Event{
-		Type: typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, Upstream: c.Upstream, Subject: c.Subject,
+		Approvals: approvals,
+		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
 		StatusURL: "/_toolgate/calls/" + c.ID, ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
