@@ -41,6 +41,9 @@ type Decision struct {
 	// the request, if it had one.
 	RequestedBy     string
 	TraceID, SpanID string
+	// DryRun is true when the call was forwarded whatever the decision
+	// (policy.enforce false): the result says what would have happened.
+	DryRun bool
 }
 
 // LogDecision queues the event of one decided call. It never blocks.
@@ -89,6 +92,9 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 	}
 	if d.Result.ReadOnly {
 		result["read_only"] = true
+	}
+	if d.DryRun {
+		result["dry_run"] = true
 	}
 	if d.Err != nil {
 		result["error"] = d.Err.Error()

@@ -21,6 +21,7 @@ type call struct {
 	body     []byte // exactly what the policy saw and the upstream gets
 	subject  identity.Subject
 	decision policy.Decision
+	mode     string      // the permission mode the call is decided under
 	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
 	// out renders the call's answer; the call's protocol picks it when
 	// the call is read.
@@ -43,7 +44,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		s.refused(r, c, *a)
 		return *a
 	}
-	switch s.decide(r, c).Action {
+	d := s.decide(r, c)
+	if c.up.DryRun {
+		// Dry run: the decision is computed, logged and counted, and the
+		// call goes through whatever it is (docs/policy.md, dry run).
+		s.metrics.dryRun.WithLabelValues(d.Action.String(), c.up.Name).Inc()
+		return s.forward(w, r, c)
+	}
+	switch d.Action {
 	case policy.Allow:
 		return s.forward(w, r, c)
 	case policy.Ask:
@@ -93,6 +101,9 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		return &a
 	}
 	c.subject = subj
+	if c.mode, a = s.modeOf(r, c); a != nil {
+		return a
+	}
 	sanitizeHeaders(r.Header, c.up.StripHeaders)
 	if a := s.readCall(r, c, query); a != nil {
 		return a
@@ -107,7 +118,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		CallID:   c.id,
 		Kind:     policy.KindHTTP,
 		Time:     s.cfg.Now(),
-		Mode:     s.cfg.Mode,
+		Mode:     c.mode,
 		Phase:    policy.PhaseCall,
 		Upstream: policy.Upstream{Name: c.up.Name, Protocol: c.up.Protocol},
 		Subject:  policySubject(c.subject),

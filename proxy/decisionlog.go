@@ -34,6 +34,8 @@ type DecisionRecord struct {
 	RemoteAddr string
 	// TraceID and SpanID are the request's span, when it is traced.
 	TraceID, SpanID string
+	// DryRun: the call is forwarded whatever the decision (Upstream.DryRun).
+	DryRun bool
 }
 
 // logDecision hands the decision of c to the decision log, if there is one.
@@ -46,7 +48,7 @@ func (s *Server) logDecision(ctx context.Context, r *http.Request, c *call, elap
 	}
 	rec := DecisionRecord{
 		CallID: c.id, Time: s.cfg.Now(), Input: *c.input, Decision: c.decision,
-		Err: evalErr, Elapsed: elapsed, RemoteAddr: r.RemoteAddr,
+		Err: evalErr, Elapsed: elapsed, RemoteAddr: r.RemoteAddr, DryRun: c.up.DryRun,
 	}
 	// The call goes on after this; the record must not see later changes.
 	if t := rec.Input.Tool; t != nil {

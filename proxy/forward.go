@@ -81,7 +81,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 // streams its answer back.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer {
 	rp := c.up.proxy
-	if c.mcp != nil && c.mcp.method == "tools/list" {
+	if c.mcp != nil && c.mcp.method == "tools/list" && !c.up.DryRun {
 		rp = s.toolsListProxy(r, c)
 	}
 	s.forwardWith(w, r, c, rp)
@@ -134,6 +134,9 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	h := w.Header()
 	h.Set(headerCallID, c.id)
 	h.Set(headerDecision, outcomeAllow)
+	if c.up.DryRun {
+		h.Set(headerDecision, "dry-run:"+c.decision.Action.String())
+	}
 	rp.ServeHTTP(w, out)
 }
 

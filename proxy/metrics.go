@@ -16,6 +16,7 @@ type Metrics struct {
 	parked           prometheus.Counter
 	held             prometheus.Gauge
 	approvedExecuted prometheus.Counter
+	dryRun           *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -56,7 +57,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_approved_calls_executed_total",
 		Help: "Approved calls sent to their upstream (each at most once; not those the policy in force now denies).",
 	})
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.approvedExecuted)
+	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_dry_run_calls_total",
+		Help: "Calls forwarded under dry run (enforce: false), by the action the policy decided (allow, ask, deny) and upstream.",
+	}, []string{"action", "upstream"})
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.approvedExecuted, m.dryRun)
 	// Every outcome is exported from the start, so a rate over it has a
 	// zero to begin from rather than a series that appears mid-incident.
 	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {

@@ -64,6 +64,12 @@ type Upstream struct {
 	// StripHeaders are more request headers that never reach this
 	// upstream (identity or routing claims only toolgate may make).
 	StripHeaders []string
+	// Mode, when set, replaces Config.Mode for this upstream's calls.
+	Mode string
+	// DryRun forwards every call to this upstream whatever its decision,
+	// which is still computed, logged and counted; the agent sees
+	// X-Toolgate-Decision: dry-run:<action>.
+	DryRun bool
 	// Transport, if set, replaces the tuned default (tests).
 	Transport http.RoundTripper
 }
@@ -82,8 +88,14 @@ type Config struct {
 	// refused, since the policy and the upstream could read two numbers.
 	AllowLossyNumbers bool
 	Mode              string // permission mode put in every input ("" = default)
-	Logger            *slog.Logger
-	Metrics           *Metrics // nil: a private registry
+	// SubjectModes are modes by subject ID, before the upstream's Mode.
+	SubjectModes map[string]string
+	// ModeHeader, when set, is a request header that sets the call's mode,
+	// believed only from ModeHeaderSubjects (subject IDs).
+	ModeHeader         string
+	ModeHeaderSubjects []string
+	Logger             *slog.Logger
+	Metrics            *Metrics // nil: a private registry
 	// TracerProvider, if set, traces every call (server, decision, upstream
 	// and execution spans); nil turns tracing off at no cost per call.
 	// Propagator reads and writes trace context headers; nil means W3C

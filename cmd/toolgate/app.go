@@ -164,7 +164,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	if err != nil {
 		return nil, err
 	}
-	a.proxy, err = proxy.New(proxy.Config{
+	pcfg := proxy.Config{
 		TracerProvider: a.tracing.provider,
 		Propagator:     a.tracing.propagator,
 		Upstreams:      ups,
@@ -172,6 +172,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Auth:           a.auth,
 		MaxBodyBytes:   cfg.Limits.MaxBodyBytes.Int64(),
 		Mode:           cfg.Policy.Mode,
+		SubjectModes:   cfg.Policy.SubjectModes,
 		Logger:         log,
 		Metrics:        proxy.NewMetrics(a.registry),
 		DecisionLog:    a.dlog.forProxy(),
@@ -185,8 +186,11 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		// What a request body may be (docs/configuration.md#limits).
 		BodyTimeout:       cfg.Limits.BodyTimeout.Std(),
 		AllowLossyNumbers: cfg.Limits.LossyNumbers == "allow",
-	})
-	if err != nil {
+	}
+	if mh := cfg.Policy.ModeHeader; mh != nil {
+		pcfg.ModeHeader, pcfg.ModeHeaderSubjects = mh.Name, mh.TrustedSubjects
+	}
+	if a.proxy, err = proxy.New(pcfg); err != nil {
 		return nil, err
 	}
 	a.ready.Store(true)
@@ -205,6 +209,7 @@ func proxyUpstreams(cfg *config.Config) ([]proxy.Upstream, error) {
 			Name: u.Name, URL: pu, Protocol: u.Protocol, Prefix: u.Prefix, MCPPath: u.MCPPath,
 			TargetArgs: u.TargetArgs, Timeout: u.Timeout.Std(),
 			ToolQuery: u.ToolQuery, TargetFold: u.TargetFold, StripHeaders: u.StripHeaders,
+			Mode: u.Mode, DryRun: !cfg.Enforcing(u),
 		})
 	}
 	return ups, nil

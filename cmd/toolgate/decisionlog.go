@@ -61,7 +61,7 @@ func (d *decisionLog) LogDecision(ctx context.Context, r proxy.DecisionRecord) {
 	d.l.LogDecision(ctx, decisionlog.Decision{
 		ID: r.CallID, Time: r.Time, Input: r.Input, Result: r.Decision, Err: r.Err,
 		Revision: d.engine.Revision(), Elapsed: r.Elapsed, RequestedBy: r.RemoteAddr,
-		TraceID: r.TraceID, SpanID: r.SpanID,
+		TraceID: r.TraceID, SpanID: r.SpanID, DryRun: r.DryRun,
 	})
 }
 

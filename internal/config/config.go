@@ -47,6 +47,14 @@ type Upstream struct {
 	// StripHeaders are request headers that never reach this upstream, in
 	// canonical form (ApplyDefaults writes them so).
 	StripHeaders []string `koanf:"strip_headers"`
+	// Mode, when set, is the permission mode of this upstream's calls in
+	// place of policy.mode (a subject's mode and a trusted mode header
+	// still come before it).
+	Mode string `koanf:"mode"`
+	// Enforce false is dry run for this upstream: every call is decided,
+	// logged and counted, and forwarded whatever the decision. Unset:
+	// policy.enforce.
+	Enforce *bool `koanf:"enforce"`
 }
 
 // Identity says how callers are identified.
@@ -84,6 +92,22 @@ type Policy struct {
 	// Capabilities are OPA built-ins a policy may call beyond the safe
 	// default set ("http.send"); the policy package checks the names.
 	Capabilities []string `koanf:"capabilities"`
+	// Enforce false is dry run: every call is decided, logged and counted,
+	// and forwarded whatever the decision. Default true.
+	Enforce *bool `koanf:"enforce"`
+	// SubjectModes are permission modes by subject ID, in place of the
+	// upstream's and policy.mode.
+	SubjectModes map[string]string `koanf:"subject_modes"`
+	// ModeHeader, when set, lets the listed subjects choose a call's mode
+	// with a request header.
+	ModeHeader *ModeHeader `koanf:"mode_header"`
+}
+
+// ModeHeader is policy.mode_header: the request header that sets a call's
+// permission mode, believed only from TrustedSubjects.
+type ModeHeader struct {
+	Name            string   `koanf:"name"`
+	TrustedSubjects []string `koanf:"trusted_subjects"`
 }
 
 // Pending configures where parked (ask) calls wait.

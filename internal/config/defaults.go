@@ -112,6 +112,10 @@ func (c *Config) ApplyDefaults() {
 		watch := true
 		c.Policy.Watch = &watch
 	}
+	if c.Policy.Enforce == nil {
+		enforce := true
+		c.Policy.Enforce = &enforce
+	}
 
 	setString(&c.Pending.Store, "memory")
 	setDuration(&c.Pending.Hold, 25*time.Second)
@@ -160,6 +164,18 @@ func publicURLFor(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Enforcing reports whether calls to upstream u are enforced (not dry
+// run): u's enforce when set, else policy.enforce, else true.
+func (c *Config) Enforcing(u Upstream) bool {
+	switch {
+	case u.Enforce != nil:
+		return *u.Enforce
+	case c.Policy.Enforce != nil:
+		return *c.Policy.Enforce
+	}
+	return true
 }
 
 // Watching reports whether policy.watch is on; unset means on.

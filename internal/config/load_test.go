@@ -109,6 +109,7 @@ func TestLoad_SpecExample(t *testing.T) {
 			Mode:         "default",
 			Default:      "deny",
 			Watch:        new(true),
+			Enforce:      new(true),
 			Capabilities: []string{},
 		},
 		Pending: Pending{

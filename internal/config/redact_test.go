@@ -95,6 +95,8 @@ upstreams:
     tool_query: false
     target_fold: none
     strip_headers: [X-Internal-User]
+    mode: ""
+    enforce: null
 identity:
   api_keys: []
   jwt: null
@@ -106,6 +108,9 @@ policy:
   default: deny
   watch: true
   capabilities: [http.send]
+  enforce: true
+  subject_modes: {}
+  mode_header: null
 pending:
   store: memory
   redis_url: ""

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -166,6 +167,9 @@ func (v *validator) upstreams(us []Upstream) {
 			v.add(at+".timeout", "must be positive", "write a duration such as 60s")
 		}
 		v.oneOf(at+".target_fold", u.TargetFold, "none", "windows")
+		if u.Mode != "" {
+			v.oneOf(at+".mode", u.Mode, policy.Modes()...)
+		}
 		for j, h := range u.StripHeaders {
 			if !validHeaderName(h) {
 				v.add(fmt.Sprintf("%s.strip_headers[%d]", at, j), fmt.Sprintf("%q is not a header field name", h),
@@ -206,6 +210,22 @@ func (v *validator) policy(p *Policy) {
 		v.add("policy", "no policy is configured", "set policy.dir to a directory of .rego files, or policy.rules_file to a rules table")
 	}
 	v.oneOf("policy.mode", p.Mode, policy.Modes()...)
+	for _, subject := range slices.Sorted(maps.Keys(p.SubjectModes)) {
+		key := "policy.subject_modes." + subject
+		if subject == "" {
+			v.add(key, "names an empty subject", "write the subject ID as the key, e.g. agent-ci: dont_ask")
+		}
+		v.oneOf(key, p.SubjectModes[subject], policy.Modes()...)
+	}
+	if mh := p.ModeHeader; mh != nil {
+		switch {
+		case mh.Name == "" || !validHeaderName(mh.Name):
+			v.add("policy.mode_header.name", fmt.Sprintf("%q is not a header name", mh.Name), "write a header name such as X-Toolgate-Mode")
+		case len(mh.TrustedSubjects) == 0:
+			v.add("policy.mode_header.trusted_subjects", "is empty, so the header would never be believed",
+				"list the subject IDs that may choose their calls' mode, or remove mode_header")
+		}
+	}
 	v.oneOf("policy.default", p.Default, "deny", "ask")
 	for i, name := range p.Capabilities {
 		if name == "" || strings.ContainsFunc(name, unicode.IsSpace) {

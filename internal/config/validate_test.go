@@ -299,7 +299,7 @@ func TestDefault(t *testing.T) {
 	want := Config{
 		Listen:    Listen{Proxy: "127.0.0.1:8080", Approvals: "127.0.0.1:8081", Admin: "127.0.0.1:9090"},
 		PublicURL: "http://127.0.0.1:8081",
-		Policy:    Policy{Mode: "default", Default: "deny", Watch: new(true)},
+		Policy:    Policy{Mode: "default", Default: "deny", Watch: new(true), Enforce: new(true)},
 		Pending: Pending{
 			Store:          "memory",
 			Hold:           Duration(25 * time.Second),
