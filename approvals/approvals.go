@@ -81,7 +81,7 @@ type Handler struct {
 	store      pending.Store
 	signer     *Signer
 	keys       []approverKey
-	groups     map[string][]string // Approvers' groups by name
+	groups     map[string][]string // key-less Approvers' groups by name
 	identity   signin.Authenticator
 	log        *slog.Logger
 	now        func() time.Time
@@ -95,8 +95,9 @@ type Handler struct {
 // approverKey keeps the SHA-256 of a key: comparing fixed-length digests
 // in constant time leaks neither the key nor its length.
 type approverKey struct {
-	name string
-	sum  [sha256.Size]byte
+	name   string
+	sum    [sha256.Size]byte
+	groups []string
 }
 
 // New checks cfg and returns the handler.

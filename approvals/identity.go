@@ -12,8 +12,12 @@ import (
 	"github.com/toolgate/toolgate/approvals/signin"
 )
 
-// addApprovers records the approvers' keys and groups. Names are unique;
-// keys are optional and, when set, unique.
+// addApprovers records the approvers' keys and groups. Names are unique,
+// ignoring case; keys are optional and, when set, unique. A keyed entry's
+// groups are its key's: they go only to a request that shows the key. A
+// key-less entry's groups go to the approver of that name known otherwise
+// (signed in, a Slack user), so a name an identity source lets people
+// choose cannot borrow a key's groups.
 func (h *Handler) addApprovers(approvers []Approver) error {
 	seen := map[[sha256.Size]byte]bool{}
 	names := map[string]bool{}
@@ -21,15 +25,15 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 		if a.Name == "" {
 			return fmt.Errorf("approvals: approver %d has an empty name", i)
 		}
-		if names[a.Name] {
-			return fmt.Errorf("approvals: approver %q is listed twice", a.Name)
+		if names[strings.ToLower(a.Name)] {
+			return fmt.Errorf("approvals: approver %q is listed twice (names are compared ignoring case)", a.Name)
 		}
-		names[a.Name] = true
-		h.groups[a.Name] = slices.Clone(a.Groups)
+		names[strings.ToLower(a.Name)] = true
 		if a.Key == "" {
-			continue // groups only: no API access
+			h.groups[a.Name] = slices.Clone(a.Groups) // groups only: no API access
+			continue
 		}
-		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key))}
+		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key)), groups: slices.Clone(a.Groups)}
 		if seen[k.sum] {
 			return fmt.Errorf("approvals: approver %q shares a key with another approver", a.Name)
 		}
@@ -39,8 +43,9 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 	return nil
 }
 
-// known completes an approver with the groups the configuration gives
-// their name, beside those their identity source gave.
+// known completes an approver known by sign-in or Slack with the groups a
+// key-less approvers entry gives their name, beside those their identity
+// source gave.
 func (h *Handler) known(a signin.Approver) signin.Approver {
 	for _, g := range h.groups[a.Name] {
 		if !slices.Contains(a.Groups, g) {
@@ -96,14 +101,14 @@ func (h *Handler) keyApprover(r *http.Request) (signin.Approver, bool) {
 		return signin.Approver{}, false
 	}
 	sum := sha256.Sum256([]byte(key))
-	name, found := "", 0
-	for _, k := range h.keys {
-		if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
-			name, found = k.name, 1
+	var match *approverKey
+	for i := range h.keys {
+		if subtle.ConstantTimeCompare(sum[:], h.keys[i].sum[:]) == 1 {
+			match = &h.keys[i]
 		}
 	}
-	if found != 1 {
+	if match == nil {
 		return signin.Approver{}, false
 	}
-	return h.known(signin.Approver{Name: name, Via: viaKey}), true
+	return signin.Approver{Name: match.name, Groups: slices.Clone(match.groups), Via: viaKey}, true
 }

@@ -30,7 +30,8 @@ func withHeaders(t *testing.T) func(*approvals.Config) {
 			t.Fatal(err)
 		}
 		cfg.Identity = a
-		cfg.Approvers = append(cfg.Approvers, approvals.Approver{Name: "erin", Groups: []string{"sre"}})
+		cfg.Approvers = append(cfg.Approvers, approvals.Approver{Name: "erin", Groups: []string{"sre"}},
+			approvals.Approver{Name: "deploy-bot", Key: "deploy-bot-key-0123456789", Groups: []string{"sre"}})
 	}
 }
 
@@ -131,6 +132,10 @@ func TestIdentity_GroupScopedAsk(t *testing.T) {
 	// with only the link can decide it. The API key alice is not in sre.
 	if res := e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`); res.status != http.StatusForbidden {
 		t.Fatalf("alice's key, not in sre: %d, want 403", res.status)
+	}
+	// A key's groups are the key's: signing in under the key's name gives none.
+	if res := e.formAs(c.ID, as("deploy-bot"), form); res.status != http.StatusForbidden {
+		t.Fatalf("a sign-in named like a keyed approver: %d, want 403", res.status)
 	}
 	// erin is in sre through approvals.approvers[].groups.
 	form.Set("decision", "approve")

@@ -57,9 +57,35 @@ func quorumMet(quorum []int, approvals []Approval) bool {
 	return true
 }
 
-// approvedBy reports whether by has an approval among approvals.
+// approvedBy reports whether by has an approval among approvals. Names are
+// compared ignoring ASCII case, as the Redis script compares them, so that
+// "Erin" by key and "erin" by sign-in are one approver, not two.
 func approvedBy(approvals []Approval, by string) bool {
-	return slices.ContainsFunc(approvals, func(a Approval) bool { return a.By == by })
+	return slices.ContainsFunc(approvals, func(a Approval) bool { return asciiEqualFold(a.By, by) })
+}
+
+// full reports whether a call holds as many approvals as any call may
+// (maxApprover): further approvals are not recorded, so no approver can
+// grow a call without bound.
+func full(approvals []Approval) bool { return len(approvals) >= maxApprover }
+
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 func checkQuorum(c Call) error {

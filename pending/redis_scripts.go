@@ -269,8 +269,11 @@ local f = {'da', num(now), 'op', nonce}
 if to == 'approved' then
   local aps = {}
   if h.ap and h.ap ~= '' and h.ap ~= '{}' then aps = cjson.decode(h.ap) end
+  -- counted once (or a retry), by name ignoring ASCII case; and at most
+  -- maxApprover approvals per call
+  if #aps >= 64 then return {'ok', all(id)} end
   for _, a in ipairs(aps) do
-    if a.b == by then return {'ok', all(id)} end -- counted once (or a retry)
+    if string.lower(a.b) == string.lower(by) then return {'ok', all(id)} end
   end
   aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
   local ap = cjson.encode(aps)

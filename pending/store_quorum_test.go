@@ -40,6 +40,9 @@ func testQuorum(t *testing.T, newStore newStoreFunc) {
 		if again := approve(t, s, c.ID, "alice", 0); again.State != Waiting || len(again.Approvals) != 1 {
 			t.Fatalf("alice approving twice: %s with %d approvals, want waiting with 1", again.State, len(again.Approvals))
 		}
+		if again := approve(t, s, c.ID, "ALICE", 0); again.State != Waiting || len(again.Approvals) != 1 {
+			t.Fatalf("ALICE after alice: %s with %d approvals, want one approver counted once", again.State, len(again.Approvals))
+		}
 		got = approve(t, s, c.ID, "bob", 0)
 		if got.State != Approved || got.DecidedBy != "bob" || len(got.Approvals) != 2 || got.DecidedAt.IsZero() {
 			t.Fatalf("after two of two: %s by %q with %d approvals, want approved by bob with 2", got.State, got.DecidedBy, len(got.Approvals))
@@ -89,6 +92,17 @@ func testQuorum(t *testing.T, newStore newStoreFunc) {
 		got := approve(t, s, c.ID, "alice")
 		if got.State != Approved || len(got.Approvals) != 1 || got.Approvals[0].By != "alice" {
 			t.Fatalf("single approval: %s with %+v", got.State, got.Approvals)
+		}
+	})
+	t.Run("approvals per call bounded", func(t *testing.T) {
+		s, _ := newStore(t)
+		c := park(t, s, quorumCall(1, maxApprover), long)
+		for i := range maxApprover + 5 {
+			approve(t, s, c.ID, fmt.Sprintf("approver-%d", i), 0)
+		}
+		if got := get(t, s, c.ID); got.State != Waiting || len(got.Approvals) != maxApprover {
+			t.Fatalf("after %d approvals towards a met requirement: %s with %d recorded, want waiting with %d",
+				maxApprover+5, got.State, len(got.Approvals), maxApprover)
 		}
 	})
 	t.Run("invalid quorum refused", func(t *testing.T) {
