@@ -38,6 +38,8 @@ type MemoryStore struct {
 	maxSessions      int
 	sessionsSweepAt  int
 	sessionsFirstDue time.Time
+
+	grants memGrants // remembered grants (memory_grants.go)
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -660,6 +660,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
+	t.Run("Grants", func(t *testing.T) { testGrants(t, newStore) })
 
 	t.Run("Retention", func(t *testing.T) {
 		s, advance := newStore(t)

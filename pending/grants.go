@@ -1,0 +1,155 @@
+package pending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Remembered grants. An approver who approves a parked call may ask for it
+// to be remembered: for a scope (the caller's subject and the tool, with or
+// without the call's target) and a lifetime, later calls inside the scope
+// that a policy answers "ask" are allowed without asking again. This file
+// holds what both stores share; the store only keeps and finds grants, it
+// does not decide anything with them.
+
+// Grant is a remembered approval. Fields marked "set by the store" are
+// ignored by Grants.Grant and filled in by the store.
+type Grant struct {
+	ID string // set by the store: unguessable (crypto/rand)
+
+	// Subject is whose calls the grant covers: the caller's principal,
+	// such as "key:agent-42". The store keeps it as an opaque string.
+	Subject  string
+	Upstream string
+	Tool     string
+	// Target is the one target the grant covers, unless AnyTarget is set:
+	// then Target is empty and the grant covers every target of the tool.
+	Target    string
+	AnyTarget bool
+
+	Approver string // who granted it
+	CallID   string // the call whose approval made it
+	Comment  string
+
+	CreatedAt time.Time // set by the store, by its clock
+	ExpiresAt time.Time // set by the store: CreatedAt + the lifetime
+}
+
+// Grants keeps remembered grants. Both stores implement it, safe for
+// concurrent use, every method one atomic step. A grant applies until its
+// ExpiresAt by the store's clock, swept or not, or until it is revoked.
+//
+// A scope holds at most one grant: a new grant for the scope of a live one
+// replaces it (the older one is deleted, so Grants lists only what
+// applies), and a replacement is allowed even when the store is at
+// MaxGrants.
+type Grants interface {
+	// Grant stores g for lifetime (more than zero, at most
+	// MaxGrantLifetime) and returns it with its ID and times set. Invalid
+	// input (see CheckGrant) is refused; a new grant beyond MaxGrants live
+	// ones gives ErrTooManyGrants. Nothing is stored on error.
+	Grant(ctx context.Context, g Grant, lifetime time.Duration) (Grant, error)
+
+	// FindGrant returns the live grant covering a call of subject to tool
+	// on upstream with target: the grant for exactly that target if there
+	// is one, else the grant for any target of the tool; ErrNotFound if
+	// neither. It only reads, in one round trip.
+	FindGrant(ctx context.Context, subject, upstream, tool, target string) (Grant, error)
+
+	// Grants returns up to limit live grants, newest first (grants made
+	// within the same millisecond may come in any order in Redis).
+	Grants(ctx context.Context, limit int) ([]Grant, error)
+
+	// Revoke deletes the grant and returns it; ErrNotFound if there is no
+	// live grant with that ID. Once Revoke has returned, FindGrant on
+	// every replica no longer finds the grant.
+	Revoke(ctx context.Context, id string) (Grant, error)
+}
+
+// Bounds of grants, the same for every store.
+const (
+	// MaxGrants caps the live grants a store holds.
+	MaxGrants = 10000
+	// MaxGrantLifetime caps the lifetime of one grant.
+	MaxGrantLifetime = 30 * 24 * time.Hour
+	// MaxGrantFieldBytes caps each string field of a grant.
+	MaxGrantFieldBytes = 1024
+)
+
+// ErrTooManyGrants: Grant refused a new grant because the store holds
+// MaxGrants live ones; nothing was stored.
+var ErrTooManyGrants = errors.New("pending: too many grants")
+
+// CheckGrant reports whether Grants.Grant accepts g and lifetime, so that
+// a caller can tell bad input from a store failure before calling it:
+// Subject and Tool are required; a grant with AnyTarget has no Target;
+// every string field has at most MaxGrantFieldBytes bytes, and those of
+// the scope (Subject, Upstream, Tool, Target) no NUL byte; lifetime is more
+// than zero and at most MaxGrantLifetime. The fields set by the store are
+// not checked.
+func CheckGrant(g Grant, lifetime time.Duration) error {
+	if g.Subject == "" || g.Tool == "" {
+		return fmt.Errorf("%w: a grant needs a subject and a tool", errInvalid)
+	}
+	if g.AnyTarget && g.Target != "" {
+		return fmt.Errorf("%w: a grant for any target has no target (got %q)", errInvalid, g.Target)
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"subject", g.Subject}, {"upstream", g.Upstream}, {"tool", g.Tool}, {"target", g.Target},
+		{"approver", g.Approver}, {"call ID", g.CallID}, {"comment", g.Comment},
+	} {
+		if len(f.v) > MaxGrantFieldBytes {
+			return fmt.Errorf("%w: a grant's %s has %d bytes, more than %d", errInvalid, f.name, len(f.v), MaxGrantFieldBytes)
+		}
+	}
+	// NUL separates the parts of a scope (grantScope): a part containing
+	// one could make two scopes look alike.
+	for _, v := range []string{g.Subject, g.Upstream, g.Tool, g.Target} {
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: a grant's scope contains a NUL byte", errInvalid)
+		}
+	}
+	if lifetime <= 0 || lifetime > MaxGrantLifetime {
+		return fmt.Errorf("%w: a grant's lifetime is more than 0 and at most %v, not %v", errInvalid, MaxGrantLifetime, lifetime)
+	}
+	return nil
+}
+
+// grantScope is the scope a grant covers, as one string: the key of the
+// scope lookup in both stores. An exact target is written "=target" and
+// any target "*", so that no target, not even "*", reads as any target.
+// The parts contain no NUL (CheckGrant), so the encoding is unambiguous.
+func grantScope(subject, upstream, tool, target string, anyTarget bool) string {
+	t := "=" + target
+	if anyTarget {
+		t = "*"
+	}
+	return subject + "\x00" + upstream + "\x00" + tool + "\x00" + t
+}
+
+// findable reports whether a grant could cover a call with these
+// attributes: FindGrant answers ErrNotFound at once for one no grant could
+// cover (it never reports bad input: a call's attributes come from a
+// request, and there is simply no grant for them).
+func findable(subject, upstream, tool, target string) bool {
+	return CheckGrant(Grant{Subject: subject, Upstream: upstream, Tool: tool, Target: target}, time.Second) == nil
+}
+
+// grantNotFound is ErrNotFound for a grant, with a message about grants.
+type grantNotFound struct{ what string }
+
+func (e grantNotFound) Error() string   { return "pending: no such grant: " + e.what }
+func (e grantNotFound) Is(t error) bool { return t == ErrNotFound }
+
+func noGrant(id string) error { return grantNotFound{what: id} }
+
+func noGrantFor(subject, upstream, tool, target string) error {
+	return grantNotFound{what: fmt.Sprintf("none covers %q calling %s on %q with target %q", subject, tool, upstream, target)}
+}
+
+func tooManyGrants() error {
+	return fmt.Errorf("%w: the store holds %d live grants", ErrTooManyGrants, MaxGrants)
+}

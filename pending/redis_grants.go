@@ -1,0 +1,354 @@
+package pending
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var _ Grants = (*RedisStore)(nil)
+
+// Remembered grants in Redis, under the store's hash tag like its calls:
+//
+//	{toolgate}:grant:<id>              hash: the grant (fields below), expires at ExpiresAt
+//	{toolgate}:grantscope:<scope>      string: the ID of the scope's grant, expires with it
+//	{toolgate}:grants                  sorted set of grant IDs by ExpiresAt (MaxGrants counts it)
+//	{toolgate}:grants:created          sorted set of the same IDs by CreatedAt (Grants' order)
+//	{toolgate}:grantrevoked:<id>       hash: a revoked grant, kept a minute for a retried Revoke
+//
+// <scope> is grantScope: subject, upstream, tool and "=target" or "*"
+// (any target), separated by NUL bytes. Every key has a TTL: a grant's
+// keys expire with it, the indexes with their latest grant, so nothing
+// outlives its grants if writes stop. Grant and Revoke trim the expired
+// grants from both indexes, so they hold at most MaxGrants live grants and
+// the expired ones since the last write.
+//
+// Each method is one script (redis_scripts.go's conventions: common
+// arguments, Redis' clock): FindGrant reads both scope keys and the hash
+// in one round trip and checks the expiry against TIME, so a grant stops
+// applying at its ExpiresAt exactly, whether Redis has expired its keys yet
+// or not.
+//
+// Hash fields: sb Subject, up Upstream, tl Tool, tg Target, an AnyTarget
+// ("1"), by Approver, ci CallID, cm Comment, ca CreatedAt, ea ExpiresAt
+// (ms), sc the scope; rv the revoking nonce (grantrevoked only).
+
+func (s *RedisStore) grantKey(id string) string { return s.base + "grant:" + id }
+
+func (s *RedisStore) grantScopeKey(scope string) string { return s.base + "grantscope:" + scope }
+
+// grantRevokedTTL is how long a revoked grant is kept for a retried
+// Revoke to recognise (go-redis retries within seconds).
+const grantRevokedTTL = time.Minute
+
+// luaGrants are the helpers of the grant scripts, after luaPrelude.
+const luaGrants = `
+local gindex, gcreated = base .. 'grants', base .. 'grants:created'
+local function grantkey(id) return base .. 'grant:' .. id end
+local function scopekey(sc) return base .. 'grantscope:' .. sc end
+local function revokedkey(id) return base .. 'grantrevoked:' .. id end
+
+-- field returns a field of an HGETALL reply, or nil.
+local function field(flat, f)
+  for i = 1, #flat, 2 do
+    if flat[i] == f then return flat[i + 1] end
+  end
+  return nil
+end
+
+-- live reports whether an HGETALL reply is a grant that has not expired.
+local function live(flat)
+  local ea = field(flat, 'ea')
+  return ea ~= nil and now < tonumber(ea)
+end
+
+-- trim drops the expired grants from both indexes; their keys expire by
+-- themselves.
+local function trim()
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', gindex, '-inf', num(now))) do
+    redis.call('ZREM', gcreated, id)
+  end
+  redis.call('ZREMRANGEBYSCORE', gindex, '-inf', num(now))
+end
+
+-- unindex removes a grant from the indexes and its scope's lookup.
+local function unindex(id, sc)
+  redis.call('ZREM', gindex, id)
+  redis.call('ZREM', gcreated, id)
+  if sc and redis.call('GET', scopekey(sc)) == id then redis.call('DEL', scopekey(sc)) end
+end
+
+-- lasts makes key k last at least until at.
+local function lasts(k, at)
+  local left = redis.call('PTTL', k)
+  if left < 0 or now + left < at then redis.call('PEXPIREAT', k, num(at)) end
+end
+`
+
+func newGrantScript(body string) *redis.Script { return redis.NewScript(luaPrelude + luaGrants + body) }
+
+// grantScript: KEYS[1] the grant's key, ARGV[4] id, [5] lifetime ms, [6]
+// scope, [7] MaxGrants, [8…] field, value pairs. Replies {'ok', grant} or
+// {'toomany'}. A live grant of the same scope is replaced (deleted), and a
+// replacement does not count against the cap.
+var grantScript = newGrantScript(`
+local id, life, sc, maxg = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local k = grantkey(id)
+-- a retried grant (its reply was lost) answers as the first time
+if redis.call('EXISTS', k) == 1 then return {'ok', redis.call('HGETALL', k)} end
+trim()
+local old = redis.call('GET', scopekey(sc))
+if old and redis.call('ZSCORE', gindex, old) then
+  redis.call('DEL', grantkey(old))
+  unindex(old, sc)
+elseif redis.call('ZCARD', gindex) >= maxg then
+  return {'toomany'}
+end
+local f = {}
+for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
+local ea = now + life
+redis.call('HSET', k, 'ca', num(now), 'ea', num(ea), 'sc', sc, unpack(f))
+redis.call('PEXPIREAT', k, num(ea))
+redis.call('SET', scopekey(sc), id)
+redis.call('PEXPIREAT', scopekey(sc), num(ea))
+redis.call('ZADD', gindex, num(ea), id)
+redis.call('ZADD', gcreated, num(now), id)
+lasts(gindex, ea)
+lasts(gcreated, ea)
+return {'ok', redis.call('HGETALL', k)}
+`)
+
+// findGrantScript (read-only): KEYS[1] the exact scope's key, ARGV[4] the
+// exact scope, [5] the any-target scope. Replies {id, grant} for the first
+// live grant of the two, or {}.
+var findGrantScript = newGrantScript(`
+for i = 4, 5 do
+  local id = redis.call('GET', scopekey(ARGV[i]))
+  if id then
+    local flat = redis.call('HGETALL', grantkey(id))
+    if live(flat) then return {id, flat} end
+  end
+end
+return {}
+`)
+
+// listGrantsScript (read-only): ARGV[4] limit. Replies {id, grant, …},
+// newest first, skipping grants that expired but are still indexed.
+var listGrantsScript = newGrantScript(`
+local limit = tonumber(ARGV[4])
+local out, offset = {}, 0
+while #out < 2 * limit do
+  local ids = redis.call('ZREVRANGE', gcreated, offset, offset + limit - 1)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    if #out >= 2 * limit then break end
+    local flat = redis.call('HGETALL', grantkey(id))
+    if live(flat) then
+      out[#out + 1] = id
+      out[#out + 1] = flat
+    end
+  end
+  offset = offset + limit
+end
+return out
+`)
+
+// revokeGrantScript: KEYS[1] the grant's key, ARGV[4] id, [5] nonce, [6]
+// how long the revoked grant is kept (ms). Replies {'ok', grant} or
+// {'notfound'}. The grant's key is renamed to grantrevoked:<id> with the
+// nonce, so that a retry of this Revoke answers as the first run did.
+var revokeGrantScript = newGrantScript(`
+local id, nonce, keep = ARGV[4], ARGV[5], ARGV[6]
+local k, rk = grantkey(id), revokedkey(id)
+trim()
+local flat = redis.call('HGETALL', k)
+if not live(flat) then
+  if #flat > 0 then
+    -- expired, its key not yet gone
+    redis.call('DEL', k)
+    unindex(id, field(flat, 'sc'))
+  end
+  if redis.call('HGET', rk, 'rv') == nonce then return {'ok', redis.call('HGETALL', rk)} end
+  return {'notfound'}
+end
+unindex(id, field(flat, 'sc'))
+redis.call('RENAME', k, rk)
+redis.call('HSET', rk, 'rv', nonce)
+redis.call('PEXPIRE', rk, keep)
+return {'ok', flat}
+`)
+
+// Grant implements [Grants.Grant].
+func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration) (Grant, error) {
+	if err := CheckGrant(g, lifetime); err != nil {
+		return Grant{}, err
+	}
+	id := rand.Text()
+	scope := grantScope(g.Subject, g.Upstream, g.Tool, g.Target, g.AnyTarget)
+	args := []any{id, max(lifetime.Milliseconds(), 1), scope, MaxGrants}
+	for _, f := range [...]struct{ name, v string }{
+		{"sb", g.Subject}, {"up", g.Upstream}, {"tl", g.Tool}, {"tg", g.Target},
+		{"by", g.Approver}, {"ci", g.CallID}, {"cm", g.Comment},
+	} {
+		if f.v != "" {
+			args = append(args, f.name, f.v)
+		}
+	}
+	if g.AnyTarget {
+		args = append(args, "an", "1")
+	}
+	v, err := s.run(ctx, grantScript, s.grantKey(id), args...)
+	if err != nil {
+		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
+	}
+	code, got, err := grantReply(id, v)
+	switch {
+	case err != nil:
+		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
+	case code == "toomany":
+		return Grant{}, tooManyGrants()
+	case code != "ok":
+		return Grant{}, fmt.Errorf("pending: granting %s on %s: unexpected reply %q", g.Tool, g.Subject, code)
+	}
+	return got, nil
+}
+
+// FindGrant implements [Grants.FindGrant] with one script: no replica's
+// clock is involved, and the grant found is one that has not expired by
+// Redis' clock.
+func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, target string) (Grant, error) {
+	if !findable(subject, upstream, tool, target) {
+		return Grant{}, noGrantFor(subject, upstream, tool, target)
+	}
+	exact := grantScope(subject, upstream, tool, target, false)
+	anyTarget := grantScope(subject, upstream, tool, "", true)
+	v, err := s.run(ctx, findGrantScript, s.grantScopeKey(exact), exact, anyTarget)
+	if err != nil {
+		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
+	}
+	if len(v) == 0 {
+		return Grant{}, noGrantFor(subject, upstream, tool, target)
+	}
+	gs, err := decodeGrants(v)
+	if err != nil {
+		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
+	}
+	return gs[0], nil
+}
+
+// Grants implements [Grants.Grants].
+func (s *RedisStore) Grants(ctx context.Context, limit int) ([]Grant, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	v, err := s.run(ctx, listGrantsScript, s.base+"grants:created", limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending: listing grants: %w", err)
+	}
+	gs, err := decodeGrants(v)
+	if err != nil {
+		return nil, fmt.Errorf("pending: listing grants: %w", err)
+	}
+	return gs, nil
+}
+
+// Revoke implements [Grants.Revoke]. The grant's keys and index entries
+// go in one script, so from its reply on no replica finds the grant.
+func (s *RedisStore) Revoke(ctx context.Context, id string) (Grant, error) {
+	if id == "" || len(id) > MaxGrantFieldBytes {
+		return Grant{}, noGrant(id) // no grant has such an ID
+	}
+	v, err := s.run(ctx, revokeGrantScript, s.grantKey(id), id, nonce(), grantRevokedTTL.Milliseconds())
+	if err != nil {
+		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)
+	}
+	code, g, err := grantReply(id, v)
+	switch {
+	case err != nil:
+		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)
+	case code == "notfound":
+		return Grant{}, noGrant(id)
+	case code != "ok":
+		return Grant{}, fmt.Errorf("pending: revoking grant %s: unexpected reply %q", id, code)
+	}
+	return g, nil
+}
+
+// grantReply splits a {code, grant} reply.
+func grantReply(id string, v []any) (code string, g Grant, err error) {
+	if len(v) == 0 {
+		return "", Grant{}, errors.New("pending: empty reply from Redis")
+	}
+	code, _ = v[0].(string)
+	if len(v) > 1 {
+		g, err = decodeGrant(id, v[1])
+	}
+	return code, g, err
+}
+
+// decodeGrants decodes a reply {id, grant, id, grant, …}.
+func decodeGrants(v []any) ([]Grant, error) {
+	if len(v)%2 != 0 {
+		return nil, errors.New("pending: unexpected grant list reply")
+	}
+	var out []Grant
+	for i := 0; i < len(v); i += 2 {
+		id, _ := v[i].(string)
+		g, err := decodeGrant(id, v[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// decodeGrant decodes a grant's HGETALL reply (field, value, …).
+func decodeGrant(id string, v any) (Grant, error) {
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return Grant{}, fmt.Errorf("pending: unexpected grant encoding %T", v)
+	}
+	g := Grant{ID: id}
+	var err error
+	ms := func(v string) time.Time {
+		n, e := strconv.ParseInt(v, 10, 64)
+		err = cmpErr(err, e)
+		return time.UnixMilli(n)
+	}
+	for i := 0; i < len(flat); i += 2 {
+		f, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		switch f {
+		case "sb":
+			g.Subject = v
+		case "up":
+			g.Upstream = v
+		case "tl":
+			g.Tool = v
+		case "tg":
+			g.Target = v
+		case "an":
+			g.AnyTarget = v == "1"
+		case "by":
+			g.Approver = v
+		case "ci":
+			g.CallID = v
+		case "cm":
+			g.Comment = v
+		case "ca":
+			g.CreatedAt = ms(v)
+		case "ea":
+			g.ExpiresAt = ms(v)
+		}
+	}
+	if err != nil {
+		return Grant{}, fmt.Errorf("pending: decoding grant %s: %w", id, err)
+	}
+	return g, nil
+}
