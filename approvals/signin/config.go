@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -30,6 +31,13 @@ const (
 
 // DefaultScopes are the scopes asked for when none are configured.
 var DefaultScopes = []string{"openid", "email", "profile"}
+
+// AllowEveryone, as the only entry of AllowedGroups, admits everyone the
+// identity provider signs in. It has to be written out: with a public
+// provider (any Google account, any Microsoft account) "everyone" is
+// anyone on the internet, and every one of them could approve the calls
+// whose reasons name no approvers.
+const AllowEveryone = "*"
 
 // MinCookieSecretBytes is the shortest cookie_secret accepted: it keys the
 // HMAC of every session cookie.
@@ -84,8 +92,9 @@ type OIDCConfig struct {
 	// signs everybody out.
 	CookieSecret string
 	SessionTTL   time.Duration // default DefaultSessionTTL
-	// AllowedGroups, when not empty, admits only members of at least one
-	// of them.
+	// AllowedGroups admits only members of at least one of them; the
+	// single entry AllowEveryone admits everyone the provider signs in.
+	// Required.
 	AllowedGroups []string
 
 	// HTTPClient talks to the identity provider; nil means a client with
@@ -214,6 +223,17 @@ func (o OIDCConfig) check(bad func(key, msg, fix string)) {
 		if s == "" || strings.ContainsAny(s, " \t\r\n") {
 			bad(fmt.Sprintf("scopes[%d]", i), fmt.Sprintf("%q is not a scope", s), "write one scope per entry, e.g. [openid, email, profile]")
 		}
+	}
+	switch {
+	case len(o.AllowedGroups) == 0:
+		// Without it, everyone the provider signs in could approve the
+		// calls whose reasons name no approvers: with a public provider,
+		// anyone with an account there.
+		bad("allowed_groups", "is not set, so everyone the identity provider signs in could approve",
+			`list the groups whose members may approve, e.g. [approvers]; or write ["*"] to admit everyone the provider signs in (only for a provider that signs in nobody but your own people)`)
+	case len(o.AllowedGroups) > 1 && slices.Contains(o.AllowedGroups, AllowEveryone):
+		bad("allowed_groups", `lists "*" beside groups, so the groups would not limit anything`,
+			`write ["*"] alone to admit everyone the provider signs in, or list only groups`)
 	}
 	for i, g := range o.AllowedGroups {
 		if strings.TrimSpace(g) == "" {

@@ -14,7 +14,7 @@ const cookieSecret = "cookie-secret-0123456789abcdefghijklmnop"
 func validOIDC() OIDCConfig {
 	return OIDCConfig{
 		Issuer: "https://idp.example.com", ClientID: "toolgate", ClientSecret: "client-secret",
-		PublicURL: "https://toolgate.example.com", CookieSecret: cookieSecret,
+		PublicURL: "https://toolgate.example.com", CookieSecret: cookieSecret, AllowedGroups: []string{"approvers"},
 	}
 }
 
@@ -46,6 +46,10 @@ func TestCheck(t *testing.T) {
 		{"oidc short cookie secret", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.CookieSecret = cookieSecret[:31] })}, []string{"cookie_secret"}},
 		{"oidc negative ttl", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.SessionTTL = -1 })}, []string{"session_ttl"}},
 		{"oidc bad scope and group", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.Scopes = []string{"openid", "a b"}; o.AllowedGroups = []string{" "} })}, []string{"scopes[1]", "allowed_groups[0]"}},
+		{"oidc everyone", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.AllowedGroups = []string{AllowEveryone} })}, nil},
+		{"oidc no allowed_groups", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.AllowedGroups = nil })}, []string{"allowed_groups"}},
+		{"oidc empty allowed_groups", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.AllowedGroups = []string{} })}, []string{"allowed_groups"}},
+		{"oidc everyone beside groups", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.AllowedGroups = []string{"sre", "*"} })}, []string{"allowed_groups"}},
 		{"unknown type", Config{Type: "ldap"}, []string{"type"}},
 		{"no type", Config{}, []string{"type"}},
 	}
@@ -110,6 +114,17 @@ func TestLocalPath(t *testing.T) {
 		"/x\r\nSet-Cookie: a=b":    "/approvals",
 		"///evil.example":          "/approvals",
 		"/approvals/%2F%2Fevil":    "/approvals/%2F%2Fevil",
+		// http.Redirect cleans the path: these must not become "/\host",
+		// which browsers read as "//host".
+		`/./\evil.example/x`:                  "/approvals",
+		`/a/../\evil.example`:                 "/approvals",
+		`/approvals\x`:                        "/approvals",
+		"/approvals/x?back=\\evil":            "/approvals",
+		"/a/\u0085/evil":                      "/approvals",
+		"/./approvals/../approvals/x?a=/../b": "/approvals/x?a=/../b",
+		"/approvals/":                         "/approvals/",
+		"/a/..//evil.example":                 "/evil.example",
+		"/..":                                 "/",
 	} {
 		if got := localPath(in); got != want {
 			t.Errorf("localPath(%q) = %q, want %q", in, got, want)

@@ -64,7 +64,14 @@ func (h *trustedHeader) Identify(r *http.Request) (Approver, error) {
 	}
 	var groups []string
 	if h.groupsHeader != "" {
-		for _, v := range r.Header.Values(h.groupsHeader) {
+		// One header, like the user's: a proxy in front that appends to
+		// the client's own groups header rather than replacing it would
+		// otherwise let the client add groups of its choice.
+		vals := r.Header.Values(h.groupsHeader)
+		if len(vals) > 1 {
+			return Approver{}, noIdentity("%d %s headers, want at most one", len(vals), h.groupsHeader)
+		}
+		for _, v := range vals {
 			for g := range strings.SplitSeq(v, ",") {
 				if g = strings.TrimSpace(g); g != "" {
 					groups = append(groups, g)

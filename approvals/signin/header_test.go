@@ -34,8 +34,26 @@ func TestTrustedHeader(t *testing.T) {
 	}{
 		{
 			"secret matches", withSecret, "203.0.113.9:4000",
-			hdr{"X-Auth-Request-Email": {" alice@example.com "}, "X-Auth-Request-Groups": {"dev, ops,,  ", "sre,dev"}, DefaultSecretHeader: {proxySecret}},
+			hdr{"X-Auth-Request-Email": {" alice@example.com "}, "X-Auth-Request-Groups": {"dev, ops,,  sre,dev"}, DefaultSecretHeader: {proxySecret}},
 			&Approver{Name: "alice@example.com", Groups: []string{"dev", "ops", "sre"}, Via: "header"},
+		},
+		{
+			// A proxy that appends instead of overwriting passes the
+			// client's own groups header on beside its own: believing
+			// both would let the client add groups.
+			"two groups headers", withSecret, "203.0.113.9:4000",
+			hdr{"X-Auth-Request-Email": {"alice@example.com"}, "X-Auth-Request-Groups": {"sre", "dev"}, DefaultSecretHeader: {proxySecret}},
+			nil,
+		},
+		{
+			"two groups headers, one empty", withSecret, "203.0.113.9:4000",
+			hdr{"X-Auth-Request-Email": {"alice@example.com"}, "X-Auth-Request-Groups": {"", "sre"}, DefaultSecretHeader: {proxySecret}},
+			nil,
+		},
+		{
+			"one empty groups header", withSecret, "203.0.113.9:4000",
+			hdr{"X-Auth-Request-Email": {"alice@example.com"}, "X-Auth-Request-Groups": {""}, DefaultSecretHeader: {proxySecret}},
+			&Approver{Name: "alice@example.com", Via: "header"},
 		},
 		{
 			"no groups header", withSecret, "203.0.113.9:4000",

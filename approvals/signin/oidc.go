@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -37,6 +40,7 @@ type oidcAuth struct {
 	cfg         OIDCConfig // with defaults applied
 	redirectURL string
 	base        string // the public URL's path without a trailing slash: the prefix of links
+	home        string // scheme://host + base of the public URL; "" without one
 	client      *http.Client
 	now         func() time.Time
 	log         *slog.Logger
@@ -87,6 +91,7 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	secure := false
 	if u, err := url.Parse(c.PublicURL); err == nil && c.PublicURL != "" {
 		o.base = strings.TrimRight(u.EscapedPath(), "/")
+		o.home = u.Scheme + "://" + u.Host + o.base
 		// Browsers and HTTP clients do not send a Secure cookie over plain
 		// http, so a Secure cookie on an http:// listener would sign
 		// nobody in: Secure follows the scheme approvers use.
@@ -98,13 +103,7 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	} else if u, err := url.Parse(c.RedirectURL); err == nil && c.PublicURL == "" {
 		secure = u.Scheme == "https"
 	}
-	o.cookies = cookies{
-		session:   newSealer(c.CookieSecret, "session"),
-		login:     newSealer(c.CookieSecret, "login"),
-		secure:    secure,
-		loginPath: o.base + "/auth/",
-		now:       o.now,
-	}
+	o.cookies = newCookies(c.CookieSecret, o.base, secure, o.now)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /auth/login", o.login)
 	mux.HandleFunc("GET /auth/callback", o.callback)
@@ -270,7 +269,7 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 		o.page(w, http.StatusForbidden, "Sign-in refused", err.Error(), "")
 		return
 	}
-	if len(o.cfg.AllowedGroups) > 0 && !slices.ContainsFunc(a.Groups, func(g string) bool { return slices.Contains(o.cfg.AllowedGroups, g) }) {
+	if !o.admitted(a) {
 		o.log.Warn("sign-in refused", "approver", a.Name, "reason", "in none of allowed_groups")
 		o.page(w, http.StatusForbidden, "Sign-in refused",
 			a.Name+" is in none of the groups allowed to approve here.", "")
@@ -283,7 +282,20 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 			"Your groups do not fit in a session cookie. Ask the identity provider's administrators to send fewer groups in the "+o.cfg.GroupsClaim+" claim to this client.", "")
 		return
 	}
-	http.Redirect(w, r, o.base+st.Return, http.StatusSeeOther)
+	// The path is checked again: the sign-in cookie may have been sealed
+	// by an older toolgate that checked less. An absolute URL on the
+	// public URL's host leaves nothing for http.Redirect or the browser to
+	// interpret.
+	http.Redirect(w, r, o.home+localPath(st.Return), http.StatusSeeOther)
+}
+
+// admitted reports whether a may sign in: a is in one of allowed_groups,
+// or allowed_groups is ["*"]. Check has made sure it is set.
+func (o *oidcAuth) admitted(a Approver) bool {
+	if len(o.cfg.AllowedGroups) == 1 && o.cfg.AllowedGroups[0] == AllowEveryone {
+		return true
+	}
+	return slices.ContainsFunc(a.Groups, func(g string) bool { return slices.Contains(o.cfg.AllowedGroups, g) })
 }
 
 // approver reads the approver from verified ID token claims.
@@ -293,9 +305,12 @@ func (o *oidcAuth) approver(claims map[string]any) (Approver, error) {
 		return Approver{}, fmt.Errorf("the ID token has no %s claim", o.cfg.UserClaim)
 	}
 	// An address the provider says it has not verified may belong to
-	// somebody else.
+	// somebody else. Anything but a boolean true ("false", "true", 0) is
+	// not a verification. A provider that never sends the claim is
+	// believed; with such a provider, user_claim should be a stable
+	// identifier (sub, oid) rather than an address the user may change.
 	if o.cfg.UserClaim == "email" {
-		if v, ok := claims["email_verified"].(bool); ok && !v {
+		if v, present := claims["email_verified"]; present && v != true {
 			return Approver{}, errors.New("the identity provider has not verified your e-mail address")
 		}
 	}
@@ -332,15 +347,35 @@ func (o *oidcAuth) logout(w http.ResponseWriter, _ *http.Request) {
 	o.page(w, http.StatusOK, "Signed out", "You are signed out of toolgate's approvals.", o.base+"/auth/login")
 }
 
-// localPath returns p when it is a path on this listener, and /approvals
-// otherwise: "//host" and "/\host" are other sites to a browser, and a
-// sign-in must never end on another site (an open redirect).
+// localPath returns p, its path cleaned, when it is a path on this
+// listener, and /approvals otherwise: "//host" and "/\host" are other sites
+// to a browser, and a sign-in must never end on another site (an open
+// redirect). A backslash is refused wherever it stands: browsers read it as
+// a slash, and cleaning "/./\host" gives "/\host". Control characters are
+// refused too: browsers drop tabs and newlines from URLs ("/\t/host").
 func localPath(p string) string {
 	const fallback = "/approvals"
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, `/\`) ||
-		strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+	if strings.ContainsFunc(p, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) || !utf8.ValidString(p) {
 		return fallback
 	}
+	// Clean the path (http.Redirect would, for a relative URL) before the
+	// checks, so that what is checked is what is sent.
+	i := strings.IndexAny(p, "?#")
+	if i < 0 {
+		i = len(p)
+	}
+	pth, rest := p[:i], p[i:]
+	if !strings.HasPrefix(pth, "/") {
+		return fallback
+	}
+	clean := path.Clean(pth)
+	if strings.HasSuffix(pth, "/") && clean != "/" {
+		clean += "/"
+	}
+	if strings.HasPrefix(pth, "//") || strings.HasPrefix(clean, "//") {
+		return fallback
+	}
+	p = clean + rest
 	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return fallback
 	}

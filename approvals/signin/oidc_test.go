@@ -35,7 +35,7 @@ func newListener(t *testing.T, change func(*OIDCConfig)) *listener {
 	t.Cleanup(l.Close)
 	c := OIDCConfig{
 		Issuer: l.idp.URL, ClientID: "toolgate", ClientSecret: "client-secret-0123",
-		PublicURL: l.URL, CookieSecret: cookieSecret, Now: l.clock.Now,
+		PublicURL: l.URL, CookieSecret: cookieSecret, Now: l.clock.Now, AllowedGroups: []string{AllowEveryone},
 	}
 	if change != nil {
 		change(&c)
@@ -143,7 +143,7 @@ func TestOIDCSignIn(t *testing.T) {
 
 	res, _ = get(t, c, to.String())
 	res, body := get(t, c, res.Header.Get("Location"))
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/approvals/call-1?x=1" {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != l.URL+"/approvals/call-1?x=1" {
 		t.Fatalf("callback: %d to %q: %s", res.StatusCode, res.Header.Get("Location"), body)
 	}
 	sc := cookieOf(res, SessionCookie)
@@ -186,7 +186,7 @@ func TestOIDCFollowingRedirects(t *testing.T) {
 
 func TestOIDCReturnPaths(t *testing.T) {
 	l := newListener(t, nil)
-	for _, ret := range []string{"//evil.example/x", `/\evil.example`, "https://evil.example/", "evil.example"} {
+	for _, ret := range []string{"//evil.example/x", `/\evil.example`, "https://evil.example/", "evil.example", `/./\evil.example/x`, `/a/../\evil.example`} {
 		c := testkit.Browser(t)
 		// LoginURL cleans the path itself; a hand-written login URL must
 		// be cleaned by the login route.
@@ -197,6 +197,44 @@ func TestOIDCReturnPaths(t *testing.T) {
 	}
 	if got := l.auth.LoginURL("//evil.example"); got != "/auth/login?return=%2Fapprovals" {
 		t.Errorf("LoginURL = %q", got)
+	}
+
+	// The callback's own answer, not only where a Go client ends up: Go
+	// reads "/\evil.example" as a path, browsers as another host.
+	for _, ret := range []string{`/./\evil.example/x`, `/a/../\evil.example`} {
+		c := stepper(t)
+		res, _ := get(t, c, l.URL+"/auth/login?return="+url.QueryEscape(ret))
+		res, _ = get(t, c, res.Header.Get("Location"))
+		res, body := get(t, c, res.Header.Get("Location"))
+		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != l.URL+"/approvals" {
+			t.Errorf("return %q: callback %d to %q (%s)", ret, res.StatusCode, loc, body)
+		}
+	}
+}
+
+// TestOIDCReturnInFlight: a sign-in cookie sealed before the return path
+// was checked as it is now (a sign-in started before an upgrade) does not
+// send the browser elsewhere either: the callback checks the path again.
+func TestOIDCReturnInFlight(t *testing.T) {
+	l := newListener(t, nil)
+	c := stepper(t)
+	cb := l.toCallback(t, c)
+	u, _ := url.Parse(l.URL + "/auth/")
+	var st loginState
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == loginCookie && l.auth.(*oidcAuth).cookies.login.open(ck.Value, &st) != nil {
+			t.Fatal("the sign-in cookie does not open")
+		}
+	}
+	st.Return = `/./\evil.example/x`
+	v, err := l.auth.(*oidcAuth).cookies.login.seal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Jar.SetCookies(u, []*http.Cookie{{Name: loginCookie, Value: v, Path: "/auth/"}})
+	res, body := get(t, c, cb.String())
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != l.URL+"/approvals" {
+		t.Errorf("callback %d to %q (%s)", res.StatusCode, loc, body)
 	}
 }
 
@@ -215,6 +253,9 @@ func TestOIDCRefusals(t *testing.T) {
 		{"wrong client secret", func(o *OIDCConfig) { o.ClientSecret = "not-the-secret" }, testkit.OIDCUser{Email: "a@example.com"}, http.StatusBadGateway},
 		{"no email claim", nil, testkit.OIDCUser{Subject: "u1", Claims: map[string]any{"email": nil}}, http.StatusForbidden},
 		{"email not verified", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"email_verified": false}}, http.StatusForbidden},
+		{"email_verified the string false", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"email_verified": "false"}}, http.StatusForbidden},
+		{"email_verified the string true", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"email_verified": "true"}}, http.StatusForbidden},
+		{"email_verified a number", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"email_verified": 1}}, http.StatusForbidden},
 		{"name with a control character", nil, testkit.OIDCUser{Email: "a\x07@example.com"}, http.StatusForbidden},
 		{"groups not strings", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"groups": []any{"dev", 7}}}, http.StatusForbidden},
 		{"too many groups", nil, testkit.OIDCUser{Email: "a@example.com", Groups: strings.Split(manyGroups(MaxGroups+1), ",")}, http.StatusForbidden},
@@ -265,6 +306,8 @@ func TestOIDCAccepted(t *testing.T) {
 			"alice [admin]",
 		},
 		{"no groups", nil, testkit.OIDCUser{Email: "a@example.com"}, "a@example.com []"},
+		{"email_verified absent", nil, testkit.OIDCUser{Email: "a@example.com", Claims: map[string]any{"email_verified": nil}}, "a@example.com []"},
+		{"email_verified not asked of sub", func(o *OIDCConfig) { o.UserClaim = "sub" }, testkit.OIDCUser{Subject: "u-9", Email: "x@example.com", Claims: map[string]any{"email_verified": false}}, "u-9 []"},
 		{"sub as user", func(o *OIDCConfig) { o.UserClaim = "sub" }, testkit.OIDCUser{Subject: "u-123", Email: "x@example.com"}, "u-123 []"},
 	}
 	for _, tt := range tests {
@@ -313,6 +356,26 @@ func TestOIDCState(t *testing.T) {
 		l.toCallback(t, victim)
 		if res, _ := get(t, victim, cb.String()); res.StatusCode != http.StatusBadRequest {
 			t.Errorf("callback of another sign-in: %d", res.StatusCode)
+		}
+	})
+	t.Run("two sign-in cookies", func(t *testing.T) {
+		// The attacker's own sign-in cookie planted beside the victim's
+		// (from a sibling domain): which state is whose cannot be told.
+		attacker := stepper(t)
+		cb := l.toCallback(t, attacker)
+		victim := stepper(t)
+		l.toCallback(t, victim)
+		u, _ := url.Parse(l.URL + "/auth/callback")
+		for _, ck := range attacker.Jar.Cookies(u) {
+			if ck.Name == loginCookie {
+				victim.Jar.SetCookies(u, []*http.Cookie{{Name: loginCookie, Value: ck.Value, Path: "/auth/callback"}})
+			}
+		}
+		if n := len(victim.Jar.Cookies(u)); n != 2 {
+			t.Fatalf("the victim's browser holds %d cookies", n)
+		}
+		if res, _ := get(t, victim, cb.String()); res.StatusCode != http.StatusBadRequest || cookieOf(res, SessionCookie) != nil {
+			t.Errorf("callback with two sign-in cookies: %d", res.StatusCode)
 		}
 	})
 	t.Run("sign-in expired", func(t *testing.T) {
@@ -395,6 +458,21 @@ func TestOIDCSession(t *testing.T) {
 	if a, err := l.auth.Identify(r); err != nil || a.Name != "alice@example.com" {
 		t.Errorf("Identify with a forged and a real cookie = %+v, %v", a, err)
 	}
+	// Two valid sessions: one was planted (a sibling domain can set a
+	// cookie of that name), and which is whose cannot be told.
+	other, err := newSealer(cookieSecret, "session").seal(session{Name: "mallory", Expires: l.clock.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, order := range [][]string{{other, sc.Value}, {sc.Value, other}, {sc.Value, sc.Value}} {
+		r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
+		for _, v := range order {
+			r.AddCookie(&http.Cookie{Name: SessionCookie, Value: v})
+		}
+		if a, err := l.auth.Identify(r); !errors.Is(err, ErrNoIdentity) {
+			t.Errorf("Identify with two valid session cookies = %+v, %v; want ErrNoIdentity", a, err)
+		}
+	}
 
 	l.clock.Advance(time.Hour - time.Second)
 	if err := identify(sc.Value); err != nil {
@@ -460,7 +538,7 @@ func TestOIDCLazyDiscovery(t *testing.T) {
 	clock := testkit.NewClock(time.Now())
 	a, err := New(Config{Type: TypeOIDC, OIDC: OIDCConfig{
 		Issuer: idp.URL, ClientID: "toolgate", ClientSecret: "client-secret-0123",
-		PublicURL: "http://toolgate.test", CookieSecret: cookieSecret, Now: clock.Now,
+		PublicURL: "http://toolgate.test", CookieSecret: cookieSecret, Now: clock.Now, AllowedGroups: []string{"dev"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -495,6 +573,7 @@ func TestOIDCUnreachableIssuer(t *testing.T) {
 	dead.Close()
 	a, err := New(Config{Type: TypeOIDC, OIDC: OIDCConfig{
 		Issuer: dead.URL, ClientID: "toolgate", ClientSecret: "s", PublicURL: "http://toolgate.test", CookieSecret: cookieSecret,
+		AllowedGroups: []string{"dev"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +593,11 @@ func TestOIDCSecureFollowsScheme(t *testing.T) {
 		l := newListener(t, func(o *OIDCConfig) { o.PublicURL = publicURL; o.RedirectURL = "" })
 		w := httptest.NewRecorder()
 		l.auth.Routes().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/auth/login?return=/approvals/1", nil))
-		lc := cookieOf(&http.Response{Header: w.Header()}, loginCookie)
+		name := loginCookie
+		if secure {
+			name = hostPrefix + loginCookie
+		}
+		lc := cookieOf(&http.Response{Header: w.Header()}, name)
 		if w.Code != http.StatusFound || lc == nil || lc.Secure != secure {
 			t.Errorf("%s: %d, sign-in cookie %+v", publicURL, w.Code, lc)
 		}
@@ -522,12 +605,93 @@ func TestOIDCSecureFollowsScheme(t *testing.T) {
 			t.Errorf("%s: redirect_uri %s", publicURL, u.Query().Get("redirect_uri"))
 		}
 	}
-	l := newListener(t, func(o *OIDCConfig) { o.PublicURL = "https://toolgate.example.com/gate/" })
+	l := newListener(t, func(o *OIDCConfig) { o.PublicURL = "http://toolgate.example.com/gate/" })
 	if got, want := l.auth.LoginURL("/approvals/1"), "/gate/auth/login?return=%2Fapprovals%2F1"; got != want {
 		t.Errorf("LoginURL = %q, want %q", got, want)
 	}
 	if lc := cookiePath(t, l); lc != "/gate/auth/" {
 		t.Errorf("sign-in cookie path %q", lc)
+	}
+}
+
+// TestOIDCHostCookies: behind https both cookies carry the __Host- prefix,
+// so that browsers take them only from this host, Secure, for Path=/ and
+// without Domain: a sibling subdomain cannot plant a session or a sign-in.
+func TestOIDCHostCookies(t *testing.T) {
+	const public = "https://toolgate.example.com/gate"
+	l := newListener(t, func(o *OIDCConfig) { o.PublicURL = public })
+	serve := func(r *http.Request) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		l.auth.Routes().ServeHTTP(w, r)
+		return w
+	}
+	hostCookie := func(w *httptest.ResponseRecorder, name string) *http.Cookie {
+		t.Helper()
+		for _, raw := range w.Header().Values("Set-Cookie") {
+			if strings.Contains(strings.ToLower(raw), "domain=") {
+				t.Errorf("Set-Cookie with a Domain: %s", raw)
+			}
+		}
+		c := cookieOf(&http.Response{Header: w.Header()}, name)
+		if c == nil || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly {
+			t.Fatalf("cookie %s: %+v in %q", name, c, w.Header().Values("Set-Cookie"))
+		}
+		return c
+	}
+
+	w := serve(httptest.NewRequest(http.MethodGet, "/auth/login?return=/approvals/1", nil))
+	if w.Code != http.StatusFound {
+		t.Fatalf("login: %d", w.Code)
+	}
+	lc := hostCookie(w, "__Host-toolgate_signin")
+	res, _ := get(t, stepper(t), w.Header().Get("Location"))
+	cb, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || !strings.HasPrefix(cb.String(), public+"/auth/callback?") {
+		t.Fatalf("the provider sends the browser to %q", res.Header.Get("Location"))
+	}
+
+	// Without the prefix, the same sign-in cookie is somebody else's.
+	r := httptest.NewRequest(http.MethodGet, "/auth/callback?"+cb.RawQuery, nil)
+	r.AddCookie(&http.Cookie{Name: loginCookie, Value: lc.Value})
+	if w := serve(r); w.Code != http.StatusBadRequest {
+		t.Errorf("callback with the sign-in cookie unprefixed: %d", w.Code)
+	}
+
+	r = httptest.NewRequest(http.MethodGet, "/auth/callback?"+cb.RawQuery, nil)
+	r.AddCookie(lc)
+	w = serve(r)
+	if loc := w.Header().Get("Location"); w.Code != http.StatusSeeOther || loc != public+"/approvals/1" {
+		t.Fatalf("callback: %d to %q: %s", w.Code, loc, w.Body)
+	}
+	sc := hostCookie(w, "__Host-toolgate_session")
+	if cleared := hostCookie(w, "__Host-toolgate_signin"); cleared.MaxAge >= 0 {
+		t.Errorf("the callback leaves the sign-in cookie: %+v", cleared)
+	}
+
+	identify := func(cs ...*http.Cookie) error {
+		r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
+		for _, c := range cs {
+			r.AddCookie(c)
+		}
+		_, err := l.auth.Identify(r)
+		return err
+	}
+	if err := identify(sc); err != nil {
+		t.Errorf("Identify: %v", err)
+	}
+	if err := identify(&http.Cookie{Name: SessionCookie, Value: sc.Value}); !errors.Is(err, ErrNoIdentity) {
+		t.Errorf("Identify with the session unprefixed = %v, want ErrNoIdentity", err)
+	}
+	if err := identify(sc, sc); !errors.Is(err, ErrNoIdentity) {
+		t.Errorf("Identify with two sessions = %v, want ErrNoIdentity", err)
+	}
+
+	w = httptest.NewRecorder()
+	r = httptest.NewRequest(http.MethodPost, "/auth/logout", nil)
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	l.auth.Routes().ServeHTTP(w, r)
+	if c := hostCookie(w, "__Host-toolgate_session"); w.Code != http.StatusOK || c.MaxAge >= 0 {
+		t.Errorf("logout: %d, %+v", w.Code, c)
 	}
 }
 

@@ -12,11 +12,19 @@ import (
 )
 
 // Cookie names. The session cookie is what Identify reads; the sign-in
-// cookie lives only between /auth/login and /auth/callback.
+// cookie lives only between /auth/login and /auth/callback. Behind an
+// https public URL both names carry hostPrefix.
 const (
 	SessionCookie = "toolgate_session"
 	loginCookie   = "toolgate_signin"
 )
+
+// hostPrefix makes browsers accept a cookie only when it is Secure, has
+// Path=/ and no Domain, and was set over https by this very host. Without
+// it, a sibling subdomain (another app under the same parent domain) could
+// set a cookie of the same name for this host: its own session, or its own
+// sign-in to finish in the approver's browser (login CSRF).
+const hostPrefix = "__Host-"
 
 // maxSessionCookieBytes caps the session cookie's value. Browsers keep at
 // most about 4096 bytes per cookie, name and attributes included, and drop
@@ -102,8 +110,28 @@ type loginState struct {
 type cookies struct {
 	session, login sealer
 	secure         bool   // Secure attribute: the public URL is https
-	loginPath      string // path of the sign-in cookie: the /auth/ routes
+	sessionName    string // SessionCookie, with hostPrefix when secure
+	loginName      string // loginCookie, with hostPrefix when secure
+	loginPath      string // path of the sign-in cookie: the /auth/ routes, or / when secure
 	now            func() time.Time
+}
+
+// newCookies returns the cookies of a listener whose links start with base
+// (the public URL's path); secure says whether approvers reach it over
+// https.
+func newCookies(secret, base string, secure bool, now func() time.Time) cookies {
+	c := cookies{
+		session: newSealer(secret, "session"), login: newSealer(secret, "login"),
+		secure: secure, sessionName: SessionCookie, loginName: loginCookie,
+		loginPath: base + "/auth/", now: now,
+	}
+	if secure {
+		// __Host- wants Path=/: the sign-in cookie then travels with
+		// every request for its ten minutes, a small price for a state
+		// that no neighbour can plant.
+		c.sessionName, c.loginName, c.loginPath = hostPrefix+SessionCookie, hostPrefix+loginCookie, "/"
+	}
+	return c
 }
 
 // setSession sets the session cookie for s. It fails, setting nothing, when
@@ -117,7 +145,7 @@ func (c cookies) setSession(w http.ResponseWriter, s session) error {
 		return errTooLarge
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: v, Path: "/",
+		Name: c.sessionName, Value: v, Path: "/",
 		Expires: time.Unix(s.Expires, 0), MaxAge: int(time.Unix(s.Expires, 0).Sub(c.now().Truncate(time.Second)).Seconds()),
 		HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode,
 	})
@@ -129,21 +157,24 @@ var errTooLarge = errors.New("session cookie too large")
 // clearSession removes the session cookie.
 func (c cookies) clearSession(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
+		Name: c.sessionName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode,
 	})
 }
 
 // readSession returns the approver of r's session cookie, or an error
 // wrapping ErrNoIdentity: no cookie, a forged or malformed one, an expired
-// one. Of several cookies of that name (a sibling domain may set one), the
-// first that opens counts.
+// one, or more than one valid one. Cookies of that name that do not open
+// are ignored; two that do mean one was planted (over http a sibling
+// domain can set a cookie of that name), and which is whose cannot be
+// told.
 func (c cookies) readSession(r *http.Request) (Approver, error) {
-	cs := r.CookiesNamed(SessionCookie)
+	cs := r.CookiesNamed(c.sessionName)
 	if len(cs) == 0 {
 		return Approver{}, noIdentity("no session cookie")
 	}
 	err := noIdentity("the session cookie is malformed or forged")
+	var found []Approver
 	for _, ck := range cs {
 		var s session
 		if c.session.open(ck.Value, &s) != nil {
@@ -161,9 +192,15 @@ func (c cookies) readSession(r *http.Request) (Approver, error) {
 			err = e
 			continue
 		}
-		return Approver{Name: s.Name, Groups: s.Groups, Via: "oidc"}, nil
+		found = append(found, Approver{Name: s.Name, Groups: s.Groups, Via: "oidc"})
 	}
-	return Approver{}, err
+	switch len(found) {
+	case 0:
+		return Approver{}, err
+	case 1:
+		return found[0], nil
+	}
+	return Approver{}, noIdentity("%d valid session cookies, want one", len(found))
 }
 
 // setLogin sets the sign-in cookie for st.
@@ -173,27 +210,33 @@ func (c cookies) setLogin(w http.ResponseWriter, st loginState) error {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: loginCookie, Value: v, Path: c.loginPath, MaxAge: int(loginTTL.Seconds()),
+		Name: c.loginName, Value: v, Path: c.loginPath, MaxAge: int(loginTTL.Seconds()),
 		HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode,
 	})
 	return nil
 }
 
-// readLogin returns the unexpired sign-in state of r's sign-in cookie.
+// readLogin returns the unexpired sign-in state of r's sign-in cookie. Two
+// valid ones are none: one may be somebody else's sign-in, planted to sign
+// this browser in as them.
 func (c cookies) readLogin(r *http.Request) (loginState, bool) {
-	for _, ck := range r.CookiesNamed(loginCookie) {
+	var found []loginState
+	for _, ck := range r.CookiesNamed(c.loginName) {
 		var st loginState
 		if c.login.open(ck.Value, &st) == nil && c.now().Before(time.Unix(st.Expires, 0)) {
-			return st, true
+			found = append(found, st)
 		}
 	}
-	return loginState{}, false
+	if len(found) != 1 {
+		return loginState{}, false
+	}
+	return found[0], true
 }
 
 // clearLogin removes the sign-in cookie: a state is used once.
 func (c cookies) clearLogin(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{
-		Name: loginCookie, Value: "", Path: c.loginPath, MaxAge: -1,
+		Name: c.loginName, Value: "", Path: c.loginPath, MaxAge: -1,
 		HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode,
 	})
 }

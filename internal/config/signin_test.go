@@ -96,13 +96,34 @@ func TestLoad_OIDC(t *testing.T) {
 	}
 }
 
+// TestLoad_OIDCEveryone: ["*"] admits everyone the provider signs in, from
+// the file or the environment.
+func TestLoad_OIDCEveryone(t *testing.T) {
+	everyone := strings.Replace(oidcYAML, "allowed_groups: [approvers]", `allowed_groups: ["*"]`, 1)
+	for name, src := range map[string]Source{
+		"file":        {File: writeConfig(t, everyone), Environ: signinEnv},
+		"environment": {File: writeConfig(t, oidcYAML), Environ: append(append([]string{}, signinEnv...), "TOOLGATE_APPROVALS_IDENTITY_ALLOWED_GROUPS=*")},
+	} {
+		c := mustLoad(t, src)
+		o := c.Approvals.Identity.Options(c.PublicURL)
+		if diff := cmp.Diff([]string{signin.AllowEveryone}, o.OIDC.AllowedGroups); diff != "" {
+			t.Errorf("%s: allowed_groups (-want +got):\n%s", name, diff)
+		}
+		if _, err := signin.New(o); err != nil {
+			t.Errorf("%s: signin.New: %v", name, err)
+		}
+	}
+}
+
 func TestLoad_SigninErrors(t *testing.T) {
 	th := func(body string) string {
 		return minimalYAML + "  identity:\n    type: trusted_header\n    user_header: X-User\n" + body
 	}
-	oidc := func(body string) string {
-		return minimalYAML + "  identity:\n    type: oidc\n    issuer: https://idp.example.com\n    client_id: toolgate\n    client_secret: ${CLIENT_SECRET}\n" + body
+	// oidcGroups is an oidc identity with the given allowed_groups line.
+	oidcGroups := func(groups, body string) string {
+		return minimalYAML + "  identity:\n    type: oidc\n    issuer: https://idp.example.com\n    client_id: toolgate\n    client_secret: ${CLIENT_SECRET}\n" + groups + body
 	}
+	oidc := func(body string) string { return oidcGroups("    allowed_groups: [approvers]\n", body) }
 	tests := []struct {
 		name, yaml string
 		env        []string
@@ -156,9 +177,25 @@ func TestLoad_SigninErrors(t *testing.T) {
 			"shorter than 32 bytes",
 		},
 		{
-			"oidc without client", minimalYAML + "  identity:\n    type: oidc\n    issuer: https://idp.example.com\n    cookie_secret: ${COOKIE_SECRET}\n", nil,
+			"oidc without client", minimalYAML + "  identity:\n    type: oidc\n    issuer: https://idp.example.com\n    cookie_secret: ${COOKIE_SECRET}\n    allowed_groups: [approvers]\n", nil,
 			[]string{"approvals.identity.client_id", "approvals.identity.client_secret"},
 			"client ID",
+		},
+		{
+			// Everyone a public provider signs in would be an approver.
+			"oidc without allowed_groups", oidcGroups("", "    cookie_secret: ${COOKIE_SECRET}\n"), nil,
+			[]string{"approvals.identity.allowed_groups"},
+			`["*"]`,
+		},
+		{
+			"oidc allowed_groups empty", oidcGroups("    allowed_groups: []\n", "    cookie_secret: ${COOKIE_SECRET}\n"), nil,
+			[]string{"approvals.identity.allowed_groups"},
+			"everyone the identity provider signs in",
+		},
+		{
+			"oidc everyone beside groups", oidcGroups("    allowed_groups: [sre, \"*\"]\n", "    cookie_secret: ${COOKIE_SECRET}\n"), nil,
+			[]string{"approvals.identity.allowed_groups"},
+			`"*" beside groups`,
 		},
 		{
 			"slack without signing secret", minimalYAML + "  slack:\n    users: {U1: alice}\n", nil,
