@@ -44,6 +44,10 @@ type Decision struct {
 	// DryRun is true when the call was forwarded whatever the decision
 	// (policy.enforce false): the result says what would have happened.
 	DryRun bool
+	// Hook is what the PreToolUse hooks said ("" when none was asked);
+	// UpdatedBy the hook that rewrote the arguments, with the digests of
+	// the arguments before and after.
+	Hook, UpdatedBy, ArgsDigest, UpdatedArgsDigest string
 }
 
 // LogDecision queues the event of one decided call. It never blocks.
@@ -95,6 +99,13 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 	}
 	if d.DryRun {
 		result["dry_run"] = true
+	}
+	if d.Hook != "" {
+		h := map[string]any{"decision": d.Hook}
+		if d.UpdatedBy != "" {
+			h["updated_by"], h["arguments_digest"], h["updated_arguments_digest"] = d.UpdatedBy, d.ArgsDigest, d.UpdatedArgsDigest
+		}
+		result["hooks"] = h
 	}
 	if d.Err != nil {
 		result["error"] = d.Err.Error()

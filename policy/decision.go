@@ -69,6 +69,8 @@ type Decision struct {
 	Reasons []Reason `json:"-"`
 	// ReadOnly is true when the policy's read_only rule fired for the call.
 	ReadOnly bool `json:"-"`
+	// Forced is true for an ask a hook forced: no mode changes it.
+	Forced bool `json:"-"`
 }
 
 // Messages returns the reasons' messages, in order.
@@ -107,6 +109,9 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 // NoRuleMatched is the reason given when no rule fired.
 const NoRuleMatched = "no rule matched"
 
+// defaultReasonID is the ID of that reason.
+const defaultReasonID = "toolgate.default"
+
 // verdict is what one of the three rules produced across all packages.
 type verdict struct {
 	fired   bool
@@ -128,5 +133,5 @@ func combine(deny, ask, allow verdict, fallback Action) Decision {
 	if fallback != Ask {
 		fallback = Deny
 	}
-	return Decision{Action: fallback, Reasons: []Reason{{ID: "toolgate.default", Message: NoRuleMatched}}}
+	return Decision{Action: fallback, Reasons: []Reason{{ID: defaultReasonID, Message: NoRuleMatched}}}
 }

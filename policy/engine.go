@@ -219,7 +219,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		if err != nil {
 			return failed(err)
 		}
-		return p.decideRego(ctx, v, in.Mode, e.opts.Default)
+		return p.decideRego(ctx, v, in.Mode, e.opts.Default, in.Hook)
 	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
@@ -244,7 +244,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	vs[2].merge(lib.allow)
 	d := combine(vs[0], vs[1], vs[2], e.opts.Default)
 	d.ReadOnly = vs[3].fired || lib.readOnly
-	return applyModeOrFail(d, in.Mode)
+	return applyModeOrFail(withHook(d, in.Hook), in.Mode)
 }
 
 // DecideValue is Decide for an input document given as an OPA value, as
@@ -261,11 +261,11 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			mode = string(s)
 		}
 	}
-	return e.current.Load().decideRego(ctx, v, mode, e.opts.Default)
+	return e.current.Load().decideRego(ctx, v, mode, e.opts.Default, nil)
 }
 
 // decideRego decides with every rule evaluated by OPA.
-func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def Action) (Decision, error) {
+func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def Action, hook *HookOpinion) (Decision, error) {
 	b, err := eval(ctx, &p.full, v)
 	if err != nil {
 		return failed(err)
@@ -287,7 +287,7 @@ func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def
 	}
 	d := combine(vs[0], vs[1], vs[2], def)
 	d.ReadOnly = vs[3].fired
-	return applyModeOrFail(d, mode)
+	return applyModeOrFail(withHook(d, hook), mode)
 }
 
 // eval runs a decision query, which has exactly one result.

@@ -38,6 +38,9 @@ type Input struct {
 	Tool     *Tool     `json:"tool,omitempty"`
 	MCP      *MCP      `json:"mcp,omitempty"`
 	HTTP     HTTP      `json:"http"`
+	// Hook is what the PreToolUse hooks said of the call (nil: nothing);
+	// it is weighed against the rules, not shown to them.
+	Hook *HookOpinion `json:"-"`
 }
 
 // Upstream names the tool server a call goes to.

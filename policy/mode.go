@@ -18,8 +18,8 @@ func Modes() []string { return []string{ModeDefault, ModeDontAsk, ModePlan, Mode
 
 // applyMode turns d into what mode makes of it.
 func applyMode(d Decision, mode string) (Decision, error) {
-	if d.Action == Deny {
-		return d, nil
+	if d.Action == Deny || d.Forced {
+		return d, nil // no mode overrides a deny, or an ask a hook forced
 	}
 	switch mode {
 	case "", ModeDefault:

@@ -22,6 +22,7 @@ type call struct {
 	subject  identity.Subject
 	decision policy.Decision
 	mode     string      // the permission mode the call is decided under
+	hooks    *hookRecord // what the hooks did, when any was asked
 	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
 	// out renders the call's answer; the call's protocol picks it when
 	// the call is read.
@@ -163,9 +164,20 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 // decide asks the Decider, records its answer in c and returns it.
 func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	start := s.cfg.Now()
+	// Hooks first, each bounded by its own timeout (the decision timeout
+	// bounds the policy alone).
+	hd := s.runHooks(r.Context(), c)
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
 	ctx, span := s.tracing.startDecide(ctx)
-	d, err := s.cfg.Decider.Decide(ctx, c.input)
+	var (
+		d   policy.Decision
+		err error
+	)
+	if hd != nil {
+		d = *hd // a hook's deny ends the call: no policy can allow it
+	} else {
+		d, err = s.cfg.Decider.Decide(ctx, c.input)
+	}
 	cancel()
 	elapsed := s.cfg.Now().Sub(start)
 	if err != nil {

@@ -36,6 +36,10 @@ type DecisionRecord struct {
 	TraceID, SpanID string
 	// DryRun: the call is forwarded whatever the decision (Upstream.DryRun).
 	DryRun bool
+	// Hook is what the PreToolUse hooks said (allow, ask, deny, none; ""
+	// when none was asked); when one rewrote the arguments, UpdatedBy
+	// names it and the digests are of the arguments before and after.
+	Hook, UpdatedBy, ArgsDigest, UpdatedArgsDigest string
 }
 
 // logDecision hands the decision of c to the decision log, if there is one.
@@ -49,6 +53,9 @@ func (s *Server) logDecision(ctx context.Context, r *http.Request, c *call, elap
 	rec := DecisionRecord{
 		CallID: c.id, Time: s.cfg.Now(), Input: *c.input, Decision: c.decision,
 		Err: evalErr, Elapsed: elapsed, RemoteAddr: r.RemoteAddr, DryRun: c.up.DryRun,
+	}
+	if h := c.hooks; h != nil {
+		rec.Hook, rec.UpdatedBy, rec.ArgsDigest, rec.UpdatedArgsDigest = h.Decision, h.UpdatedBy, h.ArgsDigest, h.UpdatedArgsDigest
 	}
 	// The call goes on after this; the record must not see later changes.
 	if t := rec.Input.Tool; t != nil {

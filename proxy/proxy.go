@@ -88,6 +88,8 @@ type Config struct {
 	// refused, since the policy and the upstream could read two numbers.
 	AllowLossyNumbers bool
 	Mode              string // permission mode put in every input ("" = default)
+	// Hooks, if set, are asked about tool calls before the policy.
+	Hooks HookRunner
 	// SubjectModes are modes by subject ID, before the upstream's Mode.
 	SubjectModes map[string]string
 	// ModeHeader, when set, is a request header that sets the call's mode,
@@ -210,6 +212,9 @@ func New(cfg Config) (*Server, error) {
 		}
 		seen[u.Prefix] = true
 		s.upstreams = append(s.upstreams, s.newUpstream(u))
+		for _, a := range []policy.Action{policy.Allow, policy.Ask, policy.Deny} {
+			s.metrics.dryRun.WithLabelValues(a.String(), u.Name) // series from the start, at zero
+		}
 	}
 	slices.SortFunc(s.upstreams, func(a, b *upstream) int { return len(b.Prefix) - len(a.Prefix) })
 	if cfg.serverHook != nil {

@@ -164,7 +164,12 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	if err != nil {
 		return nil, err
 	}
+	hookRunner, err := a.newHooks(cfg)
+	if err != nil {
+		return nil, err
+	}
 	pcfg := proxy.Config{
+		Hooks:          hookRunner,
 		TracerProvider: a.tracing.provider,
 		Propagator:     a.tracing.propagator,
 		Upstreams:      ups,

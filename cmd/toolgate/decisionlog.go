@@ -62,6 +62,7 @@ func (d *decisionLog) LogDecision(ctx context.Context, r proxy.DecisionRecord) {
 		ID: r.CallID, Time: r.Time, Input: r.Input, Result: r.Decision, Err: r.Err,
 		Revision: d.engine.Revision(), Elapsed: r.Elapsed, RequestedBy: r.RemoteAddr,
 		TraceID: r.TraceID, SpanID: r.SpanID, DryRun: r.DryRun,
+		Hook: r.Hook, UpdatedBy: r.UpdatedBy, ArgsDigest: r.ArgsDigest, UpdatedArgsDigest: r.UpdatedArgsDigest,
 	})
 }
 

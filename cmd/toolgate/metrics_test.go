@@ -175,6 +175,9 @@ func TestMetrics(t *testing.T) {
 			"outcome=approved": 1, "outcome=rejected": 1, "outcome=cancelled": 1, "outcome=expired": 1, "outcome=unknown": 0,
 		},
 		"toolgate_approval_wait_seconds": {"": 2},
+		"toolgate_dry_run_calls_total": {
+			"action=allow,upstream=files": 0, "action=ask,upstream=files": 0, "action=deny,upstream=files": 0,
+		},
 		"toolgate_approval_decisions_total": {
 			"decision=approved,partial=false,via=api": 1, "decision=rejected,partial=false,via=api": 1,
 		},

@@ -16,6 +16,7 @@ type Config struct {
 	Upstreams     []Upstream `koanf:"upstreams"`
 	Identity      Identity   `koanf:"identity"`
 	Policy        Policy     `koanf:"policy"`
+	Hooks         []Hook     `koanf:"hooks"`
 	Pending       Pending    `koanf:"pending"`
 	Approvals     Approvals  `koanf:"approvals"`
 	Limits        Limits     `koanf:"limits"`
@@ -101,6 +102,24 @@ type Policy struct {
 	// ModeHeader, when set, lets the listed subjects choose a call's mode
 	// with a request header.
 	ModeHeader *ModeHeader `koanf:"mode_header"`
+}
+
+// Hook is one PreToolUse hook: an HTTP endpoint asked about the tool
+// calls its matcher selects, before the policy.
+type Hook struct {
+	Name      string    `koanf:"name"`
+	URL       string    `koanf:"url"`
+	Match     HookMatch `koanf:"match"`
+	Timeout   Duration  `koanf:"timeout"`    // default 2s, at most 30s
+	OnFailure string    `koanf:"on_failure"` // deny (default) | ask | allow
+	Secret    Secret    `koanf:"secret"`     // Standard Webhooks signature of the request
+}
+
+// HookMatch selects the calls a hook is asked about: globs on the
+// upstream's name and the tool's ("*" or empty: all).
+type HookMatch struct {
+	Upstream string `koanf:"upstream"`
+	Tool     string `koanf:"tool"`
 }
 
 // ModeHeader is policy.mode_header: the request header that sets a call's

@@ -111,6 +111,7 @@ policy:
   enforce: true
   subject_modes: {}
   mode_header: null
+hooks: []
 pending:
   store: memory
   redis_url: ""

@@ -39,6 +39,7 @@ func TestEnvNames(t *testing.T) {
 	want := []string{
 		"TOOLGATE_UPSTREAMS_<i>_NAME",
 		"TOOLGATE_IDENTITY_API_KEYS_<i>_KEY",
+		"TOOLGATE_HOOKS_<i>_NAME",
 		"TOOLGATE_APPROVALS_APPROVERS_<i>_NAME",
 		"TOOLGATE_APPROVALS_NOTIFY_<i>_URL",
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -44,6 +45,7 @@ func (c *Config) Validate() error {
 	var v validator
 	v.listen(c)
 	v.upstreams(c.Upstreams)
+	v.hooks(c.Hooks)
 	v.identity(&c.Identity)
 	v.policy(&c.Policy)
 	v.pending(&c.Pending)
@@ -203,6 +205,27 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+func (v *validator) hooks(hs []Hook) {
+	names := map[string]int{}
+	for i, h := range hs {
+		at := fmt.Sprintf("hooks[%d]", i)
+		if h.Name == "" {
+			v.add(at+".name", "is empty", "name the hook (it labels its metrics and log lines), e.g. name: freeze")
+		} else if j, dup := names[h.Name]; dup {
+			v.add(at+".name", fmt.Sprintf("%q is also the name of hooks[%d]", h.Name, j), "give each hook its own name")
+		} else {
+			names[h.Name] = i
+		}
+		v.httpURL(at+".url", h.URL)
+		if h.OnFailure != "" {
+			v.oneOf(at+".on_failure", h.OnFailure, "deny", "ask", "allow")
+		}
+		if d := h.Timeout.Std(); d < 0 || d > 30*time.Second {
+			v.add(at+".timeout", fmt.Sprintf("%v is outside 0 to 30s", d), "a hook is asked while the agent waits: keep it short, e.g. timeout: 2s")
+		}
+	}
 }
 
 func (v *validator) policy(p *Policy) {

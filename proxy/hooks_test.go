@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/hooks"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// hookServer answers every hook request with answer, after delay.
+func hookServer(t *testing.T, answer string, delay time.Duration) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "a credential reached the hook", http.StatusTeapot)
+			return
+		}
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func withHook(t *testing.T, h hooks.Hook) func(*Config) {
+	return func(c *Config) {
+		r, err := hooks.New(hooks.Options{Hooks: []hooks.Hook{h}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		c.Hooks = r
+		c.Pending, c.Hold = pending.NewMemory(pending.Options{}), 10*time.Millisecond
+	}
+}
+
+// TestHooks runs the whole chain with a real hook server: hook, rules,
+// mode, forward.
+func TestHooks(t *testing.T) {
+	cases := []struct {
+		name, answer, tool, args, mode string
+		delay                          time.Duration
+		want                           int
+		decision                       string
+	}{
+		{"hook deny ends an allowed call", `{"decision":"deny","reason":"change freeze"}`, "Read", `{"path":"a.txt"}`, "", 0, 403, "deny"},
+		{"hook allow does not beat a rules ask", `{"decision":"allow"}`, "Write", `{"path":"a.txt"}`, "", 0, 202, "ask"},
+		{"hook allow does not beat a rules deny", `{"decision":"allow"}`, "Read", `{"path":"secrets.txt"}`, "", 0, 403, "deny"},
+		{"hook ask under bypass still asks", `{"decision":"ask","reason":"risk score 0.9"}`, "Read", `{"path":"a.txt"}`, "bypass", 0, 202, "ask"},
+		{"hook that times out denies by default", `{"decision":"allow"}`, "Read", `{"path":"a.txt"}`, "", time.Second, 403, "deny"},
+		{"hook none leaves the rules", `{"decision":"none"}`, "Read", `{"path":"a.txt"}`, "", 0, 200, "allow"},
+		{"a rewrite the rules deny is denied", `{"decision":"none","updated_arguments":{"path":"secrets.txt"}}`, "Read", `{"path":"a.txt"}`, "", 0, 403, "deny"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url := hookServer(t, tc.answer, tc.delay)
+			env := newTestServer(t, seedEngine(t), withHook(t, hooks.Hook{Name: "h", URL: url, Timeout: 200 * time.Millisecond}),
+				func(c *Config) { c.Mode = tc.mode })
+			res := post(t, env.url+"/tools/"+tc.tool, tc.args, "Authorization", "Bearer agent-key")
+			if res.StatusCode != tc.want || res.Header.Get("X-Toolgate-Decision") != tc.decision {
+				b, _ := io.ReadAll(res.Body)
+				t.Fatalf("%d %q, want %d %q\n%s", res.StatusCode, res.Header.Get("X-Toolgate-Decision"), tc.want, tc.decision, b)
+			}
+			if n := len(env.upstream.Requests()); (n == 1) != (tc.want == 200) {
+				t.Fatalf("the upstream got %d calls with status %d", n, tc.want)
+			}
+		})
+	}
+}
+
+// TestHookRewrite checks that updated_arguments are what the policy
+// decides, the upstream receives and an approver sees.
+func TestHookRewrite(t *testing.T) {
+	url := hookServer(t, `{"decision":"none","updated_arguments":{"path":"notes/safe.txt","mode":"append"}}`, 0)
+	env := newTestServer(t, seedEngine(t), withHook(t, hooks.Hook{Name: "pin", URL: url}))
+	res := post(t, env.url+"/tools/Read", `{"path":"a.txt","mode":"truncate"}`, "Authorization", "Bearer agent-key")
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	reqs := env.upstream.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d upstream calls", len(reqs))
+	}
+	var got map[string]any
+	if err := json.Unmarshal(reqs[0].Body, &got); err != nil || got["path"] != "notes/safe.txt" || got["mode"] != "append" {
+		t.Fatalf("the upstream received %s, want the hook's arguments", reqs[0].Body)
+	}
+	if strings.Contains(string(reqs[0].Body), "truncate") {
+		t.Error("the agent's arguments reached the upstream")
+	}
+}
