@@ -46,7 +46,9 @@ type decisionAnswer struct {
 	// after a partial approval Status is still "waiting".
 	Approvals []approvalJSON `json:"approvals,omitempty"`
 	Progress  string         `json:"progress,omitempty"`
-	Error     string         `json:"error,omitempty"`
+	// Grant is the grant an "approve and remember" left behind.
+	Grant *grantJSON `json:"grant,omitempty"`
+	Error string     `json:"error,omitempty"`
 }
 
 // approvalJSON is one approval as the API shows it.
@@ -102,15 +104,32 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin
 	if err != nil {
 		return err
 	}
-	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: callinfo.Decode(c.Info), who: &who, to: to, comment: req.comment, via: viaAPI})
+	info := callinfo.Decode(c.Info)
+	life, err := h.checkRemember(req.remember, c, info, to)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, answerOf(decided))
+	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: info, who: &who, to: to, comment: req.comment, via: viaAPI})
+	if err != nil {
+		return err
+	}
+	ans := answerOf(decided)
+	if req.remember != nil && decided.State == pending.Approved {
+		if g, err := h.grant(r.Context(), decided, info, who.Name, req.remember, life); err == nil {
+			gj := grantOf(*g)
+			ans.Grant = &gj
+		} else {
+			ans.Error = "approved, but the grant was not stored: " + err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, ans)
 	return nil
 }
 
-type decisionRequest struct{ decision, comment string }
+type decisionRequest struct {
+	decision, comment string
+	remember          *remember
+}
 
 // parseDecisionRequest reads {"decision": "...", "comment": "..."}
 // strictly: an unknown or repeated key, a value that is not a string,
@@ -145,6 +164,12 @@ func parseDecisionRequest(body []byte) (decisionRequest, error) {
 			if err := dec.Decode(&v); err != nil {
 				return bad(strconv.Quote(key) + " must be a string")
 			}
+		case "remember":
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req.remember); err != nil {
+				return bad(`"remember" must be {"scope": "subject+tool+target" | "subject+tool", "lifetime": "8h"}`)
+			}
+			continue
 		default:
 			return bad("unknown key " + strconv.Quote(key))
 		}

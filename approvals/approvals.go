@@ -56,6 +56,9 @@ type Config struct {
 	// Identity, if set, tells who an approver on the pages is: every page
 	// decision then needs one, and GET /approvals is their inbox.
 	Identity signin.Authenticator
+	// Grants, if set, keeps "approve and remember" grants (the store of
+	// parked calls); nil: approvals are once only.
+	Grants pending.Grants
 	// PublicURL is the approvals listener as browsers see it (scheme and
 	// host). Its origin is trusted for form posts even when a proxy in front
 	// rewrites Host.
@@ -83,6 +86,7 @@ type Handler struct {
 	keys       []approverKey
 	groups     map[string][]string // key-less Approvers' groups by name
 	identity   signin.Authenticator
+	grants     pending.Grants
 	log        *slog.Logger
 	now        func() time.Time
 	onDecision func(pending.Call)
@@ -121,7 +125,7 @@ func New(cfg Config) (*Handler, error) {
 	if err := h.addApprovers(cfg.Approvers); err != nil {
 		return nil, err
 	}
-	h.identity = cfg.Identity
+	h.identity, h.grants = cfg.Identity, cfg.Grants
 	if cfg.PublicURL != "" {
 		u, err := url.Parse(cfg.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -161,6 +165,8 @@ func (h *Handler) routes() http.Handler {
 	r.Get("/api/approvals", h.api(h.listCalls))
 	r.Get("/api/approvals/{id}", h.api(h.showCall))
 	r.Post("/api/approvals/{id}", h.api(h.decideByAPI))
+	r.Get("/api/grants", h.api(h.listGrants))
+	r.Delete("/api/grants/{id}", h.api(h.revokeGrant))
 
 	if h.identity != nil {
 		if auth := h.identity.Routes(); auth != nil {

@@ -109,6 +109,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 		data.Tone = "warn"
 	default:
 		data.Forms = true
+		data.Remember, data.Lifetimes = h.grants != nil && len(info.Approvers) == 0, grantLifetimes
 		data.Token = auth.token
 		if auth.token == "" && auth.who != nil {
 			data.CSRF = h.signer.FormToken(auth.who.Name, c.ID)
@@ -168,7 +169,7 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The decision is validated only after the token: without a good token
 	// nobody learns anything about the form.
-	if len(form["decision"]) > 1 || len(form["comment"]) > 1 {
+	if len(form["decision"]) > 1 || len(form["comment"]) > 1 || len(form["remember"]) > 1 || len(form["lifetime"]) > 1 {
 		return badRequest("a form field was sent twice")
 	}
 	to, err := parseDecision(form.Get("decision"))
@@ -183,14 +184,35 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	if who != nil {
 		via = who.Via
 	}
-	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: callinfo.Decode(c.Info), who: who, to: to, comment: comment, via: via})
+	info := callinfo.Decode(c.Info)
+	var rm *remember
+	if scope := form.Get("remember"); scope != "" && to == pending.Approved {
+		rm = &remember{Scope: scope, Lifetime: form.Get("lifetime")}
+	}
+	life, err := h.checkRemember(rm, c, info, to)
 	if err != nil {
 		return err
+	}
+	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{call: c, info: info, who: who, to: to, comment: comment, via: via})
+	if err != nil {
+		return err
+	}
+	granted := ""
+	if rm != nil && decided.State == pending.Approved {
+		by := linkDecider
+		if who != nil {
+			by = who.Name
+		}
+		if g, err := h.grant(r.Context(), decided, info, by, rm, life); err == nil {
+			granted = " Later calls in the same scope are allowed until " + g.ExpiresAt.UTC().Format(timeLayout) + " (grant " + g.ID + ")."
+		} else {
+			granted = " The grant could not be stored: later calls will ask again."
+		}
 	}
 	title, message, tone := "Rejected", "The call was rejected; it will not be forwarded.", "bad"
 	switch decided.State {
 	case pending.Approved:
-		title, message, tone = "Approved", "The call was approved; it will be forwarded once.", "ok"
+		title, message, tone = "Approved", "The call was approved; it will be forwarded once."+granted, "ok"
 	case pending.Waiting:
 		title, tone = "Approval counted", "ok"
 		message = "Your approval is counted; the call waits for more approvers (" + progress(decided, callinfo.Decode(decided.Info)) + ")."

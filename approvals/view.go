@@ -51,6 +51,10 @@ type pageData struct {
 	Approver string // the signed-in approver's name; "" when the page was opened by a link
 	Action   string
 	Max      int // longest comment, in characters
+	// Remember offers "approve and remember" (grants are kept and the call
+	// names no approvers), for one of Lifetimes.
+	Remember  bool
+	Lifetimes []string
 }
 
 // Heading is the page's h1. A page that can decide asks the question and

@@ -90,6 +90,9 @@ type Config struct {
 	Mode              string // permission mode put in every input ("" = default)
 	// Hooks, if set, are asked about tool calls before the policy.
 	Hooks HookRunner
+	// Grants, if set, are remembered approvals that turn a later ask in
+	// their scope into allow (usually the Pending store).
+	Grants pending.Grants
 	// SubjectModes are modes by subject ID, before the upstream's Mode.
 	SubjectModes map[string]string
 	// ModeHeader, when set, is a request header that sets the call's mode,

@@ -170,6 +170,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	}
 	pcfg := proxy.Config{
 		Hooks:          hookRunner,
+		Grants:         a.parking.grants(),
 		TracerProvider: a.tracing.provider,
 		Propagator:     a.tracing.propagator,
 		Upstreams:      ups,

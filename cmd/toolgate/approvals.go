@@ -156,7 +156,7 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	reg.MustRegister(decisions)
 	audit := a.dlog.forApprovals()
 	h, err := approvals.New(approvals.Config{
-		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL,
+		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL, Grants: p.grants(),
 		Logger: a.log, OnDecision: p.resolved,
 		Audit: func(ctx context.Context, rec approvals.AuditRecord) {
 			decisions.WithLabelValues(rec.Outcome, rec.Via, strconv.FormatBool(rec.Partial)).Inc()
@@ -185,6 +185,12 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	mux.Handle("POST "+slackapp.Path, slack)
 	mux.Handle("/", h)
 	return mux, nil
+}
+
+// grants is the store's remembered grants: both stores keep them.
+func (p *parking) grants() pending.Grants {
+	g, _ := p.store.(pending.Grants)
+	return g
 }
 
 // parked announces a newly parked call.

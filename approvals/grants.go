@@ -1,0 +1,151 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Scopes of a remembered grant (docs/policy.md, remembered grants).
+const (
+	scopeTarget = "subject+tool+target" // this caller, this tool, this target
+	scopeTool   = "subject+tool"        // this caller, this tool, any target
+)
+
+// remember is "approve and remember": the scope and lifetime of the grant
+// an approval leaves behind.
+type remember struct {
+	Scope    string `json:"scope"`
+	Lifetime string `json:"lifetime"`
+}
+
+// grantLifetimes are the lifetimes the page offers; the API takes any
+// duration up to pending.MaxGrantLifetime.
+var grantLifetimes = []string{"1h", "8h", "24h", "168h"}
+
+// checkRemember reads a remember request for call c, before anything is
+// decided: a bad one refuses the whole decision.
+func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info, to pending.State) (time.Duration, error) {
+	if rm == nil {
+		return 0, nil
+	}
+	switch {
+	case h.grants == nil:
+		return 0, badRequest("this toolgate keeps no grants: approve once")
+	case to != pending.Approved:
+		return 0, badRequest(`"remember" goes with an approval`)
+	case len(info.Approvers) > 0:
+		// A grant would let later calls past the approvers or the quorum
+		// this one needs.
+		return 0, badRequest("this call names its approvers: it can be approved only once")
+	case rm.Scope != scopeTarget && rm.Scope != scopeTool:
+		return 0, badRequest(`remember.scope must be "` + scopeTarget + `" or "` + scopeTool + `"`)
+	}
+	d, err := time.ParseDuration(rm.Lifetime)
+	if err != nil || d <= 0 || d > pending.MaxGrantLifetime {
+		return 0, badRequest("remember.lifetime must be a duration such as 8h, at most " + pending.MaxGrantLifetime.String())
+	}
+	return d, nil
+}
+
+// grant records the grant an approval asked for. The call is approved
+// already: a grant that cannot be stored is reported, the approval stands.
+func (h *Handler) grant(ctx context.Context, c pending.Call, info callinfo.Info, who string, rm *remember, life time.Duration) (*pending.Grant, error) {
+	g := pending.Grant{
+		Subject: c.Principal, Upstream: c.Upstream, Tool: c.Tool, Target: info.Target,
+		AnyTarget: rm.Scope == scopeTool, Approver: who, CallID: c.ID,
+	}
+	if g.AnyTarget {
+		g.Target = ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
+	defer cancel()
+	stored, err := h.grants.Grant(ctx, g, life)
+	if err != nil {
+		h.log.Error("an approved call's grant was not stored", "call_id", c.ID, "error", err)
+		return nil, err
+	}
+	h.log.Info("grant", "grant_id", stored.ID, "call_id", c.ID, "approver", who, "subject", g.Subject,
+		"upstream", g.Upstream, "tool", g.Tool, "target", g.Target, "any_target", g.AnyTarget, "expires_at", stored.ExpiresAt)
+	return &stored, nil
+}
+
+// grantJSON is a grant as the API shows it.
+type grantJSON struct {
+	ID        string `json:"grant_id"`
+	Subject   string `json:"subject"`
+	Upstream  string `json:"upstream"`
+	Tool      string `json:"tool"`
+	Target    string `json:"target,omitempty"`
+	Scope     string `json:"scope"`
+	Approver  string `json:"approver"`
+	CallID    string `json:"call_id"`
+	CreatedAt string `json:"created_at"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+func grantOf(g pending.Grant) grantJSON {
+	scope := scopeTarget
+	if g.AnyTarget {
+		scope = scopeTool
+	}
+	return grantJSON{
+		ID: g.ID, Subject: g.Subject, Upstream: g.Upstream, Tool: g.Tool, Target: g.Target, Scope: scope,
+		Approver: g.Approver, CallID: g.CallID, CreatedAt: apiTime(g.CreatedAt), ExpiresAt: apiTime(g.ExpiresAt),
+	}
+}
+
+// listGrants serves GET /api/grants?limit=100: live grants, newest first.
+func (h *Handler) listGrants(w http.ResponseWriter, r *http.Request, _ signin.Approver) error {
+	if h.grants == nil {
+		return errNoRoute
+	}
+	limit := defaultListLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxListLimit {
+			return badRequest("limit must be a number from 1 to 1000")
+		}
+		limit = n
+	}
+	gs, err := h.grants.Grants(r.Context(), limit)
+	if err != nil {
+		return err
+	}
+	out := make([]grantJSON, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, grantOf(g))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"grants": out})
+	return nil
+}
+
+// revokeGrant serves DELETE /api/grants/{id}: the grant stops applying at
+// once, on every replica (the store is shared).
+func (h *Handler) revokeGrant(w http.ResponseWriter, r *http.Request, who signin.Approver) error {
+	if h.grants == nil {
+		return errNoRoute
+	}
+	id := chi.URLParam(r, "id")
+	if id == "" || len(id) > maxCallIDBytes {
+		return errUnknownGrant
+	}
+	g, err := h.grants.Revoke(r.Context(), id)
+	if errors.Is(err, pending.ErrNotFound) {
+		return errUnknownGrant
+	}
+	if err != nil {
+		return err
+	}
+	h.log.Info("grant revoked", "grant_id", g.ID, "by", who.Name, "subject", g.Subject, "tool", g.Tool)
+	writeJSON(w, http.StatusOK, grantOf(g))
+	return nil
+}

@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// applyGrant turns an ask into allow when an approver remembered an
+// approval for this caller, tool and target (docs/policy.md, remembered
+// grants). It never touches a deny, an ask a hook forced, or an ask whose
+// reasons name approvers (a grant cannot stand in for them or their
+// quorum). The grant's ID and approver become the reason, so the decision
+// log records every use. A store that cannot answer leaves the ask.
+func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) policy.Decision {
+	t := c.input.Tool
+	if s.cfg.Grants == nil || d.Action != policy.Ask || d.Forced || t == nil || (c.mcp != nil && len(c.mcp.batch) > 0) {
+		return d
+	}
+	if slices.ContainsFunc(d.Reasons, func(r policy.Reason) bool { return r.Approvers != nil }) {
+		return d
+	}
+	target := ""
+	if t.HasTarget {
+		target = t.Target
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
+	defer cancel()
+	g, err := s.cfg.Grants.FindGrant(ctx, c.subject.Principal, c.up.Name, t.Name, target)
+	if err != nil {
+		if !errors.Is(err, pending.ErrNotFound) {
+			s.log.Warn("could not look up remembered grants; the call asks", "call_id", c.id, "error", err)
+		}
+		return d
+	}
+	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{
+		ID:      "grant:" + g.ID,
+		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
+	}}, d.Reasons...)}
+}
