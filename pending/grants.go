@@ -98,8 +98,13 @@ func CheckGrant(g Grant, lifetime time.Duration) error {
 		return fmt.Errorf("%w: a grant for any target has no target (got %q)", errInvalid, g.Target)
 	}
 	for _, f := range [...]struct{ name, v string }{
-		{"subject", g.Subject}, {"upstream", g.Upstream}, {"tool", g.Tool}, {"target", g.Target},
-		{"approver", g.Approver}, {"call ID", g.CallID}, {"comment", g.Comment},
+		{"subject", g.Subject},
+		{"upstream", g.Upstream},
+		{"tool", g.Tool},
+		{"target", g.Target},
+		{"approver", g.Approver},
+		{"call ID", g.CallID},
+		{"comment", g.Comment},
 	} {
 		if len(f.v) > MaxGrantFieldBytes {
 			return fmt.Errorf("%w: a grant's %s has %d bytes, more than %d", errInvalid, f.name, len(f.v), MaxGrantFieldBytes)

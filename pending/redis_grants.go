@@ -192,8 +192,13 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 	scope := grantScope(g.Subject, g.Upstream, g.Tool, g.Target, g.AnyTarget)
 	args := []any{id, max(lifetime.Milliseconds(), 1), scope, MaxGrants}
 	for _, f := range [...]struct{ name, v string }{
-		{"sb", g.Subject}, {"up", g.Upstream}, {"tl", g.Tool}, {"tg", g.Target},
-		{"by", g.Approver}, {"ci", g.CallID}, {"cm", g.Comment},
+		{"sb", g.Subject},
+		{"up", g.Upstream},
+		{"tl", g.Tool},
+		{"tg", g.Target},
+		{"by", g.Approver},
+		{"ci", g.CallID},
+		{"cm", g.Comment},
 	} {
 		if f.v != "" {
 			args = append(args, f.name, f.v)
