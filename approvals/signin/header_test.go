@@ -2,6 +2,7 @@ package signin
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -181,9 +182,7 @@ func TestTrustedHeader(t *testing.T) {
 			a := newHeader(t, tt.cfg)
 			r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
 			r.RemoteAddr = tt.remote
-			for k, vs := range tt.header {
-				r.Header[k] = vs
-			}
+			maps.Copy(r.Header, tt.header)
 			got, err := a.Identify(r)
 			if tt.want == nil {
 				if !errors.Is(err, ErrNoIdentity) {
