@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Approvers names who may approve an ask (docs/approvers.md): an approver
@@ -37,10 +38,8 @@ func (a *Approvers) check() error {
 	if len(a.Groups)+len(a.Subjects) > maxApproverNames {
 		return fmt.Errorf(`"approvers" names more than %d groups and subjects`, maxApproverNames)
 	}
-	for _, s := range append(append([]string(nil), a.Groups...), a.Subjects...) {
-		if s == "" {
-			return errors.New(`"approvers" names an empty group or subject`)
-		}
+	if slices.Contains(a.Groups, "") || slices.Contains(a.Subjects, "") {
+		return errors.New(`"approvers" names an empty group or subject`)
 	}
 	if a.Min < 0 || a.Min > MaxApprovers {
 		return fmt.Errorf(`"approvers" asks for min %d; from 1 to %d`, a.Min, MaxApprovers)
@@ -121,7 +120,7 @@ func wholeNumber(v any) (int, error) {
 	return int(f), nil
 }
 
-// rulesDataOf is the table row's approvers as Rego reads them back: only
+// rulesData is the table row's approvers as Rego reads them back: only
 // the keys that are set, so that both forms of the library read the same.
 func (a *Approvers) rulesData() map[string]any {
 	m := map[string]any{}
