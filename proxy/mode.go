@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -35,16 +36,5 @@ func (s *Server) modeOf(r *http.Request, c *call) (string, *answer) {
 
 func joinModes() string {
 	ms := policy.Modes()
-	out := ""
-	for i, m := range ms {
-		switch {
-		case i == 0:
-		case i == len(ms)-1:
-			out += " or "
-		default:
-			out += ", "
-		}
-		out += m
-	}
-	return out
+	return strings.Join(ms[:len(ms)-1], ", ") + " or " + ms[len(ms)-1]
 }
