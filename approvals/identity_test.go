@@ -113,8 +113,12 @@ func TestIdentity_SelfApprovalRefusedOnThePage(t *testing.T) {
 	if res.status != http.StatusForbidden || e.state(c.ID) != pending.Waiting {
 		t.Fatalf("alice approving Alice's call: %d, call %s; want 403 and waiting", res.status, e.state(c.ID))
 	}
-	if page := e.do(http.MethodGet, e.pageURL(c), as("alice"), ""); strings.Contains(page.body, `value="approve"`) {
-		t.Error("the page offers alice the form for her own call")
+	if page := e.do(http.MethodGet, e.pageURL(c), as("alice"), ""); strings.Contains(page.body, `value="approve"`) || !strings.Contains(page.body, `value="reject"`) {
+		t.Error("the page of alice's own call should offer Reject and not Approve")
+	}
+	res = e.formAs(c.ID, as("alice"), url.Values{"token": {e.signer.Token(c)}, "decision": {"reject"}, "comment": {"not needed"}})
+	if res.status != http.StatusOK || e.state(c.ID) != pending.Rejected {
+		t.Fatalf("alice rejecting her own call: %d, %s", res.status, e.state(c.ID))
 	}
 }
 

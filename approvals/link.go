@@ -101,33 +101,45 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 	case auth.who != nil && approvedBy(c, auth.who.Name):
 		data.Message = "Your approval is counted. The call waits for more approvers (" + progress(c, info) + ")."
 		data.Tone = "ok"
+	case auth.who != nil && sameIdentity(auth.who.Name, c.Subject):
+		// Nobody approves their own call; withdrawing it is theirs to do.
+		data.Message = "This is your own call: you cannot approve it, but you may reject it."
+		data.Tone = "warn"
+		h.offerForm(&data, c, auth)
+		data.RejectOnly, data.Remember = true, false
 	case auth.who != nil && !mayDecide(c, info, auth.who):
-		data.Message = "You cannot approve this call: it is your own, or it names other approvers."
+		data.Message = "You cannot approve this call: it names other approvers."
 		data.Tone = "warn"
 	case auth.who == nil && len(info.Approvers) > 0:
 		data.Message = errNeedsIdentity.msg
 		data.Tone = "warn"
 	default:
-		data.Forms = true
-		data.Remember, data.Lifetimes = h.grants != nil && len(info.Approvers) == 0, grantLifetimes
-		data.Token = auth.token
-		if auth.token == "" && auth.who != nil {
-			data.CSRF = h.signer.FormToken(auth.who.Name, c.ID)
-		}
-		// Relative, so the form posts back to this page's path even when a
-		// proxy in front serves the listener under a prefix; "./" keeps an
-		// ID with a colon from reading as a URL scheme. The link token
-		// stays in the URL, so the page after the decision can be
-		// reloaded (and shows the outcome).
-		data.Action = "./" + url.PathEscape(c.ID)
-		if auth.token != "" {
-			data.Action += "?token=" + url.QueryEscape(auth.token)
-		}
+		h.offerForm(&data, c, auth)
+		data.Remember = h.grants != nil && len(info.Approvers) == 0
 	}
 	if title != "" {
 		data.Title, data.Message = title, message
 	}
 	return data
+}
+
+// offerForm puts the decision form on data, with the authority it posts:
+// the link token, or the form token of a signed-in approver.
+func (h *Handler) offerForm(data *pageData, c pending.Call, auth pageAuthority) {
+	data.Forms, data.Lifetimes = true, grantLifetimes
+	data.Token = auth.token
+	if auth.token == "" && auth.who != nil {
+		data.CSRF = h.signer.FormToken(auth.who.Name, c.ID)
+	}
+	// Relative, so the form posts back to this page's path even when a
+	// proxy in front serves the listener under a prefix; "./" keeps an ID
+	// with a colon from reading as a URL scheme. The link token stays in
+	// the URL, so the page after the decision can be reloaded (and shows
+	// the outcome).
+	data.Action = "./" + url.PathEscape(c.ID)
+	if auth.token != "" {
+		data.Action += "?token=" + url.QueryEscape(auth.token)
+	}
 }
 
 // decideByLink serves POST /approvals/{id}: the page's form.

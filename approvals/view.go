@@ -55,6 +55,8 @@ type pageData struct {
 	// names no approvers), for one of Lifetimes.
 	Remember  bool
 	Lifetimes []string
+	// RejectOnly offers only Reject: the approver's own call.
+	RejectOnly bool
 }
 
 // Heading is the page's h1. A page that can decide asks the question and
@@ -66,6 +68,8 @@ func (d pageData) Heading() string {
 		label = reveal(d.Call.Label())
 	}
 	switch {
+	case d.RejectOnly && label != "":
+		return "Your call: " + label
 	case d.Forms && label != "":
 		return "Approve " + label + "?"
 	case d.Forms:

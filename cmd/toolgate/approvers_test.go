@@ -90,8 +90,8 @@ func TestApproverSelfApproval(t *testing.T) {
 
 	for _, name := range []string{"alice@example.com", "Alice@Example.COM"} {
 		code, body := getPage(t, page, signedIn(name, "sre").header())
-		if code != 200 || strings.Contains(body, `name="decision"`) {
-			t.Errorf("GET her own call's page as %s: %d, want 200 without the form\n%s", name, code, body)
+		if code != 200 || strings.Contains(body, `value="approve"`) || !strings.Contains(body, `value="reject"`) {
+			t.Errorf("GET her own call's page as %s: %d, want 200 with Reject and without Approve\n%s", name, code, body)
 		}
 		if code, body := postForm(t, p.link, decideForm(p.token, "approve"), signedIn(name, "sre").header()); code != http.StatusForbidden {
 			t.Errorf("approve her own call as %s: %d, want 403\n%s", name, code, body)
