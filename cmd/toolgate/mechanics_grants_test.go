@@ -1,0 +1,311 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// grantRules: deploys and restarts are plain asks; a drop_table takes two
+// of sre.
+const grantRules = `rules:
+  - {id: deploys, effect: ask, tool: deploy, target: "*"}
+  - {id: restarts, effect: ask, tool: restart, target: "*"}
+  - {id: two-sre, effect: ask, tool: drop_table, target: "*", approvers: {groups: [sre], min: 2}}
+`
+
+// callSeq makes every call's arguments unique: an identical call would
+// attach to an earlier parked one (docs/parked-calls.md, retries attach)
+// rather than be decided anew.
+var callSeq atomic.Int64
+
+// targetBody is tool arguments naming target, unique to the call.
+func targetBody(target string) string {
+	return `{"target":"` + target + `","seq":` + strconv.FormatInt(callSeq.Add(1), 10) + `}`
+}
+
+// grantDoc is a grant as the approvals API shows it.
+type grantDoc struct {
+	ID        string `json:"grant_id"`
+	Subject   string `json:"subject"`
+	Tool      string `json:"tool"`
+	Target    string `json:"target"`
+	Scope     string `json:"scope"`
+	Approver  string `json:"approver"`
+	CallID    string `json:"call_id"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// remember approves call id as the approver with key, asking for a grant
+// of scope and lifetime; it returns the status and the grant, if any.
+func remember(t *testing.T, approvalsBase, id, key, scope, lifetime string) (int, *grantDoc, string) {
+	t.Helper()
+	code, body := apiRequest(t, "POST", approvalsBase+"/api/approvals/"+id, key,
+		`{"decision":"approve","remember":{"scope":"`+scope+`","lifetime":"`+lifetime+`"}}`)
+	var ans struct {
+		Status string    `json:"status"`
+		Grant  *grantDoc `json:"grant"`
+	}
+	_ = json.Unmarshal([]byte(body), &ans)
+	return code, ans.Grant, body
+}
+
+// askAndRemember parks tool on target as agent-42 (respond-async), and
+// approves it as alice with a grant; it returns the grant.
+func askAndRemember(t *testing.T, proxyBase, approvalsBase, tool, target, scope, lifetime string) grantDoc {
+	t.Helper()
+	p := toolCall(t, proxyBase, "agent-key", tool, targetBody(target), async...).want(t, tool+" "+target+" before any grant", 202, "ask")
+	code, g, body := remember(t, approvalsBase, p.id, "alice-key", scope, lifetime)
+	if code != 200 || g == nil || g.ID == "" || g.Scope != scope || g.Tool != tool || g.Approver != "alice" || g.CallID != p.id {
+		t.Fatalf("approve and remember %s %s: %d %s", tool, target, code, body)
+	}
+	return *g
+}
+
+// listGrants is GET /api/grants.
+func listGrants(t *testing.T, approvalsBase string) []grantDoc {
+	t.Helper()
+	code, body := apiRequest(t, "GET", approvalsBase+"/api/grants", "bob-key", "")
+	var list struct {
+		Grants []grantDoc `json:"grants"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil {
+		t.Fatalf("GET /api/grants: %d %s (%v)", code, body, err)
+	}
+	return list.Grants
+}
+
+func grantIDs(gs []grantDoc) []string {
+	var ids []string
+	for _, g := range gs {
+		ids = append(ids, g.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// allowedBy checks that a call was allowed by grant id: the decision
+// log's rule IDs name it.
+func allowedBy(t *testing.T, tg replica, r reply, grantID string) {
+	t.Helper()
+	if ids := strs(resultOf(decisionEvent(t, tg, r.id))["rule_ids"]); !slices.Contains(ids, "grant:"+grantID) {
+		t.Errorf("call %s allowed by %v, want grant:%s", r.id, ids, grantID)
+	}
+}
+
+// TestGrantScopes: a subject+tool+target grant covers that subject, tool
+// and target only; a subject+tool grant covers the tool's other targets;
+// GET /api/grants lists them; DELETE revokes, and the next call asks
+// again; a call whose rule names approvers cannot be remembered.
+func TestGrantScopes(t *testing.T) {
+	e := startMech(t, mechSetup{rules: grantRules})
+
+	exact := askAndRemember(t, e.proxy, e.approvals, "deploy", "alpha", "subject+tool+target", "1h")
+	if exact.Target != "alpha" || !strings.Contains(exact.Subject, "agent-42") {
+		t.Errorf("grant %+v, want target alpha for agent-42", exact)
+	}
+	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha, granted", 200, "allow")
+	allowedBy(t, e.replica, r, exact.ID)
+	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta (another target)", 202, "ask")
+	toolCall(t, e.proxy, "other-key", "deploy", targetBody("alpha"), async...).want(t, "agent-7 deploy alpha (another subject)", 202, "ask")
+	toolCall(t, e.proxy, "agent-key", "restart", targetBody("alpha"), async...).want(t, "restart alpha (another tool)", 202, "ask")
+
+	wide := askAndRemember(t, e.proxy, e.approvals, "restart", "r1", "subject+tool", "1h")
+	if wide.Target != "" {
+		t.Errorf("subject+tool grant %+v names a target", wide)
+	}
+	for _, target := range []string{"r1", "r2", "anything/else"} {
+		r := toolCall(t, e.proxy, "agent-key", "restart", targetBody(target), async...).want(t, "restart "+target+", granted for the tool", 200, "allow")
+		allowedBy(t, e.replica, r, wide.ID)
+	}
+	toolCall(t, e.proxy, "other-key", "restart", targetBody("r2"), async...).want(t, "agent-7 restart r2 (another subject)", 202, "ask")
+	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("r2"), async...).want(t, "deploy r2 (another tool)", 202, "ask")
+
+	if got, want := grantIDs(listGrants(t, e.approvals)), grantIDs([]grantDoc{exact, wide}); !slices.Equal(got, want) {
+		t.Fatalf("GET /api/grants lists %v, want %v", got, want)
+	}
+	code, body := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key", "")
+	if code != 200 || !strings.Contains(body, exact.ID) {
+		t.Fatalf("DELETE /api/grants/%s: %d %s", exact.ID, code, body)
+	}
+	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the revocation", 202, "ask")
+	if got := grantIDs(listGrants(t, e.approvals)); !slices.Equal(got, []string{wide.ID}) {
+		t.Fatalf("GET /api/grants after the revocation lists %v, want only %s", got, wide.ID)
+	}
+	if code, _ := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key", ""); code != 404 {
+		t.Errorf("revoking twice: %d, want 404", code)
+	}
+
+	// A quorum ask cannot be remembered: 400, and the call is untouched.
+	q := toolCall(t, e.proxy, "agent-key", "drop_table", targetBody("users"), async...).want(t, "drop_table", 202, "ask")
+	if code, g, body := remember(t, e.approvals, q.id, "bob-key", "subject+tool", "1h"); code != 400 || g != nil {
+		t.Fatalf("approve and remember a quorum ask: %d %s, want 400", code, body)
+	}
+	code, body = apiRequest(t, "GET", e.approvals+"/api/approvals/"+q.id, "alice-key", "")
+	var c apiCall
+	if err := json.Unmarshal([]byte(body), &c); code != 200 || err != nil || c.Status != "waiting" || len(c.Approvals) != 0 {
+		t.Fatalf("the quorum call after a refused remember: %d %s, want waiting with no approvals", code, body)
+	}
+	if got := grantIDs(listGrants(t, e.approvals)); !slices.Equal(got, []string{wide.ID}) {
+		t.Fatalf("grants after the refused remember: %v", got)
+	}
+	toolCall(t, e.proxy, "agent-key", "drop_table", targetBody("users"), async...).want(t, "drop_table again", 202, "ask")
+}
+
+// TestGrantNeverOverridesDenyOrQuorum: a subject+tool grant made while the
+// tool was a plain ask does not answer the tool once its rule names
+// approvers, nor once a rule denies the whole tool (the rules reloaded
+// under the live grant).
+func TestGrantNeverOverridesDenyOrQuorum(t *testing.T) {
+	e := startMech(t, mechSetup{rules: "rules:\n  - {id: deploys, effect: ask, tool: deploy, target: \"*\"}\n"})
+	g := askAndRemember(t, e.proxy, e.approvals, "deploy", "alpha", "subject+tool", "1h")
+	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta, granted", 200, "allow")
+	allowedBy(t, e.replica, r, g.ID)
+
+	reload := func(rules string) {
+		t.Helper()
+		before := readyRevision(t, e.admin)
+		if err := os.WriteFile(filepath.Join(filepath.Dir(e.cfg), "rules.yaml"), []byte(rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		testkit.WaitFor(t, "the rules to reload", func() bool { return readyRevision(t, e.admin) != before })
+	}
+
+	reload("rules:\n  - {id: deploys, effect: ask, tool: deploy, target: \"*\", approvers: {groups: [sre], min: 2}}\n")
+	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("gamma"), async...).want(t, "deploy gamma under a quorum rule, grant live", 202, "ask")
+
+	reload("rules:\n  - {id: no-deploy, effect: deny, tool: deploy, target: \"*\"}\n")
+	d := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("delta"), async...).want(t, "deploy delta under a deny rule, grant live", 403, "deny")
+	if ids := d.ruleIDs(t); !slices.Equal(ids, []string{"no-deploy"}) {
+		t.Errorf("deploy delta denied by %v, want no-deploy alone", ids)
+	}
+	if got := grantIDs(listGrants(t, e.approvals)); !slices.Equal(got, []string{g.ID}) {
+		t.Fatalf("the grant should still be live: %v", got)
+	}
+	for _, target := range []string{"gamma", "delta"} {
+		if n := reached(e.up, `"`+target+`"`); n != 0 {
+			t.Errorf("the upstream received deploy %s %d times", target, n)
+		}
+	}
+}
+
+// TestGrantExpires: a grant with a lifetime of 1s applies at once and
+// not after its expiry.
+func TestGrantExpires(t *testing.T) {
+	e := startMech(t, mechSetup{rules: grantRules})
+	p := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha", 202, "ask")
+	start := time.Now()
+	code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1s")
+	stored := time.Now() // the grant was made between start and stored
+	if code != 200 || g == nil {
+		t.Fatalf("approve and remember for 1s: %d %s", code, body)
+	}
+	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...)
+	if time.Since(start) < 900*time.Millisecond {
+		r.want(t, "deploy alpha within the grant's second", 200, "allow")
+		allowedBy(t, e.replica, r, g.ID)
+	} else {
+		t.Logf("the call came %v after the grant; not checking that it was allowed", time.Since(start))
+	}
+	time.Sleep(time.Until(stored.Add(time.Second + 50*time.Millisecond)))
+	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the grant expired", 202, "ask")
+	if gs := listGrants(t, e.approvals); len(gs) != 0 {
+		t.Errorf("GET /api/grants after expiry lists %v", gs)
+	}
+}
+
+// TestGrantsAcrossReplicas: two replicas on one Redis: a grant made
+// through A applies on B; revoked on A, B asks again at once.
+func TestGrantsAcrossReplicas(t *testing.T) {
+	redisAddr := testRedis(t)
+	up := testkit.NewUpstream(t, nil)
+	cfg := writeMechConfig(t, up.URL, mechSetup{
+		rules:   grantRules,
+		pending: "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+	})
+	a, b := startReplica(t, cfg), startReplica(t, cfg)
+
+	// Parked through B, approved and remembered through A.
+	p := toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B", 202, "ask")
+	code, g, body := remember(t, a.approvals, p.id, "alice-key", "subject+tool+target", "1h")
+	if code != 200 || g == nil {
+		t.Fatalf("approve and remember on A: %d %s", code, body)
+	}
+	r := toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B, granted on A", 200, "allow")
+	allowedBy(t, b, r, g.ID)
+	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta on B", 202, "ask")
+	if got := grantIDs(listGrants(t, b.approvals)); !slices.Equal(got, []string{g.ID}) {
+		t.Fatalf("B lists grants %v, want %s", got, g.ID)
+	}
+
+	if code, body := apiRequest(t, "DELETE", a.approvals+"/api/grants/"+g.ID, "bob-key", ""); code != 200 {
+		t.Fatalf("revoke on A: %d %s", code, body)
+	}
+	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B right after A revoked", 202, "ask")
+	if gs := listGrants(t, b.approvals); len(gs) != 0 {
+		t.Fatalf("B lists grants %v after the revocation", gs)
+	}
+}
+
+// TestMeasureGrantAndHookLatency (TOOLGATE_MEASURE=1) prints what a grant
+// lookup adds to an ask turned allow, with the memory store and with
+// Redis, and what a local allow hook adds to a call. It asserts nothing.
+func TestMeasureGrantAndHookLatency(t *testing.T) {
+	skipUnlessMeasuring(t)
+	const n = 200
+	// latencies sends n calls of each kind, interleaved so that both see
+	// the same machine, and returns their durations by kind.
+	latencies := func(t *testing.T, base string, kinds map[string]string) map[string][]time.Duration {
+		out := map[string][]time.Duration{}
+		for i := range n + 20 {
+			for name, tool := range kinds {
+				r := toolCall(t, base, "agent-key", tool, targetBody("t1"), async...).want(t, name, 200, "allow")
+				if i >= 20 { // warm-up
+					out[name] = append(out[name], r.took)
+				}
+			}
+		}
+		for _, ds := range out {
+			slices.Sort(ds)
+		}
+		return out
+	}
+	pct := func(ds []time.Duration, p int) time.Duration { return ds[(len(ds)-1)*p/100] }
+
+	rules := `rules:
+  - {id: granted, effect: ask, tool: granted, target: "*"}
+  - {id: ruled, effect: allow, tool: ruled, target: "*"}
+  - {id: hooked, effect: allow, tool: hooked, target: "*"}
+`
+	stores := []struct{ name, pending string }{{"memory", ""}}
+	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
+		stores = append(stores, struct{ name, pending string }{"redis",
+			"  store: redis\n  redis_url: redis://" + addr + "\n  redis_prefix: \"" + newPrefix() + "\"\n"})
+	}
+	for _, st := range stores {
+		e := startMech(t, mechSetup{rules: rules, pending: st.pending, top: "log: {decisions: {console: false}}\n"})
+		askAndRemember(t, e.proxy, e.approvals, "granted", "t0", "subject+tool", "1h")
+		l := latencies(t, e.proxy, map[string]string{"by grant": "granted", "by rule": "ruled"})
+		t.Logf("%s store, %d calls each: allowed by grant p50 %v p99 %v; allowed by rule p50 %v p99 %v; the grant adds %v at p50",
+			st.name, n, pct(l["by grant"], 50), pct(l["by grant"], 99), pct(l["by rule"], 50), pct(l["by rule"], 99),
+			pct(l["by grant"], 50)-pct(l["by rule"], 50))
+	}
+
+	hook := newHook(t, func(map[string]any) string { return `{"decision":"allow"}` })
+	e := startMech(t, mechSetup{rules: rules, top: "log: {decisions: {console: false}}\nhooks:\n  - {name: local, url: " + hook.URL + ", match: {tool: hooked}}\n"})
+	l := latencies(t, e.proxy, map[string]string{"hook": "hooked", "none": "ruled"})
+	t.Logf("%d calls each: with a local allow hook p50 %v p99 %v; without p50 %v p99 %v; the hook adds %v at p50, %v at p99",
+		n, pct(l["hook"], 50), pct(l["hook"], 99), pct(l["none"], 50), pct(l["none"], 99),
+		pct(l["hook"], 50)-pct(l["none"], 50), pct(l["hook"], 99)-pct(l["none"], 99))
+	if got := hook.asked(t, "hooked"); got != n+20 {
+		t.Errorf("the hook was asked %d times, want %d", got, n+20)
+	}
+}
