@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -234,9 +235,7 @@ func getPage(t *testing.T, u string, header http.Header) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, header)
 	return send(t, http.DefaultClient, req)
 }
 
@@ -247,9 +246,7 @@ func postForm(t *testing.T, u string, form url.Values, header http.Header) (int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, header)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return send(t, http.DefaultClient, req)
 }

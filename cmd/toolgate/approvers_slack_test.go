@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -78,9 +79,7 @@ func (c slackClick) send(t *testing.T, approvalsBase string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range c.header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, c.header)
 	code, _ := send(t, http.DefaultClient, req)
 	return code
 }
