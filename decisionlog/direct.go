@@ -102,7 +102,7 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		return
 	}
 	n := len(b)
-	b = appendResult(b, d.Result, d.Err)
+	b = appendResult(b, d)
 	m := len(b)
 	b = append(b, `{"timer_rego_query_eval_ns":`...)
 	b = strconv.AppendInt(b, d.Elapsed.Nanoseconds(), 10)

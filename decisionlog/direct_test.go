@@ -70,6 +70,8 @@ func events(e *policy.Engine) []entry {
 		&Decision{
 			ID: "c2", Time: at, Input: in, Revision: e.Revision(), Err: errors.New("boom"),
 			Result: policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{ID: "toolgate.policy_error", Message: "policy error"}}},
+			// A dry run whose hook rewrote the arguments: both paths keep it.
+			DryRun: true, Hook: "none", UpdatedBy: "pin", ArgsDigest: "aa", UpdatedArgsDigest: "bb",
 		},
 		&Decision{
 			ID: "c4", Time: at, Revision: e.Revision(),

@@ -2,7 +2,6 @@ package decisionlog
 
 import (
 	"github.com/toolgate/toolgate/internal/strictjson"
-	"github.com/toolgate/toolgate/policy"
 )
 
 // A decision event's result, written as JSON for the direct console path
@@ -11,7 +10,8 @@ import (
 
 // appendResult appends the event's result: the decision, and the policy
 // error if there was one.
-func appendResult(b []byte, d policy.Decision, evalErr error) []byte {
+func appendResult(b []byte, ev *Decision) []byte {
+	d, evalErr := ev.Result, ev.Err
 	b = append(b, `{"action":`...)
 	b = appendString(b, d.Action.String())
 	b = append(b, `,"reasons":[`...)
@@ -35,6 +35,22 @@ func appendResult(b []byte, d policy.Decision, evalErr error) []byte {
 	if evalErr != nil {
 		b = appendKey(b, "error")
 		b = appendString(b, evalErr.Error())
+	}
+	if ev.DryRun {
+		b = append(b, `,"dry_run":true`...)
+	}
+	if ev.Hook != "" {
+		b = append(b, `,"hooks":{"decision":`...)
+		b = appendString(b, ev.Hook)
+		if ev.UpdatedBy != "" {
+			b = appendKey(b, "updated_by")
+			b = appendString(b, ev.UpdatedBy)
+			b = appendKey(b, "arguments_digest")
+			b = appendString(b, ev.ArgsDigest)
+			b = appendKey(b, "updated_arguments_digest")
+			b = appendString(b, ev.UpdatedArgsDigest)
+		}
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }
