@@ -46,6 +46,9 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 		// A grant would let later calls past the approvers or the quorum
 		// this one needs.
 		return 0, badRequest("this call names its approvers: it can be approved only once")
+	case info.HookAsked:
+		// A hook's ask is live state; no grant answers it later.
+		return 0, badRequest("a hook asked for this call: it can be approved only once")
 	case rm.Scope != scopeTarget && rm.Scope != scopeTool:
 		return 0, badRequest(`remember.scope must be "` + scopeTarget + `" or "` + scopeTool + `"`)
 	}

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/toolgate/toolgate/approvals/signin"
 	"github.com/toolgate/toolgate/internal/callinfo"
@@ -115,7 +116,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 		data.Tone = "warn"
 	default:
 		h.offerForm(&data, c, auth)
-		data.Remember = h.grants != nil && len(info.Approvers) == 0
+		data.Remember = h.grants != nil && len(info.Approvers) == 0 && !info.HookAsked
 	}
 	if title != "" {
 		data.Title, data.Message = title, message
@@ -200,6 +201,10 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	var rm *remember
 	if scope := form.Get("remember"); scope != "" && to == pending.Approved {
 		rm = &remember{Scope: scope, Lifetime: form.Get("lifetime")}
+		if !slices.Contains(grantLifetimes, rm.Lifetime) {
+			// The page offers a few lifetimes; the API takes others.
+			return badRequest("lifetime must be one of the page's choices")
+		}
 	}
 	life, err := h.checkRemember(rm, c, info, to)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 
 // TestDeps keeps notify on the standard library: it announces calls and
 // knows nothing of policy, proxying, the store or any third-party module.
+// Its one toolgate import is the webhook signer it shares with hooks,
+// itself standard library only.
 func TestDeps(t *testing.T) {
-	testkit.CheckStdlibOnly(t, ".")
+	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig")
 }

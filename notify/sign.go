@@ -2,7 +2,6 @@ package notify
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/webhooksig"
 )
 
 // Standard Webhooks (https://www.standardwebhooks.com) signs
@@ -28,41 +29,12 @@ var (
 	ErrSignature     = errors.New("notify: no valid webhook signature")
 )
 
-const secretPrefix = "whsec_"
-
-// parseSecret turns a Target.Secret into key bytes: "whsec_" + base64, or
-// raw bytes. Its errors never contain the secret.
-func parseSecret(secret string) ([]byte, error) {
-	if secret == "" {
-		return nil, nil
-	}
-	b64, ok := strings.CutPrefix(secret, secretPrefix)
-	if !ok {
-		return []byte(secret), nil
-	}
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, errors.New("secret: the part after whsec_ is not valid base64")
-	}
-	if len(key) == 0 {
-		return nil, errors.New("secret: whsec_ with an empty key")
-	}
-	return key, nil
-}
-
-func mac(key []byte, id, timestamp string, body []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(id))
-	h.Write([]byte{'.'})
-	h.Write([]byte(timestamp))
-	h.Write([]byte{'.'})
-	h.Write(body)
-	return h.Sum(nil)
-}
+// parseSecret turns a Target.Secret into key bytes.
+func parseSecret(secret string) ([]byte, error) { return webhooksig.ParseSecret(secret) }
 
 // sign returns the webhook-signature header value.
 func sign(key []byte, id, timestamp string, body []byte) string {
-	return "v1," + base64.StdEncoding.EncodeToString(mac(key, id, timestamp, body))
+	return webhooksig.Sign(key, id, timestamp, body)
 }
 
 // Verify checks a Standard Webhooks signed request, for receivers and
@@ -102,7 +74,7 @@ func Verify(secret string, header http.Header, body []byte, tolerance time.Durat
 		return ErrTimestamp
 	}
 
-	want := mac(key, id, ts, body)
+	want := webhooksig.MAC(key, id, ts, body)
 	for sig := range strings.FieldsSeq(sigs) {
 		version, b64, ok := strings.Cut(sig, ",")
 		if !ok || version != "v1" {

@@ -61,6 +61,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
 	}
+	info.HookAsked = c.decision.Forced
 	var quorum []int
 	for _, rs := range c.decision.Reasons {
 		if a := rs.Approvers; a != nil {

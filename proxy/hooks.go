@@ -45,7 +45,11 @@ func (s *Server) runHooks(ctx context.Context, c *call) *policy.Decision {
 	c.hooks = &hookRecord{Decision: v.Decision}
 	reasons := make([]policy.Reason, 0, len(v.Reasons))
 	for _, o := range v.Reasons {
-		reasons = append(reasons, policy.Reason{ID: "hook." + o.Hook, Message: o.Reason})
+		msg := o.Reason
+		if msg == "" {
+			msg = "hook " + o.Hook + " answered " + o.Decision
+		}
+		reasons = append(reasons, policy.Reason{ID: "hook." + o.Hook, Message: msg})
 	}
 	switch v.Decision {
 	case hooks.Deny:

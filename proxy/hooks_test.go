@@ -101,3 +101,29 @@ func TestHookRewrite(t *testing.T) {
 		t.Error("the agent's arguments reached the upstream")
 	}
 }
+
+// TestHookAskApproved checks that a call whose ask only a hook forced runs
+// once approved, even where the mode alone would deny the rules' ask.
+func TestHookAskApproved(t *testing.T) {
+	url := hookServer(t, `{"decision":"ask","reason":"risk"}`, 0)
+	store := pending.NewMemory(pending.Options{})
+	env := newTestServer(t, seedEngine(t), withHook(t, hooks.Hook{Name: "risk", URL: url}), func(c *Config) {
+		c.Mode, c.Pending = "dont_ask", store
+	})
+	for _, tool := range []string{"Write", "Unknown"} { // a rules ask under dont_ask; no rule at all
+		res := post(t, env.url+"/tools/"+tool, `{"path":"a.txt"}`, "Authorization", "Bearer agent-key")
+		id := res.Header.Get("X-Toolgate-Call-Id")
+		if res.StatusCode != 202 || id == "" {
+			t.Fatalf("%s: %d, want 202 (the hook's ask)", tool, res.StatusCode)
+		}
+		if _, err := store.Decide(t.Context(), id, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		before := len(env.upstream.Requests())
+		res = post(t, env.url+"/tools/"+tool, `{"path":"a.txt"}`, "Authorization", "Bearer agent-key")
+		if res.StatusCode != 200 || len(env.upstream.Requests()) != before+1 {
+			b, _ := io.ReadAll(res.Body)
+			t.Fatalf("%s approved, retried: %d, upstream calls %d→%d\n%s", tool, res.StatusCode, before, len(env.upstream.Requests()), b)
+		}
+	}
+}

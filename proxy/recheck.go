@@ -36,6 +36,11 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		in.Tool = policy.NewToolWith(in.Tool.Name, in.Tool.Arguments, up.TargetArgs, up.fold)
 		in.Tool.Annotations = ann
 	}
+	if info.HookAsked {
+		// A hook forced the ask and an approver answered it: the rules
+		// and the mode are weighed again as they were then, beside it.
+		in.Hook = &policy.HookOpinion{Action: policy.Ask}
+	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
 	defer cancel()
 	d, err := s.cfg.Decider.Decide(dctx, in)

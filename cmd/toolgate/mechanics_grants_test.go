@@ -287,8 +287,10 @@ func TestMeasureGrantAndHookLatency(t *testing.T) {
 `
 	stores := []struct{ name, pending string }{{"memory", ""}}
 	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
-		stores = append(stores, struct{ name, pending string }{"redis",
-			"  store: redis\n  redis_url: redis://" + addr + "\n  redis_prefix: \"" + newPrefix() + "\"\n"})
+		stores = append(stores, struct{ name, pending string }{
+			"redis",
+			"  store: redis\n  redis_url: redis://" + addr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+		})
 	}
 	for _, st := range stores {
 		e := startMech(t, mechSetup{rules: rules, pending: st.pending, top: "log: {decisions: {console: false}}\n"})

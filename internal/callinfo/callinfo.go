@@ -29,6 +29,10 @@ type Info struct {
 	// requirement i of the parked call's quorum (pending.Call.Quorum).
 	// Empty: any approver may decide, and one approval does.
 	Approvers []Approvers `json:"approvers,omitempty"`
+	// HookAsked is true when a PreToolUse hook forced the ask: the
+	// re-check of the approved call weighs that ask again (the approval
+	// answered it), since the input document does not carry it.
+	HookAsked bool `json:"hook_asked,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.

@@ -106,6 +106,14 @@ func (c *Config) ApplyDefaults() {
 		setDuration(&j.Leeway, 30*time.Second)
 	}
 
+	for i := range c.Hooks {
+		h := &c.Hooks[i]
+		setString(&h.Match.Upstream, "*")
+		setString(&h.Match.Tool, "*")
+		setDuration(&h.Timeout, 2*time.Second)
+		setString(&h.OnFailure, "deny")
+	}
+
 	setString(&c.Policy.Mode, "default")
 	setString(&c.Policy.Default, "deny")
 	if c.Policy.Watch == nil {

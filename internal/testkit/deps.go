@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,11 +93,11 @@ func CheckImports(tb testing.TB, pkg string, forbidden ...string) {
 
 // CheckStdlibOnly fails the test for every package outside the standard
 // library that pkg depends on.
-func CheckStdlibOnly(tb testing.TB, pkg string) {
+func CheckStdlibOnly(tb testing.TB, pkg string, allowed ...string) {
 	tb.Helper()
 	self, all := deps(tb, pkg)
 	for _, p := range all {
-		if !p.Standard {
+		if !p.Standard && !slices.Contains(allowed, p.ImportPath) {
 			tb.Errorf("%s must depend on the standard library only, not %s", self.ImportPath, p.ImportPath)
 		}
 	}
