@@ -1,7 +1,6 @@
 package webhooksig_test
 
 import (
-	"encoding/base64"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testkit"
@@ -29,5 +28,4 @@ func TestSign(t *testing.T) {
 			t.Errorf("ParseSecret(%q) succeeded", bad)
 		}
 	}
-	_ = base64.StdEncoding
 }
