@@ -55,7 +55,7 @@ func TestScreenshots(t *testing.T) {
 	tricky.RuleIDs = []string{"r3", "r7"}
 	waiting := viewCall("01JDX3K6T0C8Q9WAITING0001", pending.Waiting, tricky)
 	page("page-waiting", http.StatusOK, pageData{
-		Title: "Approval requested", Call: h.view(waiting), Forms: true, Token: "v1.1764450902.example", Action: "./" + waiting.ID,
+		Title: "Approval requested", Call: h.view(waiting), Forms: true, Remember: true, Lifetimes: grantLifetimes, Token: "v1.1764450902.example", Action: "./" + waiting.ID,
 	})
 
 	// An MCP call decided through a signed-in approver's inbox.
