@@ -323,6 +323,34 @@ func (s *MemoryStore) List(ctx context.Context, st State, limit int) ([]Call, er
 	return s.list(s.now(), st, limit, func(*memCall) bool { return true }), nil
 }
 
+// ListBrief implements [Store.ListBrief]: newest first means latest to
+// enter state s. Only the listed fields are copied, under the lock.
+func (s *MemoryStore) ListBrief(ctx context.Context, st State, limit int) ([]Call, error) {
+	if err := checkState(st); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var ms []*memCall
+	for id := range s.calls {
+		if m := s.lookup(id, now); m != nil && m.c.State == st && overdue(m.c, now) == "" {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *memCall) int {
+		return cmp.Or(b.since.Compare(a.since), cmp.Compare(b.seq, a.seq))
+	})
+	var out []Call
+	for _, m := range ms[:min(len(ms), max(limit, 0))] {
+		out = append(out, m.c.brief())
+	}
+	return out, nil
+}
+
 // Count implements [Store.Count].
 func (s *MemoryStore) Count(ctx context.Context, st State) (int, error) {
 	if err := checkState(st); err != nil {

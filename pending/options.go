@@ -171,6 +171,7 @@ func idTaken(id string) error {
 func (c Call) clone() Call {
 	c.Request = cloneBytes(c.Request)
 	c.Info = cloneBytes(c.Info)
+	c.Brief = cloneBytes(c.Brief)
 	c.Quorum = slices.Clone(c.Quorum)
 	if c.Approvals != nil {
 		as := make([]Approval, len(c.Approvals))
@@ -193,6 +194,16 @@ func (c Call) clone() Call {
 		c.Result = &r
 	}
 	return c
+}
+
+// brief returns the fields of c that ListBrief returns, copied.
+func (c Call) brief() Call {
+	b := Call{
+		ID: c.ID, State: c.State, Subject: c.Subject, Principal: c.Principal, Upstream: c.Upstream, Tool: c.Tool,
+		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Quorum: c.Quorum, Approvals: c.Approvals,
+		DecidedBy: c.DecidedBy, Brief: c.Brief,
+	}
+	return b.clone()
 }
 
 func cloneBytes(b []byte) []byte {

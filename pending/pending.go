@@ -108,6 +108,10 @@ type Call struct {
 	RequestDigest string
 	// Info is what approvers and the status endpoint show (JSON).
 	Info []byte
+	// Brief is a small summary of Info for lists of calls (JSON, a few
+	// KiB at most): what ListBrief returns instead of Request and Info.
+	// Like Info, it is opaque to the store.
+	Brief []byte
 
 	CreatedAt time.Time // set by the store
 	ExpiresAt time.Time // set by the store: CreatedAt + the ttl given to Park, later if approved near it
@@ -197,6 +201,15 @@ type Store interface {
 
 	// List returns up to limit calls in state s, oldest first.
 	List(ctx context.Context, s State, limit int) ([]Call, error)
+
+	// ListBrief is List for lists that people read: up to limit calls in
+	// state s, newest first (latest to enter s), skipping calls past their
+	// deadline (expiry, or lease while executing). Each call has only ID,
+	// State, Subject, Principal, Upstream, Tool, CreatedAt, ExpiresAt,
+	// Quorum, Approvals, DecidedBy and Brief: never Request, Info or
+	// Result, which may be large, so that a list costs the store little
+	// whatever the calls carry.
+	ListBrief(ctx context.Context, s State, limit int) ([]Call, error)
 
 	// Count returns how many calls are in state s, without reading them
 	// (the calls-waiting gauge, read at every scrape).

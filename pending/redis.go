@@ -137,6 +137,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	addBytes("rq", c.Request)
 	add("rd", c.RequestDigest)
 	addBytes("in", c.Info)
+	addBytes("bf", c.Brief)
 	add("qm", encodeInts(c.Quorum))
 	v, err := s.run(ctx, parkScript, s.callKey(c.ID), args...)
 	if err != nil {
@@ -338,6 +339,22 @@ func (s *RedisStore) List(ctx context.Context, st State, limit int) ([]Call, err
 		return nil, nil
 	}
 	v, err := s.run(ctx, listScript, s.base+"state:"+string(st), string(st), limit)
+	if err != nil {
+		return nil, fmt.Errorf("pending: listing %s calls: %w", st, err)
+	}
+	return decodeList(v)
+}
+
+// ListBrief implements [Store.ListBrief] with one read-only script that
+// reads only the listed fields of each call (listBriefScript).
+func (s *RedisStore) ListBrief(ctx context.Context, st State, limit int) ([]Call, error) {
+	if err := checkState(st); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	v, err := s.run(ctx, listBriefScript, s.base+"state:"+string(st), string(st), limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing %s calls: %w", st, err)
 	}

@@ -91,6 +91,8 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 			c.RequestDigest = v
 		case "in":
 			c.Info = []byte(v)
+		case "bf":
+			c.Brief = []byte(v)
 		case "ca":
 			c.CreatedAt = ms(v)
 		case "ea":

@@ -29,7 +29,7 @@ import "github.com/redis/go-redis/v9"
 //
 //	st state        ak AttachKey   ad ArgsDigest   sb Subject   up Upstream
 //	tl Tool         rq Request     rd RequestDigest               in Info
-//	pr Principal
+//	pr Principal    bf Brief (small; what ListBrief reads instead of rq, in)
 //	ca CreatedAt    ea ExpiresAt   by DecidedBy    cm Comment   da DecidedAt
 //	qm Quorum ("2,1")              ap Approvals (JSON list of {b, t, c, n})
 //	fe Fence        lu LeaseUntil  rs Result.Status (present = has a result)
@@ -40,8 +40,9 @@ import "github.com/redis/go-redis/v9"
 //
 // Indexes (sorted sets, member = call ID):
 //
-//	state:<state>  score = when the call entered the state (List's order;
-//	               for state:approved it is DecidedAt, Approved's grace)
+//	state:<state>  score = when the call entered the state (the order of
+//	               List and ListBrief; for state:approved it is
+//	               DecidedAt, Approved's grace)
 //	due            live calls by deadline: ExpiresAt while waiting or
 //	               approved, LeaseUntil while executing (Expire's work list)
 //	parked         calls waiting or approved, score = ExpiresAt: what
@@ -414,6 +415,41 @@ while #out < 2 * limit do
     if #out >= 2 * limit then break end
     local flat = all(id)
     if #flat > 0 then
+      out[#out + 1] = id
+      out[#out + 1] = flat
+    end
+  end
+  offset = offset + limit
+end
+return out
+`)
+
+// listBriefScript (read-only): ARGV[4] state, [5] limit. Replies {id,
+// fields, …} with the fields of briefFields (field, value, …), latest to
+// enter the state first. It reads those fields alone (HMGET, never
+// HGETALL), so neither a call's request nor its info is copied however
+// large: a list's cost does not grow with what the calls carry. Index
+// entries whose call is gone, or not in the state, and calls past their
+// deadline are skipped (not moved: the script only reads).
+var listBriefScript = newScript(`
+local st, limit = ARGV[4], tonumber(ARGV[5])
+-- st and ea, lu come first: the checks below read them
+local fields = {'st', 'ea', 'lu', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by', 'bf'}
+local out, offset = {}, 0
+while #out < 2 * limit do
+  local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    if #out >= 2 * limit then break end
+    local v = redis.call('HMGET', callkey(id), unpack(fields))
+    if v[1] == st and v[2] and not overdue({st = v[1], ea = v[2], lu = v[3] or '0'}) then
+      local flat = {}
+      for i, f in ipairs(fields) do
+        if f ~= 'lu' and v[i] then
+          flat[#flat + 1] = f
+          flat[#flat + 1] = v[i]
+        end
+      end
       out[#out + 1] = id
       out[#out + 1] = flat
     end

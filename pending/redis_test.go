@@ -701,7 +701,7 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, f := range []string{c.ID, c.AttachKey, c.ArgsDigest, c.Subject, c.Upstream, c.Tool, string(c.Request), c.RequestDigest, string(c.Info)} {
+	for _, f := range []string{c.ID, c.AttachKey, c.ArgsDigest, c.Subject, c.Upstream, c.Tool, string(c.Request), c.RequestDigest, string(c.Info), string(c.Brief)} {
 		data += int64(len(f))
 	}
 	return usage, data

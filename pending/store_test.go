@@ -607,6 +607,8 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("ListBrief", func(t *testing.T) { testListBrief(t, newStore) })
+
 	t.Run("Wait", func(t *testing.T) {
 		t.Run("wakes", func(t *testing.T) {
 			s, _ := newStore(t)
@@ -903,6 +905,7 @@ func sampleCall() Call {
 		Request:       []byte("POST /tools/notes.delete HTTP/1.1\r\nHost: notes\r\n\r\n{\"id\":42}\x00\xff"),
 		RequestDigest: "sha256:request",
 		Info:          []byte(`{"tool":"notes.delete","args":{"id":42}}`),
+		Brief:         []byte(`{"kind":"rest","tool":"notes.delete"}`),
 	}
 }
 
