@@ -101,9 +101,11 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		in.Tool = &t
 	}
 	info.PolicyInput = callinfo.MarshalNoEscape(&in)
+	// The Brief is what lists of calls (the approver's inbox) read
+	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
-		Request: req, RequestDigest: reqDigest, Info: info.Encode(),
+		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),
 		ArgsDigest: digest(argsForm), Quorum: quorum,
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {

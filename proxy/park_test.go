@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
@@ -358,5 +361,62 @@ func TestRecheckKeepsAnnotations(t *testing.T) {
 	ok, why := server.stillAllowed(t.Context(), pending.Call{ID: "c1", Upstream: server.cfg.Upstreams[0].Name, Info: info})
 	if ok || why != "destructive" {
 		t.Fatalf("stillAllowed = %v %q, want the deny the annotations call for", ok, why)
+	}
+}
+
+// TestParkWritesBrief: a parked call carries a Brief for lists of calls:
+// its target, reasons and approvers, cut to size, without the arguments.
+func TestParkWritesBrief(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes: cut at a rune boundary
+	reasons := []policy.Reason{{ID: "r1", Message: "writes need a look " + long, Approvers: &policy.Approvers{Groups: []string{"sre"}, Min: 2}}}
+	for i := range 9 {
+		reasons = append(reasons, policy.Reason{ID: "extra" + string(rune('a'+i)), Message: "reason " + string(rune('a'+i))})
+	}
+	d := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Ask, Reasons: reasons}, nil
+	})
+	pe := &parkEnv{store: pending.NewMemory(pending.Options{}), parked: make(chan pending.Call, 1)}
+	pe.testEnv = newTestServer(t, d, func(c *Config) {
+		c.Pending, c.TTL, c.MaxBodyBytes = pe.store, time.Minute, 64<<10
+		c.OnPark = func(pc pending.Call) { pe.parked <- pc }
+		c.Upstreams[0].Transport = nil
+		c.Metrics = nil
+	})
+	target := "notes/" + strings.Repeat("t", 1000)
+	content := strings.Repeat("secret-argument ", 256)
+	body, _ := json.Marshal(map[string]string{"path": target, "content": content})
+	res := post(t, pe.url+"/tools/Write", string(body), "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d, want 202", res.StatusCode)
+	}
+	pc := pe.nextParked(t)
+	stored, err := pe.store.Get(context.Background(), pc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := callinfo.Decode(stored.Info)
+	brief, ok := callinfo.DecodeBrief(stored.Brief)
+	if !ok || len(stored.Brief) > callinfo.MaxBrief {
+		t.Fatalf("stored Brief (%d bytes, readable %v): %.300s", len(stored.Brief), ok, stored.Brief)
+	}
+	if strings.Contains(string(stored.Brief), "secret-argument") || strings.Contains(string(stored.Brief), "policy_input") {
+		t.Errorf("the Brief holds the arguments or the policy input: %.300s", stored.Brief)
+	}
+	if brief.Kind != info.Kind || brief.Tool != "Write" || brief.Upstream != info.Upstream || brief.Subject != info.Subject ||
+		brief.Method != http.MethodPost || brief.Path != info.Path {
+		t.Errorf("Brief %+v does not match Info's kind, tool, upstream, subject, method and path", brief)
+	}
+	if len(brief.Target) > callinfo.MaxBriefText || !strings.HasPrefix(target, strings.TrimSuffix(brief.Target, "…")) || brief.Target == target {
+		t.Errorf("Brief target %q (%d bytes), want %q cut to %d bytes", brief.Target, len(brief.Target), target, callinfo.MaxBriefText)
+	}
+	if len(brief.Reasons) != callinfo.MaxBriefReasons || len(brief.RuleIDs) != callinfo.MaxBriefReasons {
+		t.Errorf("Brief has %d reasons and %d rule IDs, want %d of %d", len(brief.Reasons), len(brief.RuleIDs), callinfo.MaxBriefReasons, len(reasons))
+	}
+	if r := brief.Reasons[0]; len(r) > callinfo.MaxBriefText || !strings.HasPrefix(info.Reasons[0], strings.TrimSuffix(r, "…")) || !utf8.ValidString(r) {
+		t.Errorf("Brief reason %q (%d bytes), want Info's cut to %d bytes", r, len(r), callinfo.MaxBriefText)
+	}
+	if diff := cmp.Diff(info.Approvers, brief.Approvers); diff != "" || len(brief.Approvers) != 1 {
+		t.Errorf("Brief approvers (-info +brief):\n%s", diff)
 	}
 }
