@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -39,10 +38,11 @@ type inboxItem struct {
 	Created  time.Time
 }
 
-// inboxItemOf is c as the inbox lists it at now. Progress is left to the
+// inboxItemOf is c as the inbox lists it at now, from its Brief, else its
+// Info, else the record's own fields (listedInfo). Progress is left to the
 // caller, who knows the call's approvals and quorum.
 func inboxItemOf(c pending.Call, now time.Time) inboxItem {
-	info := callinfo.Decode(c.Info)
+	info, _ := listedInfo(c)
 	v := callView{Tool: or(c.Tool, info.Tool), Method: mcpMethod(info), Target: info.Target}
 	if info.Method != "" || info.Path != "" {
 		v.Request = info.Method + " " + info.Path

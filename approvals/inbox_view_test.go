@@ -34,6 +34,18 @@ func TestInboxItemOf(t *testing.T) {
 		t.Errorf("inboxItemOf (-want +got):\n%s", diff)
 	}
 
+	// From a list, the call has a Brief and no Info: the same item.
+	briefed := c
+	briefed.Info, briefed.Brief = nil, callinfo.BriefOf(info)
+	if diff := cmp.Diff(want, inboxItemOf(briefed, viewNow)); diff != "" {
+		t.Errorf("inboxItemOf(a call with a Brief) (-want +got):\n%s", diff)
+	}
+	// With neither, the record's own fields.
+	bare := pending.Call{ID: "B", Tool: "write_note", Upstream: "notes-mcp", Subject: "agent-42"}
+	if got := inboxItemOf(bare, viewNow); got.Label != "write_note" || got.Upstream != "notes-mcp" || got.Subject != "agent-42" {
+		t.Errorf("a call with neither Brief nor Info: %+v", got)
+	}
+
 	// A plain HTTP call has no tool: its request line names it.
 	plain := pending.Call{ID: "P", Info: callinfo.Info{Kind: "http", Method: "DELETE", Path: "/v1/items/7"}.Encode()}
 	if got := inboxItemOf(plain, viewNow); got.Label != "DELETE /v1/items/7" || got.Age != "" || got.TimeLeft != "" {
