@@ -34,6 +34,11 @@ type answer struct {
 	result pending.Result
 	// doc is the JSON document a document answer carries.
 	doc any
+	// statusURL, when set, is where the agent follows the parked call the
+	// answer is about: a waiting answer carries it in its body, any other
+	// ends its detail with it. respond makes it absolute when the proxy
+	// knows how agents reach it (Config.ProxyPublicURL).
+	statusURL string
 	// allow is the Allow header of a 405; retryAfter the Retry-After of
 	// a 429.
 	allow, retryAfter string
@@ -162,13 +167,15 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	switch o.Kind {
 	case lifecycle.Waiting:
 		a.kind, a.status, a.outcome, a.call = waiting, http.StatusAccepted, outcomeAsk, pc
+		a.statusURL = statusURL(pc.ID)
 	case lifecycle.Ended:
 		return ended(pc, d)
 	case lifecycle.Delivered:
 		a.kind, a.status, a.outcome, a.result = result, o.Result.Status, outcomeApproved, o.Result
 	case lifecycle.Taken:
 		a.kind, a.status, a.outcome, a.title = verdict, http.StatusConflict, string(pc.State), "Result already delivered"
-		a.detail = "the result of call " + pc.ID + " was already delivered to another request; follow " + statusURL(pc.ID)
+		a.detail = "the result of call " + pc.ID + " was already delivered to another request"
+		a.statusURL = statusURL(pc.ID)
 		a.reasons, a.ruleIDs = nil, nil
 	case lifecycle.NoResult:
 		a.kind, a.status, a.outcome, a.title = verdict, http.StatusGatewayTimeout, string(pc.State), "No result"
@@ -221,13 +228,10 @@ func ended(pc pending.Call, d policy.Decision) answer {
 	return a
 }
 
-// statusURL is where the agent follows a parked call (on the proxy
-// listener, relative: toolgate does not know how agents reach it).
-func statusURL(id string) string { return "/_toolgate/calls/" + id }
-
-// pendingText is what a held MCP tool call still waiting learns.
-func pendingText(pc pending.Call) string {
-	return "Approval pending: call " + pc.ID + " is waiting for a human approver (status: " + statusURL(pc.ID) +
+// pendingText is what a held MCP tool call still waiting learns; status
+// is the call's status URL.
+func pendingText(pc pending.Call, status string) string {
+	return "Approval pending: call " + pc.ID + " is waiting for a human approver (status: " + status +
 		", expires " + pc.ExpiresAt.UTC().Format(time.RFC3339) + "). Nothing ran yet. Retry this same call later: " +
 		"once it is approved the retry returns the tool's result."
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,9 +20,10 @@ const maxListBytes = 8 << 20
 // toolsListProxy forwards a tools/list request and filters the answer
 // per caller: each listed tool is decided with phase "list" (no arguments,
 // no target) and removed when the decision is deny, so an agent never sees
-// a tool it can never run. The tools' annotations are remembered for the
-// upstream and offered to later decisions as tool.annotations (untrusted
-// hints: the upstream wrote them).
+// a tool it can never run; a tool decided ask is marked in its _meta
+// ("toolgate/may_ask": true), so a model can plan for the wait. The
+// tools' annotations are remembered for the upstream and offered to later
+// decisions as tool.annotations (untrusted hints: the upstream wrote them).
 func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:    c.up.proxy.Rewrite,
@@ -111,8 +113,11 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		if t.Annotations != nil && toolName.MatchString(t.Name) {
 			c.up.rememberAnnotations(t.Name, t.Annotations)
 		}
-		if s.listable(ctx, c, t.Name, t.Annotations) {
+		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
+		case policy.Allow:
 			kept = append(kept, raw)
+		case policy.Ask:
+			kept = append(kept, markMayAsk(raw))
 		}
 	}
 	result["tools"], _ = json.Marshal(kept)
@@ -124,10 +129,11 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	return out
 }
 
-// listable decides one listed tool; any error hides it.
-func (s *Server) listable(ctx context.Context, c *call, name string, ann map[string]any) bool {
+// listDecision decides one listed tool; any error is a deny, which hides
+// it.
+func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map[string]any) policy.Action {
 	if !toolName.MatchString(name) {
-		return false
+		return policy.Deny
 	}
 	in := *c.input
 	in.Phase = policy.PhaseList
@@ -138,7 +144,94 @@ func (s *Server) listable(ctx context.Context, c *call, name string, ann map[str
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
 	defer cancel()
 	d, err := s.cfg.Decider.Decide(dctx, &in)
-	return err == nil && d.Action != policy.Deny
+	if err != nil {
+		return policy.Deny
+	}
+	return d.Action
+}
+
+// mayAskKey marks, in a listed tool's _meta, a tool whose calls the policy
+// may park for approval.
+const mayAskKey = "toolgate/may_ask"
+
+// markMayAsk returns tool, a JSON object, with mayAskKey true in its
+// _meta. Only _meta changes: the rest of the tool stays as the upstream
+// wrote it, and so do _meta's other members (re-encoded only when _meta
+// already had the key). A tool whose _meta is not an object is returned
+// unmarked: its _meta is the upstream's to define.
+func markMayAsk(tool json.RawMessage) json.RawMessage {
+	start, end, ok := metaSpan(tool)
+	if !ok {
+		return tool
+	}
+	var out []byte
+	if start < 0 {
+		// No _meta: add one before the closing brace (a listed tool has
+		// a name, so the object is not empty).
+		out = slices.Concat(tool[:end], []byte(`,"_meta":{"`+mayAskKey+`":true}`), tool[end:])
+	} else {
+		meta, ok := markedMeta(tool[start:end])
+		if !ok {
+			return tool
+		}
+		out = slices.Concat(tool[:start], meta, tool[end:])
+	}
+	if !json.Valid(out) {
+		return tool
+	}
+	return out
+}
+
+// metaSpan finds the value of the member "_meta" in tool, a JSON object:
+// tool[start:end] is the value of the last such member (the one a JSON
+// decoder keeps), or start is -1 and end the offset of the closing brace
+// when there is none. ok is false when tool is not an object.
+func metaSpan(tool []byte) (start, end int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(tool))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, false
+	}
+	start = -1
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0, 0, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return 0, 0, false
+		}
+		if key != "_meta" {
+			continue
+		}
+		// The decoder stops right after a value that ends in } or ].
+		e := int(dec.InputOffset())
+		if e < len(v) || !bytes.Equal(tool[e-len(v):e], v) {
+			return 0, 0, false
+		}
+		start, end = e-len(v), e
+	}
+	if start >= 0 {
+		return start, end, true
+	}
+	end = bytes.LastIndexByte(tool, '}')
+	return -1, end, end > 0
+}
+
+// markedMeta is meta, a tool's _meta, with mayAskKey true, or false when
+// meta is not an object.
+func markedMeta(meta []byte) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if len(meta) == 0 || meta[0] != '{' || json.Unmarshal(meta, &m) != nil {
+		return nil, false
+	}
+	if _, has := m[mayAskKey]; !has && len(m) > 0 {
+		// The upstream's members stay as written, after toolgate's.
+		return slices.Concat([]byte(`{"`+mayAskKey+`":true,`), meta[1:]), true
+	}
+	m[mayAskKey] = json.RawMessage("true")
+	b, err := json.Marshal(m)
+	return b, err == nil
 }
 
 // maxAnnotated bounds the tool names whose annotations an upstream's

@@ -119,6 +119,11 @@ type Config struct {
 	Hold, TTL time.Duration
 	// MaxResultBytes bounds a stored result's body.
 	MaxResultBytes int64
+	// ProxyPublicURL is the proxy listener as agents reach it: an absolute
+	// http(s) URL, a path prefix included, with no query or fragment (the
+	// caller checks it). When set, every status URL handed to agents is
+	// absolute ([StatusURL]); empty, they are relative.
+	ProxyPublicURL string
 	// OnPark is called once for every newly parked call (notifications);
 	// OnResolve for every call the proxy ends: expired or unknown (the
 	// sweeper), cancelled (the agent). Approvers' decisions are the

@@ -31,6 +31,14 @@ func (s *Server) respond(w http.ResponseWriter, c *call, a answer) {
 	if a.retryAfter != "" {
 		w.Header().Set("Retry-After", a.retryAfter)
 	}
+	if a.statusURL != "" {
+		// MCP clients cannot resolve a relative URL: when toolgate knows
+		// how agents reach it, every status URL it hands out is absolute.
+		a.statusURL = StatusURL(s.cfg.ProxyPublicURL, a.callID)
+		if a.kind != waiting {
+			a.detail += "; follow " + a.statusURL
+		}
+	}
 	c.out.render(w, a)
 }
 
@@ -42,7 +50,7 @@ func (restResponder) render(w http.ResponseWriter, a answer) {
 	case result:
 		writeResult(w, a.callID, a.result)
 	case waiting:
-		writeAccepted(w, a.call)
+		writeAccepted(w, a.call, a.statusURL)
 	case document:
 		w.Header().Set(headerCallID, a.callID)
 		writeJSON(w, a.status, a.doc)
@@ -51,15 +59,16 @@ func (restResponder) render(w http.ResponseWriter, a answer) {
 	}
 }
 
-// writeAccepted answers 202: the call waits for a human.
-func writeAccepted(w http.ResponseWriter, pc pending.Call) {
+// writeAccepted answers 202: the call waits for a human, and can be
+// followed at status.
+func writeAccepted(w http.ResponseWriter, pc pending.Call, status string) {
 	h := w.Header()
 	h.Set(headerCallID, pc.ID)
 	h.Set(headerDecision, outcomeAsk)
-	h.Set("Location", statusURL(pc.ID))
+	h.Set("Location", status)
 	h.Set("Retry-After", "5")
 	writeJSON(w, http.StatusAccepted, map[string]any{
-		"call_id": pc.ID, "status": string(pc.State), "status_url": statusURL(pc.ID),
+		"call_id": pc.ID, "status": string(pc.State), "status_url": status,
 		"expires_at": pc.ExpiresAt.UTC().Format(time.RFC3339),
 	})
 }
@@ -108,9 +117,9 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 		}
 		writeResult(w, a.callID, res)
 	case m.msg.isToolCall && a.kind == waiting:
-		m.send(w, http.StatusOK, a, m.toolError(a.callID, a.outcome, pendingText(a.call)))
+		m.send(w, http.StatusOK, a, m.toolError(a, pendingText(a.call, a.statusURL)))
 	case m.msg.isToolCall && a.kind == verdict:
-		m.send(w, http.StatusOK, a, m.toolError(a.callID, a.outcome, a.title+": "+a.detail))
+		m.send(w, http.StatusOK, a, m.toolError(a, a.title+": "+a.detail))
 	case a.kind == refusal && (a.outcome == outcomeInvalid || a.outcome == outcomeUnavailable):
 		code := a.rpcCode
 		switch {
@@ -162,13 +171,17 @@ func (m *rpcResponder) rpcError(code int, a answer) map[string]any {
 }
 
 // toolError is a tools/call result the model can read and re-plan from:
-// isError true, the reason as text, toolgate's call ID and outcome in
-// _meta. HTTP 200: the call was understood.
-func (m *rpcResponder) toolError(callID, outcome, text string) map[string]any {
+// isError true, the text, toolgate's call ID and outcome (and the status
+// URL of a parked call) in _meta. HTTP 200: the call was understood.
+func (m *rpcResponder) toolError(a answer, text string) map[string]any {
+	meta := map[string]any{"toolgate/call_id": a.callID, "toolgate/decision": a.outcome}
+	if a.statusURL != "" {
+		meta["toolgate/status_url"] = a.statusURL
+	}
 	result := map[string]any{
 		"content": []any{map[string]any{"type": "text", "text": text}},
 		"isError": true,
-		"_meta":   map[string]any{"toolgate/call_id": callID, "toolgate/decision": outcome},
+		"_meta":   meta,
 	}
 	if m.msg.version >= "2026-07-28" {
 		// From 2026-07-28 every result says whether it is final.

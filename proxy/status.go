@@ -10,6 +10,17 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
+// StatusURL is where an agent follows parked call id: /_toolgate/calls/{id}
+// on the proxy listener, under base when base is set (the proxy listener
+// as agents reach it, [Config.ProxyPublicURL], a path prefix included),
+// else relative.
+func StatusURL(base, id string) string {
+	return strings.TrimSuffix(base, "/") + statusURL(id)
+}
+
+// statusURL is the path of call id's status on the proxy listener.
+func statusURL(id string) string { return "/_toolgate/calls/" + id }
+
 // serveStatus answers GET /_toolgate/calls/{id} (with ?wait= long-poll)
 // and DELETE (cancel). Only the calling subject sees its calls; to anyone
 // else they do not exist.

@@ -186,6 +186,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Hold:           cfg.Pending.Hold.Std(),
 		TTL:            cfg.Pending.TTL.Std(),
 		MaxResultBytes: cfg.Pending.MaxResultBytes.Int64(),
+		ProxyPublicURL: cfg.ProxyPublicURL,
 		OnPark:         a.parking.parked,
 		OnResolve:      a.parking.resolved,
 

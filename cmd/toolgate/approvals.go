@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/proxy"
 )
 
 // parking is everything around parked calls: the store, approval links,
@@ -28,6 +29,9 @@ type parking struct {
 	notifier *notify.Notifier
 	handler  http.Handler
 	public   string
+	// proxyPublic is the proxy listener as agents reach it (the base of
+	// status URLs; empty: they are relative).
+	proxyPublic string
 	// onLink, if set, receives the approval link of every parked call
 	// (the quickstart prints it).
 	onLink func(callID, link string)
@@ -68,7 +72,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		return nil, err
 	}
 	a.onClose("store", 0, func(context.Context) error { closeStore(); return nil })
-	p := &parking{store: st, public: cfg.PublicURL, log: a.log, announcing: len(cfg.Approvals.Notify) > 0}
+	p := &parking{store: st, public: cfg.PublicURL, proxyPublic: cfg.ProxyPublicURL, log: a.log, announcing: len(cfg.Approvals.Notify) > 0}
 	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal())); err != nil {
 		return nil, err
 	}
@@ -286,7 +290,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 		Approvals: approvals,
 		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
-		StatusURL: "/_toolgate/calls/" + c.ID, ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
+		StatusURL: proxy.StatusURL(p.proxyPublic, c.ID), ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
 	}
 }

@@ -11,17 +11,18 @@ import "time"
 // key, with "_" between levels (TOOLGATE_PENDING_REDIS_URL overrides
 // pending.redis_url).
 type Config struct {
-	Listen        Listen     `koanf:"listen"`
-	PublicURL     string     `koanf:"public_url"`
-	Upstreams     []Upstream `koanf:"upstreams"`
-	Identity      Identity   `koanf:"identity"`
-	Policy        Policy     `koanf:"policy"`
-	Hooks         []Hook     `koanf:"hooks"`
-	Pending       Pending    `koanf:"pending"`
-	Approvals     Approvals  `koanf:"approvals"`
-	Limits        Limits     `koanf:"limits"`
-	Log           Log        `koanf:"log"`
-	ShutdownGrace Duration   `koanf:"shutdown_grace"`
+	Listen         Listen     `koanf:"listen"`
+	PublicURL      string     `koanf:"public_url"`
+	ProxyPublicURL string     `koanf:"proxy_public_url"` // the proxy listener as agents reach it; base of their status URLs
+	Upstreams      []Upstream `koanf:"upstreams"`
+	Identity       Identity   `koanf:"identity"`
+	Policy         Policy     `koanf:"policy"`
+	Hooks          []Hook     `koanf:"hooks"`
+	Pending        Pending    `koanf:"pending"`
+	Approvals      Approvals  `koanf:"approvals"`
+	Limits         Limits     `koanf:"limits"`
+	Log            Log        `koanf:"log"`
+	ShutdownGrace  Duration   `koanf:"shutdown_grace"`
 }
 
 // Listen holds the three listener addresses. They must all differ: agents

@@ -925,6 +925,7 @@ func TestLoad_ErrorsHideSecrets(t *testing.T) {
 		strings.Replace(minimalYAML, "secret: ${SECRET}", "secret: ${"+s+"", 1),
 		minimalYAML + "pending:\n  store: redis\n  redis_url: \"ftp://user:" + s + "@h\"\n",
 		minimalYAML + "public_url: \"http://user:" + s + "@\"\n",
+		minimalYAML + "proxy_public_url: \"http://user:" + s + "@gw.example.com?\"\n",
 		minimalYAML + "pending:\n  redis_url: 12345\n  redis_ur: " + s + "\n",
 	}
 	for i, f := range files {

@@ -16,6 +16,7 @@ import (
 // Redacted prints them with the password replaced by "xxxxx".
 var urlKeys = map[string]bool{
 	"public_url":                true,
+	"proxy_public_url":          true,
 	"upstreams[].url":           true,
 	"identity.jwt.jwks_url":     true,
 	"log.decisions.service.url": true,

@@ -84,6 +84,7 @@ func TestRedacted_Output(t *testing.T) {
   approvals: 127.0.0.1:8081
   admin: 127.0.0.1:9090
 public_url: http://127.0.0.1:8081
+proxy_public_url: ""
 upstreams:
   - name: notes
     url: http://user:xxxxx@127.0.0.1:9001

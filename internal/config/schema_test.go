@@ -15,6 +15,7 @@ func TestEnvNames(t *testing.T) {
 	for name, path := range map[string]string{
 		"TOOLGATE_LISTEN_PROXY":                  "listen.proxy",
 		"TOOLGATE_PUBLIC_URL":                    "public_url",
+		"TOOLGATE_PROXY_PUBLIC_URL":              "proxy_public_url",
 		"TOOLGATE_PENDING_REDIS_URL":             "pending.redis_url",
 		"TOOLGATE_PENDING_MAX_RESULT_BYTES":      "pending.max_result_bytes",
 		"TOOLGATE_APPROVALS_SECRET":              "approvals.secret",

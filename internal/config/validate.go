@@ -121,6 +121,28 @@ func (v *validator) listen(c *Config) {
 		// that error already says what to fix.
 		v.add("public_url", "is empty", "set public_url to the approvals listener's URL as approvers reach it")
 	}
+	if c.ProxyPublicURL != "" {
+		v.baseURL("proxy_public_url", c.ProxyPublicURL)
+	}
+}
+
+// baseURL checks that val, the value of key, is an absolute http or https
+// URL other URLs are built under: a path may follow the host, but no
+// query, fragment or credentials, which would end up in every URL built.
+func (v *validator) baseURL(key, val string) {
+	n := len(v.errs)
+	v.httpURL(key, val)
+	if len(v.errs) > n {
+		return
+	}
+	switch u, _ := url.Parse(val); {
+	case u.RawQuery != "" || u.ForceQuery:
+		v.add(key, "has a query", "remove everything from ? on")
+	case u.Fragment != "" || strings.Contains(val, "#"):
+		v.add(key, "has a fragment", "remove everything from # on")
+	case u.User != nil:
+		v.add(key, "carries credentials", "remove the user and password before the host: agents see this URL")
+	}
 }
 
 // sameHost reports whether two listeners on the same port would collide: the

@@ -178,6 +178,7 @@ references to the environment.
       "approvals" (printf ":%d" (int .Values.ports.approvals))
       "admin" (printf ":%d" (int .Values.ports.admin))) }}
 {{- $_ := set $cfg "public_url" (include "toolgate.publicURL" .) }}
+{{- with $c.proxy_public_url }}{{ $_ := set $cfg "proxy_public_url" . }}{{ end }}
 {{- $_ := set $cfg "upstreams" $c.upstreams }}
 {{- $keys := list }}
 {{- range $c.identity.api_keys }}

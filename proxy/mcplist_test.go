@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// TestMCPToolsListMarksMayAsk: in the filtered tools/list answer a tool
+// the list phase decides ask carries "toolgate/may_ask": true in its
+// _meta, beside the upstream's own _meta members; allowed tools are
+// unmarked and denied ones hidden, in every era (JSON and SSE answers).
+func TestMCPToolsListMarksMayAsk(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	err := os.WriteFile(rules, []byte(`rules:
+  - {id: l1, effect: allow, tool: read_file, target: "*"}
+  - {id: l2, effect: allow, tool: write_note, target: "*"}
+  - {id: l3, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}
+  - {id: l4, effect: ask, tool: send_mail, target: "*", message: "mail needs a look"}
+  - {id: l5, effect: deny, tool: delete_file, target: "*", message: "never"}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []*mcp.Tool{
+		{Name: "read_file", Meta: mcp.Meta{"vendor.example/icon": "book"}},
+		{Name: "write_note", Meta: mcp.Meta{"vendor.example/icon": "pen", "vendor.example/limits": map[string]any{"max": float64(3)}}},
+		{Name: "send_mail"},
+		{Name: "delete_file", Meta: mcp.Meta{"vendor.example/icon": "bin"}},
+	}
+	want := map[string]mcp.Meta{
+		"read_file":  {"vendor.example/icon": "book"},
+		"write_note": {"vendor.example/icon": "pen", "vendor.example/limits": map[string]any{"max": float64(3)}, "toolgate/may_ask": true},
+		"send_mail":  {"toolgate/may_ask": true},
+	}
+	for _, era := range mcpEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := &mcpEnv{up: newListUpstream(t, era.opts, tools)}
+			env.url = newTestServer(t, engine, func(c *Config) {
+				c.Upstreams = []Upstream{{Name: "files", URL: env.up.url, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+				c.MaxBodyBytes = 1 << 20
+			}).url
+			list, err := env.connect(t, era).ListTools(mcpCtx(t), nil)
+			if err != nil {
+				t.Fatalf("tools/list through toolgate: %v", err)
+			}
+			got := map[string]mcp.Meta{}
+			for _, tool := range list.Tools {
+				got[tool.Name] = tool.Meta
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("listed tools' _meta (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// newListUpstream is a go-sdk MCP server at /mcp listing tools (which do
+// nothing).
+func newListUpstream(t *testing.T, opts mcp.StreamableHTTPOptions, tools []*mcp.Tool) *mcpUpstream {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "lister", Version: "v0.0.1"}, nil)
+	for _, tool := range tools {
+		mcp.AddTool(srv, tool, func(context.Context, *mcp.CallToolRequest, mcpPathArgs) (*mcp.CallToolResult, any, error) {
+			return mcpText("ok"), nil, nil
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts))
+	up := &mcpUpstream{calls: map[string]int{}}
+	up.Upstream = testkit.NewUpstream(t, testkit.Handler(mux))
+	t.Cleanup(up.CloseClientConnections)
+	up.url, _ = url.Parse(up.URL)
+	return up
+}
+
+// TestToolsListMarkKeepsTools: marking a tool that may ask changes its
+// _meta and nothing else: the tool's other members stay as the upstream
+// wrote them, _meta's members too (toolgate's key comes first); a _meta
+// that is not an object is left alone, and so is an allowed tool.
+func TestToolsListMarkKeepsTools(t *testing.T) {
+	var server *Server
+	askAskers := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		if strings.HasPrefix(in.Tool.Name, "ask_") {
+			return policy.Decision{Action: policy.Ask}, nil
+		}
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	newTestServer(t, askAskers, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	for _, tc := range []struct{ name, tool, want string }{
+		{"no _meta", `{"name":"ask_a","inputSchema":{"maximum":9007199254740993},"description":"a"}`, `{"name":"ask_a","inputSchema":{"maximum":9007199254740993},"description":"a","_meta":{"toolgate/may_ask":true}}`},
+		{"_meta with members", `{"_meta":{"z/k":[1,2],"a/k":{"n":9007199254740993}},"name":"ask_b"}`, `{"_meta":{"toolgate/may_ask":true,"z/k":[1,2],"a/k":{"n":9007199254740993}},"name":"ask_b"}`},
+		{"empty _meta", `{"name":"ask_c","_meta":{}}`, `{"name":"ask_c","_meta":{"toolgate/may_ask":true}}`},
+		{"_meta with the key", `{"name":"ask_d","_meta":{"toolgate/may_ask":false,"b/k":1}}`, `{"name":"ask_d","_meta":{"b/k":1,"toolgate/may_ask":true}}`},
+		{"_meta twice", `{"name":"ask_e","_meta":"x","_meta":{"k/k":1}}`, `{"name":"ask_e","_meta":"x","_meta":{"toolgate/may_ask":true,"k/k":1}}`},
+		{"_meta null", `{"name":"ask_f","_meta":null}`, `{"name":"ask_f","_meta":null}`},
+		{"_meta a string", `{"name":"ask_g","_meta":"x"}`, `{"name":"ask_g","_meta":"x"}`},
+		{"_meta an array", `{"name":"ask_h","_meta":[{"toolgate/may_ask":false}]}`, `{"name":"ask_h","_meta":[{"toolgate/may_ask":false}]}`},
+		{"allowed", `{"name":"read","_meta":{"k/k":1}}`, `{"name":"read","_meta":{"k/k":1}}`},
+	} {
+		body := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tc.tool + `]}}`
+		c := &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, MCP: &policy.MCP{Method: "tools/list"}}}
+		out := string(server.filterListMessage(t.Context(), []byte(body), c))
+		if !strings.Contains(out, `"tools":[`+tc.want+`]`) {
+			t.Errorf("%s: filtered answer %s, want the tool as %s", tc.name, out, tc.want)
+		}
+	}
+}
