@@ -236,17 +236,12 @@ func withRPCID(res pending.Result, id json.RawMessage) pending.Result {
 			res.Body = b
 		}
 	case strings.HasPrefix(ct, "text/event-stream"):
-		lines := strings.Split(string(res.Body), "\n")
-		for i, line := range lines {
-			data, ok := strings.CutPrefix(line, "data:")
-			if !ok {
-				continue
+		res.Body = rewriteSSE(res.Body, func(data []byte) []byte {
+			if b, ok := rewriteResponseID(data, id); ok {
+				return b
 			}
-			if b, ok := rewriteResponseID([]byte(strings.TrimSpace(data)), id); ok {
-				lines[i] = "data: " + string(b)
-			}
-		}
-		res.Body = []byte(strings.Join(lines, "\n"))
+			return data
+		})
 	}
 	return res
 }

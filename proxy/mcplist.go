@@ -57,13 +57,7 @@ func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *cal
 	case strings.HasPrefix(ct, "application/json"):
 		body = s.filterListMessage(ctx, body, c)
 	case strings.HasPrefix(ct, "text/event-stream"):
-		lines := strings.Split(string(body), "\n")
-		for i, line := range lines {
-			if data, ok := strings.CutPrefix(line, "data:"); ok {
-				lines[i] = "data: " + string(s.filterListMessage(ctx, []byte(strings.TrimSpace(data)), c))
-			}
-		}
-		body = []byte(strings.Join(lines, "\n"))
+		body = rewriteSSE(body, func(data []byte) []byte { return s.filterListMessage(ctx, data, c) })
 	}
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))

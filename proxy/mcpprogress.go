@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -68,7 +67,7 @@ func (m *rpcResponder) progress(w http.ResponseWriter, pc pending.Call) {
 }
 
 func (st *sseStream) send(msg []byte) {
-	fmt.Fprintf(st.w, "event: message\ndata: %s\n\n", msg)
+	_, _ = st.w.Write(appendSSE(nil, []string{"event: message"}, string(msg), true))
 	_ = st.rc.Flush()
 }
 
@@ -76,9 +75,9 @@ func (st *sseStream) send(msg []byte) {
 // event, an SSE body event by event (ids already rewritten).
 func (st *sseStream) sendResult(res pending.Result) {
 	if strings.HasPrefix(http.Header(res.Header).Get("Content-Type"), "text/event-stream") {
-		for line := range strings.SplitSeq(string(res.Body), "\n") {
-			if data, ok := strings.CutPrefix(line, "data:"); ok && strings.TrimSpace(data) != "" {
-				st.send([]byte(strings.TrimSpace(data)))
+		for _, ev := range sseEvents(res.Body) {
+			if ev.hasData && strings.TrimSpace(ev.data) != "" {
+				st.send([]byte(ev.data))
 			}
 		}
 		return

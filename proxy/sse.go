@@ -1,0 +1,77 @@
+package proxy
+
+import "strings"
+
+// sseEvent is one event of a text/event-stream body: its data (the values
+// of its data lines joined by "\n", as the SSE specification reads them)
+// and its other lines (event, id, retry, comments), kept as sent.
+type sseEvent struct {
+	other   []string
+	data    string
+	hasData bool
+}
+
+// sseEvents reads a whole text/event-stream body. Lines end with "\n",
+// "\r\n" or "\r"; an empty line ends an event; a field's value loses one
+// leading space. A data field split over several lines is one value, which
+// is what a JSON-RPC message spread over data lines needs.
+func sseEvents(body []byte) []sseEvent {
+	text := strings.ReplaceAll(strings.ReplaceAll(string(body), "\r\n", "\n"), "\r", "\n")
+	var (
+		out  []sseEvent
+		ev   sseEvent
+		data []string
+	)
+	flush := func() {
+		if ev.hasData || len(ev.other) > 0 {
+			ev.data = strings.Join(data, "\n")
+			out = append(out, ev)
+		}
+		ev, data = sseEvent{}, nil
+	}
+	for line := range strings.SplitSeq(text, "\n") {
+		if line == "" {
+			flush()
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "data"); ok && (v == "" || v[0] == ':') {
+			v = strings.TrimPrefix(strings.TrimPrefix(v, ":"), " ")
+			data, ev.hasData = append(data, v), true
+			continue
+		}
+		ev.other = append(ev.other, line)
+	}
+	flush()
+	return out
+}
+
+// appendSSE writes an event: its other lines, then its data, one data line
+// per line of it, then the empty line that ends it.
+func appendSSE(b []byte, other []string, data string, hasData bool) []byte {
+	for _, l := range other {
+		b = append(b, l...)
+		b = append(b, '\n')
+	}
+	if hasData {
+		for l := range strings.SplitSeq(data, "\n") {
+			b = append(b, "data: "...)
+			b = append(b, l...)
+			b = append(b, '\n')
+		}
+	}
+	return append(b, '\n')
+}
+
+// rewriteSSE applies f to the data of every event of an SSE body that
+// has data, and writes the body again.
+func rewriteSSE(body []byte, f func(data []byte) []byte) []byte {
+	var out []byte
+	for _, ev := range sseEvents(body) {
+		data := ev.data
+		if ev.hasData && strings.TrimSpace(data) != "" {
+			data = string(f([]byte(data)))
+		}
+		out = appendSSE(out, ev.other, data, ev.hasData)
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+func TestSSEEvents(t *testing.T) {
+	body := ": keep-alive\r\nevent: message\r\nid: 7\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata:  \"id\":1,\r\ndata:\"result\":{}}\r\n\r\n" +
+		"data: second\n\n" + "retry: 100\n\n"
+	evs := sseEvents([]byte(body))
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3: %+v", len(evs), evs)
+	}
+	if got, want := evs[0].data, "{\"jsonrpc\":\"2.0\",\n \"id\":1,\n\"result\":{}}"; got != want {
+		t.Errorf("data over three lines = %q, want %q", got, want)
+	}
+	if got := strings.Join(evs[0].other, "|"); got != ": keep-alive|event: message|id: 7" {
+		t.Errorf("other lines = %q", got)
+	}
+	if evs[1].data != "second" || evs[2].hasData || evs[2].other[0] != "retry: 100" {
+		t.Errorf("events 2 and 3: %+v", evs[1:])
+	}
+}
+
+// TestWithRPCIDSplitData: a JSON-RPC response whose data field the
+// upstream split over several lines still gets the caller's id.
+func TestWithRPCIDSplitData(t *testing.T) {
+	body := "event: message\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":99,\"result\":{\"content\":[]}}\n\n"
+	res := withRPCID(pending.Result{
+		Header: map[string][]string{"Content-Type": {"text/event-stream"}}, Body: []byte(body),
+	}, json.RawMessage(`"req-1"`))
+	evs := sseEvents(res.Body)
+	if len(evs) != 1 {
+		t.Fatalf("%d events: %q", len(evs), res.Body)
+	}
+	var msg map[string]any
+	if err := json.Unmarshal([]byte(evs[0].data), &msg); err != nil || msg["id"] != "req-1" {
+		t.Fatalf("rewritten event %q (%v): id %v, want req-1", evs[0].data, err, msg["id"])
+	}
+	if evs[0].other[0] != "event: message" {
+		t.Errorf("the event line was lost: %q", res.Body)
+	}
+}
