@@ -28,11 +28,12 @@ type Hold struct {
 }
 
 // Ask parks pc (or attaches the request to the identical call already
-// parked, as pc.AttachKey says), then holds the request until the call is
-// decided or h.For runs out. A new call beyond the store's caps is not
-// parked: the Outcome is TooMany. An approved call is claimed and run here,
-// since this request is there to take its result. ctx is the request's:
-// when it ends the caller has gone.
+// parked, as pc.AttachKey says: one still live, or one that ended with a
+// result, rejection or expiry not yet delivered), then holds the request
+// until the call is decided or h.For runs out. A new call beyond the
+// store's caps is not parked: the Outcome is TooMany. An approved call is
+// claimed and run here, since this request is there to take its result.
+// ctx is the request's: when it ends the caller has gone.
 func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 	pctx, cancel := context.WithTimeout(ctx, parkTimeout)
 	stored, attached, err := l.store.Park(pctx, pc, l.ttl)
@@ -84,8 +85,10 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			continue
 		case pending.Executed, pending.Failed, pending.Unknown:
 			return l.deliver(ctx, pc)
-		case pending.Rejected, pending.Expired, pending.Cancelled:
-			return Outcome{Kind: Ended, Call: pc}
+		case pending.Rejected, pending.Expired:
+			return l.refuse(ctx, pc)
+		case pending.Cancelled:
+			return Outcome{Kind: Ended, Call: pc} // its caller cancelled it: nothing to deliver
 		}
 		next, due, err := l.waitStep(wctx, h, pc)
 		if due {
@@ -194,6 +197,34 @@ func (l *Lifecycle) deliver(ctx context.Context, pc pending.Call) Outcome {
 		return Outcome{Kind: Taken, Call: now}
 	}
 	return Outcome{Kind: Delivered, Call: now, Result: *now.Result}
+}
+
+// refuse hands a rejection or an expiry to this request, once, as deliver
+// hands a result: the first request to learn it marks it delivered, and
+// from then on an identical call is a new call that asks again
+// (pending.Store.Park). Until then a retry attaches and learns it here, the
+// approver's comment included. A request that finds it delivered already
+// gets Taken, as for a result: of two identical retries at once, or of two
+// requests held on one call, one learns the refusal and the other is told
+// it went to another request (the status URL still shows it); neither
+// parks a new call, so a refusal never leads straight to asking the
+// approvers again. A caller that has gone does not take it, so a retry
+// still learns it. If the store cannot mark it, this request learns the
+// refusal anyway (a retry may then learn it again): a decided call is
+// never answered as a store failure.
+func (l *Lifecycle) refuse(ctx context.Context, pc pending.Call) Outcome {
+	if ctx.Err() != nil {
+		return Outcome{Kind: Gone, Call: pc}
+	}
+	first, now, err := l.store.Deliver(ctx, pc.ID)
+	switch {
+	case err != nil:
+		l.log.Warn("cannot mark a refusal delivered", "call_id", pc.ID, "state", string(pc.State), "error", err)
+		return Outcome{Kind: Ended, Call: pc}
+	case !first:
+		return Outcome{Kind: Taken, Call: slim(now)}
+	}
+	return Outcome{Kind: Ended, Call: slim(now)}
 }
 
 // slim is what a hold keeps of a call while it waits: its state, not its

@@ -274,10 +274,10 @@ func newCall() pending.Call {
 	}
 }
 
-// retry returns a retry of pc: a new request (ID) with pc's attach key.
+// retry returns a retry of pc: a new request (ID) with pc's attach keys.
 func retry(pc pending.Call) pending.Call {
 	r := newCall()
-	r.AttachKey, r.ArgsDigest = pc.AttachKey, pc.ArgsDigest
+	r.AttachKey, r.ArgsKey, r.ArgsDigest = pc.AttachKey, pc.ArgsKey, pc.ArgsDigest
 	return r
 }
 
@@ -317,7 +317,7 @@ func stillHeld(t *testing.T, ch <-chan Outcome) {
 }
 
 func describe(o Outcome) string {
-	names := []string{"Waiting", "Ended", "Delivered", "Taken", "NoResult", "KeyReused", "NotParked", "StoreFailed", "Lost", "Gone"}
+	names := []string{"Waiting", "Ended", "Delivered", "Taken", "NoResult", "KeyReused", "NotParked", "StoreFailed", "Lost", "Gone", "TooMany"}
 	name := "Kind(" + strconv.Itoa(int(o.Kind)) + ")"
 	if int(o.Kind) >= 0 && int(o.Kind) < len(names) {
 		name = names[o.Kind]

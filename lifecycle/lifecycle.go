@@ -87,11 +87,15 @@ const (
 	// (or is approved or executing) and can be followed.
 	Waiting Kind = iota
 	// Ended: an approver rejected the call, it expired, or it was
-	// cancelled; Call.State says which. Nothing ran.
+	// cancelled; Call.State says which (and Call.DecidedBy, Call.Comment
+	// who rejected it and why). Nothing ran. A rejection or expiry is
+	// this request's to learn: it is marked delivered, as a result is.
 	Ended
 	// Delivered: the call ran and its result is this request's.
 	Delivered
-	// Taken: the call ran, and its result went to another request.
+	// Taken: the call ran, and its result went to another request; or it
+	// was rejected or expired (Call.State), and another request, or a
+	// status poll, learnt that first.
 	Taken
 	// NoResult: the call ended without a result (failed before an answer
 	// could be kept, or unknown).

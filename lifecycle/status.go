@@ -10,7 +10,8 @@ import (
 // Status returns the call id as its owner, principal, sees it: after waiting
 // up to wait for it to leave the state it is in, when wait is positive (a
 // long poll; Drain ends it at once). Reading a finished call is one of the
-// ways its result reaches its caller, so take marks it delivered. A call
+// ways its result, rejection or expiry reaches its caller, so take marks
+// it delivered (an identical call after that is a new call). A call
 // of another principal is pending.ErrNotFound: to anyone else it does not
 // exist.
 func (l *Lifecycle) Status(ctx context.Context, principal, id string, wait time.Duration, take bool) (pending.Call, error) {
@@ -28,7 +29,7 @@ func (l *Lifecycle) Status(ctx context.Context, principal, id string, wait time.
 			pc = next
 		}
 	}
-	if take && (pc.State == pending.Executed || pc.State == pending.Failed || pc.State == pending.Unknown) {
+	if take && pc.State.Terminal() && pc.State != pending.Cancelled {
 		_, _, _ = l.store.Deliver(ctx, id)
 	}
 	return pc, nil

@@ -22,7 +22,7 @@ type MemoryStore struct {
 
 	mu     sync.Mutex
 	calls  map[string]*memCall
-	attach map[string]string // AttachKey → ID of the call it names
+	attach map[string]string // AttachKey or ArgsKey → ID of the call it names
 	seq    uint64
 	// parked holds the calls waiting or approved (those past their expiry
 	// until they are moved), all and by principal: Park counts them
@@ -136,7 +136,25 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	if c.AttachKey != "" {
 		s.attach[c.AttachKey] = c.ID
 	}
+	if k := c.ArgsKey; k != "" && k != c.AttachKey && !s.namesAttachable(k, now) {
+		s.attach[k] = c.ID
+	}
 	return c.clone(), false, nil
+}
+
+// namesAttachable reports whether the attach key k names a call that
+// still attaches retries. s.mu is held.
+func (s *MemoryStore) namesAttachable(k string, now time.Time) bool {
+	id, ok := s.attach[k]
+	if !ok {
+		return false
+	}
+	m := s.lookup(id, now)
+	if m == nil {
+		return false
+	}
+	s.expireIfDue(m, now)
+	return attachable(m.c)
 }
 
 // Get implements [Store.Get].
@@ -248,7 +266,8 @@ func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to Sta
 }
 
 // Deliver implements [Store.Deliver]. Any terminal call can be delivered
-// (a refusal is an answer too); a live one gives a *StateError.
+// (a refusal is an answer too); a live one gives a *StateError. The first
+// delivery forgets the call's attach keys.
 func (s *MemoryStore) Deliver(ctx context.Context, id string) (bool, Call, error) {
 	if err := ctx.Err(); err != nil {
 		return false, Call{}, err

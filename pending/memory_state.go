@@ -56,8 +56,8 @@ func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
 		m.dropAt = later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL)
 	case to.Terminal():
 		m.dropAt = now.Add(s.resultTTL)
-		if to != Executed {
-			s.unattach(m)
+		if !attachable(m.c) {
+			s.unattach(m) // nothing left to hand a retry
 		}
 	}
 	close(m.changed)
@@ -75,9 +75,13 @@ func (s *MemoryStore) expireIfDue(m *memCall, now time.Time) bool {
 	return true
 }
 
+// unattach forgets the call's attach keys, those that still name it.
+// s.mu is held.
 func (s *MemoryStore) unattach(m *memCall) {
-	if k := m.c.AttachKey; k != "" && s.attach[k] == m.c.ID {
-		delete(s.attach, k)
+	for _, k := range []string{m.c.AttachKey, m.c.ArgsKey} {
+		if k != "" && s.attach[k] == m.c.ID {
+			delete(s.attach, k)
+		}
 	}
 }
 

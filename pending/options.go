@@ -213,13 +213,16 @@ func cloneBytes(b []byte) []byte {
 	return append([]byte{}, b...)
 }
 
-// attachable reports whether retries with c's AttachKey attach to c: it is
-// live, or executed with a result its caller has not received yet.
+// attachable reports whether retries with c's AttachKey or ArgsKey attach
+// to c: it is live, or it ended with an outcome its caller has not
+// received yet: a result (executed), or a refusal (rejected, expired).
+// Cancelled, failed and unknown calls are not: an identical call after
+// them is a new call (a cancel came from the caller itself).
 func attachable(c Call) bool {
 	switch c.State {
 	case Waiting, Approved, Executing:
 		return true
-	case Executed:
+	case Executed, Rejected, Expired:
 		return !c.Delivered
 	}
 	return false

@@ -85,10 +85,18 @@ type Call struct {
 	ID    string
 	State State // set by the store
 
-	// AttachKey, when set, makes identical retries attach to this call
-	// instead of parking a new one (see Store.Park). ArgsDigest is kept so
-	// the caller can tell an Idempotency-Key reused with other arguments.
+	// AttachKey and ArgsKey, when set, make retries attach to this call
+	// instead of parking a new one (see Store.Park): a later Park whose
+	// AttachKey equals either of them attaches. A call may be found by
+	// two keys: the proxy's AttachKey is an Idempotency-Key's digest when
+	// the call has one, and ArgsKey is always the digest of what makes
+	// calls identical (principal, upstream, tool, canonical arguments), so
+	// that a retry without the key, whose AttachKey is that digest, still
+	// finds the call. The store treats both as opaque. ArgsDigest is kept
+	// so the caller can tell an Idempotency-Key reused with other
+	// arguments.
 	AttachKey  string
+	ArgsKey    string
 	ArgsDigest string
 
 	Subject  string // who made the call
@@ -147,9 +155,16 @@ type Result struct {
 // every method is one atomic step.
 type Store interface {
 	// Park stores c as Waiting until the store's now + ttl. If c.AttachKey
-	// is set and the key belongs to a live call (waiting, approved,
-	// executing, or executed and not yet delivered), nothing is stored and
-	// that call is returned with attached = true. A taken c.ID is an error.
+	// is set and names an attachable call, nothing is stored and that call
+	// is returned with attached = true. A call is attachable while it is
+	// waiting, approved or executing, and once it ended executed, rejected
+	// or expired until its outcome is delivered (Deliver): a retry learns
+	// the result, the rejection or the expiry once, and only then parks
+	// anew. A cancelled, failed or unknown call is not attachable. Only
+	// c.AttachKey is looked up; a new call is recorded under c.AttachKey
+	// and under c.ArgsKey, except that an ArgsKey naming another
+	// attachable call keeps naming it (the first identical call stays the
+	// one found). A taken c.ID is an error.
 	// A new call (not an attach) beyond the store's caps on waiting and
 	// approved calls (Options.MaxParked, Options.MaxParkedPerPrincipal)
 	// gives ErrTooMany, and nothing is stored.
@@ -185,9 +200,11 @@ type Store interface {
 	// the lease ran out and this Finish made the call Unknown.
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
-	// Deliver marks a finished call's result as handed to its caller.
+	// Deliver marks a finished call's outcome (its result, or its
+	// rejection or expiry: any terminal call) as handed to its caller.
 	// first is true for exactly one caller; from then on the call no
-	// longer attaches retries.
+	// longer attaches retries. A call not yet terminal gives a
+	// *StateError.
 	Deliver(ctx context.Context, id string) (first bool, c Call, err error)
 
 	// Expire moves Waiting and Approved calls past their expiry to Expired

@@ -37,7 +37,7 @@ import (
 //	{toolgate}:call:<id>       hash: the call (see redis_scripts.go)
 //	{toolgate}:state:<state>   sorted set of IDs by when they entered <state>
 //	{toolgate}:due             sorted set of live IDs by expiry or lease end
-//	{toolgate}:attach:<key>    string: the ID a Call.AttachKey attaches to
+//	{toolgate}:attach:<key>    string: the ID a Call.AttachKey or Call.ArgsKey attaches to
 //	{toolgate}:parked          sorted set of waiting and approved IDs by expiry (the caps)
 //	{toolgate}:parked:<principal>  the same for one Call.Principal
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
@@ -117,7 +117,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		return Call{}, false, err
 	}
 	ttlMS := max(ttl.Milliseconds(), 1)
-	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal}
+	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -129,6 +129,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		}
 	}
 	add("ak", c.AttachKey)
+	add("ag", c.ArgsKey)
 	add("ad", c.ArgsDigest)
 	add("sb", c.Subject)
 	add("up", c.Upstream)
@@ -282,7 +283,8 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 }
 
 // Deliver implements [Store.Deliver]. Any terminal call can be delivered
-// (a refusal is an answer too); a live one gives a *StateError.
+// (a refusal is an answer too); a live one gives a *StateError. The first
+// delivery deletes the call's attach keys.
 func (s *RedisStore) Deliver(ctx context.Context, id string) (bool, Call, error) {
 	v, err := s.run(ctx, deliverScript, s.callKey(id), id, nonce())
 	if err != nil {

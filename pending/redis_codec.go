@@ -75,6 +75,8 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 			c.State = State(v)
 		case "ak":
 			c.AttachKey = v
+		case "ag":
+			c.ArgsKey = v
 		case "ad":
 			c.ArgsDigest = v
 		case "sb":

@@ -27,8 +27,9 @@ import "github.com/redis/go-redis/v9"
 //
 // One hash per call, fields (an empty field is not stored):
 //
-//	st state        ak AttachKey   ad ArgsDigest   sb Subject   up Upstream
-//	tl Tool         rq Request     rd RequestDigest               in Info
+//	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
+//	sb Subject      up Upstream    tl Tool         rq Request
+//	rd RequestDigest               in Info
 //	pr Principal    bf Brief (small; what ListBrief reads instead of rq, in)
 //	ca CreatedAt    ea ExpiresAt   by DecidedBy    cm Comment   da DecidedAt
 //	qm Quorum ("2,1")              ap Approvals (JSON list of {b, t, c, n})
@@ -100,19 +101,25 @@ local function forget(id)
   redis.call('ZREM', unannounced, id)
 end
 
+-- unattach deletes the call's attach keys (AttachKey, ArgsKey) that
+-- still name it.
 local function unattach(id, h)
-  if h.ak then
-    local k = attachkey(h.ak)
-    if redis.call('GET', k) == id then redis.call('DEL', k) end
+  for _, ak in ipairs({h.ak or '', h.ag or ''}) do
+    if ak ~= '' then
+      local k = attachkey(ak)
+      if redis.call('GET', k) == id then redis.call('DEL', k) end
+    end
   end
 end
 
--- keep makes the call (and its attach key) last until at.
+-- keep makes the call (and its attach keys that name it) last until at.
 local function keep(id, h, at)
   redis.call('PEXPIREAT', callkey(id), num(at))
-  if h.ak then
-    local k = attachkey(h.ak)
-    if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
+  for _, ak in ipairs({h.ak or '', h.ag or ''}) do
+    if ak ~= '' then
+      local k = attachkey(ak)
+      if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
+    end
   end
 end
 
@@ -121,6 +128,15 @@ local function overdue(h)
   if (h.st == 'waiting' or h.st == 'approved') and now >= tonumber(h.ea) then return 'expired' end
   if h.st == 'executing' and now >= tonumber(h.lu) then return 'unknown' end
   return nil
+end
+
+-- attachable reports whether retries attach to the call (pending's
+-- attachable, in Lua): live, or executed, rejected or expired and not yet
+-- delivered. A call past its deadline counts as what it moves to.
+local function attachable(h)
+  local st = overdue(h) or h.st
+  if st == 'waiting' or st == 'approved' or st == 'executing' then return true end
+  return (st == 'executed' or st == 'rejected' or st == 'expired') and h.dl ~= '1'
 end
 
 -- parkedkeys returns the parked indexes a call of principal pr is in.
@@ -157,8 +173,8 @@ local function move(id, h, to, fields, deadline)
   if terminal[to] then
     -- terminal index entries live as long as their calls: trim on insert
     redis.call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
-    if to == 'executed' then
-      keep(id, h, now + rttl) -- its result still attaches retries until delivered
+    if attachable(h) then
+      keep(id, h, now + rttl) -- its result or refusal attaches retries until delivered
     else
       redis.call('PEXPIREAT', k, num(now + rttl))
       unattach(id, h)
@@ -172,12 +188,14 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
-// [11…] field, value pairs. Replies {'ok', call}, {'attached', call, id},
-// {'taken'}, or {'toomany', 'principal' or 'all'} when a new call would
-// pass a cap.
+// [11] ArgsKey, [12…] field, value pairs. Replies {'ok', call},
+// {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
+// when a new call would pass a cap. Only AttachKey is looked up; a new call
+// is recorded under AttachKey and under ArgsKey, unless ArgsKey names
+// another attachable call already.
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local pr, maxall, maxpr = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
+local pr, maxall, maxpr, ag = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
 for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
@@ -196,9 +214,7 @@ if ak ~= '' then
     if o then
       local to = overdue(o)
       if to then move(other, o, to, {}, nil) end
-      if o.st == 'waiting' or o.st == 'approved' or o.st == 'executing' or (o.st == 'executed' and o.dl ~= '1') then
-        return {'attached', all(other), other}
-      end
+      if attachable(o) then return {'attached', all(other), other} end
     end
   end
 end
@@ -210,7 +226,7 @@ for _, pk in ipairs(keys) do redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now)
 if pr ~= '' and maxpr > 0 and redis.call('ZCARD', keys[2]) >= maxpr then return {'toomany', 'principal'} end
 if maxall > 0 and redis.call('ZCARD', keys[1]) >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 11, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 12, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 local k = callkey(id)
 redis.call('HSET', k, 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
@@ -222,6 +238,12 @@ redis.call('ZADD', unannounced, num(now), id)
 local left = redis.call('PTTL', unannounced)
 if left < 0 or now + left < expires + rttl then redis.call('PEXPIREAT', unannounced, num(expires + rttl)) end
 if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
+if ag ~= '' and ag ~= ak then
+  -- the first identical call stays the one a keyless retry finds
+  local cur = redis.call('GET', attachkey(ag))
+  local o = cur and load(cur)
+  if not (o and attachable(o)) then redis.call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
+end
 return {'ok', all(id)}
 `)
 

@@ -325,8 +325,8 @@ func TestRedisKeyTTLs(t *testing.T) {
 		}
 		return d
 	}
-	callKey, attachKey := s.callKey(c.ID), s.base+"attach:"+c.AttachKey
-	for _, k := range []string{callKey, attachKey} {
+	callKey, attachKey, argsKey := s.callKey(c.ID), s.base+"attach:"+c.AttachKey, s.base+"attach:"+c.ArgsKey
+	for _, k := range []string{callKey, attachKey, argsKey} {
 		if d := ttl(k); d <= rttl || d > rttl+time.Minute {
 			t.Errorf("after Park, TTL(%s) = %v, want ttl + ResultTTL = %v", k, d, rttl+time.Minute)
 		}
@@ -342,7 +342,7 @@ func TestRedisKeyTTLs(t *testing.T) {
 	if _, err := s.Finish(ctx, c.ID, c.Fence, Executed, Result{Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{callKey, attachKey} {
+	for _, k := range []string{callKey, attachKey, argsKey} {
 		if d := ttl(k); d <= 0 || d > rttl {
 			t.Errorf("after Finish, TTL(%s) = %v, want ResultTTL %v", k, d, rttl)
 		}
@@ -350,8 +350,8 @@ func TestRedisKeyTTLs(t *testing.T) {
 	if first, _, err := s.Deliver(ctx, c.ID); err != nil || !first {
 		t.Fatalf("Deliver = %v, %v", first, err)
 	}
-	if n := rdb.Exists(ctx, attachKey).Val(); n != 0 {
-		t.Errorf("the attach key outlived the delivery")
+	if n := rdb.Exists(ctx, attachKey, argsKey).Val(); n != 0 {
+		t.Errorf("%d attach keys outlived the delivery", n)
 	}
 }
 
@@ -694,6 +694,7 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 	c.RequestDigest = "sha256:" + strings.Repeat("0", 64)
 	c.ArgsDigest = "sha256:" + strings.Repeat("1", 64)
 	c.AttachKey = "sha256:" + rand.Text() + rand.Text()
+	c.ArgsKey = "sha256:" + rand.Text() + rand.Text()
 	if _, _, err := s.Park(tb.Context(), c, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
@@ -701,7 +702,7 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, f := range []string{c.ID, c.AttachKey, c.ArgsDigest, c.Subject, c.Upstream, c.Tool, string(c.Request), c.RequestDigest, string(c.Info), string(c.Brief)} {
+	for _, f := range []string{c.ID, c.AttachKey, c.ArgsKey, c.ArgsDigest, c.Subject, c.Upstream, c.Tool, string(c.Request), c.RequestDigest, string(c.Info), string(c.Brief)} {
 		data += int64(len(f))
 	}
 	return usage, data

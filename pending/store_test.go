@@ -85,7 +85,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		req[0] = 'X' // the store must not keep the caller's slices
 
 		want := sampleCall()
-		want.ID = in.ID
+		want.ID, want.ArgsKey = in.ID, in.ArgsKey
 		want.State = Waiting
 		want.CreatedAt = time.Now()
 		want.ExpiresAt = want.CreatedAt.Add(time.Minute)
@@ -176,8 +176,17 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 					t.Fatalf("Deliver = %v, %v; want first", first, err)
 				}
 			}, false},
-			{"rejected", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+			// A refusal attaches until it is delivered, like a result.
+			{"rejected, not delivered", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
+				if _, err := s.Decide(t.Context(), id, Decision{To: Rejected, By: "bob", Comment: "not today"}); err != nil {
+					t.Fatal(err)
+				}
+			}, true},
+			{"rejected and delivered", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
 				decide(t, s, id, Rejected)
+				if first, _, err := s.Deliver(t.Context(), id); err != nil || !first {
+					t.Fatalf("Deliver = %v, %v; want first", first, err)
+				}
 			}, false},
 			{"cancelled", long, func(t *testing.T, s Store, id string, _ func(time.Duration)) {
 				if _, err := s.Cancel(t.Context(), id); err != nil {
@@ -186,9 +195,25 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			}, false},
 			{"failed", long, finish(Failed), false},
 			{"unknown", long, finish(Unknown), false},
-			// Past its ttl, unswept: Park itself must see that it expired.
-			{"expired", short, func(_ *testing.T, _ Store, _ string, advance func(time.Duration)) {
+			// Past its ttl, unswept: Park itself must see that it expired,
+			// and the expiry is an outcome its caller has not learnt.
+			{"expired, unswept", short, func(_ *testing.T, _ Store, _ string, advance func(time.Duration)) {
 				advance(beyond)
+			}, true},
+			{"expired, swept", short, func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+				advance(beyond)
+				if got, err := s.Expire(t.Context(), 10); err != nil || !slices.Contains(ids(got), id) {
+					t.Fatalf("Expire = %v, %v; want %s", ids(got), err, id)
+				}
+			}, true},
+			{"expired and delivered", short, func(t *testing.T, s Store, id string, advance func(time.Duration)) {
+				advance(beyond)
+				if _, err := s.Expire(t.Context(), 10); err != nil {
+					t.Fatal(err)
+				}
+				if first, _, err := s.Deliver(t.Context(), id); err != nil || !first {
+					t.Fatalf("Deliver = %v, %v; want first", first, err)
+				}
 			}, false},
 		}
 		for _, tt := range tests {
@@ -214,6 +239,21 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 					}
 					if _, err := s.Get(t.Context(), c2.ID); !errors.Is(err, ErrNotFound) {
 						t.Errorf("Get(attached retry's own ID) = %v, want ErrNotFound (nothing stored)", err)
+					}
+					if got.State == Rejected && (got.DecidedBy != "bob" || got.Comment != "not today") {
+						t.Errorf("attached to a rejection by %q with comment %q, want bob's %q", got.DecidedBy, got.Comment, "not today")
+					}
+					if !got.State.Terminal() {
+						return
+					}
+					// Its outcome delivered once, the next retry is a new call.
+					if first, _, err := s.Deliver(t.Context(), c1.ID); err != nil || !first {
+						t.Fatalf("Deliver(attached %s) = %v, %v; want first", got.State, first, err)
+					}
+					c3 := sampleCall()
+					c3.AttachKey = c1.AttachKey
+					if got, attached, err := s.Park(t.Context(), c3, long); err != nil || attached || got.ID != c3.ID {
+						t.Errorf("Park after delivery = %s, attached %v, %v; want the new call %s", got.ID, attached, err, c3.ID)
 					}
 					return
 				}
@@ -657,6 +697,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		})
 	})
 
+	t.Run("AttachKeys", func(t *testing.T) { testAttachKeys(t, newStore) })
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
@@ -721,6 +762,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
 	const n = 16
 	t.Run("Caps", func(t *testing.T) { testCapsRace(t, newStore) })
+	t.Run("Deliver", func(t *testing.T) { testDeliverRace(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorumRace(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessionsRace(t, newStore) })
 	t.Run("Decide", func(t *testing.T) {
@@ -897,6 +939,7 @@ func testStoreRace(t *testing.T, newStore newStoreFunc) {
 func sampleCall() Call {
 	return Call{
 		ID:            "call-" + rand.Text(),
+		ArgsKey:       "args-" + rand.Text(),
 		ArgsDigest:    "sha256:args",
 		Subject:       "agent@example.com",
 		Principal:     "jwt:https://idp.example.com#agent@example.com",

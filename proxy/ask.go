@@ -108,13 +108,18 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),
 		ArgsDigest: digest(argsForm), Quorum: quorum,
 	}
+	// A retry finds the call by its AttachKey: the Idempotency-Key when
+	// there is one, else what makes calls identical. The call is recorded
+	// under both, so that an identical retry without the key finds a call
+	// parked with one; a key, when given, is looked up alone (another key
+	// is another call, whatever the arguments).
+	pc.ArgsKey = digest("call", c.subject.Principal, c.up.Name, info.Tool, pc.ArgsDigest)
+	pc.AttachKey = pc.ArgsKey
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > 255 {
 			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
 		}
 		pc.AttachKey = digest("idem", c.subject.Principal, c.up.Name, key)
-	} else {
-		pc.AttachKey = digest("call", c.subject.Principal, c.up.Name, info.Tool, pc.ArgsDigest)
 	}
 	return pc, nil
 }

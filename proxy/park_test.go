@@ -420,3 +420,121 @@ func TestParkWritesBrief(t *testing.T) {
 		t.Errorf("Brief approvers (-info +brief):\n%s", diff)
 	}
 }
+
+// noneParked checks that no call was parked since the last nextParked:
+// OnPark was not called.
+func (pe *parkEnv) noneParked(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case pc := <-pe.parked:
+		t.Fatalf("%s parked a new call %s (approvers asked again)", what, pc.ID)
+	default:
+	}
+}
+
+// TestRetryLearnsRejection: the agent's hold ran out, then an approver
+// rejected the call with a comment. An identical retry (arguments in
+// another order) attaches and gets the rejection with the comment, as the
+// held request would have; the next identical retry is a new call and
+// asks the approvers again.
+func TestRetryLearnsRejection(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold = 50 * time.Millisecond })
+	auth := []string{"Authorization", "Bearer agent-key"}
+	res := post(t, pe.url+"/tools/Write", `{"path":"notes/a.txt","content":"x"}`, auth...)
+	res.Body.Close()
+	first := pe.nextParked(t)
+	if res.StatusCode != http.StatusAccepted || res.Header.Get(headerCallID) != first.ID {
+		t.Fatalf("first call: %d on %q, want 202 on %s", res.StatusCode, res.Header.Get(headerCallID), first.ID)
+	}
+	if _, err := pe.store.Decide(context.Background(), first.ID, pending.Decision{To: pending.Rejected, By: "carol", Comment: "not on a Friday"}); err != nil {
+		t.Fatal(err)
+	}
+
+	res = post(t, pe.url+"/tools/Write", `{"content":"x", "path":"notes/a.txt"}`, auth...)
+	p := readProblem(t, res)
+	if res.StatusCode != http.StatusForbidden || p.Decision != "rejected" || p.CallID != first.ID || !strings.Contains(p.Detail, "not on a Friday") {
+		t.Fatalf("retry after the rejection: %d %+v; want 403 rejected on %s with the comment", res.StatusCode, p, first.ID)
+	}
+	pe.noneParked(t, "the retry that learnt the rejection")
+	if pc, _ := pe.store.Get(context.Background(), first.ID); !pc.Delivered || pc.DecidedBy != "carol" {
+		t.Errorf("the rejected call: delivered %v, decided by %q; want delivered, by carol", pc.Delivered, pc.DecidedBy)
+	}
+
+	res = post(t, pe.url+"/tools/Write", `{"path":"notes/a.txt","content":"x"}`, append(auth, "Prefer", "respond-async")...)
+	res.Body.Close()
+	again := pe.nextParked(t)
+	if res.StatusCode != http.StatusAccepted || again.ID == first.ID || res.Header.Get(headerCallID) != again.ID {
+		t.Fatalf("second retry: %d on %q, want 202 on a new call", res.StatusCode, res.Header.Get(headerCallID))
+	}
+	if n := len(pe.upstream.Requests()); n != 0 {
+		t.Errorf("upstream got %d requests", n)
+	}
+}
+
+// TestRetryLearnsExpiry: a call that expired while nobody was held: the
+// identical retry gets the expiry once, the next one asks again.
+func TestRetryLearnsExpiry(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	pe := newParkEnv(t, func(c *Config) {
+		c.Hold = 50 * time.Millisecond
+		c.Pending = pending.NewMemory(pending.Options{Now: clock.Now})
+	})
+	pe.store = pe.server.cfg.Pending
+	res := post(t, pe.url+"/tools/Write", `{"path":"a","content":"x"}`)
+	res.Body.Close()
+	first := pe.nextParked(t)
+	clock.Advance(2 * time.Minute) // past the ttl, unswept
+
+	res = post(t, pe.url+"/tools/Write", `{"content":"x","path":"a"}`)
+	p := readProblem(t, res)
+	if res.StatusCode != http.StatusForbidden || p.Decision != "expired" || p.CallID != first.ID {
+		t.Fatalf("retry after the expiry: %d %+v; want 403 expired on %s", res.StatusCode, p, first.ID)
+	}
+	pe.noneParked(t, "the retry that learnt the expiry")
+
+	res = post(t, pe.url+"/tools/Write", `{"content":"x","path":"a"}`, "Prefer", "respond-async")
+	res.Body.Close()
+	again := pe.nextParked(t)
+	if res.StatusCode != http.StatusAccepted || again.ID == first.ID {
+		t.Fatalf("second retry: %d on %q, want 202 on a new call", res.StatusCode, res.Header.Get(headerCallID))
+	}
+}
+
+// TestKeylessRetryAttachesToKeyed: a call parked with an Idempotency-Key is
+// found by an identical retry without the key (arguments in another
+// order): the approvers are asked once. The key with other arguments is
+// still 409.
+func TestKeylessRetryAttachesToKeyed(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.Hold = 50 * time.Millisecond })
+	res := post(t, pe.url+"/tools/Write", `{"path":"a","content":"x"}`, "Idempotency-Key", "k1")
+	res.Body.Close()
+	first := pe.nextParked(t)
+	if res.StatusCode != http.StatusAccepted || res.Header.Get(headerCallID) != first.ID {
+		t.Fatalf("keyed call: %d on %q", res.StatusCode, res.Header.Get(headerCallID))
+	}
+	res = post(t, pe.url+"/tools/Write", `{"content":"x","path":"a"}`, "Prefer", "respond-async")
+	res.Body.Close()
+	if res.StatusCode != http.StatusAccepted || res.Header.Get(headerCallID) != first.ID {
+		t.Fatalf("keyless retry: %d on %q, want 202 on %s", res.StatusCode, res.Header.Get(headerCallID), first.ID)
+	}
+	pe.noneParked(t, "the keyless retry")
+	res = post(t, pe.url+"/tools/Write", `{"path":"b","content":"x"}`, "Idempotency-Key", "k1")
+	if p := readProblem(t, res); res.StatusCode != http.StatusConflict {
+		t.Fatalf("same key, other arguments: %d %+v", res.StatusCode, p)
+	}
+	pe.noneParked(t, "the key with other arguments")
+
+	// Approved, the keyless retry takes the result of the one execution.
+	if _, err := pe.store.Decide(context.Background(), first.ID, pending.Decision{To: pending.Approved, By: "alice", Comment: ""}); err != nil {
+		t.Fatal(err)
+	}
+	res = post(t, pe.url+"/tools/Write", `{"content":"x","path":"a"}`)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get(headerCallID) != first.ID || !strings.Contains(string(body), `"ok":true`) {
+		t.Fatalf("keyless retry after the approval: %d on %q %s", res.StatusCode, res.Header.Get(headerCallID), body)
+	}
+	if n := len(pe.upstream.Requests()); n != 1 {
+		t.Errorf("upstream got %d requests, want 1", n)
+	}
+}
