@@ -175,6 +175,10 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.Taken:
 		a.kind, a.status, a.outcome, a.title = verdict, http.StatusConflict, string(pc.State), "Result already delivered"
 		a.detail = "the result of call " + pc.ID + " was already delivered to another request"
+		if pc.State == pending.Rejected || pc.State == pending.Expired {
+			a.title = "Outcome already delivered"
+			a.detail = "call " + pc.ID + " ended " + string(pc.State) + " and another request was told"
+		}
 		a.statusURL = statusURL(pc.ID)
 		a.reasons, a.ruleIDs = nil, nil
 	case lifecycle.NoResult:
@@ -221,6 +225,9 @@ func ended(pc pending.Call, d policy.Decision) answer {
 	case pending.Cancelled:
 		a.outcome, a.title, a.detail = outcomeCancelled, "Call cancelled", "the call was cancelled before it was decided"
 	default:
+		if pc.DecidedBy != "" {
+			a.detail = "rejected by " + pc.DecidedBy
+		}
 		if pc.Comment != "" {
 			a.detail += ": " + pc.Comment
 		}

@@ -452,7 +452,7 @@ func TestRetryLearnsRejection(t *testing.T) {
 
 	res = post(t, pe.url+"/tools/Write", `{"content":"x", "path":"notes/a.txt"}`, auth...)
 	p := readProblem(t, res)
-	if res.StatusCode != http.StatusForbidden || p.Decision != "rejected" || p.CallID != first.ID || !strings.Contains(p.Detail, "not on a Friday") {
+	if res.StatusCode != http.StatusForbidden || p.Decision != "rejected" || p.CallID != first.ID || p.Detail != "rejected by carol: not on a Friday" {
 		t.Fatalf("retry after the rejection: %d %+v; want 403 rejected on %s with the comment", res.StatusCode, p, first.ID)
 	}
 	pe.noneParked(t, "the retry that learnt the rejection")
