@@ -33,7 +33,8 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	}
 	s.metrics.held.Inc()
 	defer s.metrics.held.Dec()
-	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{
+	ctx := c.withRelay(r.Context(), w, r)
+	o := s.life.Ask(ctx, pc, lifecycle.Hold{
 		For:           s.holdFor(r),
 		Progress:      c.progressReporter(w, r),
 		ProgressEvery: progressEvery,
@@ -42,6 +43,12 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// stays parked for its status URL or a retry that attaches.
 		CancelOnLeave: cancelOnLeave,
 	})
+	if rl := relayOf(ctx); rl != nil && rl.sent {
+		// The upstream's answer went to the agent as it came; whatever
+		// the lifecycle says of it now (delivered, or taken by a status
+		// poll meanwhile), the stream said it already.
+		return answered
+	}
 	return outcomeAnswer(o, c.decision)
 }
 

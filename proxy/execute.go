@@ -115,6 +115,14 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	}
 	result := pending.Result{Status: res.StatusCode, Header: res.Header}
 	limit := s.cfg.MaxResultBytes
+	if rl := relayOf(ctx); rl != nil && res.StatusCode == http.StatusOK && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		body, truncated, err := readRelayed(res.Body, limit, rl, pc.ID)
+		if err != nil {
+			s.log.Error("approved call's answer was cut short", "call_id", pc.ID, "error", err)
+		}
+		result.Body, result.Truncated = body, truncated
+		return pending.Executed, result
+	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
 		s.log.Error("approved call's answer was cut short", "call_id", pc.ID, "error", err)

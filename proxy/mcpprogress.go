@@ -45,16 +45,7 @@ func acceptsSSE(r *http.Request) bool {
 // progress sends one notifications/progress event, starting the stream
 // at the first one: the answer is an SSE stream from then on.
 func (m *rpcResponder) progress(w http.ResponseWriter, pc pending.Call) {
-	if m.sse == nil {
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		h.Set(headerCallID, pc.ID)
-		h.Set(headerDecision, outcomeAsk)
-		w.WriteHeader(http.StatusOK)
-		m.sse = &sseStream{w: w, rc: http.NewResponseController(w)}
-	}
+	m.startSSE(w, pc.ID, outcomeAsk)
 	m.sse.n++
 	msg, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "method": "notifications/progress",
@@ -64,6 +55,21 @@ func (m *rpcResponder) progress(w http.ResponseWriter, pc pending.Call) {
 		},
 	})
 	m.sse.send(msg)
+}
+
+// startSSE makes the answer an SSE stream, once.
+func (m *rpcResponder) startSSE(w http.ResponseWriter, callID, outcome string) {
+	if m.sse != nil {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set(headerCallID, callID)
+	h.Set(headerDecision, outcome)
+	w.WriteHeader(http.StatusOK)
+	m.sse = &sseStream{w: w, rc: http.NewResponseController(w)}
 }
 
 func (st *sseStream) send(msg []byte) {

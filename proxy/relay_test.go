@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// TestApprovedAnswerStreams: an approved MCP call's SSE answer reaches the
+// held agent event by event: the agent sees the upstream's first event
+// (a progress notification, with the agent's own progress token) before
+// the upstream writes its second (the result, with the agent's id).
+func TestApprovedAnswerStreams(t *testing.T) {
+	firstSeen := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\n" +
+			"data: \"params\":{\"progressToken\":\"p-stored\",\"progress\":1}}\n\n"))
+		_ = rc.Flush()
+		select { // the second event is written only once the agent saw the first
+		case <-firstSeen:
+		case <-time.After(5 * time.Second):
+			return
+		}
+		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n"))
+	}))
+	t.Cleanup(upstream.Close)
+	u, _ := url.Parse(upstream.URL)
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 1)
+	env := newTestServer(t, askAll, func(c *Config) {
+		c.Upstreams[0].URL, c.Upstreams[0].Protocol, c.Upstreams[0].MCPPath = u, "mcp", "/mcp"
+		c.Pending, c.Hold, c.MaxBodyBytes = store, 10*time.Second, 1<<16
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+	})
+	go func() {
+		pc := <-parked
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
+	}()
+	body := `{"jsonrpc":"2.0","id":"agent-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"a"},"_meta":{"progressToken":"p-agent"}}}`
+	req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Authorization", "Bearer agent-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("answer %d %s, want an SSE stream", res.StatusCode, ct)
+	}
+	var msgs []map[string]any
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if m["method"] == "notifications/progress" && m["params"].(map[string]any)["progress"] == float64(1) {
+			close(firstSeen) // only a relayed event can unblock the upstream
+		}
+		msgs = append(msgs, m)
+	}
+	var progress, result map[string]any
+	for _, m := range msgs {
+		if m["method"] == "notifications/progress" && m["params"].(map[string]any)["progress"] == float64(1) {
+			progress = m
+		}
+		if m["result"] != nil {
+			result = m
+		}
+	}
+	if progress == nil || result == nil {
+		t.Fatalf("events %v: want the upstream's progress, then its result", msgs)
+	}
+	if tok := progress["params"].(map[string]any)["progressToken"]; tok != "p-agent" {
+		t.Errorf("relayed progress token %v, want the agent's p-agent", tok)
+	}
+	if result["id"] != "agent-7" {
+		t.Errorf("relayed result id %v, want the agent's agent-7", result["id"])
+	}
+	if pc, _ := store.Get(context.Background(), callIDOf(t, res)); pc.State != pending.Executed || pc.Result == nil || !strings.Contains(string(pc.Result.Body), "done") {
+		t.Errorf("stored result: %s %+v", pc.State, pc.Result)
+	}
+}
+
+func callIDOf(t *testing.T, res *http.Response) string {
+	t.Helper()
+	id := res.Header.Get(headerCallID)
+	if id == "" {
+		t.Fatal("no call ID header")
+	}
+	return id
+}
