@@ -33,6 +33,15 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	}
 	s.metrics.held.Inc()
 	defer s.metrics.held.Dec()
+	if c.mcp != nil && c.mcp.task {
+		// The client asked for a task: it is answered at once, and
+		// follows the call with the task methods (tasks.go).
+		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
+		if a, ok := taskCreated(c, o); ok {
+			return a
+		}
+		return outcomeAnswer(o, c.decision)
+	}
 	ctx := c.withRelay(r.Context(), w, r)
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{
 		For:           s.holdFor(r),

@@ -54,6 +54,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 	}
 	switch d.Action {
 	case policy.Allow:
+		if a, ok := s.taskAnswer(r, c); ok {
+			return a // a task of toolgate's own: the upstream never knew it
+		}
 		return s.forward(w, r, c)
 	case policy.Ask:
 		return s.ask(w, r, c)

@@ -81,8 +81,12 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 // streams its answer back.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer {
 	rp := c.up.proxy
-	if c.mcp != nil && c.mcp.method == "tools/list" && !c.up.DryRun {
+	switch {
+	case c.mcp == nil || c.up.DryRun:
+	case c.mcp.method == "tools/list":
 		rp = s.toolsListProxy(r, c)
+	case c.mcp.method == "initialize" && s.life != nil:
+		rp = s.initializeProxy(c)
 	}
 	s.forwardWith(w, r, c, rp)
 	if err := c.upstreamErr; err != nil {

@@ -35,6 +35,11 @@ type mcpMessage struct {
 	version       string          // Mcp-Protocol-Version
 	isToolCall    bool
 	progressToken any
+	// task is set for a tools/call that asks for a task (params.task,
+	// MCP 2025-11-25); taskID is the taskId of tasks/get, tasks/result
+	// and tasks/cancel (tasks.go).
+	task   bool
+	taskID string
 	// batch is the distinct methods of a batch's members: each is decided
 	// too.
 	batch []string
@@ -134,7 +139,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	}
 	c.mcp.method = method
 	params, _ := msg["params"].(map[string]any)
-	if k := caseVariant(params, "name", "arguments", "_meta", "uri"); k != "" {
+	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId"); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
@@ -151,6 +156,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if meta, ok := params["_meta"].(map[string]any); ok {
 		c.mcp.progressToken = meta["progressToken"]
 	}
+	c.mcp.readTaskParams(params)
 	if method != "tools/call" {
 		// resources/read and prompts/get are decided as calls of
 		// pseudo-tools; every other method on its name alone.

@@ -111,7 +111,11 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		case policy.Allow:
 			kept = append(kept, raw)
 		case policy.Ask:
-			kept = append(kept, markMayAsk(raw))
+			raw = markMayAsk(raw)
+			if s.life != nil && taskEra(c.mcp.version) {
+				raw = markTaskSupport(raw)
+			}
+			kept = append(kept, raw)
 		}
 	}
 	result["tools"], _ = json.Marshal(kept)

@@ -1,0 +1,581 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/lifecycle"
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Parked calls as MCP tasks, in the session era (the Tasks utility of MCP
+// 2025-11-25, basic/utilities/tasks): a tools/call that carries
+// params.task and is decided ask is parked as any ask, and answered at once
+// with a CreateTaskResult whose taskId is the call ID. toolgate answers
+// tasks/get, tasks/result, tasks/list and tasks/cancel for its own call
+// IDs, from the store alone, so any replica answers any task; a taskId that
+// is not one of toolgate's calls (a task the upstream created for an
+// allowed call) goes to the upstream untouched.
+//
+// Task statuses of a parked call:
+//
+//	waiting, approved, executing          working
+//	executed, the upstream's result        completed
+//	executed, isError or a JSON-RPC error  failed (the utility: a tool result with isError is failed)
+//	rejected, expired, denied at re-check  failed, with the isError result a deny gets
+//	failed, unknown                        failed
+//	cancelled                              cancelled
+//
+// Reading a task is not the once-only delivery of a held request's result:
+// tasks/get and tasks/result read the call as the store keeps it, for as
+// long as it keeps it (pending.result_ttl).
+
+const (
+	// tasksEra is the revision whose Tasks utility this file speaks; the
+	// stateless revision (2026-07-28) moved tasks to an extension.
+	tasksEra     = "2025-11-25"
+	statelessEra = "2026-07-28"
+	// relatedTaskKey ties a tasks/result answer to its task (_meta).
+	relatedTaskKey = "io.modelcontextprotocol/related-task"
+	// immediateKey is the optional text a host may hand the model while
+	// the task runs (_meta of a CreateTaskResult).
+	immediateKey = "io.modelcontextprotocol/model-immediate-response"
+	// taskPollInterval is the polling interval toolgate suggests, in
+	// milliseconds (the Retry-After of a REST call's 202).
+	taskPollInterval = 5000
+	// maxListedTasks bounds tasks/list: the principal's calls among the
+	// newest this many of each state the store lists (see listTasks).
+	maxListedTasks = 100
+	rpcInternal    = -32603
+)
+
+// taskEra reports whether version speaks the 2025-11-25 Tasks utility.
+func taskEra(version string) bool {
+	return version >= tasksEra && version < statelessEra
+}
+
+// readTaskParams records what the task methods need of a message: whether
+// a tools/call asks for a task (params.task), and the taskId of tasks/get,
+// tasks/result and tasks/cancel.
+func (m *mcpMessage) readTaskParams(params map[string]any) {
+	switch m.method {
+	case "tools/call":
+		// Before 2025-11-25 no client sends it; from 2026-07-28 tasks are
+		// an extension toolgate does not speak here. An absent version
+		// header is an older client (the transport's default).
+		_, has := params["task"]
+		m.task = has && m.version < statelessEra
+	case "tasks/get", "tasks/result", "tasks/cancel":
+		m.taskID = stringOf(params["taskId"])
+	}
+}
+
+// taskAnswer answers a task method for one of toolgate's own calls; ok is
+// false when the message is something else (forward it): not a task
+// method, no parked calls here, or a taskId toolgate never gave out.
+func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
+	m := c.mcp
+	if s.life == nil || m == nil || m.id == nil || m.version >= statelessEra {
+		return answer{}, false
+	}
+	if m.method == "tasks/list" {
+		return s.listTasks(r.Context(), c), true
+	}
+	if m.taskID == "" || (m.method != "tasks/get" && m.method != "tasks/result" && m.method != "tasks/cancel") {
+		return answer{}, false
+	}
+	ctx := r.Context()
+	principal := c.subject.Principal
+	var (
+		pc  pending.Call
+		err error
+	)
+	switch m.method {
+	case "tasks/cancel":
+		pc, err = s.life.Cancel(ctx, principal, m.taskID)
+	case "tasks/result":
+		pc, err = s.taskResultWait(ctx, principal, m.taskID)
+	default:
+		pc, err = s.life.Status(ctx, principal, m.taskID, 0, false)
+	}
+	switch {
+	case errors.Is(err, pending.ErrNotFound):
+		// Another principal's call, a call gone, or not toolgate's at
+		// all: only the last goes to the upstream.
+		if _, gerr := s.cfg.Pending.Get(ctx, m.taskID); gerr != nil {
+			if errors.Is(gerr, pending.ErrNotFound) {
+				return answer{}, false
+			}
+			return taskStoreFailed(c), true
+		}
+		return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found"), true
+	case errors.Is(err, pending.ErrConflict):
+		// tasks/cancel of a call already decided: terminal, or approved
+		// and about to run, which nothing stops any more.
+		return taskError(c, rpcInvalidParams, "Cannot cancel task: it is "+taskOf(pc).status+" ("+string(pc.State)+")"), true
+	case err != nil:
+		return taskStoreFailed(c), true
+	case !isTaskOf(pc, c):
+		return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found"), true
+	}
+	if m.method != "tasks/result" {
+		return rpcAnswer(c, taskOf(pc).doc()), true
+	}
+	if !pc.State.Terminal() {
+		t := taskOf(pc)
+		a := taskError(c, rpcInternal, "Task still "+t.status+" ("+t.message+") after "+s.cfg.Hold.String()+"; call tasks/result again, or poll tasks/get")
+		return a, true
+	}
+	return taskResult(c, pc), true
+}
+
+// taskResultWait follows the call until it ends or the hold runs out:
+// tasks/result blocks until the task is terminal, and toolgate holds no
+// request longer than pending.hold. A terminal call is marked delivered,
+// so that an identical call after it parks anew rather than attaching;
+// its result stays readable here.
+func (s *Server) taskResultWait(ctx context.Context, principal, id string) (pending.Call, error) {
+	deadline := time.Now().Add(s.cfg.Hold)
+	var prev pending.State
+	for {
+		wait := time.Until(deadline)
+		pc, err := s.life.Status(ctx, principal, id, max(wait, 0), true)
+		if err != nil || pc.State.Terminal() || wait <= 0 || ctx.Err() != nil || s.draining.Load() {
+			return pc, err
+		}
+		if pc.State == prev {
+			// The wait ended without a change (the store failed): do
+			// not spin.
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(250*time.Millisecond, max(time.Until(deadline), 0))):
+			}
+		}
+		prev = pc.State
+	}
+}
+
+// isTaskOf reports whether pc is a task of this upstream's endpoint: a
+// parked tools/call of the same upstream.
+func isTaskOf(pc pending.Call, c *call) bool {
+	return pc.Upstream == c.up.Name && infoOf(pc).MCPMethod == "tools/call"
+}
+
+// task is a parked call as an MCP Task.
+type task struct {
+	id, status, message string
+	createdAt, updated  time.Time
+	ttl                 time.Duration
+}
+
+func (t task) doc() map[string]any {
+	d := map[string]any{
+		"taskId": t.id, "status": t.status, "statusMessage": t.message,
+		"createdAt": t.createdAt.UTC().Format(time.RFC3339), "lastUpdatedAt": t.updated.UTC().Format(time.RFC3339),
+		"ttl": t.ttl.Milliseconds(),
+	}
+	if t.status == "working" {
+		d["pollInterval"] = taskPollInterval
+	}
+	return d
+}
+
+// taskOf is pc as a task. Its ttl is the call's life from its creation
+// until it expires (it waits no longer; the store keeps its outcome for
+// result_ttl after).
+func taskOf(pc pending.Call) task {
+	t := task{id: pc.ID, createdAt: pc.CreatedAt, updated: pc.CreatedAt, ttl: pc.ExpiresAt.Sub(pc.CreatedAt)}
+	if pc.DecidedAt.After(t.updated) {
+		t.updated = pc.DecidedAt
+	}
+	switch pc.State {
+	case pending.Waiting:
+		t.status, t.message = "working", "waiting for approval"
+		if n := len(pc.Approvals); n > 0 {
+			t.message += " (" + strconv.Itoa(n) + " approval(s) so far)"
+		}
+	case pending.Approved:
+		t.status, t.message = "working", "approved by "+pc.DecidedBy+"; about to run"
+	case pending.Executing:
+		t.status, t.message = "working", "approved; executing"
+	case pending.Cancelled:
+		t.status, t.message = "cancelled", "the call was cancelled before it was decided"
+	case pending.Executed:
+		t.status, t.message = "completed", "executed"
+		if pc.Result != nil && !resultSucceeded(*pc.Result) {
+			t.status, t.message = "failed", "executed; the tool reported an error"
+		}
+	case pending.Rejected:
+		t.status, t.message = "failed", ended(pc, policy.Decision{}).detail
+	case pending.Expired:
+		t.status, t.message = "failed", "nobody approved the call before it expired"
+	case pending.Failed:
+		t.status, t.message = "failed", "approved, but not sent"
+		if pc.Result != nil {
+			if _, detail := ownResult(*pc.Result); detail != "" {
+				t.status, t.message = "failed", detail
+			}
+		}
+	default: // unknown
+		t.status, t.message = "failed", "the call was sent, but no answer came back; it was not retried"
+	}
+	return t
+}
+
+// resultSucceeded reports whether an executed call's result is a
+// tools/call result without isError.
+func resultSucceeded(res pending.Result) bool {
+	if isOwnResult(res) {
+		return false
+	}
+	msg, ok := rpcResponseOf(res)
+	if !ok || msg["error"] != nil {
+		return false
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(msg["result"], &r) == nil && !r.IsError
+}
+
+// rpcResponseOf finds the JSON-RPC response in a stored result: the JSON
+// body, or the last response among an SSE stream's events (notifications
+// and requests of the upstream's come before it).
+func rpcResponseOf(res pending.Result) (map[string]json.RawMessage, bool) {
+	if res.Truncated {
+		return nil, false
+	}
+	parse := func(b []byte) (map[string]json.RawMessage, bool) {
+		var msg map[string]json.RawMessage
+		if json.Unmarshal(b, &msg) != nil || msg["method"] != nil || (msg["result"] == nil && msg["error"] == nil) {
+			return nil, false
+		}
+		return msg, true
+	}
+	ct := http.Header(res.Header).Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		var found map[string]json.RawMessage
+		for _, ev := range sseEvents(res.Body) {
+			if msg, ok := parse([]byte(ev.data)); ok {
+				found = msg
+			}
+		}
+		return found, found != nil
+	}
+	return parse(res.Body)
+}
+
+// ownResult reads toolgate's own result of an approved call (a problem
+// body): whether the re-check denied it, and the problem's detail.
+func ownResult(res pending.Result) (deniedNow bool, detail string) {
+	if !isOwnResult(res) {
+		return false, ""
+	}
+	var p problem
+	if json.Unmarshal(res.Body, &p) != nil {
+		return false, "approved, but it could not be completed"
+	}
+	return p.Status == http.StatusForbidden, p.Detail
+}
+
+// taskResult is what tasks/result returns for a terminal call: exactly what
+// the tools/call would have returned, with the request's id, and the
+// related-task mark in the result's _meta.
+func taskResult(c *call, pc pending.Call) answer {
+	var a answer
+	switch {
+	case pc.State == pending.Executed && pc.Result != nil && !isOwnResult(*pc.Result):
+		msg, ok := rpcResponseOf(*pc.Result)
+		if !ok {
+			a = answer{
+				kind: verdict, outcome: "failed", title: "The approved call could not be completed",
+				detail: "the upstream answered HTTP " + strconv.Itoa(pc.Result.Status) + " without a complete JSON-RPC response",
+			}
+			break
+		}
+		out := map[string]any{"jsonrpc": "2.0", "id": c.mcp.rpcID()}
+		if e := msg["error"]; e != nil {
+			out["error"] = e
+		} else {
+			out["result"] = withRelatedTask(msg["result"], pc.ID)
+		}
+		return answer{kind: document, status: http.StatusOK, callID: pc.ID, doc: out}
+	case pc.State == pending.Rejected || pc.State == pending.Expired || pc.State == pending.Cancelled:
+		a = ended(pc, policy.Decision{})
+		info := infoOf(pc)
+		a.reasons, a.ruleIDs = info.Reasons, info.RuleIDs
+	case pc.Result != nil && isOwnResult(*pc.Result):
+		deniedNow, detail := ownResult(*pc.Result)
+		a = answer{kind: verdict, outcome: "failed", title: "The approved call could not be completed", detail: detail}
+		if deniedNow {
+			a.outcome, a.title = outcomeDeny, "Denied by policy"
+		}
+	default:
+		a = answer{
+			kind: verdict, outcome: string(pc.State), title: "No result",
+			detail: "call " + pc.ID + " ended " + string(pc.State) + " without a result; it was not retried",
+		}
+	}
+	a.callID = pc.ID
+	rm := &rpcResponder{msg: c.mcp}
+	msg := rm.toolError(a, a.title+": "+a.detail)
+	msg["jsonrpc"] = "2.0"
+	res := msg["result"].(map[string]any)
+	res["_meta"].(map[string]any)[relatedTaskKey] = map[string]any{"taskId": pc.ID}
+	return answer{kind: document, status: http.StatusOK, callID: pc.ID, doc: msg}
+}
+
+// withRelatedTask returns a tools/call result with the related-task mark
+// added to its _meta; the rest stays as the upstream wrote it.
+func withRelatedTask(result json.RawMessage, id string) json.RawMessage {
+	var r map[string]json.RawMessage
+	if json.Unmarshal(result, &r) != nil || r == nil {
+		return result
+	}
+	meta := map[string]json.RawMessage{}
+	if m, has := r["_meta"]; has && json.Unmarshal(m, &meta) != nil {
+		return result // the upstream's _meta is not an object: leave it
+	}
+	meta[relatedTaskKey], _ = json.Marshal(map[string]string{"taskId": id})
+	r["_meta"], _ = json.Marshal(meta)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return result
+	}
+	return b
+}
+
+// taskCreated answers a task-augmented tools/call the lifecycle parked
+// (or attached to a call already parked): the CreateTaskResult. Outcomes
+// that parked nothing answer as they would without a task.
+func taskCreated(c *call, o lifecycle.Outcome) (answer, bool) {
+	switch o.Kind {
+	case lifecycle.Waiting, lifecycle.Ended, lifecycle.Delivered, lifecycle.Taken, lifecycle.NoResult:
+	default:
+		return answer{}, false
+	}
+	pc := o.Call
+	t := taskOf(pc)
+	if o.Kind == lifecycle.Delivered {
+		pc.Result = &o.Result
+		t = taskOf(pc)
+	}
+	result := map[string]any{"task": t.doc()}
+	if t.status == "working" {
+		result["_meta"] = map[string]any{
+			immediateKey: "Call " + pc.ID + " waits for a human approver; nothing ran yet. Its result follows through tasks/result.",
+		}
+	}
+	a := rpcAnswer(c, result)
+	a.callID = pc.ID
+	return a, true
+}
+
+// rpcAnswer is a JSON-RPC result toolgate answers itself.
+func rpcAnswer(c *call, result any) answer {
+	return answer{kind: document, status: http.StatusOK, doc: map[string]any{"jsonrpc": "2.0", "id": c.mcp.rpcID(), "result": result}}
+}
+
+// taskError is a JSON-RPC error of a task method.
+func taskError(c *call, code int, message string) answer {
+	return answer{kind: document, status: http.StatusOK, doc: map[string]any{
+		"jsonrpc": "2.0", "id": c.mcp.rpcID(), "error": map[string]any{"code": code, "message": message},
+	}}
+}
+
+func taskStoreFailed(c *call) answer {
+	return taskError(c, rpcInternal, "Approval store unavailable: the task cannot be read now; retry later")
+}
+
+// listTasks answers tasks/list with the caller's tasks on this upstream.
+// The store lists calls by state, not by principal, so toolgate reads the
+// newest maxListedTasks calls of each state (briefs only) and keeps the
+// caller's: a principal's task older than that may be missing from the
+// list while tasks/get still finds it. One page; no cursor.
+func (s *Server) listTasks(ctx context.Context, c *call) answer {
+	tasks := []any{}
+	for _, st := range []pending.State{
+		pending.Waiting, pending.Approved, pending.Executing, pending.Executed, pending.Rejected,
+		pending.Expired, pending.Failed, pending.Unknown, pending.Cancelled,
+	} {
+		calls, err := s.cfg.Pending.ListBrief(ctx, st, maxListedTasks)
+		if err != nil {
+			return taskStoreFailed(c)
+		}
+		for _, pc := range calls {
+			owner := pc.Principal
+			if owner == "" {
+				owner = pc.Subject
+			}
+			if owner != c.subject.Principal || pc.Upstream != c.up.Name {
+				continue
+			}
+			if briefMethod(pc) != "tools/call" {
+				continue
+			}
+			t := taskOf(pc)
+			if pc.State == pending.Executed {
+				// Briefs carry no result: the status is read in full.
+				if full, err := s.cfg.Pending.Get(ctx, pc.ID); err == nil {
+					t = taskOf(full)
+				}
+			}
+			tasks = append(tasks, t.doc())
+		}
+	}
+	return rpcAnswer(c, map[string]any{"tasks": tasks})
+}
+
+// initializeProxy forwards initialize and declares toolgate's task support
+// beside the upstream's capabilities in a 2025-11-25 answer.
+func (s *Server) initializeProxy(c *call) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:    c.up.proxy.Rewrite,
+		Transport:  c.up.transport,
+		BufferPool: copyBuffers,
+		ModifyResponse: func(res *http.Response) error {
+			if err := screenAnswer(res); err != nil {
+				return err
+			}
+			return rewriteRPCAnswer(res, withTaskCapability)
+		},
+		ErrorHandler: upstreamError,
+	}
+}
+
+// rewriteRPCAnswer applies f to the JSON-RPC message of a JSON answer, or
+// to each of an SSE answer's events.
+func rewriteRPCAnswer(res *http.Response, f func([]byte) []byte) error {
+	if res.StatusCode != http.StatusOK {
+		return nil
+	}
+	ct := res.Header.Get("Content-Type")
+	isJSON, isSSE := strings.HasPrefix(ct, "application/json"), strings.HasPrefix(ct, "text/event-stream")
+	if !isJSON && !isSSE {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
+	res.Body.Close()
+	if err != nil {
+		return err
+	}
+	if len(body) > maxListBytes {
+		return errListTooLarge
+	}
+	if isJSON {
+		body = f(body)
+	} else {
+		body = rewriteSSE(body, f)
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	res.ContentLength = int64(len(body))
+	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// withTaskCapability merges capabilities.tasks (task-augmented tools/call,
+// tasks/list, tasks/cancel) into an initialize result of the 2025-11-25
+// revision; the upstream's own task capabilities stay. Anything else is
+// returned unchanged.
+func withTaskCapability(b []byte) []byte {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil || msg["method"] != nil {
+		return b
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(msg["result"], &result) != nil || result == nil {
+		return b
+	}
+	var version string
+	if json.Unmarshal(result["protocolVersion"], &version) != nil || !taskEra(version) {
+		return b
+	}
+	var caps map[string]any
+	if raw, has := result["capabilities"]; has {
+		if json.Unmarshal(raw, &caps) != nil {
+			return b
+		}
+	}
+	if caps == nil {
+		caps = map[string]any{}
+	}
+	tasks, _ := caps["tasks"].(map[string]any)
+	if tasks == nil {
+		tasks = map[string]any{}
+	}
+	requests, _ := tasks["requests"].(map[string]any)
+	if requests == nil {
+		requests = map[string]any{}
+	}
+	tools, _ := requests["tools"].(map[string]any)
+	if tools == nil {
+		tools = map[string]any{}
+	}
+	if _, has := tools["call"]; !has {
+		tools["call"] = map[string]any{}
+	}
+	requests["tools"] = tools
+	tasks["requests"] = requests
+	for _, k := range []string{"list", "cancel"} {
+		if _, has := tasks[k]; !has {
+			tasks[k] = map[string]any{}
+		}
+	}
+	caps["tasks"] = tasks
+	var err error
+	if result["capabilities"], err = json.Marshal(caps); err != nil {
+		return b
+	}
+	if msg["result"], err = json.Marshal(result); err != nil {
+		return b
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// markTaskSupport returns a listed tool, a JSON object, with
+// execution.taskSupport "optional" added: its calls may be parked, and a
+// client may then follow them as tasks. A tool whose execution the
+// upstream set is returned as it is.
+func markTaskSupport(tool json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(tool, &m) != nil {
+		return tool
+	}
+	if _, has := m["execution"]; has {
+		return tool
+	}
+	end := bytes.LastIndexByte(tool, '}')
+	if end <= 0 {
+		return tool
+	}
+	out := make([]byte, 0, len(tool)+40)
+	out = append(out, tool[:end]...)
+	out = append(out, `,"execution":{"taskSupport":"optional"}`...)
+	out = append(out, tool[end:]...)
+	if !json.Valid(out) {
+		return tool
+	}
+	return out
+}
+
+// briefMethod is the JSON-RPC method of a listed call.
+func briefMethod(pc pending.Call) string {
+	if b, ok := callinfo.DecodeBrief(pc.Brief); ok {
+		return b.MCPMethod
+	}
+	return infoOf(pc).MCPMethod
+}

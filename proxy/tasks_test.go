@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// The session-era eras (MCP 2025-11-25) in which clients ask for tasks.
+var taskEras = []mcpEra{
+	{"session/json", mcp.StreamableHTTPOptions{JSONResponse: true}, "2025-11-25", "2025-11-25"},
+	{"session/sse", mcp.StreamableHTTPOptions{}, "2025-11-25", "2025-11-25"},
+	{"stateless/json/client-2025-11-25", mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}, "2025-11-25", "2025-11-25"},
+}
+
+// taskClient speaks raw JSON-RPC to toolgate as one principal (the go-sdk
+// client has no tasks).
+type taskClient struct {
+	t       *testing.T
+	env     *mcpEnv
+	auth    bool   // send the agent's API key; otherwise anonymous
+	session string // Mcp-Session-Id, once initialised
+	next    int
+}
+
+// connectTasks initialises a session of the 2025-11-25 revision and
+// returns the initialize result.
+func connectTasks(t *testing.T, env *mcpEnv, auth bool) (*taskClient, mcpRPC) {
+	t.Helper()
+	tc := &taskClient{t: t, env: env, auth: auth}
+	res, msg, raw := tc.post(`"initialize"`, `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	if res.StatusCode != http.StatusOK || msg.Result == nil {
+		t.Fatalf("initialize: status %d body %s", res.StatusCode, raw)
+	}
+	tc.session = res.Header.Get(headerSessionID)
+	nres, _, nraw := postMCP(t, env, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, tc.headers()...)
+	if nres.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: status %d body %s", nres.StatusCode, nraw)
+	}
+	return tc, msg
+}
+
+func (tc *taskClient) headers() []string {
+	h := []string{"Mcp-Protocol-Version", "2025-11-25"}
+	if tc.auth {
+		h = append(h, "Authorization", "Bearer agent-key")
+	}
+	if tc.session != "" {
+		h = append(h, headerSessionID, tc.session)
+	}
+	return h
+}
+
+// post sends one request (method is JSON, params an object) and returns
+// the answer.
+func (tc *taskClient) post(method, params string) (*http.Response, mcpRPC, []byte) {
+	tc.t.Helper()
+	tc.next++
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%s,"params":%s}`, tc.next, method, params)
+	return postMCP(tc.t, tc.env, body, tc.headers()...)
+}
+
+// call posts and wants a JSON-RPC result.
+func (tc *taskClient) call(method, params string) map[string]any {
+	tc.t.Helper()
+	res, msg, raw := tc.post(`"`+method+`"`, params)
+	if res.StatusCode != http.StatusOK || msg.Result == nil || msg.Error != nil {
+		tc.t.Fatalf("%s %s: status %d body %s, want a result", method, params, res.StatusCode, raw)
+	}
+	if string(msg.ID) != fmt.Sprint(tc.next) {
+		tc.t.Errorf("%s: id %s, want %d", method, msg.ID, tc.next)
+	}
+	return msg.Result
+}
+
+// fails posts and wants a JSON-RPC error with code.
+func (tc *taskClient) fails(method, params string, code int) string {
+	tc.t.Helper()
+	res, msg, raw := tc.post(`"`+method+`"`, params)
+	if res.StatusCode != http.StatusOK || msg.Error == nil || msg.Error.Code != code {
+		tc.t.Fatalf("%s %s: status %d body %s, want JSON-RPC error %d", method, params, res.StatusCode, raw, code)
+	}
+	return msg.Error.Message
+}
+
+// createTask calls write_note (decided ask) as a task and returns the
+// task.
+func (tc *taskClient) createTask(path string) map[string]any {
+	tc.t.Helper()
+	r := tc.call("tools/call", `{"name":"write_note","arguments":{"path":"`+path+`","content":"hi"},"task":{"ttl":60000}}`)
+	task, ok := r["task"].(map[string]any)
+	if !ok {
+		tc.t.Fatalf("tools/call with params.task answered %v, want a CreateTaskResult", r)
+	}
+	return task
+}
+
+func (tc *taskClient) get(id string) map[string]any {
+	tc.t.Helper()
+	return tc.call("tasks/get", `{"taskId":"`+id+`"}`)
+}
+
+func wantTask(t *testing.T, task map[string]any, id, status, msgPart string) {
+	t.Helper()
+	if task["taskId"] != id || task["status"] != status {
+		t.Errorf("task %v, want id %s status %s", task, id, status)
+	}
+	if m, _ := task["statusMessage"].(string); !strings.Contains(m, msgPart) {
+		t.Errorf("statusMessage %q, want it to mention %q", m, msgPart)
+	}
+	for _, k := range []string{"createdAt", "lastUpdatedAt", "ttl"} {
+		if _, has := task[k]; !has {
+			t.Errorf("task %v has no %s", task, k)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339, fmt.Sprint(task["createdAt"])); err != nil {
+		t.Errorf("createdAt: %v", err)
+	}
+}
+
+func resultText(r map[string]any) string {
+	content, _ := r["content"].([]any)
+	if len(content) == 0 {
+		return ""
+	}
+	c, _ := content[0].(map[string]any)
+	s, _ := c["text"].(string)
+	return s
+}
+
+// TestMCPTasks: a task-augmented tools/call decided ask becomes a task
+// whose ID is the call ID; tasks/get follows it, tasks/result returns the
+// upstream's result once approved (the tool ran once, and the result stays
+// readable); rejection, cancellation and other principals; tasks that are
+// not toolgate's go to the upstream.
+func TestMCPTasks(t *testing.T) {
+	for _, era := range taskEras {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era)
+			tc, init := connectTasks(t, env, true)
+			caps, _ := init.Result["capabilities"].(map[string]any)
+			tasks, _ := caps["tasks"].(map[string]any)
+			requests, _ := tasks["requests"].(map[string]any)
+			tools, _ := requests["tools"].(map[string]any)
+			if _, ok := tools["call"]; !ok || tasks["list"] == nil || tasks["cancel"] == nil || caps["tools"] == nil {
+				t.Errorf("initialize capabilities %v, want the upstream's with tasks (requests.tools.call, list, cancel)", caps)
+			}
+
+			listed := tc.call("tools/list", `{}`)
+			for _, raw := range listed["tools"].([]any) {
+				tool := raw.(map[string]any)
+				exec, _ := tool["execution"].(map[string]any)
+				want := tool["name"] == "write_note"
+				if got := exec["taskSupport"] == "optional"; got != want {
+					t.Errorf("tool %v: taskSupport optional is %v, want %v", tool["name"], got, want)
+				}
+			}
+
+			// An ask becomes a task, answered at once.
+			task := tc.createTask("notes/a")
+			pc, ok := env.nextParked(time.Second)
+			if !ok {
+				t.Fatal("nothing was parked")
+			}
+			wantTask(t, task, pc.ID, "working", "waiting for approval")
+			if task["pollInterval"] == nil {
+				t.Errorf("task %v has no pollInterval", task)
+			}
+			wantTask(t, tc.get(pc.ID), pc.ID, "working", "waiting for approval")
+			if env.up.sawToolCall("write_note") {
+				t.Fatal("the parked call reached the upstream before approval")
+			}
+
+			// Another principal: not found, and not listed.
+			other, _ := connectTasks(t, env, false)
+			other.fails("tasks/get", `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+			other.fails("tasks/cancel", `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+			if l := other.call("tasks/list", `{}`); len(l["tasks"].([]any)) != 0 {
+				t.Errorf("another principal lists %v", l)
+			}
+			if l := tc.call("tasks/list", `{}`); len(l["tasks"].([]any)) != 1 {
+				t.Errorf("tasks/list %v, want the one task", l)
+			}
+
+			// Approved, then run once (the sweeper: nobody holds it).
+			if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			wantTask(t, tc.get(pc.ID), pc.ID, "working", "approved by alice")
+			env.server.life.SweepOnce(mcpCtx(t), 0)
+			wantTask(t, tc.get(pc.ID), pc.ID, "completed", "executed")
+			for range 2 {
+				r := tc.call("tasks/result", `{"taskId":"`+pc.ID+`"}`)
+				if got := resultText(r); got != "wrote notes/a: hi" || r["isError"] == true {
+					t.Errorf("tasks/result %v, want the upstream's result", r)
+				}
+				meta, _ := r["_meta"].(map[string]any)
+				if rel, _ := meta[relatedTaskKey].(map[string]any); rel["taskId"] != pc.ID {
+					t.Errorf("tasks/result _meta %v, want the related task", meta)
+				}
+			}
+			if n := env.up.invoked("write_note"); n != 1 {
+				t.Errorf("write_note ran %d times, want 1", n)
+			}
+			tc.fails("tasks/cancel", `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+
+			// Rejected: failed (2025-11-25: an isError result is failed),
+			// with the approver's comment.
+			task = tc.createTask("notes/b")
+			rej, _ := env.nextParked(time.Second)
+			if _, err := env.store.Decide(mcpCtx(t), rej.ID, pending.Decision{To: pending.Rejected, By: "bob", Comment: "not on a Friday"}); err != nil {
+				t.Fatal(err)
+			}
+			wantTask(t, tc.get(fmt.Sprint(task["taskId"])), rej.ID, "failed", "not on a Friday")
+			r := tc.call("tasks/result", `{"taskId":"`+rej.ID+`"}`)
+			if r["isError"] != true || !strings.Contains(resultText(r), "rejected by bob: not on a Friday") {
+				t.Errorf("tasks/result of a rejected task: %v", r)
+			}
+
+			// Cancelled while waiting.
+			tc.createTask("notes/c")
+			can, _ := env.nextParked(time.Second)
+			wantTask(t, tc.call("tasks/cancel", `{"taskId":"`+can.ID+`"}`), can.ID, "cancelled", "cancelled")
+			wantTask(t, tc.get(can.ID), can.ID, "cancelled", "cancelled")
+			tc.fails("tasks/cancel", `{"taskId":"`+can.ID+`"}`, rpcInvalidParams)
+			env.server.life.SweepOnce(mcpCtx(t), 0)
+			if n := env.up.invoked("write_note"); n != 1 {
+				t.Errorf("write_note ran %d times, want 1 (only the approved call)", n)
+			}
+			if l := tc.call("tasks/list", `{}`); len(l["tasks"].([]any)) < 2 {
+				t.Errorf("tasks/list %v, want at least the waiting-time tasks still listed", l)
+			}
+
+			// A task ID toolgate never gave out is the upstream's.
+			tc.post(`"tasks/get"`, `{"taskId":"upstream-task-1"}`)
+			seen := false
+			for _, req := range env.up.got() {
+				seen = seen || (req.RPCMethod == "tasks/get" && strings.Contains(string(req.Body), "upstream-task-1"))
+				if strings.Contains(string(req.Body), pc.ID) && req.RPCMethod != "tools/call" {
+					t.Errorf("a task method about toolgate's call reached the upstream: %s", req.Body)
+				}
+			}
+			if !seen {
+				t.Error("tasks/get of the upstream's task did not reach the upstream")
+			}
+		})
+	}
+}
+
+// TestMCPTaskOtherReplica: a task parked through one toolgate is answered
+// by another on the same store: one MemoryStore, and one Redis when
+// TOOLGATE_TEST_REDIS_ADDR names one.
+func TestMCPTaskOtherReplica(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testTaskOtherReplica(t, pending.NewMemory(pending.Options{})) })
+	t.Run("redis", func(t *testing.T) {
+		addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR")
+		if addr == "" {
+			t.Skip("no TOOLGATE_TEST_REDIS_ADDR")
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		store, err := pending.NewRedis(rdb, pending.Options{Prefix: "toolgate-test:" + rand.Text() + ":", ResultTTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		testTaskOtherReplica(t, store)
+	})
+}
+
+func testTaskOtherReplica(t *testing.T, store pending.Store) {
+	era := taskEras[2]
+	shared := func(c *Config) { c.Pending = store }
+	env := newMCPEnv(t, era, shared)
+	env.store = store
+	env2 := newMCPEnv(t, era, shared)
+	tc, _ := connectTasks(t, env, true)
+	task := tc.createTask("notes/r")
+	id := fmt.Sprint(task["taskId"])
+	tc2, _ := connectTasks(t, env2, true)
+	wantTask(t, tc2.get(id), id, "working", "waiting for approval")
+	if _, err := env.store.Decide(mcpCtx(t), id, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	env.server.life.SweepOnce(mcpCtx(t), 0)
+	r := tc2.call("tasks/result", `{"taskId":"`+id+`"}`)
+	if resultText(r) != "wrote notes/r: hi" {
+		t.Errorf("tasks/result on the other replica: %v", r)
+	}
+}
+
+// TestMCPTaskResultWaits: tasks/result blocks until the task ends.
+func TestMCPTaskResultWaits(t *testing.T) {
+	env := newMCPEnv(t, taskEras[2])
+	tc, _ := connectTasks(t, env, true)
+	task := tc.createTask("notes/w")
+	id := fmt.Sprint(task["taskId"])
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = env.store.Decide(mcpCtx(t), id, pending.Decision{To: pending.Rejected, By: "bob", Comment: "no"})
+	}()
+	r := tc.call("tasks/result", `{"taskId":"`+id+`"}`)
+	if r["isError"] != true || !strings.Contains(resultText(r), "rejected by bob: no") {
+		t.Errorf("tasks/result: %v", r)
+	}
+}
+
+func TestMarkTaskSupport(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"name":"a"}`: `{"name":"a","execution":{"taskSupport":"optional"}}`,
+		`{"name":"a","execution":{"taskSupport":"forbidden"}}`: `{"name":"a","execution":{"taskSupport":"forbidden"}}`,
+		`[1]`: `[1]`,
+	} {
+		if got := string(markTaskSupport(json.RawMessage(in))); got != want {
+			t.Errorf("markTaskSupport(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestMCPTaskResultHold: tasks/result of a task still working when the
+// hold runs out is an error that says so; the task goes on.
+func TestMCPTaskResultHold(t *testing.T) {
+	env := newMCPEnv(t, taskEras[2], func(c *Config) { c.Hold = 100 * time.Millisecond })
+	tc, _ := connectTasks(t, env, true)
+	id := fmt.Sprint(tc.createTask("notes/h")["taskId"])
+	if msg := tc.fails("tasks/result", `{"taskId":"`+id+`"}`, rpcInternal); !strings.Contains(msg, "still working") {
+		t.Errorf("tasks/result after the hold: %q", msg)
+	}
+	wantTask(t, tc.get(id), id, "working", "waiting for approval")
+}
