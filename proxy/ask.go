@@ -52,10 +52,12 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// stays parked for its status URL or a retry that attaches.
 		CancelOnLeave: cancelOnLeave,
 	})
-	if rl := relayOf(ctx); rl != nil && rl.sent {
-		// The upstream's answer went to the agent as it came; whatever
-		// the lifecycle says of it now (delivered, or taken by a status
-		// poll meanwhile), the stream said it already.
+	if rl := relayOf(ctx); rl != nil && rl.final != nil && o.Kind == lifecycle.Delivered {
+		// The upstream's events went to the agent as they came; its
+		// response goes once the result is recorded as delivered, so no
+		// identical call sent the moment the agent has it can attach to
+		// the call again.
+		rl.m.sse.send(rl.final)
 		return answered
 	}
 	return outcomeAnswer(o, c.decision)

@@ -13,16 +13,17 @@ import (
 // that is held on it, event by event as the upstream writes them, when
 // that request is the one executing the call and its client accepts SSE:
 // the agent sees progress and partial output as they come instead of the
-// whole answer at the end. Responses get the agent's JSON-RPC id, and
-// progress notifications its progress token, on the fly. The stored
+// whole answer at the end. Progress notifications get the agent's progress
+// token on the fly; the response gets the agent's JSON-RPC id and goes out
+// once the result is recorded as delivered. The stored
 // result (for the status URL and attached retries) is read alongside, as
 // before. A call executed by the sweeper, or for a held request that
 // cannot take SSE, is not relayed.
 type liveRelay struct {
 	m     *rpcResponder
 	w     http.ResponseWriter
-	sent  bool // an event went out: the stream is the answer
-	token any  // the agent's progress token, if it gave one
+	final []byte // the response to the agent's request, sent once delivered
+	token any    // the agent's progress token, if it gave one
 }
 
 type relayKey struct{}
@@ -47,14 +48,15 @@ func (rl *liveRelay) event(callID, data string) {
 		return
 	}
 	b := []byte(data)
+	rl.m.startSSE(rl.w, callID, outcomeApproved)
 	if out, ok := rewriteResponseID(b, rl.m.msg.rpcID()); ok {
-		b = out
-	} else if out, ok := rewriteProgressToken(b, rl.token); ok {
+		rl.final = out // held until the result is recorded as delivered (see ask)
+		return
+	}
+	if out, ok := rewriteProgressToken(b, rl.token); ok {
 		b = out
 	}
-	rl.m.startSSE(rl.w, callID, outcomeApproved)
 	rl.m.sse.send(b)
-	rl.sent = true
 }
 
 // rewriteProgressToken gives a progress notification the agent's token:
