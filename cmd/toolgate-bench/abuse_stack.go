@@ -74,7 +74,7 @@ func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParam
 		return nil, err
 	}
 	s := &abuseStack{proxy: "http://" + addrs["proxy"], admin: "http://" + addrs["admin"], agentKey: secret(), recv: recv}
-	if err := writeRules(filepath.Join(o.dir, "rules.yaml")); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(o.dir, "toolgate-abuse.yaml")

@@ -17,7 +17,7 @@ func TestAbuseConfig(t *testing.T) {
 	p := abuseSizes(false)
 	for _, store := range []string{"memory", "redis"} {
 		dir := t.TempDir()
-		if err := writeRules(filepath.Join(dir, "rules.yaml")); err != nil {
+		if err := writeRules(filepath.Join(dir, "rules.yaml"), table); err != nil {
 			t.Fatal(err)
 		}
 		file := filepath.Join(dir, "toolgate.yaml")

@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -106,5 +109,55 @@ func TestPercentile(t *testing.T) {
 	}
 	if median([]float64{3, 1, 2}) != 2 || median([]float64{4, 1, 3, 2}) != 2.5 {
 		t.Error("median")
+	}
+}
+
+// TestMCPBodies: every -mcp call is an mcpBodySize-byte JSON-RPC message
+// whatever its id.
+func TestMCPBodies(t *testing.T) {
+	for _, tmpl := range []string{mcpSessionTemplate, mcpStatelessTemplate} {
+		for _, id := range []int{1, 9999999999} {
+			b := fmt.Sprintf(tmpl, id)
+			var v struct{ ID int }
+			if err := json.Unmarshal([]byte(b), &v); err != nil || v.ID != id {
+				t.Errorf("id %d: %v: %s", id, err, b)
+			}
+			if len(b) != mcpBodySize {
+				t.Errorf("%d bytes, want %d: %s", len(b), mcpBodySize, b)
+			}
+		}
+	}
+}
+
+// TestMCPServer drives the MCP server as the load does, in every mode:
+// sessions open and close, and each call runs the tool once.
+func TestMCPServer(t *testing.T) {
+	var count atomic.Int64
+	srv := httptest.NewServer(mcpHandler(&count))
+	defer srv.Close()
+	s := &stack{agentKey: "k"}
+	for _, m := range mcpModes {
+		tg := &target{name: m.name, url: srv.URL + "/" + m.name + "/mcp", mode: &m}
+		before := count.Load()
+		if err := s.checkMCP(t.Context(), tg); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Load() - before; n != 1 {
+			t.Errorf("%s: the tool ran %d times, want 1", m.name, n)
+		}
+		ids, err := openSessions(t.Context(), tg, s.agentKey, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 2}[m.stateless()]; len(ids) != want {
+			t.Errorf("%s: %d sessions, want %d", m.name, len(ids), want)
+		}
+		closeSessions(tg, s.agentKey, ids)
+		for _, id := range ids {
+			status, _, b, err := mcpPost(t.Context(), tg, s.agentKey, id, fmt.Sprintf(tg.idTemplate(), 2))
+			if err != nil || status != http.StatusNotFound {
+				t.Errorf("%s: a call in a closed session: %d %v %s", m.name, status, err, b)
+			}
+		}
 	}
 }

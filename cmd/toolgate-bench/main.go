@@ -5,6 +5,7 @@
 //	go run ./cmd/toolgate-bench -quick     # 1 s runs, once (CI smoke)
 //	go run ./cmd/toolgate-bench -rss       # 60 s at 1,000 req/s, toolgate's RSS every second
 //	go run ./cmd/toolgate-bench -abuse     # an ask flood and stalled bodies against one toolgate
+//	go run ./cmd/toolgate-bench -mcp       # MCP tools/call against a real MCP server: JSON, SSE, stateless
 //
 // It starts a recording upstream, a bare httputil.ReverseProxy, toolgate
 // (allow, deny, ask with an instant approver, MCP tools/call; parked calls
@@ -40,6 +41,7 @@ type options struct {
 	rss        bool
 	rssDur     time.Duration
 	abuse      bool
+	mcp        bool
 	redis      string
 	redisSet   bool // -redis given on the command line
 	toolgate   string
@@ -65,10 +67,11 @@ func main() {
 
 // hidden are the servers the harness starts by re-executing itself.
 var hidden = map[string]func([]string) error{
-	"upstream": runUpstream,
-	"bare":     runBare,
-	"extopa":   runExtOPA,
-	"approver": runApprover,
+	"upstream":  runUpstream,
+	"bare":      runBare,
+	"extopa":    runExtOPA,
+	"approver":  runApprover,
+	"mcpserver": runMCPServer,
 }
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
@@ -77,13 +80,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each saturation run (whole seconds)")
 	fs.IntVar(&o.reps, "reps", 5, "interleaved repetitions; the tables show medians")
-	conns := fs.String("conns", "1,8,64", "wrk connection counts (concurrency), comma-separated")
+	conns := fs.String("conns", "1,8,64", "wrk connection counts (concurrency), comma-separated (-mcp: 1,16)")
 	fs.IntVar(&o.rate, "rate", 1000, "requests per second of the fixed-rate runs (0: none)")
 	fs.DurationVar(&o.rateDur, "rate-duration", 5*time.Second, "length of each fixed-rate run")
 	fs.BoolVar(&o.quick, "quick", false, "smoke: 1 s runs, 1 repetition, 8 connections")
 	fs.BoolVar(&o.rss, "rss", false, "only the memory run: toolgate's RSS every second at -rate for -rss-duration")
 	fs.DurationVar(&o.rssDur, "rss-duration", 60*time.Second, "length of the -rss run")
 	fs.BoolVar(&o.abuse, "abuse", false, "only the abuse run: an ask flood from one principal and stalled request bodies (memory store; Redis with -redis)")
+	fs.BoolVar(&o.mcp, "mcp", false, "only the MCP rows: tools/call to a go-sdk MCP server (JSON, SSE, stateless) direct, through a bare proxy and through toolgate (rules table + a Rego rule)")
 	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
@@ -93,7 +97,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(f *flag.Flag) { o.redisSet = o.redisSet || f.Name == "redis" })
+	connsSet := false
+	fs.Visit(func(f *flag.Flag) {
+		o.redisSet = o.redisSet || f.Name == "redis"
+		connsSet = connsSet || f.Name == "conns"
+	})
+	if o.mcp && !connsSet {
+		*conns = "1,16"
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
@@ -191,6 +202,9 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 	if o.abuse {
 		return abuseRun(ctx, o, pins, stdout, stderr)
 	}
+	if o.mcp {
+		return mcpRun(ctx, o, pins, stdout, stderr)
+	}
 	if o.redis != "" && !redisAnswers(o.redis) {
 		fmt.Fprintf(stderr, "warning: no Redis answers at %s: the ask (Redis) rows are left out\n", o.redis)
 		o.redis = ""
@@ -221,6 +235,27 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 		reportRate(stdout, o, targets, rates)
 	}
 	return failedChecks(sat, rates)
+}
+
+// mcpRun measures the -mcp rows: saturation only (a fixed-rate run would
+// send one body, and MCP calls carry ids and sessions).
+func mcpRun(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writer) error {
+	s, err := startMCPStack(ctx, o, pins)
+	if err != nil {
+		return err
+	}
+	targets := s.mcpTargets(o)
+	if err := s.check(ctx, targets); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "toolgate-bench -mcp: %s; servers on cpu %s, load on cpu %s; %d-byte tools/call bodies\n\n",
+		machine(), orAll(pins.servers), orAll(pins.load), mcpBodySize)
+	sat, err := s.saturation(ctx, o, targets, stderr)
+	if err != nil {
+		return err
+	}
+	report(stdout, o, targets, sat)
+	return failedChecks(sat, nil)
 }
 
 func orAll(cpu string) string {

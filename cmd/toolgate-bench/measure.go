@@ -23,6 +23,12 @@ type sample struct {
 // what it must: the harness must not time servers that refuse the load.
 func (s *stack) check(ctx context.Context, targets []*target) error {
 	for _, t := range targets {
+		if t.mode != nil {
+			if err := s.checkMCP(ctx, t); err != nil {
+				return err
+			}
+			continue
+		}
 		body := t.body
 		if t.unique {
 			body = fmt.Sprintf(askTemplate, "check", 0)
@@ -64,6 +70,13 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 	if err != nil {
 		return nil, err
 	}
+	// Sessions are opened before and closed after the CPU readings: the
+	// rows measure calls, not handshakes.
+	sessions, err := openSessions(ctx, t, s.agentKey, conns)
+	defer closeSessions(t, s.agentKey, sessions)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := make([]time.Duration, len(t.procs))
 	for i, p := range t.procs {
 		if cpu0[i], err = cpuTime(p.pid()); err != nil {
@@ -76,7 +89,7 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 			return nil, err
 		}
 	}
-	w, err := runWrk(ctx, o.dir, t, s.agentKey, conns, d)
+	w, err := runWrk(ctx, o.dir, t, s.agentKey, sessions, conns, d)
 	if stopProfile != nil {
 		if perr := stopProfile(); perr != nil && err == nil {
 			err = perr
@@ -133,17 +146,21 @@ func (s *stack) saturation(ctx context.Context, o *options, targets []*target, s
 	}
 	out := map[int]map[*target][]*sample{}
 	profiled := o.cpuprofile == ""
+	profileRow := "toolgate allow"
+	if o.mcp {
+		profileRow = "MCP toolgate (json)"
+	}
 	for _, c := range o.conns {
 		out[c] = map[*target][]*sample{}
 		for rep := range o.reps {
 			for _, t := range targets {
-				profile := !profiled && t.name == "toolgate allow" && c == o.conns[len(o.conns)-1]
+				profile := !profiled && t.name == profileRow && c == o.conns[len(o.conns)-1]
 				smp, err := s.measure(ctx, o, t, c, o.duration, profile)
 				if err != nil {
 					return nil, err
 				}
 				profiled = profiled || profile
-				fmt.Fprintf(stderr, "c=%-3d rep %d/%d %-22s %8.0f req/s  p50 %7.0f µs  p99 %7.0f µs  CPU %6.1f µs/req %s\n",
+				fmt.Fprintf(stderr, "c=%-3d rep %d/%d %-26s %8.0f req/s  p50 %7.0f µs  p99 %7.0f µs  CPU %6.1f µs/req %s\n",
 					c, rep+1, o.reps, t.name, smp.rps, smp.p50, smp.p99, sum(smp.cpu), smp.failed)
 				out[c][t] = append(out[c][t], smp)
 			}

@@ -32,11 +32,11 @@ var table = []rule{
 
 func isGlob(p string) bool { return p != "*" && strings.ContainsAny(p, "*?[{") }
 
-// writeRules writes the table in toolgate's rules-file format.
-func writeRules(file string) error {
+// writeRules writes rules in toolgate's rules-file format.
+func writeRules(file string, rules []rule) error {
 	var b strings.Builder
 	b.WriteString("rules:\n")
-	for _, r := range table {
+	for _, r := range rules {
 		fmt.Fprintf(&b, "  - {id: %s, effect: %s, tool: %q, target: %q}\n", r.id, r.effect, r.tool, r.target)
 	}
 	return os.WriteFile(file, []byte(b.String()), 0o600)

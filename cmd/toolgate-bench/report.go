@@ -47,6 +47,15 @@ func medians(t *target, smps []*sample) *row {
 	return r
 }
 
+// serverCPU is the CPU per request the ratios compare: every process of
+// the row but an upstream shown beside it.
+func (r *row) serverCPU() float64 {
+	if r.t.upstreamCPU && len(r.cpu) > 1 {
+		return sum(r.cpu[:len(r.cpu)-1])
+	}
+	return sum(r.cpu)
+}
+
 func ratio(a, b float64) string {
 	if b == 0 {
 		return "–"
@@ -68,22 +77,22 @@ func report(w io.Writer, o *options, targets []*target, sat map[int]map[*target]
 			rows[t.name] = r
 		}
 		for _, t := range targets {
-			r, ref, bare := rows[t.name], rows[t.ref], rows["bare proxy"]
+			r, ref, bare := rows[t.name], rows[t.ref], rows[t.bareRow()]
 			cpu := fmt.Sprintf("%.1f", sum(r.cpu))
-			if len(r.cpu) == 2 {
-				cpu = fmt.Sprintf("%.1f (proxy %.1f + OPA %.1f)", sum(r.cpu), r.cpu[0], r.cpu[1])
+			if len(r.cpu) == 2 && len(t.parts) == 2 {
+				cpu = fmt.Sprintf("%.1f (%s %.1f + %s %.1f)", sum(r.cpu), t.parts[0], r.cpu[0], t.parts[1], r.cpu[1])
 			}
 			name := t.name
 			if len(r.failed) > 0 {
 				name += fmt.Sprintf(" ⚠ %d run(s) failed a check: %s", len(r.failed), r.failed[0])
 			}
 			bareRPS, bareCPU := "–", "–"
-			if bare != nil && t.ref == "direct" {
-				bareRPS, bareCPU = ratio(r.rps, bare.rps), ratio(sum(r.cpu), sum(bare.cpu))
+			if bare != nil && (t.ref == "direct" || t.bare != "") {
+				bareRPS, bareCPU = ratio(r.rps, bare.rps), ratio(r.serverCPU(), bare.serverCPU())
 			}
 			refRPS, refCPU := "–", "–"
 			if ref != nil {
-				refRPS, refCPU = ratio(r.rps, ref.rps), ratio(sum(r.cpu), sum(ref.cpu))
+				refRPS, refCPU = ratio(r.rps, ref.rps), ratio(r.serverCPU(), ref.serverCPU())
 			}
 			fmt.Fprintf(w, "| %s | %.0f | %.0f µs | %.0f µs | %s | %s | %s | %s | %s |\n",
 				name, r.rps, r.p50, r.p99, cpu, refRPS, bareRPS, refCPU, bareCPU)
@@ -99,6 +108,7 @@ func report(w io.Writer, o *options, targets []*target, sat map[int]map[*target]
 // targetLines states the ratios the performance targets are written in.
 func targetLines(w io.Writer, c int, rows map[string]*row) {
 	allow, bare, ext, deny := rows["toolgate allow"], rows["bare proxy"], rows["ext-OPA"], rows["toolgate deny"]
+	mcpLines(w, c, rows)
 	if allow == nil {
 		return
 	}
@@ -122,6 +132,19 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 	}
 	if m, d := rows["MCP toolgate"], rows["MCP direct"]; m != nil && d != nil {
 		fmt.Fprintf(w, "- c=%d: MCP tools/call through toolgate: req/s ÷ direct %s, added p50 %+.0f µs\n", c, ratio(m.rps, d.rps), m.p50-d.p50)
+	}
+}
+
+// mcpLines states the -mcp rows' ratios of toolgate to the bare proxy in
+// each mode.
+func mcpLines(w io.Writer, c int, rows map[string]*row) {
+	for _, m := range mcpModes {
+		tg, bare := rows["MCP toolgate ("+m.name+")"], rows["MCP bare proxy ("+m.name+")"]
+		if tg == nil || bare == nil {
+			continue
+		}
+		fmt.Fprintf(w, "- c=%d: MCP %s, toolgate ÷ bare proxy: CPU/call %s (%.1f vs %.1f µs), calls/s %s, added p50 %+.0f µs\n",
+			c, m.name, ratio(tg.serverCPU(), bare.serverCPU()), tg.serverCPU(), bare.serverCPU(), ratio(tg.rps, bare.rps), tg.p50-bare.p50)
 	}
 }
 

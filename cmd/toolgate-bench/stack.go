@@ -112,7 +112,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		[]string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
 		return nil, err
 	}
-	if err := writeRules(filepath.Join(o.dir, "rules.yaml")); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
 		return nil, err
 	}
 	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_APPROVER_KEY=" + approverKey, "BENCH_APPROVALS_SECRET=" + secret()}

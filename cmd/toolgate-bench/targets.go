@@ -34,15 +34,42 @@ var (
 
 // target is one server and path under load.
 type target struct {
-	name    string
-	ref     string // the direct row this one is compared with
-	url     string
-	body    string // a fixed body, or
-	unique  bool   // askTemplate, one distinct call per request
-	mcp     bool
-	expect  int     // the status every answer must have
-	procs   []*proc // whose CPU counts; the first is "the server"
-	reaches bool    // whether the upstream must receive every call
+	name   string
+	ref    string // the direct row this one is compared with
+	url    string
+	body   string // a fixed body, or
+	unique bool   // askTemplate, one distinct call per request
+	mcp    bool
+	mode   *mcpMode // the -mcp rows: a real MCP server's mode, bodies with a JSON-RPC id per call
+	bare   string   // the bare-proxy row this one is compared with ("" for "bare proxy")
+	expect int      // the status every answer must have
+	procs  []*proc  // whose CPU counts; the first is "the server"
+	parts  []string // names of the procs in the CPU column, when there are several
+	// upstreamCPU: the last of procs is the upstream, shown in the CPU
+	// column but left out of the ratios (which compare the servers in
+	// front of it, as the REST rows do).
+	upstreamCPU bool
+	reaches     bool // whether the upstream must receive every call
+}
+
+// idTemplate is the body of an -mcp row, formatted per request with its
+// JSON-RPC id; "" for the other rows.
+func (t *target) idTemplate() string {
+	switch {
+	case t.mode == nil:
+		return ""
+	case t.mode.stateless():
+		return mcpStatelessTemplate
+	}
+	return mcpSessionTemplate
+}
+
+// bareRow is the name of the bare-proxy row t is compared with.
+func (t *target) bareRow() string {
+	if t.bare != "" {
+		return t.bare
+	}
+	return "bare proxy"
 }
 
 func (s *stack) targets(o *options) []*target {
@@ -51,7 +78,7 @@ func (s *stack) targets(o *options) []*target {
 		{name: "direct", ref: "direct", url: s.url["direct"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.upstream}, reaches: true},
 		{name: "bare proxy", ref: "direct", url: s.url["bare"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.bare}, reaches: true},
 		{name: "toolgate allow", ref: "direct", url: tg + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
-		{name: "ext-OPA", ref: "direct", url: s.url["extopa"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.extProxy, s.opa}, reaches: true},
+		{name: "ext-OPA", ref: "direct", url: s.url["extopa"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.extProxy, s.opa}, parts: []string{"proxy", "OPA"}, reaches: true},
 		{name: "toolgate deny", ref: "direct", url: tg + "/tools/delete_file", body: deleteBody, expect: 403, procs: []*proc{s.tgMemory}},
 		{name: "toolgate ask (memory)", ref: "direct", url: s.url["toolgate-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgAsk}, reaches: true},
 	}
@@ -62,6 +89,11 @@ func (s *stack) targets(o *options) []*target {
 		&target{name: "MCP direct", ref: "MCP direct", url: s.url["direct"] + "/mcp", body: mcpBody, mcp: true, expect: 200, procs: []*proc{s.upstream}, reaches: true},
 		&target{name: "MCP toolgate", ref: "MCP direct", url: tg + "/mcp-up/mcp", body: mcpBody, mcp: true, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
 	)
+	return pick(o, all)
+}
+
+// pick keeps the targets -only names (all without -only).
+func pick(o *options, all []*target) []*target {
 	if o.only == "" {
 		return all
 	}
@@ -81,8 +113,15 @@ func (t *target) headers(agentKey string) http.Header {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("Authorization", "Bearer "+agentKey)
-	if t.mcp {
+	if t.mcp || t.mode != nil {
 		h.Set("Accept", "application/json, text/event-stream")
+	}
+	if t.mode != nil {
+		h.Set("Mcp-Protocol-Version", t.mode.version)
+		if t.mode.stateless() {
+			h.Set("Mcp-Method", "tools/call")
+			h.Set("Mcp-Name", "write_note")
+		}
 	}
 	return h
 }

@@ -28,17 +28,30 @@ type wrkResult struct {
 }
 
 // luaScript sets up the request and prints the summary as one JSON line,
-// so nothing depends on wrk's human-readable output.
-func luaScript(t *target, agentKey string) string {
+// so nothing depends on wrk's human-readable output. An -mcp row's calls
+// carry a JSON-RPC id each and take turns over sessions (none in
+// stateless mode).
+func luaScript(t *target, agentKey string, sessions []string) string {
 	var b strings.Builder
 	b.WriteString("wrk.method = \"POST\"\n")
 	for k, v := range t.headers(agentKey) {
 		fmt.Fprintf(&b, "wrk.headers[%q] = %q\n", k, v[0])
 	}
-	if t.unique {
+	switch {
+	case t.idTemplate() != "":
+		fmt.Fprintf(&b, "local template = %q\nlocal sessions = {", t.idTemplate())
+		for i, id := range sessions {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", id)
+		}
+		b.WriteString("}\nlocal n = 0\n")
+		b.WriteString("request = function()\n  n = n + 1\n  if #sessions > 0 then\n    wrk.headers[\"Mcp-Session-Id\"] = sessions[n % #sessions + 1]\n  end\n  return wrk.format(nil, nil, nil, string.format(template, n))\nend\n")
+	case t.unique:
 		fmt.Fprintf(&b, "local template = %q\nlocal nonce = %q\nlocal n = 0\n", askTemplate, secret()[:12])
 		b.WriteString("request = function()\n  n = n + 1\n  return wrk.format(nil, nil, nil, string.format(template, nonce, n))\nend\n")
-	} else {
+	default:
 		fmt.Fprintf(&b, "wrk.body = %q\n", t.body)
 	}
 	b.WriteString(`done = function(s, latency, requests)
@@ -52,9 +65,9 @@ end
 
 // runWrk drives t with conns connections for d, one wrk thread (the load
 // generator has one core).
-func runWrk(ctx context.Context, dir string, t *target, agentKey string, conns int, d time.Duration) (*wrkResult, error) {
+func runWrk(ctx context.Context, dir string, t *target, agentKey string, sessions []string, conns int, d time.Duration) (*wrkResult, error) {
 	script := filepath.Join(dir, "wrk.lua")
-	if err := os.WriteFile(script, []byte(luaScript(t, agentKey)), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(luaScript(t, agentKey, sessions)), 0o600); err != nil {
 		return nil, err
 	}
 	secs := max(1, int(d.Round(time.Second)/time.Second))
