@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The identity types of approvals.identity.type.
@@ -157,13 +159,13 @@ func New(c Config) (Authenticator, error) {
 }
 
 func (h HeaderConfig) check(bad func(key, msg, fix string)) {
-	if !validHeaderName(h.UserHeader) {
+	if !httpguts.ValidHeaderFieldName(h.UserHeader) {
 		bad("user_header", "is not a header name", "set the header the proxy in front puts the approver's identity in, e.g. X-Auth-Request-Email")
 	}
-	if h.GroupsHeader != "" && !validHeaderName(h.GroupsHeader) {
+	if h.GroupsHeader != "" && !httpguts.ValidHeaderFieldName(h.GroupsHeader) {
 		bad("groups_header", "is not a header name", "write a header name such as X-Auth-Request-Groups, or leave it out")
 	}
-	if h.SecretHeader != "" && !validHeaderName(h.SecretHeader) {
+	if h.SecretHeader != "" && !httpguts.ValidHeaderFieldName(h.SecretHeader) {
 		bad("secret_header", "is not a header name", "write a header name such as "+DefaultSecretHeader)
 	}
 	switch {
@@ -278,22 +280,4 @@ func parseSource(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// validHeaderName reports whether s is an HTTP header field name (an RFC
-// 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/policy"
@@ -195,7 +197,7 @@ func (v *validator) upstreams(us []Upstream) {
 			v.oneOf(at+".mode", u.Mode, policy.Modes()...)
 		}
 		for j, h := range u.StripHeaders {
-			if !validHeaderName(h) {
+			if !httpguts.ValidHeaderFieldName(h) {
 				v.add(fmt.Sprintf("%s.strip_headers[%d]", at, j), fmt.Sprintf("%q is not a header field name", h),
 					"write a name such as X-Internal-User: letters, digits and !#$%&'*+-.^_`|~, no spaces or colon")
 			}
@@ -264,7 +266,7 @@ func (v *validator) policy(p *Policy) {
 	}
 	if mh := p.ModeHeader; mh != nil {
 		switch {
-		case mh.Name == "" || !validHeaderName(mh.Name):
+		case mh.Name == "" || !httpguts.ValidHeaderFieldName(mh.Name):
 			v.add("policy.mode_header.name", fmt.Sprintf("%q is not a header name", mh.Name), "write a header name such as X-Toolgate-Mode")
 		case len(mh.TrustedSubjects) == 0:
 			v.add("policy.mode_header.trusted_subjects", "is empty, so the header would never be believed",
@@ -418,24 +420,6 @@ func (v *validator) limitsAndLog(c *Config) {
 	if c.ShutdownGrace < 0 {
 		v.add("shutdown_grace", "is negative", "write a duration such as 20s")
 	}
-}
-
-// validHeaderName reports whether s is an HTTP header field name: a token of
-// RFC 9110 (letters, digits and !#$%&'*+-.^_`|~).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // joinOr lists words as "a, b or c".
