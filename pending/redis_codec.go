@@ -42,18 +42,21 @@ func decodeFlat(id string, v any) (Call, error) {
 }
 
 // decodeList decodes a reply {id, call, id, call, …}.
-func decodeList(v []any) ([]Call, error) {
+func decodeList(v []any) ([]Call, error) { return decodePairs(v, "list", decodeFlat) }
+
+// decodePairs decodes a reply {id, record, id, record, …} of what records.
+func decodePairs[T any](v []any, what string, decode func(id string, v any) (T, error)) ([]T, error) {
 	if len(v)%2 != 0 {
-		return nil, errors.New("pending: unexpected list reply")
+		return nil, errors.New("pending: unexpected " + what + " reply")
 	}
-	var out []Call
+	var out []T
 	for i := 0; i < len(v); i += 2 {
 		id, _ := v[i].(string)
-		c, err := decodeFlat(id, v[i+1])
+		r, err := decode(id, v[i+1])
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, c)
+		out = append(out, r)
 	}
 	return out, nil
 }

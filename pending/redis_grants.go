@@ -297,21 +297,7 @@ func grantReply(id string, v []any) (code string, g Grant, err error) {
 }
 
 // decodeGrants decodes a reply {id, grant, id, grant, …}.
-func decodeGrants(v []any) ([]Grant, error) {
-	if len(v)%2 != 0 {
-		return nil, errors.New("pending: unexpected grant list reply")
-	}
-	var out []Grant
-	for i := 0; i < len(v); i += 2 {
-		id, _ := v[i].(string)
-		g, err := decodeGrant(id, v[i+1])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, nil
-}
+func decodeGrants(v []any) ([]Grant, error) { return decodePairs(v, "grant list", decodeGrant) }
 
 // decodeGrant decodes a grant's HGETALL reply (field, value, …).
 func decodeGrant(id string, v any) (Grant, error) {
