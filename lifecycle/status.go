@@ -69,3 +69,24 @@ func (l *Lifecycle) own(ctx context.Context, principal, id string) (pending.Call
 	}
 	return pc, nil
 }
+
+// Run claims principal's approved call id and runs it now, on this
+// request's goroutine, as a held request would, rather than leaving it to
+// the sweeper (a task's client asking for its result). A call that is not
+// approved, or that another executor claimed first, comes back as it
+// stands; a run call comes back finished.
+func (l *Lifecycle) Run(ctx context.Context, principal, id string) (pending.Call, error) {
+	pc, err := l.own(ctx, principal, id)
+	if err != nil || pc.State != pending.Approved {
+		return pc, err
+	}
+	claimed, err := l.store.Claim(ctx, id, l.exec.Lease(pc))
+	if err != nil {
+		return conflictCall(err, pc), nil // another executor has it, or it expired
+	}
+	o := l.run(ctx, claimed)
+	if o.Call.ID == "" {
+		return claimed, nil
+	}
+	return o.Call, nil
+}

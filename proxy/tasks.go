@@ -139,7 +139,8 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 	return taskResult(c, pc), true
 }
 
-// taskResultWait follows the call until it ends or the hold runs out:
+// taskResultWait follows the call until it ends or the hold runs out,
+// running it at once when it is approved and nobody has claimed it:
 // tasks/result blocks until the task is terminal, and toolgate holds no
 // request longer than pending.hold. A terminal call is marked delivered,
 // so that an identical call after it parks anew rather than attaching;
@@ -149,6 +150,13 @@ func (s *Server) taskResultWait(ctx context.Context, principal, id string) (pend
 	var prev pending.State
 	for {
 		wait := time.Until(deadline)
+		if !s.draining.Load() {
+			// Approved and nobody running it: run it now rather than
+			// after the sweeper's grace; Claim makes sure only once.
+			if ran, err := s.life.Run(ctx, principal, id); err == nil && ran.State.Terminal() {
+				wait = 0
+			}
+		}
 		pc, err := s.life.Status(ctx, principal, id, max(wait, 0), true)
 		if err != nil || pc.State.Terminal() || wait <= 0 || ctx.Err() != nil || s.draining.Load() {
 			return pc, err
