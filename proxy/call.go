@@ -152,7 +152,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	if a != nil {
 		return a
 	}
-	if a := checkToolQuery(c.up, in.HTTP.Query, args); a != nil {
+	if a := checkToolQuery(c.up, r.URL.RawQuery, in.HTTP.Query, args); a != nil {
 		return a
 	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {

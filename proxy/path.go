@@ -69,8 +69,8 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 // upstream takes one: a tool's arguments are its JSON body, and a query the
 // upstream also reads would be arguments the policy judged apart from the
 // rest. Where it is taken, a name may not also be a body argument.
-func checkToolQuery(up *upstream, query map[string][]string, args map[string]any) *answer {
-	if len(query) == 0 {
+func checkToolQuery(up *upstream, raw string, query map[string][]string, args map[string]any) *answer {
+	if raw == "" {
 		return nil
 	}
 	if !up.ToolQuery {
