@@ -50,6 +50,7 @@ type Lifecycle struct {
 	onEnd    func(pending.Call)
 	drained  context.Context // done once Drain was called
 	drainAll context.CancelFunc
+	warned   throttle // the sweeper's repeated warnings
 }
 
 // New builds a Lifecycle.

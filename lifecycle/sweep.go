@@ -33,7 +33,7 @@ func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
 	// approved call already overdue would expire it too, silently.
 	expired, err := l.store.Expire(ctx, 100)
 	if err != nil {
-		l.log.Warn("sweeper: cannot expire calls", "error", err)
+		l.warn("sweeper: cannot expire calls", "error", err)
 	}
 	for _, pc := range expired {
 		l.log.Info("parked call ended", "call_id", pc.ID, "state", string(pc.State))
@@ -51,7 +51,7 @@ func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
 func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) {
 	approved, err := l.store.Approved(ctx, grace, 20)
 	if err != nil {
-		l.log.Warn("sweeper: cannot list approved calls", "error", err)
+		l.warn("sweeper: cannot list approved calls", "error", err)
 		return
 	}
 	for _, pc := range approved {

@@ -67,6 +67,9 @@ const (
 // newParking opens the store and the notifier; a.Close closes them, the
 // notifier first.
 func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking, error) {
+	if cfg.Pending.Store == "redis" {
+		useRedisLog(a.log)
+	}
 	st, closeStore, err := openStore(cfg)
 	if err != nil {
 		return nil, err
