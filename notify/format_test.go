@@ -75,6 +75,23 @@ func TestCloudEventsResolved(t *testing.T) {
 	}
 }
 
+// TestResolvedTwice: a call approved and then expired (or lost) before it
+// ran ends twice; the second end is another event, with another id.
+func TestResolvedTwice(t *testing.T) {
+	for outcome, want := range map[string]string{
+		"approved": "c1.resolved", "rejected": "c1.resolved", "expired": "c1.resolved.expired", "unknown": "c1.resolved.unknown",
+	} {
+		got := decode(t, deliverOne(t, FormatCloudEvents, "", resolved("c1", outcome, "alice")).Body)["id"]
+		if got != want {
+			t.Errorf("%s after an approval: id %v, want %s", outcome, got, want)
+		}
+	}
+	e := resolved("c1", "expired", "")
+	if got := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["id"]; got != "c1.resolved" {
+		t.Errorf("expired while waiting: id %v, want c1.resolved (its only end)", got)
+	}
+}
+
 func TestCloudEventsSparse(t *testing.T) {
 	// Unknown fields are present as null or empty, never missing.
 	req := deliverOne(t, FormatCloudEvents, "", Event{Type: TypeRequested, CallID: "c2"})

@@ -109,12 +109,16 @@ type Approval struct {
 // source, so it is "<call id>.resolved". Both are derived, not random, so a
 // duplicate announcement of the same event (two replicas;
 // docs/security.md, R04) carries the same id and a receiver can deduplicate
-// on it.
+// on it. A call can be resolved twice: approved, then expired or lost
+// before it ran; the second end is another event, "<call id>.resolved.<outcome>".
 func (e *Event) id() string {
-	if e.Type == TypeResolved {
-		return e.CallID + ".resolved"
+	switch {
+	case e.Type != TypeResolved:
+		return e.CallID
+	case e.DecidedBy != "" && e.Outcome != "approved" && e.Outcome != "rejected":
+		return e.CallID + ".resolved." + e.Outcome
 	}
-	return e.CallID
+	return e.CallID + ".resolved"
 }
 
 // Target is one webhook.
