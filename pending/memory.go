@@ -40,6 +40,7 @@ type MemoryStore struct {
 	sessionsFirstDue time.Time
 
 	grants memGrants // remembered grants (memory_grants.go)
+	nonces memNonces // one-time values (nonce.go)
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -702,6 +702,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
+	t.Run("Nonces", func(t *testing.T) { testNonces(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
 	t.Run("Grants", func(t *testing.T) { testGrants(t, newStore) })
 

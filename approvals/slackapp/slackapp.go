@@ -93,6 +93,11 @@ type Config struct {
 	// AllowResponseURL reports whether the handler may post to a
 	// response_url. Nil: https URLs on slack.com and its subdomains only.
 	AllowResponseURL func(*url.URL) bool
+	// FirstUse, if set, records a signature in a store every replica
+	// shares and reports whether it is new there, so that a click one
+	// replica received is a replay on all of them (pending.Nonces). Nil:
+	// each replica remembers only what it received.
+	FirstUse func(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
 // Handler serves [Path]. It is safe for concurrent use. Create it with
@@ -107,7 +112,8 @@ type Handler struct {
 	now     func() time.Time
 	allow   func(*url.URL) bool
 
-	seen *seenSet
+	seen  *seenSet
+	first func(ctx context.Context, key string, ttl time.Duration) (bool, error)
 
 	sem    chan struct{} // response_url posts in flight
 	mu     sync.Mutex    // guards closed against wg.Add after Close
@@ -143,6 +149,7 @@ func New(cfg Config) (*Handler, error) {
 		now:    cfg.Now,
 		allow:  cfg.AllowResponseURL,
 		seen:   newSeenSet(maxSeen),
+		first:  cfg.FirstUse,
 		sem:    make(chan struct{}, MaxInFlight),
 	}
 	if h.client == nil {

@@ -82,6 +82,15 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]byte, 
 	case errFull:
 		return nil, refuse(http.StatusServiceUnavailable, "too many requests in the replay window", nil)
 	}
+	if h.first != nil {
+		// Twice the window: a timestamp may be up to Window either side.
+		switch first, err := h.first(r.Context(), "slack:"+sig, 2*Window); {
+		case err != nil:
+			return nil, refuse(http.StatusServiceUnavailable, "the replay record could not be checked", err)
+		case !first:
+			return nil, refuse(http.StatusUnauthorized, "replayed request (seen by another replica)", nil)
+		}
+	}
 	return body, nil
 }
 

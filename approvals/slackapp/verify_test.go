@@ -2,6 +2,7 @@ package slackapp
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -227,5 +228,42 @@ func TestMethodNotAllowed(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
 		t.Errorf("GET: %d, Allow %q; want 405 and POST", res.StatusCode, res.Header.Get("Allow"))
+	}
+}
+
+// TestSharedReplayRecord: with FirstUse set, a signature another replica
+// recorded is a replay here (401), and a record that cannot be checked
+// refuses the click (503); neither decides anything.
+func TestSharedReplayRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first bool
+		err   error
+		want  int
+	}{
+		{"seen by another replica", false, nil, http.StatusUnauthorized},
+		{"store down", false, errors.New("down"), http.StatusServiceUnavailable},
+		{"new", true, nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var keys []string
+			e := newEnv(t, nil, func(c *Config) {
+				c.FirstUse = func(_ context.Context, key string, ttl time.Duration) (bool, error) {
+					keys = append(keys, key)
+					return tc.first, tc.err
+				}
+			})
+			req := signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", nil)))
+			if status, _ := e.send(t, req); status != tc.want {
+				t.Fatalf("status %d, want %d", status, tc.want)
+			}
+			e.close(t)
+			if n := len(e.decisions()); (n == 1) != (tc.want == http.StatusOK) {
+				t.Errorf("%d decisions with status %d", n, tc.want)
+			}
+			if len(keys) != 1 || !strings.HasPrefix(keys[0], "slack:v0=") {
+				t.Errorf("FirstUse keys %q", keys)
+			}
+		})
 	}
 }

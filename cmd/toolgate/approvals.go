@@ -181,9 +181,11 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	if sc == nil {
 		return h, nil
 	}
-	slack, err := slackapp.New(slackapp.Config{
-		SigningSecret: sc.SigningSecret.Reveal(), Users: sc.Users, Decide: h.DecideAs, Logger: a.log,
-	})
+	scfg := slackapp.Config{SigningSecret: sc.SigningSecret.Reveal(), Users: sc.Users, Decide: h.DecideAs, Logger: a.log}
+	if n, ok := p.store.(pending.Nonces); ok {
+		scfg.FirstUse = n.FirstUse // a replay is one on every replica
+	}
+	slack, err := slackapp.New(scfg)
 	if err != nil {
 		return nil, err
 	}
