@@ -76,7 +76,7 @@ func mayDecide(c pending.Call, info callinfo.Info, who *signin.Approver) bool {
 // approvedBy reports whether name has approved c; names are compared
 // ignoring case, as the store counts them.
 func approvedBy(c pending.Call, name string) bool {
-	return slices.ContainsFunc(c.Approvals, func(a pending.Approval) bool { return strings.EqualFold(a.By, name) })
+	return pending.ApprovedBy(c.Approvals, name)
 }
 
 // sameIdentity compares an approver's name with a call's subject. Case is

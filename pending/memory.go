@@ -199,7 +199,7 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 		return Call{}, err
 	}
 	if d.To == Approved {
-		if approvedBy(m.c.Approvals, d.By) || full(m.c.Approvals) {
+		if ApprovedBy(m.c.Approvals, d.By) || full(m.c.Approvals) {
 			return m.c.clone(), nil // counted once; or as many as a call may hold
 		}
 		m.c.Approvals = append(m.c.Approvals, Approval{By: d.By, At: now, Comment: d.Comment, Counts: slices.Clone(d.Counts)})

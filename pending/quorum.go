@@ -57,10 +57,11 @@ func quorumMet(quorum []int, approvals []Approval) bool {
 	return true
 }
 
-// approvedBy reports whether by has an approval among approvals. Names are
+// ApprovedBy reports whether by has an approval among approvals. Names are
 // compared ignoring ASCII case, as the Redis script compares them, so that
-// "Erin" by key and "erin" by sign-in are one approver, not two.
-func approvedBy(approvals []Approval, by string) bool {
+// "Erin" by key and "erin" by sign-in are one approver, not two. Decide
+// counts approvers by it; callers that show "already approved" use it too.
+func ApprovedBy(approvals []Approval, by string) bool {
 	return slices.ContainsFunc(approvals, func(a Approval) bool { return asciiEqualFold(a.By, by) })
 }
 
