@@ -232,7 +232,7 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 		title, message, tone = "Approved", "The call was approved; it will be forwarded once."+granted, "ok"
 	case pending.Waiting:
 		title, tone = "Approval counted", "ok"
-		message = "Your approval is counted; the call waits for more approvers (" + progress(decided, callinfo.Decode(decided.Info)) + ")."
+		message = "Your approval is counted; the call waits for more approvers (" + progress(decided, info) + ")."
 	}
 	data := h.pageFor(decided, auth, title, message)
 	data.Tone = tone
