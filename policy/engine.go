@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -279,10 +277,7 @@ func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def
 		if err != nil {
 			return failed(err)
 		}
-		// The library's reasons by ID, as its Go form gives them: OPA
-		// orders a set of objects by their keys first, so a reason with
-		// "approvers" would otherwise come before every other.
-		slices.SortStableFunc(lib.reasons, func(a, b Reason) int { return strings.Compare(a.ID, b.ID) })
+		lib.sortByID() // as the Go form gives them
 		vs[i].merge(lib)
 	}
 	d := combine(vs[0], vs[1], vs[2], def)

@@ -127,7 +127,7 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 	}
 	for _, vd := range []*verdict{&v.deny, &v.ask, &v.allow} {
 		if len(vd.reasons) > 1 {
-			slices.SortFunc(vd.reasons, func(a, b Reason) int { return strings.Compare(a.ID, b.ID) })
+			vd.sortByID()
 		}
 	}
 	return v
@@ -193,6 +193,13 @@ func (r *nativeRow) targetMatches(t *Tool) bool {
 func (v *verdict) merge(o verdict) {
 	v.fired = v.fired || o.fired
 	v.reasons = append(v.reasons, o.reasons...)
+}
+
+// sortByID orders the library's reasons by ID, in both of its forms: the
+// Go form builds them in table order, and OPA orders a set of reason
+// objects by their keys first, so neither order is the other's.
+func (v *verdict) sortByID() {
+	slices.SortStableFunc(v.reasons, func(a, b Reason) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func (v *verdict) add(r Reason) {
