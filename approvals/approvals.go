@@ -160,6 +160,10 @@ func (h *Handler) routes() http.Handler {
 	r.Get("/approvals/{id}", h.page(h.showPage))
 	r.Head("/approvals/{id}", h.page(h.showPage))
 	r.Post("/approvals/{id}", h.page(h.decideByLink))
+	// The requester's confirmation page (confirm.go).
+	r.Get("/confirm/{id}", h.page(h.showConfirm))
+	r.Head("/confirm/{id}", h.page(h.showConfirm))
+	r.Post("/confirm/{id}", h.page(h.decideConfirm))
 
 	// The API, for bots and scripts: JSON, bearer keys.
 	r.Get("/api/approvals", h.api(h.listCalls))

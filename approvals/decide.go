@@ -25,6 +25,8 @@ const (
 	viaLink = "link"
 	viaAPI  = "api"
 	viaKey  = "key"
+	// viaRequester: the caller's own human, on the confirmation page.
+	viaRequester = "requester"
 
 	maxBodyBytes    = 64 << 10
 	maxCommentChars = 2000

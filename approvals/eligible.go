@@ -15,35 +15,53 @@ import (
 // their approval counts towards. who is nil for a link opened without an
 // identity.
 //
-//   - A call whose ask reasons name no approvers may be decided by anyone
-//     the listener lets decide: a link token, an API key, a signed-in
-//     approver.
-//   - A call whose reasons name approvers may be decided only by a known
-//     approver who is eligible for at least one of them (one of its
-//     subjects, or a member of one of its groups); the approval counts
-//     towards each requirement the approver is eligible for. The first
-//     eligible rejection rejects.
+//   - A call whose ask reasons name no approvers, or only the requester,
+//     may be decided by anyone the listener lets decide: a link token, an
+//     API key, a signed-in approver. Their approval counts towards every
+//     requirement.
+//   - A call whose reasons name groups or subjects may be decided only by
+//     a known approver who is eligible for at least one of them (one of
+//     its subjects, or a member of one of its groups); the approval counts
+//     towards each requirement the approver is eligible for, and towards
+//     those that name only the requester. The first eligible rejection
+//     rejects.
+//   - The requester, through the confirmation page, counts only towards
+//     requirements that name nobody but the requester: a confirmation
+//     never satisfies an ask that names other approvers.
 //   - Nobody approves their own call; rejecting it is allowed.
 func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pending.State) ([]int, error) {
+	if who != nil && who.Via == viaRequester {
+		counts := requirements(info, func(a callinfo.Approvers) bool { return a.RequesterOnly() })
+		if len(counts) == 0 {
+			return nil, errNotEligible
+		}
+		return counts, nil
+	}
 	if who != nil && to == pending.Approved && sameIdentity(who.Name, c.Subject) {
 		return nil, errSelfApproval
 	}
-	if len(info.Approvers) == 0 {
-		return nil, nil
+	if !info.NamesApprovers() {
+		return requirements(info, func(callinfo.Approvers) bool { return true }), nil
 	}
 	if who == nil {
 		return nil, errNeedsIdentity
 	}
-	var counts []int
-	for i, a := range info.Approvers {
-		if eligibleFor(a, who) {
-			counts = append(counts, i)
-		}
-	}
-	if len(counts) == 0 {
+	if len(requirements(info, func(a callinfo.Approvers) bool { return eligibleFor(a, who) })) == 0 {
 		return nil, errNotEligible
 	}
-	return counts, nil
+	return requirements(info, func(a callinfo.Approvers) bool { return a.RequesterOnly() || eligibleFor(a, who) }), nil
+}
+
+// requirements is the indices of info's requirements that count says an
+// approval counts towards; nil when none does.
+func requirements(info callinfo.Info, count func(callinfo.Approvers) bool) []int {
+	var idx []int
+	for i, a := range info.Approvers {
+		if count(a) {
+			idx = append(idx, i)
+		}
+	}
+	return idx
 }
 
 // eligibleFor reports whether who is one of a's subjects or in one of its
@@ -112,6 +130,9 @@ func progress(c pending.Call, info callinfo.Info) string {
 // approversOf is who may approve c, for the page: one clause per
 // requirement.
 func approversOf(info callinfo.Approvers) string {
+	if info.RequesterOnly() {
+		return "the requester, or any approver"
+	}
 	return approversText(info.Groups, info.Subjects, info.Min)
 }
 

@@ -111,7 +111,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 	case auth.who != nil && !mayDecide(c, info, auth.who):
 		data.Message = "You cannot approve this call: it names other approvers."
 		data.Tone = "warn"
-	case auth.who == nil && len(info.Approvers) > 0:
+	case auth.who == nil && info.NamesApprovers():
 		data.Message = errNeedsIdentity.msg
 		data.Tone = "warn"
 	default:
@@ -149,29 +149,14 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The token is the real authority; refusing cross-site posts and any
-	// body a cross-site page could send without a form (JSON, text) is
-	// defence in depth (docs/security.md, F10).
-	if err := h.csrf.Check(r); err != nil {
-		return errCrossOrigin
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
-		return errContentType
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	if err := r.ParseForm(); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return err
-		}
-		return unreadable(err, "the form could not be read")
+	form, err := h.readForm(w, r)
+	if err != nil {
+		return err
 	}
 	who, err := h.pageApprover(r)
 	if err != nil {
 		return err
 	}
-	// Only the body counts (PostForm, not Form): the link's ?token= is not
-	// a form field, and a field sent twice is refused rather than guessed.
-	form := r.PostForm
 	c, err := h.store.Get(r.Context(), id)
 	if err != nil {
 		return err
@@ -238,6 +223,28 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	data.Tone = tone
 	h.render(w, http.StatusOK, data)
 	return nil
+}
+
+// readForm reads the body of a page's form. Only the body counts
+// (PostForm, not Form): the link's ?token= is not a form field.
+func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) (url.Values, error) {
+	// The token is the real authority; refusing cross-site posts and any
+	// body a cross-site page could send without a form (JSON, text) is
+	// defence in depth (docs/security.md, F10).
+	if err := h.csrf.Check(r); err != nil {
+		return nil, errCrossOrigin
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+		return nil, errContentType
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, unreadable(err, "the form could not be read")
+	}
+	return r.PostForm, nil
 }
 
 // formAuthority checks a form's authority over c: its link token, or for

@@ -54,19 +54,42 @@ func NewSigner(secret []byte) (*Signer, error) {
 	return &Signer{secret: append([]byte(nil), secret...)}, nil
 }
 
+// Token purposes: a token of one purpose is never one of another.
+const (
+	purposeApproval = "toolgate-approval-" + tokenVersion
+	purposeConfirm  = "toolgate-confirm-" + tokenVersion
+)
+
 // Token returns the token for c: it binds c.ID, c.RequestDigest and
 // c.ExpiresAt. The expiry is kept to the second because stores need not
 // keep nanoseconds; the token then ends up to a second before the call.
-func (s *Signer) Token(c pending.Call) string {
-	exp := c.ExpiresAt.Unix()
-	return tokenVersion + "." + strconv.FormatInt(exp, 10) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(c.ID, c.RequestDigest, exp))
-}
+func (s *Signer) Token(c pending.Call) string { return s.token(purposeApproval, c) }
+
+// ConfirmToken returns the token of c's confirmation page, which the
+// requester's MCP client is handed (URL elicitation): it binds what Token
+// binds, for another purpose, so it opens no approval page and an
+// approval link opens no confirmation page.
+func (s *Signer) ConfirmToken(c pending.Call) string { return s.token(purposeConfirm, c) }
 
 // Check reports whether token decides c at now: nil, ErrTokenInvalid or
 // ErrTokenExpired. The MAC is compared in constant time, and the expiry in
 // the token is believed only after the MAC has been verified.
 func (s *Signer) Check(token string, c pending.Call, now time.Time) error {
+	return s.check(purposeApproval, token, c, now)
+}
+
+// CheckConfirm is Check for a ConfirmToken.
+func (s *Signer) CheckConfirm(token string, c pending.Call, now time.Time) error {
+	return s.check(purposeConfirm, token, c, now)
+}
+
+func (s *Signer) token(purpose string, c pending.Call) string {
+	exp := c.ExpiresAt.Unix()
+	return tokenVersion + "." + strconv.FormatInt(exp, 10) + "." +
+		base64.RawURLEncoding.EncodeToString(s.mac(purpose, c.ID, c.RequestDigest, exp))
+}
+
+func (s *Signer) check(purpose, token string, c pending.Call, now time.Time) error {
 	version, rest, ok := strings.Cut(token, ".")
 	if !ok || version != tokenVersion {
 		return ErrTokenInvalid
@@ -83,7 +106,7 @@ func (s *Signer) Check(token string, c pending.Call, now time.Time) error {
 	if err != nil {
 		return ErrTokenInvalid
 	}
-	if !hmac.Equal(sig, s.mac(c.ID, c.RequestDigest, exp)) {
+	if !hmac.Equal(sig, s.mac(purpose, c.ID, c.RequestDigest, exp)) {
 		return ErrTokenInvalid
 	}
 	// A genuine token for this call and request, but made for another
@@ -104,6 +127,13 @@ func (s *Signer) ApprovalURL(publicURL string, c pending.Call) string {
 		"?token=" + url.QueryEscape(s.Token(c))
 }
 
+// ConfirmURL returns the link to c's confirmation page, for its
+// requester: publicURL + "/confirm/" + id + "?token=" + ConfirmToken.
+func (s *Signer) ConfirmURL(publicURL string, c pending.Call) string {
+	return strings.TrimRight(publicURL, "/") + "/confirm/" + url.PathEscape(c.ID) +
+		"?token=" + url.QueryEscape(s.ConfirmToken(c))
+}
+
 // FormToken returns the token of the decision form shown to a signed-in
 // approver for call id (a CSRF token): it binds the approver's name and the
 // call, so another site can neither read nor forge it, and it serves no
@@ -119,9 +149,9 @@ func (s *Signer) CheckFormToken(token, approver, id string) bool {
 	return err == nil && hmac.Equal(sig, s.macOf("toolgate-form-"+tokenVersion, approver, id))
 }
 
-// mac is the MAC of an approval token.
-func (s *Signer) mac(id, digest string, exp int64) []byte {
-	return s.macOf("toolgate-approval-"+tokenVersion, id, digest, strconv.FormatInt(exp, 10))
+// mac is the MAC of a link token of purpose.
+func (s *Signer) mac(purpose, id, digest string, exp int64) []byte {
+	return s.macOf(purpose, id, digest, strconv.FormatInt(exp, 10))
 }
 
 // macOf is HMAC-SHA256 over a purpose tag and fields, each prefixed with

@@ -150,3 +150,46 @@ func TestSigner_ApprovalURL(t *testing.T) {
 		}
 	}
 }
+
+// A confirmation token and an approval token for the same call differ, and
+// neither checks as the other: the requester's link approves nothing, and
+// an approver's link confirms nothing.
+func TestSigner_ConfirmTokenIsAnotherPurpose(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	approval, confirm := s.Token(c), s.ConfirmToken(c)
+	if confirm == approval {
+		t.Fatal("ConfirmToken == Token")
+	}
+	if confirm != s.ConfirmToken(c) {
+		t.Error("ConfirmToken is not deterministic")
+	}
+	if err := s.CheckConfirm(confirm, c, t0); err != nil {
+		t.Errorf("CheckConfirm(own token) = %v, want nil", err)
+	}
+	if err := s.Check(confirm, c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("Check(confirmation token) = %v, want ErrTokenInvalid", err)
+	}
+	if err := s.CheckConfirm(approval, c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("CheckConfirm(approval token) = %v, want ErrTokenInvalid", err)
+	}
+	// The wrong purpose stays invalid after the expiry: it never reads as
+	// a genuine token that merely expired.
+	if err := s.Check(confirm, c, c.ExpiresAt); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("Check(confirmation token) after expiry = %v, want ErrTokenInvalid", err)
+	}
+	if err := s.CheckConfirm(confirm, c, c.ExpiresAt); !errors.Is(err, approvals.ErrTokenExpired) {
+		t.Errorf("CheckConfirm at expiry = %v, want ErrTokenExpired", err)
+	}
+	other := c
+	other.ID = "CALLTWO"
+	if err := s.CheckConfirm(confirm, other, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("CheckConfirm(token, another call) = %v, want ErrTokenInvalid", err)
+	}
+	want := "https://toolgate.example.com/confirm/CALLONE?token=" + confirm
+	for _, base := range []string{"https://toolgate.example.com", "https://toolgate.example.com/"} {
+		if got := s.ConfirmURL(base, c); got != want {
+			t.Errorf("ConfirmURL(%q) = %q, want %q", base, got, want)
+		}
+	}
+}

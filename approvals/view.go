@@ -52,6 +52,8 @@ type pageData struct {
 	Lifetimes []string
 	// RejectOnly offers only Reject: the approver's own call.
 	RejectOnly bool
+	// Confirm is the requester's confirmation page: Confirm / Decline.
+	Confirm bool
 }
 
 // Heading is the page's h1. A page that can decide asks the question and
@@ -65,6 +67,8 @@ func (d pageData) Heading() string {
 	switch {
 	case d.RejectOnly && label != "":
 		return "Your call: " + label
+	case d.Confirm && d.Forms && label != "":
+		return "Run " + label + "?"
 	case d.Forms && label != "":
 		return "Approve " + label + "?"
 	case d.Forms:

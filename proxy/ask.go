@@ -26,7 +26,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	}
 	// The parked call has the body and the arguments now; the held
 	// request keeps no copy of them while it waits.
-	cancelOnLeave := c.mcp != nil && c.mcp.version >= "2026-07-28"
+	cancelOnLeave := c.mcp != nil && c.mcp.version >= statelessEra
 	c.body = nil
 	if t := c.input.Tool; t != nil {
 		t.Arguments = nil // the decision log has its own copy of the tool
@@ -37,10 +37,17 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// The client asked for a task: it is answered at once, and
 		// follows the call with the task methods (tasks.go).
 		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
-		if a, ok := taskCreated(c, o); ok {
+		created := taskCreated
+		if c.mcp.version >= statelessEra {
+			created = extTaskCreated
+		}
+		if a, ok := created(c, o); ok {
 			return a
 		}
 		return outcomeAnswer(o, c.decision)
+	}
+	if a, ok := s.askRequester(r, c, pc); ok {
+		return a
 	}
 	ctx := c.withRelay(r.Context(), w, r)
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{

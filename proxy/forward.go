@@ -85,7 +85,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 	case c.mcp == nil || c.up.DryRun:
 	case c.mcp.method == "tools/list":
 		rp = s.toolsListProxy(r, c)
-	case c.mcp.method == "initialize" && s.life != nil:
+	case (c.mcp.method == "initialize" || c.mcp.method == "server/discover") && s.life != nil:
 		rp = s.initializeProxy(c)
 	}
 	s.forwardWith(w, r, c, rp)

@@ -40,6 +40,11 @@ type mcpMessage struct {
 	// and tasks/cancel (tasks.go).
 	task   bool
 	taskID string
+	// From a 2026-07-28 request's own client capabilities (taskext.go):
+	// tasksExt, the Tasks extension; urlElicit, URL-mode elicitation.
+	// confirmAnswered is set when the request answers toolgate's
+	// confirmation input request (its answer decides nothing).
+	tasksExt, urlElicit, confirmAnswered bool
 	// batch is the distinct methods of a batch's members: each is decided
 	// too.
 	batch []string
@@ -156,6 +161,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if meta, ok := params["_meta"].(map[string]any); ok {
 		c.mcp.progressToken = meta["progressToken"]
 	}
+	if version >= statelessEra {
+		c.mcp.readClientCaps(params)
+	}
 	c.mcp.readTaskParams(params)
 	if method != "tools/call" {
 		// resources/read and prompts/get are decided as calls of
@@ -208,6 +216,9 @@ func (c *call) checkMCPHeaders(h http.Header, version, method string, params map
 		want, named = stringOf(params["name"]), true
 	case "resources/read":
 		want, named = stringOf(params["uri"]), true
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// The Tasks extension routes its methods by task ID.
+		want, named = stringOf(params["taskId"]), version >= statelessEra
 	}
 	if hasName && (len(hn) != 1 || !named || hn[0] != want) {
 		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")

@@ -124,6 +124,10 @@ type Config struct {
 	// caller checks it). When set, every status URL handed to agents is
 	// absolute ([StatusURL]); empty, they are relative.
 	ProxyPublicURL string
+	// ConfirmURL, if set, is the link to a parked call's confirmation
+	// page, which an MCP client that declares URL elicitation is handed
+	// for calls its requester may confirm (confirm.go); nil offers none.
+	ConfirmURL func(pending.Call) string
 	// OnPark is called once for every newly parked call (notifications);
 	// OnResolve for every call the proxy ends: expired or unknown (the
 	// sweeper), cancelled (the agent). Approvers' decisions are the

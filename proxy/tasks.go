@@ -70,44 +70,38 @@ func taskEra(version string) bool {
 func (m *mcpMessage) readTaskParams(params map[string]any) {
 	switch m.method {
 	case "tools/call":
-		// Before 2025-11-25 no client sends it; from 2026-07-28 tasks are
-		// an extension toolgate does not speak here. An absent version
-		// header is an older client (the transport's default).
-		_, has := params["task"]
-		m.task = has && m.version < statelessEra
-	case "tasks/get", "tasks/result", "tasks/cancel":
+		// Before 2025-11-25 no client sends params.task; from 2026-07-28
+		// the client declares the Tasks extension in the request's
+		// capabilities, and the server decides (taskext.go). An absent
+		// version header is an older client (the transport's default).
+		if m.version >= statelessEra {
+			m.task = m.tasksExt
+		} else {
+			_, m.task = params["task"]
+		}
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/update":
 		m.taskID = stringOf(params["taskId"])
 	}
 }
 
 // taskAnswer answers a task method for one of toolgate's own calls; ok is
 // false when the message is something else (forward it): not a task
-// method, no parked calls here, or a taskId toolgate never gave out.
+// method of the message's revision, no parked calls here, or a taskId
+// toolgate never gave out.
 func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 	m := c.mcp
-	if s.life == nil || m == nil || m.id == nil || m.version >= statelessEra {
+	if s.life == nil || m == nil || m.id == nil {
 		return answer{}, false
 	}
-	if m.method == "tasks/list" {
+	stateless := m.version >= statelessEra
+	if m.method == "tasks/list" && !stateless {
 		return s.listTasks(r.Context(), c), true
 	}
-	if m.taskID == "" || (m.method != "tasks/get" && m.method != "tasks/result" && m.method != "tasks/cancel") {
+	if m.taskID == "" || !isTaskMethod(m.method, stateless) {
 		return answer{}, false
 	}
 	ctx := r.Context()
-	principal := c.subject.Principal
-	var (
-		pc  pending.Call
-		err error
-	)
-	switch m.method {
-	case "tasks/cancel":
-		pc, err = s.life.Cancel(ctx, principal, m.taskID)
-	case "tasks/result":
-		pc, err = s.taskResultWait(ctx, principal, m.taskID)
-	default:
-		pc, err = s.life.Status(ctx, principal, m.taskID, 0, false)
-	}
+	pc, err := s.taskCall(ctx, c)
 	switch {
 	case errors.Is(err, pending.ErrNotFound):
 		// Another principal's call, a call gone, or not toolgate's at
@@ -118,7 +112,13 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 			}
 			return taskStoreFailed(c), true
 		}
-		return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found"), true
+		return taskNotFound(c), true
+	case errors.Is(err, pending.ErrConflict) && stateless:
+		// tasks/cancel of a call already decided: cancellation is
+		// cooperative in the extension, and acknowledged all the same.
+		if !isTaskOf(pc, c) {
+			return taskNotFound(c), true
+		}
 	case errors.Is(err, pending.ErrConflict):
 		// tasks/cancel of a call already decided: terminal, or approved
 		// and about to run, which nothing stops any more.
@@ -126,7 +126,10 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 	case err != nil:
 		return taskStoreFailed(c), true
 	case !isTaskOf(pc, c):
-		return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found"), true
+		return taskNotFound(c), true
+	}
+	if stateless {
+		return s.extTaskAnswer(c, pc), true
 	}
 	if m.method != "tasks/result" {
 		return rpcAnswer(c, taskOf(pc).doc()), true
@@ -137,6 +140,38 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 		return a, true
 	}
 	return taskResult(c, pc), true
+}
+
+// isTaskMethod reports whether method is one of the task methods of the
+// message's revision: the 2025-11-25 utility's, or the extension's.
+func isTaskMethod(method string, stateless bool) bool {
+	switch method {
+	case "tasks/get", "tasks/cancel":
+		return true
+	case "tasks/result":
+		return !stateless
+	case "tasks/update":
+		return stateless
+	}
+	return false
+}
+
+// taskCall reads, or acts on, the caller's call that a task method names.
+func (s *Server) taskCall(ctx context.Context, c *call) (pending.Call, error) {
+	m, principal := c.mcp, c.subject.Principal
+	switch {
+	case m.method == "tasks/cancel":
+		return s.life.Cancel(ctx, principal, m.taskID)
+	case m.method == "tasks/result":
+		return s.taskResultWait(ctx, principal, m.taskID)
+	case m.method == "tasks/get" && m.version >= statelessEra:
+		return s.extTaskGet(ctx, principal, m.taskID)
+	}
+	return s.life.Status(ctx, principal, m.taskID, 0, false)
+}
+
+func taskNotFound(c *call) answer {
+	return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found")
 }
 
 // taskResultWait follows the call until it ends or the hold runs out,
@@ -444,8 +479,10 @@ func (s *Server) listTasks(ctx context.Context, c *call) answer {
 	return rpcAnswer(c, map[string]any{"tasks": tasks})
 }
 
-// initializeProxy forwards initialize and declares toolgate's task support
-// beside the upstream's capabilities in a 2025-11-25 answer.
+// initializeProxy forwards initialize and server/discover, and declares
+// toolgate's task support beside the upstream's capabilities: the Tasks
+// utility in a 2025-11-25 initialize answer, the Tasks extension in a
+// server/discover answer (2026-07-28).
 func (s *Server) initializeProxy(c *call) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:    c.up.proxy.Rewrite,
@@ -491,10 +528,12 @@ func rewriteRPCAnswer(res *http.Response, f func([]byte) []byte) error {
 	return nil
 }
 
-// withTaskCapability merges capabilities.tasks (task-augmented tools/call,
-// tasks/list, tasks/cancel) into an initialize result of the 2025-11-25
-// revision; the upstream's own task capabilities stay. Anything else is
-// returned unchanged.
+// withTaskCapability merges toolgate's task support into the upstream's
+// capabilities: capabilities.tasks (task-augmented tools/call, tasks/list,
+// tasks/cancel) in an initialize result of the 2025-11-25 revision, or
+// capabilities.extensions["io.modelcontextprotocol/tasks"] in a
+// server/discover result (supportedVersions). The upstream's own task
+// capabilities stay. Anything else is returned unchanged.
 func withTaskCapability(b []byte) []byte {
 	var msg map[string]json.RawMessage
 	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil || msg["method"] != nil {
@@ -504,8 +543,9 @@ func withTaskCapability(b []byte) []byte {
 	if json.Unmarshal(msg["result"], &result) != nil || result == nil {
 		return b
 	}
+	_, discover := result["supportedVersions"]
 	var version string
-	if json.Unmarshal(result["protocolVersion"], &version) != nil || !taskEra(version) {
+	if !discover && (json.Unmarshal(result["protocolVersion"], &version) != nil || !taskEra(version)) {
 		return b
 	}
 	var caps map[string]any
@@ -517,6 +557,34 @@ func withTaskCapability(b []byte) []byte {
 	if caps == nil {
 		caps = map[string]any{}
 	}
+	if discover {
+		ext, _ := caps["extensions"].(map[string]any)
+		if ext == nil {
+			ext = map[string]any{}
+		}
+		if _, has := ext[tasksExtension]; !has {
+			ext[tasksExtension] = map[string]any{}
+		}
+		caps["extensions"] = ext
+	} else {
+		addTaskUtility(caps)
+	}
+	var err error
+	if result["capabilities"], err = json.Marshal(caps); err != nil {
+		return b
+	}
+	if msg["result"], err = json.Marshal(result); err != nil {
+		return b
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// addTaskUtility declares the 2025-11-25 Tasks utility in caps.
+func addTaskUtility(caps map[string]any) {
 	tasks, _ := caps["tasks"].(map[string]any)
 	if tasks == nil {
 		tasks = map[string]any{}
@@ -540,18 +608,6 @@ func withTaskCapability(b []byte) []byte {
 		}
 	}
 	caps["tasks"] = tasks
-	var err error
-	if result["capabilities"], err = json.Marshal(caps); err != nil {
-		return b
-	}
-	if msg["result"], err = json.Marshal(result); err != nil {
-		return b
-	}
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return b
-	}
-	return out
 }
 
 // markTaskSupport returns a listed tool, a JSON object, with

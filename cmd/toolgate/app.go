@@ -187,6 +187,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		TTL:            cfg.Pending.TTL.Std(),
 		MaxResultBytes: cfg.Pending.MaxResultBytes.Int64(),
 		ProxyPublicURL: cfg.ProxyPublicURL,
+		ConfirmURL:     a.parking.confirmURL,
 		OnPark:         a.parking.parked,
 		OnResolve:      a.parking.resolved,
 

@@ -64,6 +64,10 @@ const (
 	announcedTimeout = 2 * time.Second
 )
 
+// confirmURL is the link to c's confirmation page, which the proxy hands
+// the requester's MCP client.
+func (p *parking) confirmURL(c pending.Call) string { return p.signer.ConfirmURL(p.public, c) }
+
 // newParking opens the store and the notifier; a.Close closes them, the
 // notifier first.
 func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking, error) {

@@ -49,6 +49,41 @@ type Approvers struct {
 	Requester bool     `json:"requester,omitempty"`
 }
 
+// RequesterOnly reports whether a names nobody but the requester: the
+// caller's own human may confirm the call (its confirmation page), and so
+// may any approver who could decide a call that names no approvers. An
+// ask that names groups or subjects is never satisfied by the requester.
+func (a Approvers) RequesterOnly() bool {
+	return a.Requester && len(a.Groups) == 0 && len(a.Subjects) == 0
+}
+
+// RequesterConfirms reports whether the requester's confirmation alone
+// approves the call: it names approvers, and all of them are
+// RequesterOnly. Such a call is offered to the requester (MCP URL
+// elicitation, task input requests).
+func (info Info) RequesterConfirms() bool {
+	if len(info.Approvers) == 0 {
+		return false
+	}
+	for _, a := range info.Approvers {
+		if !a.RequesterOnly() {
+			return false
+		}
+	}
+	return true
+}
+
+// NamesApprovers reports whether some requirement names groups or
+// subjects: only eligible known approvers decide such a call.
+func (info Info) NamesApprovers() bool {
+	for _, a := range info.Approvers {
+		if !a.RequesterOnly() {
+			return true
+		}
+	}
+	return false
+}
+
 // Decode reads a stored Info. An unreadable one reads as empty: a display
 // document never stops a call from being shown or decided.
 func Decode(b []byte) Info {

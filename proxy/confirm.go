@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/toolgate/toolgate/lifecycle"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Requester confirmation: a call whose ask reasons name only the requester
+// ("approvers": {"requester": true}) may be confirmed by the caller's own
+// human, whom toolgate reaches through the MCP client: a client that
+// declares URL-mode elicitation is handed a URL elicitation whose URL is
+// the call's confirmation page on the approvals listener
+// (Config.ConfirmURL). The client's answer to the elicitation decides
+// nothing (a client may answer by itself): only the page does.
+//
+//   - 2026-07-28 tools/call (multi round-trip requests): the call parks and
+//     the answer is at once an input_required result with the elicitation;
+//     the client's retry, carrying the answer, attaches to the call and is
+//     held as any ask is. A retry that answered is not asked again, so a
+//     client that answers by itself does not loop: it gets the pending
+//     answer after the hold.
+//   - 2026-07-28 tasks: tasks/get shows the waiting call input_required
+//     with the elicitation as its input request (taskext.go).
+//
+// The URL never reaches the model through toolgate: it is in the
+// elicitation, which the client shows its human, not in a tool result.
+
+// confirmKey names toolgate's input request (inputRequests,
+// inputResponses).
+const confirmKey = "toolgate.confirm"
+
+// confirmRequest is the URL elicitation that sends pc's requester to its
+// confirmation page; ok is false when none is offered: no confirmation
+// pages here, a client that does not declare URL elicitation, a call no
+// longer waiting, or one whose requester's confirmation alone does not
+// approve it (confirms is info.RequesterConfirms of its display document).
+func (s *Server) confirmRequest(c *call, pc pending.Call, confirms bool) (req map[string]any, ok bool) {
+	if s.cfg.ConfirmURL == nil || !c.mcp.urlElicit || pc.State != pending.Waiting || !confirms {
+		return nil, false
+	}
+	tool := pc.Tool
+	if tool == "" {
+		tool = "a tool"
+	}
+	return map[string]any{
+		"method": "elicitation/create",
+		"params": map[string]any{
+			"mode": "url",
+			"message": "Your agent asks to call " + tool + ". Open the page to review its exact arguments and confirm or decline it. " +
+				"Answering here does not confirm it; the call waits until it is decided on the page or expires.",
+			"url":           s.cfg.ConfirmURL(pc),
+			"elicitationId": pc.ID,
+		},
+	}, true
+}
+
+// askRequester parks a 2026-07-28 tools/call that its requester may
+// confirm and answers at once with the elicitation of its confirmation
+// page (an input_required result). ok is false when the request is not
+// one for it; the call is then held as any ask is.
+func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer, bool) {
+	m := c.mcp
+	if m == nil || !m.isToolCall || m.version < statelessEra || !m.urlElicit || m.confirmAnswered || s.cfg.ConfirmURL == nil {
+		return answer{}, false
+	}
+	if !infoOf(pc).RequesterConfirms() {
+		return answer{}, false
+	}
+	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
+	// The call as the hold leaves it need not carry its display document;
+	// an attached call was made by the same caller with the same arguments.
+	req, offered := s.confirmRequest(c, o.Call, true)
+	if o.Kind != lifecycle.Waiting || !offered {
+		return outcomeAnswer(o, c.decision), true
+	}
+	a := rpcAnswer(c, map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{confirmKey: req},
+		"requestState":  o.Call.ID,
+	})
+	a.callID = o.Call.ID
+	return a, true
+}

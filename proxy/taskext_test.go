@@ -1,0 +1,352 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// The stateless revision's client, against a stateless upstream.
+var extEra = mcpEras[2] // stateless/json, 2026-07-28
+
+// extClient speaks raw JSON-RPC of MCP 2026-07-28 to toolgate (the go-sdk
+// client has no tasks): every request carries its own client capabilities.
+type extClient struct {
+	t    *testing.T
+	env  *mcpEnv
+	auth bool
+	// caps is the request's clientCapabilities (JSON).
+	caps string
+	next int
+}
+
+const (
+	capsTasks        = `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	capsTasksElicit  = `{"extensions":{"io.modelcontextprotocol/tasks":{}},"elicitation":{"url":{}}}`
+	capsElicit       = `{"elicitation":{"form":{},"url":{}}}`
+	capsNone         = `{}`
+	extVersionHeader = "2026-07-28"
+)
+
+// post sends method with params (an object without _meta; the client's
+// _meta is added) and the routing headers; name is Mcp-Name ("" for none).
+func (ec *extClient) post(method, name, params string) (*http.Response, mcpRPC, []byte) {
+	ec.t.Helper()
+	ec.next++
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + ec.caps + `}`
+	params = strings.TrimSpace(params)
+	if params == "{}" {
+		params = "{" + meta + "}"
+	} else {
+		params = "{" + meta + "," + strings.TrimPrefix(params, "{")
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, ec.next, method, params)
+	h := []string{"Mcp-Protocol-Version", extVersionHeader, "Mcp-Method", method}
+	if name != "" {
+		h = append(h, "Mcp-Name", name)
+	}
+	if ec.auth {
+		h = append(h, "Authorization", "Bearer agent-key")
+	}
+	return postMCP(ec.t, ec.env, body, h...)
+}
+
+func (ec *extClient) call(method, name, params string) map[string]any {
+	ec.t.Helper()
+	res, msg, raw := ec.post(method, name, params)
+	if res.StatusCode != http.StatusOK || msg.Result == nil || msg.Error != nil {
+		ec.t.Fatalf("%s %s: status %d body %s, want a result", method, params, res.StatusCode, raw)
+	}
+	return msg.Result
+}
+
+func (ec *extClient) fails(method, name, params string, code int) {
+	ec.t.Helper()
+	res, msg, raw := ec.post(method, name, params)
+	if msg.Error == nil || msg.Error.Code != code {
+		ec.t.Fatalf("%s %s: status %d body %s, want JSON-RPC error %d", method, params, res.StatusCode, raw, code)
+	}
+}
+
+func (ec *extClient) get(id string) map[string]any {
+	ec.t.Helper()
+	return ec.call("tasks/get", id, `{"taskId":"`+id+`"}`)
+}
+
+func (ec *extClient) writeNote(path string) map[string]any {
+	ec.t.Helper()
+	return ec.call("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"`+path+`","content":"hi"}}`)
+}
+
+// wantExtTask checks a task of the extension: its ID, status, result type
+// and fields.
+func wantExtTask(t *testing.T, task map[string]any, resultType, id, status string) {
+	t.Helper()
+	if task["resultType"] != resultType || task["taskId"] != id || task["status"] != status {
+		t.Errorf("task %v, want resultType %s, id %s, status %s", task, resultType, id, status)
+	}
+	for _, k := range []string{"createdAt", "lastUpdatedAt", "ttlMs", "statusMessage"} {
+		if _, has := task[k]; !has {
+			t.Errorf("task %v has no %s", task, k)
+		}
+	}
+	if _, has := task["ttl"]; has {
+		t.Errorf("task %v has the 2025-11-25 ttl", task)
+	}
+}
+
+// TestMCPTaskExtension: a 2026-07-28 tools/call that declares the Tasks
+// extension and is decided ask becomes a task whose ID is the call ID;
+// tasks/get follows it through approval (the tool runs once), rejection
+// (completed, isError, with the comment) and cancellation; the extension's
+// own errors; tasks that are not toolgate's go to the upstream.
+func TestMCPTaskExtension(t *testing.T) {
+	env := newMCPEnv(t, extEra)
+	ec := &extClient{t: t, env: env, auth: true, caps: capsTasks}
+
+	disc := ec.call("server/discover", "", `{}`)
+	caps, _ := disc["capabilities"].(map[string]any)
+	ext, _ := caps["extensions"].(map[string]any)
+	if _, ok := ext[tasksExtension]; !ok || caps["tools"] == nil {
+		t.Errorf("server/discover capabilities %v, want the upstream's with the Tasks extension", caps)
+	}
+
+	task := ec.writeNote("notes/a")
+	pc, ok := env.nextParked(time.Second)
+	if !ok {
+		t.Fatal("nothing was parked")
+	}
+	wantExtTask(t, task, "task", pc.ID, "working")
+	if task["pollIntervalMs"] == nil {
+		t.Errorf("task %v has no pollIntervalMs", task)
+	}
+	wantExtTask(t, ec.get(pc.ID), "complete", pc.ID, "working")
+
+	// The extension's errors: no capability on the request, a routing
+	// header that is not the task, another principal.
+	bare := &extClient{t: t, env: env, auth: true, caps: capsNone}
+	bare.fails("tasks/get", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcMissingCapability)
+	res, msg, raw := ec.post("tasks/get", "other", `{"taskId":"`+pc.ID+`"}`)
+	if res.StatusCode != http.StatusBadRequest || msg.Error == nil || msg.Error.Code != rpcHeaderMismatch {
+		t.Errorf("tasks/get with another Mcp-Name: status %d body %s, want 400 and %d", res.StatusCode, raw, rpcHeaderMismatch)
+	}
+	other := &extClient{t: t, env: env, caps: capsTasks}
+	other.fails("tasks/get", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+	other.fails("tasks/cancel", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+	if env.up.sawToolCall("write_note") {
+		t.Fatal("the parked call reached the upstream before approval")
+	}
+
+	// Approved: the next tasks/get runs it (no sweeper), once.
+	if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		done := ec.get(pc.ID)
+		wantExtTask(t, done, "complete", pc.ID, "completed")
+		r, _ := done["result"].(map[string]any)
+		if resultText(r) != "wrote notes/a: hi" || r["isError"] == true {
+			t.Errorf("completed task's result %v, want the upstream's", r)
+		}
+	}
+	if n := env.up.invoked("write_note"); n != 1 {
+		t.Errorf("write_note ran %d times, want 1", n)
+	}
+	if ack := ec.call("tasks/cancel", pc.ID, `{"taskId":"`+pc.ID+`"}`); ack["resultType"] != "complete" || len(ack) != 1 {
+		t.Errorf("tasks/cancel of a completed task answered %v, want the empty acknowledgement", ack)
+	}
+
+	// Rejected: completed, with the isError result a deny gets.
+	rej := ec.writeNote("notes/b")
+	rpc, _ := env.nextParked(time.Second)
+	if _, err := env.store.Decide(mcpCtx(t), rpc.ID, pending.Decision{To: pending.Rejected, By: "bob", Comment: "not on a Friday"}); err != nil {
+		t.Fatal(err)
+	}
+	got := ec.get(fmt.Sprint(rej["taskId"]))
+	wantExtTask(t, got, "complete", rpc.ID, "completed")
+	if r, _ := got["result"].(map[string]any); r["isError"] != true || !strings.Contains(resultText(r), "rejected by bob: not on a Friday") {
+		t.Errorf("rejected task's result %v, want isError with the comment", got["result"])
+	}
+
+	// Cancelled while waiting; the acknowledgement is empty.
+	ec.writeNote("notes/c")
+	can, _ := env.nextParked(time.Second)
+	if ack := ec.call("tasks/cancel", can.ID, `{"taskId":"`+can.ID+`"}`); ack["resultType"] != "complete" {
+		t.Errorf("tasks/cancel answered %v", ack)
+	}
+	wantExtTask(t, ec.get(can.ID), "complete", can.ID, "cancelled")
+	// tasks/update is acknowledged; its answers change nothing.
+	if ack := ec.call("tasks/update", can.ID, `{"taskId":"`+can.ID+`","inputResponses":{}}`); ack["resultType"] != "complete" {
+		t.Errorf("tasks/update answered %v", ack)
+	}
+	env.server.life.SweepOnce(mcpCtx(t), 0)
+	if n := env.up.invoked("write_note"); n != 1 {
+		t.Errorf("write_note ran %d times, want 1 (only the approved call)", n)
+	}
+
+	// A task ID toolgate never gave out is the upstream's.
+	ec.post("tasks/get", "upstream-task-1", `{"taskId":"upstream-task-1"}`)
+	seen := false
+	for _, req := range env.up.got() {
+		seen = seen || (req.RPCMethod == "tasks/get" && strings.Contains(string(req.Body), "upstream-task-1"))
+	}
+	if !seen {
+		t.Error("tasks/get of the upstream's task did not reach the upstream")
+	}
+}
+
+// TestMCPTaskExtensionNotDeclared: a 2026-07-28 tools/call that does not
+// declare the extension is held as any ask, never answered with a task.
+func TestMCPTaskExtensionNotDeclared(t *testing.T) {
+	env := newMCPEnv(t, extEra, func(c *Config) { c.Hold = 100 * time.Millisecond })
+	ec := &extClient{t: t, env: env, auth: true, caps: capsNone}
+	r := ec.writeNote("notes/n")
+	if r["resultType"] == "task" || r["isError"] != true || !strings.Contains(resultText(r), "pending") {
+		t.Errorf("tools/call without the extension answered %v, want the pending isError result", r)
+	}
+}
+
+// confirmEngine asks for write_note: under confirm/ its requester may
+// confirm it; under team/ the requester and group sre are named, so only
+// sre may approve.
+func confirmEngine(t *testing.T) *policy.Engine {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	err := os.WriteFile(path, []byte(`rules:
+  - {id: c1, effect: ask, tool: write_note, target: "confirm/*", approvers: {requester: true}}
+  - {id: c2, effect: ask, tool: write_note, target: "team/*", approvers: {requester: true, groups: [sre]}}
+  - {id: c3, effect: ask, tool: write_note, target: "notes/*"}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func confirmEnv(t *testing.T) *mcpEnv {
+	return newMCPEnv(t, extEra, func(c *Config) {
+		c.Decider = confirmEngine(t)
+		c.Hold = 100 * time.Millisecond
+		c.ConfirmURL = func(pc pending.Call) string { return "https://approvals.example/confirm/" + pc.ID + "?token=t" }
+	})
+}
+
+// wantConfirmRequest checks toolgate's input request: a URL elicitation
+// of the call's confirmation page.
+func wantConfirmRequest(t *testing.T, requests any, id string) {
+	t.Helper()
+	reqs, _ := requests.(map[string]any)
+	req, _ := reqs[confirmKey].(map[string]any)
+	params, _ := req["params"].(map[string]any)
+	if req["method"] != "elicitation/create" || params["mode"] != "url" || params["elicitationId"] != id ||
+		params["url"] != "https://approvals.example/confirm/"+id+"?token=t" || params["message"] == "" {
+		t.Errorf("inputRequests %v, want the URL elicitation of call %s's confirmation page", requests, id)
+	}
+}
+
+// TestMCPRequesterConfirm: a call its requester may confirm is answered,
+// for a client that declares URL elicitation, with an input_required
+// result whose elicitation is the confirmation page; the client's answer
+// decides nothing; clients without URL elicitation, and calls that name
+// other approvers, are held as any ask.
+func TestMCPRequesterConfirm(t *testing.T) {
+	env := confirmEnv(t)
+	ec := &extClient{t: t, env: env, auth: true, caps: capsElicit}
+
+	r := ec.writeNote("confirm/a")
+	pc, ok := env.nextParked(time.Second)
+	if !ok {
+		t.Fatal("nothing was parked")
+	}
+	if r["resultType"] != "input_required" || r["requestState"] != pc.ID {
+		t.Fatalf("tools/call answered %v, want input_required", r)
+	}
+	wantConfirmRequest(t, r["inputRequests"], pc.ID)
+
+	// The client answers by itself: nothing is decided, and it is not
+	// asked again (no loop); the retry attaches and is held.
+	retry := ec.call("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"confirm/a","content":"hi"},"inputResponses":{"toolgate.confirm":{"action":"accept"}},"requestState":"`+pc.ID+`"}`)
+	if retry["isError"] != true || !strings.Contains(resultText(retry), pc.ID) {
+		t.Errorf("retry answered %v, want the pending result of the same call", retry)
+	}
+	if _, again := env.nextParked(50 * time.Millisecond); again {
+		t.Error("the retry parked a second call")
+	}
+	if got, _ := env.store.Get(mcpCtx(t), pc.ID); got.State != pending.Waiting {
+		t.Errorf("after the client's answer the call is %s, want waiting", got.State)
+	}
+
+	// Confirmed on the page (as the approvals listener records it): the
+	// next retry runs it.
+	if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "requester:agent-42", Counts: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	done := ec.call("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"confirm/a","content":"hi"},"inputResponses":{"toolgate.confirm":{"action":"accept"}}}`)
+	if resultText(done) != "wrote confirm/a: hi" {
+		t.Errorf("retry after confirmation answered %v, want the upstream's result", done)
+	}
+
+	// No URL elicitation declared: today's behaviour.
+	plain := &extClient{t: t, env: env, auth: true, caps: capsNone}
+	if r := plain.writeNote("confirm/b"); r["resultType"] == "input_required" || r["isError"] != true {
+		t.Errorf("a client without URL elicitation got %v, want the pending result", r)
+	}
+	// Other approvers named: never offered to the requester.
+	if r := ec.writeNote("team/a"); r["resultType"] == "input_required" {
+		t.Errorf("a call naming group sre was offered to its requester: %v", r)
+	}
+	// A plain ask: no confirmation either.
+	if r := ec.writeNote("notes/p"); r["resultType"] == "input_required" {
+		t.Errorf("a plain ask was offered to its requester: %v", r)
+	}
+	if n := env.up.invoked("write_note"); n != 1 {
+		t.Errorf("write_note ran %d times, want 1", n)
+	}
+}
+
+// TestMCPRequesterConfirmTask: with the Tasks extension, a call its
+// requester may confirm is a task that tasks/get shows input_required,
+// with the confirmation page as its input request, to a client that
+// declares URL elicitation; tasks/update answers decide nothing.
+func TestMCPRequesterConfirmTask(t *testing.T) {
+	env := confirmEnv(t)
+	ec := &extClient{t: t, env: env, auth: true, caps: capsTasksElicit}
+	task := ec.writeNote("confirm/t")
+	pc, _ := env.nextParked(time.Second)
+	wantExtTask(t, task, "task", pc.ID, "working")
+	got := ec.get(pc.ID)
+	wantExtTask(t, got, "complete", pc.ID, "input_required")
+	wantConfirmRequest(t, got["inputRequests"], pc.ID)
+	ack := ec.call("tasks/update", pc.ID, `{"taskId":"`+pc.ID+`","inputResponses":{"toolgate.confirm":{"action":"accept"}}}`)
+	if ack["resultType"] != "complete" {
+		t.Errorf("tasks/update answered %v", ack)
+	}
+	if c, _ := env.store.Get(mcpCtx(t), pc.ID); c.State != pending.Waiting {
+		t.Errorf("after tasks/update the call is %s, want waiting", c.State)
+	}
+	// Without URL elicitation on the request: working.
+	noElicit := &extClient{t: t, env: env, auth: true, caps: capsTasks}
+	wantExtTask(t, noElicit.get(pc.ID), "complete", pc.ID, "working")
+	if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "requester:agent-42", Counts: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	done := ec.get(pc.ID)
+	wantExtTask(t, done, "complete", pc.ID, "completed")
+	if b, _ := json.Marshal(done["result"]); !strings.Contains(string(b), "wrote confirm/t: hi") {
+		t.Errorf("completed task %v, want the upstream's result", done)
+	}
+}
