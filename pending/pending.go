@@ -256,7 +256,9 @@ type Store interface {
 	// until the store's now + ttl, unless an owner is recorded already
 	// (SET NX). When principal is the owner, recorded now or before, the
 	// binding lasts ttl from now. It returns the owner as recorded: another
-	// principal's binding is neither replaced nor prolonged.
+	// principal's binding is neither replaced nor prolonged. principal may
+	// carry a note after a NUL (SplitOwner); owners are compared without
+	// it.
 	BindSession(ctx context.Context, id, principal string, ttl time.Duration) (owner string, err error)
 
 	// TouchSession is BindSession for a session that must be known

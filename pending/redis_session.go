@@ -11,7 +11,7 @@ import (
 
 // MCP session bindings in Redis: one string key per session,
 //
-//	{toolgate}:session:<id>    string: the owner's principal, with the binding's TTL
+//	{toolgate}:session:<id>    string: the owner (principal, and a note after a NUL), with the binding's TTL
 //
 // Each method is one command or one script on that key alone (declared in
 // KEYS, no other key touched), so it is atomic and, in a Cluster, served
@@ -20,25 +20,34 @@ import (
 
 func (s *RedisStore) sessionKey(id string) string { return s.base + "session:" + id }
 
-// bindSessionScript: KEYS[1] the session key, ARGV[1] principal, ARGV[2]
-// ttl ms. SET NX, and PEXPIRE when the caller is the owner; replies the
-// owner. A retried run answers the same.
-var bindSessionScript = redis.NewScript(`
+// principalLua is SplitOwner's principal, in Lua.
+const principalLua = `
+local function principal(s)
+  local i = string.find(s, '\0', 1, true)
+  if i then return string.sub(s, 1, i - 1) end
+  return s
+end
+`
+
+// bindSessionScript: KEYS[1] the session key, ARGV[1] owner, ARGV[2] ttl
+// ms. SET NX, and PEXPIRE when the caller is the owner's principal;
+// replies the owner. A retried run answers the same.
+var bindSessionScript = redis.NewScript(principalLua + `
 local owner = redis.call('GET', KEYS[1])
 if not owner then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return ARGV[1]
 end
-if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if principal(owner) == principal(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return owner
 `)
 
 // touchSessionScript: as bindSessionScript, but a missing key stays
 // missing (nil reply).
-var touchSessionScript = redis.NewScript(`
+var touchSessionScript = redis.NewScript(principalLua + `
 local owner = redis.call('GET', KEYS[1])
 if not owner then return false end
-if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if principal(owner) == principal(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return owner
 `)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,26 @@ import (
 // (BindSession) and checks every later use (TouchSession). A binding is
 // one opaque string per session ID, kept until its ttl runs out; the ttl
 // starts again at every use by its owner.
+
+// A binding's owner is a principal, optionally followed by a NUL and a
+// note that goes with the session (what the client declared when it
+// opened it). Owners are compared on their principal alone, so a note
+// never makes another principal of the same caller; the caller keeps NUL
+// out of principals (SplitOwner would otherwise cut one short).
+const noteSep = "\x00"
+
+// SplitOwner returns a binding owner's principal and note.
+func SplitOwner(owner string) (principal, note string) {
+	principal, note, _ = strings.Cut(owner, noteSep)
+	return principal, note
+}
+
+// sameOwner reports whether two owners name the same principal.
+func sameOwner(a, b string) bool {
+	pa, _ := SplitOwner(a)
+	pb, _ := SplitOwner(b)
+	return pa == pb
+}
 
 // MaxSessionIDBytes bounds a session ID the stores accept.
 const MaxSessionIDBytes = 1024
@@ -24,7 +45,7 @@ func checkSession(id, principal string, ttl time.Duration) error {
 	if err := checkSessionID(id); err != nil {
 		return err
 	}
-	if principal == "" {
+	if p, _ := SplitOwner(principal); p == "" {
 		return fmt.Errorf("%w: binding session %s needs a principal", errInvalid, id)
 	}
 	if ttl <= 0 {
@@ -124,7 +145,7 @@ func (s *MemoryStore) session(id string, now time.Time) (memSession, bool) {
 // prolong makes the binding m of id last until until when principal owns
 // it. s.mu is held.
 func (s *MemoryStore) prolong(id string, m memSession, principal string, until time.Time) {
-	if m.owner == principal && until.After(m.until) {
+	if sameOwner(m.owner, principal) && until.After(m.until) {
 		m.until = until
 		s.sessions[id] = m
 	}

@@ -48,6 +48,29 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "SessionOwner(first)", alice)(s.SessionOwner(ctx, id))
 	})
 
+	t.Run("note", func(t *testing.T) {
+		// A note goes with the binding; owners are compared on their
+		// principal, so the owner's use with or without a note prolongs
+		// it, and the note stays as first bound.
+		s, advance := newStore(t)
+		ctx := t.Context()
+		id := sid()
+		noted := alice + "\x00elicit-url"
+		ttl := 2 * short
+		wantOwner(t, "BindSession(alice, note)", noted)(s.BindSession(ctx, id, noted, ttl))
+		advance(short)
+		wantOwner(t, "TouchSession(alice)", noted)(s.TouchSession(ctx, id, alice, ttl))
+		wantOwner(t, "BindSession(alice, another note)", noted)(s.BindSession(ctx, id, alice+"\x00other", ttl))
+		wantOwner(t, "TouchSession(bob, the note)", noted)(s.TouchSession(ctx, id, bob+"\x00elicit-url", long))
+		advance(beyond) // past the first ttl: alice's touch prolonged it
+		wantOwner(t, "SessionOwner", noted)(s.SessionOwner(ctx, id))
+		if p, n := SplitOwner(noted); p != alice || n != "elicit-url" {
+			t.Errorf("SplitOwner(%q) = %q, %q", noted, p, n)
+		}
+		// A prefix of the principal is another principal.
+		wantOwner(t, "TouchSession(key:alic)", noted)(s.TouchSession(ctx, id, "key:alic", long))
+	})
+
 	t.Run("expiry and refresh", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()

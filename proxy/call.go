@@ -45,6 +45,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		s.refused(r, c, *a)
 		return *a
 	}
+	if c.mcp != nil && c.mcp.ownResponse {
+		// The client's answer to toolgate's own elicitation: it decides
+		// nothing (confirm.go), and no upstream asked for it.
+		w.WriteHeader(http.StatusAccepted)
+		return answer{kind: written}
+	}
 	d := s.decide(r, c)
 	if c.up.DryRun {
 		// Dry run: the decision is computed, logged and counted, and the

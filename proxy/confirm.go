@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/toolgate/toolgate/lifecycle"
@@ -23,6 +24,11 @@ import (
 //     answer after the hold.
 //   - 2026-07-28 tasks: tasks/get shows the waiting call input_required
 //     with the elicitation as its input request (taskext.go).
+//   - Session-era tools/call (a session whose client declared URL
+//     elicitation in initialize; the session's binding keeps that): the
+//     held answer becomes an SSE stream whose first event is an
+//     elicitation/create request; the client's response to it (a POST of
+//     a JSON-RPC response with toolgate's id) is acknowledged and dropped.
 //
 // The URL never reaches the model through toolgate: it is in the
 // elicitation, which the client shows its human, not in a tool result.
@@ -30,6 +36,11 @@ import (
 // confirmKey names toolgate's input request (inputRequests,
 // inputResponses).
 const confirmKey = "toolgate.confirm"
+
+// confirmRPCPrefix starts the JSON-RPC id of toolgate's own
+// elicitation/create requests (session era); the client's response to
+// one is answered by toolgate and reaches no upstream.
+const confirmRPCPrefix = "toolgate-confirm-"
 
 // confirmRequest is the URL elicitation that sends pc's requester to its
 // confirmation page; ok is false when none is offered: no confirmation
@@ -82,4 +93,30 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 	})
 	a.callID = o.Call.ID
 	return a, true
+}
+
+// offerConfirmation returns what sends a held session-era tools/call's
+// requester to the confirmation page: an elicitation/create request as
+// the first event of the answer's SSE stream. nil when none is offered
+// (another revision, no SSE, no URL elicitation in the session, a call
+// its requester's confirmation alone does not approve).
+func (s *Server) offerConfirmation(w http.ResponseWriter, r *http.Request, c *call, parked pending.Call) func(pending.Call) {
+	m, ok := c.out.(*rpcResponder)
+	if !ok || !m.msg.isToolCall || m.msg.version >= statelessEra || !m.msg.urlElicit || s.cfg.ConfirmURL == nil || !acceptsSSE(r) {
+		return nil
+	}
+	if !infoOf(parked).RequesterConfirms() {
+		return nil
+	}
+	return func(pc pending.Call) {
+		req, ok := s.confirmRequest(c, pc, true)
+		if !ok {
+			return
+		}
+		m.startSSE(w, pc.ID, outcomeAsk)
+		msg, _ := json.Marshal(map[string]any{
+			"jsonrpc": "2.0", "id": confirmRPCPrefix + pc.ID, "method": req["method"], "params": req["params"],
+		})
+		m.sse.send(msg)
+	}
 }

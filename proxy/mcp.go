@@ -45,6 +45,9 @@ type mcpMessage struct {
 	// confirmAnswered is set when the request answers toolgate's
 	// confirmation input request (its answer decides nothing).
 	tasksExt, urlElicit, confirmAnswered bool
+	// ownResponse is set for a JSON-RPC response to one of toolgate's own
+	// requests (confirm.go): toolgate answers it, no upstream sees it.
+	ownResponse bool
 	// batch is the distinct methods of a batch's members: each is decided
 	// too.
 	batch []string
@@ -143,6 +146,11 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
 	}
 	c.mcp.method = method
+	if id, isString := msg["id"].(string); isString && method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
+		_, isResult := msg["result"]
+		_, isError := msg["error"]
+		c.mcp.ownResponse = isResult || isError
+	}
 	params, _ := msg["params"].(map[string]any)
 	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId"); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
@@ -161,8 +169,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if meta, ok := params["_meta"].(map[string]any); ok {
 		c.mcp.progressToken = meta["progressToken"]
 	}
-	if version >= statelessEra {
+	switch {
+	case version >= statelessEra:
 		c.mcp.readClientCaps(params)
+	case method == "initialize":
+		// The session era declares capabilities once; the session's
+		// binding keeps what toolgate needs of them (session.go).
+		c.mcp.urlElicit = declaresURLElicitation(params["capabilities"])
 	}
 	c.mcp.readTaskParams(params)
 	if method != "tools/call" {

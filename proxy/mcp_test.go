@@ -316,9 +316,15 @@ func (b mcpBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect connects a go-sdk client to toolgate's /mcp as agent-42.
 func (env *mcpEnv) connect(t *testing.T, era mcpEra) *mcp.ClientSession {
 	t.Helper()
+	return env.connectWith(t, era, nil)
+}
+
+// connectWith is connect with the client's options.
+func (env *mcpEnv) connectWith(t *testing.T, era mcpEra, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	tr := &http.Transport{ResponseHeaderTimeout: mcpTimeout}
 	t.Cleanup(tr.CloseIdleConnections)
-	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, copts)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   env.url + "/mcp",
 		HTTPClient: &http.Client{Transport: mcpBearer{tr}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/pending"
@@ -61,7 +62,11 @@ func (s *Server) checkSession(r *http.Request, c *call) *answer {
 		return unknownSession()
 	}
 	principal := c.subject.Principal
+	if !validPrincipal(principal) {
+		return unknownSession()
+	}
 	owner, err := g.store.TouchSession(r.Context(), ids[0], principal, sessionTTL)
+	bound, note := pending.SplitOwner(owner)
 	switch {
 	case errors.Is(err, pending.ErrNotFound):
 		return unknownSession()
@@ -69,12 +74,25 @@ func (s *Server) checkSession(r *http.Request, c *call) *answer {
 		g.log.Error("session store unavailable; MCP request refused", "call_id", c.id, "error", err)
 		a := unavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
 		return &a
-	case owner != principal:
-		g.log.Warn("MCP session of another principal refused", "call_id", c.id, "principal", principal, "owner", owner)
+	case bound != principal:
+		g.log.Warn("MCP session of another principal refused", "call_id", c.id, "principal", principal, "owner", bound)
 		return unknownSession()
+	}
+	if c.mcp.version < statelessEra {
+		// What the client declared when it opened the session.
+		c.mcp.urlElicit = note == noteURLElicitation
 	}
 	return nil
 }
+
+// noteURLElicitation is the note of a session whose client declared
+// URL-mode elicitation in initialize (confirm.go).
+const noteURLElicitation = "elicit-url"
+
+// validPrincipal reports whether principal can own a session: a NUL
+// would end it early in the store (pending.SplitOwner), and so make it
+// another principal's prefix.
+func validPrincipal(principal string) bool { return !strings.Contains(principal, "\x00") }
 
 func unknownSession() *answer {
 	return invalid(http.StatusNotFound, "Unknown session", "no MCP session with this Mcp-Session-Id is yours")
@@ -119,6 +137,13 @@ func bindSession(res *http.Response) error {
 	}
 	asked := res.Request.Header.Get(headerSessionID)
 	principal := c.subject.Principal
+	if !validPrincipal(principal) {
+		return fmt.Errorf("%w: the caller's principal holds a NUL", errSessionTaken)
+	}
+	owner := principal
+	if c.mcp.method == "initialize" && c.mcp.urlElicit {
+		owner += "\x00" + noteURLElicitation
+	}
 	for _, id := range res.Header.Values(headerSessionID) {
 		if id == asked && id != "" {
 			continue
@@ -126,12 +151,12 @@ func bindSession(res *http.Response) error {
 		if !validSessionID(id) {
 			return fmt.Errorf("%w: %d bytes, not visible ASCII", errSessionTaken, len(id))
 		}
-		owner, err := c.up.sessions.store.BindSession(res.Request.Context(), id, principal, sessionTTL)
+		bound, err := c.up.sessions.store.BindSession(res.Request.Context(), id, owner, sessionTTL)
 		if err != nil {
 			return &sessionStoreError{err}
 		}
-		if owner != principal {
-			return fmt.Errorf("%w: it is bound to %s", errSessionTaken, owner)
+		if p, _ := pending.SplitOwner(bound); p != principal {
+			return fmt.Errorf("%w: it is bound to %s", errSessionTaken, p)
 		}
 	}
 	return nil

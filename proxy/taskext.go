@@ -47,10 +47,18 @@ func (m *mcpMessage) readClientCaps(params map[string]any) {
 	caps, _ := meta[clientCapsKey].(map[string]any)
 	ext, _ := caps["extensions"].(map[string]any)
 	_, m.tasksExt = ext[tasksExtension]
-	el, _ := caps["elicitation"].(map[string]any)
-	_, m.urlElicit = el["url"]
+	m.urlElicit = declaresURLElicitation(caps)
 	answers, _ := params["inputResponses"].(map[string]any)
 	_, m.confirmAnswered = answers[confirmKey]
+}
+
+// declaresURLElicitation reports whether client capabilities declare
+// URL-mode elicitation (elicitation.url).
+func declaresURLElicitation(caps any) bool {
+	c, _ := caps.(map[string]any)
+	el, _ := c["elicitation"].(map[string]any)
+	_, url := el["url"]
+	return url
 }
 
 // extTaskGet is tasks/get of the extension: an approved call nobody has

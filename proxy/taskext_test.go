@@ -7,9 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -348,5 +352,90 @@ func TestMCPRequesterConfirmTask(t *testing.T) {
 	wantExtTask(t, done, "complete", pc.ID, "completed")
 	if b, _ := json.Marshal(done["result"]); !strings.Contains(string(b), "wrote confirm/t: hi") {
 		t.Errorf("completed task %v, want the upstream's result", done)
+	}
+}
+
+// TestMCPRequesterConfirmSDK: the official Go SDK as the agent's client,
+// declaring URL elicitation, in both eras. The session era gets an
+// elicitation/create on the held call's stream, the stateless revision an
+// input_required result that the SDK answers and retries by itself. An
+// elicitation answered by the client alone leaves the call waiting; the
+// page's confirmation (here: the store decision the page records) lets
+// the held retry run it, once; the client's answer never reaches the
+// upstream.
+func TestMCPRequesterConfirmSDK(t *testing.T) {
+	for _, era := range mcpEras[:4] {
+		t.Run(era.name, func(t *testing.T) {
+			env := newMCPEnv(t, era, func(c *Config) {
+				c.Decider = confirmEngine(t)
+				c.Hold = 300 * time.Millisecond
+				c.ConfirmURL = func(pc pending.Call) string { return "https://approvals.example/confirm/" + pc.ID + "?token=t" }
+			})
+			var (
+				mu       sync.Mutex
+				urls     []string
+				confirms bool // the handler confirms on the page before answering
+			)
+			cs := env.connectWith(t, era, &mcp.ClientOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+				ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					urls = append(urls, req.Params.URL)
+					confirm := confirms
+					mu.Unlock()
+					if req.Params.Mode != "url" || req.Params.ElicitationID == "" {
+						return nil, fmt.Errorf("elicitation %+v is not a URL elicitation", req.Params)
+					}
+					if confirm {
+						if _, err := env.store.Decide(ctx, req.Params.ElicitationID, pending.Decision{To: pending.Approved, By: "requester:agent-42", Counts: []int{0}}); err != nil {
+							return nil, err
+						}
+					}
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			})
+
+			// Answered by the client alone: nothing is decided.
+			res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"path": "confirm/a", "content": "hi"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, ok := env.nextParked(time.Second)
+			if !ok {
+				t.Fatal("nothing was parked")
+			}
+			mu.Lock()
+			gotURLs := slices.Clone(urls)
+			mu.Unlock()
+			if len(gotURLs) != 1 || gotURLs[0] != "https://approvals.example/confirm/"+pc.ID+"?token=t" {
+				t.Errorf("the client was asked %q, want one elicitation of call %s's page", gotURLs, pc.ID)
+			}
+			if !res.IsError || !strings.Contains(mcpDescribe(res), pc.ID) {
+				t.Errorf("tools/call answered %s, want the pending result of %s", mcpDescribe(res), pc.ID)
+			}
+			if c, _ := env.store.Get(mcpCtx(t), pc.ID); c.State != pending.Waiting {
+				t.Errorf("after the client's own answer the call is %s, want waiting", c.State)
+			}
+
+			// Confirmed on the page while the client asks its human.
+			mu.Lock()
+			confirms = true
+			mu.Unlock()
+			res, err = cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"path": "confirm/b", "content": "hi"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError || !strings.Contains(mcpDescribe(res), "wrote confirm/b: hi") {
+				t.Errorf("confirmed call answered %s, want the upstream's result", mcpDescribe(res))
+			}
+			if n := env.up.invoked("write_note"); n != 1 {
+				t.Errorf("write_note ran %d times, want 1", n)
+			}
+			for _, req := range env.up.got() {
+				if strings.Contains(string(req.Body), confirmRPCPrefix) || strings.Contains(string(req.Body), confirmKey) {
+					t.Errorf("the client's answer to toolgate's elicitation reached the upstream: %s", req.Body)
+				}
+			}
+		})
 	}
 }
