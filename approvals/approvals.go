@@ -161,9 +161,9 @@ func (h *Handler) routes() http.Handler {
 	r.Head("/approvals/{id}", h.page(h.showPage))
 	r.Post("/approvals/{id}", h.page(h.decideByLink))
 	// The requester's confirmation page (confirm.go).
-	r.Get("/confirm/{id}", h.page(h.showConfirm))
-	r.Head("/confirm/{id}", h.page(h.showConfirm))
-	r.Post("/confirm/{id}", h.page(h.decideConfirm))
+	r.Get("/confirm/{id}", h.pageVia(viaRequester, h.showConfirm))
+	r.Head("/confirm/{id}", h.pageVia(viaRequester, h.showConfirm))
+	r.Post("/confirm/{id}", h.pageVia(viaRequester, h.decideConfirm))
 
 	// The API, for bots and scripts: JSON, bearer keys.
 	r.Get("/api/approvals", h.api(h.listCalls))

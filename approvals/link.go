@@ -16,13 +16,18 @@ import (
 // error page with the status classify gives it, and a browser without an
 // identity, where one is needed and can be had, is sent to sign in.
 func (h *Handler) page(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return h.pageVia(viaLink, fn)
+}
+
+// pageVia is page for pages whose refusals are logged as via.
+func (h *Handler) pageVia(via string, fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := fn(w, r); err != nil {
 			if h.signIn(w, r, err) {
 				return
 			}
 			a := classify(err, r.Method)
-			h.logRefusal(r, a, err, viaLink)
+			h.logRefusal(r, a, err, via)
 			h.writeErrorPage(w, a)
 		}
 	}

@@ -133,7 +133,7 @@ type Audit struct {
 	CallID string
 	// Outcome is "approved" or "rejected"; DecidedBy who decided (an
 	// approver's name, or "link" for a link without identity); Via how
-	// (link, api, header, oidc, slack).
+	// (link, api, header, oidc, slack, requester).
 	Outcome, DecidedBy, Comment, Via string
 	At                               time.Time
 	// Groups are the approver's groups, when known. Progress and Partial

@@ -21,9 +21,10 @@ type Hold struct {
 	// waits, so a caller whose timeout resets on progress stays.
 	Progress      func(pending.Call)
 	ProgressEvery time.Duration
-	// Held, if set, is called once, before the request is held, when the
-	// call it parked or attached to waits for a decision: the caller may
-	// tell its agent how the call can be decided.
+	// Held, if set, is called once, before the request is held, with the
+	// call it parked or attached to as the store has it, when that call
+	// waits for a decision: the caller may tell its agent how the call
+	// can be decided.
 	Held func(pending.Call)
 	// CancelOnLeave makes the caller's leaving cancel a waiting call
 	// (a stateless MCP client closing its stream); otherwise the call
@@ -65,7 +66,7 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 // hold follows pc until it is decided, runs it when approved, and says
 // what became of it.
 func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
-	if h.Held != nil && pc.State == pending.Waiting && h.For > 0 {
+	if h.Held != nil && pc.State == pending.Waiting {
 		h.Held(pc)
 	}
 	pc = slim(pc)

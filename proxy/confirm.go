@@ -79,10 +79,13 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 	if !infoOf(pc).RequesterConfirms() {
 		return answer{}, false
 	}
-	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
-	// The call as the hold leaves it need not carry its display document;
-	// an attached call was made by the same caller with the same arguments.
-	req, offered := s.confirmRequest(c, o.Call, true)
+	// The link binds the call as the store has it (its request digest,
+	// its expiry); the outcome's call is a slim copy.
+	var stored pending.Call
+	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{Held: func(pc pending.Call) { stored = pc }})
+	// An attached call was made by the same caller with the same
+	// arguments; the page checks its own requirements again.
+	req, offered := s.confirmRequest(c, stored, true)
 	if o.Kind != lifecycle.Waiting || !offered {
 		return outcomeAnswer(o, c.decision), true
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/pending"
@@ -77,16 +78,6 @@ func (s *Server) extTaskGet(ctx context.Context, principal, id string) (pending.
 // extTaskAnswer answers an extension task method for the caller's own
 // call pc.
 func (s *Server) extTaskAnswer(c *call, pc pending.Call) answer {
-	if !c.mcp.tasksExt {
-		return answer{kind: document, status: 200, doc: map[string]any{
-			"jsonrpc": "2.0", "id": c.mcp.rpcID(), "error": map[string]any{
-				"code": rpcMissingCapability, "message": "Missing required client capability",
-				"data": map[string]any{"requiredCapabilities": map[string]any{
-					"extensions": map[string]any{tasksExtension: map[string]any{}},
-				}},
-			},
-		}}
-	}
 	if c.mcp.method != "tasks/get" {
 		// tasks/update and tasks/cancel: an empty acknowledgement.
 		return rpcAnswer(c, map[string]any{"resultType": "complete"})
@@ -94,6 +85,19 @@ func (s *Server) extTaskAnswer(c *call, pc pending.Call) answer {
 	d := s.detailedTask(c, pc)
 	d["resultType"] = "complete"
 	return rpcAnswer(c, d)
+}
+
+// missingTasksCapability answers an extension task method from a request
+// that does not declare the extension.
+func missingTasksCapability(c *call) answer {
+	return answer{kind: document, status: http.StatusOK, doc: map[string]any{
+		"jsonrpc": "2.0", "id": c.mcp.rpcID(), "error": map[string]any{
+			"code": rpcMissingCapability, "message": "Missing required client capability",
+			"data": map[string]any{"requiredCapabilities": map[string]any{
+				"extensions": map[string]any{tasksExtension: map[string]any{}},
+			}},
+		},
+	}}
 }
 
 // detailedTask is pc as the extension's DetailedTask: the task, with its

@@ -140,6 +140,10 @@ func TestMCPTaskExtension(t *testing.T) {
 	// header that is not the task, another principal.
 	bare := &extClient{t: t, env: env, auth: true, caps: capsNone}
 	bare.fails("tasks/get", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcMissingCapability)
+	bare.fails("tasks/cancel", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcMissingCapability)
+	if got, _ := env.store.Get(mcpCtx(t), pc.ID); got.State != pending.Waiting {
+		t.Fatalf("tasks/cancel without the capability left the call %s, want waiting", got.State)
+	}
 	res, msg, raw := ec.post("tasks/get", "other", `{"taskId":"`+pc.ID+`"}`)
 	if res.StatusCode != http.StatusBadRequest || msg.Error == nil || msg.Error.Code != rpcHeaderMismatch {
 		t.Errorf("tasks/get with another Mcp-Name: status %d body %s, want 400 and %d", res.StatusCode, raw, rpcHeaderMismatch)
@@ -151,9 +155,14 @@ func TestMCPTaskExtension(t *testing.T) {
 		t.Fatal("the parked call reached the upstream before approval")
 	}
 
-	// Approved: the next tasks/get runs it (no sweeper), once.
+	// Approved: the next tasks/get runs it (no sweeper), once; one
+	// without the capability is refused before it runs anything.
 	if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
 		t.Fatal(err)
+	}
+	bare.fails("tasks/get", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcMissingCapability)
+	if n := env.up.invoked("write_note"); n != 0 {
+		t.Fatalf("tasks/get without the capability ran the call (%d)", n)
 	}
 	for range 2 {
 		done := ec.get(pc.ID)

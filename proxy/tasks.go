@@ -101,6 +101,18 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 		return answer{}, false
 	}
 	ctx := r.Context()
+	if stateless && !m.tasksExt {
+		// The extension's methods from a request that does not declare
+		// it: refused before anything is read or done, when the task is
+		// toolgate's.
+		if _, err := s.cfg.Pending.Get(ctx, m.taskID); err != nil {
+			if errors.Is(err, pending.ErrNotFound) {
+				return answer{}, false
+			}
+			return taskStoreFailed(c), true
+		}
+		return missingTasksCapability(c), true
+	}
 	pc, err := s.taskCall(ctx, c)
 	switch {
 	case errors.Is(err, pending.ErrNotFound):

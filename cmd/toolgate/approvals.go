@@ -162,7 +162,7 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	}
 	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_approval_decisions_total",
-		Help: "Approvers' decisions by decision (approved, rejected), how they were made (link, api, header, oidc, slack) and whether the call still waits for more approvers (partial).",
+		Help: "Approvers' decisions by decision (approved, rejected), how they were made (link, api, header, oidc, slack, requester) and whether the call still waits for more approvers (partial).",
 	}, []string{"decision", "via", "partial"})
 	reg.MustRegister(decisions)
 	audit := a.dlog.forApprovals()
