@@ -448,3 +448,35 @@ func TestMCPRequesterConfirmSDK(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPTaskExtensionOtherReplica: a task of the extension created
+// through one toolgate is answered, and run once, by another on the same
+// store (a MemoryStore, and Redis when TOOLGATE_TEST_REDIS_ADDR names one).
+func TestMCPTaskExtensionOtherReplica(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testExtTaskOtherReplica(t, pending.NewMemory(pending.Options{})) })
+	t.Run("redis", func(t *testing.T) { testExtTaskOtherReplica(t, testRedisStore(t)) })
+}
+
+func testExtTaskOtherReplica(t *testing.T, store pending.Store) {
+	shared := func(c *Config) { c.Pending = store }
+	env := newMCPEnv(t, extEra, shared)
+	env.store = store
+	env2 := newMCPEnv(t, extEra, shared)
+	ec := &extClient{t: t, env: env, auth: true, caps: capsTasks}
+	ec2 := &extClient{t: t, env: env2, auth: true, caps: capsTasks}
+	task := ec.writeNote("notes/r")
+	id := fmt.Sprint(task["taskId"])
+	wantExtTask(t, ec2.get(id), "complete", id, "working")
+	if _, err := store.Decide(mcpCtx(t), id, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	done := ec2.get(id)
+	wantExtTask(t, done, "complete", id, "completed")
+	if r, _ := done["result"].(map[string]any); resultText(r) != "wrote notes/r: hi" {
+		t.Errorf("the other replica's completed task: %v", done)
+	}
+	wantExtTask(t, ec.get(id), "complete", id, "completed")
+	if n := env.up.invoked("write_note") + env2.up.invoked("write_note"); n != 1 {
+		t.Errorf("write_note ran %d times, want 1", n)
+	}
+}
