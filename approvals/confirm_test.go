@@ -523,34 +523,58 @@ func TestConfirm_FormRules(t *testing.T) {
 		query       bool // the token goes in the URL, not the body
 		want        int
 	}{
-		{"cross-site post", "application/x-www-form-urlencoded", http.Header{"Sec-Fetch-Site": {"cross-site"}},
-			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusForbidden},
-		{"post from another origin", "application/x-www-form-urlencoded", http.Header{"Origin": {"https://evil.example"}},
-			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusForbidden},
-		{"json body", "application/json", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusUnsupportedMediaType},
-		{"token twice", "application/x-www-form-urlencoded", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok, tok}, "decision": {"approve"}} }, false, http.StatusForbidden},
-		{"token only in the query", "application/x-www-form-urlencoded", nil,
-			func(string) url.Values { return url.Values{"decision": {"approve"}} }, true, http.StatusForbidden},
-		{"decision twice", "application/x-www-form-urlencoded", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"reject", "approve"}} }, false, http.StatusBadRequest},
-		{"comment twice", "application/x-www-form-urlencoded", nil,
+		{
+			"cross-site post", "application/x-www-form-urlencoded",
+			http.Header{"Sec-Fetch-Site": {"cross-site"}},
+			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusForbidden,
+		},
+		{
+			"post from another origin", "application/x-www-form-urlencoded",
+			http.Header{"Origin": {"https://evil.example"}},
+			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusForbidden,
+		},
+		{
+			"json body", "application/json", nil,
+			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"approve"}} }, false, http.StatusUnsupportedMediaType,
+		},
+		{
+			"token twice", "application/x-www-form-urlencoded", nil,
+			func(tok string) url.Values { return url.Values{"token": {tok, tok}, "decision": {"approve"}} }, false, http.StatusForbidden,
+		},
+		{
+			"token only in the query", "application/x-www-form-urlencoded", nil,
+			func(string) url.Values { return url.Values{"decision": {"approve"}} }, true, http.StatusForbidden,
+		},
+		{
+			"decision twice", "application/x-www-form-urlencoded", nil,
+			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"reject", "approve"}} }, false, http.StatusBadRequest,
+		},
+		{
+			"comment twice", "application/x-www-form-urlencoded", nil,
 			func(tok string) url.Values {
 				return url.Values{"token": {tok}, "decision": {"approve"}, "comment": {"a", "b"}}
-			}, false, http.StatusBadRequest},
-		{"missing decision", "application/x-www-form-urlencoded", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok}} }, false, http.StatusBadRequest},
-		{"unknown decision", "application/x-www-form-urlencoded", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"confirm"}} }, false, http.StatusBadRequest},
-		{"comment too long", "application/x-www-form-urlencoded", nil,
+			}, false, http.StatusBadRequest,
+		},
+		{
+			"missing decision", "application/x-www-form-urlencoded", nil,
+			func(tok string) url.Values { return url.Values{"token": {tok}} }, false, http.StatusBadRequest,
+		},
+		{
+			"unknown decision", "application/x-www-form-urlencoded", nil,
+			func(tok string) url.Values { return url.Values{"token": {tok}, "decision": {"confirm"}} }, false, http.StatusBadRequest,
+		},
+		{
+			"comment too long", "application/x-www-form-urlencoded", nil,
 			func(tok string) url.Values {
 				return url.Values{"token": {tok}, "decision": {"approve"}, "comment": {strings.Repeat("é", 2001)}}
-			}, false, http.StatusBadRequest},
-		{"body over 64 KiB", "application/x-www-form-urlencoded", nil,
+			}, false, http.StatusBadRequest,
+		},
+		{
+			"body over 64 KiB", "application/x-www-form-urlencoded", nil,
 			func(tok string) url.Values {
 				return url.Values{"token": {tok}, "decision": {"approve"}, "comment": {strings.Repeat("a", 70<<10)}}
-			}, false, http.StatusRequestEntityTooLarge},
+			}, false, http.StatusRequestEntityTooLarge,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
