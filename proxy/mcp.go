@@ -48,6 +48,8 @@ type mcpMessage struct {
 	// ownResponse is set for a JSON-RPC response to one of toolgate's own
 	// requests (confirm.go): toolgate answers it, no upstream sees it.
 	ownResponse bool
+	// listCursor: a list request asks for a later page (params.cursor).
+	listCursor bool
 	// batch is the distinct methods of a batch's members: each is decided
 	// too.
 	batch []string
@@ -178,6 +180,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.urlElicit = declaresURLElicitation(params["capabilities"])
 	}
 	c.mcp.readTaskParams(params)
+	_, c.mcp.listCursor = params["cursor"]
 	if method != "tools/call" {
 		// resources/read and prompts/get are decided as calls of
 		// pseudo-tools; every other method on its name alone.

@@ -94,9 +94,6 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 		return answer{}, false
 	}
 	stateless := m.version >= statelessEra
-	if m.method == "tasks/list" && !stateless {
-		return s.listTasks(r.Context(), c), true
-	}
 	if m.taskID == "" || !isTaskMethod(m.method, stateless) {
 		return answer{}, false
 	}
@@ -452,12 +449,12 @@ func taskStoreFailed(c *call) answer {
 	return taskError(c, rpcInternal, "Approval store unavailable: the task cannot be read now; retry later")
 }
 
-// listTasks answers tasks/list with the caller's tasks on this upstream.
-// The store lists calls by state, not by principal, so toolgate reads the
+// ownTasks is the caller's tasks on this upstream, for tasks/list. The
+// store lists calls by state, not by principal, so toolgate reads the
 // newest maxListedTasks calls of each state (briefs only) and keeps the
 // caller's: a principal's task older than that may be missing from the
-// list while tasks/get still finds it. One page; no cursor.
-func (s *Server) listTasks(ctx context.Context, c *call) answer {
+// list while tasks/get still finds it.
+func (s *Server) ownTasks(ctx context.Context, c *call) ([]any, error) {
 	tasks := []any{}
 	for _, st := range []pending.State{
 		pending.Waiting, pending.Approved, pending.Executing, pending.Executed, pending.Rejected,
@@ -465,7 +462,7 @@ func (s *Server) listTasks(ctx context.Context, c *call) answer {
 	} {
 		calls, err := s.cfg.Pending.ListBrief(ctx, st, maxListedTasks)
 		if err != nil {
-			return taskStoreFailed(c)
+			return nil, err
 		}
 		for _, pc := range calls {
 			owner := pc.Principal
@@ -488,7 +485,83 @@ func (s *Server) listTasks(ctx context.Context, c *call) answer {
 			tasks = append(tasks, t.doc())
 		}
 	}
-	return rpcAnswer(c, map[string]any{"tasks": tasks})
+	return tasks, nil
+}
+
+// tasksListProxy forwards a 2025-11-25 tasks/list to the upstream, whose
+// own tasks pass through, and puts the caller's parked calls before them
+// on the first page (a request without a cursor). An upstream without
+// tasks/list (a JSON-RPC error) leaves toolgate's tasks alone in the
+// answer; a store that cannot be read makes the answer an error.
+func (s *Server) tasksListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
+	first := !c.mcp.listCursor
+	return &httputil.ReverseProxy{
+		Rewrite:    c.up.proxy.Rewrite,
+		Transport:  c.up.transport,
+		BufferPool: copyBuffers,
+		ModifyResponse: func(res *http.Response) error {
+			if err := screenAnswer(res); err != nil {
+				return err
+			}
+			if !first {
+				return nil
+			}
+			own, err := s.ownTasks(r.Context(), c)
+			if res.StatusCode == http.StatusBadRequest {
+				// An upstream that refuses the method outright (some
+				// answer 400 to a method they do not know): toolgate's
+				// tasks alone. Other failures stay the upstream's.
+				res.Body.Close()
+				body := withOwnTasks(mustJSON(map[string]any{"jsonrpc": "2.0", "id": c.mcp.rpcID(), "result": map[string]any{}}), own, err)
+				res.StatusCode, res.Status = http.StatusOK, "200 OK"
+				res.Header = http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(body))}}
+				res.Body, res.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+				return nil
+			}
+			return rewriteRPCAnswer(res, func(b []byte) []byte { return withOwnTasks(b, own, err) })
+		},
+		ErrorHandler: upstreamError,
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// withOwnTasks returns a tasks/list answer (one JSON-RPC message) with own
+// put first in its result's tasks; messages that are not the answer
+// (notifications, requests) are returned as they are.
+func withOwnTasks(b []byte, own []any, storeErr error) []byte {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || msg["method"] != nil || (msg["result"] == nil && msg["error"] == nil) {
+		return b
+	}
+	if storeErr != nil {
+		delete(msg, "result")
+		msg["error"], _ = json.Marshal(map[string]any{"code": rpcInternal, "message": "Approval store unavailable: the tasks cannot be listed now; retry later"})
+	} else {
+		var result map[string]json.RawMessage
+		if msg["error"] != nil || json.Unmarshal(msg["result"], &result) != nil || result == nil {
+			// No tasks/list upstream, or not an object: toolgate's alone.
+			result = map[string]json.RawMessage{}
+			delete(msg, "error")
+		}
+		var theirs []json.RawMessage
+		_ = json.Unmarshal(result["tasks"], &theirs)
+		all := make([]any, 0, len(own)+len(theirs))
+		all = append(all, own...)
+		for _, t := range theirs {
+			all = append(all, t)
+		}
+		result["tasks"], _ = json.Marshal(all)
+		msg["result"], _ = json.Marshal(result)
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 // initializeProxy forwards initialize and server/discover, and declares

@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -351,4 +352,33 @@ func TestMCPTaskResultHold(t *testing.T) {
 		t.Errorf("tasks/result after the hold: %q", msg)
 	}
 	wantTask(t, tc.get(id), id, "working", "waiting for approval")
+}
+
+// TestWithOwnTasks: the caller's parked calls go first in the upstream's
+// tasks/list answer, which keeps its own tasks and fields; an upstream
+// without tasks/list leaves toolgate's alone; a store failure is an error.
+func TestWithOwnTasks(t *testing.T) {
+	own := []any{map[string]any{"taskId": "OURS"}}
+	for _, tc := range []struct{ name, in, want string }{
+		{
+			"merged", `{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"theirs"}],"nextCursor":"c2"}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"nextCursor":"c2","tasks":[{"taskId":"OURS"},{"taskId":"theirs"}]}}`,
+		},
+		{
+			"no tasks/list upstream", `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"method not found"}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"tasks":[{"taskId":"OURS"}]}}`,
+		},
+		{
+			"a notification", `{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
+			`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`,
+		},
+	} {
+		if got := string(withOwnTasks([]byte(tc.in), own, nil)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	got := string(withOwnTasks([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tasks":[]}}`), nil, errors.New("down")))
+	if !strings.Contains(got, `"error":{"code":-32603`) || strings.Contains(got, `"result"`) {
+		t.Errorf("store failure: %s, want an internal error and no result", got)
+	}
 }
