@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,10 +124,8 @@ func (p *jsonLines) next(t *testing.T, report func() string, events ...string) m
 				t.Fatalf("%s ended without printing %v\n%s", p.name, events, report())
 			}
 			ev, _ := line["event"].(string)
-			for _, want := range events {
-				if ev == want {
-					return line
-				}
+			if slices.Contains(events, ev) {
+				return line
 			}
 		case <-timeout:
 			t.Fatalf("%s printed none of %v within %v\n%s", p.name, events, tasksWait, report())
