@@ -60,7 +60,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 	}
 	switch d.Action {
 	case policy.Allow:
-		if a, ok := s.taskAnswer(r, c); ok {
+		if a, ok := s.taskAnswer(w, r, c); ok {
 			return a // a task of toolgate's own: the upstream never knew it
 		}
 		return s.forward(w, r, c)

@@ -137,6 +137,11 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 			code = rpcDenied
 		}
 		m.send(w, http.StatusOK, a, m.rpcError(code, a))
+	case a.kind == document && m.sse != nil:
+		// A task method's answer after toolgate's own request on the
+		// stream (tasks.go).
+		b, _ := json.Marshal(a.doc)
+		m.sse.send(b)
 	case m.sse != nil:
 		// The stream has begun, so no status can be set any more.
 		m.send(w, a.status, a, m.rpcError(rpcUnavailable, a))

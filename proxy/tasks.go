@@ -88,7 +88,7 @@ func (m *mcpMessage) readTaskParams(params map[string]any) {
 // false when the message is something else (forward it): not a task
 // method of the message's revision, no parked calls here, or a taskId
 // toolgate never gave out.
-func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
+func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a answer, ok bool) {
 	m := c.mcp
 	if s.life == nil || m == nil || m.id == nil {
 		return answer{}, false
@@ -109,6 +109,9 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 			return taskStoreFailed(c), true
 		}
 		return missingTasksCapability(c), true
+	}
+	if m.method == "tasks/result" {
+		s.offerTaskConfirmation(ctx, w, r, c)
 	}
 	pc, err := s.taskCall(ctx, c)
 	switch {
@@ -141,7 +144,13 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 		return s.extTaskAnswer(c, pc), true
 	}
 	if m.method != "tasks/result" {
-		return rpcAnswer(c, taskOf(pc).doc()), true
+		t := taskOf(pc)
+		if _, ok := s.confirmRequest(c, pc, infoOf(pc).RequesterConfirms()); ok {
+			// Its requester may confirm it: tasks/result carries the
+			// elicitation of the confirmation page.
+			t.status, t.message = "input_required", "waiting for its requester to confirm it (tasks/result), or for an approver"
+		}
+		return rpcAnswer(c, t.doc()), true
 	}
 	if !pc.State.Terminal() {
 		t := taskOf(pc)
@@ -149,6 +158,31 @@ func (s *Server) taskAnswer(r *http.Request, c *call) (a answer, ok bool) {
 		return a, true
 	}
 	return taskResult(c, pc), true
+}
+
+// offerTaskConfirmation starts a session-era tasks/result's answer as an
+// SSE stream whose first event is the elicitation/create of the task's
+// confirmation page, when the caller's waiting task is one its requester
+// may confirm and the session's client declared URL elicitation; the
+// result follows on the stream.
+func (s *Server) offerTaskConfirmation(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
+	m, ok := c.out.(*rpcResponder)
+	if !ok || !c.mcp.urlElicit || s.cfg.ConfirmURL == nil || !acceptsSSE(r) {
+		return
+	}
+	pc, err := s.life.Status(ctx, c.subject.Principal, c.mcp.taskID, 0, false)
+	if err != nil || !isTaskOf(pc, c) {
+		return
+	}
+	req, ok := s.confirmRequest(c, pc, infoOf(pc).RequesterConfirms())
+	if !ok {
+		return
+	}
+	params, _ := req["params"].(map[string]any)
+	params["_meta"] = map[string]any{relatedTaskKey: map[string]any{"taskId": pc.ID}}
+	m.startSSE(w, pc.ID, outcomeAsk)
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": confirmRPCPrefix + pc.ID, "method": req["method"], "params": params})
+	m.sse.send(msg)
 }
 
 // isTaskMethod reports whether method is one of the task methods of the

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -39,8 +40,14 @@ type taskClient struct {
 // returns the initialize result.
 func connectTasks(t *testing.T, env *mcpEnv, auth bool) (*taskClient, mcpRPC) {
 	t.Helper()
+	return connectTasksWith(t, env, auth, `{}`)
+}
+
+// connectTasksWith is connectTasks with the client's capabilities (JSON).
+func connectTasksWith(t *testing.T, env *mcpEnv, auth bool, caps string) (*taskClient, mcpRPC) {
+	t.Helper()
 	tc := &taskClient{t: t, env: env, auth: auth}
-	res, msg, raw := tc.post(`"initialize"`, `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	res, msg, raw := tc.post(`"initialize"`, `{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"t","version":"1"}}`)
 	if res.StatusCode != http.StatusOK || msg.Result == nil {
 		t.Fatalf("initialize: status %d body %s", res.StatusCode, raw)
 	}
@@ -380,5 +387,53 @@ func TestWithOwnTasks(t *testing.T) {
 	got := string(withOwnTasks([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tasks":[]}}`), nil, errors.New("down")))
 	if !strings.Contains(got, `"error":{"code":-32603`) || strings.Contains(got, `"result"`) {
 		t.Errorf("store failure: %s, want an internal error and no result", got)
+	}
+}
+
+// TestMCPTaskRequesterConfirm: in a session whose client declared URL
+// elicitation, a task its requester may confirm shows input_required, and
+// tasks/result carries the elicitation/create of its confirmation page
+// (tied to the task) before the result, on one SSE stream.
+func TestMCPTaskRequesterConfirm(t *testing.T) {
+	env := newMCPEnv(t, taskEras[0], func(c *Config) {
+		c.Decider = confirmEngine(t)
+		c.ConfirmURL = func(pc pending.Call) string { return "https://approvals.example/confirm/" + pc.ID + "?token=t" }
+	})
+	tc, _ := connectTasksWith(t, env, true, `{"elicitation":{"url":{}}}`)
+	r := tc.call("tools/call", `{"name":"write_note","arguments":{"path":"confirm/s","content":"hi"},"task":{"ttl":60000}}`)
+	task, _ := r["task"].(map[string]any)
+	id := fmt.Sprint(task["taskId"])
+	wantTask(t, tc.get(id), id, "input_required", "confirm")
+
+	// Without URL elicitation in the session: working, and no elicitation.
+	plain, _ := connectTasks(t, env, true)
+	wantTask(t, plain.get(id), id, "working", "waiting for approval")
+
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = env.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "requester:agent-42", Counts: []int{0}})
+	}()
+	res, msg, raw := tc.post(`"tasks/result"`, `{"taskId":"`+id+`"}`)
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("tasks/result answered %s %s, want an SSE stream", res.Header.Get("Content-Type"), raw)
+	}
+	events := strings.Split(strings.TrimSpace(string(raw)), "\n\n")
+	if len(events) != 2 || !strings.Contains(events[0], `"method":"elicitation/create"`) ||
+		!strings.Contains(events[0], `"url":"https://approvals.example/confirm/`+id+`?token=t"`) ||
+		!strings.Contains(events[0], `"id":"`+confirmRPCPrefix+id+`"`) || !strings.Contains(events[0], relatedTaskKey) {
+		t.Errorf("tasks/result stream %s, want the elicitation, then the result", raw)
+	}
+	if resultText(msg.Result) != "wrote confirm/s: hi" {
+		t.Errorf("tasks/result's result %v, want the upstream's", msg.Result)
+	}
+	// The client's answer to the elicitation reaches no upstream.
+	ack, _, _ := postMCP(t, env, `{"jsonrpc":"2.0","id":"`+confirmRPCPrefix+id+`","result":{"action":"accept"}}`, tc.headers()...)
+	if ack.StatusCode != http.StatusAccepted {
+		t.Errorf("the client's answer: %d, want 202", ack.StatusCode)
+	}
+	for _, req := range env.up.got() {
+		if strings.Contains(string(req.Body), confirmRPCPrefix) {
+			t.Errorf("the client's answer reached the upstream: %s", req.Body)
+		}
 	}
 }
