@@ -25,18 +25,7 @@ const maxListBytes = 8 << 20
 // tools' annotations are remembered for the upstream and offered to later
 // decisions as tool.annotations (untrusted hints: the upstream wrote them).
 func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite:    c.up.proxy.Rewrite,
-		Transport:  c.up.transport,
-		BufferPool: copyBuffers,
-		ModifyResponse: func(res *http.Response) error {
-			if err := screenAnswer(res); err != nil {
-				return err
-			}
-			return s.filterToolsList(r.Context(), res, c)
-		},
-		ErrorHandler: upstreamError,
-	}
+	return answerProxy(c, func(res *http.Response) error { return s.filterToolsList(r.Context(), res, c) })
 }
 
 // filterToolsList rewrites the tools/list answer in res.

@@ -529,6 +529,29 @@ func (s *Server) ownTasks(ctx context.Context, c *call) ([]any, error) {
 // answer; a store that cannot be read makes the answer an error.
 func (s *Server) tasksListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	first := !c.mcp.listCursor
+	return answerProxy(c, func(res *http.Response) error {
+		if !first {
+			return nil
+		}
+		own, err := s.ownTasks(r.Context(), c)
+		if res.StatusCode == http.StatusBadRequest {
+			// An upstream that refuses the method outright (some answer
+			// 400 to a method they do not know): toolgate's tasks alone.
+			// Other failures stay the upstream's.
+			res.Body.Close()
+			body := withOwnTasks(mustJSON(map[string]any{"jsonrpc": "2.0", "id": c.mcp.rpcID(), "result": map[string]any{}}), own, err)
+			res.StatusCode, res.Status = http.StatusOK, "200 OK"
+			res.Header = http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(body))}}
+			res.Body, res.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			return nil
+		}
+		return rewriteRPCAnswer(res, func(b []byte) []byte { return withOwnTasks(b, own, err) })
+	})
+}
+
+// answerProxy forwards to c's upstream, and lets modify rewrite the
+// upstream's answer once screenAnswer has passed it.
+func answerProxy(c *call, modify func(*http.Response) error) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:    c.up.proxy.Rewrite,
 		Transport:  c.up.transport,
@@ -537,22 +560,7 @@ func (s *Server) tasksListProxy(r *http.Request, c *call) *httputil.ReverseProxy
 			if err := screenAnswer(res); err != nil {
 				return err
 			}
-			if !first {
-				return nil
-			}
-			own, err := s.ownTasks(r.Context(), c)
-			if res.StatusCode == http.StatusBadRequest {
-				// An upstream that refuses the method outright (some
-				// answer 400 to a method they do not know): toolgate's
-				// tasks alone. Other failures stay the upstream's.
-				res.Body.Close()
-				body := withOwnTasks(mustJSON(map[string]any{"jsonrpc": "2.0", "id": c.mcp.rpcID(), "result": map[string]any{}}), own, err)
-				res.StatusCode, res.Status = http.StatusOK, "200 OK"
-				res.Header = http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(body))}}
-				res.Body, res.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-				return nil
-			}
-			return rewriteRPCAnswer(res, func(b []byte) []byte { return withOwnTasks(b, own, err) })
+			return modify(res)
 		},
 		ErrorHandler: upstreamError,
 	}
@@ -603,18 +611,7 @@ func withOwnTasks(b []byte, own []any, storeErr error) []byte {
 // utility in a 2025-11-25 initialize answer, the Tasks extension in a
 // server/discover answer (2026-07-28).
 func (s *Server) initializeProxy(c *call) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite:    c.up.proxy.Rewrite,
-		Transport:  c.up.transport,
-		BufferPool: copyBuffers,
-		ModifyResponse: func(res *http.Response) error {
-			if err := screenAnswer(res); err != nil {
-				return err
-			}
-			return rewriteRPCAnswer(res, withTaskCapability)
-		},
-		ErrorHandler: upstreamError,
-	}
+	return answerProxy(c, func(res *http.Response) error { return rewriteRPCAnswer(res, withTaskCapability) })
 }
 
 // rewriteRPCAnswer applies f to the JSON-RPC message of a JSON answer, or
