@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,13 @@ type Options struct {
 	// Console, if set, receives every event as one record (message
 	// "Decision Log"), as OPA's console decision logger writes it.
 	Console slog.Handler
+	// ConsoleWriter, if set, is where Console's JSON handler writes, whole
+	// lines at a time and never interleaved (a locked writer). Toolgate's
+	// own decisions are then written to it directly as the line that
+	// handler would write: a JSON handler would validate and compact again
+	// the input and result it is handed as raw JSON, a third of a console
+	// event's cost. Events the plugin writes still go through Console.
+	ConsoleWriter io.Writer
 	// Service, if its URL is set, receives the events in batches.
 	Service Service
 	// MaskDecision and DropDecision are the data paths of the mask and drop
@@ -103,6 +111,7 @@ type Logger struct {
 	// encoding buffer. Worker only.
 	labels json.RawMessage
 	buf    []byte
+	line   []byte // the direct line's buffer (ConsoleWriter)
 }
 
 // entry is one event waiting for the worker.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	stdstrings "strings"
@@ -114,6 +115,10 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		b = append(b, "}}"...)
 	}
 	l.buf = b
+	if w := l.opts.ConsoleWriter; w != nil {
+		l.writeLine(ctx, w, d, b, n, m, k)
+		return
+	}
 	r := newRecord(d.Time, d.ID, d.TraceID, d.SpanID)
 	r.any("labels", l.labels)
 	if len(b) > k {
@@ -125,6 +130,53 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 	r.str("requested_by", d.RequestedBy)
 	r.any("metrics", json.RawMessage(b[m:k]))
 	l.emit(ctx, d.ID, r)
+}
+
+// writeLine writes a decision as the console handler's JSON line, with
+// the fields in the order of the record writeDecision builds; b holds the
+// input, result, metrics and bundles JSON at the offsets n, m and k.
+func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []byte, n, m, k int) {
+	line := append(l.line[:0], `{"time":"`...)
+	line = time.Now().AppendFormat(line, time.RFC3339Nano)
+	line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
+	line = appendString(line, logs.DecisionLogType)
+	line = append(line, `,"timestamp":`...)
+	line = appendString(line, d.Time.UTC().Format(time.RFC3339Nano))
+	line = appendField(line, "decision_id", d.ID)
+	line = appendField(line, "trace_id", d.TraceID)
+	line = appendField(line, "span_id", d.SpanID)
+	line = append(line, `,"labels":`...)
+	line = append(line, l.labels...)
+	if len(b) > k {
+		line = append(line, `,"bundles":`...)
+		line = append(line, b[k:]...)
+	}
+	line = appendField(line, "path", PathDecision)
+	line = append(line, `,"input":`...)
+	line = append(line, b[:n]...)
+	line = append(line, `,"result":`...)
+	line = append(line, b[n:m]...)
+	line = appendField(line, "requested_by", d.RequestedBy)
+	line = append(line, `,"metrics":`...)
+	line = append(line, b[m:k]...)
+	line = append(line, "}\n"...)
+	l.line = line
+	if _, err := w.Write(line); err != nil {
+		l.counts.errs.Add(1)
+		l.opts.Logger.ErrorContext(ctx, "decision log: event not written", "decision_id", d.ID, "error", fmt.Errorf("console: %w", err))
+	}
+}
+
+// appendField appends ,"k":"v", left out when v is empty as the record's
+// str leaves it out.
+func appendField(b []byte, k, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, ',')
+	b = appendString(b, k)
+	b = append(b, ':')
+	return appendString(b, v)
 }
 
 // record is a console record's fields.

@@ -103,9 +103,11 @@ func events(e *policy.Engine) []entry {
 func TestDirectMatchesPlugin(t *testing.T) {
 	for _, args := range []bool{false, true} {
 		e := testEngine(t, map[string]string{"p.rego": "package toolgate\n\nallow if input.tool.name == \"read_file\"\n"})
-		var viaPlugin, direct testkit.Buffer
+		var viaPlugin, direct, lines testkit.Buffer
 		lp := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&viaPlugin, nil)})
 		ld := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&direct, nil)})
+		// The direct path's own lines, written where the handler writes.
+		ll := testLogger(t, e, Options{Arguments: args, Console: slog.NewJSONHandler(&lines, nil), ConsoleWriter: &lines})
 		ctx := t.Context()
 		for _, ev := range events(e) {
 			if err := lp.sync(ctx); err != nil {
@@ -114,6 +116,7 @@ func TestDirectMatchesPlugin(t *testing.T) {
 			lp.direct = false // through the plugin
 			lp.log(ctx, ev)
 			ld.log(ctx, ev)
+			ll.log(ctx, ev)
 			if !ld.direct {
 				t.Fatal("a policy without mask or drop rules does not take the direct path")
 			}
@@ -124,6 +127,9 @@ func TestDirectMatchesPlugin(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("arguments %v: direct events differ from the plugin's (-plugin +direct):\n%s", args, diff)
+		}
+		if diff := cmp.Diff(want, consoleLines(t, &lines)); diff != "" {
+			t.Errorf("arguments %v: the direct lines differ from the plugin's events (-plugin +lines):\n%s", args, diff)
 		}
 	}
 }
@@ -159,17 +165,22 @@ func TestDirectOnlyWhenPlain(t *testing.T) {
 }
 
 // BenchmarkLogDecision is the worker's cost of one decision event, written
-// to the console directly and through the plugin.
+// to the console as a line of its own, directly through the JSON handler,
+// and through the plugin.
 func BenchmarkLogDecision(b *testing.B) {
-	for _, direct := range []bool{true, false} {
-		name := "plugin"
-		if direct {
-			name = "direct"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name         string
+		direct, line bool
+	}{{"line", true, true}, {"direct", true, false}, {"plugin", false, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			direct := bc.direct
 			e := testEngine(b, nil)
 			var sink testkit.Buffer
-			l := testLogger(b, e, Options{Console: slog.NewJSONHandler(&sink, nil)})
+			opts := Options{Console: slog.NewJSONHandler(&sink, nil)}
+			if bc.line {
+				opts.ConsoleWriter = &sink
+			}
+			l := testLogger(b, e, opts)
 			ctx := context.Background()
 			if err := l.sync(ctx); err != nil {
 				b.Fatal(err)

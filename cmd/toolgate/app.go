@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -408,5 +409,27 @@ func newLogger(e env, level string) *slog.Logger {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		lv = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	out := &lineWriter{w: e.stderr}
+	return slog.New(logHandler{slog.NewJSONHandler(out, &slog.HandlerOptions{Level: lv}), out})
+}
+
+// logHandler is the process's JSON log handler, with the writer it writes
+// to: the decision log writes its events to that writer directly, as
+// lines the handler would write (decisionlog.Options.ConsoleWriter).
+type logHandler struct {
+	slog.Handler
+	out *lineWriter
+}
+
+// lineWriter passes each Write on whole, one at a time: the handler and
+// the decision log both write one line per Write, so no two interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -42,6 +42,9 @@ func newDecisionLog(ctx context.Context, cfg *config.Config, engine *policy.Engi
 	if d.ConsoleOn() {
 		// The decision log is an audit stream: log.level does not hide it.
 		opts.Console = alwaysOn{log.Handler()}
+		if h, ok := log.Handler().(logHandler); ok {
+			opts.ConsoleWriter = h.out
+		}
 	}
 	if s := d.Service; s.URL != "" {
 		opts.Service = decisionlog.Service{
