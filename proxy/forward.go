@@ -67,6 +67,9 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			// protection).
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
+				outboundHeader(pr.Out.Header, c)
+			}
 		},
 		Transport:      up.transport,
 		BufferPool:     copyBuffers,
@@ -117,22 +120,14 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	if c.rawRel != c.rel {
 		out.URL.RawPath = c.rawRel
 	}
-	out.Header = r.Header.Clone()
-	// The credential was toolgate's, not the upstream's.
-	out.Header.Del("Authorization")
-	out.Header.Del("Content-Encoding")
-	out.Header.Del("Content-Length")
-	out.Header.Set(headerCallID, c.id)
-	if c.subject.ID != "" {
-		out.Header.Set("X-Toolgate-Subject", c.subject.ID)
-	}
+	// The headers are edited on the reverse proxy's own copy of them
+	// (outboundHeader, from its Rewrite): the request's stay as they came.
 	out.TransferEncoding = nil
 	out.ContentLength = int64(len(c.body))
 	if len(c.body) == 0 {
 		out.Body = http.NoBody
 	} else {
 		out.Body = io.NopCloser(bytes.NewReader(c.body))
-		out.Header.Set("Content-Length", strconv.Itoa(len(c.body)))
 	}
 	// No GetBody: without it net/http cannot replay a request with a body
 	// on a fresh connection, so a tool call is sent at most once.
@@ -144,6 +139,23 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 		h.Set(headerDecision, "dry-run:"+c.decision.Action.String())
 	}
 	rp.ServeHTTP(w, out)
+}
+
+// outboundHeader edits the header of c's request to the upstream, a copy
+// of the agent's: the credential was toolgate's, not the upstream's; the
+// body is sent decoded, with its own length; the upstream learns the call
+// and its subject.
+func outboundHeader(h http.Header, c *call) {
+	h.Del("Authorization")
+	h.Del("Content-Encoding")
+	h.Del("Content-Length")
+	if len(c.body) > 0 {
+		h["Content-Length"] = []string{strconv.Itoa(len(c.body))}
+	}
+	h[headerCallID] = []string{c.id}
+	if c.subject.ID != "" {
+		h["X-Toolgate-Subject"] = []string{c.subject.ID}
+	}
 }
 
 // errSwitched refuses an upstream's 101: toolgate never switches

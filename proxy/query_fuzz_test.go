@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -118,4 +120,27 @@ func FuzzQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestToolNameGrammar holds toolName to its regular expression, on names
+// made of the grammar's bytes and a few others, of every length around
+// the limit.
+func TestToolNameGrammar(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
+	alphabet := []byte("aZ09_.:-/ \x00é")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 50000 {
+		b := make([]byte, rng.IntN(131))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if n%3 == 0 { // mostly valid names, so both answers are common
+			for i := range b {
+				b[i] = "aZ09_.:-"[rng.IntN(8)]
+			}
+		}
+		if got, want := toolName.MatchString(string(b)), re.Match(b); got != want {
+			t.Fatalf("toolName(%q) = %v, the regexp says %v", b, got, want)
+		}
+	}
 }
