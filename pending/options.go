@@ -43,6 +43,17 @@ type Options struct {
 	// before the expiry still runs.
 	ApprovedWindow time.Duration
 
+	// MinReplicas, when positive, makes RedisStore confirm every park,
+	// decision and claim with WAIT: the transition counts only once that
+	// many replicas acknowledged it within ReplicaTimeout (default 1s),
+	// else it gives ErrNotReplicated. Replication is asynchronous: a
+	// write acknowledged by the primary alone is lost when a replica
+	// without it is promoted, and a claim lost so could hand an approved
+	// call to a second executor. An unconfirmed claim is never executed.
+	// MemoryStore ignores it.
+	MinReplicas    int
+	ReplicaTimeout time.Duration
+
 	// MaxSessions caps the MCP session bindings a MemoryStore keeps
 	// (default 100000): expired ones are dropped as new ones come, and a
 	// binding past the cap is refused (ErrTooManySessions). RedisStore
@@ -62,6 +73,8 @@ const (
 	DefaultPollInterval   = 500 * time.Millisecond
 	DefaultApprovedWindow = 30 * time.Second
 	DefaultMaxSessions    = 100000
+	// DefaultReplicaTimeout is how long WAIT waits for replicas (MinReplicas).
+	DefaultReplicaTimeout = time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -85,6 +98,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MinReplicas < 0 {
+		o.MinReplicas = 0
+	}
+	if o.ReplicaTimeout <= 0 {
+		o.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -52,6 +52,8 @@ type RedisStore struct {
 	window    time.Duration // Options.ApprovedWindow
 
 	maxParked, maxPerPrincipal int
+	minReplicas                int           // Options.MinReplicas: WAIT after transitions
+	replicaTimeout             time.Duration // Options.ReplicaTimeout
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // call ID → waiting Wait calls
@@ -95,6 +97,8 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		minReplicas:     opts.MinReplicas,
+		replicaTimeout:  opts.ReplicaTimeout,
 	}, nil
 }
 
@@ -140,7 +144,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	addBytes("in", c.Info)
 	addBytes("bf", c.Brief)
 	add("qm", encodeInts(c.Quorum))
-	v, err := s.run(ctx, parkScript, s.callKey(c.ID), args...)
+	v, err := s.runReplicated(ctx, parkScript, s.callKey(c.ID), args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
@@ -203,7 +207,7 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 }
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
-	v, err := s.run(ctx, fromWaitingScript, s.callKey(id), id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
+	v, err := s.runReplicated(ctx, fromWaitingScript, s.callKey(id), id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}
@@ -233,7 +237,7 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	if err := checkLease(lease); err != nil {
 		return Call{}, err
 	}
-	v, err := s.run(ctx, claimScript, s.callKey(id), id, max(lease.Milliseconds(), 1), nonce())
+	v, err := s.runReplicated(ctx, claimScript, s.callKey(id), id, max(lease.Milliseconds(), 1), nonce())
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
 	}

@@ -20,6 +20,7 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 	opts := pending.Options{
 		ResultTTL: cfg.Pending.ResultTTL.Std(), Prefix: cfg.Pending.RedisPrefix,
 		MaxParked: cfg.Limits.MaxParked, MaxParkedPerPrincipal: cfg.Limits.MaxParkedPerSubject,
+		MinReplicas: cfg.Pending.RedisMinReplicas, ReplicaTimeout: cfg.Pending.RedisReplicaTimeout.Std(),
 	}
 	if cfg.Pending.Store != "redis" {
 		return pending.NewMemory(opts), func() {}, nil

@@ -132,13 +132,18 @@ type ModeHeader struct {
 
 // Pending configures where parked (ask) calls wait.
 type Pending struct {
-	Store          string   `koanf:"store"` // memory | redis
-	RedisURL       Secret   `koanf:"redis_url"`
-	RedisPrefix    string   `koanf:"redis_prefix"` // key prefix; replicas of one toolgate share it
-	Hold           Duration `koanf:"hold"`
-	TTL            Duration `koanf:"ttl"`
-	ResultTTL      Duration `koanf:"result_ttl"`
-	MaxResultBytes ByteSize `koanf:"max_result_bytes"`
+	Store       string `koanf:"store"` // memory | redis
+	RedisURL    Secret `koanf:"redis_url"`
+	RedisPrefix string `koanf:"redis_prefix"` // key prefix; replicas of one toolgate share it
+	// RedisMinReplicas, when positive, confirms every park, decision and
+	// claim with WAIT on that many Redis replicas (pending.Options.MinReplicas),
+	// waiting at most RedisReplicaTimeout.
+	RedisMinReplicas    int      `koanf:"redis_min_replicas"`
+	RedisReplicaTimeout Duration `koanf:"redis_replica_timeout"`
+	Hold                Duration `koanf:"hold"`
+	TTL                 Duration `koanf:"ttl"`
+	ResultTTL           Duration `koanf:"result_ttl"`
+	MaxResultBytes      ByteSize `koanf:"max_result_bytes"`
 }
 
 // Approvals configures the approval links, the approvers and notifications.

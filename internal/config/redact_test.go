@@ -117,6 +117,8 @@ pending:
   store: memory
   redis_url: ""
   redis_prefix: ""
+  redis_min_replicas: 0
+  redis_replica_timeout: 0s
   hold: 25s
   ttl: 1h
   result_ttl: 24h

@@ -290,6 +290,16 @@ func (v *validator) pending(p *Pending) {
 			v.add("pending.redis_prefix", "holds { or }", "drop the braces: toolgate makes the prefix a Redis Cluster hash tag itself")
 		}
 	}
+	if p.RedisMinReplicas < 0 {
+		v.add("pending.redis_min_replicas", "is negative", "write 0 (no confirmation) or the number of replicas that must acknowledge each transition")
+	}
+	if p.RedisMinReplicas > 0 && p.Store != "redis" {
+		v.add("pending.redis_min_replicas", "is set without the redis store", "set pending.store: redis, or leave redis_min_replicas out")
+	}
+	// Redis commands time out after 2s: WAIT must answer before that.
+	if t := p.RedisReplicaTimeout.Std(); t < 0 || t > 1500*time.Millisecond {
+		v.add("pending.redis_replica_timeout", fmt.Sprintf("%s is not between 0 and 1.5s", t), "write a duration such as 1s (0: the default, 1s)")
+	}
 	if p.TTL <= 0 {
 		v.add("pending.ttl", "must be positive", "write a duration such as 1h")
 	}
