@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -308,38 +306,14 @@ func approveAPI(t *testing.T, base, id, key string) int {
 // forwards nothing, while allow keeps working.
 func TestRedisDown(t *testing.T) {
 	testRedis(t) // Redis tests run where Redis is available
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		testkit.Unavailable(t, "redis-server not found")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not start")
-		}
-	}
+	addr, stop := testkit.RedisServer(t)
 	_, up := newNotes(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(up.URL, fmt.Sprintf("redis://127.0.0.1:%d", port), newPrefix(), "http://127.0.0.1:1"),
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+addr, newPrefix(), "http://127.0.0.1:1"),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
-	_ = srv.Process.Kill()
-	_ = srv.Wait()
+	stop()
 
 	start := time.Now()
 	res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/x.txt","content":"x"}`)
