@@ -327,3 +327,49 @@ func TestLeaseRunsOutUnswept(t *testing.T) {
 		t.Errorf("executed %d times, want once", n)
 	}
 }
+
+// TestSweepParallel: a sweep executes approved calls side by side, at most
+// sweepParallel at once, each once, and returns when all are finished.
+func TestSweepParallel(t *testing.T) {
+	s, _ := newMemory(time.Now(), time.Hour)
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exec, ev)
+	const n = sweepParallel + 4
+	var ids []string
+	for range n {
+		in := newCall()
+		if o := l.Ask(t.Context(), in, Hold{}); o.Kind != Waiting {
+			t.Fatalf("Ask = %s", describe(o))
+		}
+		decide(t, s, in.ID, pending.Approved)
+		ids = append(ids, in.ID)
+	}
+	exec.hold()
+	done := make(chan struct{})
+	go func() { l.SweepOnce(context.Background(), 0); close(done) }()
+	for i := range sweepParallel {
+		select {
+		case <-exec.started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d executions started side by side, want %d", i, sweepParallel)
+		}
+	}
+	select {
+	case id := <-exec.started:
+		t.Fatalf("execution %s started beyond the bound of %d", id, sweepParallel)
+	case <-done:
+		t.Fatal("the sweep returned with executions still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	exec.release()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sweep did not return")
+	}
+	for _, id := range ids {
+		if c := exec.count(id); c != 1 {
+			t.Errorf("call %s executed %d times, want once", id, c)
+		}
+	}
+}
