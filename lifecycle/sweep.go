@@ -15,8 +15,12 @@ import (
 // claimed within grace are executed here, so an approval after the hold ran
 // out, or on a replica that died, still leads to one execution whose result
 // waits for the caller.
+//
+// While the store fails, the rounds back off (sweepDelay): a store that is
+// down is not asked every interval by every replica.
 func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
-	t := time.NewTicker(interval)
+	delay := interval
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	for {
 		select {
@@ -24,12 +28,30 @@ func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		l.SweepOnce(ctx, grace)
+		delay = sweepDelay(delay, interval, l.sweep(ctx, grace))
+		t.Reset(delay)
 	}
 }
 
+// maxSweepBackoff is the longest pause between rounds while the store
+// fails: long enough to spare a store that is down, short enough that
+// expiries and approved calls are seen soon after it is back.
+const maxSweepBackoff = 10 * time.Second
+
+// sweepDelay is the pause before the next round: interval after a round
+// the store answered, else twice the last pause, up to maxSweepBackoff.
+func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
+	if ok {
+		return interval
+	}
+	return min(max(2*last, interval), max(maxSweepBackoff, interval))
+}
+
 // SweepOnce does one round of Sweep's work.
-func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
+func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) { l.sweep(ctx, grace) }
+
+// sweep does one round, and reports whether the store answered it.
+func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok bool) {
 	// Calls past their expiry end first, and are reported: a claim of an
 	// approved call already overdue would expire it too, silently.
 	expired, err := l.store.Expire(ctx, 100)
@@ -43,8 +65,9 @@ func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) {
 	// An approved call close to its expiry is executed now rather than
 	// after the grace: otherwise an approval in the last seconds of the
 	// ttl would expire unexecuted although the approver saw "approved".
-	l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
-	l.executeApproved(ctx, grace, nil)
+	urgent := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
+	rest := l.executeApproved(ctx, grace, nil)
+	return err == nil && urgent && rest
 }
 
 // sweepParallel bounds the approved calls one sweep executes at once: a
@@ -57,11 +80,11 @@ const sweepParallel = 8
 // sweepParallel at a time; it returns once they are finished. Each call is
 // claimed only when it can start, so no claim's lease runs while it waits
 // for a slot.
-func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) {
+func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) (ok bool) {
 	approved, err := l.store.Approved(ctx, grace, 20)
 	if err != nil {
 		l.warn("sweeper: cannot list approved calls", "error", err)
-		return
+		return false
 	}
 	slots := make(chan struct{}, sweepParallel)
 	var wg sync.WaitGroup
@@ -73,13 +96,14 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return true
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			l.executeOne(ctx, pc)
 		})
 	}
+	return true
 }
 
 // executeOne claims an approved call and, when the claim is the sweeper's,

@@ -373,3 +373,25 @@ func TestSweepParallel(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDelay: rounds come every interval while the store answers;
+// while it fails the pause doubles up to maxSweepBackoff, and the first
+// round it answers brings the interval back.
+func TestSweepDelay(t *testing.T) {
+	d := time.Second
+	var got []time.Duration
+	for range 6 {
+		d = sweepDelay(d, time.Second, false)
+		got = append(got, d)
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, maxSweepBackoff, maxSweepBackoff, maxSweepBackoff}
+	if !slices.Equal(got, want) {
+		t.Errorf("pauses while the store fails: %v, want %v", got, want)
+	}
+	if d := sweepDelay(maxSweepBackoff, time.Second, true); d != time.Second {
+		t.Errorf("after a good round: %v, want the interval", d)
+	}
+	if d := sweepDelay(time.Minute, time.Minute, false); d != time.Minute {
+		t.Errorf("an interval beyond the back-off cap: %v, want it kept", d)
+	}
+}
