@@ -679,6 +679,9 @@ func withTaskCapability(b []byte) []byte {
 			ext = map[string]any{}
 		}
 		if _, has := ext[tasksExtension]; !has {
+			// Exactly {}: the extension defines no settings, and the
+			// published client (@modelcontextprotocol/ext-tasks 0.2)
+			// stops using tasks when the object holds anything.
 			ext[tasksExtension] = map[string]any{}
 		}
 		caps["extensions"] = ext
