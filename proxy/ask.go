@@ -37,11 +37,11 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// The client asked for a task: it is answered at once, and
 		// follows the call with the task methods (tasks.go).
 		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
-		created := taskCreated
+		a, ok := taskCreated(c, o)
 		if c.mcp.version >= statelessEra {
-			created = extTaskCreated
+			a, ok = extTaskCreated(c, o, s.cfg.ConfirmURL != nil && c.mcp.urlElicit && infoOf(pc).RequesterConfirms())
 		}
-		if a, ok := created(c, o); ok {
+		if ok {
 			return a
 		}
 		return outcomeAnswer(o, c.decision)

@@ -33,8 +33,12 @@ import (
 // answer by itself, so only the page decides.
 
 const (
-	tasksExtension = "io.modelcontextprotocol/tasks"
-	clientCapsKey  = "io.modelcontextprotocol/clientCapabilities"
+	// confirmPollInterval is the polling interval a task its requester may
+	// confirm suggests at creation, in milliseconds: the confirmation page
+	// reaches the client with its first tasks/get.
+	confirmPollInterval = 1000
+	tasksExtension      = "io.modelcontextprotocol/tasks"
+	clientCapsKey       = "io.modelcontextprotocol/clientCapabilities"
 	// rpcMissingCapability: a task method from a client that did not
 	// declare the extension on the request.
 	rpcMissingCapability = -32021
@@ -142,13 +146,19 @@ func (t task) extDoc() map[string]any {
 // extTaskCreated answers a tools/call that declared the extension and was
 // parked (or attached to a waiting call): the CreateTaskResult. A call
 // that is already decided answers as it would without a task: the server
-// decides when a task is worth it.
-func extTaskCreated(c *call, o lifecycle.Outcome) (answer, bool) {
+// decides when a task is worth it. A task its requester may confirm
+// (confirm: through the client's URL elicitation) says so, and asks to be
+// polled soon: its first tasks/get carries the confirmation page.
+func extTaskCreated(c *call, o lifecycle.Outcome, confirm bool) (answer, bool) {
 	if o.Kind != lifecycle.Waiting {
 		return answer{}, false
 	}
 	d := taskOf(o.Call).extDoc()
 	d["resultType"] = "task"
+	if confirm {
+		d["statusMessage"] = "waiting for its requester to confirm it (tasks/get carries the page), or for an approver"
+		d["pollIntervalMs"] = confirmPollInterval
+	}
 	a := rpcAnswer(c, d)
 	a.callID = o.Call.ID
 	return a, true

@@ -341,6 +341,9 @@ func TestMCPRequesterConfirmTask(t *testing.T) {
 	task := ec.writeNote("confirm/t")
 	pc, _ := env.nextParked(time.Second)
 	wantExtTask(t, task, "task", pc.ID, "working")
+	if m, _ := task["statusMessage"].(string); task["pollIntervalMs"] != float64(confirmPollInterval) || !strings.Contains(m, "requester") {
+		t.Errorf("created task %v, want it to say its requester may confirm it and to be polled soon", task)
+	}
 	got := ec.get(pc.ID)
 	wantExtTask(t, got, "complete", pc.ID, "input_required")
 	wantConfirmRequest(t, got["inputRequests"], pc.ID)
