@@ -237,9 +237,12 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration)
 	return m.c.clone(), nil
 }
 
-// Finish implements [Store.Finish]. A Finish after the lease ran out is
-// fenced even if Expire has not run yet: the call becomes Unknown, since
-// others may already have given it up.
+// Finish implements [Store.Finish]. A Finish with the fence after the
+// lease ran out is fenced even if Expire has not run yet: the call becomes
+// Unknown, since others may already have given it up, and ErrLapsed hands
+// it back. A stale fence, or a call not executing, is fenced and leaves
+// the call as it stands, overdue or not: its end is for the fence holder's
+// Finish or for Expire to report.
 func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
 	if err := checkOutcome(to); err != nil {
 		return Call{}, err
@@ -254,11 +257,11 @@ func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to Sta
 	if m == nil {
 		return Call{}, notFound(id)
 	}
-	if m.c.State == Executing && m.c.Fence == fence && s.expireIfDue(m, now) {
-		return m.c.clone(), lapsed(id, fence)
-	}
-	if s.expireIfDue(m, now) || m.c.State != Executing || m.c.Fence != fence {
+	if m.c.State != Executing || m.c.Fence != fence {
 		return Call{}, fenced(id, fence)
+	}
+	if s.expireIfDue(m, now) {
+		return m.c.clone(), lapsed(id, fence)
 	}
 	r := Call{Result: &res}.clone().Result
 	m.c.Result = r

@@ -116,14 +116,19 @@ func later(a, b time.Time) time.Time {
 }
 
 // inState returns the live call id when it is in state want; a missing
-// call is ErrNotFound, one past its deadline (moved to expired or unknown
-// here) or in another state a *StateError. The caller holds s.mu.
+// call is ErrNotFound, one in another state or past its deadline a
+// *StateError. Only a call in state want is moved when overdue (to
+// expired): that move is the caller's, and the StateError carries it. A
+// call in another state is left as it stands, overdue or not: ending it
+// here would end it where nobody reports it (Expire would no longer
+// return it, and an executor's Finish would no longer get ErrLapsed). The
+// caller holds s.mu.
 func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, error) {
 	m := s.lookup(id, now)
 	if m == nil {
 		return nil, notFound(id)
 	}
-	if s.expireIfDue(m, now) || m.c.State != want {
+	if m.c.State != want || s.expireIfDue(m, now) {
 		return nil, &StateError{Call: m.c.clone()}
 	}
 	return m, nil

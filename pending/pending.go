@@ -153,6 +153,25 @@ type Result struct {
 
 // Store keeps parked calls. Implementations are safe for concurrent use and
 // every method is one atomic step.
+//
+// Overdue calls. A call is overdue when it is Waiting or Approved past its
+// ExpiresAt, or Executing past its LeaseUntil, by the store's clock. An
+// overdue call is never claimed, decided or finished with a result, swept
+// or not. It is ended (Expired, or Unknown while executing) by Expire, or
+// by the one transition that would have moved it out of its state, which
+// then hands it back with its error: Decide or Cancel of a Waiting call
+// and Claim of an Approved call make it Expired (a *StateError with it),
+// Finish of an Executing call with its fence makes it Unknown (ErrLapsed
+// with it). Every other transition refuses an overdue call as it would
+// refuse it in time, and leaves it as it stands: a Claim of a Waiting or
+// Executing call, a Decide or Cancel of an Approved or Executing one, a
+// Finish with a stale fence or of a call not executing. Such a caller is
+// not the one to learn of the end (an executor still holding the fence
+// is), so ending the call there would lose the report of its end: Expire
+// would no longer return it, and the executor's Finish would get ErrFenced
+// instead of ErrLapsed. So every end of an overdue call reaches exactly one
+// caller: Expire's, or the transition's that made it. Get shows an overdue
+// call as stored.
 type Store interface {
 	// Park stores c as Waiting until the store's now + ttl. If c.AttachKey
 	// is set and names an attachable call, nothing is stored and that call
@@ -179,25 +198,33 @@ type Store interface {
 	// the call as it stands); when the approvals meet the call's Quorum
 	// (or the call has none) the call moves to Approved, with d.By as
 	// DecidedBy. The first decision wins: a call that is no longer
-	// Waiting (or whose expiry has passed) gives a *StateError. An
-	// approval moves the call's expiry to at least now +
+	// Waiting gives a *StateError with the call as it stands, and a
+	// Waiting call past its expiry becomes Expired and gives a
+	// *StateError with it (see "Overdue calls"). An approval moves the call's expiry to at least now +
 	// Options.ApprovedWindow, so that an approved call can still be
 	// claimed.
 	Decide(ctx context.Context, id string, d Decision) (Call, error)
 
-	// Cancel moves a Waiting call to Cancelled, else *StateError.
+	// Cancel moves a Waiting call to Cancelled, else *StateError; a
+	// Waiting call past its expiry becomes Expired instead, as with
+	// Decide.
 	Cancel(ctx context.Context, id string) (Call, error)
 
 	// Claim moves an Approved call to Executing for one executor: the
-	// fence increases and the lease runs until now + lease. A call that is
-	// not Approved gives a *StateError; of concurrent claims exactly one
-	// succeeds.
+	// fence increases and the lease runs until now + lease. An Approved
+	// call past its expiry becomes Expired instead and gives a *StateError
+	// with it; a call that is not Approved gives a *StateError with the
+	// call as it stands, left unchanged even when overdue (see "Overdue
+	// calls"). Of concurrent claims exactly one succeeds.
 	Claim(ctx context.Context, id string, lease time.Duration) (Call, error)
 
 	// Finish moves an Executing call with this fence to Executed, Failed
 	// or Unknown and stores its result. ErrFenced when the fence is stale
-	// or the call is no longer Executing; ErrLapsed, with the call, when
-	// the lease ran out and this Finish made the call Unknown.
+	// or the call is not Executing: the call is left unchanged, even when
+	// overdue. When the call is Executing with this fence but its lease
+	// ran out (and Expire has not ended it yet), the result is refused,
+	// the call becomes Unknown without a result, and Finish returns it
+	// with ErrLapsed.
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
 	// Deliver marks a finished call's outcome (its result, or its

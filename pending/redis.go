@@ -231,8 +231,9 @@ func (s *RedisStore) transition(doing, id string, v []any) (Call, error) {
 	return Call{}, fmt.Errorf("pending: %s %s: unexpected reply %q", doing, id, code)
 }
 
-// Claim implements [Store.Claim]. A call whose expiry has passed (by
-// Redis' clock) becomes Expired instead of being claimed.
+// Claim implements [Store.Claim]. An approved call whose expiry has passed
+// (by Redis' clock) becomes Expired instead of being claimed; a call in
+// another state is left as it stands.
 func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) (Call, error) {
 	if err := checkLease(lease); err != nil {
 		return Call{}, err

@@ -330,6 +330,8 @@ local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'approved' then
   if h.op == nonce and h.st == 'executing' then return {'ok', all(id)} end
+  -- left as it stands even when overdue: ending it here would hide its
+  -- end from Expire and from the executor's finish
   return {'conflict', all(id)}
 end
 if overdue(h) then
@@ -345,9 +347,10 @@ return {'ok', all(id)}
 
 // finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
 // field, value pairs. Replies {'ok', call}, {'fenced', call},
-// {'lapsed', call} or {'notfound'}. A finish after the lease ran out is
-// refused and the call becomes unknown, swept or not: others may have given
-// it up already; 'lapsed' says this finish is what made it unknown.
+// {'lapsed', call} or {'notfound'}. A finish with the fence after the lease
+// ran out is refused and the call becomes unknown, swept or not: others may
+// have given it up already; 'lapsed' says this finish is what made it
+// unknown. A stale fence never moves the call.
 var finishScript = newScript(`
 local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
@@ -356,6 +359,8 @@ if h.st ~= 'executing' or h.fe ~= fence then
   if h.op == nonce and h.st == to then return {'ok', all(id)} end
   -- a retry of the finish that made the call unknown answers as it did
   if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', all(id)} end
+  -- left as it stands even when overdue: its end is for the fence
+  -- holder's finish or for Expire to report
   return {'fenced', all(id)}
 end
 if overdue(h) then

@@ -701,6 +701,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
+	t.Run("Overdue", func(t *testing.T) { testOverdue(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
 	t.Run("Nonces", func(t *testing.T) { testNonces(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
