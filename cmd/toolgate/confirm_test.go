@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // confirmRules: write_note under confirm/ may be confirmed by its
@@ -144,8 +146,15 @@ shutdown_grace: 2s
 			if n := runs.Load(); n != 1 {
 				t.Errorf("write_note ran %d times, want 1", n)
 			}
+			// The call can run (the page's POST approved it) before the
+			// handler has read the page's answer: wait for the handler.
+			testkit.WaitFor(t, "the human to read the page's answer", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(pages) == 1
+			})
 			mu.Lock()
-			if len(pages) != 1 || !strings.Contains(pages[0], "Confirmed") {
+			if !strings.Contains(pages[0], "Confirmed") {
 				t.Errorf("the page answered %q, want Confirmed", pages)
 			}
 			mu.Unlock()
