@@ -29,6 +29,13 @@ type MemoryStore struct {
 	// against the caps. move keeps them.
 	parked      map[string]*memCall
 	byPrincipal map[string]map[string]*memCall
+	// byState holds every call by its state, and drops when each is to be
+	// forgotten: the sweeper's rounds and the lists read the calls of one
+	// state, and retention pops what is due, instead of scanning every
+	// call kept (most of them finished, kept for ResultTTL) several times
+	// a second under the lock (memory_index.go).
+	byState map[State]map[string]*memCall
+	drops   dropQueue
 
 	// sessions are the MCP session bindings (session.go), at most
 	// maxSessions of them; sessionsSweepAt is the size at which the
@@ -78,6 +85,7 @@ func NewMemory(opts Options) *MemoryStore {
 		attach:          make(map[string]string),
 		parked:          make(map[string]*memCall),
 		byPrincipal:     make(map[string]map[string]*memCall),
+		byState:         make(map[State]map[string]*memCall),
 		sessions:        make(map[string]memSession),
 		maxSessions:     opts.MaxSessions,
 	}
@@ -129,10 +137,11 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 		c:       c,
 		since:   now,
 		seq:     s.seq,
-		dropAt:  c.ExpiresAt.Add(s.resultTTL),
 		changed: make(chan struct{}),
 	}
 	s.calls[c.ID] = m
+	s.index(m)
+	s.dropAt(m, c.ExpiresAt.Add(s.resultTTL))
 	s.track(m)
 	if c.AttachKey != "" {
 		s.attach[c.AttachKey] = c.ID
@@ -209,7 +218,7 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 		// An approval just before the expiry must still run: the call
 		// stays claimable for the approved window.
 		m.c.ExpiresAt = later(m.c.ExpiresAt, now.Add(s.approvedWindow))
-		m.dropAt = m.c.ExpiresAt.Add(s.resultTTL)
+		s.dropAt(m, m.c.ExpiresAt.Add(s.resultTTL))
 	}
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
 	s.move(m, d.To, now)
@@ -302,11 +311,13 @@ func (s *MemoryStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	s.forgetDue(now)
 	var due []*memCall
-	for id := range s.calls {
-		m := s.lookup(id, now)
-		if m != nil && overdue(m.c, now) != "" {
-			due = append(due, m)
+	for _, st := range []State{Waiting, Approved, Executing} {
+		for _, m := range s.byState[st] {
+			if overdue(m.c, now) != "" {
+				due = append(due, m)
+			}
 		}
 	}
 	slices.SortFunc(due, func(a, b *memCall) int {
@@ -359,8 +370,8 @@ func (s *MemoryStore) ListBrief(ctx context.Context, st State, limit int) ([]Cal
 	defer s.mu.Unlock()
 	now := s.now()
 	var ms []*memCall
-	for id := range s.calls {
-		if m := s.lookup(id, now); m != nil && m.c.State == st && overdue(m.c, now) == "" {
+	for _, m := range s.inStateNow(st, now) {
+		if overdue(m.c, now) == "" {
 			ms = append(ms, m)
 		}
 	}
@@ -384,13 +395,7 @@ func (s *MemoryStore) Count(ctx context.Context, st State) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now, n := s.now(), 0
-	for id := range s.calls {
-		if m := s.lookup(id, now); m != nil && m.c.State == st {
-			n++
-		}
-	}
-	return n, nil
+	return len(s.inStateNow(st, s.now())), nil
 }
 
 // Wait implements [Store.Wait]. Every change closes the call's channel, so

@@ -8,8 +8,8 @@ import (
 
 func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
 	var ms []*memCall
-	for id := range s.calls {
-		if m := s.lookup(id, now); m != nil && m.c.State == st && keep(m) {
+	for _, m := range s.inStateNow(st, now) {
+		if keep(m) {
 			ms = append(ms, m)
 		}
 	}
@@ -32,6 +32,7 @@ func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
 	}
 	if !now.Before(m.dropAt) {
 		delete(s.calls, id)
+		s.unindex(m)
 		s.unattach(m)
 		s.untrack(m)
 		close(m.changed) // waiters wake and find it gone
@@ -42,7 +43,9 @@ func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
 
 // move is the one place a call changes state. s.mu is held.
 func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
+	s.unindex(m)
 	m.c.State = to
+	s.index(m)
 	m.since = now
 	s.seq++
 	m.seq = s.seq
@@ -53,9 +56,9 @@ func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
 	}
 	switch {
 	case to == Executing:
-		m.dropAt = later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL)
+		s.dropAt(m, later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL))
 	case to.Terminal():
-		m.dropAt = now.Add(s.resultTTL)
+		s.dropAt(m, now.Add(s.resultTTL))
 		if !attachable(m.c) {
 			s.unattach(m) // nothing left to hand a retry
 		}
