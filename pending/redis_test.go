@@ -86,7 +86,7 @@ func dialRedis(tb testing.TB, opts *redis.Options) *redis.Client {
 // newRedisStoreOn returns a store with its own random prefix (keys of
 // earlier runs are still alive in a shared Redis), closed at the end. The
 // index keys, which have no TTL, are deleted at the end.
-func newRedisStoreOn(tb testing.TB, rdb *redis.Client, opts Options) *RedisStore {
+func newRedisStoreOn(tb testing.TB, rdb redis.UniversalClient, opts Options) *RedisStore {
 	tb.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = "toolgate-test:" + rand.Text() + ":"
@@ -123,6 +123,32 @@ func redisStores(t *testing.T) newStoreFunc {
 
 func TestRedisStore(t *testing.T)     { testStore(t, redisStores(t)) }
 func TestRedisStoreRace(t *testing.T) { testStoreRace(t, redisStores(t)) }
+
+// TestRedisStoreSentinel and TestRedisStoreCluster run the store contract
+// on the other topologies toolgate takes, each started by the test from
+// redis-server: a primary with a replica and three sentinels (the store
+// on a Sentinel client), and a three-primary Redis Cluster.
+func TestRedisStoreSentinel(t *testing.T) {
+	t.Parallel() // a Redis of its own: alongside the rest
+	master, sentinels, _, _ := testkit.RedisSentinel(t)
+	testStore(t, func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
+		t.Helper()
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: sentinels, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return newRedisStoreOn(t, rdb, contractOptions(with)), time.Sleep
+	})
+}
+
+func TestRedisStoreCluster(t *testing.T) {
+	t.Parallel()
+	nodes := testkit.RedisCluster(t)
+	testStore(t, func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
+		t.Helper()
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return newRedisStoreOn(t, rdb, contractOptions(with)), time.Sleep
+	})
+}
 
 // waitSubscribed waits until n clients listen on the store's channel.
 func waitSubscribed(t *testing.T, rdb *redis.Client, s *RedisStore, n int64) {

@@ -504,7 +504,9 @@ func replicaOf(t *testing.T, s Grants) Grants {
 		return s
 	}
 	prefix := strings.TrimSuffix(strings.TrimPrefix(rs.base, "{"), "}:") + ":"
-	r, err := NewRedis(newRedisClient(t), Options{Prefix: prefix})
+	// Another store on the same Redis (the same topology: standalone,
+	// Sentinel or Cluster), as another replica of toolgate has.
+	r, err := NewRedis(rs.rdb, Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
