@@ -29,7 +29,9 @@ func RedisSentinel(tb testing.TB) (master string, sentinels []string, primary, r
 	tb.Helper()
 	primary, _ = RedisServer(tb, "--repl-diskless-sync-delay", "0")
 	host, port, _ := net.SplitHostPort(primary)
-	replica, _ = RedisServer(tb, "--replicaof", host, port)
+	// No diskless-sync delay on either: after a failover the replica is
+	// the primary that syncs the other.
+	replica, _ = RedisServer(tb, "--replicaof", host, port, "--repl-diskless-sync-delay", "0")
 	waitRedis(tb, "the replica to be in sync", primary, func(c *respConn) bool {
 		return strings.Contains(c.do(tb, "INFO", "replication"), "state=online")
 	})
