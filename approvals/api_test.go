@@ -1,6 +1,7 @@
 package approvals_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -309,5 +310,28 @@ func TestConcurrentDecisions(t *testing.T) {
 				t.Errorf("%d audit records, want 1", len(recs))
 			}
 		})
+	}
+}
+
+// TestAPIDecisionEndsOverdueCall: a decision that arrives after the call's
+// expiry, before any sweep, is refused (409), and the end it makes (the
+// call expires) is reported once, through OnDecision: no sweep would.
+func TestAPIDecisionEndsOverdueCall(t *testing.T) {
+	e := newEnv(t)
+	c := e.park("agent-42", "write_note", `{"path":"notes/x"}`)
+	e.clock.Advance(2 * time.Hour)
+	res := e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`)
+	if res.status != http.StatusConflict {
+		t.Errorf("approve after the expiry: %d %s, want 409", res.status, res.body)
+	}
+	if st := e.state(c.ID); st != pending.Expired {
+		t.Errorf("the call is %s, want expired", st)
+	}
+	got := e.onDecisionCalls()
+	if len(got) != 1 || got[0].ID != c.ID || got[0].State != pending.Expired {
+		t.Errorf("OnDecision saw %v, want the call once, expired", got)
+	}
+	if ended, err := e.store.Expire(context.Background(), 10); err != nil || len(ended) != 0 {
+		t.Errorf("Expire after the decision's end = %v, %v; want nothing more to report", ended, err)
 	}
 }

@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -70,6 +71,11 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
 	defer cancel()
 	c, err := h.store.Decide(ctx, d.call.ID, pending.Decision{To: d.to, By: by, Comment: d.comment, Counts: counts})
+	if se := (*pending.StateError)(nil); errors.As(err, &se) && se.Ended && h.onDecision != nil {
+		// The call was past its expiry, and this refused decision ended
+		// it: its end is reported here, as no sweep will.
+		h.onDecision(se.Call)
+	}
 	if err != nil {
 		return pending.Call{}, err
 	}

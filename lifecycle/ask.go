@@ -89,7 +89,8 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			if !errors.Is(err, pending.ErrConflict) {
 				return l.failed(pc, err)
 			}
-			pc = slim(conflictCall(err, pc)) // another executor has it: wait for its result
+			l.reportEnded(err)
+			pc = slim(conflictCall(err, pc)) // another executor has it (wait for its result), or it expired
 			continue
 		case pending.Executed, pending.Failed, pending.Unknown:
 			return l.deliver(ctx, pc)

@@ -148,3 +148,13 @@ func conflictCall(err error, fallback pending.Call) pending.Call {
 	}
 	return fallback
 }
+
+// reportEnded reports the end of a call that a refused transition itself
+// ended (it was overdue: pending.StateError.Ended); no Expire will.
+func (l *Lifecycle) reportEnded(err error) {
+	var se *pending.StateError
+	if errors.As(err, &se) && se.Ended {
+		l.log.Info("parked call ended", "call_id", se.Call.ID, "state", string(se.Call.State))
+		l.onEnd(se.Call)
+	}
+}

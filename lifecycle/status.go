@@ -45,6 +45,7 @@ func (l *Lifecycle) Cancel(ctx context.Context, principal, id string) (pending.C
 	}
 	cancelled, err := l.store.Cancel(ctx, id)
 	if err != nil {
+		l.reportEnded(err)
 		return conflictCall(err, pc), err
 	}
 	l.onEnd(cancelled)
@@ -82,6 +83,7 @@ func (l *Lifecycle) Run(ctx context.Context, principal, id string) (pending.Call
 	}
 	claimed, err := l.store.Claim(ctx, id, l.exec.Lease(pc))
 	if err != nil {
+		l.reportEnded(err)
 		return conflictCall(err, pc), nil // another executor has it, or it expired
 	}
 	o := l.run(ctx, claimed)

@@ -111,7 +111,8 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) {
 	claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
 	if errors.Is(err, pending.ErrConflict) {
-		return // another executor was first
+		l.reportEnded(err) // it expired in the meantime
+		return             // or another executor was first
 	}
 	if err != nil {
 		l.log.Warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)

@@ -395,3 +395,28 @@ func TestSweepDelay(t *testing.T) {
 		t.Errorf("an interval beyond the back-off cap: %v, want it kept", d)
 	}
 }
+
+// TestOverdueClaimReported: an approved call that expires before anyone
+// claims it is ended by the claim that finds it overdue (the sweeper's
+// here), and its end is reported once, by that claim: no later sweep
+// reports it again.
+func TestOverdueClaimReported(t *testing.T) {
+	// The approved window is 30 s by default: park with a short ttl, approve,
+	// and let the window pass.
+	s, clk := newMemory(time.Now(), time.Hour)
+	exec, ev := newExec(), newEvents()
+	l := newLifecycleTTL(t, s, exec, ev, time.Second)
+	in := newCall()
+	if o := l.Ask(t.Context(), in, Hold{}); o.Kind != Waiting {
+		t.Fatalf("Ask = %s", describe(o))
+	}
+	decide(t, s, in.ID, pending.Approved)
+	clk.Advance(time.Minute)
+	l.executeApproved(t.Context(), 0, nil) // the sweeper's claim, before its expiry round
+	if n := exec.total(); n != 0 {
+		t.Fatalf("the overdue call was executed %d times", n)
+	}
+	ev.checkResolved(t, in.ID, pending.Expired) // by the claim
+	l.SweepOnce(t.Context(), 0)
+	ev.checkResolved(t, in.ID, pending.Expired) // and by nothing else
+}

@@ -131,8 +131,11 @@ func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, e
 	if m == nil {
 		return nil, notFound(id)
 	}
-	if m.c.State != want || s.expireIfDue(m, now) {
+	if m.c.State != want {
 		return nil, &StateError{Call: m.c.clone()}
+	}
+	if s.expireIfDue(m, now) {
+		return nil, &StateError{Call: m.c.clone(), Ended: true}
 	}
 	return m, nil
 }

@@ -70,7 +70,13 @@ var (
 )
 
 // StateError is ErrConflict with the call as it now stands.
-type StateError struct{ Call Call }
+type StateError struct {
+	Call Call
+	// Ended is set when this very transition ended the call, which was
+	// overdue (see "Overdue calls"): its caller is the one to report the
+	// end, which no Expire will return.
+	Ended bool
+}
 
 func (e *StateError) Error() string {
 	return fmt.Sprintf("pending: call %s is %s", e.Call.ID, e.Call.State)

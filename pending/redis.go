@@ -225,6 +225,8 @@ func (s *RedisStore) transition(doing, id string, v []any) (Call, error) {
 		return c, nil
 	case "conflict":
 		return Call{}, &StateError{Call: c}
+	case "ended":
+		return Call{}, &StateError{Call: c, Ended: true}
 	case "notfound":
 		return Call{}, notFound(id)
 	}

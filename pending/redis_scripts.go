@@ -283,10 +283,11 @@ if h.st ~= 'waiting' then
   if h.op == nonce and h.st == to then return {'ok', all(id)} end
   return {'conflict', all(id)}
 end
--- past its expiry the call is expired, swept or not (docs/security.md, R14)
+-- past its expiry the call is expired, swept or not (docs/security.md, R14);
+-- 'ended': this write ended it, and its caller reports the end
 if overdue(h) then
   move(id, h, 'expired', {}, nil)
-  return {'conflict', all(id)}
+  return {'ended', all(id)}
 end
 local f = {'da', num(now), 'op', nonce}
 if to == 'approved' then
@@ -323,7 +324,8 @@ return {'ok', all(id)}
 `)
 
 // claimScript: ARGV[4] id, [5] lease ms, [6] nonce. Replies {'ok', call},
-// {'conflict', call} or {'notfound'}. The fence increases at every claim.
+// {'conflict', call}, {'ended', call} (it was overdue: now expired) or
+// {'notfound'}. The fence increases at every claim.
 var claimScript = newScript(`
 local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local h = load(id)
@@ -336,7 +338,7 @@ if h.st ~= 'approved' then
 end
 if overdue(h) then
   move(id, h, 'expired', {}, nil)
-  return {'conflict', all(id)}
+  return {'ended', all(id)}
 end
 local lu = now + lease
 redis.call('HINCRBY', callkey(id), 'fe', 1)

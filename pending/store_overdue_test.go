@@ -46,15 +46,15 @@ func testOverdue(t *testing.T, newStore newStoreFunc) {
 		advance(beyond)
 		// Claim is the transition out of approved: it ends the call and
 		// says so, with the call.
-		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Expired) {
-			t.Fatalf("Claim(approved, past expiry) = %v, want a StateError (expired)", err)
+		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Expired) || !endedBy(err) {
+			t.Fatalf("Claim(approved, past expiry) = %v, want a StateError (expired) that says it ended the call", err)
 		}
 		if got := get(t, s, c.ID); got.State != Expired || got.Fence != 0 || got.DecidedBy != "alice" {
 			t.Errorf("after Claim: %s fence %d by %q, want expired, never claimed, approved by alice", got.State, got.Fence, got.DecidedBy)
 		}
 		ended(t, s, "") // reported once, by the Claim
-		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Expired) {
-			t.Errorf("Claim again = %v, want a StateError (expired)", err)
+		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Expired) || endedBy(err) {
+			t.Errorf("Claim again = %v, want a StateError (expired) that did not end it", err)
 		}
 	})
 
@@ -63,8 +63,8 @@ func testOverdue(t *testing.T, newStore newStoreFunc) {
 		c := park(t, s, sampleCall(), short)
 		advance(beyond)
 		// Not Claim's to end: refused as any waiting call, left for Expire.
-		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Waiting) {
-			t.Fatalf("Claim(waiting, past expiry) = %v, want a StateError (waiting)", err)
+		if _, err := s.Claim(t.Context(), c.ID, long); !isState(err, Waiting) || endedBy(err) {
+			t.Fatalf("Claim(waiting, past expiry) = %v, want a StateError (waiting) that ended nothing", err)
 		}
 		if got := get(t, s, c.ID); got.State != Waiting || got.Fence != 0 {
 			t.Errorf("after Claim: %s fence %d, want waiting, never claimed", got.State, got.Fence)
@@ -186,8 +186,8 @@ func testOverdue(t *testing.T, newStore newStoreFunc) {
 		q = park(t, s, q, short)
 		decide(t, s, q.ID, Approved) // one of two approvals
 		advance(beyond)
-		if _, err := s.Decide(t.Context(), a.ID, Decision{To: Approved, By: "bob"}); !isState(err, Expired) {
-			t.Errorf("Decide(approve, past expiry) = %v, want a StateError (expired)", err)
+		if _, err := s.Decide(t.Context(), a.ID, Decision{To: Approved, By: "bob"}); !isState(err, Expired) || !endedBy(err) {
+			t.Errorf("Decide(approve, past expiry) = %v, want a StateError (expired) that says it ended the call", err)
 		}
 		if _, err := s.Decide(t.Context(), r.ID, Decision{To: Rejected, By: "bob"}); !isState(err, Expired) {
 			t.Errorf("Decide(reject, past expiry) = %v, want a StateError (expired)", err)
@@ -211,8 +211,8 @@ func testOverdue(t *testing.T, newStore newStoreFunc) {
 		advance(beyond)
 		// Not Decide's to end: refused as any approved call, left for
 		// Claim or Expire.
-		if _, err := s.Decide(t.Context(), c.ID, Decision{To: Rejected, By: "bob"}); !isState(err, Approved) {
-			t.Errorf("Decide(approved, past expiry) = %v, want a StateError (approved)", err)
+		if _, err := s.Decide(t.Context(), c.ID, Decision{To: Rejected, By: "bob"}); !isState(err, Approved) || endedBy(err) {
+			t.Errorf("Decide(approved, past expiry) = %v, want a StateError (approved) that ended nothing", err)
 		}
 		if _, err := s.Cancel(t.Context(), c.ID); !isState(err, Approved) {
 			t.Errorf("Cancel(approved, past expiry) = %v, want a StateError (approved)", err)
@@ -232,4 +232,11 @@ func testOverdue(t *testing.T, newStore newStoreFunc) {
 		}
 		ended(t, s, c.ID+" unknown")
 	})
+}
+
+// endedBy reports whether err is a StateError whose transition ended the
+// (overdue) call.
+func endedBy(err error) bool {
+	var se *StateError
+	return errors.As(err, &se) && se.Ended
 }
