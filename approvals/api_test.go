@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -333,5 +334,35 @@ func TestAPIDecisionEndsOverdueCall(t *testing.T) {
 	}
 	if ended, err := e.store.Expire(context.Background(), 10); err != nil || len(ended) != 0 {
 		t.Errorf("Expire after the decision's end = %v, %v; want nothing more to report", ended, err)
+	}
+}
+
+// unreplicated is the memory store as a Redis primary whose replicas do
+// not confirm: a decision is made, and ErrNotReplicated comes back.
+type unreplicated struct{ pending.Store }
+
+func (s unreplicated) Decide(ctx context.Context, id string, d pending.Decision) (pending.Call, error) {
+	if _, err := s.Store.Decide(ctx, id, d); err != nil {
+		return pending.Call{}, err
+	}
+	return pending.Call{}, pending.ErrNotReplicated
+}
+
+// TestAPIDecisionNotReplicated: a decision the primary recorded but its
+// replicas did not confirm stands (it may run), so it is audited and
+// reported as any decision, and the approver is told it is unconfirmed,
+// not to try again.
+func TestAPIDecisionNotReplicated(t *testing.T) {
+	e := newEnv(t, func(cfg *approvals.Config) { cfg.Store = unreplicated{cfg.Store} })
+	c := e.park("agent-42", "write_note", `{"path":"notes/x"}`)
+	res := e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`)
+	if res.status != http.StatusServiceUnavailable || !strings.Contains(res.body, "not yet confirmed") || strings.Contains(res.body, "try again") {
+		t.Errorf("unconfirmed decision: %d %s, want 503 saying it is unconfirmed", res.status, res.body)
+	}
+	if got := e.onDecisionCalls(); len(got) != 1 || got[0].State != pending.Approved || got[0].DecidedBy != "alice" {
+		t.Errorf("OnDecision saw %v, want the approval once", got)
+	}
+	if recs := e.logRecords(t, "approval"); len(recs) != 1 {
+		t.Errorf("audit records %v, want the decision's", recs)
 	}
 }

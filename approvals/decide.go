@@ -76,9 +76,27 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 		// it: its end is reported here, as no sweep will.
 		h.onDecision(se.Call)
 	}
+	if errors.Is(err, pending.ErrNotReplicated) {
+		// The decision was made on the primary, only not confirmed by the
+		// replicas: it is audited and reported as any decision, since it
+		// will run unless a failover loses it; the approver still hears
+		// that it is unconfirmed.
+		if now, gerr := h.store.Get(ctx, d.call.ID); gerr == nil && (now.DecidedBy == by || pending.ApprovedBy(now.Approvals, by)) &&
+			(now.State != d.call.State || len(now.Approvals) != len(d.call.Approvals)) {
+			h.recorded(ctx, remote, now, d, by)
+		}
+		return pending.Call{}, err
+	}
 	if err != nil {
 		return pending.Call{}, err
 	}
+	h.recorded(ctx, remote, c, d, by)
+	return c, nil
+}
+
+// recorded audits a decision the store recorded, and reports a call it
+// moved out of waiting.
+func (h *Handler) recorded(ctx context.Context, remote string, c pending.Call, d decision, by string) {
 	at := c.DecidedAt
 	if c.State == pending.Waiting || at.IsZero() {
 		at = h.now()
@@ -87,7 +105,6 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 	if h.onDecision != nil && c.State != pending.Waiting {
 		h.onDecision(c)
 	}
-	return c, nil
 }
 
 // parseDecision reads "approve" or "reject", exactly.

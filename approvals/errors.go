@@ -99,6 +99,13 @@ func classify(err error, method string) answer {
 		return answer{status: http.StatusConflict, title: "Already decided", msg: "this call is no longer waiting for a decision"}
 	case errors.As(err, &mbe):
 		return answer{status: http.StatusRequestEntityTooLarge, title: "Request too large", msg: "request body too large"}
+	case errors.Is(err, pending.ErrNotReplicated):
+		// Made on the Redis primary, not yet on enough replicas: it
+		// stands unless a failover loses it, so "try again" would mislead.
+		return answer{
+			status: http.StatusServiceUnavailable, title: "Decision not confirmed",
+			msg: "the decision was recorded but not yet confirmed by the store's replicas; it stands unless a failover loses it: reload the call before deciding again",
+		}
 	case method == http.MethodPost:
 		return answer{status: http.StatusServiceUnavailable, title: "Try again", msg: "decision not recorded, try again"}
 	default:

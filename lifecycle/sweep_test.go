@@ -420,3 +420,34 @@ func TestOverdueClaimReported(t *testing.T) {
 	l.SweepOnce(t.Context(), 0)
 	ev.checkResolved(t, in.ID, pending.Expired) // and by nothing else
 }
+
+// parkUnreplicated is a store whose parks are made but not confirmed by
+// replicas (pending.ErrNotReplicated), as a Redis primary's can be.
+type parkUnreplicated struct{ *pending.MemoryStore }
+
+func (s parkUnreplicated) Park(ctx context.Context, c pending.Call, ttl time.Duration) (pending.Call, bool, error) {
+	if _, _, err := s.MemoryStore.Park(ctx, c, ttl); err != nil {
+		return pending.Call{}, false, err
+	}
+	return pending.Call{}, false, pending.ErrNotReplicated
+}
+
+// TestAskParkNotReplicated: a park the replicas did not confirm is
+// answered as not parked, and the call the primary holds is cancelled, so
+// no approver can approve a call its agent was told was refused.
+func TestAskParkNotReplicated(t *testing.T) {
+	mem, _ := newMemory(time.Now(), time.Hour)
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, parkUnreplicated{mem}, exec, ev)
+	in := newCall()
+	if o := l.Ask(t.Context(), in, Hold{}); o.Kind != NotParked {
+		t.Fatalf("Ask = %s, want not parked", describe(o))
+	}
+	got, err := mem.Get(t.Context(), in.ID)
+	if err != nil || got.State != pending.Cancelled {
+		t.Errorf("the primary's call is %s (%v), want cancelled", got.State, err)
+	}
+	if len(ev.parks()) != 0 {
+		t.Errorf("a call answered as not parked was announced: %v", ev.parks())
+	}
+}
