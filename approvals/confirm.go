@@ -82,15 +82,8 @@ func (h *Handler) decideConfirm(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(form["decision"]) > 1 || len(form["comment"]) > 1 {
-		return badRequest("a form field was sent twice")
-	}
-	to, err := parseDecision(form.Get("decision"))
+	to, comment, err := formDecision(form)
 	if err != nil {
-		return err
-	}
-	comment := form.Get("comment")
-	if err := checkComment(comment); err != nil {
 		return err
 	}
 	decided, err := h.decide(r.Context(), r.RemoteAddr, decision{

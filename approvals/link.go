@@ -172,15 +172,8 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The decision is validated only after the token: without a good token
 	// nobody learns anything about the form.
-	if len(form["decision"]) > 1 || len(form["comment"]) > 1 || len(form["remember"]) > 1 || len(form["lifetime"]) > 1 {
-		return badRequest("a form field was sent twice")
-	}
-	to, err := parseDecision(form.Get("decision"))
+	to, comment, err := formDecision(form, "remember", "lifetime")
 	if err != nil {
-		return err
-	}
-	comment := form.Get("comment")
-	if err := checkComment(comment); err != nil {
 		return err
 	}
 	via := viaLink
@@ -250,6 +243,25 @@ func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) (url.Values, 
 		return nil, unreadable(err, "the form could not be read")
 	}
 	return r.PostForm, nil
+}
+
+// formDecision reads a page form's decision and comment; a field sent
+// twice (of those and of more) is refused rather than guessed.
+func formDecision(form url.Values, more ...string) (pending.State, string, error) {
+	for _, f := range append([]string{"decision", "comment"}, more...) {
+		if len(form[f]) > 1 {
+			return "", "", badRequest("a form field was sent twice")
+		}
+	}
+	to, err := parseDecision(form.Get("decision"))
+	if err != nil {
+		return "", "", err
+	}
+	comment := form.Get("comment")
+	if err := checkComment(comment); err != nil {
+		return "", "", err
+	}
+	return to, comment, nil
 }
 
 // formAuthority checks a form's authority over c: its link token, or for

@@ -369,17 +369,8 @@ func (s *MemoryStore) ListBrief(ctx context.Context, st State, limit int) ([]Cal
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	var ms []*memCall
-	for _, m := range s.inStateNow(st, now) {
-		if overdue(m.c, now) == "" {
-			ms = append(ms, m)
-		}
-	}
-	slices.SortFunc(ms, func(a, b *memCall) int {
-		return cmp.Or(b.since.Compare(a.since), cmp.Compare(b.seq, a.seq))
-	})
 	var out []Call
-	for _, m := range ms[:min(len(ms), max(limit, 0))] {
+	for _, m := range s.selectInState(now, st, limit, true, func(m *memCall) bool { return overdue(m.c, now) == "" }) {
 		out = append(out, m.c.brief())
 	}
 	return out, nil

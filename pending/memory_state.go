@@ -7,6 +7,16 @@ import (
 )
 
 func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
+	var out []Call
+	for _, m := range s.selectInState(now, st, limit, false, keep) {
+		out = append(out, m.c.clone())
+	}
+	return out
+}
+
+// selectInState returns up to limit calls in state st that keep selects,
+// oldest in the state first, or newest first. s.mu is held.
+func (s *MemoryStore) selectInState(now time.Time, st State, limit int, newestFirst bool, keep func(*memCall) bool) []*memCall {
 	var ms []*memCall
 	for _, m := range s.inStateNow(st, now) {
 		if keep(m) {
@@ -14,13 +24,12 @@ func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCal
 		}
 	}
 	slices.SortFunc(ms, func(a, b *memCall) int {
+		if newestFirst {
+			a, b = b, a
+		}
 		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.seq, b.seq))
 	})
-	var out []Call
-	for _, m := range ms[:min(len(ms), max(limit, 0))] {
-		out = append(out, m.c.clone())
-	}
-	return out
+	return ms[:min(len(ms), max(limit, 0))]
 }
 
 // lookup returns the call, or nil when there is none or its retention has

@@ -54,7 +54,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		For:           s.holdFor(r),
 		Progress:      c.progressReporter(w, r),
 		ProgressEvery: progressEvery,
-		Held:          s.offerConfirmation(w, r, c, pc),
+		Held:          s.offerConfirmation(w, r, c),
 		// In the stateless MCP revision (2026-07-28) closing the stream
 		// cancels the request; elsewhere a call whose agent went away
 		// stays parked for its status URL or a retry that attaches.

@@ -46,9 +46,11 @@ const confirmRPCPrefix = "toolgate-confirm-"
 // confirmation page; ok is false when none is offered: no confirmation
 // pages here, a client that does not declare URL elicitation, a call no
 // longer waiting, or one whose requester's confirmation alone does not
-// approve it (confirms is info.RequesterConfirms of its display document).
-func (s *Server) confirmRequest(c *call, pc pending.Call, confirms bool) (req map[string]any, ok bool) {
-	if s.cfg.ConfirmURL == nil || !c.mcp.urlElicit || pc.State != pending.Waiting || !confirms {
+// approve it. pc is the call as the store has it: its own reasons decide
+// (an attached call's, not the retry's), and its display document is
+// decoded only once the cheap checks have passed.
+func (s *Server) confirmRequest(c *call, pc pending.Call) (req map[string]any, ok bool) {
+	if s.cfg.ConfirmURL == nil || !c.mcp.urlElicit || pc.State != pending.Waiting || !infoOf(pc).RequesterConfirms() {
 		return nil, false
 	}
 	tool := pc.Tool
@@ -83,9 +85,7 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 	// its expiry); the outcome's call is a slim copy.
 	var stored pending.Call
 	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{Held: func(pc pending.Call) { stored = pc }})
-	// An attached call was made by the same caller with the same
-	// arguments; the page checks its own requirements again.
-	req, offered := s.confirmRequest(c, stored, true)
+	req, offered := s.confirmRequest(c, stored)
 	if o.Kind != lifecycle.Waiting || !offered {
 		return outcomeAnswer(o, c.decision), true
 	}
@@ -103,16 +103,13 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 // the first event of the answer's SSE stream. nil when none is offered
 // (another revision, no SSE, no URL elicitation in the session, a call
 // its requester's confirmation alone does not approve).
-func (s *Server) offerConfirmation(w http.ResponseWriter, r *http.Request, c *call, parked pending.Call) func(pending.Call) {
+func (s *Server) offerConfirmation(w http.ResponseWriter, r *http.Request, c *call) func(pending.Call) {
 	m, ok := c.out.(*rpcResponder)
 	if !ok || !m.msg.isToolCall || m.msg.version >= statelessEra || !m.msg.urlElicit || s.cfg.ConfirmURL == nil || !acceptsSSE(r) {
 		return nil
 	}
-	if !infoOf(parked).RequesterConfirms() {
-		return nil
-	}
 	return func(pc pending.Call) {
-		req, ok := s.confirmRequest(c, pc, true)
+		req, ok := s.confirmRequest(c, pc)
 		if !ok {
 			return
 		}

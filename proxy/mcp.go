@@ -250,6 +250,33 @@ func stringOf(v any) string {
 	return s
 }
 
+// rpcResult reads b as a JSON-RPC response whose result is an object:
+// the message and its result as raw members, so that a rewrite keeps what
+// it does not touch byte for byte (re-encoding would round large numbers
+// and reorder keys). ok is false for anything else.
+func rpcResult(b []byte) (msg, result map[string]json.RawMessage, ok bool) {
+	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil || msg["method"] != nil {
+		return nil, nil, false
+	}
+	if json.Unmarshal(msg["result"], &result) != nil || result == nil {
+		return nil, nil, false
+	}
+	return msg, result, true
+}
+
+// withResult encodes msg with result as its result; orig when that fails.
+func withResult(msg, result map[string]json.RawMessage, orig []byte) []byte {
+	var err error
+	if msg["result"], err = json.Marshal(result); err != nil {
+		return orig
+	}
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return orig
+	}
+	return out
+}
+
 // rpcID is the id to answer with: the request's, or null.
 func (m *mcpMessage) rpcID() json.RawMessage {
 	if m == nil || m.id == nil {

@@ -63,12 +63,8 @@ const errListTooLarge = listErr("tools/list answer larger than 8 MiB")
 // filterListMessage filters the tools of one JSON-RPC response; anything
 // else is returned unchanged.
 func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byte {
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil {
-		return b
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(msg["result"], &result) != nil || result["tools"] == nil {
+	msg, result, ok := rpcResult(b)
+	if !ok || result["tools"] == nil {
 		return b
 	}
 	var tools []json.RawMessage
@@ -108,12 +104,7 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		}
 	}
 	result["tools"], _ = json.Marshal(kept)
-	msg["result"], _ = json.Marshal(result)
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return b
-	}
-	return out
+	return withResult(msg, result, b)
 }
 
 // listDecision decides one listed tool; any error is a deny, which hides

@@ -111,7 +111,7 @@ func (s *Server) detailedTask(c *call, pc pending.Call) map[string]any {
 	d := t.extDoc()
 	switch {
 	case !pc.State.Terminal():
-		if req, ok := s.confirmRequest(c, pc, infoOf(pc).RequesterConfirms()); ok {
+		if req, ok := s.confirmRequest(c, pc); ok {
 			d["status"], d["statusMessage"] = "input_required", "waiting for its requester to confirm it, or for an approver"
 			d["inputRequests"] = map[string]any{confirmKey: req}
 		}

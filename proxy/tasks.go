@@ -145,7 +145,7 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 	}
 	if m.method != "tasks/result" {
 		t := taskOf(pc)
-		if _, ok := s.confirmRequest(c, pc, infoOf(pc).RequesterConfirms()); ok {
+		if _, ok := s.confirmRequest(c, pc); ok {
 			// Its requester may confirm it: tasks/result carries the
 			// elicitation of the confirmation page.
 			t.status, t.message = "input_required", "waiting for its requester to confirm it (tasks/result), or for an approver"
@@ -174,7 +174,7 @@ func (s *Server) offerTaskConfirmation(ctx context.Context, w http.ResponseWrite
 	if err != nil || !isTaskOf(pc, c) {
 		return
 	}
-	req, ok := s.confirmRequest(c, pc, infoOf(pc).RequesterConfirms())
+	req, ok := s.confirmRequest(c, pc)
 	if !ok {
 		return
 	}
@@ -597,7 +597,7 @@ func withOwnTasks(b []byte, own []any, storeErr error) []byte {
 			all = append(all, t)
 		}
 		result["tasks"], _ = json.Marshal(all)
-		msg["result"], _ = json.Marshal(result)
+		return withResult(msg, result, b)
 	}
 	out, err := json.Marshal(msg)
 	if err != nil {
@@ -651,12 +651,8 @@ func rewriteRPCAnswer(res *http.Response, f func([]byte) []byte) error {
 // server/discover result (supportedVersions). The upstream's own task
 // capabilities stay. Anything else is returned unchanged.
 func withTaskCapability(b []byte) []byte {
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(b, &msg) != nil || msg["result"] == nil || msg["method"] != nil {
-		return b
-	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(msg["result"], &result) != nil || result == nil {
+	msg, result, ok := rpcResult(b)
+	if !ok {
 		return b
 	}
 	_, discover := result["supportedVersions"]
@@ -692,14 +688,7 @@ func withTaskCapability(b []byte) []byte {
 	if result["capabilities"], err = json.Marshal(caps); err != nil {
 		return b
 	}
-	if msg["result"], err = json.Marshal(result); err != nil {
-		return b
-	}
-	out, err := json.Marshal(msg)
-	if err != nil {
-		return b
-	}
-	return out
+	return withResult(msg, result, b)
 }
 
 // addTaskUtility declares the 2025-11-25 Tasks utility in caps.
