@@ -27,32 +27,61 @@ func RedisServer(tb testing.TB, args ...string) (addr string, stop func()) {
 // addresses (redis.FailoverOptions), and the primary's and the replica's.
 func RedisSentinel(tb testing.TB) (master string, sentinels []string, primary, replica string) {
 	tb.Helper()
-	primary, _ = RedisServer(tb, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(primary)
+	s := NewSentinelSet(tb)
+	return s.Master, s.Sentinels, s.Nodes[0].Addr, s.Nodes[1].Addr
+}
+
+// SentinelSet is a Sentinel set of the test's own (NewSentinelSet).
+type SentinelSet struct {
+	Master    string   // the name the sentinels monitor
+	Sentinels []string // the sentinels' addresses
+	// Nodes are the Redis servers: Nodes[0] started as the primary,
+	// Nodes[1] as its replica; which is which changes with failovers.
+	Nodes [2]*RedisProc
+}
+
+// NewSentinelSet starts a primary with args, one replica of it with the
+// same args, in sync, and three sentinels that monitor the primary as
+// master (quorum 2, down after 1 s, failover timeout 5 s). Each node reads
+// its role from a config file of its own, which the sentinels rewrite
+// (CONFIG REWRITE) when they change it: a node killed and started again
+// comes back with the role they gave it, as in a real deployment.
+func NewSentinelSet(tb testing.TB, args ...string) *SentinelSet {
+	tb.Helper()
 	// No diskless-sync delay on either: after a failover the replica is
 	// the primary that syncs the other.
-	replica, _ = RedisServer(tb, "--replicaof", host, port, "--repl-diskless-sync-delay", "0")
-	waitRedis(tb, "the replica to be in sync", primary, func(c *respConn) bool {
+	args = append([]string{"--save", "", "--repl-diskless-sync-delay", "0"}, args...)
+	conf := func(body string) []string {
+		p := filepath.Join(tb.TempDir(), "redis.conf")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		return []string{p}
+	}
+	primary := NewRedisProc(tb, conf(""), args...)
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	replica := NewRedisProc(tb, conf("replicaof "+host+" "+port+"\n"), args...)
+	waitRedis(tb, "the replica to be in sync", primary.Addr, func(c *respConn) bool {
 		return strings.Contains(c.do(tb, "INFO", "replication"), "state=online")
 	})
-	master = "toolgate-test"
+	s := &SentinelSet{Master: "toolgate-test", Nodes: [2]*RedisProc{primary, replica}}
 	for range 3 {
 		dir := tb.TempDir()
 		conf := filepath.Join(dir, "sentinel.conf")
 		body := fmt.Sprintf("sentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\n",
-			master, host, port, master, master)
+			s.Master, host, port, s.Master, s.Master)
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			tb.Fatal(err)
 		}
 		addr, _ := startRedis(tb, []string{conf, "--sentinel"}, nil)
-		sentinels = append(sentinels, addr)
+		s.Sentinels = append(s.Sentinels, addr)
 	}
-	for _, s := range sentinels {
-		waitRedis(tb, "a sentinel to know the master", s, func(c *respConn) bool {
-			return strings.Contains(c.do(tb, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", master), port)
+	for _, a := range s.Sentinels {
+		waitRedis(tb, "a sentinel to know the master", a, func(c *respConn) bool {
+			return strings.Contains(c.do(tb, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Master), port)
 		})
 	}
-	return master, sentinels, primary, replica
+	return s
 }
 
 // RedisCluster starts a Redis Cluster of the test's own: three primaries
@@ -85,35 +114,8 @@ func RedisCluster(tb testing.TB) []string {
 // the port, address and directory of its own, then args.
 func startRedis(tb testing.TB, first, args []string) (addr string, stop func()) {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		Unavailable(tb, "redis-server not found")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	addr = fmt.Sprintf("127.0.0.1:%d", port)
-	// Its own directory: a replica's full sync writes an RDB file there,
-	// a cluster node its nodes.conf.
-	all := append(append([]string(nil), first...), "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--dir", tb.TempDir())
-	srv := exec.Command(bin, append(all, args...)...)
-	if err := srv.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	done := false
-	stop = func() {
-		if !done {
-			done = true
-			_ = srv.Process.Kill()
-			_ = srv.Wait()
-		}
-	}
-	tb.Cleanup(stop)
-	waitRedis(tb, "redis-server to start", addr, func(*respConn) bool { return true })
-	return addr, stop
+	p := NewRedisProc(tb, first, args...)
+	return p.Addr, p.Kill
 }
 
 // waitRedis waits up to 10 s for cond on a connection to addr.

@@ -1,0 +1,580 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// TestMain lets the fault-injection checker run toolgate replicas as
+// processes of their own, which it can SIGKILL: the test binary started
+// with TOOLGATE_TEST_SERVE=<config> is `toolgate serve --config <config>`.
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv("TOOLGATE_TEST_SERVE"); cfg != "" {
+		var environ []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "TOOLGATE_") {
+				environ = append(environ, kv)
+			}
+		}
+		os.Exit(run(context.Background(), []string{"serve", "--config", cfg}, environ, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestFaultInjection is toolgate's fault-injection checker. Three toolgate
+// replicas (processes) share a Sentinel set (a primary and a replica with
+// AOF, appendfsync always, min-replicas-to-write 1; three sentinels) with
+// pending.redis_min_replicas 1. Agents send calls that ask; an approver
+// approves, rejects, cancels or leaves them to expire, on any replica;
+// a recording upstream counts executions per call ID. Meanwhile the
+// checker injects a fault per cycle: SIGKILL or SIGSTOP of a toolgate
+// replica, a forced failover (SENTINEL FAILOVER), SIGKILL or SIGSTOP of
+// the primary, SIGKILL of the replica, a restart of the primary from its
+// AOF, and (rarely) a restart of the primary without its data. Then
+// every fault is healed, the calls settle, and the history is judged: no
+// call executed twice, none executed without an approval or after an
+// acknowledged rejection or cancel, none ended rejected, expired or
+// cancelled after it ran, an acknowledged approval ends executed or
+// unknown, and every call ends in a terminal state (or is gone, only
+// after Redis lost its data).
+//
+// TOOLGATE_FAULT_CYCLES sets the number of cycles (default 6: the short
+// run of the test suite). TOOLGATE_FAULT_UNSAFE=1 runs without either
+// confirmation (pending.redis_min_replicas 0, and no min-replicas-to-write
+// on Redis), to show what asynchronous replication alone loses: there the
+// checker is expected to fail. The long run is
+//
+//	TOOLGATE_FAULT_CYCLES=1000 go test -run TestFaultInjection -v -timeout 0 ./cmd/toolgate
+func TestFaultInjection(t *testing.T) {
+	testRedis(t) // it runs where the Redis tests run
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testkit.Unavailable(t, "redis-server not found")
+	}
+	cycles, minReplicas := envCount(t, "TOOLGATE_FAULT_CYCLES", 6), 1
+	if os.Getenv("TOOLGATE_FAULT_UNSAFE") == "1" {
+		minReplicas = 0
+	}
+	redisSet := testkit.NewSentinelSet(t, "--appendonly", "yes", "--appendfsync", "always",
+		"--min-replicas-to-write", strconv.Itoa(minReplicas), "--min-replicas-max-lag", "2")
+	h := newHistory()
+	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		h.update(r.Header.Get("X-Toolgate-Call-Id"), func(c *callRecord) { c.execs++ })
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})
+	redisURL := "redis+sentinel://" + redisSet.Sentinels[0] + "?master_name=" + redisSet.Master +
+		"&addr=" + redisSet.Sentinels[1] + "&addr=" + redisSet.Sentinels[2]
+	var replicas []*tgProc
+	for i := range 3 {
+		replicas = append(replicas, startTGProc(t, i, up.URL, redisURL, minReplicas))
+	}
+	w := &faultWorld{t: t, redis: redisSet, replicas: replicas, h: h}
+	w.waitHealthy()
+
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range 4 {
+		wg.Go(func() { w.agent(ctx, &seq) })
+	}
+	wg.Go(func() { w.approver(ctx) })
+	for i := range cycles {
+		start := time.Now()
+		kind := w.inject()
+		w.waitHealthy() // a fault lasts until the system has recovered from it
+		h.fault(kind, start, time.Now())
+		if testing.Verbose() && (i+1)%25 == 0 {
+			t.Logf("cycle %d of %d: %s", i+1, cycles, kind)
+		}
+		time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	w.heal()
+	w.waitHealthy()
+	w.settle()
+	t.Logf("fault-injection run:\n%s", h.report(cycles))
+	if bad := h.check(); len(bad) > 0 {
+		t.Errorf("%d anomalies:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// faultWorld is the checker's cluster: Redis, the toolgate replicas, the
+// history.
+type faultWorld struct {
+	t        *testing.T
+	redis    *testkit.SentinelSet
+	replicas []*tgProc
+	h        *history
+}
+
+// primary returns the node the sentinels name master now.
+func (w *faultWorld) primary() *testkit.RedisProc {
+	for _, s := range w.redis.Sentinels {
+		reply := testkit.Do(s, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", w.redis.Master)
+		for _, n := range w.redis.Nodes {
+			_, port, _ := net.SplitHostPort(n.Addr)
+			if strings.Contains(reply, "\r\n"+port+"\r\n") {
+				return n
+			}
+		}
+	}
+	return w.redis.Nodes[0]
+}
+
+func (w *faultWorld) other(n *testkit.RedisProc) *testkit.RedisProc {
+	if n == w.redis.Nodes[0] {
+		return w.redis.Nodes[1]
+	}
+	return w.redis.Nodes[0]
+}
+
+// waitHealthy waits until the master the sentinels name has its replica
+// online and every toolgate replica answers, so that each fault starts
+// from a working system and faults do not pile up into an outage.
+func (w *faultWorld) waitHealthy() {
+	w.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p := w.primary()
+		info := p.Do("INFO", "replication")
+		if strings.Contains(info, "role:master") && strings.Contains(info, "state=online") && w.replicasReady() {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the system did not recover within 60 s: primary %s says %q", p.Addr, info)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (w *faultWorld) replicasReady() bool {
+	client := &http.Client{Timeout: time.Second}
+	for _, r := range w.replicas {
+		res, err := client.Get(r.admin + "/livez")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+	}
+	return true
+}
+
+// inject runs one fault, chosen at random.
+func (w *faultWorld) inject() string {
+	w.t.Helper()
+	kinds := []string{"toolgate-kill", "toolgate-pause", "sentinel-failover", "primary-kill", "primary-pause", "replica-kill", "primary-restart-aof"}
+	kind := kinds[rand.IntN(len(kinds))]
+	if rand.IntN(20) == 0 {
+		kind = "redis-restart-empty"
+	}
+	switch kind {
+	case "toolgate-kill":
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		r.kill()
+		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
+		r.start(w.t)
+	case "toolgate-pause":
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		r.signal(syscall.SIGSTOP)
+		time.Sleep(time.Duration(500+rand.IntN(2500)) * time.Millisecond)
+		r.signal(syscall.SIGCONT)
+	case "sentinel-failover":
+		old := w.primary()
+		testkit.Do(w.redis.Sentinels[rand.IntN(3)], "SENTINEL", "FAILOVER", w.redis.Master)
+		w.waitPrimary(func(p *testkit.RedisProc) bool { return p != old })
+	case "primary-kill":
+		old := w.primary()
+		old.Kill()
+		w.waitPrimary(func(p *testkit.RedisProc) bool { return p != old })
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
+		old.Start()
+	case "primary-pause":
+		// Longer than the sentinels' down-after: they may fail over while
+		// the old primary still believes it is one.
+		p := w.primary()
+		p.Pause()
+		time.Sleep(time.Duration(500+rand.IntN(2000)) * time.Millisecond)
+		p.Resume()
+	case "replica-kill":
+		r := w.other(w.primary())
+		r.Kill()
+		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
+		r.Start()
+	case "primary-restart-aof":
+		p := w.primary()
+		p.Kill()
+		p.Start()
+	case "redis-restart-empty":
+		// The primary restarts without its data, as a Redis without
+		// persistence does, and its replica follows it empty: what was
+		// parked is gone, and nothing may run twice.
+		w.snapshot()
+		p := w.primary()
+		p.Kill()
+		p.Wipe()
+		p.Start()
+	}
+	return kind
+}
+
+// waitPrimary waits up to 20 s for the sentinels to name a primary that
+// satisfies ok.
+func (w *faultWorld) waitPrimary(ok func(*testkit.RedisProc) bool) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ok(w.primary()) {
+			return
+		}
+	}
+}
+
+// heal undoes whatever a fault left: every process running and resumed.
+func (w *faultWorld) heal() {
+	for _, n := range w.redis.Nodes {
+		n.Resume()
+		n.Start()
+	}
+	for _, r := range w.replicas {
+		r.signal(syscall.SIGCONT)
+	}
+}
+
+// agent sends calls that ask, each with arguments of its own, to a
+// random replica, held for the default hold, a second, or not at all.
+func (w *faultWorld) agent(ctx context.Context, seq *atomic.Int64) {
+	client := &http.Client{Timeout: 15 * time.Second}
+	for ctx.Err() == nil {
+		n := seq.Add(1)
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		req, _ := http.NewRequest("POST", r.proxy+"/tools/write_note", strings.NewReader(fmt.Sprintf(`{"path":"notes/%d.txt","content":"%d"}`, n, n)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer agent-key")
+		mode := rand.IntN(3)
+		switch mode {
+		case 0:
+			req.Header.Set("Prefer", "respond-async")
+		case 1:
+			req.Header.Set("Prefer", "wait=1")
+		}
+		start := time.Now()
+		res, err := client.Do(req)
+		o := opRecord{at: start, async: mode == 0}
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			o.took = time.Since(start)
+			o.status = res.StatusCode
+			o.decided = res.StatusCode == 200 || res.StatusCode == 202 || res.StatusCode == 403
+			if id := res.Header.Get("X-Toolgate-Call-Id"); id != "" {
+				w.h.update(id, func(c *callRecord) {
+					c.parkAck = c.parkAck || res.StatusCode == 202
+					c.heldDone = c.heldDone || res.StatusCode == 200
+				})
+			}
+		}
+		w.h.op(o)
+		sleepCtx(ctx, time.Duration(50+rand.IntN(150))*time.Millisecond)
+	}
+}
+
+// approver lists waiting calls on a random replica and decides each once:
+// approve (60%), reject (20%), cancel as the agent (10%) or leave it to
+// expire (10%). A decision that gets no answer or 503 is sent again, up to
+// three times.
+func (w *faultWorld) approver(ctx context.Context) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		var list struct {
+			Calls []struct {
+				CallID string `json:"call_id"`
+			} `json:"calls"`
+		}
+		if req, _ := http.NewRequest("GET", r.approvals+"/api/approvals?limit=1000", nil); req != nil {
+			req.Header.Set("Authorization", "Bearer alice-key")
+			if res, err := client.Do(req); err == nil {
+				_ = json.NewDecoder(res.Body).Decode(&list)
+				res.Body.Close()
+			}
+		}
+		for _, c := range list.Calls {
+			if seen[c.CallID] || ctx.Err() != nil {
+				continue
+			}
+			seen[c.CallID] = true
+			switch p := rand.IntN(10); {
+			case p < 6:
+				w.h.update(c.CallID, func(c *callRecord) { c.approve = true })
+				w.decide(ctx, client, c.CallID, "approve")
+			case p < 8:
+				w.decide(ctx, client, c.CallID, "reject")
+			case p < 9:
+				w.cancel(ctx, client, c.CallID)
+			}
+		}
+		sleepCtx(ctx, time.Duration(100+rand.IntN(200))*time.Millisecond)
+	}
+}
+
+func (w *faultWorld) decide(ctx context.Context, client *http.Client, id, decision string) {
+	for range 3 {
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		req, _ := http.NewRequest("POST", r.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"`+decision+`"}`))
+		req.Header.Set("Authorization", "Bearer alice-key")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		var doc struct {
+			Status string `json:"status"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&doc)
+		res.Body.Close()
+		if res.StatusCode == 200 {
+			w.h.update(id, func(c *callRecord) {
+				c.ackedAs = doc.Status
+				c.refused = c.refused || doc.Status == "rejected"
+			})
+			return
+		}
+		if res.StatusCode != 503 {
+			return
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+}
+
+func (w *faultWorld) cancel(ctx context.Context, client *http.Client, id string) {
+	for range 3 {
+		r := w.replicas[rand.IntN(len(w.replicas))]
+		req, _ := http.NewRequest("DELETE", r.proxy+"/_toolgate/calls/"+id, nil)
+		req.Header.Set("Authorization", "Bearer agent-key")
+		res, err := client.Do(req)
+		if err != nil {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		var doc struct {
+			Status string `json:"status"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&doc)
+		res.Body.Close()
+		if res.StatusCode/100 == 2 {
+			w.h.update(id, func(c *callRecord) { c.refused = true })
+			return
+		}
+		if res.StatusCode != 503 {
+			return
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+}
+
+// snapshot records the calls that have ended, before Redis loses them.
+func (w *faultWorld) snapshot() {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, id := range w.h.ids() {
+		w.h.mu.Lock()
+		frozen := w.h.calls[id].final != ""
+		w.h.mu.Unlock()
+		if frozen {
+			continue
+		}
+		if state := w.state(client, id); state != "" && state != "waiting" && state != "approved" && state != "executing" && state != "gone" {
+			w.h.update(id, func(c *callRecord) { c.final = state })
+		}
+	}
+}
+
+// state returns the state of call id on a random replica: "gone" when it
+// is not found, "" when the replica does not answer.
+func (w *faultWorld) state(client *http.Client, id string) string {
+	r := w.replicas[rand.IntN(len(w.replicas))]
+	req, _ := http.NewRequest("GET", r.approvals+"/api/approvals/"+id, nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	res, err := client.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	var doc struct {
+		Status string `json:"status"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&doc)
+	switch res.StatusCode {
+	case 200:
+		return doc.Status
+	case 404:
+		return "gone"
+	}
+	return ""
+}
+
+// settle waits until every call seen is in a terminal state (or gone),
+// up to two minutes, and records how each ended. A call whose end was
+// recorded before Redis lost its data keeps that end.
+func (w *faultWorld) settle() {
+	w.t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, id := range w.h.ids() {
+		for {
+			w.h.mu.Lock()
+			frozen := w.h.calls[id].final != ""
+			w.h.mu.Unlock()
+			if frozen {
+				break
+			}
+			state := w.state(client, id)
+			live := state == "" || state == "waiting" || state == "approved" || state == "executing"
+			if !live || time.Now().After(deadline) {
+				w.h.update(id, func(c *callRecord) { c.final = state })
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// envCount reads a count from the environment variable name, or def.
+func envCount(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a number", name, s)
+	}
+	return n
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// tgProc is a toolgate replica run as a process of its own (TestMain), on
+// fixed ports so that it comes back where it was after a kill.
+type tgProc struct {
+	cfg, logPath            string
+	proxy, approvals, admin string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+func startTGProc(t *testing.T, i int, upstream, redisURL string, minReplicas int) *tgProc {
+	t.Helper()
+	ports := make([]string, 3)
+	for j := range ports {
+		ports[j] = freeAddr(t)
+	}
+	dir := t.TempDir()
+	cfg := `listen: {proxy: ` + ports[0] + `, approvals: ` + ports[1] + `, admin: ` + ports[2] + `}
+public_url: http://approvals.invalid
+upstreams:
+  - {name: notes, url: ` + upstream + `}
+identity:
+  api_keys: [{key: agent-key, subject: agent-42}]
+policy:
+  rules_file: ./rules.yaml
+pending:
+  store: redis
+  redis_url: "` + redisURL + `"
+  redis_prefix: "tg-faults:"
+  redis_min_replicas: ` + strconv.Itoa(minReplicas) + `
+  redis_replica_timeout: 1s
+  hold: 3s
+  ttl: 6s
+approvals:
+  secret: ` + testSecret + `
+  approvers: [{name: alice, key: alice-key}]
+shutdown_grace: 1s
+`
+	writeFiles(t, dir, map[string]string{"toolgate.yaml": cfg, "rules.yaml": seedRulesYAML})
+	p := &tgProc{
+		cfg: filepath.Join(dir, "toolgate.yaml"), logPath: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i)),
+		proxy: "http://" + ports[0], approvals: "http://" + ports[1], admin: "http://" + ports[2],
+	}
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.logPath)
+			t.Logf("replica %d log (last 4 KiB):\n%s", i, b[max(0, len(b)-4096):])
+		}
+	})
+	p.start(t)
+	return p
+}
+
+func (p *tgProc) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TOOLGATE_TEST_SERVE="+p.cfg)
+	cmd.Dir = filepath.Dir(p.cfg)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = cmd
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err := http.Get(p.admin + "/livez"); err == nil {
+			res.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.logPath)
+			t.Fatalf("a toolgate replica did not start within 20 s:\n%s", b)
+		}
+	}
+}
+
+func (p *tgProc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+func (p *tgProc) signal(sig os.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
