@@ -54,6 +54,16 @@ type Options struct {
 	MinReplicas    int
 	ReplicaTimeout time.Duration
 
+	// Shards spreads RedisStore's calls over that many hash-tagged key
+	// families (1, 2, 4, 8, 16 or 32; default 1), so that on a Redis
+	// Cluster they land on every primary (redis_shards.go). A call's
+	// shard is read from its ID, which the caller makes with PlaceID so
+	// that a principal's calls share one: its cap and the retries that
+	// attach stay single-slot, atomic. Every replica on one prefix must
+	// use the same number, and it cannot change while calls are parked
+	// (Ping refuses a mismatch). MemoryStore ignores it.
+	Shards int
+
 	// MaxSessions caps the MCP session bindings a MemoryStore keeps
 	// (default 100000): expired ones are dropped as new ones come, and a
 	// binding past the cap is refused (ErrTooManySessions). RedisStore
@@ -104,6 +114,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReplicaTimeout <= 0 {
 		o.ReplicaTimeout = DefaultReplicaTimeout
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
 	}
 	if o.Now == nil {
 		o.Now = time.Now

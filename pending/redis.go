@@ -18,12 +18,13 @@ import (
 // the same Redis and prefix. It works with a single node, Sentinel
 // (redis.NewFailoverClient) and Cluster.
 //
-// Every key of the store carries one hash tag derived from the prefix
-// ("{toolgate}:call:<id>", "{toolgate}:due", …), so all of them live in one
-// Cluster slot and every transition is a single-slot Lua script: atomic,
-// with its indexes, TTLs and attach key in the same step. One slot is
-// plenty for parked calls — they move at human speed — and multi-key
-// atomicity is worth more than spreading them (docs/security.md, R20).
+// Every key of a call carries the hash tag of its shard, derived from the
+// prefix ("{toolgate}:call:<id>", "{toolgate}:due", … with one shard,
+// "{toolgate:7}:call:<id>" with Options.Shards 16), so a call and the
+// indexes of its shard live in one Cluster slot and every transition is
+// a single-slot Lua script: atomic, with its indexes, TTLs and attach key
+// in the same step. Shards spread the calls over a Cluster's primaries;
+// a principal's calls share one (redis_shards.go).
 //
 // The store never lists the keyspace (no KEYS, no SCAN): it reads sorted-set
 // indexes. Every key has a TTL (deadline + ResultTTL while live, finish +
@@ -32,7 +33,8 @@ import (
 // against Redis' clock: a sweeper (Expire) only makes it visible sooner
 // (docs/security.md, R14).
 //
-// Layout, with the default prefix:
+// Layout, with the default prefix and one shard (with more, each shard's
+// keys are under its own tag; the layout and grants stay under {toolgate}):
 //
 //	{toolgate}:call:<id>       hash: the call (see redis_scripts.go)
 //	{toolgate}:state:<state>   sorted set of IDs by when they entered <state>
@@ -42,10 +44,12 @@ import (
 //	{toolgate}:parked:<principal>  the same for one Call.Principal
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
+//	{toolgate}:layout          string: the number of shards (checkLayout)
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {
 	rdb       redis.UniversalClient
-	base      string // "{tag}:", the start of every key
+	base      string   // "{tag}:": grants, the layout, shard 0 with one shard
+	bases     []string // each shard's key base (redis_shards.go)
 	channel   string
 	resultTTL time.Duration
 	poll      time.Duration
@@ -61,6 +65,7 @@ type RedisStore struct {
 	closed  bool
 
 	viaPubSub, viaPoll atomic.Uint64
+	layoutOK           atomic.Bool // checkLayout passed
 }
 
 var _ Store = (*RedisStore)(nil)
@@ -86,9 +91,13 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 	if tag == "" || strings.ContainsAny(tag, "{}") {
 		return nil, fmt.Errorf("pending: prefix %q: it must be non-empty and must not contain '{' or '}'", opts.Prefix)
 	}
+	if err := checkShards(opts.Shards); err != nil {
+		return nil, err
+	}
 	return &RedisStore{
 		rdb:       rdb,
 		base:      "{" + tag + "}:",
+		bases:     shardBases(tag, opts.Shards),
 		channel:   opts.Prefix + "events",
 		resultTTL: opts.ResultTTL,
 		poll:      opts.PollInterval,
@@ -102,14 +111,25 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 	}, nil
 }
 
-func (s *RedisStore) callKey(id string) string { return s.base + "call:" + id }
+func (s *RedisStore) callKey(id string) string { return s.baseOf(id) + "call:" + id }
 
-// run runs a script with the common arguments (see redis_scripts.go).
-func (s *RedisStore) run(ctx context.Context, sc *redis.Script, key string, args ...any) ([]any, error) {
+// run runs a script on the shard whose keys start with base (key is one
+// of them), with the common arguments (see redis_scripts.go).
+func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base, key string, args ...any) ([]any, error) {
+	return sc.Run(ctx, s.rdb, []string{key}, s.scriptArgs(base, args)...).Slice()
+}
+
+// scriptArgs puts the common arguments before a script's own.
+func (s *RedisStore) scriptArgs(base string, args []any) []any {
 	all := make([]any, 0, 3+len(args))
-	all = append(all, s.base, s.resultTTL.Milliseconds(), s.channel)
-	all = append(all, args...)
-	return sc.Run(ctx, s.rdb, []string{key}, all...).Slice()
+	all = append(all, base, s.resultTTL.Milliseconds(), s.channel)
+	return append(all, args...)
+}
+
+// runOn runs a script that takes a call ID first on the call's shard.
+func (s *RedisStore) runOn(ctx context.Context, sc *redis.Script, id string, args ...any) ([]any, error) {
+	base := s.baseOf(id)
+	return s.run(ctx, sc, base, base+"call:"+id, append([]any{id}, args...)...)
 }
 
 // Park implements [Store.Park]. Parking again a call whose ID is taken by
@@ -120,8 +140,18 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	if err := checkPark(c, ttl); err != nil {
 		return Call{}, false, err
 	}
+	// A replica with another number of shards than the others would park
+	// where they never look: it parks nothing (checked once).
+	if err := s.checkLayout(ctx); err != nil {
+		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
+	}
 	ttlMS := max(ttl.Milliseconds(), 1)
-	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey}
+	others, err := s.parkedElsewhere(ctx, c.ID)
+	if err != nil {
+		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
+	}
+	base := s.baseOf(c.ID)
+	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -144,7 +174,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	addBytes("in", c.Info)
 	addBytes("bf", c.Brief)
 	add("qm", encodeInts(c.Quorum))
-	v, err := s.runReplicated(ctx, parkScript, s.callKey(c.ID), args...)
+	v, err := s.runReplicated(ctx, parkScript, base, base+"call:"+c.ID, args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
@@ -207,7 +237,8 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 }
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
-	v, err := s.runReplicated(ctx, fromWaitingScript, s.callKey(id), id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
+	base := s.baseOf(id)
+	v, err := s.runReplicated(ctx, fromWaitingScript, base, base+"call:"+id, id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}
@@ -240,7 +271,8 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	if err := checkLease(lease); err != nil {
 		return Call{}, err
 	}
-	v, err := s.runReplicated(ctx, claimScript, s.callKey(id), id, max(lease.Milliseconds(), 1), nonce())
+	base := s.baseOf(id)
+	v, err := s.runReplicated(ctx, claimScript, base, base+"call:"+id, id, max(lease.Milliseconds(), 1), nonce())
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
 	}
@@ -254,7 +286,7 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 	if err := checkOutcome(to); err != nil {
 		return Call{}, err
 	}
-	args := []any{id, strconv.FormatInt(fence, 10), string(to), nonce(), "rs", res.Status}
+	args := []any{strconv.FormatInt(fence, 10), string(to), nonce(), "rs", res.Status}
 	if len(res.Header) > 0 {
 		h, err := json.Marshal(res.Header)
 		if err != nil {
@@ -268,7 +300,7 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 	if res.Truncated {
 		args = append(args, "rt", "1")
 	}
-	v, err := s.run(ctx, finishScript, s.callKey(id), args...)
+	v, err := s.runOn(ctx, finishScript, id, args...)
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: finishing %s: %w", id, err)
 	}
@@ -293,7 +325,7 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 // (a refusal is an answer too); a live one gives a *StateError. The first
 // delivery deletes the call's attach keys.
 func (s *RedisStore) Deliver(ctx context.Context, id string) (bool, Call, error) {
-	v, err := s.run(ctx, deliverScript, s.callKey(id), id, nonce())
+	v, err := s.runOn(ctx, deliverScript, id, nonce())
 	if err != nil {
 		return false, Call{}, fmt.Errorf("pending: delivering %s: %w", id, err)
 	}
@@ -314,81 +346,142 @@ func (s *RedisStore) Deliver(ctx context.Context, id string) (bool, Call, error)
 	return false, Call{}, fmt.Errorf("pending: delivering %s: unexpected reply %q", id, code)
 }
 
-// Expire implements [Store.Expire]. It also drops index entries of calls
-// whose keys have expired.
+// Expire implements [Store.Expire], shard by shard. It also drops index
+// entries of calls whose keys have expired.
 func (s *RedisStore) Expire(ctx context.Context, limit int) ([]Call, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	v, err := s.run(ctx, expireScript, s.base+"due", limit)
+	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
+		return s.run(ctx, expireScript, base, base+"due", left)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: expiring calls: %w", err)
 	}
-	return decodeList(v)
+	return out, nil
 }
 
 // Approved implements [Store.Approved]; grace is measured on Redis' clock.
 func (s *RedisStore) Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	v, err := s.run(ctx, approvedScript, s.base+"state:approved", grace.Milliseconds(), limit)
+	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
+		return s.run(ctx, approvedScript, base, base+"state:approved", grace.Milliseconds(), left)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing approved calls: %w", err)
 	}
-	return decodeList(v)
+	return out, nil
+}
+
+// collect gathers up to limit calls from the shards, each shard's script
+// asked for what is still missing.
+func (s *RedisStore) collect(ctx context.Context, limit int, script func(base string, left int) ([]any, error)) ([]Call, error) {
+	var out []Call
+	err := s.eachShard(func(base string) (bool, error) {
+		if limit-len(out) <= 0 {
+			return false, nil
+		}
+		v, err := script(base, limit-len(out))
+		if err != nil {
+			return false, err
+		}
+		calls, err := decodeList(v)
+		out = append(out, calls...)
+		return true, err
+	})
+	return out, err
 }
 
 // List implements [Store.List]: oldest first means longest in state st.
 func (s *RedisStore) List(ctx context.Context, st State, limit int) ([]Call, error) {
-	if err := checkState(st); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	v, err := s.run(ctx, listScript, s.base+"state:"+string(st), string(st), limit)
-	if err != nil {
-		return nil, fmt.Errorf("pending: listing %s calls: %w", st, err)
-	}
-	return decodeList(v)
+	return s.list(ctx, listScript, st, limit, false)
 }
 
-// ListBrief implements [Store.ListBrief] with one read-only script that
-// reads only the listed fields of each call (listBriefScript).
+// ListBrief implements [Store.ListBrief] with one read-only script per
+// shard that reads only the listed fields of each call (listBriefScript).
 func (s *RedisStore) ListBrief(ctx context.Context, st State, limit int) ([]Call, error) {
+	return s.list(ctx, listBriefScript, st, limit, true)
+}
+
+// list runs a list script on every shard and merges their replies by
+// when each call entered st (latest first when latest), up to limit.
+func (s *RedisStore) list(ctx context.Context, sc *redis.Script, st State, limit int, latest bool) ([]Call, error) {
 	if err := checkState(st); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		return nil, nil
 	}
-	v, err := s.run(ctx, listBriefScript, s.base+"state:"+string(st), string(st), limit)
+	var all []scoredCall
+	err := s.eachShard(func(base string) (bool, error) {
+		v, err := s.run(ctx, sc, base, base+"state:"+string(st), string(st), limit)
+		if err != nil {
+			return false, err
+		}
+		got, err := decodeScored(v)
+		all = append(all, got...)
+		return true, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing %s calls: %w", st, err)
 	}
-	return decodeList(v)
+	return mergeScored(all, limit, latest, len(s.bases) > 1), nil
 }
 
-// Count implements [Store.Count] with ZCARD of the state's index, which
-// every transition script keeps: no call is read.
+// Count implements [Store.Count] with ZCARD of the state's index in each
+// shard, which every transition script keeps: no call is read.
 func (s *RedisStore) Count(ctx context.Context, st State) (int, error) {
 	if err := checkState(st); err != nil {
 		return 0, err
 	}
-	n, err := s.rdb.ZCard(ctx, s.base+"state:"+string(st)).Result()
+	cmds := make([]*redis.IntCmd, len(s.bases))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, b := range s.bases {
+			cmds[i] = p.ZCard(ctx, b+"state:"+string(st))
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("pending: counting %s calls: %w", st, err)
 	}
-	return int(n), nil
+	n := 0
+	for _, c := range cmds {
+		n += int(c.Val())
+	}
+	return n, nil
 }
 
-// Ping implements [Store.Ping] with PING.
+// parkedElsewhere counts the calls waiting or approved, not past their
+// expiry, in the shards other than id's (what MaxParked adds to the count
+// the park script reads in its own): zero with one shard or no cap.
+func (s *RedisStore) parkedElsewhere(ctx context.Context, id string) (int64, error) {
+	if len(s.bases) == 1 || s.maxParked <= 0 {
+		return 0, nil
+	}
+	own := s.baseOf(id)
+	now := "(" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	var cmds []*redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, b := range s.bases {
+			if b != own {
+				cmds = append(cmds, p.ZCount(ctx, b+"parked", now, "+inf"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// Ping implements [Store.Ping] with PING, and checks once that the store's
+// number of shards is the one recorded under its prefix (checkLayout).
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("pending: redis: %w", err)
 	}
-	return nil
+	return s.checkLayout(ctx)
 }
 
 // Close stops the pub/sub subscription. Waits still running fall back to

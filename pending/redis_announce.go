@@ -48,7 +48,7 @@ return out
 // Announced implements [Store.Announced]: the call leaves the
 // unannounced index.
 func (s *RedisStore) Announced(ctx context.Context, id string) error {
-	v, err := s.run(ctx, announcedScript, s.callKey(id), id)
+	v, err := s.runOn(ctx, announcedScript, id)
 	if err != nil {
 		return fmt.Errorf("pending: marking %s announced: %w", id, err)
 	}
@@ -61,12 +61,11 @@ func (s *RedisStore) Announced(ctx context.Context, id string) error {
 // Unannounced implements [Store.Unannounced] from the unannounced index;
 // olderThan is measured on Redis' clock.
 func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
-	if limit <= 0 {
-		return nil, nil
-	}
-	v, err := s.run(ctx, unannouncedScript, s.base+"unannounced", olderThan.Milliseconds(), limit)
+	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
+		return s.run(ctx, unannouncedScript, base, base+"unannounced", olderThan.Milliseconds(), left)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing unannounced calls: %w", err)
 	}
-	return decodeList(v)
+	return out, nil
 }

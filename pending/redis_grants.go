@@ -207,7 +207,7 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 	if g.AnyTarget {
 		args = append(args, "an", "1")
 	}
-	v, err := s.run(ctx, grantScript, s.grantKey(id), args...)
+	v, err := s.run(ctx, grantScript, s.base, s.grantKey(id), args...)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
 	}
@@ -232,7 +232,7 @@ func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, tar
 	}
 	exact := grantScope(subject, upstream, tool, target, false)
 	anyTarget := grantScope(subject, upstream, tool, "", true)
-	v, err := s.run(ctx, findGrantScript, s.grantScopeKey(exact), exact, anyTarget)
+	v, err := s.run(ctx, findGrantScript, s.base, s.grantScopeKey(exact), exact, anyTarget)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
 	}
@@ -251,7 +251,7 @@ func (s *RedisStore) Grants(ctx context.Context, limit int) ([]Grant, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	v, err := s.run(ctx, listGrantsScript, s.base+"grants:created", limit)
+	v, err := s.run(ctx, listGrantsScript, s.base, s.base+"grants:created", limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing grants: %w", err)
 	}
@@ -268,7 +268,7 @@ func (s *RedisStore) Revoke(ctx context.Context, id string) (Grant, error) {
 	if id == "" || len(id) > MaxGrantFieldBytes {
 		return Grant{}, noGrant(id) // no grant has such an ID
 	}
-	v, err := s.run(ctx, revokeGrantScript, s.grantKey(id), id, nonce(), grantRevokedTTL.Milliseconds())
+	v, err := s.run(ctx, revokeGrantScript, s.base, s.grantKey(id), id, nonce(), grantRevokedTTL.Milliseconds())
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)
 	}

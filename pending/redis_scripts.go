@@ -188,14 +188,15 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
-// [11] ArgsKey, [12…] field, value pairs. Replies {'ok', call},
+// [11] ArgsKey, [12] the calls parked in the other shards (MaxParked
+// counts them too), [13…] field, value pairs. Replies {'ok', call},
 // {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
 // when a new call would pass a cap. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
 // another attachable call already.
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local pr, maxall, maxpr, ag = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11]
+local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
 for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
@@ -224,9 +225,9 @@ end
 local keys = parkedkeys(pr)
 for _, pk in ipairs(keys) do redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now)) end
 if pr ~= '' and maxpr > 0 and redis.call('ZCARD', keys[2]) >= maxpr then return {'toomany', 'principal'} end
-if maxall > 0 and redis.call('ZCARD', keys[1]) >= maxall then return {'toomany', 'all'} end
+if maxall > 0 and redis.call('ZCARD', keys[1]) + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 12, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 13, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 local k = callkey(id)
 redis.call('HSET', k, 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
@@ -432,19 +433,23 @@ end
 return out
 `)
 
-// listScript (read-only): ARGV[4] state, [5] limit. Replies {id, call, …},
-// longest in the state first, skipping index entries whose call is gone.
+// listScript (read-only): ARGV[4] state, [5] limit. Replies {id, score,
+// call, …}, longest in the state first, skipping index entries whose call
+// is gone; the score (when the call entered the state) orders the merge of
+// the shards' lists.
 var listScript = newScript(`
 local st, limit = ARGV[4], tonumber(ARGV[5])
 local out, offset = {}, 0
-while #out < 2 * limit do
-  local ids = redis.call('ZRANGE', statekey(st), offset, offset + limit - 1)
+while #out < 3 * limit do
+  local ids = redis.call('ZRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
   if #ids == 0 then break end
-  for _, id in ipairs(ids) do
-    if #out >= 2 * limit then break end
+  for i = 1, #ids, 2 do
+    if #out >= 3 * limit then break end
+    local id = ids[i]
     local flat = all(id)
     if #flat > 0 then
       out[#out + 1] = id
+      out[#out + 1] = ids[i + 1]
       out[#out + 1] = flat
     end
   end
@@ -454,7 +459,7 @@ return out
 `)
 
 // listBriefScript (read-only): ARGV[4] state, [5] limit. Replies {id,
-// fields, …} with the fields of briefFields (field, value, …), latest to
+// score, fields, …} with the fields of briefFields (field, value, …), latest to
 // enter the state first. It reads those fields alone (HMGET, never
 // HGETALL), so neither a call's request nor its info is copied however
 // large: a list's cost does not grow with what the calls carry. Index
@@ -465,11 +470,12 @@ local st, limit = ARGV[4], tonumber(ARGV[5])
 -- st and ea, lu come first: the checks below read them
 local fields = {'st', 'ea', 'lu', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by', 'bf'}
 local out, offset = {}, 0
-while #out < 2 * limit do
-  local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1)
+while #out < 3 * limit do
+  local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
   if #ids == 0 then break end
-  for _, id in ipairs(ids) do
-    if #out >= 2 * limit then break end
+  for j = 1, #ids, 2 do
+    if #out >= 3 * limit then break end
+    local id = ids[j]
     local v = redis.call('HMGET', callkey(id), unpack(fields))
     if v[1] == st and v[2] and not overdue({st = v[1], ea = v[2], lu = v[3] or '0'}) then
       local flat = {}
@@ -480,6 +486,7 @@ while #out < 2 * limit do
         end
       end
       out[#out + 1] = id
+      out[#out + 1] = ids[j + 1]
       out[#out + 1] = flat
     end
   end

@@ -18,7 +18,9 @@ import (
 // by whichever node holds the key's slot. The key's TTL is the binding's
 // expiry: nothing else bounds the number of sessions, and nothing needs to.
 
-func (s *RedisStore) sessionKey(id string) string { return s.base + "session:" + id }
+func (s *RedisStore) sessionKey(id string) string {
+	return s.bases[hash32(id)%uint32(len(s.bases))] + "session:" + id
+}
 
 // principalLua is SplitOwner's principal, in Lua.
 const principalLua = `

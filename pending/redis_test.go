@@ -97,11 +97,14 @@ func newRedisStoreOn(tb testing.TB, rdb redis.UniversalClient, opts Options) *Re
 	}
 	tb.Cleanup(func() {
 		s.Close()
-		keys := []string{s.base + "due", s.base + "parked", s.base + "unannounced"}
-		for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
-			keys = append(keys, s.base+"state:"+string(st))
+		for _, base := range s.bases { // one slot per DEL
+			keys := []string{base + "due", base + "parked", base + "unannounced"}
+			for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
+				keys = append(keys, base+"state:"+string(st))
+			}
+			rdb.Del(context.Background(), keys...)
 		}
-		rdb.Del(context.Background(), keys...)
+		rdb.Del(context.Background(), s.base+"layout")
 	})
 	return s
 }
@@ -146,7 +149,9 @@ func TestRedisStoreCluster(t *testing.T) {
 		t.Helper()
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
-		return newRedisStoreOn(t, rdb, contractOptions(with)), time.Sleep
+		opts := contractOptions(with)
+		opts.Shards = 16 // calls spread over the primaries (redis_shards.go)
+		return newRedisStoreOn(t, rdb, opts), time.Sleep
 	})
 }
 
@@ -456,7 +461,7 @@ func TestRedisRetriedWrites(t *testing.T) {
 	twice := func(sc *redis.Script, args ...any) (first, second Call) {
 		t.Helper()
 		for i, c := range []*Call{&first, &second} {
-			v, err := s.run(ctx, sc, s.callKey(args[0].(string)), args...)
+			v, err := s.run(ctx, sc, s.base, s.callKey(args[0].(string)), args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -510,7 +515,7 @@ func TestRedisRetriedLapsedFinish(t *testing.T) {
 	time.Sleep(150 * time.Millisecond) // past the lease, by Redis' clock
 	n := nonce()
 	for i := range 2 {
-		v, err := s.run(ctx, finishScript, s.callKey(c.ID), c.ID, strconv.FormatInt(claimed.Fence, 10), string(Executed), n, "rs", 200)
+		v, err := s.runOn(ctx, finishScript, c.ID, strconv.FormatInt(claimed.Fence, 10), string(Executed), n, "rs", 200)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -538,7 +543,7 @@ func TestRedisRetryAfterMove(t *testing.T) {
 	}
 	n := nonce()
 	claim := func() string {
-		v, err := s.run(ctx, claimScript, s.callKey(c.ID), c.ID, int64(1), n)
+		v, err := s.runOn(ctx, claimScript, c.ID, int64(1), n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,17 +23,15 @@ import (
 var ErrNotReplicated = errors.New("pending: the write was not confirmed by enough Redis replicas")
 
 // runReplicated is run, confirmed by WAIT when MinReplicas is set.
-func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, key string, args ...any) ([]any, error) {
+func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, base, key string, args ...any) ([]any, error) {
 	if s.minReplicas <= 0 {
-		return s.run(ctx, sc, key, args...)
+		return s.run(ctx, sc, base, key, args...)
 	}
 	node, err := s.nodeFor(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	all := make([]any, 0, 3+len(args))
-	all = append(all, s.base, s.resultTTL.Milliseconds(), s.channel)
-	all = append(all, args...)
+	all := s.scriptArgs(base, args)
 	for loaded := false; ; loaded = true {
 		var eval *redis.Cmd
 		var wait *redis.Cmd

@@ -14,8 +14,7 @@ import (
 func testPrincipal(t *testing.T, newStore newStoreFunc) {
 	s, _ := newStore(t)
 	for _, p := range []string{"key:alice", "jwt:https://idp.example.com#alice", "anonymous", "key:{odd}:#"} {
-		c := sampleCall()
-		c.Principal = p
+		c := asPrincipal(sampleCall(), p)
 		if got := park(t, s, c, long); got.Principal != p {
 			t.Errorf("Park kept principal %q, want %q", got.Principal, p)
 		}
@@ -24,8 +23,7 @@ func testPrincipal(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("Get after Decide: principal %q, want %q", got.Principal, p)
 		}
 	}
-	c := sampleCall()
-	c.Principal = ""
+	c := asPrincipal(sampleCall(), "")
 	park(t, s, c, long)
 	if got := get(t, s, c.ID); got.Principal != "" {
 		t.Errorf("a call parked without a principal has %q", got.Principal)
@@ -38,11 +36,7 @@ func testPrincipal(t *testing.T, newStore newStoreFunc) {
 // a place, an approval does not. Part of testStore.
 func testCaps(t *testing.T, newStore newStoreFunc) {
 	const alice, bob = "key:alice", "jwt:https://idp.example.com#alice"
-	as := func(principal string) Call {
-		c := sampleCall()
-		c.Principal = principal
-		return c
-	}
+	as := func(principal string) Call { return asPrincipal(sampleCall(), principal) }
 	// full checks that principal cannot park a new call, and that the
 	// refusal stored nothing.
 	full := func(t *testing.T, s Store, principal string) {
@@ -253,8 +247,7 @@ func testCapsRace(t *testing.T, newStore newStoreFunc) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				c := sampleCall()
-				c.Principal = principal(i)
+				c := asPrincipal(sampleCall(), principal(i))
 				_, attached, err := s.Park(t.Context(), c, long)
 				switch {
 				case errors.Is(err, ErrTooMany):

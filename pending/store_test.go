@@ -938,13 +938,16 @@ func testStoreRace(t *testing.T, newStore newStoreFunc) {
 }
 
 // sampleCall returns a call with every field Park keeps set, and a new ID.
+// sampleCall returns a call of its own ID, placed (PlaceID) in the shard
+// of its principal; asPrincipal gives it another.
 func sampleCall() Call {
+	const principal = "jwt:https://idp.example.com#agent@example.com"
 	return Call{
-		ID:            "call-" + rand.Text(),
+		ID:            PlaceID("call-"+rand.Text(), principal),
 		ArgsKey:       "args-" + rand.Text(),
 		ArgsDigest:    "sha256:args",
 		Subject:       "agent@example.com",
-		Principal:     "jwt:https://idp.example.com#agent@example.com",
+		Principal:     principal,
 		Upstream:      "notes",
 		Tool:          "notes.delete",
 		Request:       []byte("POST /tools/notes.delete HTTP/1.1\r\nHost: notes\r\n\r\n{\"id\":42}\x00\xff"),
@@ -952,6 +955,14 @@ func sampleCall() Call {
 		Info:          []byte(`{"tool":"notes.delete","args":{"id":42}}`),
 		Brief:         []byte(`{"kind":"rest","tool":"notes.delete"}`),
 	}
+}
+
+// asPrincipal returns c as a call of principal, its ID placed in the
+// principal's shard, as the proxy makes them.
+func asPrincipal(c Call, principal string) Call {
+	c.Principal = principal
+	c.ID = PlaceID(c.ID, principal)
+	return c
 }
 
 func park(t *testing.T, s Store, c Call, ttl time.Duration) Call {

@@ -111,6 +111,10 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		return &a
 	}
 	c.subject = subj
+	if s.placeID != nil {
+		// Before anything reads the ID (the policy input, the decision log).
+		c.id = s.placeID(c.id, subj.Principal)
+	}
 	if c.mode, a = s.modeOf(r, c); a != nil {
 		return a
 	}

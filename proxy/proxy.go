@@ -149,7 +149,11 @@ type Server struct {
 	tracing   *tracing           // nil: tracing is off
 	json      strictjson.Options // how bodies are read
 	// life runs parked calls; nil when nothing is parked (no store).
-	life     *lifecycle.Lifecycle
+	life *lifecycle.Lifecycle
+	// placeID, when set, makes a call's ID once its principal is known:
+	// a store sharded by principal reads the shard from the ID
+	// (pending.PlaceID).
+	placeID  func(id, principal string) string
 	draining atomic.Bool
 }
 
@@ -197,6 +201,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.NewCallID = rand.Text
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg)}
+	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
+		s.placeID = pending.PlaceID
+	}
 	s.json.RefuseLossyNumbers = !cfg.AllowLossyNumbers
 	if cfg.Pending != nil {
 		var err error

@@ -234,13 +234,22 @@ func TestSeedWalkthrough(t *testing.T) {
 // on replica B's approvals API, A's agent gets the upstream's answer and
 // the upstream sees one request. It also reports the latency from the
 // approval's answer to the upstream receiving the call.
-func TestTwoReplicas(t *testing.T) {
-	redisAddr := testRedis(t)
+func TestTwoReplicas(t *testing.T) { twoReplicas(t, "redis://"+testRedis(t)) }
+
+// TestTwoReplicasCluster is TestTwoReplicas on a three-primary Redis
+// Cluster, where the calls spread over 16 shards (pending.redis_shards).
+func TestTwoReplicasCluster(t *testing.T) {
+	testRedis(t) // Redis tests run where Redis is available
+	nodes := testkit.RedisCluster(t)
+	twoReplicas(t, "redis+cluster://"+nodes[0]+"?addr="+nodes[1]+"&addr="+nodes[2])
+}
+
+func twoReplicas(t *testing.T, redisURL string) {
 	_, up := newNotes(t)
 	ev := newEvents(t)
 	prefix := newPrefix()
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, prefix, ev.URL),
+		"toolgate.yaml": e2eConfig(up.URL, redisURL, prefix, ev.URL),
 		"rules.yaml":    seedRulesYAML,
 	})
 	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))

@@ -29,6 +29,12 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("pending.redis_url: %w", err)
 	}
+	if opts.Shards = cfg.Pending.RedisShards; opts.Shards == 0 {
+		opts.Shards = 1
+		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+			opts.Shards = 16 // spread over the primaries (pending's redis_shards.go)
+		}
+	}
 	st, err := pending.NewRedis(rdb, opts)
 	if err != nil {
 		rdb.Close()

@@ -140,10 +140,13 @@ type Pending struct {
 	// waiting at most RedisReplicaTimeout.
 	RedisMinReplicas    int      `koanf:"redis_min_replicas"`
 	RedisReplicaTimeout Duration `koanf:"redis_replica_timeout"`
-	Hold                Duration `koanf:"hold"`
-	TTL                 Duration `koanf:"ttl"`
-	ResultTTL           Duration `koanf:"result_ttl"`
-	MaxResultBytes      ByteSize `koanf:"max_result_bytes"`
+	// RedisShards spreads parked calls over that many hash tags
+	// (pending.Options.Shards); 0: 16 on a Redis Cluster, else 1.
+	RedisShards    int      `koanf:"redis_shards"`
+	Hold           Duration `koanf:"hold"`
+	TTL            Duration `koanf:"ttl"`
+	ResultTTL      Duration `koanf:"result_ttl"`
+	MaxResultBytes ByteSize `koanf:"max_result_bytes"`
 }
 
 // Approvals configures the approval links, the approvers and notifications.

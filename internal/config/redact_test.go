@@ -119,6 +119,7 @@ pending:
   redis_prefix: ""
   redis_min_replicas: 0
   redis_replica_timeout: 0s
+  redis_shards: 0
   hold: 25s
   ttl: 1h
   result_ttl: 24h

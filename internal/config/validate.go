@@ -296,6 +296,12 @@ func (v *validator) pending(p *Pending) {
 	if p.RedisMinReplicas > 0 && p.Store != "redis" {
 		v.add("pending.redis_min_replicas", "is set without the redis store", "set pending.store: redis, or leave redis_min_replicas out")
 	}
+	if n := p.RedisShards; n < 0 || n > 32 || n&(n-1) != 0 {
+		v.add("pending.redis_shards", fmt.Sprintf("%d is not 1, 2, 4, 8, 16 or 32", n), "write a power of two up to 32, or leave it out (16 on a Redis Cluster, else 1)")
+	}
+	if p.RedisShards > 0 && p.Store != "redis" {
+		v.add("pending.redis_shards", "is set without the redis store", "set pending.store: redis, or leave redis_shards out")
+	}
 	// Redis commands time out after 2s: WAIT must answer before that.
 	if t := p.RedisReplicaTimeout.Std(); t < 0 || t > 1500*time.Millisecond {
 		v.add("pending.redis_replica_timeout", fmt.Sprintf("%s is not between 0 and 1.5s", t), "write a duration such as 1s (0: the default, 1s)")
