@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // waits for the caller.
 //
 // While the store fails, the rounds back off (sweepDelay): a store that is
-// down is not asked every interval by every replica.
+// down is not asked every interval by every replica. A round that found
+// a full batch of work is followed by the next at once.
 func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 	delay := interval
 	t := time.NewTimer(delay)
@@ -28,7 +30,10 @@ func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		delay = sweepDelay(delay, interval, l.sweep(ctx, grace))
+		ok, more := l.sweep(ctx, grace)
+		if delay = sweepDelay(delay, interval, ok); ok && more {
+			delay = 0
+		}
 		t.Reset(delay)
 	}
 }
@@ -50,11 +55,16 @@ func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
 // SweepOnce does one round of Sweep's work.
 func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) { l.sweep(ctx, grace) }
 
-// sweep does one round, and reports whether the store answered it.
-func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok bool) {
+// sweepBatch is how many calls a round expires, and how many approved
+// calls it lists: a full batch means more may be waiting.
+const sweepBatch = 64
+
+// sweep does one round, and reports whether the store answered it and
+// whether a batch was full.
+func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok, more bool) {
 	// Calls past their expiry end first, and are reported: a claim of an
 	// approved call already overdue would expire it too, silently.
-	expired, err := l.store.Expire(ctx, 100)
+	expired, err := l.store.Expire(ctx, sweepBatch)
 	if err != nil {
 		l.warn("sweeper: cannot expire calls", "error", err)
 	}
@@ -65,9 +75,9 @@ func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok bool) {
 	// An approved call close to its expiry is executed now rather than
 	// after the grace: otherwise an approval in the last seconds of the
 	// ttl would expire unexecuted although the approver saw "approved".
-	urgent := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
-	rest := l.executeApproved(ctx, grace, nil)
-	return err == nil && urgent && rest
+	urgent, _ := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
+	rest, full := l.executeApproved(ctx, grace, nil)
+	return err == nil && urgent && rest, len(expired) == sweepBatch || full
 }
 
 // sweepParallel bounds the approved calls one sweep executes at once: a
@@ -77,15 +87,18 @@ const sweepParallel = 8
 
 // executeApproved claims and executes approved calls decided at least
 // grace ago (and, when urgent is set, only those it selects), up to
-// sweepParallel at a time; it returns once they are finished. Each call is
-// claimed only when it can start, so no claim's lease runs while it waits
-// for a slot.
-func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) (ok bool) {
-	approved, err := l.store.Approved(ctx, grace, 20)
+// sweepParallel at a time; it returns once they are finished, with
+// whether the list was a full batch. Each call is claimed only when it
+// can start, so no claim's lease runs while it waits for a slot. The
+// list is taken in a random order: every replica's sweeper lists the
+// same oldest calls, and in order they would all race for the first.
+func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) (ok, full bool) {
+	approved, err := l.store.Approved(ctx, grace, sweepBatch)
 	if err != nil {
 		l.warn("sweeper: cannot list approved calls", "error", err)
-		return false
+		return false, false
 	}
+	rand.Shuffle(len(approved), func(i, j int) { approved[i], approved[j] = approved[j], approved[i] })
 	slots := make(chan struct{}, sweepParallel)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -96,14 +109,14 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			return true
+			return true, false
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			l.executeOne(ctx, pc)
 		})
 	}
-	return true
+	return true, len(approved) == sweepBatch
 }
 
 // executeOne claims an approved call and, when the claim is the sweeper's,

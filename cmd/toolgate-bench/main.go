@@ -42,6 +42,8 @@ type options struct {
 	rssDur     time.Duration
 	abuse      bool
 	mcp        bool
+	capacity   capacityParams
+	capacityOn bool
 	redis      string
 	redisSet   bool // -redis given on the command line
 	toolgate   string
@@ -88,6 +90,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.rssDur, "rss-duration", 60*time.Second, "length of the -rss run")
 	fs.BoolVar(&o.abuse, "abuse", false, "only the abuse run: an ask flood from one principal and stalled request bodies (memory store; Redis with -redis)")
 	fs.BoolVar(&o.mcp, "mcp", false, "only the MCP rows: tools/call to a go-sdk MCP server (JSON, SSE, stateless) direct, through a bare proxy and through toolgate (rules table + a Rego rule)")
+	fs.BoolVar(&o.capacityOn, "capacity", false, "only the capacity run: many calls parked through many replicas on a Redis of the run's own, then memory, RSS, approval latency and sweeper throughput")
+	fs.IntVar(&o.capacity.calls, "capacity-calls", 100000, "calls the -capacity run parks")
+	fs.IntVar(&o.capacity.replicas, "capacity-replicas", 10, "toolgate replicas of the -capacity run")
+	fs.IntVar(&o.capacity.principals, "capacity-principals", 50, "agents (API keys) the -capacity run parks as")
+	fs.IntVar(&o.capacity.rounds, "capacity-rounds", 200, "held calls approved on another replica in the -capacity run")
+	fs.IntVar(&o.capacity.sweep, "capacity-sweep", 5000, "parked calls the -capacity run approves for the sweepers to execute")
+	fs.BoolVar(&o.capacity.cluster, "capacity-cluster", false, "run -capacity on a three-primary Redis Cluster instead of one Redis")
 	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
@@ -180,7 +189,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writer) error {
-	if _, err := exec.LookPath("wrk"); err != nil && !o.rss && !o.abuse {
+	if _, err := exec.LookPath("wrk"); err != nil && !o.rss && !o.abuse && !o.capacityOn {
 		return errors.New("wrk not found: install it (Debian: apt-get install wrk)")
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
@@ -201,6 +210,9 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 	}
 	if o.abuse {
 		return abuseRun(ctx, o, pins, stdout, stderr)
+	}
+	if o.capacityOn {
+		return capacityRun(ctx, o, pins, stdout, stderr)
 	}
 	if o.mcp {
 		return mcpRun(ctx, o, pins, stdout, stderr)
