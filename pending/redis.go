@@ -151,14 +151,9 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
 	base := s.baseOf(c.ID)
-	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others}
+	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, encodeBody(c)}
 	add := func(field, value string) {
 		if value != "" {
-			args = append(args, field, value)
-		}
-	}
-	addBytes := func(field string, value []byte) { // not copied into a string
-		if len(value) > 0 {
 			args = append(args, field, value)
 		}
 	}
@@ -169,10 +164,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	add("up", c.Upstream)
 	add("tl", c.Tool)
 	add("pr", c.Principal)
-	addBytes("rq", c.Request)
 	add("rd", c.RequestDigest)
-	addBytes("in", c.Info)
-	addBytes("bf", c.Brief)
 	add("qm", encodeInts(c.Quorum))
 	v, err := s.runReplicated(ctx, parkScript, base, base+"call:"+c.ID, args...)
 	if err != nil {
@@ -203,10 +195,18 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 // shown as it is stored until a transition or Expire moves it (safe
 // methods never change state; docs/security.md, INV-6).
 func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
-	m, err := s.rdb.HGetAll(ctx, s.callKey(id)).Result()
-	if err != nil {
+	base := s.baseOf(id)
+	var hash *redis.MapStringStringCmd
+	var body *redis.StringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // one slot: one node
+		hash = p.HGetAll(ctx, base+"call:"+id)
+		body = p.Get(ctx, base+"body:"+id)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
 	}
+	m := hash.Val()
 	if len(m) == 0 {
 		return Call{}, notFound(id)
 	}
@@ -216,6 +216,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 				return
 			}
 		}
+		decodeBody(body.Val(), yield)
 	})
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)

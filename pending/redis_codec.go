@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -147,4 +148,40 @@ func cmpErr(old, e error) error {
 		return old
 	}
 	return e
+}
+
+// encodeBody is a call's body key (see body in redis_scripts.go): the
+// lengths of its Brief, Info and Request on one line, then the three.
+func encodeBody(c Call) []byte {
+	b := make([]byte, 0, 24+len(c.Brief)+len(c.Info)+len(c.Request))
+	b = strconv.AppendInt(b, int64(len(c.Brief)), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(c.Info)), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(c.Request)), 10)
+	b = append(b, '\n')
+	b = append(b, c.Brief...)
+	b = append(b, c.Info...)
+	return append(b, c.Request...)
+}
+
+// decodeBody yields the fields of a body key's value (encodeBody) as
+// bf, in and rq; nothing for a body that is missing or malformed.
+func decodeBody(b string, yield func(field, value string) bool) {
+	head, rest, ok := strings.Cut(b, "\n")
+	if !ok {
+		return
+	}
+	for _, f := range []string{"bf", "in", "rq"} {
+		num, more, _ := strings.Cut(head, " ")
+		head = more
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 0 || n > len(rest) {
+			return
+		}
+		if n > 0 && !yield(f, rest[:n]) {
+			return
+		}
+		rest = rest[n:]
+	}
 }

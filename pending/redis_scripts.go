@@ -25,7 +25,8 @@ import "github.com/redis/go-redis/v9"
 // are replicated by their effects (the default since Redis 5, the only mode
 // since 7).
 //
-// One hash per call, fields (an empty field is not stored):
+// One hash per call, fields (an empty field is not stored; rq, in and bf
+// are kept in the call's body key instead, see body):
 //
 //	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
 //	sb Subject      up Upstream    tl Tool         rq Request
@@ -90,7 +91,54 @@ local function load(id)
   return h
 end
 
-local function all(id) return redis.call('HGETALL', callkey(id)) end
+local function bodykey(id) return base .. 'body:' .. id end
+
+-- body returns the large fields of a call (Brief, Info, Request) from its
+-- body key, as field, value pairs. They live apart from the call's hash
+-- so that the hash holds only short values and stays compact (listpack):
+-- "<bf length> <in length> <rq length>\n" then the three, in that order.
+local function body(id)
+  local b = redis.call('GET', bodykey(id))
+  if not b then return {} end
+  local nl = string.find(b, '\n', 1, true)
+  local out, at = {}, nl + 1
+  local i = 0
+  for n in string.gmatch(string.sub(b, 1, nl - 1), '%d+') do
+    i = i + 1
+    n = tonumber(n)
+    if n > 0 then
+      out[#out + 1] = ({'bf', 'in', 'rq'})[i]
+      out[#out + 1] = string.sub(b, at, at + n - 1)
+    end
+    at = at + n
+  end
+  return out
+end
+
+-- brief returns the Brief alone, with GETRANGE: a list copies no request.
+local function brief(id)
+  local k = bodykey(id)
+  local head = redis.call('GETRANGE', k, 0, 63)
+  local nl = string.find(head, '\n', 1, true)
+  if not nl then return nil end
+  local n = tonumber(string.match(head, '^(%d+)'))
+  if n == 0 then return nil end
+  return redis.call('GETRANGE', k, nl, nl + n - 1)
+end
+
+-- all returns the whole call, hash and body, as field, value pairs.
+local function all(id)
+  local flat = redis.call('HGETALL', callkey(id))
+  if #flat == 0 then return flat end
+  for _, v in ipairs(body(id)) do flat[#flat + 1] = v end
+  return flat
+end
+
+-- expireat makes the call's keys (hash and body) last until at.
+local function expireat(id, at)
+  redis.call('PEXPIREAT', callkey(id), num(at))
+  redis.call('PEXPIREAT', bodykey(id), num(at))
+end
 
 -- forget drops a vanished call from the live indexes.
 local function forget(id)
@@ -114,7 +162,7 @@ end
 
 -- keep makes the call (and its attach keys that name it) last until at.
 local function keep(id, h, at)
-  redis.call('PEXPIREAT', callkey(id), num(at))
+  expireat(id, at)
   for _, ak in ipairs({h.ak or '', h.ag or ''}) do
     if ak ~= '' then
       local k = attachkey(ak)
@@ -176,7 +224,7 @@ local function move(id, h, to, fields, deadline)
     if attachable(h) then
       keep(id, h, now + rttl) -- its result or refusal attaches retries until delivered
     else
-      redis.call('PEXPIREAT', k, num(now + rttl))
+      expireat(id, now + rttl)
       unattach(id, h)
     end
   end
@@ -189,14 +237,15 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
 // [11] ArgsKey, [12] the calls parked in the other shards (MaxParked
-// counts them too), [13…] field, value pairs. Replies {'ok', call},
+// counts them too), [13] the body (Brief, Info, Request; see body), [14…]
+// field, value pairs. Replies {'ok', call},
 // {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
 // when a new call would pass a cap. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
 // another attachable call already.
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
+local pr, maxall, maxpr, ag, others, bd = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]), ARGV[13]
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
 for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
@@ -227,11 +276,11 @@ for _, pk in ipairs(keys) do redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now)
 if pr ~= '' and maxpr > 0 and redis.call('ZCARD', keys[2]) >= maxpr then return {'toomany', 'principal'} end
 if maxall > 0 and redis.call('ZCARD', keys[1]) + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 13, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 14, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
-local k = callkey(id)
-redis.call('HSET', k, 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
-redis.call('PEXPIREAT', k, num(expires + rttl))
+redis.call('HSET', callkey(id), 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
+redis.call('SET', bodykey(id), bd)
+expireat(id, expires + rttl)
 redis.call('ZADD', statekey('waiting'), num(now), id)
 redis.call('ZADD', due, num(expires), id)
 count(id, {pr = pr}, 'waiting', expires)
@@ -468,7 +517,7 @@ return out
 var listBriefScript = newScript(`
 local st, limit = ARGV[4], tonumber(ARGV[5])
 -- st and ea, lu come first: the checks below read them
-local fields = {'st', 'ea', 'lu', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by', 'bf'}
+local fields = {'st', 'ea', 'lu', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by'}
 local out, offset = {}, 0
 while #out < 3 * limit do
   local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
@@ -484,6 +533,11 @@ while #out < 3 * limit do
           flat[#flat + 1] = f
           flat[#flat + 1] = v[i]
         end
+      end
+      local bf = brief(id)
+      if bf then
+        flat[#flat + 1] = 'bf'
+        flat[#flat + 1] = bf
       end
       out[#out + 1] = id
       out[#out + 1] = ids[j + 1]

@@ -722,16 +722,20 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 	c := sampleCall()
 	c.Request = []byte(strings.Repeat("r", 200))
 	c.Info = []byte(`{"tool":"notes.delete","subject":"agent@example.com","args":{"id":42}}`)
-	c.RequestDigest = "sha256:" + strings.Repeat("0", 64)
-	c.ArgsDigest = "sha256:" + strings.Repeat("1", 64)
-	c.AttachKey = "sha256:" + rand.Text() + rand.Text()
-	c.ArgsKey = "sha256:" + rand.Text() + rand.Text()
+	// digests as the proxy makes them: 64 hex digits
+	c.RequestDigest = strings.Repeat("0", 64)
+	c.ArgsDigest = strings.Repeat("1", 64)
+	c.AttachKey = strings.ToLower(rand.Text() + rand.Text() + rand.Text())[:64]
+	c.ArgsKey = strings.ToLower(rand.Text() + rand.Text() + rand.Text())[:64]
 	if _, _, err := s.Park(tb.Context(), c, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
-	usage, err := rdb.MemoryUsage(tb.Context(), s.callKey(c.ID), 0).Result()
-	if err != nil {
-		tb.Fatal(err)
+	for _, k := range []string{s.callKey(c.ID), s.baseOf(c.ID) + "body:" + c.ID} {
+		n, err := rdb.MemoryUsage(tb.Context(), k, 0).Result()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		usage += n
 	}
 	for _, f := range []string{c.ID, c.AttachKey, c.ArgsKey, c.ArgsDigest, c.Subject, c.Upstream, c.Tool, string(c.Request), c.RequestDigest, string(c.Info), string(c.Brief)} {
 		data += int64(len(f))

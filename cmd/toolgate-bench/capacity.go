@@ -81,7 +81,7 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	fmt.Fprintf(stdout, "parked:          %d calls in %v (%.0f parks/s through %d replicas)\n", len(ids), parkTook.Round(time.Second), float64(len(ids))/parkTook.Seconds(), p.replicas)
 	fmt.Fprintf(stdout, "Redis memory:    %.0f B per parked call (used_memory %s → %s), of which %d B the stored request, argument and brief\n",
 		perCall, mibs(before), mibs(after), req)
-	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's hash alone: %d B\n", perCall-float64(req), key)
+	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own keys: %d B, the rest indexes and attach keys\n", perCall-float64(req), key)
 	var rss []string
 	for i, r := range s.replicas {
 		kib, err := rssKiB(r.p.pid())
@@ -127,6 +127,12 @@ func (s *capacityStack) topology() string {
 func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacityStack, error) {
 	p := o.capacity
 	s := &capacityStack{approver: secret()}
+	// A notification target, as every deployment has: a call announced
+	// leaves the store's list of calls to announce again.
+	recv, err := startReceiver()
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := startCapacityRedis(ctx, o.dir, pins, p.cluster)
 	if err != nil {
 		return nil, err
@@ -178,9 +184,10 @@ pending: {store: redis, redis_url: %q, redis_prefix: "toolgate-bench-capacity:",
 approvals:
   secret: "${BENCH_APPROVALS_SECRET}"
   approvers: [{name: alice, key: %q}]
+  notify: [{url: %q, format: cloudevents}]
 limits: {max_parked_per_subject: %d, max_parked: %d}
 log: {level: warn, decisions: {console: false}}
-`, addrs[0], addrs[1], addrs[2], s.upstream, keys.String(), url, s.approver, p.calls, 2*p.calls)
+`, addrs[0], addrs[1], addrs[2], s.upstream, keys.String(), url, s.approver, recv.url, p.calls, 2*p.calls)
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
@@ -275,30 +282,34 @@ func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 }
 
 // sampleCall returns, for one parked call, the bytes of its request,
-// arguments and brief, and the memory of its hash (MEMORY USAGE).
+// arguments and brief (its body key's value, see pending's redis_scripts.go)
+// and the memory of its two keys (MEMORY USAGE).
 func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req, key int64, err error) {
 	id := ids[len(ids)/2]
-	var k string
-	if len(s.nodes) > 1 {
-		// the key's tag is its shard's; find it by the ID's key on any shard
-		for i := range 16 {
-			cand := fmt.Sprintf("{toolgate-bench-capacity:%d}:call:%s", i, id)
-			if n, _ := s.redis.Exists(ctx, cand).Result(); n == 1 {
-				k = cand
-			}
+	base := "{toolgate-bench-capacity}:"
+	for i := range 16 {
+		if len(s.nodes) == 1 {
+			break
 		}
-	} else {
-		k = "{toolgate-bench-capacity}:call:" + id
+		// the shard is the principal's; find it by trying each
+		cand := fmt.Sprintf("{toolgate-bench-capacity:%d}:", i)
+		if n, _ := s.redis.Exists(ctx, cand+"call:"+id).Result(); n == 1 {
+			base = cand
+		}
 	}
-	for _, f := range []string{"rq", "in", "bf"} {
-		n, err := s.redis.HStrLen(ctx, k, f).Result()
+	body, err := s.redis.Get(ctx, base+"body:"+id).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	_, rest, _ := strings.Cut(body, "\n")
+	for _, k := range []string{base + "call:" + id, base + "body:" + id} {
+		n, err := s.redis.MemoryUsage(ctx, k, 0).Result()
 		if err != nil {
 			return 0, 0, err
 		}
-		req += n
+		key += n
 	}
-	key, err = s.redis.MemoryUsage(ctx, k, 0).Result()
-	return req, key, err
+	return int64(len(rest)), key, nil
 }
 
 // post sends one asked call as agent i to replica r.
