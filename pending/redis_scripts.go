@@ -56,7 +56,8 @@ import "github.com/redis/go-redis/v9"
 //	               call, Announced and move out of waiting remove it; its
 //	               TTL is at least its latest entry's ExpiresAt + ResultTTL
 //
-// move keeps both parked indexes, so every way out of waiting and approved
+// Every index key has a TTL of at least its latest entry's retention
+// (last). move keeps both parked indexes, so every way out of waiting and approved
 // (a decision, a cancel, a claim, an expiry) leaves the counts. A call past
 // its expiry no longer counts even before it is moved: a park trims the
 // entries past their score from the indexes it counts. Each of these keys
@@ -187,6 +188,14 @@ local function attachable(h)
   return (st == 'executed' or st == 'rejected' or st == 'expired') and h.dl ~= '1'
 end
 
+-- last makes index key k live at least until at: every index has a TTL of
+-- at least its latest entry's retention, so an index whose calls are all
+-- gone goes away with them, even if no sweeper ever trims it.
+local function last(k, at)
+  local left = redis.call('PTTL', k)
+  if left < 0 or now + left < at then redis.call('PEXPIREAT', k, num(at)) end
+end
+
 -- parkedkeys returns the parked indexes a call of principal pr is in.
 local function parkedkeys(pr)
   if pr and pr ~= '' then return {base .. 'parked', base .. 'parked:' .. pr} end
@@ -199,8 +208,7 @@ local function count(id, h, st, ea)
   for _, k in ipairs(parkedkeys(h.pr)) do
     if st == 'waiting' or st == 'approved' then
       redis.call('ZADD', k, num(ea), id)
-      local left = redis.call('PTTL', k)
-      if left < 0 or now + left < ea + rttl then redis.call('PEXPIREAT', k, num(ea + rttl)) end
+      last(k, ea + rttl)
     else
       redis.call('ZREM', k, id)
     end
@@ -214,7 +222,13 @@ local function move(id, h, to, fields, deadline)
   redis.call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
-  if deadline then redis.call('ZADD', due, num(deadline), id) else redis.call('ZREM', due, id) end
+  last(statekey(to), (deadline or now) + rttl)
+  if deadline then
+    redis.call('ZADD', due, num(deadline), id)
+    last(due, deadline + rttl)
+  else
+    redis.call('ZREM', due, id)
+  end
   count(id, h, to, deadline)
   redis.call('HSET', k, 'st', to, unpack(fields))
   h.st = to
@@ -283,10 +297,9 @@ redis.call('SET', bodykey(id), bd)
 expireat(id, expires + rttl)
 redis.call('ZADD', statekey('waiting'), num(now), id)
 redis.call('ZADD', due, num(expires), id)
-count(id, {pr = pr}, 'waiting', expires)
 redis.call('ZADD', unannounced, num(now), id)
-local left = redis.call('PTTL', unannounced)
-if left < 0 or now + left < expires + rttl then redis.call('PEXPIREAT', unannounced, num(expires + rttl)) end
+for _, k in ipairs({statekey('waiting'), due, unannounced}) do last(k, expires + rttl) end
+count(id, {pr = pr}, 'waiting', expires)
 if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
   -- the first identical call stays the one a keyless retry finds

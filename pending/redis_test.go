@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -387,7 +388,8 @@ func TestRedisKeyTTLs(t *testing.T) {
 }
 
 // Index entries of calls whose keys expired unswept are dropped, so the
-// indexes stay bounded by the calls that exist.
+// indexes stay bounded by the calls that exist; an index whose calls are
+// all gone goes away with them (its TTL).
 func TestRedisIndexesBounded(t *testing.T) {
 	rdb := newRedisClient(t)
 	s := newRedisStoreOn(t, rdb, Options{ResultTTL: 100 * time.Millisecond})
@@ -396,8 +398,21 @@ func TestRedisIndexesBounded(t *testing.T) {
 		park(t, s, sampleCall(), 50*time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // ttl + ResultTTL: the keys are gone, nobody swept
-	if n := rdb.ZCard(ctx, s.base+"due").Val(); n != 3 {
-		t.Fatalf("due has %d entries, want the 3 stale ones", n)
+	for _, k := range []string{"due", "state:waiting", "parked", "unannounced"} {
+		if n := rdb.Exists(ctx, s.base+k).Val(); n != 0 {
+			t.Errorf("%s outlived all its calls", k)
+		}
+	}
+
+	// An index that lives on, for a call that does, loses the entries of
+	// the others at the next park.
+	kept := park(t, s, sampleCall(), long)
+	for range 3 {
+		park(t, s, sampleCall(), 50*time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := rdb.ZCard(ctx, s.base+"due").Val(); n != 4 {
+		t.Fatalf("due has %d entries, want the 3 stale ones and %s", n, kept.ID)
 	}
 	live := park(t, s, sampleCall(), long) // cleans up stale entries
 	for _, k := range []string{"due", "state:waiting"} {
@@ -405,8 +420,9 @@ func TestRedisIndexesBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0] != live.ID {
-			t.Errorf("%s = %v after a park, want only %s", k, got, live.ID)
+		slices.Sort(got)
+		if want := sortedIDs(kept.ID, live.ID); !slices.Equal(got, want) {
+			t.Errorf("%s = %v after a park, want only %v", k, got, want)
 		}
 	}
 }
@@ -760,4 +776,53 @@ func usedMemory(tb testing.TB, rdb *redis.Client) int64 {
 	}
 	tb.Fatal("no used_memory in INFO")
 	return 0
+}
+
+// TestRedisEveryKeyExpires: after calls moved through every kind of
+// transition, every key of the store has a TTL (the layout key aside): an
+// index whose calls are gone goes away with them, sweeper or not.
+func TestRedisEveryKeyExpires(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{ResultTTL: time.Minute})
+	ctx := t.Context()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	decide(t, s, park(t, s, sampleCall(), long).ID, Rejected)
+	park(t, s, sampleCall(), long)
+	c := park(t, s, sampleCall(), long)
+	decide(t, s, c.ID, Approved)
+	claimed, err := s.Claim(ctx, c.ID, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, c.ID, claimed.Fence, Executed, Result{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	park(t, s, sampleCall(), 10*time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if _, err := s.Expire(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, s.base+"*").Result() // a test's own prefix: KEYS is fine here
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 10 {
+		t.Fatalf("only %d keys under %s: %v", len(keys), s.base, keys)
+	}
+	for _, k := range keys {
+		if k == s.base+"layout" {
+			continue
+		}
+		if d := rdb.PTTL(ctx, k).Val(); d <= 0 {
+			t.Errorf("key %s has no TTL (%v)", k, d)
+		}
+	}
+}
+
+func sortedIDs(ids ...string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return out
 }
