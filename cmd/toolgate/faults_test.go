@@ -563,6 +563,7 @@ func (p *tgProc) start(t *testing.T) {
 	cmd.Env = append(os.Environ(), "TOOLGATE_TEST_SERVE="+p.cfg)
 	cmd.Dir = filepath.Dir(p.cfg)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = testkit.ChildAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

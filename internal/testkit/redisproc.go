@@ -59,6 +59,7 @@ func (p *RedisProc) Start() {
 	p.mu.Lock()
 	if p.cmd == nil {
 		cmd := exec.Command(p.bin, p.args...)
+		cmd.SysProcAttr = ChildAttr()
 		if err := cmd.Start(); err != nil {
 			p.mu.Unlock()
 			p.tb.Fatal(err)
