@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,25 +66,42 @@ func TestFaultInjection(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testkit.Unavailable(t, "redis-server not found")
 	}
-	cycles, minReplicas := envCount(t, "TOOLGATE_FAULT_CYCLES", 6), 1
+	minReplicas := 1
 	if os.Getenv("TOOLGATE_FAULT_UNSAFE") == "1" {
 		minReplicas = 0
 	}
-	redisSet := testkit.NewSentinelSet(t, "--appendonly", "yes", "--appendfsync", "always",
+	set := testkit.NewSentinelSet(t, "--appendonly", "yes", "--appendfsync", "always",
 		"--min-replicas-to-write", strconv.Itoa(minReplicas), "--min-replicas-max-lag", "2")
+	runFaults(t, &sentinelFaults{set: set}, minReplicas, envCount(t, "TOOLGATE_FAULT_CYCLES", 6))
+}
+
+// faultRedis is a Redis topology under faults: the URL toolgate takes, the
+// faults it can suffer, and when it has recovered from them.
+type faultRedis interface {
+	url() string
+	// kinds are the faults inject runs; the rare wipe aside.
+	kinds() []string
+	inject(w *faultWorld, kind string)
+	// healthy reports whether every node is up, every primary with its
+	// replica online, and if not what is wrong.
+	healthy() (bool, string)
+	heal()
+}
+
+// runFaults runs the checker on topology r: the replicas, the workload,
+// cycles faults, the settling, the judgement.
+func runFaults(t *testing.T, r faultRedis, minReplicas, cycles int) {
 	h := newHistory()
 	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		h.update(r.Header.Get("X-Toolgate-Call-Id"), func(c *callRecord) { c.execs++ })
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
-	redisURL := "redis+sentinel://" + redisSet.Sentinels[0] + "?master_name=" + redisSet.Master +
-		"&addr=" + redisSet.Sentinels[1] + "&addr=" + redisSet.Sentinels[2]
 	var replicas []*tgProc
 	for i := range 3 {
-		replicas = append(replicas, startTGProc(t, i, up.URL, redisURL, minReplicas))
+		replicas = append(replicas, startTGProc(t, i, up.URL, r.url(), minReplicas))
 	}
-	w := &faultWorld{t: t, redis: redisSet, replicas: replicas, h: h}
+	w := &faultWorld{t: t, redis: r, replicas: replicas, h: h}
 	w.waitHealthy(time.Minute)
 
 	ctx, stop := context.WithCancel(t.Context())
@@ -129,47 +145,25 @@ func TestFaultInjection(t *testing.T) {
 // history.
 type faultWorld struct {
 	t        *testing.T
-	redis    *testkit.SentinelSet
+	redis    faultRedis
 	replicas []*tgProc
 	h        *history
 }
 
-// primary returns the node the sentinels name master now.
-func (w *faultWorld) primary() *testkit.RedisProc {
-	for _, s := range w.redis.Sentinels {
-		reply := testkit.Do(s, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", w.redis.Master)
-		for _, n := range w.redis.Nodes {
-			_, port, _ := net.SplitHostPort(n.Addr)
-			if strings.Contains(reply, "\r\n"+port+"\r\n") {
-				return n
-			}
-		}
-	}
-	return w.redis.Nodes[0]
-}
-
-func (w *faultWorld) other(n *testkit.RedisProc) *testkit.RedisProc {
-	if n == w.redis.Nodes[0] {
-		return w.redis.Nodes[1]
-	}
-	return w.redis.Nodes[0]
-}
-
-// waitHealthy waits up to limit until the master the sentinels name has
-// its replica online and every toolgate replica answers. A limit of a
-// minute or more must be met: the system has to recover.
+// waitHealthy waits up to limit until Redis is healthy and every toolgate
+// replica answers. A limit of a minute or more must be met: the system
+// has to recover.
 func (w *faultWorld) waitHealthy(limit time.Duration) {
 	w.t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		p := w.primary()
-		info := p.Do("INFO", "replication")
-		if strings.Contains(info, "role:master") && strings.Contains(info, "state=online") && w.replicasReady() {
+		ok, why := w.redis.healthy()
+		if ok && w.replicasReady() {
 			return
 		}
 		if time.Now().After(deadline) {
 			if limit >= time.Minute {
-				w.t.Fatalf("the system did not recover within %v: primary %s says %q", limit, p.Addr, info)
+				w.t.Fatalf("the system did not recover within %v: %s", limit, why)
 			}
 			return
 		}
@@ -189,10 +183,11 @@ func (w *faultWorld) replicasReady() bool {
 	return true
 }
 
-// inject runs one fault, chosen at random.
+// inject runs one fault, chosen at random: on a toolgate replica, or on
+// Redis (r.kinds), or rarely a restart of Redis without its data.
 func (w *faultWorld) inject() string {
 	w.t.Helper()
-	kinds := []string{"toolgate-kill", "toolgate-pause", "sentinel-failover", "primary-kill", "primary-pause", "replica-kill", "primary-restart-aof"}
+	kinds := append([]string{"toolgate-kill", "toolgate-pause"}, w.redis.kinds()...)
 	kind := kinds[rand.IntN(len(kinds))]
 	if rand.IntN(20) == 0 {
 		kind = "redis-restart-empty"
@@ -208,62 +203,19 @@ func (w *faultWorld) inject() string {
 		r.signal(syscall.SIGSTOP)
 		time.Sleep(time.Duration(500+rand.IntN(2500)) * time.Millisecond)
 		r.signal(syscall.SIGCONT)
-	case "sentinel-failover":
-		old := w.primary()
-		testkit.Do(w.redis.Sentinels[rand.IntN(3)], "SENTINEL", "FAILOVER", w.redis.Master)
-		w.waitPrimary(func(p *testkit.RedisProc) bool { return p != old })
-	case "primary-kill":
-		old := w.primary()
-		old.Kill()
-		w.waitPrimary(func(p *testkit.RedisProc) bool { return p != old })
-		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
-		old.Start()
-	case "primary-pause":
-		// Longer than the sentinels' down-after: they may fail over while
-		// the old primary still believes it is one.
-		p := w.primary()
-		p.Pause()
-		time.Sleep(time.Duration(500+rand.IntN(2000)) * time.Millisecond)
-		p.Resume()
-	case "replica-kill":
-		r := w.other(w.primary())
-		r.Kill()
-		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
-		r.Start()
-	case "primary-restart-aof":
-		p := w.primary()
-		p.Kill()
-		p.Start()
 	case "redis-restart-empty":
-		w.waitHealthy(time.Minute) // a replica in sync, so only the wipe loses data
-		// The primary restarts without its data, as a Redis without
-		// persistence does, and its replica follows it empty: what was
-		// parked is gone, and nothing may run twice.
+		w.waitHealthy(time.Minute) // replicas in sync, so only the wipe loses data
 		w.snapshot()
-		p := w.primary()
-		p.Kill()
-		p.Wipe()
-		p.Start()
+		w.redis.inject(w, kind)
+	default:
+		w.redis.inject(w, kind)
 	}
 	return kind
 }
 
-// waitPrimary waits up to 20 s for the sentinels to name a primary that
-// satisfies ok.
-func (w *faultWorld) waitPrimary(ok func(*testkit.RedisProc) bool) {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if ok(w.primary()) {
-			return
-		}
-	}
-}
-
 // heal undoes whatever a fault left: every process running and resumed.
 func (w *faultWorld) heal() {
-	for _, n := range w.redis.Nodes {
-		n.Resume()
-		n.Start()
-	}
+	w.redis.heal()
 	for _, r := range w.replicas {
 		r.signal(syscall.SIGCONT)
 	}

@@ -98,7 +98,8 @@ func (p *RedisProc) signal(sig os.Signal) {
 }
 
 // Wipe removes the data files (AOF, RDB) of a killed process, so that it
-// starts again empty, as a server without persistence does.
+// starts again empty, as a server without persistence does; its config
+// files (a cluster node's nodes.conf) stay.
 func (p *RedisProc) Wipe() {
 	p.tb.Helper()
 	entries, err := os.ReadDir(p.dir)
@@ -106,7 +107,7 @@ func (p *RedisProc) Wipe() {
 		p.tb.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() == "sentinel.conf" || e.Name() == "redis.conf" {
+		if e.Name() == "sentinel.conf" || e.Name() == "redis.conf" || e.Name() == "nodes.conf" {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(p.dir, e.Name())); err != nil {

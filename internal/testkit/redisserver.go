@@ -110,6 +110,41 @@ func RedisCluster(tb testing.TB) []string {
 	return nodes
 }
 
+// NewClusterSet starts a Redis Cluster of the test's own: three primaries
+// sharing the slots, each with one replica in sync, every node with args
+// and a node timeout of 2 s. A node keeps its role in its nodes.conf: one
+// killed and started again rejoins as the cluster has it now.
+func NewClusterSet(tb testing.TB, args ...string) []*RedisProc {
+	tb.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		Unavailable(tb, "redis-cli not found")
+	}
+	args = append([]string{"--save", "", "--repl-diskless-sync-delay", "0", "--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}, args...)
+	var nodes []*RedisProc
+	var addrs []string
+	for range 6 {
+		n := NewRedisProc(tb, nil, args...)
+		nodes = append(nodes, n)
+		addrs = append(addrs, n.Addr)
+	}
+	out, err := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		waitRedis(tb, "the cluster to be ok", n.Addr, func(c *respConn) bool {
+			return strings.Contains(c.do(tb, "CLUSTER", "INFO"), "cluster_state:ok")
+		})
+		waitRedis(tb, "every primary's replica in sync", n.Addr, func(c *respConn) bool {
+			info := c.do(tb, "INFO", "replication")
+			return !strings.Contains(info, "role:master") || strings.Contains(info, "state=online")
+		})
+	}
+	return nodes
+}
+
 // startRedis runs redis-server with first (a config file, a mode), then
 // the port, address and directory of its own, then args.
 func startRedis(tb testing.TB, first, args []string) (addr string, stop func()) {
