@@ -120,8 +120,10 @@ func NewClusterSet(tb testing.TB, args ...string) []*RedisProc {
 	if err != nil {
 		Unavailable(tb, "redis-cli not found")
 	}
-	args = append([]string{"--save", "", "--repl-diskless-sync-delay", "0", "--cluster-enabled", "yes",
-		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}, args...)
+	args = append([]string{
+		"--save", "", "--repl-diskless-sync-delay", "0", "--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+	}, args...)
 	var nodes []*RedisProc
 	var addrs []string
 	for range 6 {
