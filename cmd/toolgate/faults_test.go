@@ -300,59 +300,48 @@ func (w *faultWorld) approver(ctx context.Context) {
 }
 
 func (w *faultWorld) decide(ctx context.Context, client *http.Client, id, decision string) {
-	for range 3 {
-		r := w.replicas[rand.IntN(len(w.replicas))]
-		req, _ := http.NewRequest("POST", r.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"`+decision+`"}`))
-		req.Header.Set("Authorization", "Bearer alice-key")
-		req.Header.Set("Content-Type", "application/json")
-		res, err := client.Do(req)
-		if err != nil {
-			sleepCtx(ctx, 200*time.Millisecond)
-			continue
-		}
-		var doc struct {
-			Status string `json:"status"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&doc)
-		res.Body.Close()
-		if res.StatusCode == 200 {
-			w.h.update(id, func(c *callRecord) {
-				c.ackedAs = doc.Status
-				c.refused = c.refused || doc.Status == "rejected"
-			})
-			return
-		}
-		if res.StatusCode != 503 {
-			return
-		}
-		sleepCtx(ctx, 200*time.Millisecond)
+	code, status := w.send(ctx, client, "POST", func(r *tgProc) string { return r.approvals + "/api/approvals/" + id },
+		"alice-key", `{"decision":"`+decision+`"}`)
+	if code == 200 {
+		w.h.update(id, func(c *callRecord) {
+			c.ackedAs = status
+			c.refused = c.refused || status == "rejected"
+		})
 	}
 }
 
 func (w *faultWorld) cancel(ctx context.Context, client *http.Client, id string) {
+	code, _ := w.send(ctx, client, "DELETE", func(r *tgProc) string { return r.proxy + "/_toolgate/calls/" + id }, "agent-key", "")
+	if code/100 == 2 {
+		w.h.update(id, func(c *callRecord) { c.refused = true })
+	}
+}
+
+// send sends a request with key to a random replica (url picks where),
+// again after no answer or a 503, up to three times, and returns the last
+// answer's status code (0: none came) and the call's status in its body.
+func (w *faultWorld) send(ctx context.Context, client *http.Client, method string, url func(*tgProc) string, key, body string) (int, string) {
+	code := 0
 	for range 3 {
-		r := w.replicas[rand.IntN(len(w.replicas))]
-		req, _ := http.NewRequest("DELETE", r.proxy+"/_toolgate/calls/"+id, nil)
-		req.Header.Set("Authorization", "Bearer agent-key")
+		req, _ := http.NewRequest(method, url(w.replicas[rand.IntN(len(w.replicas))]), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		res, err := client.Do(req)
-		if err != nil {
-			sleepCtx(ctx, 200*time.Millisecond)
-			continue
-		}
-		var doc struct {
-			Status string `json:"status"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&doc)
-		res.Body.Close()
-		if res.StatusCode/100 == 2 {
-			w.h.update(id, func(c *callRecord) { c.refused = true })
-			return
-		}
-		if res.StatusCode != 503 {
-			return
+		if err == nil {
+			var doc struct {
+				Status string `json:"status"`
+			}
+			_ = json.NewDecoder(res.Body).Decode(&doc)
+			res.Body.Close()
+			if code = res.StatusCode; code != 503 {
+				return code, doc.Status
+			}
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
+	return code, ""
 }
 
 // snapshot records the calls that have ended, before Redis loses them.
