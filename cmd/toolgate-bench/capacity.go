@@ -106,7 +106,41 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "sweepers:        %d approved calls nobody holds executed in %v: %.0f executions/s across %d replicas\n",
 		min(p.sweep, len(ids)), took.Round(10*time.Millisecond), rate, p.replicas)
+	if len(s.nodes) > 1 {
+		spread, err := s.spread(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "spread:          %s\n", spread)
+	}
 	return nil
+}
+
+// spread tells each primary's keys and the commands it ran.
+func (s *capacityStack) spread(ctx context.Context) (string, error) {
+	var parts []string
+	for _, a := range s.nodes {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		keys, err := c.DBSize(ctx).Result()
+		if err != nil {
+			c.Close()
+			return "", err
+		}
+		stats, err := c.Info(ctx, "commandstats").Result()
+		c.Close()
+		if err != nil {
+			return "", err
+		}
+		calls := 0
+		for line := range strings.Lines(stats) {
+			if i := strings.Index(line, "calls="); i >= 0 && strings.HasPrefix(line, "cmdstat_") {
+				n, _ := strconv.Atoi(line[i+6 : i+6+strings.IndexByte(line[i+6:], ',')])
+				calls += n
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %d keys, %d commands", a, keys, calls))
+	}
+	return strings.Join(parts, "; "), nil
 }
 
 func pct(d []time.Duration, p float64) time.Duration {
