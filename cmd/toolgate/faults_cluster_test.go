@@ -44,14 +44,11 @@ type clusterFaults struct {
 }
 
 func (f *clusterFaults) url() string {
-	u := "redis+cluster://" + f.nodes[0].Addr + "?"
-	for i, n := range f.nodes[1:] {
-		if i > 0 {
-			u += "&"
-		}
-		u += "addr=" + n.Addr
+	var more []string
+	for _, n := range f.nodes[1:] {
+		more = append(more, "addr="+n.Addr)
 	}
-	return u
+	return "redis+cluster://" + f.nodes[0].Addr + "?" + strings.Join(more, "&")
 }
 
 func (f *clusterFaults) kinds() []string {
@@ -206,7 +203,7 @@ func (f *clusterFaults) moveSlot() {
 // the node's own view of the slot is enough here).
 func (f *clusterFaults) owns(p *testkit.RedisProc, slot string) bool {
 	n, _ := strconv.Atoi(slot)
-	for _, line := range strings.Split(p.Do("CLUSTER", "NODES"), "\n") {
+	for line := range strings.SplitSeq(p.Do("CLUSTER", "NODES"), "\n") {
 		if !strings.Contains(line, "myself") {
 			continue
 		}
