@@ -30,6 +30,7 @@ type callRecord struct {
 	heldDone bool   // an agent was answered with the upstream's result
 	approve  bool   // the approver sent an approval (answered or not)
 	ackedAs  string // the state a decision was acknowledged with (200)
+	ackedAt  time.Time
 	refused  bool   // a rejection or a cancel was acknowledged
 	final    string // the state after the run settled; "gone": 404
 	execs    int    // executions the upstream saw
@@ -135,11 +136,31 @@ func (h *history) check() []string {
 			}
 		}
 		if c.ackedAs == "approved" && !wiped && c.final != "executed" && c.final != "unknown" && c.final != "failed" {
-			add(c, "an acknowledged approval ended %s", c.final)
+			add(c, "an acknowledged approval ended %s; in the 35 s after it, no agent request was decided for %v at a stretch",
+				c.final, h.undecided(c.ackedAt, c.ackedAt.Add(35*time.Second)).Round(100*time.Millisecond))
 		}
 	}
 	sort.Strings(bad)
 	return bad
+}
+
+// undecided is the longest stretch between from and to in which no agent
+// request started was decided: how long the store took no writes, as
+// the agents saw it. h.mu is held.
+func (h *history) undecided(from, to time.Time) time.Duration {
+	var at []time.Time // ops are recorded as they end, not as they start
+	for _, o := range h.ops {
+		if o.decided && o.at.After(from) && o.at.Before(to) {
+			at = append(at, o.at)
+		}
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	last, longest := from, time.Duration(0)
+	for _, t := range at {
+		longest = max(longest, t.Sub(last))
+		last = t
+	}
+	return max(longest, to.Sub(last))
 }
 
 func (c *callRecord) String() string {

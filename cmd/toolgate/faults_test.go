@@ -304,7 +304,7 @@ func (w *faultWorld) decide(ctx context.Context, client *http.Client, id, decisi
 		"alice-key", `{"decision":"`+decision+`"}`)
 	if code == 200 {
 		w.h.update(id, func(c *callRecord) {
-			c.ackedAs = status
+			c.ackedAs, c.ackedAt = status, time.Now()
 			c.refused = c.refused || status == "rejected"
 		})
 	}
