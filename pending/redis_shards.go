@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,10 +49,16 @@ func checkShards(n int) error {
 	return nil
 }
 
+// hash32 is FNV-1a of s, written out: hash/fnv's hasher and the []byte
+// copy would cost two allocations on every authenticated request of a
+// sharded store (PlaceID) and every session lookup.
 func hash32(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := range len(s) {
+		h = (h ^ uint32(s[i])) * prime
+	}
+	return h
 }
 
 // slot32 is the shard of id among maxShards: the hash of all but its last
@@ -175,7 +180,8 @@ func decodeScored(v []any) ([]scoredCall, error) {
 	out := make([]scoredCall, 0, len(v)/3)
 	for i := 0; i < len(v); i += 3 {
 		id, _ := v[i].(string)
-		score, err := strconv.ParseFloat(fmt.Sprint(v[i+1]), 64)
+		text, _ := v[i+1].(string) // Lua hands ZRANGE's scores over as strings
+		score, err := strconv.ParseFloat(text, 64)
 		if err != nil {
 			return nil, fmt.Errorf("pending: list reply: score of %s: %w", id, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,13 @@ func TestPlaceID(t *testing.T) {
 					t.Fatalf("%d shards: %q of %q in shard %d, its principal's is %d", n, placed, principal, got, want)
 				}
 			}
+		}
+	}
+	for _, s := range []string{"", "a", "key:alice", rand.Text()} {
+		f := fnv.New32a()
+		_, _ = f.Write([]byte(s))
+		if hash32(s) != f.Sum32() {
+			t.Errorf("hash32(%q) = %d, FNV-1a says %d", s, hash32(s), f.Sum32())
 		}
 	}
 	for _, n := range []int{0, 3, 33, 64, -1} {

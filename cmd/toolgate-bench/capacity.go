@@ -28,6 +28,10 @@ import (
 // calls approved on another replica while the others stay parked, and how
 // fast the sweepers execute approved calls nobody holds.
 
+// capacityPrefix is the replicas' pending.redis_prefix: the run reads
+// the store's keys under it.
+const capacityPrefix = "toolgate-bench-capacity"
+
 // capacityParams are the -capacity flags.
 type capacityParams struct {
 	calls, replicas, principals, rounds, sweep int
@@ -228,7 +232,7 @@ upstreams:
 identity:
   api_keys:
 %spolicy: {rules_file: ./rules.yaml, watch: false}
-pending: {store: redis, redis_url: %q, redis_prefix: "toolgate-bench-capacity:", hold: 30s, ttl: 1h}
+pending: {store: redis, redis_url: %q, redis_prefix: "`+capacityPrefix+`:", hold: 30s, ttl: 1h}
 approvals:
   secret: "${BENCH_APPROVALS_SECRET}"
   approvers: [{name: alice, key: %q}]
@@ -334,13 +338,13 @@ func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 // and the memory of its two keys (MEMORY USAGE).
 func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req, key int64, err error) {
 	id := ids[len(ids)/2]
-	base := "{toolgate-bench-capacity}:"
+	base := "{" + capacityPrefix + "}:"
 	for i := range 16 {
 		if len(s.nodes) == 1 {
 			break
 		}
 		// the shard is the principal's; find it by trying each
-		cand := fmt.Sprintf("{toolgate-bench-capacity:%d}:", i)
+		cand := fmt.Sprintf("{%s:%d}:", capacityPrefix, i)
 		if n, _ := s.redis.Exists(ctx, cand+"call:"+id).Result(); n == 1 {
 			base = cand
 		}
@@ -478,11 +482,11 @@ func (s *capacityStack) approvals(ctx context.Context, rounds int) ([]time.Durat
 // newestWaiting returns the call that entered waiting last, read from
 // the state indexes of every shard.
 func (s *capacityStack) newestWaiting(ctx context.Context) (string, error) {
-	keys := []string{"{toolgate-bench-capacity}:state:waiting"}
+	keys := []string{"{" + capacityPrefix + "}:state:waiting"}
 	if len(s.nodes) > 1 {
 		keys = keys[:0]
 		for i := range 16 {
-			keys = append(keys, fmt.Sprintf("{toolgate-bench-capacity:%d}:state:waiting", i))
+			keys = append(keys, fmt.Sprintf("{%s:%d}:state:waiting", capacityPrefix, i))
 		}
 	}
 	id, best := "", -1.0
