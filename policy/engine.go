@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // Options configure an Engine.
@@ -67,6 +69,9 @@ type prepared struct {
 	// for other queries on the same revision (decision-log masks).
 	compiler *ast.Compiler
 	store    storage.Store
+	// reads is what of the input the compiled modules can read; Decide
+	// builds only that.
+	reads *inputReads
 }
 
 // ruleNames are the rules a policy contributes to.
@@ -165,7 +170,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		return nil, err
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
-	p := &prepared{revision: b.revision, compiler: c, store: store}
+	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
 		return nil, err
 	}
@@ -213,7 +218,7 @@ func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Ca
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	p := e.current.Load()
 	if p.native == nil {
-		v, err := in.Value()
+		v, err := in.valueFor(p.reads)
 		if err != nil {
 			return failed(err)
 		}
@@ -221,7 +226,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
-		v, err := in.Value()
+		v, err := in.valueFor(p.reads)
 		if err != nil {
 			return failed(err)
 		}
@@ -286,8 +291,17 @@ func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def
 }
 
 // eval runs a decision query, which has exactly one result.
+//
+// Two of OPA's per-evaluation defaults cost more than a small policy's
+// evaluation: a fresh metrics registry (three maps) and a goroutine that
+// waits for ctx to end so it can cancel the query. Decisions read no
+// metrics, and context.AfterFunc cancels the query the same way with no
+// goroutine unless ctx does end while it runs.
 func eval(ctx context.Context, q *rego.PreparedEvalQuery, v ast.Value) (rego.Vars, error) {
-	rs, err := q.Eval(ctx, rego.EvalParsedInput(v))
+	cancel := topdown.NewCancel()
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer stop()
+	rs, err := q.Eval(ctx, rego.EvalParsedInput(v), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
 	if err != nil {
 		return nil, fmt.Errorf("policy: evaluating: %w", err)
 	}
@@ -296,6 +310,9 @@ func eval(ctx context.Context, q *rego.PreparedEvalQuery, v ast.Value) (rego.Var
 	}
 	return rs[0].Bindings, nil
 }
+
+// noMetrics is the registry decisions evaluate with: they report none.
+var noMetrics = metrics.NoOp()
 
 func applyModeOrFail(d Decision, mode string) (Decision, error) {
 	d, err := applyMode(d, mode)

@@ -616,3 +616,22 @@ func TestReloadIsAtomic(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// TestDecideDeadline: a policy still evaluating when the decision's
+// deadline passes is stopped there, and the call is denied with the error.
+func TestDecideDeadline(t *testing.T) {
+	e := newEngine(t, policy.Options{Policies: fstest.MapFS{"p.rego": {Data: []byte(`package toolgate
+
+deny contains "never" if {
+	some i in numbers.range(1, 100000000)
+	i < 0
+}
+`)}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	d, err := e.Decide(ctx, call("Read", "x"))
+	if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
+		t.Fatalf("Decide = %v, %v after %v; want a deny with an error soon after 50 ms", d.Action, err, took)
+	}
+}

@@ -95,40 +95,60 @@ func (in Input) MarshalJSON() ([]byte, error) { return in.AppendJSON(nil, false)
 
 // Value returns the input as an OPA value, built directly rather than
 // through a JSON round trip: this runs on every call.
-func (in *Input) Value() (ast.Value, error) {
+func (in *Input) Value() (ast.Value, error) { return in.valueFor(everything) }
+
+// valueFor is Value with only what r says a policy reads: the keys it
+// never names are left out (inputReads).
+func (in *Input) valueFor(r *inputReads) (ast.Value, error) {
 	items := make([][2]*ast.Term, 0, 12)
 	add := func(k string, v *ast.Term) { items = append(items, ast.Item(term(k), v)) }
-	add("version", term(InputVersion))
-	add("call_id", ast.StringTerm(in.CallID))
-	add("kind", term(in.Kind))
-	add("time", ast.StringTerm(in.Time.UTC().Format(time.RFC3339Nano)))
-	mode := in.Mode
-	if mode == "" {
-		mode = ModeDefault
+	if r.top("version") {
+		add("version", term(InputVersion))
 	}
-	add("mode", term(mode))
-	phase := in.Phase
-	if phase == "" {
-		phase = PhaseCall
+	if r.top("call_id") {
+		add("call_id", ast.StringTerm(in.CallID))
 	}
-	add("phase", term(phase))
-	add("upstream", ast.NewTerm(ast.NewObject(
-		ast.Item(term("name"), ast.StringTerm(in.Upstream.Name)),
-		ast.Item(term("protocol"), term(in.Upstream.Protocol)),
-	)))
-	subj, err := in.Subject.value()
-	if err != nil {
-		return nil, err
+	if r.top("kind") {
+		add("kind", term(in.Kind))
 	}
-	add("subject", ast.NewTerm(subj))
-	if in.Tool != nil {
-		t, err := in.Tool.value()
+	if r.top("time") {
+		add("time", ast.StringTerm(in.Time.UTC().Format(time.RFC3339Nano)))
+	}
+	if r.top("mode") {
+		mode := in.Mode
+		if mode == "" {
+			mode = ModeDefault
+		}
+		add("mode", term(mode))
+	}
+	if r.top("phase") {
+		phase := in.Phase
+		if phase == "" {
+			phase = PhaseCall
+		}
+		add("phase", term(phase))
+	}
+	if r.top("upstream") {
+		add("upstream", ast.NewTerm(ast.NewObject(
+			ast.Item(term("name"), ast.StringTerm(in.Upstream.Name)),
+			ast.Item(term("protocol"), term(in.Upstream.Protocol)),
+		)))
+	}
+	if r.top("subject") {
+		subj, err := in.Subject.value(r)
+		if err != nil {
+			return nil, err
+		}
+		add("subject", ast.NewTerm(subj))
+	}
+	if in.Tool != nil && r.top("tool") {
+		t, err := in.Tool.value(r)
 		if err != nil {
 			return nil, err
 		}
 		add("tool", ast.NewTerm(t))
 	}
-	if in.MCP != nil {
+	if in.MCP != nil && r.top("mcp") {
 		m := []*ast.Term{term("method"), term(in.MCP.Method)}
 		obj := ast.NewObject(ast.Item(m[0], m[1]))
 		if in.MCP.ID != nil {
@@ -143,46 +163,67 @@ func (in *Input) Value() (ast.Value, error) {
 		}
 		add("mcp", ast.NewTerm(obj))
 	}
-	add("http", ast.NewTerm(in.HTTP.value()))
+	if r.top("http") {
+		add("http", ast.NewTerm(in.HTTP.value(r)))
+	}
 	return ast.NewObject(items...), nil
 }
 
-func (s *Subject) value() (ast.Value, error) {
-	groups := make([]*ast.Term, len(s.Groups))
-	for i, g := range s.Groups {
-		groups[i] = ast.StringTerm(g)
+func (s *Subject) value(r *inputReads) (ast.Value, error) {
+	items := make([][2]*ast.Term, 0, 4)
+	if r.sub("subject", "id") {
+		items = append(items, ast.Item(term("id"), ast.StringTerm(s.ID)))
 	}
-	claims, err := objectTerm(s.Claims)
-	if err != nil {
-		return nil, fmt.Errorf("policy: input subject.claims: %w", err)
+	if r.sub("subject", "groups") {
+		groups := make([]*ast.Term, len(s.Groups))
+		for i, g := range s.Groups {
+			groups[i] = ast.StringTerm(g)
+		}
+		items = append(items, ast.Item(term("groups"), ast.ArrayTerm(groups...)))
 	}
-	return ast.NewObject(
-		ast.Item(term("id"), ast.StringTerm(s.ID)),
-		ast.Item(term("groups"), ast.ArrayTerm(groups...)),
-		ast.Item(term("claims"), claims),
-		ast.Item(term("authenticated"), ast.InternedTerm(s.Authenticated)),
-	), nil
+	if r.sub("subject", "claims") {
+		claims, err := objectTerm(s.Claims)
+		if err != nil {
+			return nil, fmt.Errorf("policy: input subject.claims: %w", err)
+		}
+		items = append(items, ast.Item(term("claims"), claims))
+	}
+	if r.sub("subject", "authenticated") {
+		items = append(items, ast.Item(term("authenticated"), ast.InternedTerm(s.Authenticated)))
+	}
+	return ast.NewObject(items...), nil
 }
 
-func (t *Tool) value() (ast.Value, error) {
+func (t *Tool) value(r *inputReads) (ast.Value, error) {
 	items := make([][2]*ast.Term, 0, 6)
-	items = append(items, ast.Item(term("name"), ast.StringTerm(t.Name)))
-	args, err := objectTerm(t.Arguments)
-	if err != nil {
-		return nil, fmt.Errorf("policy: input tool.arguments: %w", err)
+	if r.sub("tool", "name") {
+		items = append(items, ast.Item(term("name"), ast.StringTerm(t.Name)))
 	}
-	items = append(items, ast.Item(term("arguments"), args))
+	if r.sub("tool", "arguments") {
+		args, err := objectTerm(t.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("policy: input tool.arguments: %w", err)
+		}
+		items = append(items, ast.Item(term("arguments"), args))
+	}
 	if t.HasTarget {
-		items = append(items,
-			ast.Item(term("target"), ast.StringTerm(t.Target)),
-			ast.Item(term("target_raw"), ast.StringTerm(t.TargetRaw)),
-			ast.Item(term("target_escapes"), ast.InternedTerm(t.TargetEscapes)))
+		if r.sub("tool", "target") {
+			items = append(items, ast.Item(term("target"), ast.StringTerm(t.Target)))
+		}
+		if r.sub("tool", "target_raw") {
+			items = append(items, ast.Item(term("target_raw"), ast.StringTerm(t.TargetRaw)))
+		}
+		if r.sub("tool", "target_escapes") {
+			items = append(items, ast.Item(term("target_escapes"), ast.InternedTerm(t.TargetEscapes)))
+		}
 	}
-	ann, err := objectTerm(t.Annotations)
-	if err != nil {
-		return nil, fmt.Errorf("policy: input tool.annotations: %w", err)
+	if r.sub("tool", "annotations") {
+		ann, err := objectTerm(t.Annotations)
+		if err != nil {
+			return nil, fmt.Errorf("policy: input tool.annotations: %w", err)
+		}
+		items = append(items, ast.Item(term("annotations"), ann))
 	}
-	items = append(items, ast.Item(term("annotations"), ann))
 	return ast.NewObject(items...), nil
 }
 
@@ -200,13 +241,21 @@ func objectTerm(m map[string]any) (*ast.Term, error) {
 
 var emptyObject = ast.NewTerm(ast.NewObject())
 
-func (h *HTTP) value() ast.Value {
-	return ast.NewObject(
-		ast.Item(term("method"), term(h.Method)),
-		ast.Item(term("path"), ast.StringTerm(h.Path)),
-		ast.Item(term("query"), ast.NewTerm(multiMap(h.Query))),
-		ast.Item(term("headers"), ast.NewTerm(multiMap(h.Headers))),
-	)
+func (h *HTTP) value(r *inputReads) ast.Value {
+	items := make([][2]*ast.Term, 0, 4)
+	if r.sub("http", "method") {
+		items = append(items, ast.Item(term("method"), term(h.Method)))
+	}
+	if r.sub("http", "path") {
+		items = append(items, ast.Item(term("path"), ast.StringTerm(h.Path)))
+	}
+	if r.sub("http", "query") {
+		items = append(items, ast.Item(term("query"), ast.NewTerm(multiMap(h.Query))))
+	}
+	if r.sub("http", "headers") {
+		items = append(items, ast.Item(term("headers"), ast.NewTerm(multiMap(h.Headers))))
+	}
+	return ast.NewObject(items...)
 }
 
 func multiMap[M ~map[string][]string](m M) ast.Value {

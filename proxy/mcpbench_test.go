@@ -1,17 +1,25 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
+
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
 )
 
 // BenchmarkMCPToolCall is an allowed MCP tools/call straight to a tool
-// server and through toolgate (the real engine, a one-row rules table),
-// with the server answering JSON and SSE.
+// server and through toolgate (the real engine, a one-row rules table and
+// a Rego rule on an argument, as teams write them), with the server
+// answering JSON and SSE.
 func BenchmarkMCPToolCall(b *testing.B) {
 	const result = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}`
 	for _, mode := range []string{"json", "sse"} {
@@ -25,7 +33,8 @@ func BenchmarkMCPToolCall(b *testing.B) {
 			_, _ = io.WriteString(w, result)
 		})
 		u, _ := url.Parse(up.URL)
-		engine := seedEngineRules(b, "rules:\n  - {id: a, effect: allow, tool: read_file, target: \"docs/**\"}\n")
+		engine := regoEngine(b, "rules:\n  - {id: a, effect: allow, tool: read_file, target: \"docs/**\"}\n",
+			`deny contains "nothing under /etc" if startswith(input.tool.arguments.path, "/etc")`)
 		env := newTestServer(b, engine, func(c *Config) {
 			c.Upstreams = []Upstream{{Name: "tools", URL: u, Protocol: "mcp", MCPPath: "/mcp"}}
 		})
@@ -63,4 +72,21 @@ func benchUpstream(b *testing.B, h http.HandlerFunc) *httptest.Server {
 	}))
 	b.Cleanup(up.Close)
 	return up
+}
+
+// regoEngine is the real engine with a rules table and one module of
+// package toolgate.
+func regoEngine(b *testing.B, rules, rego string) *policy.Engine {
+	path := filepath.Join(b.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	e, err := policy.New(context.Background(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true, RulesFile: path,
+		Policies: fstest.MapFS{"p.rego": {Data: []byte("package toolgate\n\n" + rego + "\n")}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
 }
