@@ -111,7 +111,11 @@ type Logger struct {
 	// encoding buffer. Worker only.
 	labels json.RawMessage
 	buf    []byte
-	line   []byte // the direct line's buffer (ConsoleWriter)
+	// line holds the direct lines (ConsoleWriter) not yet written: lines
+	// of them, for lineW. Worker only.
+	line  []byte
+	lines int
+	lineW io.Writer
 }
 
 // entry is one event waiting for the worker.
@@ -227,8 +231,10 @@ func (l *Logger) run() {
 		case e := <-l.queue:
 			l.log(ctx, e)
 			drain()
+			l.flush(ctx)
 		case <-l.stop:
 			drain()
+			l.flush(ctx)
 			return
 		}
 		pause.Reset(drainInterval)
@@ -236,6 +242,7 @@ func (l *Logger) run() {
 		case <-pause.C:
 		case <-l.stop:
 			drain()
+			l.flush(ctx)
 			return
 		}
 	}

@@ -136,7 +136,11 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 // the fields in the order of the record writeDecision builds; b holds the
 // input, result, metrics and bundles JSON at the offsets n, m and k.
 func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []byte, n, m, k int) {
-	line := append(l.line[:0], `{"time":"`...)
+	if l.lineW != nil && l.lineW != w {
+		l.flush(ctx)
+	}
+	l.lineW = w
+	line := append(l.line, `{"time":"`...)
 	line = time.Now().AppendFormat(line, time.RFC3339Nano)
 	line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
 	line = appendString(line, logs.DecisionLogType)
@@ -161,10 +165,28 @@ func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []by
 	line = append(line, b[m:k]...)
 	line = append(line, "}\n"...)
 	l.line = line
-	if _, err := w.Write(line); err != nil {
-		l.counts.errs.Add(1)
-		l.opts.Logger.ErrorContext(ctx, "decision log: event not written", "decision_id", d.ID, "error", fmt.Errorf("console: %w", err))
+	l.lines++
+	if len(line) >= flushBytes {
+		l.flush(ctx)
 	}
+}
+
+// flushBytes is how much of a batch of lines the worker holds before it
+// writes them: one write(2) for a batch rather than one per decision,
+// which under load cost more than building the line.
+const flushBytes = 32 << 10
+
+// flush writes the lines writeLine gathered; the worker calls it after
+// each batch of queued events, so a line waits no longer than its batch.
+func (l *Logger) flush(ctx context.Context) {
+	if len(l.line) == 0 {
+		return
+	}
+	if _, err := l.lineW.Write(l.line); err != nil {
+		l.counts.errs.Add(uint64(l.lines))
+		l.opts.Logger.ErrorContext(ctx, "decision log: events not written", "events", l.lines, "error", fmt.Errorf("console: %w", err))
+	}
+	l.line, l.lines = l.line[:0], 0
 }
 
 // appendField appends ,"k":"v", left out when v is empty as the record's

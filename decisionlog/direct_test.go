@@ -117,6 +117,7 @@ func TestDirectMatchesPlugin(t *testing.T) {
 			lp.log(ctx, ev)
 			ld.log(ctx, ev)
 			ll.log(ctx, ev)
+			ll.flush(ctx)
 			if !ld.direct {
 				t.Fatal("a policy without mask or drop rules does not take the direct path")
 			}
@@ -190,8 +191,59 @@ func BenchmarkLogDecision(b *testing.B) {
 			for b.Loop() {
 				l.direct = direct
 				l.log(ctx, ev)
+				l.flush(ctx)
 				sink.Reset()
 			}
 		})
+	}
+}
+
+// writeCounter counts the writes it takes and fails them when told to.
+type writeCounter struct {
+	testkit.Buffer
+	writes int
+	fail   bool
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	if w.fail {
+		return 0, errors.New("disk full")
+	}
+	return w.Buffer.Write(p)
+}
+
+// TestLinesWrittenInBatches: the decisions the worker takes together reach
+// the console in one write, every line whole; a failed write counts every
+// line it held as an error.
+func TestLinesWrittenInBatches(t *testing.T) {
+	e := testEngine(t, nil)
+	w := &writeCounter{}
+	l := testLogger(t, e, Options{Console: slog.NewJSONHandler(w, nil), ConsoleWriter: w})
+	ctx := t.Context()
+	var decisions []entry
+	for _, ev := range events(e) {
+		if _, ok := ev.(*Decision); ok {
+			decisions = append(decisions, ev)
+		}
+	}
+	for _, ev := range decisions {
+		l.log(ctx, ev)
+	}
+	if w.writes != 0 {
+		t.Fatalf("%d writes before the batch ended", w.writes)
+	}
+	l.flush(ctx)
+	if got := consoleLines(t, &w.Buffer); w.writes != 1 || len(got) != len(decisions) {
+		t.Fatalf("%d writes, %d lines; want 1 write of %d lines", w.writes, len(got), len(decisions))
+	}
+	w.fail = true
+	before := l.counts.errs.Load()
+	for _, ev := range decisions {
+		l.log(ctx, ev)
+	}
+	l.flush(ctx)
+	if got := l.counts.errs.Load() - before; got != uint64(len(decisions)) {
+		t.Errorf("a failed write counted %d errors, want %d", got, len(decisions))
 	}
 }
