@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/deadline"
+	"github.com/toolgate/toolgate/internal/gctune"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -337,6 +338,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		newServer(adminHandler(a.readiness, a.registry)),
 	}
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
+	// Garbage collection paced for a small live heap (internal/gctune);
+	// GOGC in the environment turns this off.
+	defer gctune.Start(gctune.DefaultFloor).Stop()
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
 		go func() {
