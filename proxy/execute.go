@@ -54,10 +54,9 @@ func (x executor) Lease(pc pending.Call) time.Duration {
 // and classifies what happened: a refused connection sent nothing (failed,
 // 502); any answer is executed, whatever its status (a body cut short is
 // kept as truncated); a request sent without an answer (timeout, reset) is
-// unknown (504). It is never retried: tools need not be idempotent, and the
-// request goes out on a connection of its own, so net/http cannot replay it
-// either. The answer is kept up to MaxResultBytes; it reaches the agent
-// from the store, once.
+// unknown (504). It is never retried: tools need not be idempotent, and
+// net/http cannot replay it either (sendOnce). The answer is kept up to
+// MaxResultBytes; it reaches the agent from the store, once.
 func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
 	up := s.upstreamNamed(pc.Upstream)
 	sr, err := decodeStored(pc.Request)
@@ -92,8 +91,11 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	if len(sr.Body) > 0 {
 		req.Body = io.NopCloser(bytes.NewReader(sr.Body))
 		req.ContentLength = int64(len(sr.Body))
+		// Lets net/http send the body again only where it sent nothing of
+		// it (a pooled connection found closed before the first byte).
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(sr.Body)), nil }
 	}
-	res, err := up.once.RoundTrip(req)
+	res, err := sendOnce(up, req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
@@ -143,4 +145,34 @@ func toolgateResult(callID string, status int, detail string) pending.Result {
 		CallID: callID, Decision: outcomeApproved, Reasons: []string{}, RuleIDs: []string{},
 	})
 	return pending.Result{Status: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: body}
+}
+
+// sendOnce sends an approved call so that net/http cannot send it twice.
+// net/http resends a request on a new connection when a reused one fails
+// after the request was written only if the request looks idempotent
+// (isReplayable: GET, HEAD, OPTIONS or TRACE, or an Idempotency-Key or
+// X-Idempotency-Key header); otherwise it resends only what it never
+// wrote a byte of. So on cleartext HTTP/1.1 a call that does not look
+// idempotent may use the upstream's pooled connections, and saves a
+// connect and a close per approved call; one that does, and any call to an
+// https upstream (where HTTP/2 has retry rules of its own), goes out on a
+// connection of its own, where nothing is ever resent.
+// TestApprovedCallNeverReplayed holds both sides.
+func sendOnce(up *upstream, req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" && !looksIdempotent(req) {
+		return up.transport.RoundTrip(req)
+	}
+	return up.once.RoundTrip(req)
+}
+
+// looksIdempotent is net/http's own test (Request.isReplayable) of whether
+// a request may be replayed on another connection.
+func looksIdempotent(r *http.Request) bool {
+	switch r.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, k := r.Header["Idempotency-Key"]
+	_, x := r.Header["X-Idempotency-Key"]
+	return k || x
 }
