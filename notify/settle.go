@@ -14,6 +14,26 @@ func (n *Notifier) InFlight(typ, callID string) bool {
 	return n.inflight[id] > 0
 }
 
+// Room is how many more events Notify can queue for every target now:
+// the free places in the fullest queue. A caller with a backlog (the
+// re-announcer) sends no more than this, so what it sends is queued, not
+// dropped.
+func (n *Notifier) Room() int {
+	room := n.opts.QueueSize
+	for _, w := range n.workers {
+		room = min(room, cap(w.queue)-len(w.queue))
+	}
+	return room
+}
+
+// Pending is how many events Notify took that some target has not
+// finished with: those InFlight reports.
+func (n *Notifier) Pending() int {
+	n.inflightMu.Lock()
+	defer n.inflightMu.Unlock()
+	return len(n.inflight)
+}
+
 // queued is an event in a target's queue, with the settlement it shares
 // with its copies in the other targets' queues.
 type queued struct {

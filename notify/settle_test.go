@@ -124,3 +124,29 @@ func TestSettledNoTargets(t *testing.T) {
 		t.Errorf("OnSettled = %v, want c1 once, delivered", got)
 	}
 }
+
+// TestRoomAndPending: Room is the free places in the fullest queue and
+// Pending the events some target has not finished with, so that a caller
+// with a backlog sends only what will be queued.
+func TestRoomAndPending(t *testing.T) {
+	fastT, slowT := testkit.NewUpstream(t, nil), hangingReceiver(t)
+	var res results
+	opts := fast(&res, Target{URL: fastT.URL}, Target{URL: slowT.URL})
+	opts.QueueSize = 3
+	n := start(t, opts)
+	if got := n.Room(); got != 3 {
+		t.Fatalf("Room() = %d with empty queues, want 3", got)
+	}
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "c1 in delivery at the hanging target", func() bool { return len(slowT.Requests()) == 1 })
+	n.Notify(requested("c2"))
+	n.Notify(requested("c3"))
+	// The hanging target's queue holds c2 and c3; the other's has drained.
+	testkit.WaitFor(t, "the fast target's deliveries", func() bool { return len(fastT.Requests()) == 3 })
+	if got := n.Room(); got != 1 {
+		t.Errorf("Room() = %d, want 1 (the hanging target's queue holds 2 of 3)", got)
+	}
+	if got := n.Pending(); got != 3 {
+		t.Errorf("Pending() = %d, want 3", got)
+	}
+}

@@ -129,3 +129,23 @@ func TestReannounceSkipsInFlight(t *testing.T) {
 		t.Errorf("toolgate_notifications_reannounced_total = %v, want 0", got)
 	}
 }
+
+// TestReannounceBurst: a burst of parks that outran a small queue is
+// announced again as the queue has room, every call once, and none of
+// the events sent again is dropped by the queue it was sent to.
+func TestReannounceBurst(t *testing.T) {
+	tg, ev, open, park := announcing(t, 2)
+	ids := []string{park("0")}
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	for i := 1; i < 8; i++ {
+		ids = append(ids, park(string(rune('0'+i))))
+	}
+	// One in delivery, two queued, five dropped.
+	eventually(t, tg.admin, "toolgate_notifications_total", 5, "format", "cloudevents", "result", "dropped")
+	open()
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 5)
+	announcedOnce(t, ev, ids...)
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_total", "format", "cloudevents", "result", "dropped"); got != 5 {
+		t.Errorf("%v events dropped, want the burst's 5 and none of those announced again", got)
+	}
+}

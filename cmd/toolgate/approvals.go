@@ -48,9 +48,9 @@ type parking struct {
 // Re-announcement of parked calls whose requested event did not settle
 // (dropped by a full queue, or lost with a replica): every
 // reannounceEvery, the calls waiting at least reannounceAfter and not
-// recorded as announced are notified again, at most reannounceBatch at a
-// time. Variables so that tests can shorten them; notifyQueueSize is
-// notify's QueueSize (0: its default).
+// recorded as announced are notified again, as many as the notification
+// queues have room for. Variables so that tests can shorten them;
+// notifyQueueSize is notify's QueueSize (0: its default).
 var (
 	reannounceEvery = 5 * time.Second
 	reannounceAfter = 15 * time.Second
@@ -58,7 +58,8 @@ var (
 )
 
 const (
-	reannounceBatch = 100
+	// reannounceScan bounds the calls one round lists.
+	reannounceScan = 4096
 	// announcedTimeout bounds recording a settled announcement; it runs
 	// in the target's delivery goroutine.
 	announcedTimeout = 2 * time.Second
@@ -254,10 +255,19 @@ func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 	}
 }
 
+// reannounceOnce announces, of the calls due for it, as many as the
+// queues have room for: a burst of parks that outran the queues goes out
+// as fast as the receivers take it. The oldest calls listed may be the
+// ones still queued from the last round, so the round lists that many
+// more.
 func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
+	room := p.notifier.Room()
+	if room <= 0 {
+		return // the queues are full: what is in them goes first
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	calls, err := p.store.Unannounced(ctx, after, reannounceBatch)
+	calls, err := p.store.Unannounced(ctx, after, min(room+p.notifier.Pending(), reannounceScan))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("could not list the calls to announce again", "error", err)
@@ -266,6 +276,9 @@ func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 	}
 	n := 0
 	for _, c := range calls {
+		if n == room {
+			break
+		}
 		if p.notifier.InFlight(notify.TypeRequested, c.ID) {
 			continue
 		}
