@@ -49,6 +49,7 @@ type options struct {
 	toolgate   string
 	only       string
 	cpuprofile string
+	profileRow string
 	keep       bool
 	dir        string
 	noPin      bool
@@ -101,6 +102,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a perf profile of toolgate during its allow runs to this file (needs perf)")
+	fs.StringVar(&o.profileRow, "cpuprofile-row", "", "the row -cpuprofile records (default: toolgate allow; with -mcp, MCP toolgate (json))")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	fs.BoolVar(&o.noPin, "no-pin", false, "do not pin servers and load generator to separate cores")
 	if err := fs.Parse(args); err != nil {

@@ -150,6 +150,9 @@ func (s *stack) saturation(ctx context.Context, o *options, targets []*target, s
 	if o.mcp {
 		profileRow = "MCP toolgate (json)"
 	}
+	if o.profileRow != "" {
+		profileRow = o.profileRow
+	}
 	for _, c := range o.conns {
 		out[c] = map[*target][]*sample{}
 		for rep := range o.reps {
