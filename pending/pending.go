@@ -246,7 +246,10 @@ type Store interface {
 	Expire(ctx context.Context, limit int) ([]Call, error)
 
 	// Approved returns up to limit calls Approved at least grace ago and
-	// not yet claimed (for the sweeper: nobody is holding them).
+	// not yet claimed (for the sweeper: nobody is holding them). Each
+	// has at least its ID, State, Upstream, ExpiresAt, DecidedAt and
+	// CreatedAt; a store may leave the rest out (Claim returns the
+	// whole call).
 	Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error)
 
 	// List returns up to limit calls in state s, oldest first.

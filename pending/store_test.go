@@ -591,6 +591,15 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if got, err := s.Approved(ctx, 0, 0); err != nil || len(got) != 0 {
 			t.Errorf("Approved(limit 0) = %v, %v", ids(got), err)
 		}
+		// What the sweeper reads before it claims: every store gives it.
+		got, err := s.Approved(ctx, 0, 10)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Approved = %v, %v", ids(got), err)
+		}
+		if c := got[0]; c.ID != b.ID || c.State != Approved || c.Upstream != b.Upstream || c.Upstream == "" ||
+			c.ExpiresAt.IsZero() || c.DecidedAt.IsZero() || c.CreatedAt.IsZero() {
+			t.Errorf("Approved gave %+v: want its ID, state, upstream and times", c)
+		}
 	})
 
 	t.Run("List", func(t *testing.T) {
