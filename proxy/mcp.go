@@ -118,10 +118,15 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
 			}
-			// Tool calls are decided one per request, and a tools/list
-			// answer is filtered per caller, which a batch's is not.
-			if policy.IsMCPToolMethod(method) || method == "tools/list" {
+			// Tool calls are decided one per request, a tools/list
+			// answer is filtered per caller, which a batch's is not, and
+			// task methods and answers to toolgate's own requests may be
+			// toolgate's to answer, which it does one per request.
+			if policy.IsMCPToolMethod(method) || method == "tools/list" || strings.HasPrefix(method, "tasks/") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
+			}
+			if id, _ := o["id"].(string); method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that answers toolgate's own request is refused whole; send the answer alone")
 			}
 			if isString && !slices.Contains(c.mcp.batch, method) {
 				c.mcp.batch = append(c.mcp.batch, method)

@@ -90,7 +90,7 @@ func (m *mcpMessage) readTaskParams(params map[string]any) {
 // toolgate never gave out.
 func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a answer, ok bool) {
 	m := c.mcp
-	if s.life == nil || m == nil || m.id == nil {
+	if s.life == nil || m == nil {
 		return answer{}, false
 	}
 	stateless := m.version >= statelessEra
@@ -98,6 +98,29 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 		return answer{}, false
 	}
 	ctx := r.Context()
+	if m.id == nil {
+		// A task method sent as a notification asks for no answer and
+		// acts on nothing of toolgate's: one that names a call of
+		// toolgate's is acknowledged (202, as MCP answers notifications)
+		// and goes no further; the upstream would only see an ID it never
+		// gave out.
+		if _, err := s.cfg.Pending.Get(ctx, m.taskID); err != nil {
+			if errors.Is(err, pending.ErrNotFound) {
+				return answer{}, false
+			}
+			return taskStoreFailed(c), true
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return answer{kind: written}, true
+	}
+	if m.method == "tasks/cancel" || m.method == "tasks/result" {
+		// These act on the call (cancel it, run it once approved): a
+		// call of the caller's that is not a task here (a REST call,
+		// another upstream's) is not found, and left as it is.
+		if pc, err := s.life.Status(ctx, c.subject.Principal, m.taskID, 0, false); err == nil && !isTaskOf(pc, c) {
+			return taskNotFound(c), true
+		}
+	}
 	if stateless && !m.tasksExt {
 		// The extension's methods from a request that does not declare
 		// it: refused before anything is read or done, when the task is

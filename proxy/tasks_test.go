@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -435,5 +436,61 @@ func TestMCPTaskRequesterConfirm(t *testing.T) {
 		if strings.Contains(string(req.Body), confirmRPCPrefix) {
 			t.Errorf("the client's answer reached the upstream: %s", req.Body)
 		}
+	}
+}
+
+// TestMCPTaskEdges: task methods reach toolgate's calls only one per
+// request, as requests, and only for calls that are tasks here. A task
+// method sent as a notification is acknowledged and goes nowhere; a batch
+// holding a task method, or an answer to toolgate's own request, is
+// refused whole; tasks/cancel and tasks/result of the caller's call that
+// is not a task on this upstream (here: another upstream's) find nothing
+// and leave it as it was.
+func TestMCPTaskEdges(t *testing.T) {
+	env := newMCPEnv(t, taskEras[0])
+	tc, _ := connectTasks(t, env, true)
+	tc.createTask("notes/a")
+	pc, ok := env.nextParked(time.Second)
+	if !ok {
+		t.Fatal("nothing was parked")
+	}
+	sent := len(env.up.got())
+
+	res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"`+pc.ID+`"}}`, tc.headers()...)
+	if res.StatusCode != http.StatusAccepted || len(bytes.TrimSpace(raw)) != 0 {
+		t.Errorf("tasks/cancel as a notification: status %d body %s, want 202 and nothing", res.StatusCode, raw)
+	}
+	for _, batch := range []string{
+		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + pc.ID + `"}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
+		`[{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"` + pc.ID + `"}}]`,
+		`[{"jsonrpc":"2.0","id":"` + confirmRPCPrefix + pc.ID + `","result":{"action":"accept"}},{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
+	} {
+		if res, _, raw := postMCP(t, env, batch, tc.headers()...); res.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "Batch refused") {
+			t.Errorf("batch %s: status %d body %s, want 400 Batch refused", batch, res.StatusCode, raw)
+		}
+	}
+	if got := env.up.got(); len(got) != sent {
+		t.Errorf("the upstream received %d more requests: %+v", len(got)-sent, got[sent:])
+	}
+	if got, _ := env.store.Get(t.Context(), pc.ID); got.State != pending.Waiting {
+		t.Errorf("the task is %s, want waiting", got.State)
+	}
+
+	// A call of the same principal parked for another upstream.
+	other := pc
+	other.ID, other.Upstream, other.AttachKey, other.ArgsKey = pc.ID[:len(pc.ID)-1]+"Z", "elsewhere", "", ""
+	if other.ID == pc.ID {
+		other.ID = pc.ID[:len(pc.ID)-1] + "Y"
+	}
+	if _, _, err := env.store.Park(t.Context(), other, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.store.Decide(t.Context(), other.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	tc.fails("tasks/cancel", `{"taskId":"`+other.ID+`"}`, rpcInvalidParams)
+	tc.fails("tasks/result", `{"taskId":"`+other.ID+`"}`, rpcInvalidParams)
+	if got, _ := env.store.Get(t.Context(), other.ID); got.State != pending.Approved {
+		t.Errorf("the other upstream's call is %s after tasks/cancel and tasks/result, want approved (untouched)", got.State)
 	}
 }
