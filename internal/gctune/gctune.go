@@ -5,7 +5,7 @@
 // toolgate's live heap is a few megabytes (the compiled policy, the rules
 // table, the connection pools) and every call allocates some 20 KiB, so
 // under load it collected 25 times a second, and marking and assisting
-// cost more CPU than deciding the calls. Tune raises GOGC while the live
+// cost more CPU than deciding the calls. The tuner raises GOGC while the live
 // heap is below half of a floor, so that the next collection comes at
 // about the floor instead of at twice a small heap, and gives back the
 // default as soon as the live heap is larger: the heap then grows as it
@@ -75,7 +75,10 @@ func Start(floor uint64) *Tuner {
 // the next collection, tunes, and arms again. This follows the collector
 // cycle by cycle at no cost between cycles.
 func (t *Tuner) arm() {
-	sentinel := new(byte)
+	// An object with a pointer field: the tiny allocator, which packs
+	// small pointer-free objects together, would keep it alive with its
+	// neighbours, and its cleanup might then never run.
+	sentinel := &struct{ _ *byte }{}
 	runtime.AddCleanup(sentinel, func(t *Tuner) {
 		if t.tune() {
 			t.arm()
