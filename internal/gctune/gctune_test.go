@@ -37,7 +37,8 @@ func TestOperatorGOGCWins(t *testing.T) {
 
 // TestTunerFollowsTheLiveHeap: a small live heap gets a raised GOGC, a
 // live heap past half the floor gets the default back at the next
-// collection, and Stop restores what was in force.
+// collection, a small one again a raised GOGC, and Stop restores what was
+// in force.
 func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	if v, set := os.LookupEnv("GOGC"); set {
 		os.Unsetenv("GOGC")
@@ -64,6 +65,9 @@ func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	}
 	waitPercent(func(p int) bool { return p == 100 }, "the default for a 48 MiB live heap")
 	runtime.KeepAlive(ballast)
+	ballast = nil
+	// Still following, collection after collection.
+	waitPercent(func(p int) bool { return p > 100 }, "raised again once the heap is small")
 	tu.Stop()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("after Stop GOGC is %d, want the 100 in force before", got)
