@@ -72,6 +72,16 @@ import "github.com/redis/go-redis/v9"
 const luaPrelude = `
 if redis.replicate_commands then redis.replicate_commands() end
 local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+-- On a Cluster the channel comes as '{' .. channel (a prefix never holds
+-- '{'): publish on the shard's own channel, which stays on the shard's
+-- nodes (SPUBLISH, Redis 7), and on the global one where SPUBLISH is not.
+local sharded = string.sub(channel, 1, 1) == '{'
+if sharded then channel = string.sub(channel, 2) end
+local function publish(id)
+  if not (sharded and pcall(redis.call, 'SPUBLISH', base .. 'events', id)) then
+    redis.call('PUBLISH', channel, id)
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = base .. 'due'
@@ -242,7 +252,7 @@ local function move(id, h, to, fields, deadline)
       unattach(id, h)
     end
   end
-  redis.call('PUBLISH', channel, id)
+  publish(id)
 end
 `
 

@@ -826,3 +826,57 @@ func sortedIDs(ids ...string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestRedisClusterWakeSharded: on a Cluster a transition is published on
+// its shard's channel (SPUBLISH), not across the cluster bus, and a
+// replica holding the agent wakes through it.
+func TestRedisClusterWakeSharded(t *testing.T) {
+	t.Parallel()
+	nodes := testkit.RedisCluster(t)
+	client := func() *redis.ClusterClient {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	opts := Options{Prefix: "toolgate-test:" + rand.Text() + ":", PollInterval: 10 * time.Second, Shards: 16}
+	a := newRedisStoreOn(t, client(), opts)
+	b := newRedisStoreOn(t, client(), opts)
+	c := park(t, a, sampleCall(), long)
+
+	// What the test listens on: the call's shard channel and the global one.
+	watch := client()
+	shard := watch.SSubscribe(t.Context(), a.baseOf(c.ID)+"events")
+	defer shard.Close()
+	global := watch.Subscribe(t.Context(), a.channel)
+	defer global.Close()
+	for _, ps := range []*redis.PubSub{shard, global} {
+		if _, err := ps.Receive(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	res := waitAsync(t, a, c.ID, Waiting)
+	time.Sleep(200 * time.Millisecond) // let Wait subscribe and read the call
+	if _, err := b.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.c.State != Approved {
+		t.Fatalf("Wait on replica A = %s, %v; want approved", r.c.State, r.err)
+	}
+	if a.WakeupsViaPubSub() != 1 || a.WakeupsViaPoll() != 0 {
+		t.Errorf("wake-ups: pub/sub %d, poll %d; want 1 via pub/sub", a.WakeupsViaPubSub(), a.WakeupsViaPoll())
+	}
+	select {
+	case m := <-shard.Channel():
+		if m.Payload != c.ID {
+			t.Errorf("shard channel carried %q, want %s", m.Payload, c.ID)
+		}
+	case <-time.After(time.Second):
+		t.Error("nothing on the shard channel")
+	}
+	select {
+	case m := <-global.Channel():
+		t.Errorf("the global channel carried %q too: published twice", m.Payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

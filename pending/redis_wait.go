@@ -125,7 +125,22 @@ func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	defer ps.Close()
-	msgs := ps.Channel(redis.WithChannelSize(1024))
+	if s.shardedPubSub {
+		// One subscription per shard channel: go-redis keeps each on the
+		// node that serves its slot, through failovers.
+		cc := s.rdb.(*redis.ClusterClient)
+		for _, b := range s.bases {
+			sps := cc.SSubscribe(ctx, b+"events")
+			defer sps.Close()
+			go s.forward(ctx, sps.Channel(redis.WithChannelSize(1024)))
+		}
+	}
+	s.forward(ctx, ps.Channel(redis.WithChannelSize(1024)))
+}
+
+// forward hands each published call ID to its waiters until ctx ends or
+// the subscription closes.
+func (s *RedisStore) forward(ctx context.Context, msgs <-chan *redis.Message) {
 	for {
 		select {
 		case <-ctx.Done():
