@@ -26,15 +26,24 @@ func TestHistoryCheck(t *testing.T) {
 	set("executed-no-run", callRecord{approve: true, final: "executed"})
 	set("still-waiting", callRecord{parkAck: true, final: "waiting"})
 	set("lost-park", callRecord{parkAck: true, final: "gone"})
+	// Expired after an acknowledged approval while the store took writes
+	// (a request decided every 4 s): an anomaly. The same during an
+	// outage of nearly its whole window (writes only in its first 2 s):
+	// explained.
 	set("approval-expired", callRecord{parkAck: true, approve: true, ackedAs: "approved", ackedAt: t0, final: "expired"})
-	h.ops = []opRecord{{at: t0.Add(2 * time.Second), decided: true}, {at: t0.Add(30 * time.Second), decided: true}}
+	for i := range 10 {
+		h.ops = append(h.ops, opRecord{at: t0.Add(time.Duration(i) * 4 * time.Second), decided: true})
+	}
+	tOut := t0.Add(time.Hour)
+	set("ok-expired-in-outage", callRecord{parkAck: true, approve: true, ackedAs: "approved", ackedAt: tOut, final: "expired"})
+	h.ops = append(h.ops, opRecord{at: tOut.Add(2 * time.Second), decided: true}, opRecord{at: tOut.Add(31 * time.Second), decided: true})
 
 	bad := strings.Join(h.check(), "\n")
 	for _, want := range []string{
 		"twice: executed 2 times", "unapproved: executed without an approval",
 		"after-refusal: executed after an acknowledged rejection", "ran-then-expired: executed, yet it ended expired",
 		"executed-no-run: ended executed with no execution", "still-waiting: still waiting",
-		"lost-park: acknowledged, then gone", "approval-expired: an acknowledged approval ended expired; in the 35 s after it, no agent request was decided for 28s",
+		"lost-park: acknowledged, then gone", "approval-expired: an acknowledged approval ended expired; in its 30s approved window no agent request was decided for 4s",
 	} {
 		if !strings.Contains(bad, want) {
 			t.Errorf("no %q among the anomalies:\n%s", want, bad)

@@ -136,13 +136,30 @@ func (h *history) check() []string {
 			}
 		}
 		if c.ackedAs == "approved" && !wiped && c.final != "executed" && c.final != "unknown" && c.final != "failed" {
-			add(c, "an acknowledged approval ended %s; in the 35 s after it, no agent request was decided for %v at a stretch",
-				c.final, h.undecided(c.ackedAt, c.ackedAt.Add(35*time.Second)).Round(100*time.Millisecond))
+			// An approved call is claimed within its approved window, or
+			// it expires: refusing it is all toolgate can do while Redis
+			// takes no writes (min-replicas-to-write with the replica
+			// away, a failover) for nearly the whole window. Such an
+			// outage explains an expiry (the README states it); an expiry
+			// while the store took writes is an anomaly.
+			if gap := h.undecided(c.ackedAt, c.ackedAt.Add(approvedWindow)); c.final != "expired" || gap < approvedWindow-claimTime {
+				add(c, "an acknowledged approval ended %s; in its %v approved window no agent request was decided for %v at a stretch",
+					c.final, approvedWindow, gap.Round(100*time.Millisecond))
+			}
 		}
 	}
 	sort.Strings(bad)
 	return bad
 }
+
+// approvedWindow is how long an approved call waits to be claimed before
+// it expires (pending's default), and claimTime how long the store must
+// take writes within it for a sweeper to claim the call: its grace (3 s)
+// and a round.
+const (
+	approvedWindow = 30 * time.Second
+	claimTime      = 5 * time.Second
+)
 
 // undecided is the longest stretch between from and to in which no agent
 // request started was decided: how long the store took no writes, as
