@@ -63,9 +63,7 @@ func Start(floor uint64) *Tuner {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return nil
 	}
-	t := &Tuner{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-	t.before = debug.SetGCPercent(100)
-	debug.SetGCPercent(t.before)
+	t := &Tuner{floor: floor, before: 100, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
 	t.tune()
 	t.arm()
 	return t
@@ -99,6 +97,9 @@ func (t *Tuner) tune() bool {
 	live := uint64(0)
 	if t.sample[0].Value.Kind() == metrics.KindUint64 {
 		live = t.sample[0].Value.Uint64()
+	}
+	if t.percent.Load() == 0 && t.sample[1].Value.Kind() == metrics.KindUint64 {
+		t.before = int(t.sample[1].Value.Uint64()) // the first round: what to give back
 	}
 	p := Percent(live, t.floor)
 	if p > 100 {
