@@ -15,7 +15,9 @@ func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCal
 }
 
 // selectInState returns up to limit calls in state st that keep selects,
-// oldest in the state first, or newest first. s.mu is held.
+// oldest in the state first, or newest first; waiting calls by their
+// expiry instead, as in the Redis store, whose waiting index is its list
+// of deadlines (with one ttl, the same order). s.mu is held.
 func (s *MemoryStore) selectInState(now time.Time, st State, limit int, newestFirst bool, keep func(*memCall) bool) []*memCall {
 	var ms []*memCall
 	for _, m := range s.inStateNow(st, now) {
@@ -26,6 +28,9 @@ func (s *MemoryStore) selectInState(now time.Time, st State, limit int, newestFi
 	slices.SortFunc(ms, func(a, b *memCall) int {
 		if newestFirst {
 			a, b = b, a
+		}
+		if st == Waiting {
+			return cmp.Or(a.c.ExpiresAt.Compare(b.c.ExpiresAt), cmp.Compare(a.seq, b.seq))
 		}
 		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.seq, b.seq))
 	})

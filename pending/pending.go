@@ -252,11 +252,14 @@ type Store interface {
 	// whole call).
 	Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error)
 
-	// List returns up to limit calls in state s, oldest first.
+	// List returns up to limit calls in state s, oldest first: earliest
+	// to enter s or, for waiting calls, earliest to expire (the order
+	// they were parked in while pending.ttl stays the same).
 	List(ctx context.Context, s State, limit int) ([]Call, error)
 
 	// ListBrief is List for lists that people read: up to limit calls in
-	// state s, newest first (latest to enter s), skipping calls past their
+	// state s, newest first (latest to enter s, or for waiting calls
+	// latest to expire), skipping calls past their
 	// deadline (expiry, or lease while executing). Each call has only ID,
 	// State, Subject, Principal, Upstream, Tool, CreatedAt, ExpiresAt,
 	// Quorum, Approvals, DecidedBy and Brief: never Request, Info or

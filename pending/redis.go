@@ -37,11 +37,12 @@ import (
 // keys are under its own tag; the layout and grants stay under {toolgate}):
 //
 //	{toolgate}:call:<id>       hash: the call (see redis_scripts.go)
+//	{toolgate}:state:waiting   sorted set of waiting IDs by expiry
 //	{toolgate}:state:<state>   sorted set of IDs by when they entered <state>
-//	{toolgate}:due             sorted set of live IDs by expiry or lease end
+//	{toolgate}:due             sorted set of approved IDs by expiry
+//	{toolgate}:leases          sorted set of executing IDs by lease end
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey or Call.ArgsKey attaches to
-//	{toolgate}:parked          sorted set of waiting and approved IDs by expiry (the caps)
-//	{toolgate}:parked:<principal>  the same for one Call.Principal
+//	{toolgate}:parked:<principal>  sorted set of the waiting and approved IDs of one Call.Principal, by expiry
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
 //	{toolgate}:layout          string: the number of shards (checkLayout)
@@ -169,7 +170,13 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 			args = append(args, field, value)
 		}
 	}
-	add("ak", c.AttachKey)
+	if c.AttachKey != "" && c.AttachKey == c.ArgsKey {
+		// the usual call: no Idempotency-Key, found by its arguments
+		// alone. One digest in the hash, not two (64 B a call).
+		add("aa", "1")
+	} else {
+		add("ak", c.AttachKey)
+	}
 	add("ag", c.ArgsKey)
 	add("ad", c.ArgsDigest)
 	add("sb", c.Subject)
@@ -363,7 +370,7 @@ func (s *RedisStore) Deliver(ctx context.Context, id string) (bool, Call, error)
 // entries of calls whose keys have expired.
 func (s *RedisStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, expireScript, base, base+"due", left)
+		return s.run(ctx, expireScript, base, base+"state:waiting", left)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: expiring calls: %w", err)
@@ -473,7 +480,7 @@ func (s *RedisStore) parkedElsewhere(ctx context.Context, id string) (int64, err
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, b := range s.bases {
 			if b != own {
-				cmds = append(cmds, p.ZCount(ctx, b+"parked", now, "+inf"))
+				cmds = append(cmds, p.ZCount(ctx, b+"state:waiting", now, "+inf"), p.ZCount(ctx, b+"due", now, "+inf"))
 			}
 		}
 		return nil

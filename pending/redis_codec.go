@@ -73,10 +73,13 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 		err = cmpErr(err, e)
 		return time.UnixMilli(n)
 	}
+	same := false // "aa": AttachKey is ArgsKey
 	for f, v := range fields {
 		switch f {
 		case "st":
 			c.State = State(v)
+		case "aa":
+			same = true
 		case "ak":
 			c.AttachKey = v
 		case "ag":
@@ -138,6 +141,9 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 	}
 	if hasResult {
 		c.Result = &res
+	}
+	if same {
+		c.AttachKey = c.ArgsKey
 	}
 	return c, nil
 }

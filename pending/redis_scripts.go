@@ -29,6 +29,8 @@ import "github.com/redis/go-redis/v9"
 // are kept in the call's body key instead, see body):
 //
 //	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
+//	aa "1": AttachKey is ArgsKey (ak is not stored: the usual call has no
+//	   Idempotency-Key, and one 64-character digest is enough)
 //	sb Subject      up Upstream    tl Tool         rq Request
 //	rd RequestDigest               in Info
 //	pr Principal    bf Brief (small; what ListBrief reads instead of rq, in)
@@ -42,26 +44,35 @@ import "github.com/redis/go-redis/v9"
 //
 // Indexes (sorted sets, member = call ID):
 //
-//	state:<state>  score = when the call entered the state (the order of
-//	               List and ListBrief; for state:approved it is
+//	state:waiting  score = ExpiresAt: the order of List and ListBrief
+//	               (with one pending.ttl, the order the calls were
+//	               parked in), Expire's work list for waiting calls and,
+//	               with due, what Options.MaxParked counts
+//	state:<state>  any other state: score = when the call entered it (the
+//	               order of List and ListBrief; for state:approved it is
 //	               DecidedAt, Approved's grace)
-//	due            live calls by deadline: ExpiresAt while waiting or
-//	               approved, LeaseUntil while executing (Expire's work list)
-//	parked         calls waiting or approved, score = ExpiresAt: what
-//	               Options.MaxParked counts (ZCARD, no call is read)
-//	parked:<principal>  the same for the calls of one Call.Principal
-//	               (Options.MaxParkedPerPrincipal)
+//	due            approved calls by ExpiresAt (Expire's work list for
+//	               them, and what MaxParked counts beside state:waiting)
+//	leases         executing calls by LeaseUntil (Expire's work list for
+//	               them)
+//	parked:<principal>  the calls of one Call.Principal waiting or
+//	               approved, score = ExpiresAt: what
+//	               Options.MaxParkedPerPrincipal counts
 //	unannounced    waiting calls not yet marked Announced, score =
 //	               CreatedAt (Unannounced's work list): park adds the
 //	               call, Announced and move out of waiting remove it; its
 //	               TTL is at least its latest entry's ExpiresAt + ResultTTL
 //
+// A waiting call has one entry in a deadline index (state:waiting), not
+// two: a parked call's index entries are most of what it costs Redis
+// beyond its data (~128 B each in a large sorted set).
+//
 // Every index key has a TTL of at least its latest entry's retention
-// (last). move keeps both parked indexes, so every way out of waiting and approved
-// (a decision, a cancel, a claim, an expiry) leaves the counts. A call past
-// its expiry no longer counts even before it is moved: a park trims the
-// entries past their score from the indexes it counts. Each of these keys
-// has a TTL of at least its latest entry's ExpiresAt + ResultTTL, so a
+// (last). move keeps the counted indexes, so every way out of waiting and
+// approved (a decision, a cancel, a claim, an expiry) leaves the counts. A
+// call past its expiry no longer counts even before it is moved: the caps
+// count the entries whose score (ExpiresAt) is still ahead. Each of these
+// keys has a TTL of at least its latest entry's ExpiresAt + ResultTTL, so a
 // principal's key goes away with its calls.
 //
 // Retried writes: go-redis retries a command whose reply was lost although
@@ -85,6 +96,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = base .. 'due'
+local leases = base .. 'leases'
 local unannounced = base .. 'unannounced'
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
 local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'cancelled'}
@@ -99,6 +111,7 @@ local function load(id)
   if #flat == 0 then return nil end
   local h = {}
   for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  if h.aa then h.ak = h.ag end
   return h
 end
 
@@ -154,6 +167,7 @@ end
 -- forget drops a vanished call from the live indexes.
 local function forget(id)
   redis.call('ZREM', due, id)
+  redis.call('ZREM', leases, id)
   redis.call('ZREM', statekey('waiting'), id)
   redis.call('ZREM', statekey('approved'), id)
   redis.call('ZREM', statekey('executing'), id)
@@ -206,38 +220,45 @@ local function last(k, at)
   if left < 0 or now + left < at then redis.call('PEXPIREAT', k, num(at)) end
 end
 
--- parkedkeys returns the parked indexes a call of principal pr is in.
-local function parkedkeys(pr)
-  if pr and pr ~= '' then return {base .. 'parked', base .. 'parked:' .. pr} end
-  return {base .. 'parked'}
-end
-
--- count adds the call to the parked indexes until ea (waiting, approved),
--- or removes it (any other state).
+-- count adds the call to its principal's index until ea (waiting,
+-- approved), or removes it (any other state).
 local function count(id, h, st, ea)
-  for _, k in ipairs(parkedkeys(h.pr)) do
-    if st == 'waiting' or st == 'approved' then
-      redis.call('ZADD', k, num(ea), id)
-      last(k, ea + rttl)
-    else
-      redis.call('ZREM', k, id)
-    end
+  if not h.pr or h.pr == '' then return end
+  local k = base .. 'parked:' .. h.pr
+  if st == 'waiting' or st == 'approved' then
+    redis.call('ZADD', k, num(ea), id)
+    last(k, ea + rttl)
+  else
+    redis.call('ZREM', k, id)
   end
 end
 
+-- parked counts the calls waiting or approved whose expiry is ahead (the
+-- count MaxParked caps): entries past it count no more, moved or not.
+local function parked()
+  local ahead = '(' .. num(now)
+  return redis.call('ZCOUNT', statekey('waiting'), ahead, '+inf') + redis.call('ZCOUNT', due, ahead, '+inf')
+end
+
+-- deadlines is the index of a state's deadlines (the one Expire walks).
+local deadlines = {waiting = statekey('waiting'), approved = due, executing = leases}
+
 -- move is the one place a call changes state: the state, its indexes,
--- its retention, its attach key and the wake-up, together.
+-- its retention, its attach key and the wake-up, together. A call never
+-- moves to waiting (only park puts it there): deadline is the new
+-- ExpiresAt (approved) or LeaseUntil (executing), nil for a terminal state.
 local function move(id, h, to, fields, deadline)
   local k = callkey(id)
   redis.call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
   last(statekey(to), (deadline or now) + rttl)
+  redis.call('ZREM', due, id)
+  redis.call('ZREM', leases, id)
   if deadline then
-    redis.call('ZADD', due, num(deadline), id)
-    last(due, deadline + rttl)
-  else
-    redis.call('ZREM', due, id)
+    local d = deadlines[to]
+    redis.call('ZADD', d, num(deadline), id)
+    last(d, deadline + rttl)
   end
   count(id, h, to, deadline)
   redis.call('HSET', k, 'st', to, unpack(fields))
@@ -272,8 +293,10 @@ local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local pr, maxall, maxpr, ag, others, bd = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]), ARGV[13]
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
-  if redis.call('EXISTS', callkey(old)) == 0 then forget(old) end
+for _, list in ipairs({statekey('waiting'), due}) do
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
+    if redis.call('EXISTS', callkey(old)) == 0 then forget(old) end
+  end
 end
 local h = load(id)
 if h then
@@ -293,22 +316,23 @@ if ak ~= '' then
   end
 end
 -- The caps count the calls waiting or approved whose expiry has not
--- passed: entries past it are trimmed first, whether or not their calls
--- were moved to expired yet.
-local keys = parkedkeys(pr)
-for _, pk in ipairs(keys) do redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now)) end
-if pr ~= '' and maxpr > 0 and redis.call('ZCARD', keys[2]) >= maxpr then return {'toomany', 'principal'} end
-if maxall > 0 and redis.call('ZCARD', keys[1]) + others >= maxall then return {'toomany', 'all'} end
+-- passed, whether or not the calls past it were moved to expired yet: the
+-- principal's entries past it are trimmed first.
+if pr ~= '' then
+  local pk = base .. 'parked:' .. pr
+  redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now))
+  if maxpr > 0 and redis.call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
+end
+if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
 for i = 14, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 redis.call('HSET', callkey(id), 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
 redis.call('SET', bodykey(id), bd)
 expireat(id, expires + rttl)
-redis.call('ZADD', statekey('waiting'), num(now), id)
-redis.call('ZADD', due, num(expires), id)
+redis.call('ZADD', statekey('waiting'), num(expires), id)
 redis.call('ZADD', unannounced, num(now), id)
-for _, k in ipairs({statekey('waiting'), due, unannounced}) do last(k, expires + rttl) end
+for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl) end
 count(id, {pr = pr}, 'waiting', expires)
 if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
@@ -465,22 +489,33 @@ return {'first', all(id)}
 `)
 
 // expireScript: ARGV[4] limit. Replies {id, call, id, call, …} for the
-// calls it moved.
+// calls it moved. It walks the deadline indexes (state:waiting, due,
+// leases), at most limit entries in all.
 var expireScript = newScript(`
 local limit = tonumber(ARGV[4])
-local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', due, '-inf', num(now), 'LIMIT', 0, limit)) do
-  local h = load(id)
-  if not h then
-    forget(id)
-  else
-    local to = overdue(h)
-    if to then
-      move(id, h, to, {}, nil)
-      out[#out + 1] = id
-      out[#out + 1] = all(id)
-    elseif terminal[h.st] then
-      redis.call('ZREM', due, id)
+local out, seen = {}, 0
+for _, list in ipairs({statekey('waiting'), due, leases}) do
+  if seen >= limit then break end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', num(now), 'LIMIT', 0, limit - seen)) do
+    seen = seen + 1
+    local h = load(id)
+    if not h then
+      forget(id)
+    else
+      local to = overdue(h)
+      if to then
+        move(id, h, to, {}, nil)
+        out[#out + 1] = id
+        out[#out + 1] = all(id)
+      elseif deadlines[h.st] == list then
+        -- not due after all: an entry an earlier release scored by the
+        -- time the call entered waiting; score it by its deadline
+        redis.call('ZADD', list, h.st == 'executing' and h.lu or h.ea, id)
+      else
+        -- an entry of a state the call has left (or, from an earlier
+        -- release, a waiting call in due)
+        redis.call('ZREM', list, id)
+      end
     end
   end
 end

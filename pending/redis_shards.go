@@ -143,7 +143,7 @@ func (s *RedisStore) checkLayout(ctx context.Context) error {
 	if len(s.bases) > 1 {
 		// Calls parked under the one-shard layout would be lost from
 		// sight: refuse rather than set the layout over them.
-		if live, err := s.rdb.Exists(ctx, s.base+"due").Result(); err != nil {
+		if live, err := s.rdb.Exists(ctx, s.base+"state:waiting", s.base+"due", s.base+"leases").Result(); err != nil {
 			return fmt.Errorf("pending: redis: %w", err)
 		} else if live > 0 {
 			if got, _ := s.rdb.Get(ctx, key).Result(); got != n {

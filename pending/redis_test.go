@@ -99,7 +99,7 @@ func newRedisStoreOn(tb testing.TB, rdb redis.UniversalClient, opts Options) *Re
 	tb.Cleanup(func() {
 		s.Close()
 		for _, base := range s.bases { // one slot per DEL
-			keys := []string{base + "due", base + "parked", base + "unannounced"}
+			keys := []string{base + "due", base + "leases", base + "unannounced"}
 			for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
 				keys = append(keys, base+"state:"+string(st))
 			}
@@ -398,7 +398,7 @@ func TestRedisIndexesBounded(t *testing.T) {
 		park(t, s, sampleCall(), 50*time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // ttl + ResultTTL: the keys are gone, nobody swept
-	for _, k := range []string{"due", "state:waiting", "parked", "unannounced"} {
+	for _, k := range []string{"state:waiting", "unannounced"} {
 		if n := rdb.Exists(ctx, s.base+k).Val(); n != 0 {
 			t.Errorf("%s outlived all its calls", k)
 		}
@@ -411,11 +411,11 @@ func TestRedisIndexesBounded(t *testing.T) {
 		park(t, s, sampleCall(), 50*time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if n := rdb.ZCard(ctx, s.base+"due").Val(); n != 4 {
-		t.Fatalf("due has %d entries, want the 3 stale ones and %s", n, kept.ID)
+	if n := rdb.ZCard(ctx, s.base+"state:waiting").Val(); n != 4 {
+		t.Fatalf("state:waiting has %d entries, want the 3 stale ones and %s", n, kept.ID)
 	}
 	live := park(t, s, sampleCall(), long) // cleans up stale entries
-	for _, k := range []string{"due", "state:waiting"} {
+	for _, k := range []string{"state:waiting", "unannounced"} {
 		got, err := rdb.ZRange(ctx, s.base+k, 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -427,16 +427,18 @@ func TestRedisIndexesBounded(t *testing.T) {
 	}
 }
 
-// The caps' counts live in sorted sets under the store's hash tag, one per
-// principal, which have TTLs and empty as the calls leave waiting and
-// approved: nothing is left behind by principals that come and go.
+// The caps count deadline indexes under the store's hash tag (waiting,
+// approved) and one sorted set per principal, which have TTLs and empty as
+// the calls leave waiting and approved: nothing is left behind by
+// principals that come and go. A call is in one deadline index at a time,
+// scored by its deadline.
 func TestRedisParkedIndexes(t *testing.T) {
 	rdb := newRedisClient(t)
 	const rttl = time.Hour
 	s := newRedisStoreOn(t, rdb, Options{ResultTTL: rttl, MaxParkedPerPrincipal: 5})
 	ctx := t.Context()
 	const principal = "jwt:https://idp.example.com#alice"
-	all, mine := s.base+"parked", s.base+"parked:"+principal
+	all, mine := s.base+"state:waiting", s.base+"parked:"+principal
 	var parked []Call
 	for range 2 {
 		c := sampleCall()
@@ -451,15 +453,31 @@ func TestRedisParkedIndexes(t *testing.T) {
 			t.Errorf("PTTL %s = %v, want the calls' ttl + ResultTTL", k, d)
 		}
 	}
+	if got := rdb.ZScore(ctx, all, parked[0].ID).Val(); got != float64(parked[0].ExpiresAt.UnixMilli()) {
+		t.Errorf("state:waiting scores %s at %v, want its expiry %d", parked[0].ID, got, parked[0].ExpiresAt.UnixMilli())
+	}
 	decide(t, s, parked[0].ID, Rejected)
-	decide(t, s, parked[1].ID, Approved)
+	approved, err := s.Decide(ctx, parked[1].ID, Decision{To: Approved, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := rdb.ZCard(ctx, mine).Val(); n != 1 {
 		t.Errorf("after a rejection and an approval, ZCARD %s = %d, want 1", mine, n)
 	}
-	if _, err := s.Claim(ctx, parked[1].ID, time.Minute); err != nil {
+	if n := rdb.ZCard(ctx, all).Val(); n != 0 {
+		t.Errorf("state:waiting holds %d calls after both left waiting", n)
+	}
+	if got := rdb.ZScore(ctx, s.base+"due", approved.ID).Val(); got != float64(approved.ExpiresAt.UnixMilli()) {
+		t.Errorf("due scores the approved call at %v, want its expiry %d", got, approved.ExpiresAt.UnixMilli())
+	}
+	claimed, err := s.Claim(ctx, parked[1].ID, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n := rdb.Exists(ctx, all, mine).Val(); n != 0 {
+	if got := rdb.ZScore(ctx, s.base+"leases", claimed.ID).Val(); got != float64(claimed.LeaseUntil.UnixMilli()) {
+		t.Errorf("leases scores the claimed call at %v, want its lease end %d", got, claimed.LeaseUntil.UnixMilli())
+	}
+	if n := rdb.Exists(ctx, all, s.base+"due", mine).Val(); n != 0 {
 		t.Errorf("%d parked indexes are left with no call waiting or approved", n)
 	}
 }

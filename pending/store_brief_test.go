@@ -33,6 +33,14 @@ func testListBrief(t *testing.T, newStore newStoreFunc) {
 		}
 		return got
 	}
+	list := func(st State, limit int) []Call {
+		t.Helper()
+		got, err := s.List(ctx, st, limit)
+		if err != nil {
+			t.Fatalf("List(%s, %d) = %v", st, limit, err)
+		}
+		return got
+	}
 	// briefOf is what ListBrief must return of the stored call id.
 	briefOf := func(id string) Call {
 		t.Helper()
@@ -94,24 +102,36 @@ func testListBrief(t *testing.T, newStore newStoreFunc) {
 		t.Errorf("ListBrief(waiting) after decisions = %v, want [parked[3], parked[2]]", got)
 	}
 
+	// Waiting calls are listed by expiry: the newest call, parked with a
+	// shorter ttl, expires first and comes last.
+	gone := park(t, s, sampleCall(), short)
+	if got := ids(listBrief(Waiting, 10)); !slices.Equal(got, []string{parked[3], parked[2], gone.ID}) {
+		t.Errorf("ListBrief(waiting) = %v, want [parked[3], parked[2], %s]: latest to expire first", got, gone.ID)
+	}
+	if got := ids(list(Waiting, 1)); !slices.Equal(got, []string{gone.ID}) {
+		t.Errorf("List(waiting, 1) = %v, want [%s]: earliest to expire first", got, gone.ID)
+	}
 	// A call past its expiry is not listed as waiting, swept or not; once
 	// swept it is listed as expired.
-	gone := park(t, s, sampleCall(), short)
-	if got := ids(listBrief(Waiting, 1)); !slices.Equal(got, []string{gone.ID}) {
-		t.Errorf("ListBrief(waiting, 1) = %v, want the newest %s", got, gone.ID)
-	}
 	advance(beyond)
 	if got := ids(listBrief(Waiting, 10)); !slices.Equal(got, []string{parked[3], parked[2]}) {
 		t.Errorf("ListBrief(waiting) past an expiry = %v, want [parked[3], parked[2]]", got)
-	}
-	if got := ids(listBrief(Waiting, 1)); !slices.Equal(got, []string{parked[3]}) {
-		t.Errorf("ListBrief(waiting, 1) past an expiry = %v, want [%s]: the expired call must not use up the limit", got, parked[3])
 	}
 	if _, err := s.Expire(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(listBrief(Expired, 10)); !slices.Equal(got, []string{gone.ID}) {
 		t.Errorf("ListBrief(expired) = %v, want [%s]", got, gone.ID)
+	}
+
+	// A call past its lease is not listed as executing, swept or not, and
+	// does not use up the limit although it is the newest.
+	live := claimed(t, s, long)
+	advance(5 * time.Millisecond)
+	claimed(t, s, short)
+	advance(beyond)
+	if got := ids(listBrief(Executing, 1)); !slices.Equal(got, []string{live.ID}) {
+		t.Errorf("ListBrief(executing, 1) past a lease = %v, want [%s]: the lapsed call must not use up the limit", got, live.ID)
 	}
 
 	if got := listBrief(Waiting, 0); len(got) != 0 {
