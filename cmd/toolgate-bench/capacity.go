@@ -80,14 +80,14 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 		return err
 	}
 	perCall := float64(after-before) / float64(len(ids))
-	req, key, err := s.sampleCall(ctx, ids)
+	req, keys, err := s.sampleCall(ctx, ids)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "parked:          %d calls in %v (%.0f parks/s through %d replicas)\n", len(ids), parkTook.Round(time.Second), float64(len(ids))/parkTook.Seconds(), p.replicas)
 	fmt.Fprintf(stdout, "Redis memory:    %.0f B per parked call (used_memory %s → %s), of which %d B the stored request, argument and brief\n",
 		perCall, mibs(before), mibs(after), req)
-	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own keys: %d B, the rest indexes and attach keys\n", perCall-float64(req), key)
+	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own keys: %s B, the rest indexes and attach keys\n", perCall-float64(req), keys)
 	var rss []string
 	for i, r := range s.replicas {
 		kib, err := rssKiB(r.p.pid())
@@ -109,6 +109,13 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	}
 	fmt.Fprintf(stdout, "announced:       %d calls %v after the first park (%.0f notifications/s)\n",
 		len(ids), time.Since(start).Round(time.Second), float64(len(ids))/time.Since(start).Seconds())
+	// Announced, a call leaves the store's work list of calls to announce:
+	// what a call waiting for its approver costs from then on.
+	if announced, err := s.usedMemory(ctx); err == nil {
+		per := float64(announced-before) / float64(len(ids))
+		fmt.Fprintf(stdout, "Redis memory:    %.0f B per call once announced (used_memory %s), %.0f B beyond the request, argument and brief\n",
+			per, mibs(announced), per-float64(req))
+	}
 
 	lat, err := s.approvals(ctx, p.rounds)
 	if err != nil {
@@ -336,7 +343,7 @@ func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 // sampleCall returns, for one parked call, the bytes of its request,
 // arguments and brief (its body key's value, see pending's redis_scripts.go)
 // and the memory of its two keys (MEMORY USAGE).
-func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req, key int64, err error) {
+func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req int64, keys string, err error) {
 	id := ids[len(ids)/2]
 	base := "{" + capacityPrefix + "}:"
 	for i := range 16 {
@@ -351,17 +358,18 @@ func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req, key 
 	}
 	body, err := s.redis.Get(ctx, base+"body:"+id).Result()
 	if err != nil {
-		return 0, 0, err
+		return 0, "", err
 	}
 	_, rest, _ := strings.Cut(body, "\n")
+	var sizes []int64
 	for _, k := range []string{base + "call:" + id, base + "body:" + id} {
 		n, err := s.redis.MemoryUsage(ctx, k, 0).Result()
 		if err != nil {
-			return 0, 0, err
+			return 0, "", err
 		}
-		key += n
+		sizes = append(sizes, n)
 	}
-	return int64(len(rest)), key, nil
+	return int64(len(rest)), fmt.Sprintf("%d (hash %d, body %d)", sizes[0]+sizes[1], sizes[0], sizes[1]), nil
 }
 
 // post sends one asked call as agent i to replica r.
