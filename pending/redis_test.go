@@ -898,3 +898,31 @@ func TestRedisClusterWakeSharded(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// A call parked by an earlier release is in state:waiting scored by when
+// it was parked, and in due as well. Expire walks it when that score
+// passes: the call is not overdue, so its entry is scored by its expiry
+// and its entry in due is dropped; it is neither expired nor forgotten.
+func TestRedisEarlierIndexes(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{ResultTTL: time.Minute})
+	ctx := t.Context()
+	c := park(t, s, sampleCall(), long)
+	waiting, due := s.base+"state:waiting", s.base+"due"
+	created := float64(c.CreatedAt.UnixMilli())
+	rdb.ZAdd(ctx, waiting, redis.Z{Score: created, Member: c.ID})
+	rdb.ZAdd(ctx, due, redis.Z{Score: created, Member: c.ID})
+	time.Sleep(5 * time.Millisecond) // Redis' clock past the old scores
+	if got, err := s.Expire(ctx, 10); err != nil || len(got) != 0 {
+		t.Fatalf("Expire = %v, %v; want nothing (the call is not due)", ids(got), err)
+	}
+	if got := rdb.ZScore(ctx, waiting, c.ID).Val(); got != float64(c.ExpiresAt.UnixMilli()) {
+		t.Errorf("state:waiting scores the call at %v after Expire, want its expiry %d", got, c.ExpiresAt.UnixMilli())
+	}
+	if err := rdb.ZScore(ctx, due, c.ID).Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("due still holds the waiting call (%v)", err)
+	}
+	if got := get(t, s, c.ID); got.State != Waiting {
+		t.Errorf("the call is %s, want waiting", got.State)
+	}
+}

@@ -133,17 +133,24 @@ func testCaps(t *testing.T, newStore newStoreFunc) {
 			advance(beyond)
 		}},
 	} {
-		t.Run("frees/"+tt.name, func(t *testing.T) {
-			// The approved window is shorter than the ttl, so that an
-			// approved call expires at its ttl.
-			s, advance := newStore(t, caps(0, 2), approvedWindow(time.Millisecond))
-			out := park(t, s, as(alice), short)
-			park(t, s, as(alice), long)
-			full(t, s, alice)
-			tt.out(t, s, out.ID, advance)
-			park(t, s, as(alice), long)
-			full(t, s, alice) // exactly one place was freed
-		})
+		// The same with the cap per principal and across principals,
+		// which the stores count apart.
+		for _, cap := range []struct {
+			name string
+			opt  func(*Options)
+		}{{"principal", caps(0, 2)}, {"all", caps(2, 0)}} {
+			t.Run("frees/"+tt.name+"/"+cap.name, func(t *testing.T) {
+				// The approved window is shorter than the ttl, so that an
+				// approved call expires at its ttl.
+				s, advance := newStore(t, cap.opt, approvedWindow(time.Millisecond))
+				out := park(t, s, as(alice), short)
+				park(t, s, as(alice), long)
+				full(t, s, alice)
+				tt.out(t, s, out.ID, advance)
+				park(t, s, as(alice), long)
+				full(t, s, alice) // exactly one place was freed
+			})
+		}
 	}
 }
 
