@@ -174,10 +174,17 @@ local function forget(id)
   redis.call('ZREM', unannounced, id)
 end
 
--- unattach deletes the call's attach keys (AttachKey, ArgsKey) that
--- still name it.
+-- attachkeys returns the call's attach keys: AttachKey and ArgsKey, once
+-- when they are the same (a call without an Idempotency-Key).
+local function attachkeys(h)
+  local ak, ag = h.ak or '', h.ag or ''
+  if ak == ag then return {ak} end
+  return {ak, ag}
+end
+
+-- unattach deletes the call's attach keys that still name it.
 local function unattach(id, h)
-  for _, ak in ipairs({h.ak or '', h.ag or ''}) do
+  for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then
       local k = attachkey(ak)
       if redis.call('GET', k) == id then redis.call('DEL', k) end
@@ -188,7 +195,7 @@ end
 -- keep makes the call (and its attach keys that name it) last until at.
 local function keep(id, h, at)
   expireat(id, at)
-  for _, ak in ipairs({h.ak or '', h.ag or ''}) do
+  for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then
       local k = attachkey(ak)
       if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
@@ -253,8 +260,9 @@ local function move(id, h, to, fields, deadline)
   if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
   last(statekey(to), (deadline or now) + rttl)
-  redis.call('ZREM', due, id)
-  redis.call('ZREM', leases, id)
+  -- out of the deadline index of the state it leaves (waiting's is its
+  -- state index, left above)
+  if h.st == 'approved' or h.st == 'executing' then redis.call('ZREM', deadlines[h.st], id) end
   if deadline then
     local d = deadlines[to]
     redis.call('ZADD', d, num(deadline), id)
