@@ -52,6 +52,10 @@ type RedisStore struct {
 	base    string   // "{tag}:": grants, the layout, shard 0 with one shard
 	bases   []string // each shard's key base (redis_shards.go)
 	channel string
+	// scriptChannel is the channel as the scripts take it: on a Cluster
+	// with '{' before it, their mark for SPUBLISH (redis_scripts.go). Made
+	// once, not at every script call.
+	scriptChannel string
 	// shardedPubSub: on a Cluster, transitions are published on their
 	// shard's channel ("{tag:i}:events", SPUBLISH), which stays on the
 	// shard's nodes; a message on the global channel crosses the cluster
@@ -108,6 +112,7 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		base:          "{" + tag + "}:",
 		bases:         shardBases(tag, opts.Shards),
 		channel:       opts.Prefix + "events",
+		scriptChannel: scriptChannel(opts.Prefix+"events", cluster),
 		resultTTL:     opts.ResultTTL,
 		poll:          opts.PollInterval,
 		window:        opts.ApprovedWindow,
@@ -131,12 +136,16 @@ func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base, key string
 // scriptArgs puts the common arguments before a script's own.
 func (s *RedisStore) scriptArgs(base string, args []any) []any {
 	all := make([]any, 0, 3+len(args))
-	channel := s.channel
-	if s.shardedPubSub {
-		channel = "{" + channel // the scripts' mark for SPUBLISH (redis_scripts.go)
-	}
-	all = append(all, base, s.resultTTL.Milliseconds(), channel)
+	all = append(all, base, s.resultTTL.Milliseconds(), s.scriptChannel)
 	return append(all, args...)
+}
+
+// scriptChannel is channel as the scripts take it (RedisStore.scriptChannel).
+func scriptChannel(channel string, sharded bool) string {
+	if sharded {
+		return "{" + channel
+	}
+	return channel
 }
 
 // runOn runs a script that takes a call ID first on the call's shard.

@@ -785,21 +785,9 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 // its statistics were last reset (INFO commandstats, cmdstat_evalsha).
 func scriptMicros(tb testing.TB, rdb *redis.Client) int64 {
 	tb.Helper()
-	info, err := rdb.Info(tb.Context(), "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
-			for field := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(field, "usec="); ok {
-					n, err := strconv.ParseInt(v, 10, 64)
-					if err != nil {
-						tb.Fatal(err)
-					}
-					return n
-				}
-			}
+	for field := range strings.SplitSeq(infoValue(tb, rdb, "commandstats", "cmdstat_evalsha"), ",") {
+		if v, ok := strings.CutPrefix(field, "usec="); ok {
+			return parseInt(tb, v)
 		}
 	}
 	return 0 // no script run yet
@@ -807,21 +795,35 @@ func scriptMicros(tb testing.TB, rdb *redis.Client) int64 {
 
 func usedMemory(tb testing.TB, rdb *redis.Client) int64 {
 	tb.Helper()
-	info, err := rdb.Info(tb.Context(), "memory").Result()
+	v := infoValue(tb, rdb, "memory", "used_memory")
+	if v == "" {
+		tb.Fatal("no used_memory in INFO")
+	}
+	return parseInt(tb, v)
+}
+
+// infoValue returns what follows "name:" in section of INFO, or "".
+func infoValue(tb testing.TB, rdb *redis.Client, section, name string) string {
+	tb.Helper()
+	info, err := rdb.Info(tb.Context(), section).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return n
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
 		}
 	}
-	tb.Fatal("no used_memory in INFO")
-	return 0
+	return ""
+}
+
+func parseInt(tb testing.TB, v string) int64 {
+	tb.Helper()
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }
 
 // TestRedisEveryKeyExpires: after calls moved through every kind of
