@@ -36,7 +36,7 @@ import (
 // Layout, with the default prefix and one shard (with more, each shard's
 // keys are under its own tag; the layout and grants stay under {toolgate}):
 //
-//	{toolgate}:call:<id>       hash: the call (see redis_scripts.go)
+//	{toolgate}:call:<id>       string: the call, its fields packed (see redis_scripts.go)
 //	{toolgate}:state:waiting   sorted set of waiting IDs by expiry
 //	{toolgate}:state:<state>   sorted set of IDs by when they entered <state>
 //	{toolgate}:due             sorted set of approved IDs by expiry
@@ -173,7 +173,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
 	base := s.baseOf(c.ID)
-	args := []any{c.ID, ttlMS, c.RequestDigest, c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, encodeBody(c)}
+	args := []any{c.ID, ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, encodeBody(c)}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -187,12 +187,12 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		add("ak", c.AttachKey)
 	}
 	add("ag", c.ArgsKey)
-	add("ad", c.ArgsDigest)
+	add("ad", packDigest(c.ArgsDigest))
 	add("sb", c.Subject)
 	add("up", c.Upstream)
 	add("tl", c.Tool)
 	add("pr", c.Principal)
-	add("rd", c.RequestDigest)
+	add("rd", packDigest(c.RequestDigest))
 	add("qm", encodeInts(c.Quorum))
 	v, err := s.runReplicated(ctx, parkScript, base, base+"call:"+c.ID, args...)
 	if err != nil {
@@ -223,6 +223,31 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 // shown as it is stored until a transition or Expire moves it (safe
 // methods never change state; docs/security.md, INV-6).
 func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
+	v, err := s.rdb.Get(ctx, s.callKey(id)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Call{}, notFound(id)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return s.getEarlier(ctx, id)
+	case err != nil:
+		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
+	}
+	var bad error
+	c, err := decodeCall(id, func(yield func(string, string) bool) {
+		bad = decodeStored(v, yield)
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// getEarlier reads a call an earlier release stored: a hash and a body key
+// (redis_scripts.go, earlier).
+func (s *RedisStore) getEarlier(ctx context.Context, id string) (Call, error) {
 	base := s.baseOf(id)
 	var hash *redis.MapStringStringCmd
 	var body *redis.StringCmd

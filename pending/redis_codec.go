@@ -1,6 +1,8 @@
 package pending
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,7 +87,7 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 		case "ag":
 			c.ArgsKey = v
 		case "ad":
-			c.ArgsDigest = v
+			c.ArgsDigest = unpackDigest(v)
 		case "sb":
 			c.Subject = v
 		case "up":
@@ -97,7 +99,7 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 		case "rq":
 			c.Request = []byte(v)
 		case "rd":
-			c.RequestDigest = v
+			c.RequestDigest = unpackDigest(v)
 		case "in":
 			c.Info = []byte(v)
 		case "bf":
@@ -148,6 +150,29 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 	return c, nil
 }
 
+// packDigest stores a digest of 64 lowercase hex digits (as the proxy
+// makes them) as its 32 bytes behind a 0 byte: 31 B less in every call.
+// Anything else is stored as it is. The attach keys stay hex: they name
+// keys, and an earlier release looks them up by the same names.
+func packDigest(d string) string {
+	if len(d) != 2*sha256.Size || strings.ToLower(d) != d {
+		return d
+	}
+	raw, err := hex.DecodeString(d)
+	if err != nil {
+		return d
+	}
+	return "\x00" + string(raw)
+}
+
+// unpackDigest undoes packDigest.
+func unpackDigest(v string) string {
+	if len(v) == 1+sha256.Size && v[0] == 0 {
+		return hex.EncodeToString([]byte(v[1:]))
+	}
+	return v
+}
+
 // cmpErr keeps the first error.
 func cmpErr(old, e error) error {
 	if old != nil {
@@ -171,14 +196,26 @@ func encodeBody(c Call) []byte {
 	return append(b, c.Request...)
 }
 
-// decodeBody yields the fields of a body key's value (encodeBody) as
-// bf, in and rq; nothing for a body that is missing or malformed.
+// decodeBody yields the fields of an earlier release's body key
+// (encodeBody) as bf, in and rq; nothing for a body that is missing or
+// malformed.
 func decodeBody(b string, yield func(field, value string) bool) {
 	head, rest, ok := strings.Cut(b, "\n")
 	if !ok {
 		return
 	}
-	for _, f := range []string{"bf", "in", "rq"} {
+	decodeLarge(head, rest, bigFields[:3], yield)
+}
+
+// bigFields are the large fields of a call's key, after its header, in
+// this order (see save in redis_scripts.go).
+var bigFields = [...]string{"bf", "in", "rq", "rb"}
+
+// decodeLarge yields the fields named by names whose lengths are the
+// numbers of head (separated by spaces) and whose values follow one
+// another in rest; it stops at the first malformed length.
+func decodeLarge(head, rest string, names []string, yield func(field, value string) bool) {
+	for _, f := range names {
 		num, more, _ := strings.Cut(head, " ")
 		head = more
 		n, err := strconv.Atoi(num)
@@ -190,4 +227,52 @@ func decodeBody(b string, yield func(field, value string) bool) {
 		}
 		rest = rest[n:]
 	}
+}
+
+// errDamaged is the error of a call's key that does not decode.
+var errDamaged = errors.New("pending: damaged call record")
+
+// decodeStored yields the fields of a call's key (save in
+// redis_scripts.go): "<header> <bf> <in> <rq> <rb>\n", the header's
+// fields (name, length, ':', value), then the large fields.
+func decodeStored(v string, yield func(field, value string) bool) error {
+	line, rest, ok := strings.Cut(v, "\n")
+	if !ok {
+		return errDamaged
+	}
+	num, lens, _ := strings.Cut(line, " ")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || n > len(rest) {
+		return errDamaged
+	}
+	hd, rest := rest[:n], rest[n:]
+	for hd != "" {
+		if len(hd) < 3 {
+			return errDamaged
+		}
+		f := hd[:2]
+		num, more, ok := strings.Cut(hd[2:], ":")
+		l, err := strconv.Atoi(num)
+		if !ok || err != nil || l < 0 || l > len(more) {
+			return errDamaged
+		}
+		if !yield(f, more[:l]) {
+			return nil
+		}
+		hd = more[l:]
+	}
+	decodeLarge(lens, rest, bigFields[:], yield)
+	return nil
+}
+
+// storedState reads the state of a call from the start of its key (the
+// header's first field is st), or false if the prefix does not hold it.
+func storedState(prefix string) (State, bool) {
+	_, rest, _ := strings.Cut(prefix, "\n")
+	num, more, ok := strings.Cut(strings.TrimPrefix(rest, "st"), ":")
+	l, err := strconv.Atoi(num)
+	if !ok || err != nil || !strings.HasPrefix(rest, "st") || l < 0 || l > len(more) {
+		return "", false
+	}
+	return State(more[:l]), true
 }

@@ -25,8 +25,10 @@ import "github.com/redis/go-redis/v9"
 // are replicated by their effects (the default since Redis 5, the only mode
 // since 7).
 //
-// One hash per call, fields (an empty field is not stored; rq, in and bf
-// are kept in the call's body key instead, see body):
+// One string key per call, call:<id>, holding its fields (an empty field
+// is not stored by Park; see decode and save for the encoding: a line of
+// lengths, the short fields, then bf, in, rq and rb, the large ones, so
+// that a list reads the short ones and the Brief with GETRANGE alone):
 //
 //	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
 //	aa "1": AttachKey is ArgsKey (ak is not stored: the usual call has no
@@ -40,7 +42,13 @@ import "github.com/redis/go-redis/v9"
 //	rh Result.Header (JSON)        rb Result.Body  rt Result.Truncated ("1")
 //	dl Delivered ("1")             op the last writer's nonce (see retried)
 //
-// Field names are short because they are stored in every call.
+// Field names are two characters because they are stored in every call.
+// Scripts read a call into a Lua table (load), change the table and write
+// it back whole (save): a call is ~2 KB, and one key instead of a hash and
+// a body key saves the second key's name, keyspace and expiry entries and
+// the hash's per-field overhead (~250 B a call). A call an earlier release
+// stored as a hash and a body key is read as well (earlier) and rewritten
+// as one key by its next transition.
 //
 // Indexes (sorted sets, member = call ID):
 //
@@ -106,62 +114,154 @@ local function callkey(id) return base .. 'call:' .. id end
 local function statekey(st) return base .. 'state:' .. st end
 local function attachkey(ak) return base .. 'attach:' .. ak end
 
-local function load(id)
-  local flat = redis.call('HGETALL', callkey(id))
-  if #flat == 0 then return nil end
+-- A call is one string key, call:<id> (see the comment above): a line
+-- of lengths, "<header> <bf> <in> <rq> <rb>\n", then the header (every
+-- short field as its 2-character name, its value's length, ':' and the
+-- value, st first), then the large fields Brief, Info, Request and
+-- Result.Body in that order. One key, not a hash and a body key: a key's
+-- own cost (its name, its entries in the keyspace and the expiries) is
+-- paid once per call.
+local big = {'bf', 'in', 'rq', 'rb'}
+
+-- lengths parses a value's first line: the header's length and the four
+-- large fields', and where the header starts (1-based).
+local function lengths(v)
+  local nl = string.find(v, '\n', 1, true)
+  local n = {}
+  for d in string.gmatch(string.sub(v, 1, nl - 1), '%d+') do n[#n + 1] = tonumber(d) end
+  return n, nl + 1
+end
+
+-- header adds to h the fields of the header v[from, to].
+local function header(h, v, from, to)
+  while from <= to do
+    local colon = string.find(v, ':', from + 2, true)
+    local n = tonumber(string.sub(v, from + 2, colon - 1))
+    h[string.sub(v, from, from + 1)] = string.sub(v, colon + 1, colon + n)
+    from = colon + n + 1
+  end
+end
+
+local function decode(v)
+  local n, at = lengths(v)
   local h = {}
-  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
-  if h.aa then h.ak = h.ag end
+  header(h, v, at, at + n[1] - 1)
+  at = at + n[1]
+  for i, f in ipairs(big) do
+    local l = n[i + 1] or 0
+    if l > 0 then h[f] = string.sub(v, at, at + l - 1) end
+    at = at + l
+  end
   return h
 end
 
 local function bodykey(id) return base .. 'body:' .. id end
 
--- body returns the large fields of a call (Brief, Info, Request) from its
--- body key, as field, value pairs. They live apart from the call's hash
--- so that the hash holds only short values and stays compact (listpack):
--- "<bf length> <in length> <rq length>\n" then the three, in that order.
-local function body(id)
+-- earlier returns a call stored as an earlier release did: a hash, and
+-- the large fields in a body key "<bf> <in> <rq>\n" then the three. Its
+-- next save rewrites it as one key (h._old: and deletes the body key).
+local function earlier(id)
+  local flat = redis.call('HGETALL', callkey(id))
+  if #flat == 0 then return nil end
+  local h = {_old = true}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
   local b = redis.call('GET', bodykey(id))
-  if not b then return {} end
-  local nl = string.find(b, '\n', 1, true)
-  local out, at = {}, nl + 1
-  local i = 0
-  for n in string.gmatch(string.sub(b, 1, nl - 1), '%d+') do
-    i = i + 1
-    n = tonumber(n)
-    if n > 0 then
-      out[#out + 1] = ({'bf', 'in', 'rq'})[i]
-      out[#out + 1] = string.sub(b, at, at + n - 1)
+  if b then
+    local n, at = lengths(b)
+    for i = 1, 3 do
+      if n[i] > 0 then h[big[i]] = string.sub(b, at, at + n[i] - 1) end
+      at = at + n[i]
     end
-    at = at + n
+  end
+  return h
+end
+
+local function load(id)
+  local ok, v = pcall(redis.call, 'GET', callkey(id))
+  local h
+  if not ok then
+    h = earlier(id) -- WRONGTYPE: a hash
+  elseif v then
+    h = decode(v)
+  end
+  if h and h.aa then h.ak = h.ag end
+  return h
+end
+
+-- save writes h as the call's key, keeping its expiry (or setting it to
+-- at). Every write of a call goes through h and save.
+local function save(id, h, at)
+  local hd = {'st', #h.st, ':', h.st}
+  for f, v in pairs(h) do
+    if #f == 2 and f ~= 'st' and not (f == 'ak' and h.aa) and f ~= 'bf' and f ~= 'in' and f ~= 'rq' and f ~= 'rb' then
+      hd[#hd + 1] = f .. #v .. ':' .. v
+    end
+  end
+  hd = table.concat(hd)
+  local line = {#hd}
+  for i, f in ipairs(big) do line[i + 1] = #(h[f] or '') end
+  local v = table.concat(line, ' ') .. '\n' .. hd .. (h.bf or '') .. (h['in'] or '') .. (h.rq or '') .. (h.rb or '')
+  if at then
+    redis.call('SET', callkey(id), v, 'PXAT', num(at))
+  else
+    redis.call('SET', callkey(id), v, 'KEEPTTL')
+  end
+  if h._old then
+    redis.call('DEL', bodykey(id))
+    h._old = nil
+  end
+end
+
+-- flat returns h as field, value pairs, what the scripts reply.
+local function flat(h)
+  local out = {}
+  for f, v in pairs(h) do
+    if #f == 2 then
+      out[#out + 1] = f
+      out[#out + 1] = v
+    end
   end
   return out
 end
 
--- brief returns the Brief alone, with GETRANGE: a list copies no request.
-local function brief(id)
-  local k = bodykey(id)
-  local head = redis.call('GETRANGE', k, 0, 63)
-  local nl = string.find(head, '\n', 1, true)
-  if not nl then return nil end
-  local n = tonumber(string.match(head, '^(%d+)'))
-  if n == 0 then return nil end
-  return redis.call('GETRANGE', k, nl, nl + n - 1)
-end
-
--- all returns the whole call, hash and body, as field, value pairs.
+-- all returns the whole call as field, value pairs ({} when it is gone).
 local function all(id)
-  local flat = redis.call('HGETALL', callkey(id))
-  if #flat == 0 then return flat end
-  for _, v in ipairs(body(id)) do flat[#flat + 1] = v end
-  return flat
+  local h = load(id)
+  if not h then return {} end
+  return flat(h)
 end
 
--- expireat makes the call's keys (hash and body) last until at.
-local function expireat(id, at)
+-- head returns a call's header fields without its large fields, and its
+-- Brief when withBrief: two GETRANGEs, so a list copies no request or
+-- result however large. nil when the call is gone.
+local function head(id, withBrief)
+  local k = callkey(id)
+  local ok, v = pcall(redis.call, 'GETRANGE', k, 0, 63)
+  if not ok then
+    -- an earlier release's hash
+    local h = earlier(id)
+    if not h then return nil end
+    if not withBrief then h.bf = nil end
+    h['in'], h.rq, h.rb = nil, nil, nil
+    return h
+  end
+  if v == '' then return nil end
+  local n, at = lengths(v)
+  local len = n[1]
+  if withBrief then len = len + n[2] end
+  local h = {}
+  if len == 0 then return h end
+  local hb = redis.call('GETRANGE', k, at - 1, at + len - 2)
+  header(h, hb, 1, n[1])
+  if withBrief and n[2] > 0 then h.bf = string.sub(hb, n[1] + 1) end
+  return h
+end
+
+-- expireat makes the call's key (and an earlier release's body key) last
+-- until at.
+local function expireat(id, h, at)
   redis.call('PEXPIREAT', callkey(id), num(at))
-  redis.call('PEXPIREAT', bodykey(id), num(at))
+  if h._old then redis.call('PEXPIREAT', bodykey(id), num(at)) end
 end
 
 -- forget drops a vanished call from the live indexes.
@@ -192,15 +292,20 @@ local function unattach(id, h)
   end
 end
 
--- keep makes the call (and its attach keys that name it) last until at.
-local function keep(id, h, at)
-  expireat(id, at)
+-- attached makes the call's attach keys that name it last until at.
+local function attached(id, h, at)
   for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then
       local k = attachkey(ak)
       if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
     end
   end
+end
+
+-- keep makes the call (and its attach keys that name it) last until at.
+local function keep(id, h, at)
+  expireat(id, h, at)
+  attached(id, h, at)
 end
 
 -- overdue returns the state a call past its deadline moves to, or nil.
@@ -255,7 +360,6 @@ local deadlines = {waiting = statekey('waiting'), approved = due, executing = le
 -- moves to waiting (only park puts it there): deadline is the new
 -- ExpiresAt (approved) or LeaseUntil (executing), nil for a terminal state.
 local function move(id, h, to, fields, deadline)
-  local k = callkey(id)
   redis.call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
@@ -269,17 +373,19 @@ local function move(id, h, to, fields, deadline)
     last(d, deadline + rttl)
   end
   count(id, h, to, deadline)
-  redis.call('HSET', k, 'st', to, unpack(fields))
   h.st = to
+  for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
   if terminal[to] then
+    save(id, h, now + rttl) -- a terminal call lasts ResultTTL
     -- terminal index entries live as long as their calls: trim on insert
     redis.call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
     if attachable(h) then
-      keep(id, h, now + rttl) -- its result or refusal attaches retries until delivered
+      attached(id, h, now + rttl) -- its result or refusal attaches retries until delivered
     else
-      expireat(id, now + rttl)
       unattach(id, h)
     end
+  else
+    save(id, h)
   end
   publish(id)
 end
@@ -335,9 +441,14 @@ if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
 for i = 14, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
-redis.call('HSET', callkey(id), 'st', 'waiting', 'ca', num(now), 'ea', num(expires), unpack(fields))
-redis.call('SET', bodykey(id), bd)
-expireat(id, expires + rttl)
+h = {st = 'waiting', ca = num(now), ea = num(expires)}
+for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
+local n, at = lengths(bd)
+for i = 1, 3 do
+  if n[i] > 0 then h[big[i]] = string.sub(bd, at, at + n[i] - 1) end
+  at = at + n[i]
+end
+save(id, h, expires + rttl)
 redis.call('ZADD', statekey('waiting'), num(expires), id)
 redis.call('ZADD', unannounced, num(now), id)
 for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl) end
@@ -407,7 +518,8 @@ if to == 'approved' then
   aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
   local ap = cjson.encode(aps)
   if not met(h.qm, aps) then
-    redis.call('HSET', callkey(id), 'ap', ap, 'op', nonce)
+    h.ap, h.op = ap, nonce
+    save(id, h)
     return {'ok', all(id)}
   end
   f[#f + 1] = 'ap'; f[#f + 1] = ap
@@ -446,7 +558,7 @@ if overdue(h) then
   return {'ended', all(id)}
 end
 local lu = now + lease
-redis.call('HINCRBY', callkey(id), 'fe', 1)
+h.fe = num((tonumber(h.fe) or 0) + 1)
 move(id, h, 'executing', {'lu', num(lu), 'op', nonce}, lu)
 keep(id, h, math.max(tonumber(h.ea), lu) + rttl)
 return {'ok', all(id)}
@@ -491,7 +603,8 @@ if h.dl == '1' then
   if h.op == nonce then return {'first', all(id)} end
   return {'again', all(id)}
 end
-redis.call('HSET', callkey(id), 'dl', '1', 'op', nonce)
+h.dl, h.op = '1', nonce
+save(id, h)
 unattach(id, h)
 return {'first', all(id)}
 `)
@@ -544,17 +657,17 @@ local grace, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fields = {'st', 'ea', 'up', 'da', 'ca'}
 local out = {}
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', statekey('approved'), '-inf', num(now - grace), 'LIMIT', 0, limit)) do
-  local v = redis.call('HMGET', callkey(id), unpack(fields))
-  if v[1] then
-    local flat = {}
-    for i, f in ipairs(fields) do
-      if v[i] then
-        flat[#flat + 1] = f
-        flat[#flat + 1] = v[i]
+  local h = head(id, false)
+  if h and h.st then
+    local f = {}
+    for _, k in ipairs(fields) do
+      if h[k] then
+        f[#f + 1] = k
+        f[#f + 1] = h[k]
       end
     end
     out[#out + 1] = id
-    out[#out + 1] = flat
+    out[#out + 1] = f
   end
 end
 return out
@@ -587,15 +700,14 @@ return out
 
 // listBriefScript (read-only): ARGV[4] state, [5] limit. Replies {id,
 // score, fields, …} with the fields of briefFields (field, value, …), latest to
-// enter the state first. It reads those fields alone (HMGET, never
-// HGETALL), so neither a call's request nor its info is copied however
-// large: a list's cost does not grow with what the calls carry. Index
+// enter the state first. It reads a call's header and Brief alone (head:
+// GETRANGE), so neither its request, its info nor its result is copied
+// however large: a list's cost does not grow with what the calls carry. Index
 // entries whose call is gone, or not in the state, and calls past their
 // deadline are skipped (not moved: the script only reads).
 var listBriefScript = newScript(`
 local st, limit = ARGV[4], tonumber(ARGV[5])
--- st and ea, lu come first: the checks below read them
-local fields = {'st', 'ea', 'lu', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by'}
+local fields = {'st', 'ea', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by', 'bf'}
 local out, offset = {}, 0
 while #out < 3 * limit do
   local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
@@ -603,19 +715,14 @@ while #out < 3 * limit do
   for j = 1, #ids, 2 do
     if #out >= 3 * limit then break end
     local id = ids[j]
-    local v = redis.call('HMGET', callkey(id), unpack(fields))
-    if v[1] == st and v[2] and not overdue({st = v[1], ea = v[2], lu = v[3] or '0'}) then
+    local h = head(id, true)
+    if h and h.st == st and h.ea and not overdue({st = h.st, ea = h.ea, lu = h.lu or '0'}) then
       local flat = {}
-      for i, f in ipairs(fields) do
-        if f ~= 'lu' and v[i] then
+      for _, f in ipairs(fields) do
+        if h[f] then
           flat[#flat + 1] = f
-          flat[#flat + 1] = v[i]
+          flat[#flat + 1] = h[f]
         end
-      end
-      local bf = brief(id)
-      if bf then
-        flat[#flat + 1] = 'bf'
-        flat[#flat + 1] = bf
       end
       out[#out + 1] = id
       out[#out + 1] = ids[j + 1]

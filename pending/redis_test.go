@@ -768,7 +768,7 @@ func parkedCallMemory(tb testing.TB, rdb *redis.Client, s *RedisStore) (usage, d
 	if _, _, err := s.Park(tb.Context(), c, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
-	for _, k := range []string{s.callKey(c.ID), s.baseOf(c.ID) + "body:" + c.ID} {
+	for _, k := range []string{s.callKey(c.ID)} {
 		n, err := rdb.MemoryUsage(tb.Context(), k, 0).Result()
 		if err != nil {
 			tb.Fatal(err)

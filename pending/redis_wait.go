@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"time"
 
@@ -46,12 +47,9 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 		}
 		// The state alone first: a waiter polls twice a second, and the
 		// whole call (its request, its result) is read only once it moved.
-		st, err := s.rdb.HGet(ctx, s.callKey(id), "st").Result()
-		if err == nil && State(st) == from {
+		st, err := s.state(ctx, id)
+		if err == nil && st == from {
 			continue
-		}
-		if errors.Is(err, redis.Nil) {
-			err = ErrNotFound
 		}
 		now := c
 		if err == nil {
@@ -170,4 +168,28 @@ func nonce() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go ≥ 1.24)
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// state reads a call's state alone: the start of its key, or the st field
+// of a call an earlier release stored as a hash.
+func (s *RedisStore) state(ctx context.Context, id string) (State, error) {
+	v, err := s.rdb.GetRange(ctx, s.callKey(id), 0, 63).Result()
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		st, err := s.rdb.HGet(ctx, s.callKey(id), "st").Result()
+		if errors.Is(err, redis.Nil) {
+			return "", notFound(id)
+		}
+		return State(st), err
+	}
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "", notFound(id)
+	}
+	st, ok := storedState(v)
+	if !ok {
+		return "", fmt.Errorf("pending: reading %s: %w", id, errDamaged)
+	}
+	return st, nil
 }

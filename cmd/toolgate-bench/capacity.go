@@ -87,7 +87,7 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	fmt.Fprintf(stdout, "parked:          %d calls in %v (%.0f parks/s through %d replicas)\n", len(ids), parkTook.Round(time.Second), float64(len(ids))/parkTook.Seconds(), p.replicas)
 	fmt.Fprintf(stdout, "Redis memory:    %.0f B per parked call (used_memory %s → %s), of which %d B the stored request, argument and brief\n",
 		perCall, mibs(before), mibs(after), req)
-	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own keys: %s B, the rest indexes and attach keys\n", perCall-float64(req), keys)
+	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own key: %s B, the rest indexes and attach keys\n", perCall-float64(req), keys)
 	var rss []string
 	for i, r := range s.replicas {
 		kib, err := rssKiB(r.p.pid())
@@ -341,8 +341,8 @@ func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 }
 
 // sampleCall returns, for one parked call, the bytes of its request,
-// arguments and brief (its body key's value, see pending's redis_scripts.go)
-// and the memory of its two keys (MEMORY USAGE).
+// arguments and brief (the large fields of its key, see pending's
+// redis_scripts.go) and the memory of its key (MEMORY USAGE).
 func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req int64, keys string, err error) {
 	id := ids[len(ids)/2]
 	base := "{" + capacityPrefix + "}:"
@@ -356,20 +356,26 @@ func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req int64
 			base = cand
 		}
 	}
-	body, err := s.redis.Get(ctx, base+"body:"+id).Result()
+	v, err := s.redis.Get(ctx, base+"call:"+id).Result()
 	if err != nil {
 		return 0, "", err
 	}
-	_, rest, _ := strings.Cut(body, "\n")
-	var sizes []int64
-	for _, k := range []string{base + "call:" + id, base + "body:" + id} {
-		n, err := s.redis.MemoryUsage(ctx, k, 0).Result()
+	// "<header> <bf> <in> <rq> <rb>\n": the lengths after the header's
+	line, _, _ := strings.Cut(v, "\n")
+	for i, f := range strings.Fields(line) {
+		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return 0, "", err
+			return 0, "", fmt.Errorf("call %s: %q is no length", id, line)
 		}
-		sizes = append(sizes, n)
+		if i > 0 {
+			req += n
+		}
 	}
-	return int64(len(rest)), fmt.Sprintf("%d (hash %d, body %d)", sizes[0]+sizes[1], sizes[0], sizes[1]), nil
+	n, err := s.redis.MemoryUsage(ctx, base+"call:"+id, 0).Result()
+	if err != nil {
+		return 0, "", err
+	}
+	return req, fmt.Sprintf("%d (one key, %d B long)", n, len(v)), nil
 }
 
 // post sends one asked call as agent i to replica r.
