@@ -232,13 +232,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 	case err != nil:
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
 	}
-	var bad error
-	c, err := decodeCall(id, func(yield func(string, string) bool) {
-		bad = decodeStored(v, yield)
-	})
-	if err == nil {
-		err = bad
-	}
+	c, err := decodeFlat(id, v)
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
 	}

@@ -37,7 +37,7 @@ while #out < 2 * limit do
       offset = offset + 1
       if #out < 2 * limit and not overdue(h) then
         out[#out + 1] = id
-        out[#out + 1] = all(id)
+        out[#out + 1] = value(h)
       end
     end
   end

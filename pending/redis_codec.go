@@ -26,9 +26,19 @@ func reply(id string, v []any) (code string, c Call, err error) {
 	return code, c, err
 }
 
-// decodeFlat decodes an HGETALL reply (field, value, …) returned by a
-// script.
+// decodeFlat decodes a call a script replied: its stored value (see
+// value in redis_scripts.go) or some of its fields (field, value, …).
 func decodeFlat(id string, v any) (Call, error) {
+	if stored, ok := v.(string); ok {
+		var bad error
+		c, err := decodeCall(id, func(yield func(string, string) bool) {
+			bad = decodeStored(stored, yield)
+		})
+		if err == nil && bad != nil {
+			err = fmt.Errorf("pending: decoding call %s: %w", id, bad)
+		}
+		return c, err
+	}
 	flat, ok := v.([]any)
 	if !ok || len(flat)%2 != 0 {
 		return Call{}, fmt.Errorf("pending: unexpected call encoding %T", v)
@@ -232,47 +242,106 @@ func decodeLarge(head, rest string, names []string, yield func(field, value stri
 // errDamaged is the error of a call's key that does not decode.
 var errDamaged = errors.New("pending: damaged call record")
 
-// decodeStored yields the fields of a call's key (save in
-// redis_scripts.go): "<header> <bf> <in> <rq> <rb>\n", the header's
-// fields (name, length, ':', value), then the large fields.
+// decodeStored yields the fields of a call's key (encode in
+// redis_scripts.go): "<st> <header> <bf> <in> <rq> <rb>\n", the header
+// (a MessagePack map of strings), then the large fields.
 func decodeStored(v string, yield func(field, value string) bool) error {
 	line, rest, ok := strings.Cut(v, "\n")
 	if !ok {
 		return errDamaged
 	}
+	st, line, _ := strings.Cut(line, " ")
 	num, lens, _ := strings.Cut(line, " ")
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 0 || n > len(rest) {
 		return errDamaged
 	}
-	hd, rest := rest[:n], rest[n:]
-	for hd != "" {
-		if len(hd) < 3 {
-			return errDamaged
-		}
-		f := hd[:2]
-		num, more, ok := strings.Cut(hd[2:], ":")
-		l, err := strconv.Atoi(num)
-		if !ok || err != nil || l < 0 || l > len(more) {
-			return errDamaged
-		}
-		if !yield(f, more[:l]) {
-			return nil
-		}
-		hd = more[l:]
+	if !yield("st", st) {
+		return nil
 	}
-	decodeLarge(lens, rest, bigFields[:], yield)
+	more, err := decodeHeader(rest[:n], yield)
+	if err != nil || !more {
+		return err
+	}
+	decodeLarge(lens, rest[n:], bigFields[:], yield)
 	return nil
 }
 
-// storedState reads the state of a call from the start of its key (the
-// header's first field is st), or false if the prefix does not hold it.
+// decodeHeader yields the pairs of a MessagePack map of strings (what
+// Lua's cmsgpack.pack makes of a table of strings); more is false if
+// yield stopped it.
+func decodeHeader(b string, yield func(field, value string) bool) (more bool, err error) {
+	if b == "" {
+		return false, errDamaged
+	}
+	var n int
+	switch c := b[0]; {
+	case c&0xf0 == 0x80: // fixmap
+		n, b = int(c&0x0f), b[1:]
+	case c == 0xde, c == 0xdf: // map 16, map 32
+		if n, b, err = mpSized(b[1:], 2<<(c-0xde)); err != nil {
+			return false, err
+		}
+	case c == 0x90: // an empty table packs as an empty array
+		return true, nil
+	default:
+		return false, errDamaged
+	}
+	for range n {
+		var f, v string
+		if f, b, err = mpString(b); err != nil {
+			return false, err
+		}
+		if v, b, err = mpString(b); err != nil {
+			return false, err
+		}
+		if !yield(f, v) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// mpString reads a MessagePack string (or binary) off b.
+func mpString(b string) (string, string, error) {
+	if b == "" {
+		return "", "", errDamaged
+	}
+	n, rest, err := 0, b[1:], error(nil)
+	switch c := b[0]; {
+	case c&0xe0 == 0xa0: // fixstr
+		n = int(c & 0x1f)
+	case c >= 0xd9 && c <= 0xdb: // str 8, 16, 32
+		n, rest, err = mpSized(rest, 1<<(c-0xd9))
+	case c >= 0xc4 && c <= 0xc6: // bin 8, 16, 32
+		n, rest, err = mpSized(rest, 1<<(c-0xc4))
+	default:
+		err = errDamaged
+	}
+	if err != nil || n > len(rest) {
+		return "", "", errDamaged
+	}
+	return rest[:n], rest[n:], nil
+}
+
+// mpSized reads a big-endian length of width bytes off b.
+func mpSized(b string, width int) (int, string, error) {
+	if len(b) < width {
+		return 0, b, errDamaged
+	}
+	n := 0
+	for i := range width {
+		n = n<<8 | int(b[i])
+	}
+	return n, b[width:], nil
+}
+
+// storedState reads the state of a call from the start of its key: the
+// first word of its first line.
 func storedState(prefix string) (State, bool) {
-	_, rest, _ := strings.Cut(prefix, "\n")
-	num, more, ok := strings.Cut(strings.TrimPrefix(rest, "st"), ":")
-	l, err := strconv.Atoi(num)
-	if !ok || err != nil || !strings.HasPrefix(rest, "st") || l < 0 || l > len(more) {
+	st, _, ok := strings.Cut(prefix, " ")
+	if !ok || st == "" || strings.Contains(st, "\n") {
 		return "", false
 	}
-	return State(more[:l]), true
+	return State(st), true
 }

@@ -91,24 +91,28 @@ func TestRedisEarlierLayout(t *testing.T) {
 	}
 }
 
-// TestDecodeStored reads a call's key as the scripts write it, and
-// refuses a damaged one (every truncation) without panicking.
+// TestDecodeStored reads a call's key as the scripts write it (short,
+// 8-bit and 16-bit string lengths in the header), and refuses a damaged
+// one (every truncation of its header) without panicking.
 func TestDecodeStored(t *testing.T) {
-	const v = "21 3 0 2 0\nst7:waitingcm6:a:b\ncdabcxy"
+	long, longer := strings.Repeat("d", 64), strings.Repeat("e", 300)
+	hd := "\x83" + "\xa2cm" + "\xa6a:b\ncd" + "\xa2ag\xd9\x40" + long + "\xa2rh\xda\x01\x2c" + longer
+	line := "waiting " + strconv.Itoa(len(hd)) + " 3 0 2 0\n"
+	v := line + hd + "abcxy"
 	got := map[string]string{}
 	if err := decodeStored(v, func(f, v string) bool { got[f] = v; return true }); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"st": "waiting", "cm": "a:b\ncd", "bf": "abc", "rq": "xy"}
+	want := map[string]string{"st": "waiting", "cm": "a:b\ncd", "ag": long, "rh": longer, "bf": "abc", "rq": "xy"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decodeStored = %v, want %v", got, want)
 	}
-	if st, ok := storedState(v[:24]); !ok || st != Waiting {
+	if st, ok := storedState(v[:20]); !ok || st != Waiting {
 		t.Errorf("storedState of the key's start = %q, %v; want waiting", st, ok)
 	}
-	for n := range len(v) - 7 { // cut inside the header: damaged
+	for n := range len(line) + len(hd) {
 		if err := decodeStored(v[:n], func(string, string) bool { return true }); err == nil {
-			t.Errorf("decodeStored(%q) took a damaged key", v[:n])
+			t.Errorf("decodeStored took a key cut at %d of %d", n, len(v))
 		}
 	}
 }

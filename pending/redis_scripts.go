@@ -26,9 +26,10 @@ import "github.com/redis/go-redis/v9"
 // since 7).
 //
 // One string key per call, call:<id>, holding its fields (an empty field
-// is not stored by Park; see decode and save for the encoding: a line of
-// lengths, the short fields, then bf, in, rq and rb, the large ones, so
-// that a list reads the short ones and the Brief with GETRANGE alone):
+// is not stored by Park; see decode and encode for the encoding: a line
+// of its state and lengths, the short fields packed, then bf, in, rq and
+// rb, the large ones, so that a list reads the short ones and the Brief
+// with GETRANGE alone):
 //
 //	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
 //	aa "1": AttachKey is ArgsKey (ak is not stored: the usual call has no
@@ -115,63 +116,54 @@ local function statekey(st) return base .. 'state:' .. st end
 local function attachkey(ak) return base .. 'attach:' .. ak end
 
 -- A call is one string key, call:<id> (see the comment above): a line
--- of lengths, "<header> <bf> <in> <rq> <rb>\n", then the header (every
--- short field as its 2-character name, its value's length, ':' and the
--- value, st first), then the large fields Brief, Info, Request and
--- Result.Body in that order. One key, not a hash and a body key: a key's
--- own cost (its name, its entries in the keyspace and the expiries) is
--- paid once per call.
-local big = {'bf', 'in', 'rq', 'rb'}
+-- "<st> <header> <bf> <in> <rq> <rb>\n" (its state, then lengths), the
+-- header (every other short field, a MessagePack map packed by cmsgpack:
+-- parsed in C, not field by field in Lua), then the large fields Brief,
+-- Info, Request and Result.Body in that order. One key, not a hash and a
+-- body key: a key's own cost (its name, its entries in the keyspace and
+-- the expiries) is paid once per call.
+--
+-- In a script a call is a table h of its short fields (and rb), with the
+-- stored value it was read as or last written as (h._val), where Brief,
+-- Info and Request lie in it (h._t0, h._t1) and their lengths (h._lens,
+-- "<bf> <in> <rq>"): those three never change after park, so they are
+-- neither split nor copied until the call is written again, and a reply
+-- is the stored value itself (value), which the store decodes in Go. The
+-- table's own entries have names of more than two characters.
 
--- lengths parses a value's first line: the header's length and the four
--- large fields', and where the header starts (1-based).
-local function lengths(v)
+-- line parses a value's first line: the state, the lengths, and where
+-- the header starts (1-based).
+local function line(v)
   local nl = string.find(v, '\n', 1, true)
-  local n = {}
-  for d in string.gmatch(string.sub(v, 1, nl - 1), '%d+') do n[#n + 1] = tonumber(d) end
-  return n, nl + 1
-end
-
--- header adds to h the fields of the header v[from, to].
-local function header(h, v, from, to)
-  while from <= to do
-    local colon = string.find(v, ':', from + 2, true)
-    local n = tonumber(string.sub(v, from + 2, colon - 1))
-    h[string.sub(v, from, from + 1)] = string.sub(v, colon + 1, colon + n)
-    from = colon + n + 1
-  end
+  local st, hl, bf, inl, rq, rb = string.match(string.sub(v, 1, nl - 1), '^(%a+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  return st, tonumber(hl), {tonumber(bf), tonumber(inl), tonumber(rq), tonumber(rb)}, nl + 1
 end
 
 local function decode(v)
-  local n, at = lengths(v)
-  local h = {}
-  header(h, v, at, at + n[1] - 1)
-  at = at + n[1]
-  for i, f in ipairs(big) do
-    local l = n[i + 1] or 0
-    if l > 0 then h[f] = string.sub(v, at, at + l - 1) end
-    at = at + l
-  end
+  local st, hl, n, at = line(v)
+  local h = cmsgpack.unpack(string.sub(v, at, at + hl - 1))
+  h.st, h._val, h._lens = st, v, n[1] .. ' ' .. n[2] .. ' ' .. n[3]
+  h._t0 = at + hl
+  h._t1 = h._t0 + n[1] + n[2] + n[3] - 1
+  if n[4] > 0 then h.rb = string.sub(v, h._t1 + 1, h._t1 + n[4]) end
   return h
 end
 
 local function bodykey(id) return base .. 'body:' .. id end
 
 -- earlier returns a call stored as an earlier release did: a hash, and
--- the large fields in a body key "<bf> <in> <rq>\n" then the three. Its
--- next save rewrites it as one key (h._old: and deletes the body key).
+-- Brief, Info and Request in a body key, "<bf> <in> <rq>\n" then the
+-- three. Its next save rewrites it as one key (h._old: and deletes the
+-- body key).
 local function earlier(id)
-  local flat = redis.call('HGETALL', callkey(id))
-  if #flat == 0 then return nil end
-  local h = {_old = true}
-  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  local hash = redis.call('HGETALL', callkey(id))
+  if #hash == 0 then return nil end
+  local h = {_old = true, _lens = '0 0 0', _tail = ''}
+  for i = 1, #hash, 2 do h[hash[i]] = hash[i + 1] end
   local b = redis.call('GET', bodykey(id))
   if b then
-    local n, at = lengths(b)
-    for i = 1, 3 do
-      if n[i] > 0 then h[big[i]] = string.sub(b, at, at + n[i] - 1) end
-      at = at + n[i]
-    end
+    local nl = string.find(b, '\n', 1, true)
+    h._lens, h._tail = string.sub(b, 1, nl - 1), string.sub(b, nl + 1)
   end
   return h
 end
@@ -188,47 +180,43 @@ local function load(id)
   return h
 end
 
+-- encode returns the value that stores h, and where its Brief, Info and
+-- Request lie in it. Every value is a string (cmsgpack would pack a Lua
+-- number as a number).
+local function encode(h)
+  local t = {}
+  for f, x in pairs(h) do
+    if #f == 2 and f ~= 'st' and f ~= 'rb' and not (f == 'ak' and h.aa) then t[f] = x end
+  end
+  local hd = cmsgpack.pack(t)
+  local tail = h._tail or string.sub(h._val, h._t0, h._t1)
+  local rb = h.rb or ''
+  local ln = h.st .. ' ' .. #hd .. ' ' .. h._lens .. ' ' .. #rb .. '\n'
+  local t0 = #ln + #hd + 1
+  return ln .. hd .. tail .. rb, t0, t0 + #tail - 1
+end
+
 -- save writes h as the call's key, keeping its expiry (or setting it to
 -- at). Every write of a call goes through h and save.
 local function save(id, h, at)
-  local hd = {'st', #h.st, ':', h.st}
-  for f, v in pairs(h) do
-    if #f == 2 and f ~= 'st' and not (f == 'ak' and h.aa) and f ~= 'bf' and f ~= 'in' and f ~= 'rq' and f ~= 'rb' then
-      hd[#hd + 1] = f .. #v .. ':' .. v
-    end
-  end
-  hd = table.concat(hd)
-  local line = {#hd}
-  for i, f in ipairs(big) do line[i + 1] = #(h[f] or '') end
-  local v = table.concat(line, ' ') .. '\n' .. hd .. (h.bf or '') .. (h['in'] or '') .. (h.rq or '') .. (h.rb or '')
+  local v, t0, t1 = encode(h)
   if at then
     redis.call('SET', callkey(id), v, 'PXAT', num(at))
   else
     redis.call('SET', callkey(id), v, 'KEEPTTL')
   end
+  h._val, h._t0, h._t1, h._tail = v, t0, t1, nil
   if h._old then
     redis.call('DEL', bodykey(id))
     h._old = nil
   end
 end
 
--- flat returns h as field, value pairs, what the scripts reply.
-local function flat(h)
-  local out = {}
-  for f, v in pairs(h) do
-    if #f == 2 then
-      out[#out + 1] = f
-      out[#out + 1] = v
-    end
-  end
-  return out
-end
-
--- all returns the whole call as field, value pairs ({} when it is gone).
-local function all(id)
-  local h = load(id)
-  if not h then return {} end
-  return flat(h)
+-- value is what a script replies for a call: its stored value, as it
+-- was just read or written (an earlier release's call, encoded).
+local function value(h)
+  if h._old then return (encode(h)) end
+  return h._val
 end
 
 -- head returns a call's header fields without its large fields, and its
@@ -241,19 +229,19 @@ local function head(id, withBrief)
     -- an earlier release's hash
     local h = earlier(id)
     if not h then return nil end
-    if not withBrief then h.bf = nil end
-    h['in'], h.rq, h.rb = nil, nil, nil
+    local n = tonumber(string.match(h._lens, '^%d+'))
+    if withBrief and n > 0 then h.bf = string.sub(h._tail, 1, n) end
+    h.rb = nil
     return h
   end
   if v == '' then return nil end
-  local n, at = lengths(v)
-  local len = n[1]
-  if withBrief then len = len + n[2] end
-  local h = {}
-  if len == 0 then return h end
+  local st, hl, n, at = line(v)
+  local len = hl
+  if withBrief then len = len + n[1] end
   local hb = redis.call('GETRANGE', k, at - 1, at + len - 2)
-  header(h, hb, 1, n[1])
-  if withBrief and n[2] > 0 then h.bf = string.sub(hb, n[1] + 1) end
+  local h = cmsgpack.unpack(string.sub(hb, 1, hl))
+  h.st = st
+  if withBrief and n[1] > 0 then h.bf = string.sub(hb, hl + 1) end
   return h
 end
 
@@ -415,7 +403,7 @@ end
 local h = load(id)
 if h then
   -- the same request again is a retried park (docs/security.md, R02): answer as the first time
-  if (h.rd or '') == digest then return {'ok', all(id)} end
+  if (h.rd or '') == digest then return {'ok', value(h)} end
   return {'taken'}
 end
 if ak ~= '' then
@@ -425,7 +413,7 @@ if ak ~= '' then
     if o then
       local to = overdue(o)
       if to then move(other, o, to, {}, nil) end
-      if attachable(o) then return {'attached', all(other), other} end
+      if attachable(o) then return {'attached', value(o), other} end
     end
   end
 end
@@ -443,11 +431,8 @@ for i = 14, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 h = {st = 'waiting', ca = num(now), ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
-local n, at = lengths(bd)
-for i = 1, 3 do
-  if n[i] > 0 then h[big[i]] = string.sub(bd, at, at + n[i] - 1) end
-  at = at + n[i]
-end
+local nl = string.find(bd, '\n', 1, true)
+h._lens, h._tail = string.sub(bd, 1, nl - 1), string.sub(bd, nl + 1)
 save(id, h, expires + rttl)
 redis.call('ZADD', statekey('waiting'), num(expires), id)
 redis.call('ZADD', unannounced, num(now), id)
@@ -460,7 +445,7 @@ if ag ~= '' and ag ~= ak then
   local o = cur and load(cur)
   if not (o and attachable(o)) then redis.call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
 end
-return {'ok', all(id)}
+return {'ok', value(h)}
 `)
 
 // fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,
@@ -496,14 +481,14 @@ local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'waiting' then
   -- a retry of this very write, if nothing has moved the call since
-  if h.op == nonce and h.st == to then return {'ok', all(id)} end
-  return {'conflict', all(id)}
+  if h.op == nonce and h.st == to then return {'ok', value(h)} end
+  return {'conflict', value(h)}
 end
 -- past its expiry the call is expired, swept or not (docs/security.md, R14);
 -- 'ended': this write ended it, and its caller reports the end
 if overdue(h) then
   move(id, h, 'expired', {}, nil)
-  return {'ended', all(id)}
+  return {'ended', value(h)}
 end
 local f = {'da', num(now), 'op', nonce}
 if to == 'approved' then
@@ -511,16 +496,16 @@ if to == 'approved' then
   if h.ap and h.ap ~= '' and h.ap ~= '{}' then aps = cjson.decode(h.ap) end
   -- counted once (or a retry), by name ignoring ASCII case; and at most
   -- maxApprover approvals per call
-  if #aps >= 64 then return {'ok', all(id)} end
+  if #aps >= 64 then return {'ok', value(h)} end
   for _, a in ipairs(aps) do
-    if string.lower(a.b) == string.lower(by) then return {'ok', all(id)} end
+    if string.lower(a.b) == string.lower(by) then return {'ok', value(h)} end
   end
   aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
   local ap = cjson.encode(aps)
   if not met(h.qm, aps) then
     h.ap, h.op = ap, nonce
     save(id, h)
-    return {'ok', all(id)}
+    return {'ok', value(h)}
   end
   f[#f + 1] = 'ap'; f[#f + 1] = ap
 end
@@ -537,7 +522,7 @@ if to == 'approved' then
   end
 end
 move(id, h, to, f, deadline)
-return {'ok', all(id)}
+return {'ok', value(h)}
 `)
 
 // claimScript: ARGV[4] id, [5] lease ms, [6] nonce. Replies {'ok', call},
@@ -548,20 +533,20 @@ local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'approved' then
-  if h.op == nonce and h.st == 'executing' then return {'ok', all(id)} end
+  if h.op == nonce and h.st == 'executing' then return {'ok', value(h)} end
   -- left as it stands even when overdue: ending it here would hide its
   -- end from Expire and from the executor's finish
-  return {'conflict', all(id)}
+  return {'conflict', value(h)}
 end
 if overdue(h) then
   move(id, h, 'expired', {}, nil)
-  return {'ended', all(id)}
+  return {'ended', value(h)}
 end
 local lu = now + lease
 h.fe = num((tonumber(h.fe) or 0) + 1)
 move(id, h, 'executing', {'lu', num(lu), 'op', nonce}, lu)
 keep(id, h, math.max(tonumber(h.ea), lu) + rttl)
-return {'ok', all(id)}
+return {'ok', value(h)}
 `)
 
 // finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
@@ -575,21 +560,21 @@ local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
 if not h then return {'notfound'} end
 if h.st ~= 'executing' or h.fe ~= fence then
-  if h.op == nonce and h.st == to then return {'ok', all(id)} end
+  if h.op == nonce and h.st == to then return {'ok', value(h)} end
   -- a retry of the finish that made the call unknown answers as it did
-  if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', all(id)} end
+  if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', value(h)} end
   -- left as it stands even when overdue: its end is for the fence
   -- holder's finish or for Expire to report
-  return {'fenced', all(id)}
+  return {'fenced', value(h)}
 end
 if overdue(h) then
   move(id, h, 'unknown', {'op', nonce .. ':lapsed'}, nil)
-  return {'lapsed', all(id)}
+  return {'lapsed', value(h)}
 end
 local f = {'op', nonce}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
 move(id, h, to, f, nil)
-return {'ok', all(id)}
+return {'ok', value(h)}
 `)
 
 // deliverScript: ARGV[4] id, [5] nonce. Replies {'first', call}, {'again',
@@ -598,15 +583,15 @@ var deliverScript = newScript(`
 local id, nonce = ARGV[4], ARGV[5]
 local h = load(id)
 if not h then return {'notfound'} end
-if not terminal[h.st] then return {'conflict', all(id)} end
+if not terminal[h.st] then return {'conflict', value(h)} end
 if h.dl == '1' then
-  if h.op == nonce then return {'first', all(id)} end
-  return {'again', all(id)}
+  if h.op == nonce then return {'first', value(h)} end
+  return {'again', value(h)}
 end
 h.dl, h.op = '1', nonce
 save(id, h)
 unattach(id, h)
-return {'first', all(id)}
+return {'first', value(h)}
 `)
 
 // expireScript: ARGV[4] limit. Replies {id, call, id, call, …} for the
@@ -627,7 +612,7 @@ for _, list in ipairs({statekey('waiting'), due, leases}) do
       if to then
         move(id, h, to, {}, nil)
         out[#out + 1] = id
-        out[#out + 1] = all(id)
+        out[#out + 1] = value(h)
       elseif deadlines[h.st] == list then
         -- not due after all: an entry an earlier release scored by the
         -- time the call entered waiting; score it by its deadline
@@ -686,11 +671,11 @@ while #out < 3 * limit do
   for i = 1, #ids, 2 do
     if #out >= 3 * limit then break end
     local id = ids[i]
-    local flat = all(id)
-    if #flat > 0 then
+    local h = load(id)
+    if h then
       out[#out + 1] = id
       out[#out + 1] = ids[i + 1]
-      out[#out + 1] = flat
+      out[#out + 1] = value(h)
     end
   end
   offset = offset + limit
@@ -717,16 +702,16 @@ while #out < 3 * limit do
     local id = ids[j]
     local h = head(id, true)
     if h and h.st == st and h.ea and not overdue({st = h.st, ea = h.ea, lu = h.lu or '0'}) then
-      local flat = {}
-      for _, f in ipairs(fields) do
-        if h[f] then
-          flat[#flat + 1] = f
-          flat[#flat + 1] = h[f]
+      local f = {}
+      for _, k in ipairs(fields) do
+        if h[k] then
+          f[#f + 1] = k
+          f[#f + 1] = h[k]
         end
       end
       out[#out + 1] = id
       out[#out + 1] = ids[j + 1]
-      out[#out + 1] = flat
+      out[#out + 1] = f
     end
   end
   offset = offset + limit
