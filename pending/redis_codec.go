@@ -74,7 +74,7 @@ func decodePairs[T any](v []any, what string, decode func(id string, v any) (T, 
 	return out, nil
 }
 
-// decodeCall builds a call from its hash fields (see redis_scripts.go).
+// decodeCall builds a call from its fields (see redis_scripts.go).
 func decodeCall(id string, fields func(yield func(field, value string) bool)) (Call, error) {
 	c := Call{ID: id}
 	var res Result
@@ -191,8 +191,9 @@ func cmpErr(old, e error) error {
 	return e
 }
 
-// encodeBody is a call's body key (see body in redis_scripts.go): the
-// lengths of its Brief, Info and Request on one line, then the three.
+// encodeBody is how Park hands a call's Brief, Info and Request to its
+// script, and how an earlier release stored them in a body key: their
+// lengths on one line, then the three (park keeps them as they are).
 func encodeBody(c Call) []byte {
 	b := make([]byte, 0, 24+len(c.Brief)+len(c.Info)+len(c.Request))
 	b = strconv.AppendInt(b, int64(len(c.Brief)), 10)

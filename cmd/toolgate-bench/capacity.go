@@ -360,16 +360,19 @@ func (s *capacityStack) sampleCall(ctx context.Context, ids []string) (req int64
 	if err != nil {
 		return 0, "", err
 	}
-	// "<header> <bf> <in> <rq> <rb>\n": the lengths after the header's
+	// "<state> <header> <bf> <in> <rq> <rb>\n": the lengths after the
+	// header's
 	line, _, _ := strings.Cut(v, "\n")
-	for i, f := range strings.Fields(line) {
-		n, err := strconv.ParseInt(f, 10, 64)
+	words := strings.Fields(line)
+	if len(words) != 6 {
+		return 0, "", fmt.Errorf("call %s: %q is no call's first line", id, line)
+	}
+	for _, w := range words[2:] {
+		n, err := strconv.ParseInt(w, 10, 64)
 		if err != nil {
-			return 0, "", fmt.Errorf("call %s: %q is no length", id, line)
+			return 0, "", fmt.Errorf("call %s: %q is no call's first line", id, line)
 		}
-		if i > 0 {
-			req += n
-		}
+		req += n
 	}
 	n, err := s.redis.MemoryUsage(ctx, base+"call:"+id, 0).Result()
 	if err != nil {
