@@ -173,7 +173,8 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
 	base := s.baseOf(c.ID)
-	args := []any{c.ID, ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, encodeBody(c)}
+	lens, data := largeFields(c)
+	args := []any{c.ID, ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -232,7 +233,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 	case err != nil:
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
 	}
-	c, err := decodeFlat(id, v)
+	c, err := decodeRecord(id, v)
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
 	}

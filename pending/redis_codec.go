@@ -21,14 +21,14 @@ func reply(id string, v []any) (code string, c Call, err error) {
 		id, _ = v[2].(string) // attached: the call that was found
 	}
 	if len(v) > 1 {
-		c, err = decodeFlat(id, v[1])
+		c, err = decodeRecord(id, v[1])
 	}
 	return code, c, err
 }
 
-// decodeFlat decodes a call a script replied: its stored value (see
+// decodeRecord decodes a call a script replied: its stored value (see
 // value in redis_scripts.go) or some of its fields (field, value, …).
-func decodeFlat(id string, v any) (Call, error) {
+func decodeRecord(id string, v any) (Call, error) {
 	if stored, ok := v.(string); ok {
 		var bad error
 		c, err := decodeCall(id, func(yield func(string, string) bool) {
@@ -55,7 +55,7 @@ func decodeFlat(id string, v any) (Call, error) {
 }
 
 // decodeList decodes a reply {id, call, id, call, …}.
-func decodeList(v []any) ([]Call, error) { return decodePairs(v, "list", decodeFlat) }
+func decodeList(v []any) ([]Call, error) { return decodePairs(v, "list", decodeRecord) }
 
 // decodePairs decodes a reply {id, record, id, record, …} of what records.
 func decodePairs[T any](v []any, what string, decode func(id string, v any) (T, error)) ([]T, error) {
@@ -191,24 +191,17 @@ func cmpErr(old, e error) error {
 	return e
 }
 
-// encodeBody is how Park hands a call's Brief, Info and Request to its
-// script, and how an earlier release stored them in a body key: their
-// lengths on one line, then the three (park keeps them as they are).
-func encodeBody(c Call) []byte {
-	b := make([]byte, 0, 24+len(c.Brief)+len(c.Info)+len(c.Request))
-	b = strconv.AppendInt(b, int64(len(c.Brief)), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(c.Info)), 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(c.Request)), 10)
-	b = append(b, '\n')
-	b = append(b, c.Brief...)
-	b = append(b, c.Info...)
-	return append(b, c.Request...)
+// largeFields is how Park hands a call's Brief, Info and Request to its
+// script, which stores them as they are: their lengths "<bf> <in> <rq>",
+// and the three one after another.
+func largeFields(c Call) (lens string, data []byte) {
+	data = make([]byte, 0, len(c.Brief)+len(c.Info)+len(c.Request))
+	data = append(append(append(data, c.Brief...), c.Info...), c.Request...)
+	return strconv.Itoa(len(c.Brief)) + " " + strconv.Itoa(len(c.Info)) + " " + strconv.Itoa(len(c.Request)), data
 }
 
-// decodeBody yields the fields of an earlier release's body key
-// (encodeBody) as bf, in and rq; nothing for a body that is missing or
+// decodeBody yields the fields of an earlier release's body key (the
+// lengths of largeFields, a newline, then its data) as bf, in and rq; nothing for a body that is missing or
 // malformed.
 func decodeBody(b string, yield func(field, value string) bool) {
 	head, rest, ok := strings.Cut(b, "\n")

@@ -34,7 +34,8 @@ func TestRedisEarlierLayout(t *testing.T) {
 	if err := rdb.HSet(ctx, key, fields...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, body, encodeBody(c), ttl).Err(); err != nil {
+	lens, data := largeFields(c)
+	if err := rdb.Set(ctx, body, lens+"\n"+string(data), ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rdb.PExpire(ctx, key, ttl)

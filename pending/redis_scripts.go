@@ -197,7 +197,8 @@ local function encode(h)
 end
 
 -- save writes h as the call's key, keeping its expiry (or setting it to
--- at). Every write of a call goes through h and save.
+-- at). Every write of a call goes through h and save; the first one of an
+-- earlier release's call deletes its body key.
 local function save(id, h, at)
   local v, t0, t1 = encode(h)
   if at then
@@ -245,13 +246,6 @@ local function head(id, withBrief)
   return h
 end
 
--- expireat makes the call's key (and an earlier release's body key) last
--- until at.
-local function expireat(id, h, at)
-  redis.call('PEXPIREAT', callkey(id), num(at))
-  if h._old then redis.call('PEXPIREAT', bodykey(id), num(at)) end
-end
-
 -- forget drops a vanished call from the live indexes.
 local function forget(id)
   redis.call('ZREM', due, id)
@@ -288,12 +282,6 @@ local function attached(id, h, at)
       if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
     end
   end
-end
-
--- keep makes the call (and its attach keys that name it) last until at.
-local function keep(id, h, at)
-  expireat(id, h, at)
-  attached(id, h, at)
 end
 
 -- overdue returns the state a call past its deadline moves to, or nil.
@@ -346,8 +334,10 @@ local deadlines = {waiting = statekey('waiting'), approved = due, executing = le
 -- move is the one place a call changes state: the state, its indexes,
 -- its retention, its attach key and the wake-up, together. A call never
 -- moves to waiting (only park puts it there): deadline is the new
--- ExpiresAt (approved) or LeaseUntil (executing), nil for a terminal state.
-local function move(id, h, to, fields, deadline)
+-- ExpiresAt (approved) or LeaseUntil (executing), nil for a terminal state;
+-- at, when given, the call's new retention (its attach keys' too), set in
+-- the same write (a terminal call's is now + ResultTTL).
+local function move(id, h, to, fields, deadline, at)
   redis.call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
   redis.call('ZADD', statekey(to), num(now), id)
@@ -373,7 +363,8 @@ local function move(id, h, to, fields, deadline)
       unattach(id, h)
     end
   else
-    save(id, h)
+    save(id, h, at)
+    if at then attached(id, h, at) end
   end
   publish(id)
 end
@@ -384,15 +375,16 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
 // [11] ArgsKey, [12] the calls parked in the other shards (MaxParked
-// counts them too), [13] the body (Brief, Info, Request; see body), [14…]
-// field, value pairs. Replies {'ok', call},
+// counts them too), [13] the lengths of Brief, Info and Request
+// ("<bf> <in> <rq>"), [14] the three one after another, [15…] field,
+// value pairs. Replies {'ok', call},
 // {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
 // when a new call would pass a cap. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
 // another attachable call already.
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local pr, maxall, maxpr, ag, others, bd = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12]), ARGV[13]
+local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls.
 for _, list in ipairs({statekey('waiting'), due}) do
@@ -427,12 +419,11 @@ if pr ~= '' then
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 14, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 h = {st = 'waiting', ca = num(now), ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
-local nl = string.find(bd, '\n', 1, true)
-h._lens, h._tail = string.sub(bd, 1, nl - 1), string.sub(bd, nl + 1)
+h._lens, h._tail = ARGV[13], ARGV[14]
 save(id, h, expires + rttl)
 redis.call('ZADD', statekey('waiting'), num(expires), id)
 redis.call('ZADD', unannounced, num(now), id)
@@ -511,17 +502,17 @@ if to == 'approved' then
 end
 if by ~= '' then f[#f + 1] = 'by'; f[#f + 1] = by end
 if comment ~= '' then f[#f + 1] = 'cm'; f[#f + 1] = comment end
-local deadline = nil
+local deadline, at = nil, nil
 if to == 'approved' then
   -- an approval just before the expiry must still run: the call stays
   -- claimable for the approved window
   deadline = math.max(tonumber(h.ea), now + window)
   if deadline > tonumber(h.ea) then
     f[#f + 1] = 'ea'; f[#f + 1] = num(deadline)
-    keep(id, h, deadline + rttl)
+    at = deadline + rttl
   end
 end
-move(id, h, to, f, deadline)
+move(id, h, to, f, deadline, at)
 return {'ok', value(h)}
 `)
 
@@ -544,8 +535,7 @@ if overdue(h) then
 end
 local lu = now + lease
 h.fe = num((tonumber(h.fe) or 0) + 1)
-move(id, h, 'executing', {'lu', num(lu), 'op', nonce}, lu)
-keep(id, h, math.max(tonumber(h.ea), lu) + rttl)
+move(id, h, 'executing', {'lu', num(lu), 'op', nonce}, lu, math.max(tonumber(h.ea), lu) + rttl)
 return {'ok', value(h)}
 `)
 

@@ -185,7 +185,7 @@ func decodeScored(v []any) ([]scoredCall, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pending: list reply: score of %s: %w", id, err)
 		}
-		c, err := decodeFlat(id, v[i+2])
+		c, err := decodeRecord(id, v[i+2])
 		if err != nil {
 			return nil, err
 		}
