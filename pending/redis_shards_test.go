@@ -60,10 +60,14 @@ func TestRedisClusterSpread(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const principals, each = 40, 5
+	// Long enough for all 200 to be listed while none is past its expiry
+	// (ListBrief skips those) on a slow machine under -race; Expire below
+	// waits for the last one's expiry.
+	const principals, each, ttl = 40, 5, 3 * time.Second
+	var last time.Time
 	for p := range principals {
 		for range each {
-			park(t, s, asPrincipal(sampleCall(), fmt.Sprintf("key:agent-%d", p)), 300*time.Millisecond)
+			last = park(t, s, asPrincipal(sampleCall(), fmt.Sprintf("key:agent-%d", p)), ttl).ExpiresAt
 		}
 	}
 	if n, err := s.Count(ctx, Waiting); err != nil || n != principals*each {
@@ -92,7 +96,7 @@ func TestRedisClusterSpread(t *testing.T) {
 		spread = append(spread, fmt.Sprintf("%s: %d keys, %d scripts run", addr, keys, evals))
 	}
 	t.Logf("%d calls of %d principals on 16 shards: %s", principals*each, principals, strings.Join(spread, "; "))
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(time.Until(last) + 100*time.Millisecond)
 	expired, err := s.Expire(ctx, 1000)
 	if err != nil || len(expired) != principals*each {
 		t.Fatalf("Expire = %d calls, %v; want all %d, from every shard", len(expired), err, principals*each)
