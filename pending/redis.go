@@ -182,12 +182,12 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	}
 	if c.AttachKey != "" && c.AttachKey == c.ArgsKey {
 		// the usual call: no Idempotency-Key, found by its arguments
-		// alone. One digest in the hash, not two (64 B a call).
+		// alone. One digest in the record, not two.
 		add("aa", "1")
 	} else {
-		add("ak", c.AttachKey)
+		add("ak", packDigest(c.AttachKey))
 	}
-	add("ag", c.ArgsKey)
+	add("ag", packDigest(c.ArgsKey))
 	add("ad", packDigest(c.ArgsDigest))
 	add("sb", c.Subject)
 	add("up", c.Upstream)

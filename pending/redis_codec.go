@@ -93,9 +93,9 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 		case "aa":
 			same = true
 		case "ak":
-			c.AttachKey = v
+			c.AttachKey = unpackDigest(v)
 		case "ag":
-			c.ArgsKey = v
+			c.ArgsKey = unpackDigest(v)
 		case "ad":
 			c.ArgsDigest = unpackDigest(v)
 		case "sb":
@@ -162,8 +162,9 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 
 // packDigest stores a digest of 64 lowercase hex digits (as the proxy
 // makes them) as its 32 bytes behind a 0 byte: 31 B less in every call.
-// Anything else is stored as it is. The attach keys stay hex: they name
-// keys, and an earlier release looks them up by the same names.
+// Anything else is stored as it is. Attach keys are named by the hex
+// digest still (the scripts' attachname turns a packed one back): an
+// earlier release looks them up by the same names.
 func packDigest(d string) string {
 	if len(d) != 2*sha256.Size || strings.ToLower(d) != d {
 		return d

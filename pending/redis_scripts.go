@@ -33,7 +33,9 @@ import "github.com/redis/go-redis/v9"
 //
 //	st state        ak AttachKey   ag ArgsKey      ad ArgsDigest
 //	aa "1": AttachKey is ArgsKey (ak is not stored: the usual call has no
-//	   Idempotency-Key, and one 64-character digest is enough)
+//	   Idempotency-Key, and one digest is enough)
+//	ak, ag, ad and rd, digests of 64 hex digits, are stored as their 32
+//	bytes behind a 0 byte (packDigest)
 //	sb Subject      up Upstream    tl Tool         rq Request
 //	rd RequestDigest               in Info
 //	pr Principal    bf Brief (small; what ListBrief reads instead of rq, in)
@@ -256,10 +258,19 @@ local function forget(id)
   redis.call('ZREM', unannounced, id)
 end
 
+-- attachname is the name of an attach key: the hex digest, stored in a
+-- call as its 32 bytes behind a 0 byte (packDigest in Go). One format
+-- of 32 bytes: a loop over them would cost Redis more time.
+local hex32 = string.rep('%02x', 32)
+local function attachname(d)
+  if #d == 33 and string.byte(d, 1) == 0 then return string.format(hex32, string.byte(d, 2, 33)) end
+  return d
+end
+
 -- attachkeys returns the call's attach keys: AttachKey and ArgsKey, once
 -- when they are the same (a call without an Idempotency-Key).
 local function attachkeys(h)
-  local ak, ag = h.ak or '', h.ag or ''
+  local ak, ag = attachname(h.ak or ''), attachname(h.ag or '')
   if ak == ag then return {ak} end
   return {ak, ag}
 end

@@ -3,7 +3,9 @@ package pending
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -339,15 +341,33 @@ func hasClient(t *testing.T, rdb *redis.Client, id int64) bool {
 }
 
 // Every key the store writes has a TTL, so nothing outlives its retention
-// if sweeps stop (docs/security.md, INV-8).
+// if sweeps stop (docs/security.md, INV-8). The attach keys are named by
+// the keys as given, hex digests too (which the call stores packed), and
+// go away with the delivery.
 func TestRedisKeyTTLs(t *testing.T) {
+	digest := func() string { return fmt.Sprintf("%x", sha256.Sum256([]byte(rand.Text()))) }
+	same := digest()
+	for name, keys := range map[string][2]string{
+		"names":          {"key-" + rand.Text(), "args-" + rand.Text()},
+		"digests":        {digest(), digest()},
+		"one digest":     {same, same},
+		"digest, a name": {"key-" + rand.Text(), digest()},
+	} {
+		t.Run(name, func(t *testing.T) { testRedisKeyTTLs(t, keys[0], keys[1]) })
+	}
+}
+
+func testRedisKeyTTLs(t *testing.T, attach, args string) {
 	rdb := newRedisClient(t)
 	const rttl = time.Hour
 	s := newRedisStoreOn(t, rdb, Options{ResultTTL: rttl})
 	ctx := t.Context()
 	c := sampleCall()
-	c.AttachKey = "key-" + rand.Text()
+	c.AttachKey, c.ArgsKey = attach, args
 	c = park(t, s, c, time.Minute)
+	if c.AttachKey != attach || c.ArgsKey != args {
+		t.Errorf("the parked call's keys read back as %q, %q; want %q, %q", c.AttachKey, c.ArgsKey, attach, args)
+	}
 
 	ttl := func(key string) time.Duration {
 		t.Helper()

@@ -28,9 +28,11 @@ import (
 // calls approved on another replica while the others stay parked, and how
 // fast the sweepers execute approved calls nobody holds.
 
-// capacityPrefix is the replicas' pending.redis_prefix: the run reads
-// the store's keys under it.
-const capacityPrefix = "toolgate-bench-capacity"
+// capacityPrefix is the replicas' pending.redis_prefix (without its
+// colon): toolgate's default, since key names count in the memory of a
+// call, and the run has a Redis of its own. The run reads the store's
+// keys under it.
+const capacityPrefix = "toolgate"
 
 // capacityParams are the -capacity flags.
 type capacityParams struct {
