@@ -43,6 +43,10 @@ type Options struct {
 	// OnReload, if set, is called after every load attempt with the
 	// revision now in force and the error of the attempt (nil on success).
 	OnReload func(revision string, err error)
+
+	// noGoRules leaves package toolgate's rules to OPA even where they
+	// could run in Go (goRules), for the tests that compare the two.
+	noGoRules bool
 }
 
 // Engine decides calls. It is safe for concurrent use; Reload swaps the
@@ -62,6 +66,8 @@ type prepared struct {
 	// defines, and is nil when it defines none.
 	native *nativeLib
 	user   *rego.PreparedEvalQuery
+	// userGo, when set, evaluates user's rules in Go (see goRules).
+	userGo *goRules
 	// userRules are the rules user reads, as indexes into ruleNames.
 	userRules []int
 	revision  string
@@ -187,6 +193,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 			return nil, err
 		}
 		p.user, p.userRules = &q, names
+		if !e.opts.noGoRules {
+			p.userGo = newGoRules(c, b.data, names)
+		}
 	}
 	return p, nil
 }
@@ -226,17 +235,33 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
-		v, err := in.valueFor(p.reads)
-		if err != nil {
-			return failed(err)
+		var got [len(ruleNames)]any
+		sure := false
+		if p.userGo != nil {
+			got, sure = p.userGo.eval(goInput{in: in})
 		}
-		b, err := eval(ctx, p.user, v)
-		if err != nil {
-			return failed(err)
+		var v ast.Value
+		if !sure {
+			var err error
+			if v, err = in.valueFor(p.reads); err != nil {
+				return failed(err)
+			}
+			if p.userGo != nil {
+				got, sure = p.userGo.eval(goInput{doc: v})
+			}
+		}
+		if !sure {
+			b, err := eval(ctx, p.user, v)
+			if err != nil {
+				return failed(err)
+			}
+			for _, i := range p.userRules {
+				got[i] = b[ruleNames[i]]
+			}
 		}
 		for _, i := range p.userRules {
-			name := ruleNames[i]
-			if vs[i], err = verdictOf(name, b[name]); err != nil {
+			var err error
+			if vs[i], err = verdictOf(ruleNames[i], got[i]); err != nil {
 				return failed(err)
 			}
 		}

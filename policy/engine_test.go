@@ -479,6 +479,33 @@ func BenchmarkDecideExample(b *testing.B) {
 	}
 }
 
+// BenchmarkDecideUserRule is a 10-row table beside a Rego rule on an
+// argument, as teams write them: run in Go (goRules) and by OPA.
+func BenchmarkDecideUserRule(b *testing.B) {
+	src := "package toolgate\n\n" +
+		`deny contains {"id": "no-etc", "message": "nothing under /etc"} if startswith(input.tool.arguments.path, "/etc")` + "\n"
+	for _, inGo := range []bool{true, false} {
+		b.Run(map[bool]string{true: "go", false: "opa"}[inGo], func(b *testing.B) {
+			opts := policy.Options{RulesFile: writeRules(b, b.TempDir(), benchRows(10)), Policies: fstest.MapFS{"p.rego": {Data: []byte(src)}}}
+			if !inGo {
+				opts = policy.WithoutGoRules(opts)
+			}
+			e := newEngine(b, opts)
+			if policy.GoRulesInUse(e) != inGo {
+				b.Fatalf("package toolgate run in Go: %v, want %v", !inGo, inGo)
+			}
+			in := call("tool0", "docs/guide/intro.md")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := e.Decide(ctx, in); err != nil || d.Action != policy.Allow {
+					b.Fatalf("%v %v", d.Action, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkTrivialQuery is OPA's floor: a prepared query reading one field
 // of the same input. Decision costs are reported as multiples of it.
 func BenchmarkTrivialQuery(b *testing.B) {

@@ -16,3 +16,10 @@ func RefusedBuiltins() map[string]string { return refusedBuiltins }
 
 // MCPMethods are the MCP methods the native library lets through.
 func MCPMethods() map[string]bool { return mcpMethods }
+
+// WithoutGoRules returns o with package toolgate's rules left to OPA.
+func WithoutGoRules(o Options) Options { o.noGoRules = true; return o }
+
+// GoRulesInUse reports whether e evaluates package toolgate's rules in Go
+// for the policy in force.
+func GoRulesInUse(e *Engine) bool { return e.current.Load().userGo != nil }
