@@ -49,7 +49,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	if a, ok := s.askRequester(r, c, pc); ok {
 		return a
 	}
-	ctx := c.withRelay(r.Context(), w, r)
+	ctx := withHeld(c.withRelay(r.Context(), w, r), pc.ID, c.input)
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{
 		For:           s.holdFor(r),
 		Progress:      c.progressReporter(w, r),

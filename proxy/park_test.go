@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -361,6 +362,68 @@ func TestRecheckKeepsAnnotations(t *testing.T) {
 	ok, why := server.stillAllowed(t.Context(), pending.Call{ID: "c1", Upstream: server.cfg.Upstreams[0].Name, Info: info})
 	if ok || why != "destructive" {
 		t.Fatalf("stillAllowed = %v %q, want the deny the annotations call for", ok, why)
+	}
+}
+
+// TestRecheckHeldInputAsStored: an approved call that runs on the request
+// that parked it is re-checked on the input that request holds, which is
+// the document the call stored (the sweeper's re-check decodes that one):
+// both re-checks see the same input, the stored arguments and hook ask
+// included.
+func TestRecheckHeldInputAsStored(t *testing.T) {
+	var mu sync.Mutex
+	var seen []*policy.Input
+	d := deciderFunc(func(ctx context.Context, in *policy.Input) (policy.Decision, error) {
+		mu.Lock()
+		seen = append(seen, in)
+		mu.Unlock()
+		return askAll(ctx, in)
+	})
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 1)
+	var server *Server
+	env := newTestServer(t, d, func(c *Config) {
+		c.Pending, c.Hold, c.TTL = store, 3*time.Second, time.Minute
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+		c.serverHook = func(s *Server) { server = s }
+	})
+	var id string
+	go func() {
+		pc := <-parked
+		id = pc.ID
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
+	}()
+	res := post(t, env.url+"/tools/Write", `{"path":"notes/a.md","n":12345.5,"deep":{"k":[1,"b"]}}`, "X-Trace", "t1")
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || len(env.upstream.Requests()) != 1 {
+		t.Fatalf("held: %d %s, upstream %d", res.StatusCode, body, len(env.upstream.Requests()))
+	}
+	pc, err := store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := server.stillAllowed(context.Background(), pc); !ok {
+		t.Fatalf("the stored call's re-check refused it: %s", why)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 {
+		t.Fatalf("%d decisions, want the call's, its re-check while held and the stored call's", len(seen))
+	}
+	held, stored := seen[1], seen[2]
+	if held == seen[0] || held.Tool == seen[0].Tool {
+		t.Error("the held re-check decided on the request's own input, not a copy")
+	}
+	hj, err := held.AppendJSON(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sj, err := stored.AppendJSON(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(hj) != string(sj) || held.Hook != nil || stored.Hook != nil || held.Tool.Arguments["path"] != "notes/a.md" {
+		t.Errorf("re-check inputs differ:\nheld:   %s (hook %v)\nstored: %s (hook %v)", hj, held.Hook, sj, stored.Hook)
 	}
 }
 

@@ -16,10 +16,13 @@ import (
 // counts as a deny.
 func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, string) {
 	info := infoOf(pc)
-	in, err := decodeInput(info.PolicyInput)
-	if err != nil {
-		s.log.Error("a parked call's policy input cannot be read", "call_id", pc.ID, "error", err)
-		return false, "the parked call's policy input cannot be read"
+	in := heldInput(ctx, pc.ID)
+	var err error
+	if in == nil {
+		if in, err = decodeInput(info.PolicyInput); err != nil {
+			s.log.Error("a parked call's policy input cannot be read", "call_id", pc.ID, "error", err)
+			return false, "the parked call's policy input cannot be read"
+		}
 	}
 	if in.Tool != nil && len(info.Arguments) > 0 && string(info.Arguments) != "null" {
 		// Parked inputs keep the arguments once, as the display's.
@@ -51,6 +54,43 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		return false, reasonsText(d.Messages())
 	}
 	return true, ""
+}
+
+// heldKey carries, on the context of a held agent's request, the input
+// its call was parked with (withHeld).
+type heldKey struct{}
+
+type held struct {
+	id string
+	in *policy.Input
+}
+
+// withHeld marks ctx as the request that parked call id with input in,
+// which it holds while it waits (without the arguments: the call keeps
+// them). When the approved call runs on that request, its re-check takes
+// the input from there instead of decoding the one stored with the call:
+// the same document (the call's ID names what this request parked; an
+// identical call it attached to has another ID and is decoded), minus a
+// JSON decoding of the whole input per call.
+func withHeld(ctx context.Context, id string, in *policy.Input) context.Context {
+	return context.WithValue(ctx, heldKey{}, held{id: id, in: in})
+}
+
+// heldInput is a copy of the input call id was parked with, when ctx is
+// the request that parked it, else nil.
+func heldInput(ctx context.Context, id string) *policy.Input {
+	h, ok := ctx.Value(heldKey{}).(held)
+	if !ok || h.id != id || h.in == nil {
+		return nil
+	}
+	in := *h.in
+	if in.Tool != nil {
+		t := *in.Tool
+		t.Arguments = nil // the stored call's, set by the caller
+		in.Tool = &t
+	}
+	in.Hook = nil // as decodeInput gives it: the re-check sets its own
+	return &in
 }
 
 func decodeInput(b []byte) (*policy.Input, error) {
