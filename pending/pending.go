@@ -272,7 +272,8 @@ type Store interface {
 	Count(ctx context.Context, s State) (int, error)
 
 	// Wait blocks until the call's state is no longer from, or ctx ends
-	// (then it returns the call as it stands and ctx's error). Wake-ups
+	// (then it returns ctx's error and the call as it stands, or a zero
+	// Call when the store cannot be read on a moment of its own). Wake-ups
 	// may be lost (Redis pub/sub); implementations also poll.
 	Wait(ctx context.Context, id string, from State) (Call, error)
 

@@ -26,53 +26,75 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 	s.addWaiter(id, wake) // before reading, so no wake-up falls in between
 	defer s.removeWaiter(id, wake)
 
-	c, err := s.Get(ctx, id)
+	// The state alone, here and at every wake-up: a held agent starts
+	// waiting on the call it just parked, and a waiter polls twice a
+	// second, so the whole call (its request, its result) is read only
+	// once it moved, or when ctx ends.
+	st, err := s.state(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {
-			return c, ctx.Err()
+			return Call{}, ctx.Err()
 		}
-		return c, err
+		return Call{}, err
 	}
 	poll := time.NewTimer(s.pollDelay())
 	defer poll.Stop()
-	for c.State == from {
-		viaPoll := false
+	waited, viaPoll := false, false
+	for {
+		if st != from {
+			c, err := s.Get(ctx, id)
+			switch {
+			case ctx.Err() != nil:
+				return s.asItStands(ctx, id)
+			case err == nil && c.State == from:
+				// read back from a node that had not seen the change (a
+				// failover): wait on
+			case err == nil:
+				if waited {
+					if viaPoll {
+						s.viaPoll.Add(1)
+					} else {
+						s.viaPubSub.Add(1)
+					}
+				}
+				return c, nil
+			case errors.Is(err, ErrNotFound) || !waited:
+				return Call{}, err
+			}
+			// Redis is away: keep waiting, the next poll re-reads.
+		}
 		select {
 		case <-ctx.Done():
-			return c, ctx.Err()
+			return s.asItStands(ctx, id)
 		case <-wake:
+			viaPoll = false
 		case <-poll.C:
 			viaPoll = true
 			poll.Reset(s.pollDelay())
 		}
-		// The state alone first: a waiter polls twice a second, and the
-		// whole call (its request, its result) is read only once it moved.
-		st, err := s.state(ctx, id)
-		if err == nil && st == from {
-			continue
-		}
-		now := c
-		if err == nil {
-			now, err = s.Get(ctx, id)
-		}
+		waited = true
+		st, err = s.state(ctx, id)
 		switch {
 		case ctx.Err() != nil:
-			return c, ctx.Err()
+			return s.asItStands(ctx, id)
 		case errors.Is(err, ErrNotFound):
-			return c, err
+			return Call{}, err
 		case err != nil:
-			continue // Redis is away: keep waiting, the next poll re-reads
-		}
-		c = now
-		if c.State != from {
-			if viaPoll {
-				s.viaPoll.Add(1)
-			} else {
-				s.viaPubSub.Add(1)
-			}
+			st = from // Redis is away: keep waiting, the next poll re-reads
 		}
 	}
-	return c, nil
+}
+
+// asItStands is what Wait returns when ctx ended: the call as it stands,
+// read on a moment of its own (ctx is over), and ctx's error.
+func (s *RedisStore) asItStands(ctx context.Context, id string) (Call, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	c, err := s.Get(rctx, id)
+	if err != nil {
+		return Call{}, ctx.Err()
+	}
+	return c, ctx.Err()
 }
 
 // WakeupsViaPubSub counts the Wait calls that saw their change through a
