@@ -237,7 +237,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	if p.user != nil {
 		var got [len(ruleNames)]any
 		sure := false
-		if p.userGo != nil {
+		if p.userGo != nil && in.convertible(p.reads) {
 			got, sure = p.userGo.eval(goInput{in: in})
 		}
 		var v ast.Value

@@ -210,7 +210,7 @@ func compileArg(t *ast.Term, locals map[ast.Var]int) (goArg, bool) {
 		}
 		return goArg{path: v[1:], local: -1}, true
 	}
-	if !ast.IsConstant(t.Value) {
+	if !ast.IsConstant(t.Value) || !plain(t.Value) {
 		return goArg{}, false
 	}
 	return goArg{c: t.Value, local: -1}, true
@@ -315,6 +315,9 @@ func (x *goExpr) test(input goInput, locals []ast.Value) (holds, sure bool) {
 	if !sure || !defined {
 		return false, sure
 	}
+	if (x.args[0].c == nil && !plain(a)) || (x.args[1].c == nil && !plain(b)) {
+		return false, false // constants were checked when compiled
+	}
 	switch x.op {
 	case opUnify, opEqual:
 		return ast.ValueEqual(a, b), true
@@ -345,6 +348,25 @@ func (x *goExpr) test(input goInput, locals []ast.Value) (holds, sure bool) {
 		return strings.Contains(string(s), string(t)), true
 	}
 	return false, false
+}
+
+// plain reports whether v holds only numbers a float64 holds: OPA's rule
+// index hashes any other number by its text (1e400 and 1E400 apart, where
+// comparing them says equal), and comparing a number that is not one
+// panics, so for such values OPA answers.
+func plain(v ast.Value) bool {
+	switch x := v.(type) {
+	case ast.Number:
+		_, ok := x.Float64()
+		return ok
+	case *ast.Array:
+		return !x.Until(func(e *ast.Term) bool { return !plain(e.Value) })
+	case ast.Object:
+		return !x.Until(func(k, e *ast.Term) bool { return !plain(k.Value) || !plain(e.Value) })
+	case ast.Set:
+		return !x.Until(func(e *ast.Term) bool { return !plain(e.Value) })
+	}
+	return true
 }
 
 // member is OPA's internal.member_2 on a collection.

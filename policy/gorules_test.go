@@ -24,9 +24,9 @@ var (
 		"input.tool.arguments.flag", "input.tool.arguments.obj.k", "input.tool.arguments.list",
 		`input.tool.arguments["a-b"]`, "input.subject.id", "input.subject.groups", "input.subject.authenticated",
 		"input.phase", "input.kind", "input.http.method", "input.missing", "input.tool.arguments.list.x",
-		"input.tool.target.x",
+		"input.tool.target.x", "input.subject.claims.role", "input.subject.claims.n", "input.mcp.id",
 	}
-	goConsts = []string{`"read"`, `"write"`, `"docs/"`, `"/etc"`, `"a.txt"`, `""`, `"1"`, "1", "1.0", "2", "true", "false", "null", `["a", 1]`, `{"k": "a"}`}
+	goConsts = []string{`"read"`, `"write"`, `"docs/"`, `"/etc"`, `"a.txt"`, `""`, `"1"`, "1", "1.0", "2", "true", "false", "null", `["a", 1]`, `{"k": "a"}`, "1e400", "1E400", `[1e400]`}
 	goTests  = []string{"%s == %s", "%s != %s", "%s < %s", "%s >= %s", "startswith(%s, %s)", "endswith(%s, %s)", "contains(%s, %s)", "%s = %s"}
 )
 
@@ -106,7 +106,9 @@ func genGoCall(r *rand.Rand) *policy.Input {
 	args := map[string]any{}
 	for name, v := range map[string]any{
 		"path": pick("docs/a.txt", "/etc/passwd", "a.txt", json.Number("1"), 1.0, true, nil),
-		"n":    pick(json.Number("1"), json.Number("1.0"), 2.5, "1", nil),
+		// numbers beyond a float64 (which OPA's rule index tells apart by
+		// their text) and beyond what OPA reads at all (an error)
+		"n":    pick(json.Number("1"), json.Number("1.0"), 2.5, "1", nil, json.Number("1E400"), json.Number("1e400"), json.Number("1e100000")),
 		"flag": pick(true, false, "false", nil),
 		"obj":  pick(map[string]any{"k": "a"}, map[string]any{"k": json.Number("1")}, "k", []any{"k"}),
 		"list": pick([]any{"a", json.Number("1")}, []any{}, "a"),
@@ -119,6 +121,12 @@ func genGoCall(r *rand.Rand) *policy.Input {
 	in.Tool = policy.NewTool(in.Tool.Name, args, policy.DefaultTargetArgs)
 	if r.IntN(3) == 0 {
 		in.Subject.Groups = []string{"sre", "read"}
+	}
+	if r.IntN(3) == 0 {
+		in.Subject.Claims = map[string]any{"role": pick("read", json.Number("1e100000")), "n": pick(json.Number("1E400"), 1.0)}
+	}
+	if in.MCP != nil && r.IntN(2) == 0 {
+		in.MCP.ID = pick(json.Number("1"), "a", json.Number("1e100000"))
 	}
 	return in
 }

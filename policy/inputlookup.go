@@ -112,3 +112,54 @@ func leaf(v ast.Value, rest []*ast.Term) (ast.Value, bool, bool) {
 	}
 	return v, true, true
 }
+
+// convertible reports whether every free-form value of in that valueFor
+// converts for a policy reading r (the arguments, annotations, claims and
+// JSON-RPC ID) converts without error. Where one does not, valueFor fails
+// and so does the decision, whatever a rule reads: goRules must not read
+// the call through lookup then, but build the document and fail as OPA's
+// path does.
+func (in *Input) convertible(r *inputReads) bool {
+	if t := in.Tool; t != nil && r.top("tool") {
+		if r.sub("tool", "arguments") && !convertible(t.Arguments) {
+			return false
+		}
+		if r.sub("tool", "annotations") && !convertible(t.Annotations) {
+			return false
+		}
+	}
+	if r.sub("subject", "claims") && !convertible(in.Subject.Claims) {
+		return false
+	}
+	if in.MCP != nil && in.MCP.ID != nil && r.top("mcp") && !convertible(in.MCP.ID) {
+		return false
+	}
+	return true
+}
+
+// convertible mirrors ast.InterfaceToValue: whether x converts without
+// error, for the types JSON decodes to (anything else: no).
+func convertible(x any) bool {
+	switch x := x.(type) {
+	case nil, bool, string, float64, int, int64, uint64, []string, map[string]string:
+		return true
+	case json.Number:
+		_, err := ast.NumberChecked(string(x))
+		return err == nil
+	case []any:
+		for _, e := range x {
+			if !convertible(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !convertible(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
