@@ -92,6 +92,9 @@ func classify(err error, method string) answer {
 		return answer{status: http.StatusForbidden, title: "Link not valid", msg: "this approval link is not valid for this call"}
 	case errors.Is(err, pending.ErrNotFound):
 		return answer{status: http.StatusNotFound, title: "Unknown call", msg: "unknown call (it may have expired, or the store lost it)"}
+	case errors.Is(err, pending.ErrDamaged):
+		// Not the store being away: "try again" would not help.
+		return answer{status: http.StatusInternalServerError, title: "Call unreadable", msg: "the store holds this call in a form toolgate cannot read; it cannot be decided and will not run"}
 	case errors.As(err, &se):
 		c := se.Call
 		return answer{status: http.StatusConflict, title: "Already decided", msg: "this call is no longer waiting for a decision", call: &c}

@@ -460,6 +460,7 @@ func TestTitles(t *testing.T) {
 		{errNeedsIdentity, http.StatusForbidden, "Sign-in needed"},
 		{errCSRF, http.StatusForbidden, "Form expired"},
 		{pending.ErrNotFound, http.StatusNotFound, "Unknown call"},
+		{fmt.Errorf("pending: decoding call X: %w", pending.ErrDamaged), http.StatusInternalServerError, "Call unreadable"},
 		{&pending.StateError{}, http.StatusConflict, "Already decided"},
 		{badRequest("x"), http.StatusBadRequest, "Request not understood"},
 		{errors.New("redis: connection refused"), http.StatusServiceUnavailable, "Try again"},

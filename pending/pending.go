@@ -55,6 +55,10 @@ var (
 	// ErrConflict: the call is not in a state that allows the transition
 	// (decided already, not approved, finished). Returned as *StateError.
 	ErrConflict = errors.New("pending: the call's state does not allow this")
+	// ErrDamaged: the store holds the call in a form that does not decode
+	// (changed by hand, or by another program). Nothing reads it as
+	// anything else: it is neither decided nor run.
+	ErrDamaged = errors.New("pending: damaged call record")
 	// ErrFenced: the claim is no longer the executor's (its lease ran out,
 	// or another claim replaced it); the late write was refused.
 	ErrFenced = errors.New("pending: the claim was lost")

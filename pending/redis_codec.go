@@ -234,22 +234,19 @@ func decodeLarge(head, rest string, names []string, yield func(field, value stri
 	}
 }
 
-// errDamaged is the error of a call's key that does not decode.
-var errDamaged = errors.New("pending: damaged call record")
-
 // decodeStored yields the fields of a call's key (encode in
 // redis_scripts.go): "<st> <header> <bf> <in> <rq> <rb>\n", the header
 // (a MessagePack map of strings), then the large fields.
 func decodeStored(v string, yield func(field, value string) bool) error {
 	line, rest, ok := strings.Cut(v, "\n")
 	if !ok {
-		return errDamaged
+		return ErrDamaged
 	}
 	st, line, _ := strings.Cut(line, " ")
 	num, lens, _ := strings.Cut(line, " ")
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 0 || n > len(rest) {
-		return errDamaged
+		return ErrDamaged
 	}
 	if !yield("st", st) {
 		return nil
@@ -267,7 +264,7 @@ func decodeStored(v string, yield func(field, value string) bool) error {
 // yield stopped it.
 func decodeHeader(b string, yield func(field, value string) bool) (more bool, err error) {
 	if b == "" {
-		return false, errDamaged
+		return false, ErrDamaged
 	}
 	var n int
 	switch c := b[0]; {
@@ -280,7 +277,7 @@ func decodeHeader(b string, yield func(field, value string) bool) (more bool, er
 	case c == 0x90: // an empty table packs as an empty array
 		return true, nil
 	default:
-		return false, errDamaged
+		return false, ErrDamaged
 	}
 	for range n {
 		var f, v string
@@ -300,7 +297,7 @@ func decodeHeader(b string, yield func(field, value string) bool) (more bool, er
 // mpString reads a MessagePack string (or binary) off b.
 func mpString(b string) (string, string, error) {
 	if b == "" {
-		return "", "", errDamaged
+		return "", "", ErrDamaged
 	}
 	n, rest, err := 0, b[1:], error(nil)
 	switch c := b[0]; {
@@ -311,10 +308,10 @@ func mpString(b string) (string, string, error) {
 	case c >= 0xc4 && c <= 0xc6: // bin 8, 16, 32
 		n, rest, err = mpSized(rest, 1<<(c-0xc4))
 	default:
-		err = errDamaged
+		err = ErrDamaged
 	}
 	if err != nil || n > len(rest) {
-		return "", "", errDamaged
+		return "", "", ErrDamaged
 	}
 	return rest[:n], rest[n:], nil
 }
@@ -322,7 +319,7 @@ func mpString(b string) (string, string, error) {
 // mpSized reads a big-endian length of width bytes off b.
 func mpSized(b string, width int) (int, string, error) {
 	if len(b) < width {
-		return 0, b, errDamaged
+		return 0, b, ErrDamaged
 	}
 	n := 0
 	for i := range width {

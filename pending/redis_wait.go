@@ -211,7 +211,7 @@ func (s *RedisStore) state(ctx context.Context, id string) (State, error) {
 	}
 	st, ok := storedState(v)
 	if !ok {
-		return "", fmt.Errorf("pending: reading %s: %w", id, errDamaged)
+		return "", fmt.Errorf("pending: reading %s: %w", id, ErrDamaged)
 	}
 	return st, nil
 }

@@ -156,6 +156,11 @@ func storeFailed(err error) answer {
 	if errors.Is(err, pending.ErrNotFound) {
 		return *invalid(http.StatusNotFound, "Unknown call", "no call with this ID is yours")
 	}
+	if errors.Is(err, pending.ErrDamaged) {
+		a := unavailable("Parked call unreadable", "the approval store holds this call in a form toolgate cannot read; it will not run")
+		a.status = http.StatusInternalServerError
+		return a
+	}
 	return unavailable("Approval store unavailable", "the approval store could not be reached; retry later")
 }
 

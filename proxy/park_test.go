@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
@@ -424,6 +427,46 @@ func TestRecheckHeldInputAsStored(t *testing.T) {
 	}
 	if string(hj) != string(sj) || held.Hook != nil || stored.Hook != nil || held.Tool.Arguments["path"] != "notes/a.md" {
 		t.Errorf("re-check inputs differ:\nheld:   %s (hook %v)\nstored: %s (hook %v)", hj, held.Hook, sj, stored.Hook)
+	}
+}
+
+// TestDamagedCallUnreadable: a parked call whose record in Redis no longer
+// decodes is answered as unreadable (500), not as a store that is away
+// (503, "retry later"), and nothing is forwarded.
+func TestDamagedCallUnreadable(t *testing.T) {
+	addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		testkit.Unavailable(t, "no TOOLGATE_TEST_REDIS_ADDR: the Redis tests need a Redis")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := "toolgate-test:" + rand.Text() + ":"
+	store, err := pending.NewRedis(rdb, pending.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	env := newTestServer(t, askAll, func(c *Config) { c.Pending, c.TTL = store, time.Minute })
+	res := post(t, env.url+"/tools/Write", `{"path":"a"}`, "Prefer", "respond-async")
+	id := res.Header.Get(headerCallID)
+	if res.StatusCode != http.StatusAccepted || id == "" {
+		t.Fatalf("park: %d", res.StatusCode)
+	}
+	key := "{" + strings.TrimSuffix(prefix, ":") + "}:call:" + id
+	if err := rdb.Set(t.Context(), key, "waiting 999 1 2 3 0\ngarbage", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	status, err := http.Get(env.url + "/_toolgate/calls/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(status.Body)
+	status.Body.Close()
+	if status.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "Parked call unreadable") {
+		t.Errorf("status of a damaged call: %d %s; want 500 Parked call unreadable", status.StatusCode, body)
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
 	}
 }
 
