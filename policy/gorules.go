@@ -24,10 +24,12 @@ import (
 // them, else from the document), and builds the result OPA's query would
 // have.
 //
-// Where it could differ from OPA it does not answer: a built-in given a
-// value of the wrong type (OPA's error) or a value it does not walk makes
-// Decide evaluate with OPA instead, so errors and every unusual case are
-// OPA's own. A policy with any other shape (helper rules, functions,
+// Where it could differ from OPA it does not answer, and Decide asks OPA:
+// a built-in given a value of the wrong type (OPA's error), a value inside
+// an array, a number a float64 cannot hold (OPA's rule index tells 1e400
+// and 1E400 apart), and, before anything is read from the call, any value
+// the input document could not be built from (Input.convertible). So
+// errors and every unusual case are OPA's own. A policy with any other shape (helper rules, functions,
 // variables, comprehensions, other built-ins, `with`, data) is evaluated
 // by OPA alone. TestGoRulesMatchOPA holds both forms together on generated
 // policies and inputs.
