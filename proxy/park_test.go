@@ -268,6 +268,21 @@ func TestDrainAnswersHeldAgents(t *testing.T) {
 	}
 }
 
+// heldServer is a test server deciding with d that holds asks for 3 s on
+// a memory store, and reports each parked call on the channel.
+func heldServer(t *testing.T, d Decider) (*testEnv, *pending.MemoryStore, chan pending.Call, *Server) {
+	t.Helper()
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 2)
+	var server *Server
+	env := newTestServer(t, d, func(c *Config) {
+		c.Pending, c.Hold, c.TTL = store, 3*time.Second, time.Minute
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+		c.serverHook = func(s *Server) { server = s }
+	})
+	return env, store, parked, server
+}
+
 // TestApprovedButNowDenied: the policy comes to deny a call after it was
 // parked; the approval does not make it run (the deny is decided again).
 func TestApprovedButNowDenied(t *testing.T) {
@@ -278,14 +293,7 @@ func TestApprovedButNowDenied(t *testing.T) {
 		}
 		return askAll(context.Background(), in)
 	})
-	store := pending.NewMemory(pending.Options{})
-	parked := make(chan pending.Call, 2)
-	var server *Server
-	env := newTestServer(t, d, func(c *Config) {
-		c.Pending, c.Hold, c.TTL = store, 3*time.Second, time.Minute
-		c.OnPark = func(pc pending.Call) { parked <- pc }
-		c.serverHook = func(s *Server) { server = s }
-	})
+	env, store, parked, server := heldServer(t, d)
 	go func() {
 		pc := <-parked
 		deny.Store(true)
@@ -382,14 +390,7 @@ func TestRecheckHeldInputAsStored(t *testing.T) {
 		mu.Unlock()
 		return askAll(ctx, in)
 	})
-	store := pending.NewMemory(pending.Options{})
-	parked := make(chan pending.Call, 1)
-	var server *Server
-	env := newTestServer(t, d, func(c *Config) {
-		c.Pending, c.Hold, c.TTL = store, 3*time.Second, time.Minute
-		c.OnPark = func(pc pending.Call) { parked <- pc }
-		c.serverHook = func(s *Server) { server = s }
-	})
+	env, store, parked, server := heldServer(t, d)
 	var id string
 	go func() {
 		pc := <-parked
