@@ -62,9 +62,14 @@ type RedisStore struct {
 	// bus, where 1.5% of them took 30-42 ms (a test Cluster of 3 primaries,
 	// 400 messages), against a 0.6 ms p99 sharded.
 	shardedPubSub bool
-	resultTTL     time.Duration
-	poll          time.Duration
-	window        time.Duration // Options.ApprovedWindow
+	// cluster: the scripts declare every key they touch (redis_declare.go).
+	cluster bool
+	// shardKeys holds each shard's index keys, by key base (shardKeys).
+	shardKeys map[string][]string
+	seen      seenKeys // on a Cluster, the keys calls met declared
+	resultTTL time.Duration
+	poll      time.Duration
+	window    time.Duration // Options.ApprovedWindow
 
 	maxParked, maxPerPrincipal int
 	minReplicas                int           // Options.MinReplicas: WAIT after transitions
@@ -106,9 +111,10 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		return nil, err
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &RedisStore{
+	s := &RedisStore{
 		rdb:           rdb,
 		shardedPubSub: cluster,
+		cluster:       cluster,
 		base:          "{" + tag + "}:",
 		bases:         shardBases(tag, opts.Shards),
 		channel:       opts.Prefix + "events",
@@ -122,15 +128,22 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
 		minReplicas:     opts.MinReplicas,
 		replicaTimeout:  opts.ReplicaTimeout,
-	}, nil
+	}
+	if cluster {
+		s.shardKeys = make(map[string][]string, len(s.bases))
+		for _, b := range s.bases {
+			s.shardKeys[b] = shardKeys(b)
+		}
+	}
+	return s, nil
 }
 
 func (s *RedisStore) callKey(id string) string { return s.baseOf(id) + "call:" + id }
 
-// run runs a script on the shard whose keys start with base (key is one
-// of them), with the common arguments (see redis_scripts.go).
-func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base, key string, args ...any) ([]any, error) {
-	return sc.Run(ctx, s.rdb, []string{key}, s.scriptArgs(base, args)...).Slice()
+// run runs a script on the shard whose keys start with base (keys are
+// some of them), with the common arguments (see redis_scripts.go).
+func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base string, keys []string, args ...any) ([]any, error) {
+	return sc.Run(ctx, s.rdb, keys, s.scriptArgs(base, args)...).Slice()
 }
 
 // scriptArgs puts the common arguments before a script's own.
@@ -150,8 +163,7 @@ func scriptChannel(channel string, sharded bool) string {
 
 // runOn runs a script that takes a call ID first on the call's shard.
 func (s *RedisStore) runOn(ctx context.Context, sc *redis.Script, id string, args ...any) ([]any, error) {
-	base := s.baseOf(id)
-	return s.run(ctx, sc, base, base+"call:"+id, append([]any{id}, args...)...)
+	return s.runCall(ctx, sc, false, id, nil, args...)
 }
 
 // Park implements [Store.Park]. Parking again a call whose ID is taken by
@@ -174,7 +186,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	}
 	base := s.baseOf(c.ID)
 	lens, data := largeFields(c)
-	args := []any{c.ID, ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data}
+	args := []any{ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -195,7 +207,11 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	add("pr", c.Principal)
 	add("rd", packDigest(c.RequestDigest))
 	add("qm", encodeInts(c.Quorum))
-	v, err := s.runReplicated(ctx, parkScript, base, base+"call:"+c.ID, args...)
+	var more []string
+	if s.cluster {
+		more = callOwnKeys(base, c)
+	}
+	v, err := s.runCall(ctx, parkScript, true, c.ID, more, args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
@@ -236,6 +252,9 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 	c, err := decodeRecord(id, v)
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: getting %s: %w", id, err)
+	}
+	if s.cluster {
+		s.seen.put(id, callOwnKeys(s.baseOf(id), c)) // a decision often follows
 	}
 	return c, nil
 }
@@ -286,8 +305,7 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 }
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
-	base := s.baseOf(id)
-	v, err := s.runReplicated(ctx, fromWaitingScript, base, base+"call:"+id, id, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
+	v, err := s.runCall(ctx, fromWaitingScript, true, id, nil, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}
@@ -320,8 +338,7 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	if err := checkLease(lease); err != nil {
 		return Call{}, err
 	}
-	base := s.baseOf(id)
-	v, err := s.runReplicated(ctx, claimScript, base, base+"call:"+id, id, max(lease.Milliseconds(), 1), nonce())
+	v, err := s.runCall(ctx, claimScript, true, id, nil, max(lease.Milliseconds(), 1), nonce())
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
 	}
@@ -399,7 +416,10 @@ func (s *RedisStore) Deliver(ctx context.Context, id string) (bool, Call, error)
 // entries of calls whose keys have expired.
 func (s *RedisStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, expireScript, base, base+"state:waiting", left)
+		if s.cluster {
+			return s.expireDeclared(ctx, base, left)
+		}
+		return s.run(ctx, expireScript, base, []string{base + "state:waiting"}, left)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: expiring calls: %w", err)
@@ -410,7 +430,7 @@ func (s *RedisStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 // Approved implements [Store.Approved]; grace is measured on Redis' clock.
 func (s *RedisStore) Approved(ctx context.Context, grace time.Duration, limit int) ([]Call, error) {
 	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, approvedScript, base, base+"state:approved", grace.Milliseconds(), left)
+		return s.run(ctx, approvedScript, base, []string{base + "state:approved"}, grace.Milliseconds(), left)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing approved calls: %w", err)
@@ -459,7 +479,7 @@ func (s *RedisStore) list(ctx context.Context, sc *redis.Script, st State, limit
 	}
 	var all []scoredCall
 	err := s.eachShard(func(base string) (bool, error) {
-		v, err := s.run(ctx, sc, base, base+"state:"+string(st), string(st), limit)
+		v, err := s.run(ctx, sc, base, []string{base + "state:" + string(st)}, string(st), limit)
 		if err != nil {
 			return false, err
 		}

@@ -10,11 +10,11 @@ import (
 // leaves the unannounced index (it may have left it already).
 var announcedScript = newScript(`
 local id = ARGV[4]
-if redis.call('EXISTS', callkey(id)) == 0 then
-  redis.call('ZREM', unannounced, id)
+if call('EXISTS', callkey(id)) == 0 then
+  call('ZREM', unannounced, id)
   return {'notfound'}
 end
-redis.call('ZREM', unannounced, id)
+call('ZREM', unannounced, id)
 return {'ok'}
 `)
 
@@ -22,17 +22,22 @@ return {'ok'}
 // …} for waiting calls parked at least olderThan ago by Redis' clock and
 // not past their expiry, oldest first. Entries whose call is gone or no
 // longer waiting are dropped on the way (move removes them, but a key can
-// expire unswept).
+// expire unswept), except on a Cluster.
 var unannouncedScript = newScript(`
 local older, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out, offset = {}, 0
 while #out < 2 * limit do
-  local ids = redis.call('ZRANGEBYSCORE', unannounced, '-inf', num(now - older), 'LIMIT', offset, limit)
+  local ids = call('ZRANGEBYSCORE', unannounced, '-inf', num(now - older), 'LIMIT', offset, limit)
   if #ids == 0 then break end
   for _, id in ipairs(ids) do
     local h = load(id)
-    if not h or h.st ~= 'waiting' then
-      redis.call('ZREM', unannounced, id)
+    if (not h or h.st ~= 'waiting') and not sharded then
+      call('ZREM', unannounced, id)
+    elseif not h or h.st ~= 'waiting' then
+      -- On a Cluster this script reads calls it does not declare, so it
+      -- writes nothing on what it reads (a slot on the move may show a
+      -- call as gone that is not): Expire drops the entries of calls gone.
+      offset = offset + 1
     else
       offset = offset + 1
       if #out < 2 * limit and not overdue(h) then
@@ -62,7 +67,7 @@ func (s *RedisStore) Announced(ctx context.Context, id string) error {
 // olderThan is measured on Redis' clock.
 func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
 	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, unannouncedScript, base, base+"unannounced", olderThan.Milliseconds(), left)
+		return s.run(ctx, unannouncedScript, base, []string{base + "unannounced"}, olderThan.Milliseconds(), left)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing unannounced calls: %w", err)

@@ -42,6 +42,16 @@ func (s *RedisStore) grantKey(id string) string { return s.base + "grant:" + id 
 
 func (s *RedisStore) grantScopeKey(scope string) string { return s.base + "grantscope:" + scope }
 
+// grantKeys returns the keys a grant script that writes declares: on a
+// Cluster the grant indexes and keys (redis_declare.go), elsewhere keys[0]
+// alone, which routes the script.
+func (s *RedisStore) grantKeys(keys ...string) []string {
+	if !s.cluster {
+		return keys[:1]
+	}
+	return append(keys, s.base+"grants", s.base+"grants:created")
+}
+
 // grantRevokedTTL is how long a revoked grant is kept for a retried
 // Revoke to recognise (go-redis retries within seconds).
 const grantRevokedTTL = time.Minute
@@ -70,23 +80,23 @@ end
 -- trim drops the expired grants from both indexes; their keys expire by
 -- themselves.
 local function trim()
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', gindex, '-inf', num(now))) do
-    redis.call('ZREM', gcreated, id)
+  for _, id in ipairs(call('ZRANGEBYSCORE', gindex, '-inf', num(now))) do
+    call('ZREM', gcreated, id)
   end
-  redis.call('ZREMRANGEBYSCORE', gindex, '-inf', num(now))
+  call('ZREMRANGEBYSCORE', gindex, '-inf', num(now))
 end
 
 -- unindex removes a grant from the indexes and its scope's lookup.
 local function unindex(id, sc)
-  redis.call('ZREM', gindex, id)
-  redis.call('ZREM', gcreated, id)
-  if sc and redis.call('GET', scopekey(sc)) == id then redis.call('DEL', scopekey(sc)) end
+  call('ZREM', gindex, id)
+  call('ZREM', gcreated, id)
+  if sc and call('GET', scopekey(sc)) == id then call('DEL', scopekey(sc)) end
 end
 
 -- lasts makes key k last at least until at.
 local function lasts(k, at)
-  local left = redis.call('PTTL', k)
-  if left < 0 or now + left < at then redis.call('PEXPIREAT', k, num(at)) end
+  local left = call('PTTL', k)
+  if left < 0 or now + left < at then call('PEXPIREAT', k, num(at)) end
 end
 `
 
@@ -100,27 +110,30 @@ var grantScript = newGrantScript(`
 local id, life, sc, maxg = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local k = grantkey(id)
 -- a retried grant (its reply was lost) answers as the first time
-if redis.call('EXISTS', k) == 1 then return {'ok', redis.call('HGETALL', k)} end
+if call('EXISTS', k) == 1 then return {'ok', call('HGETALL', k)} end
 trim()
-local old = redis.call('GET', scopekey(sc))
-if old and redis.call('ZSCORE', gindex, old) then
-  redis.call('DEL', grantkey(old))
+local old = call('GET', scopekey(sc))
+if old and call('ZSCORE', gindex, old) then
+  -- With declared keys, the store reads the scope's grant just before:
+  -- if another grant replaced it since, the one replaced here is left to
+  -- expire, out of the indexes, where nothing finds it (redis_declare.go).
+  if not undeclared({grantkey(old)}) then call('DEL', grantkey(old)) end
   unindex(old, sc)
-elseif redis.call('ZCARD', gindex) >= maxg then
+elseif call('ZCARD', gindex) >= maxg then
   return {'toomany'}
 end
 local f = {}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
 local ea = now + life
-redis.call('HSET', k, 'ca', num(now), 'ea', num(ea), 'sc', sc, unpack(f))
-redis.call('PEXPIREAT', k, num(ea))
-redis.call('SET', scopekey(sc), id)
-redis.call('PEXPIREAT', scopekey(sc), num(ea))
-redis.call('ZADD', gindex, num(ea), id)
-redis.call('ZADD', gcreated, num(now), id)
+call('HSET', k, 'ca', num(now), 'ea', num(ea), 'sc', sc, unpack(f))
+call('PEXPIREAT', k, num(ea))
+call('SET', scopekey(sc), id)
+call('PEXPIREAT', scopekey(sc), num(ea))
+call('ZADD', gindex, num(ea), id)
+call('ZADD', gcreated, num(now), id)
 lasts(gindex, ea)
 lasts(gcreated, ea)
-return {'ok', redis.call('HGETALL', k)}
+return {'ok', call('HGETALL', k)}
 `)
 
 // findGrantScript (read-only): KEYS[1] the exact scope's key, ARGV[4] the
@@ -128,9 +141,9 @@ return {'ok', redis.call('HGETALL', k)}
 // live grant of the two, or {}.
 var findGrantScript = newGrantScript(`
 for i = 4, 5 do
-  local id = redis.call('GET', scopekey(ARGV[i]))
+  local id = call('GET', scopekey(ARGV[i]))
   if id then
-    local flat = redis.call('HGETALL', grantkey(id))
+    local flat = call('HGETALL', grantkey(id))
     if live(flat) then return {id, flat} end
   end
 end
@@ -143,11 +156,11 @@ var listGrantsScript = newGrantScript(`
 local limit = tonumber(ARGV[4])
 local out, offset = {}, 0
 while #out < 2 * limit do
-  local ids = redis.call('ZREVRANGE', gcreated, offset, offset + limit - 1)
+  local ids = call('ZREVRANGE', gcreated, offset, offset + limit - 1)
   if #ids == 0 then break end
   for _, id in ipairs(ids) do
     if #out >= 2 * limit then break end
-    local flat = redis.call('HGETALL', grantkey(id))
+    local flat = call('HGETALL', grantkey(id))
     if live(flat) then
       out[#out + 1] = id
       out[#out + 1] = flat
@@ -165,21 +178,25 @@ return out
 var revokeGrantScript = newGrantScript(`
 local id, nonce, keep = ARGV[4], ARGV[5], ARGV[6]
 local k, rk = grantkey(id), revokedkey(id)
+local flat = call('HGETALL', k)
+-- with declared keys, its scope's is one (redis_declare.go)
+local sc = field(flat, 'sc')
+local r = sc and undeclared({scopekey(sc)})
+if r then return r end
 trim()
-local flat = redis.call('HGETALL', k)
-if not live(flat) then
+if not live(flat) or not call('ZSCORE', gindex, id) then
   if #flat > 0 then
-    -- expired, its key not yet gone
-    redis.call('DEL', k)
-    unindex(id, field(flat, 'sc'))
+    -- expired, or replaced (see grantScript), its key not yet gone
+    call('DEL', k)
+    unindex(id, sc)
   end
-  if redis.call('HGET', rk, 'rv') == nonce then return {'ok', redis.call('HGETALL', rk)} end
+  if call('HGET', rk, 'rv') == nonce then return {'ok', call('HGETALL', rk)} end
   return {'notfound'}
 end
-unindex(id, field(flat, 'sc'))
-redis.call('RENAME', k, rk)
-redis.call('HSET', rk, 'rv', nonce)
-redis.call('PEXPIRE', rk, keep)
+unindex(id, sc)
+call('RENAME', k, rk)
+call('HSET', rk, 'rv', nonce)
+call('PEXPIRE', rk, keep)
 return {'ok', flat}
 `)
 
@@ -207,7 +224,18 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 	if g.AnyTarget {
 		args = append(args, "an", "1")
 	}
-	v, err := s.run(ctx, grantScript, s.base, s.grantKey(id), args...)
+	keys := s.grantKeys(s.grantKey(id), s.grantScopeKey(scope))
+	if s.cluster {
+		// the grant this one replaces, if any (grantScript)
+		old, err := s.rdb.Get(ctx, s.grantScopeKey(scope)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
+		}
+		if old != "" {
+			keys = append(keys, s.grantKey(old))
+		}
+	}
+	v, _, err := s.runDeclaring(ctx, grantScript, false, s.base, keys, args)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
 	}
@@ -232,7 +260,7 @@ func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, tar
 	}
 	exact := grantScope(subject, upstream, tool, target, false)
 	anyTarget := grantScope(subject, upstream, tool, "", true)
-	v, err := s.run(ctx, findGrantScript, s.base, s.grantScopeKey(exact), exact, anyTarget)
+	v, err := s.run(ctx, findGrantScript, s.base, []string{s.grantScopeKey(exact)}, exact, anyTarget)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
 	}
@@ -251,7 +279,7 @@ func (s *RedisStore) Grants(ctx context.Context, limit int) ([]Grant, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	v, err := s.run(ctx, listGrantsScript, s.base, s.base+"grants:created", limit)
+	v, err := s.run(ctx, listGrantsScript, s.base, []string{s.base + "grants:created"}, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing grants: %w", err)
 	}
@@ -268,7 +296,7 @@ func (s *RedisStore) Revoke(ctx context.Context, id string) (Grant, error) {
 	if id == "" || len(id) > MaxGrantFieldBytes {
 		return Grant{}, noGrant(id) // no grant has such an ID
 	}
-	v, err := s.run(ctx, revokeGrantScript, s.base, s.grantKey(id), id, nonce(), grantRevokedTTL.Milliseconds())
+	v, _, err := s.runDeclaring(ctx, revokeGrantScript, false, s.base, s.grantKeys(s.grantKey(id), s.base+"grantrevoked:"+id), []any{id, nonce(), grantRevokedTTL.Milliseconds()})
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)
 	}

@@ -11,13 +11,14 @@ import "github.com/redis/go-redis/v9"
 //
 // Arguments common to every script (the prelude reads them):
 //
-//	KEYS[1]  a key of the store (routes the script to the store's slot)
+//	KEYS     a key of the store (routes the script to the store's slot),
+//	         or every key the script may touch (on a Redis Cluster; see
+//	         "Declared keys" in the prelude and redis_declare.go)
 //	ARGV[1]  key base "{tag}:"   ARGV[2] ResultTTL in ms   ARGV[3] pub/sub channel
 //
-// Script-specific arguments start at ARGV[4]. Other keys are built from the
-// base inside the script: they carry the same hash tag as KEYS[1], so they
-// are in the same Redis Cluster slot (Redis allows undeclared keys of the
-// script's own slot).
+// Script-specific arguments start at ARGV[4]. Keys are built from the base
+// inside the script: they carry the same hash tag as KEYS[1], so they are
+// in the same Redis Cluster slot.
 //
 // Times are milliseconds since the epoch from Redis' TIME, never from the
 // replica that runs the script: expiry and leases mean the same on every
@@ -104,6 +105,40 @@ local function publish(id)
     redis.call('PUBLISH', channel, id)
   end
 end
+-- Declared keys. A script given one key (KEYS[1], which routes it to its
+-- slot) may touch any key of its slot: the way on one Redis node and for
+-- the read-only scripts. A script given more declares every key it may
+-- touch, the way on a Redis Cluster, where a slot that is moving to another
+-- node (a reshard) holds some of its keys on each side: Redis then checks
+-- the declared keys before the script runs (ASK, TRYAGAIN), never half-way
+-- through it. Such a script first works out the keys its call needs (pr,
+-- attach keys, another call it attaches to) and replies {'declare', k, …}
+-- with the ones not declared, before it writes anything; the store runs it
+-- again with them (redis_declare.go). call refuses an undeclared key
+-- outright: a script that touched one would be a bug that a reshard turns
+-- into keys split between two nodes.
+local declared = nil
+if #KEYS > 1 then
+  declared = {}
+  for _, k in ipairs(KEYS) do declared[k] = true end
+end
+local function call(cmd, k, ...)
+  if declared and not declared[k] then error('toolgate: undeclared key ' .. tostring(k) .. ' in ' .. cmd) end
+  return redis.call(cmd, k, ...)
+end
+-- undeclared returns {'declare', k, …} for the keys of ks not declared, or
+-- nil (always nil for a script that declares one key).
+local function undeclared(ks)
+  if not declared then return nil end
+  local out = nil
+  for _, k in ipairs(ks) do
+    if not declared[k] then
+      out = out or {'declare'}
+      out[#out + 1] = k
+    end
+  end
+  return out
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = base .. 'due'
@@ -158,11 +193,11 @@ local function bodykey(id) return base .. 'body:' .. id end
 -- three. Its next save rewrites it as one key (h._old: and deletes the
 -- body key).
 local function earlier(id)
-  local hash = redis.call('HGETALL', callkey(id))
+  local hash = call('HGETALL', callkey(id))
   if #hash == 0 then return nil end
   local h = {_old = true, _lens = '0 0 0', _tail = ''}
   for i = 1, #hash, 2 do h[hash[i]] = hash[i + 1] end
-  local b = redis.call('GET', bodykey(id))
+  local b = call('GET', bodykey(id))
   if b then
     local nl = string.find(b, '\n', 1, true)
     h._lens, h._tail = string.sub(b, 1, nl - 1), string.sub(b, nl + 1)
@@ -171,7 +206,7 @@ local function earlier(id)
 end
 
 local function load(id)
-  local ok, v = pcall(redis.call, 'GET', callkey(id))
+  local ok, v = pcall(call, 'GET', callkey(id))
   local h
   if not ok then
     h = earlier(id) -- WRONGTYPE: a hash
@@ -204,13 +239,13 @@ end
 local function save(id, h, at)
   local v, t0, t1 = encode(h)
   if at then
-    redis.call('SET', callkey(id), v, 'PXAT', num(at))
+    call('SET', callkey(id), v, 'PXAT', num(at))
   else
-    redis.call('SET', callkey(id), v, 'KEEPTTL')
+    call('SET', callkey(id), v, 'KEEPTTL')
   end
   h._val, h._t0, h._t1, h._tail = v, t0, t1, nil
   if h._old then
-    redis.call('DEL', bodykey(id))
+    call('DEL', bodykey(id))
     h._old = nil
   end
 end
@@ -227,7 +262,7 @@ end
 -- result however large. nil when the call is gone.
 local function head(id, withBrief)
   local k = callkey(id)
-  local ok, v = pcall(redis.call, 'GETRANGE', k, 0, 63)
+  local ok, v = pcall(call, 'GETRANGE', k, 0, 63)
   if not ok then
     -- an earlier release's hash
     local h = earlier(id)
@@ -241,7 +276,7 @@ local function head(id, withBrief)
   local st, hl, n, at = line(v)
   local len = hl
   if withBrief then len = len + n[1] end
-  local hb = redis.call('GETRANGE', k, at - 1, at + len - 2)
+  local hb = call('GETRANGE', k, at - 1, at + len - 2)
   local h = cmsgpack.unpack(string.sub(hb, 1, hl))
   h.st = st
   if withBrief and n[1] > 0 then h.bf = string.sub(hb, hl + 1) end
@@ -250,12 +285,12 @@ end
 
 -- forget drops a vanished call from the live indexes.
 local function forget(id)
-  redis.call('ZREM', due, id)
-  redis.call('ZREM', leases, id)
-  redis.call('ZREM', statekey('waiting'), id)
-  redis.call('ZREM', statekey('approved'), id)
-  redis.call('ZREM', statekey('executing'), id)
-  redis.call('ZREM', unannounced, id)
+  call('ZREM', due, id)
+  call('ZREM', leases, id)
+  call('ZREM', statekey('waiting'), id)
+  call('ZREM', statekey('approved'), id)
+  call('ZREM', statekey('executing'), id)
+  call('ZREM', unannounced, id)
 end
 
 -- attachname is the name of an attach key: the hex digest, stored in a
@@ -275,12 +310,26 @@ local function attachkeys(h)
   return {ak, ag}
 end
 
+-- needed returns {'declare', k, …} for the keys a transition of call id may
+-- touch beyond its shard's own that the script has not declared: the
+-- call's own, its principal's count and its attach keys. nil when all are
+-- declared, or when the script declares one key.
+local function needed(id, h)
+  if not declared then return nil end
+  local ks = {callkey(id), bodykey(id)}
+  if h.pr and h.pr ~= '' then ks[#ks + 1] = base .. 'parked:' .. h.pr end
+  for _, ak in ipairs(attachkeys(h)) do
+    if ak ~= '' then ks[#ks + 1] = attachkey(ak) end
+  end
+  return undeclared(ks)
+end
+
 -- unattach deletes the call's attach keys that still name it.
 local function unattach(id, h)
   for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then
       local k = attachkey(ak)
-      if redis.call('GET', k) == id then redis.call('DEL', k) end
+      if call('GET', k) == id then call('DEL', k) end
     end
   end
 end
@@ -290,7 +339,7 @@ local function attached(id, h, at)
   for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then
       local k = attachkey(ak)
-      if redis.call('GET', k) == id then redis.call('PEXPIREAT', k, num(at)) end
+      if call('GET', k) == id then call('PEXPIREAT', k, num(at)) end
     end
   end
 end
@@ -315,8 +364,8 @@ end
 -- at least its latest entry's retention, so an index whose calls are all
 -- gone goes away with them, even if no sweeper ever trims it.
 local function last(k, at)
-  local left = redis.call('PTTL', k)
-  if left < 0 or now + left < at then redis.call('PEXPIREAT', k, num(at)) end
+  local left = call('PTTL', k)
+  if left < 0 or now + left < at then call('PEXPIREAT', k, num(at)) end
 end
 
 -- count adds the call to its principal's index until ea (waiting,
@@ -325,10 +374,10 @@ local function count(id, h, st, ea)
   if not h.pr or h.pr == '' then return end
   local k = base .. 'parked:' .. h.pr
   if st == 'waiting' or st == 'approved' then
-    redis.call('ZADD', k, num(ea), id)
+    call('ZADD', k, num(ea), id)
     last(k, ea + rttl)
   else
-    redis.call('ZREM', k, id)
+    call('ZREM', k, id)
   end
 end
 
@@ -336,7 +385,7 @@ end
 -- count MaxParked caps): entries past it count no more, moved or not.
 local function parked()
   local ahead = '(' .. num(now)
-  return redis.call('ZCOUNT', statekey('waiting'), ahead, '+inf') + redis.call('ZCOUNT', due, ahead, '+inf')
+  return call('ZCOUNT', statekey('waiting'), ahead, '+inf') + call('ZCOUNT', due, ahead, '+inf')
 end
 
 -- deadlines is the index of a state's deadlines (the one Expire walks).
@@ -349,16 +398,16 @@ local deadlines = {waiting = statekey('waiting'), approved = due, executing = le
 -- at, when given, the call's new retention (its attach keys' too), set in
 -- the same write (a terminal call's is now + ResultTTL).
 local function move(id, h, to, fields, deadline, at)
-  redis.call('ZREM', statekey(h.st), id)
-  if h.st == 'waiting' then redis.call('ZREM', unannounced, id) end
-  redis.call('ZADD', statekey(to), num(now), id)
+  call('ZREM', statekey(h.st), id)
+  if h.st == 'waiting' then call('ZREM', unannounced, id) end
+  call('ZADD', statekey(to), num(now), id)
   last(statekey(to), (deadline or now) + rttl)
   -- out of the deadline index of the state it leaves (waiting's is its
   -- state index, left above)
-  if h.st == 'approved' or h.st == 'executing' then redis.call('ZREM', deadlines[h.st], id) end
+  if h.st == 'approved' or h.st == 'executing' then call('ZREM', deadlines[h.st], id) end
   if deadline then
     local d = deadlines[to]
-    redis.call('ZADD', d, num(deadline), id)
+    call('ZADD', d, num(deadline), id)
     last(d, deadline + rttl)
   end
   count(id, h, to, deadline)
@@ -367,7 +416,7 @@ local function move(id, h, to, fields, deadline, at)
   if terminal[to] then
     save(id, h, now + rttl) -- a terminal call lasts ResultTTL
     -- terminal index entries live as long as their calls: trim on insert
-    redis.call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
+    call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
     if attachable(h) then
       attached(id, h, now + rttl) -- its result or refusal attaches retries until delivered
     else
@@ -397,10 +446,13 @@ var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
--- few at every park, so the indexes stay bounded by the live calls.
-for _, list in ipairs({statekey('waiting'), due}) do
-  for _, old in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
-    if redis.call('EXISTS', callkey(old)) == 0 then forget(old) end
+-- few at every park, so the indexes stay bounded by the live calls. With
+-- declared keys, the calls are not known in advance: Expire drops them.
+if not declared then
+  for _, list in ipairs({statekey('waiting'), due}) do
+    for _, old in ipairs(call('ZRANGEBYSCORE', list, '-inf', '(' .. num(now - rttl), 'LIMIT', 0, 8)) do
+      if call('EXISTS', callkey(old)) == 0 then forget(old) end
+    end
   end
 end
 local h = load(id)
@@ -409,8 +461,22 @@ if h then
   if (h.rd or '') == digest then return {'ok', value(h)} end
   return {'taken'}
 end
+-- With declared keys: the calls the attach keys name, and the keys a move
+-- of them touches, before anything is written.
+if declared then
+  for _, k in ipairs({ak, ag}) do
+    local other = k ~= '' and call('GET', attachkey(k))
+    if other then
+      local r = undeclared({callkey(other), bodykey(other)})
+      if r then return r end
+      local o = load(other)
+      r = o and needed(other, o)
+      if r then return r end
+    end
+  end
+end
 if ak ~= '' then
-  local other = redis.call('GET', attachkey(ak))
+  local other = call('GET', attachkey(ak))
   if other then
     local o = load(other)
     if o then
@@ -425,8 +491,8 @@ end
 -- principal's entries past it are trimmed first.
 if pr ~= '' then
   local pk = base .. 'parked:' .. pr
-  redis.call('ZREMRANGEBYSCORE', pk, '-inf', num(now))
-  if maxpr > 0 and redis.call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
+  call('ZREMRANGEBYSCORE', pk, '-inf', num(now))
+  if maxpr > 0 and call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
@@ -436,16 +502,16 @@ h = {st = 'waiting', ca = num(now), ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
 h._lens, h._tail = ARGV[13], ARGV[14]
 save(id, h, expires + rttl)
-redis.call('ZADD', statekey('waiting'), num(expires), id)
-redis.call('ZADD', unannounced, num(now), id)
+call('ZADD', statekey('waiting'), num(expires), id)
+call('ZADD', unannounced, num(now), id)
 for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl) end
 count(id, {pr = pr}, 'waiting', expires)
-if ak ~= '' then redis.call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
+if ak ~= '' then call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
   -- the first identical call stays the one a keyless retry finds
-  local cur = redis.call('GET', attachkey(ag))
+  local cur = call('GET', attachkey(ag))
   local o = cur and load(cur)
-  if not (o and attachable(o)) then redis.call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
+  if not (o and attachable(o)) then call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
 end
 return {'ok', value(h)}
 `)
@@ -481,6 +547,8 @@ local window = tonumber(ARGV[9]) or 0
 local counts = ARGV[10] or ''
 local h = load(id)
 if not h then return {'notfound'} end
+local r = needed(id, h)
+if r then return r end
 if h.st ~= 'waiting' then
   -- a retry of this very write, if nothing has moved the call since
   if h.op == nonce and h.st == to then return {'ok', value(h)} end
@@ -534,6 +602,8 @@ var claimScript = newScript(`
 local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local h = load(id)
 if not h then return {'notfound'} end
+local r = needed(id, h)
+if r then return r end
 if h.st ~= 'approved' then
   if h.op == nonce and h.st == 'executing' then return {'ok', value(h)} end
   -- left as it stands even when overdue: ending it here would hide its
@@ -560,6 +630,8 @@ var finishScript = newScript(`
 local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
 if not h then return {'notfound'} end
+local r = needed(id, h)
+if r then return r end
 if h.st ~= 'executing' or h.fe ~= fence then
   if h.op == nonce and h.st == to then return {'ok', value(h)} end
   -- a retry of the finish that made the call unknown answers as it did
@@ -584,6 +656,8 @@ var deliverScript = newScript(`
 local id, nonce = ARGV[4], ARGV[5]
 local h = load(id)
 if not h then return {'notfound'} end
+local r = needed(id, h)
+if r then return r end
 if not terminal[h.st] then return {'conflict', value(h)} end
 if h.dl == '1' then
   if h.op == nonce then return {'first', value(h)} end
@@ -597,40 +671,96 @@ return {'first', value(h)}
 
 // expireScript: ARGV[4] limit. Replies {id, call, id, call, …} for the
 // calls it moved. It walks the deadline indexes (state:waiting, due,
-// leases), at most limit entries in all.
-var expireScript = newScript(`
-local limit = tonumber(ARGV[4])
-local out, seen = {}, 0
-for _, list in ipairs({statekey('waiting'), due, leases}) do
-  if seen >= limit then break end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', list, '-inf', num(now), 'LIMIT', 0, limit - seen)) do
-    seen = seen + 1
-    local h = load(id)
-    if not h then
-      forget(id)
-    else
-      local to = overdue(h)
-      if to then
-        move(id, h, to, {}, nil)
-        out[#out + 1] = id
-        out[#out + 1] = value(h)
-      elseif deadlines[h.st] == list then
-        -- not due after all: an entry an earlier release scored by the
-        -- time the call entered waiting; score it by its deadline
-        redis.call('ZADD', list, h.st == 'executing' and h.lu or h.ea, id)
-      else
-        -- an entry of a state the call has left (or, from an earlier
-        -- release, a waiting call in due)
-        redis.call('ZREM', list, id)
-      end
+// leases), at most limit entries in all. It touches calls it finds in the
+// indexes: on a Redis Cluster, Expire runs dueScript and expireOneScript
+// instead.
+var expireScript = newScript(luaSweep + `
+local out = {}
+eachdue(tonumber(ARGV[4]), function(list, id)
+  local h = load(id)
+  if sweep(id, list, h) then
+    out[#out + 1] = id
+    out[#out + 1] = value(h)
+  end
+end)
+trim()
+return out
+`)
+
+// dueScript, with the shard's own keys declared: ARGV[4] limit. Replies
+// {list, id, list, id, …} for the entries of the deadline indexes that
+// are due, at most limit in all, for expireOneScript to handle one by one.
+var dueScript = newScript(luaSweep + `
+local out = {}
+eachdue(tonumber(ARGV[4]), function(list, id)
+  out[#out + 1] = list
+  out[#out + 1] = id
+end)
+trim()
+return out
+`)
+
+// expireOneScript: ARGV[4] id, [5] the deadline index it was due in.
+// Replies {'moved', call}, {'ok'} (nothing to move: another sweep or a
+// transition came first) or {'declare', …}.
+var expireOneScript = newScript(luaSweep + `
+local id, list = ARGV[4], ARGV[5]
+local h = load(id)
+if h then
+  local r = needed(id, h)
+  if r then return r end
+end
+if sweep(id, list, h) then return {'moved', value(h)} end
+return {'ok'}
+`)
+
+// luaSweep is what Expire's scripts share.
+const luaSweep = `
+-- sweep handles call id's entry in deadline index list (h: the call, nil
+-- when gone): it forgets a call gone, moves an overdue one (and returns
+-- true), and scores an entry out of place by its deadline, or drops it.
+local function sweep(id, list, h)
+  if not h then
+    forget(id)
+    return false
+  end
+  local to = overdue(h)
+  if to then
+    move(id, h, to, {}, nil)
+    return true
+  end
+  if deadlines[h.st] == list then
+    -- not due after all: an entry an earlier release scored by the
+    -- time the call entered waiting; score it by its deadline
+    call('ZADD', list, h.st == 'executing' and h.lu or h.ea, id)
+  else
+    -- an entry of a state the call has left (or, from an earlier
+    -- release, a waiting call in due)
+    call('ZREM', list, id)
+  end
+  return false
+end
+
+-- eachdue calls f(list, id) for the due entries of the deadline indexes
+-- (state:waiting, due, leases), at most limit in all.
+local function eachdue(limit, f)
+  local seen = 0
+  for _, list in ipairs({statekey('waiting'), due, leases}) do
+    if seen >= limit then return end
+    for _, id in ipairs(call('ZRANGEBYSCORE', list, '-inf', num(now), 'LIMIT', 0, limit - seen)) do
+      seen = seen + 1
+      f(list, id)
     end
   end
 end
-for _, st in ipairs(terminals) do
-  redis.call('ZREMRANGEBYSCORE', statekey(st), '-inf', '(' .. num(now - rttl))
+
+-- trim drops terminal index entries older than their calls.
+local function trim()
+  for _, st in ipairs(terminals) do
+    call('ZREMRANGEBYSCORE', statekey(st), '-inf', '(' .. num(now - rttl))
+  end
 end
-return out
-`)
+`
 
 // approvedScript (read-only): ARGV[4] grace ms, [5] limit. Replies {id,
 // fields, …} for calls approved at least grace ago by Redis' clock, with
@@ -642,7 +772,7 @@ var approvedScript = newScript(`
 local grace, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fields = {'st', 'ea', 'up', 'da', 'ca'}
 local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', statekey('approved'), '-inf', num(now - grace), 'LIMIT', 0, limit)) do
+for _, id in ipairs(call('ZRANGEBYSCORE', statekey('approved'), '-inf', num(now - grace), 'LIMIT', 0, limit)) do
   local h = head(id, false)
   if h and h.st then
     local f = {}
@@ -667,7 +797,7 @@ var listScript = newScript(`
 local st, limit = ARGV[4], tonumber(ARGV[5])
 local out, offset = {}, 0
 while #out < 3 * limit do
-  local ids = redis.call('ZRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
+  local ids = call('ZRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
   if #ids == 0 then break end
   for i = 1, #ids, 2 do
     if #out >= 3 * limit then break end
@@ -696,7 +826,7 @@ local st, limit = ARGV[4], tonumber(ARGV[5])
 local fields = {'st', 'ea', 'sb', 'pr', 'up', 'tl', 'ca', 'qm', 'ap', 'by', 'bf'}
 local out, offset = {}, 0
 while #out < 3 * limit do
-  local ids = redis.call('ZREVRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
+  local ids = call('ZREVRANGE', statekey(st), offset, offset + limit - 1, 'WITHSCORES')
   if #ids == 0 then break end
   for j = 1, #ids, 2 do
     if #out >= 3 * limit then break end

@@ -101,11 +101,7 @@ func newRedisStoreOn(tb testing.TB, rdb redis.UniversalClient, opts Options) *Re
 	tb.Cleanup(func() {
 		s.Close()
 		for _, base := range s.bases { // one slot per DEL
-			keys := []string{base + "due", base + "leases", base + "unannounced"}
-			for _, st := range []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled} {
-				keys = append(keys, base+"state:"+string(st))
-			}
-			rdb.Del(context.Background(), keys...)
+			rdb.Del(context.Background(), shardKeys(base)...)
 		}
 		rdb.Del(context.Background(), s.base+"layout")
 	})
@@ -129,6 +125,29 @@ func redisStores(t *testing.T) newStoreFunc {
 
 func TestRedisStore(t *testing.T)     { testStore(t, redisStores(t)) }
 func TestRedisStoreRace(t *testing.T) { testStoreRace(t, redisStores(t)) }
+
+// TestRedisStoreDeclared runs the store contract on one Redis with the
+// scripts declaring every key they touch, as on a Cluster
+// (redis_declare.go), over 4 shards: a script that touched a key it did
+// not declare fails (call, in the prelude), here as on a Cluster.
+func TestRedisStoreDeclared(t *testing.T) {
+	newStore := redisStores(t)
+	testStore(t, func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
+		t.Helper()
+		s, sleep := newStore(t, append(with, func(o *Options) { o.Shards = 4 })...)
+		declareKeys(s.(*RedisStore))
+		return s, sleep
+	})
+}
+
+// declareKeys makes s declare its scripts' keys, as on a Cluster.
+func declareKeys(s *RedisStore) {
+	s.cluster = true
+	s.shardKeys = make(map[string][]string, len(s.bases))
+	for _, b := range s.bases {
+		s.shardKeys[b] = shardKeys(b)
+	}
+}
 
 // TestRedisStoreSentinel and TestRedisStoreCluster run the store contract
 // on the other topologies toolgate takes, each started by the test from
@@ -515,7 +534,7 @@ func TestRedisRetriedWrites(t *testing.T) {
 	twice := func(sc *redis.Script, args ...any) (first, second Call) {
 		t.Helper()
 		for i, c := range []*Call{&first, &second} {
-			v, err := s.run(ctx, sc, s.base, s.callKey(args[0].(string)), args...)
+			v, err := s.run(ctx, sc, s.base, []string{s.callKey(args[0].(string))}, args...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,11 +23,11 @@ import (
 var ErrNotReplicated = errors.New("pending: the write was not confirmed by enough Redis replicas")
 
 // runReplicated is run, confirmed by WAIT when MinReplicas is set.
-func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, base, key string, args ...any) ([]any, error) {
+func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, base string, keys []string, args ...any) ([]any, error) {
 	if s.minReplicas <= 0 {
-		return s.run(ctx, sc, base, key, args...)
+		return s.run(ctx, sc, base, keys, args...)
 	}
-	node, err := s.nodeFor(ctx, key)
+	node, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, base, 
 		var eval *redis.Cmd
 		var wait *redis.Cmd
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			eval = sc.EvalSha(ctx, p, []string{key}, all...)
+			eval = sc.EvalSha(ctx, p, keys, all...)
 			wait = p.Do(ctx, "WAIT", s.minReplicas, s.replicaTimeout.Milliseconds())
 			return nil
 		})

@@ -463,7 +463,7 @@ func TestRedisGrantKeys(t *testing.T) {
 	// The same Revoke twice, as go-redis retries it.
 	n := nonce()
 	for i := range 2 {
-		v, err := s.run(ctx, revokeGrantScript, s.base, s.grantKey(g.ID), g.ID, n, grantRevokedTTL.Milliseconds())
+		v, err := s.run(ctx, revokeGrantScript, s.base, []string{s.grantKey(g.ID)}, g.ID, n, grantRevokedTTL.Milliseconds())
 		if err != nil {
 			t.Fatal(err)
 		}
