@@ -741,8 +741,17 @@ func TestRedisNoKeyspaceScans(t *testing.T) {
 // the time Redis spent in the four scripts (INFO commandstats; other
 // clients of the same Redis add to it): its capacity, not the replica's.
 func BenchmarkRedisParkDecideClaimFinish(b *testing.B) {
+	b.Run("one key declared", func(b *testing.B) { benchParkDecideClaimFinish(b, false) })
+	// as on a Cluster (redis_declare.go)
+	b.Run("every key declared", func(b *testing.B) { benchParkDecideClaimFinish(b, true) })
+}
+
+func benchParkDecideClaimFinish(b *testing.B, declared bool) {
 	rdb := newRedisClient(b)
 	s := newRedisStoreOn(b, rdb, Options{ResultTTL: time.Minute})
+	if declared {
+		declareKeys(s)
+	}
 	ctx := b.Context()
 	res := Result{Status: 200, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`)}
 	before := scriptMicros(b, rdb)
