@@ -449,6 +449,11 @@ func (s *RedisStore) Approved(ctx context.Context, grace time.Duration, limit in
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing approved calls: %w", err)
 	}
+	if s.cluster {
+		for _, c := range out { // the sweeper claims them next
+			s.seen.put(c.ID, callOwnKeys(s.baseOf(c.ID), c))
+		}
+	}
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package pending
 
 import (
 	"context"
+	"crypto/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // half-way (redis_declare.go).
 func TestRedisDeclaredKeys(t *testing.T) {
 	rdb := newRedisClient(t)
-	s := newRedisStoreOn(t, rdb, Options{Shards: 4})
+	prefix := "toolgate-test:" + rand.Text() + ":"
+	s := newRedisStoreOn(t, rdb, Options{Shards: 4, Prefix: prefix})
 	declareKeys(s)
 	ctx := t.Context()
 	c := sampleCall()
@@ -57,6 +59,20 @@ func TestRedisDeclaredKeys(t *testing.T) {
 	}
 	if got := get(t, s, c.ID); got.State != Approved {
 		t.Fatalf("state %s, want approved", got.State)
+	}
+
+	// Another replica's sweeper learns the keys from the approved list,
+	// and declares them in its claim at once.
+	other, err := NewRedis(rdb, Options{Shards: 4, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	declareKeys(other)
+	if listed := approved(t, other, 0); !slices.Contains(listed, c.ID) {
+		t.Fatalf("Approved = %v, want %s", listed, c.ID)
+	}
+	if got := other.seen.get(c.ID); !slices.Equal(got, []string{base + "parked:" + c.Principal, base + "attach:" + c.AttachKey, base + "attach:" + c.ArgsKey}) {
+		t.Errorf("after Approved, the claim would declare %q", got)
 	}
 
 	// A park whose attach key names another call: that call's keys are

@@ -782,12 +782,12 @@ end
 // approvedScript (read-only): ARGV[4] grace ms, [5] limit. Replies {id,
 // fields, …} for calls approved at least grace ago by Redis' clock, with
 // only what the sweeper reads before it claims a call (state, expiry,
-// upstream, decision and creation times): the claim returns the whole
-// call. Whole calls, requests and results included, were most of what a
+// upstream, decision and creation times) and what its claim declares on
+// a Cluster (principal, attach keys): the claim returns the whole call. Whole calls, requests and results included, were most of what a
 // sweep of many approved calls moved.
 var approvedScript = newScript(`
 local grace, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-local fields = {'st', 'ea', 'up', 'da', 'ca'}
+local fields = {'st', 'ea', 'up', 'da', 'ca', 'pr', 'ak', 'ag', 'aa'}
 local out = {}
 for _, id in ipairs(call('ZRANGEBYSCORE', statekey('approved'), '-inf', num(now - grace), 'LIMIT', 0, limit)) do
   local h = head(id, false)
