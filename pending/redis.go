@@ -42,7 +42,6 @@ import (
 //	{toolgate}:due             sorted set of approved IDs by expiry
 //	{toolgate}:leases          sorted set of executing IDs by lease end
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey or Call.ArgsKey attaches to
-//	                           (a digest's 32 bytes; attachName)
 //	{toolgate}:parked:<principal>  sorted set of the waiting and approved IDs of one Call.Principal, by expiry
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
@@ -187,15 +186,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	}
 	base := s.baseOf(c.ID)
 	lens, data := largeFields(c)
-	ak, ag := attachName(c.AttachKey), attachName(c.ArgsKey)
-	akOld, agOld := "", "" // the names an earlier release gave them, looked up too
-	if ak != c.AttachKey {
-		akOld = c.AttachKey
-	}
-	if ag != c.ArgsKey {
-		agOld = c.ArgsKey
-	}
-	args := []any{ttlMS, packDigest(c.RequestDigest), ak, c.Principal, s.maxParked, s.maxPerPrincipal, ag, others, lens, data, akOld, agOld}
+	args := []any{ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -206,9 +197,9 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		// alone. One digest in the record, not two.
 		add("aa", "1")
 	} else {
-		add("ak", packAttach(c.AttachKey))
+		add("ak", packDigest(c.AttachKey))
 	}
-	add("ag", packAttach(c.ArgsKey))
+	add("ag", packDigest(c.ArgsKey))
 	add("ad", packDigest(c.ArgsDigest))
 	add("sb", c.Subject)
 	add("up", c.Upstream)
@@ -219,11 +210,6 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	var more []string
 	if s.cluster {
 		more = callOwnKeys(base, c)
-		for _, old := range [...]string{akOld, agOld} {
-			if old != "" {
-				more = append(more, base+"attach:"+old)
-			}
-		}
 	}
 	v, err := s.runCall(ctx, parkScript, true, c.ID, more, args...)
 	if err != nil {

@@ -162,50 +162,23 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 
 // packDigest stores a digest of 64 lowercase hex digits (as the proxy
 // makes them) as its 32 bytes behind a 0 byte: 31 B less in every call.
-// Anything else is stored as it is.
+// Anything else is stored as it is. Attach keys are named by the hex
+// digest still (the scripts' attachname turns a packed one back): an
+// earlier release looks them up by the same names.
 func packDigest(d string) string {
-	if raw, ok := rawDigest(d); ok {
-		return "\x00" + raw
-	}
-	return d
-}
-
-// packAttach is packDigest for AttachKey and ArgsKey, behind a 1 byte: the
-// call's attach keys are named by the 32 bytes (attachName), where an
-// earlier release named them by the hex digest (and stored it behind a 0
-// byte). The scripts' attachname tells the two apart.
-func packAttach(d string) string {
-	if raw, ok := rawDigest(d); ok {
-		return "\x01" + raw
-	}
-	return d
-}
-
-// attachName is the name of the attach key of AttachKey or ArgsKey d,
-// after the store's key base and "attach:": a digest's 32 bytes (32 B
-// less in every call's attach key), anything else as it is.
-func attachName(d string) string {
-	if raw, ok := rawDigest(d); ok {
-		return raw
-	}
-	return d
-}
-
-// rawDigest returns the 32 bytes of a digest of 64 lowercase hex digits.
-func rawDigest(d string) (string, bool) {
 	if len(d) != 2*sha256.Size || strings.ToLower(d) != d {
-		return "", false
+		return d
 	}
 	raw, err := hex.DecodeString(d)
 	if err != nil {
-		return "", false
+		return d
 	}
-	return string(raw), true
+	return "\x00" + string(raw)
 }
 
-// unpackDigest undoes packDigest and packAttach.
+// unpackDigest undoes packDigest.
 func unpackDigest(v string) string {
-	if len(v) == 1+sha256.Size && (v[0] == 0 || v[0] == 1) {
+	if len(v) == 1+sha256.Size && v[0] == 0 {
 		return hex.EncodeToString([]byte(v[1:]))
 	}
 	return v

@@ -77,7 +77,7 @@ func callOwnKeys(base string, c Call) []string {
 	}
 	for _, k := range [...]string{c.AttachKey, c.ArgsKey} {
 		if k != "" {
-			keys = append(keys, base+"attach:"+attachName(k))
+			keys = append(keys, base+"attach:"+k)
 		}
 	}
 	return keys

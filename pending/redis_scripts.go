@@ -36,8 +36,7 @@ import "github.com/redis/go-redis/v9"
 //	aa "1": AttachKey is ArgsKey (ak is not stored: the usual call has no
 //	   Idempotency-Key, and one digest is enough)
 //	ak, ag, ad and rd, digests of 64 hex digits, are stored as their 32
-//	bytes behind a 0 byte (packDigest), ak and ag behind a 1 byte
-//	(packAttach: their attach keys are named by the 32 bytes)
+//	bytes behind a 0 byte (packDigest)
 //	sb Subject      up Upstream    tl Tool         rq Request
 //	rd RequestDigest               in Info
 //	pr Principal    bf Brief (small; what ListBrief reads instead of rq, in)
@@ -294,18 +293,12 @@ local function forget(id)
   call('ZREM', unannounced, id)
 end
 
--- attachname is the name of an attach key, from the digest stored in a
--- call: its 32 bytes behind a 1 byte (packAttach in Go) name it by the 32
--- bytes; behind a 0 byte, as an earlier release stored it, by the hex
--- digest (one format of 32 bytes: a loop over them would cost Redis more
--- time).
+-- attachname is the name of an attach key: the hex digest, stored in a
+-- call as its 32 bytes behind a 0 byte (packDigest in Go). One format
+-- of 32 bytes: a loop over them would cost Redis more time.
 local hex32 = string.rep('%02x', 32)
 local function attachname(d)
-  if #d == 33 then
-    local b = string.byte(d, 1)
-    if b == 1 then return string.sub(d, 2) end
-    if b == 0 then return string.format(hex32, string.byte(d, 2, 33)) end
-  end
+  if #d == 33 and string.byte(d, 1) == 0 then return string.format(hex32, string.byte(d, 2, 33)) end
   return d
 end
 
@@ -439,14 +432,12 @@ end
 
 func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
-// parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey's
-// name (attachName), [8] Principal, [9] MaxParked, [10]
-// MaxParkedPerPrincipal (0: no cap), [11] ArgsKey's name, [12] the calls
-// parked in the other shards (MaxParked counts them too), [13] the
-// lengths of Brief, Info and Request ("<bf> <in> <rq>"), [14] the three
-// one after another, [15] and [16] the names an earlier release gave
-// AttachKey and ArgsKey (empty when the same), looked up when the names are
-// not found, [17…] field, value pairs. Replies {'ok', call},
+// parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
+// [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
+// [11] ArgsKey, [12] the calls parked in the other shards (MaxParked
+// counts them too), [13] the lengths of Brief, Info and Request
+// ("<bf> <in> <rq>"), [14] the three one after another, [15…] field,
+// value pairs. Replies {'ok', call},
 // {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
 // when a new call would pass a cap. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
@@ -454,14 +445,6 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 var parkScript = newScript(`
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
-local earliername = {[ak] = ARGV[15], [ag] = ARGV[16]}
--- lookup returns the ID attach key k names, under its earlier name too
-local function lookup(k)
-  local other = call('GET', attachkey(k))
-  local old = earliername[k]
-  if not other and old and old ~= '' then other = call('GET', attachkey(old)) end
-  return other
-end
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
 -- few at every park, so the indexes stay bounded by the live calls. With
 -- declared keys, the calls are not known in advance: Expire drops them.
@@ -482,7 +465,7 @@ end
 -- of them touches, before anything is written.
 if declared then
   for _, k in ipairs({ak, ag}) do
-    local other = k ~= '' and lookup(k)
+    local other = k ~= '' and call('GET', attachkey(k))
     if other then
       local r = undeclared({callkey(other), bodykey(other)})
       if r then return r end
@@ -493,7 +476,7 @@ if declared then
   end
 end
 if ak ~= '' then
-  local other = lookup(ak)
+  local other = call('GET', attachkey(ak))
   if other then
     local o = load(other)
     if o then
@@ -513,7 +496,7 @@ if pr ~= '' then
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
 local fields = {}
-for i = 17, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 h = {st = 'waiting', ca = num(now), ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
@@ -526,7 +509,7 @@ count(id, {pr = pr}, 'waiting', expires)
 if ak ~= '' then call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
   -- the first identical call stays the one a keyless retry finds
-  local cur = lookup(ag)
+  local cur = call('GET', attachkey(ag))
   local o = cur and load(cur)
   if not (o and attachable(o)) then call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
 end

@@ -361,8 +361,8 @@ func hasClient(t *testing.T, rdb *redis.Client, id int64) bool {
 
 // Every key the store writes has a TTL, so nothing outlives its retention
 // if sweeps stop (docs/security.md, INV-8). The attach keys are named by
-// the keys as given, a hex digest by its 32 bytes (attachName), and go
-// away with the delivery.
+// the keys as given, hex digests too (which the call stores packed), and
+// go away with the delivery.
 func TestRedisKeyTTLs(t *testing.T) {
 	digest := func() string { return fmt.Sprintf("%x", sha256.Sum256([]byte(rand.Text()))) }
 	same := digest()
@@ -396,12 +396,7 @@ func testRedisKeyTTLs(t *testing.T, attach, args string) {
 		}
 		return d
 	}
-	callKey, attachKey, argsKey := s.callKey(c.ID), s.base+"attach:"+attachName(c.AttachKey), s.base+"attach:"+attachName(c.ArgsKey)
-	for _, k := range []string{c.AttachKey, c.ArgsKey} {
-		if name := attachName(k); len(k) == 64 && len(name) != 32 {
-			t.Errorf("the attach key of digest %s is named %q, want its 32 bytes", k, name)
-		}
-	}
+	callKey, attachKey, argsKey := s.callKey(c.ID), s.base+"attach:"+c.AttachKey, s.base+"attach:"+c.ArgsKey
 	for _, k := range []string{callKey, attachKey, argsKey} {
 		if d := ttl(k); d <= rttl || d > rttl+time.Minute {
 			t.Errorf("after Park, TTL(%s) = %v, want ttl + ResultTTL = %v", k, d, rttl+time.Minute)
@@ -1007,49 +1002,5 @@ func TestRedisEarlierIndexes(t *testing.T) {
 	}
 	if got := get(t, s, c.ID); got.State != Waiting {
 		t.Errorf("the call is %s, want waiting", got.State)
-	}
-}
-
-// A call an earlier release parked has attach keys named by the hex
-// digests (and its digests stored behind a 0 byte): a retry still finds
-// it under those names, and its delivery deletes them.
-func TestRedisEarlierAttachNames(t *testing.T) {
-	rdb := newRedisClient(t)
-	s := newRedisStoreOn(t, rdb, Options{})
-	ctx := t.Context()
-	digest := func() string { return fmt.Sprintf("%x", sha256.Sum256([]byte(rand.Text()))) }
-	c := sampleCall()
-	c.AttachKey, c.ArgsKey = digest(), digest()
-	c = park(t, s, c, long)
-
-	// as the earlier release stored it
-	v := rdb.Get(ctx, s.callKey(c.ID)).Val()
-	for _, d := range []string{c.AttachKey, c.ArgsKey} {
-		raw := attachName(d)
-		v = strings.Replace(v, "\x01"+raw, "\x00"+raw, 1)
-		if err := rdb.Rename(ctx, s.base+"attach:"+raw, s.base+"attach:"+d).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rdb.Set(ctx, s.callKey(c.ID), v, redis.KeepTTL).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := get(t, s, c.ID); got.AttachKey != c.AttachKey || got.ArgsKey != c.ArgsKey {
-		t.Fatalf("the earlier call reads back with keys %q, %q; want %q, %q", got.AttachKey, got.ArgsKey, c.AttachKey, c.ArgsKey)
-	}
-
-	retry := sampleCall()
-	retry.AttachKey, retry.ArgsKey = c.AttachKey, c.ArgsKey
-	got, attached, err := s.Park(ctx, retry, long)
-	if err != nil || !attached || got.ID != c.ID {
-		t.Fatalf("a retry of the earlier call: %s attached=%v %v; want attached to %s", got.ID, attached, err, c.ID)
-	}
-
-	decide(t, s, c.ID, Rejected)
-	if first, _, err := s.Deliver(ctx, c.ID); err != nil || !first {
-		t.Fatalf("Deliver = %v, %v", first, err)
-	}
-	if n := rdb.Exists(ctx, s.base+"attach:"+c.AttachKey, s.base+"attach:"+c.ArgsKey).Val(); n != 0 {
-		t.Errorf("%d of the earlier call's attach keys outlived its delivery", n)
 	}
 }
