@@ -246,7 +246,8 @@ type Store interface {
 
 	// Expire moves Waiting and Approved calls past their expiry to Expired
 	// and Executing calls past their lease to Unknown, at most limit of
-	// them, and returns the calls it changed.
+	// them, and returns the calls it changed, with an error those it
+	// changed before the error.
 	Expire(ctx context.Context, limit int) ([]Call, error)
 
 	// Approved returns up to limit calls Approved at least grace ago and

@@ -422,7 +422,9 @@ func (s *RedisStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 		return s.run(ctx, expireScript, base, []string{base + "state:waiting"}, left)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pending: expiring calls: %w", err)
+		// with the calls moved before the error: they are no longer due,
+		// and only this reply can report their end
+		return out, fmt.Errorf("pending: expiring calls: %w", err)
 	}
 	return out, nil
 }
@@ -444,7 +446,8 @@ func (s *RedisStore) Approved(ctx context.Context, grace time.Duration, limit in
 }
 
 // collect gathers up to limit calls from the shards, each shard's script
-// asked for what is still missing.
+// asked for what is still missing. On an error it returns what it
+// gathered, the failing script's partial reply included.
 func (s *RedisStore) collect(ctx context.Context, limit int, script func(base string, left int) ([]any, error)) ([]Call, error) {
 	var out []Call
 	err := s.eachShard(func(base string) (bool, error) {
@@ -452,12 +455,12 @@ func (s *RedisStore) collect(ctx context.Context, limit int, script func(base st
 			return false, nil
 		}
 		v, err := script(base, limit-len(out))
+		calls, derr := decodeList(v)
+		out = append(out, calls...)
 		if err != nil {
 			return false, err
 		}
-		calls, err := decodeList(v)
-		out = append(out, calls...)
-		return true, err
+		return true, derr
 	})
 	return out, err
 }

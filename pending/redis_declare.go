@@ -33,8 +33,11 @@ import (
 // slot that can move while toolgate writes.
 //
 // While a slot moves, the transitions of its calls wait for the move to
-// end (TRYAGAIN, retried by runCall for up to a few hundred milliseconds,
-// then failed, closed); the scripts that only read declare one key and
+// end (TRYAGAIN, retried by runMoving for up to movingPatience, then
+// failed, closed): a script declares keys that do not exist (an empty
+// index, the body key of a call of the earlier layout), and Redis runs a
+// command of several keys on a slot being moved only when every one of
+// them exists on the node it reaches; the scripts that only read declare one key and
 // may see a call on the move as missing, which is why the unannounced
 // list writes nothing on what it reads on a Cluster.
 
@@ -120,13 +123,19 @@ func (s *RedisStore) runDeclaring(ctx context.Context, sc *redis.Script, replica
 	return nil, keys, fmt.Errorf("pending: the script on %s named keys to declare %d times", keys[0], maxKeyRounds)
 }
 
+// movingPatience is how long runMoving waits out a slot on the move: a
+// move of a slot of some thousands of calls takes a second or two, and a
+// transition that gives up meanwhile fails (a finish that does leaves its
+// executed call unknown).
+const movingPatience = 5 * time.Second
+
 // runMoving runs a script, and on a Cluster runs it again while its slot
-// is on the move (the error says so before the script ran), a few times,
-// backing off: a move of a slot of some thousands of calls takes a second
-// or two.
+// is on the move (the error says so before the script ran), backing off,
+// for up to movingPatience or until ctx ends.
 func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated bool, base string, keys []string, args []any) ([]any, error) {
 	backoff := 10 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	giveUp := time.Now().Add(movingPatience)
+	for {
 		var v []any
 		var err error
 		if replicated {
@@ -134,7 +143,7 @@ func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated
 		} else {
 			v, err = s.run(ctx, sc, base, keys, args...)
 		}
-		if err == nil || !s.cluster || attempt == 6 || !slotMoving(err) {
+		if err == nil || !s.cluster || !slotMoving(err) || time.Now().After(giveUp) {
 			return v, err
 		}
 		if c, ok := s.rdb.(*redis.ClusterClient); ok && strings.HasPrefix(err.Error(), "MOVED ") {
@@ -147,7 +156,7 @@ func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated
 			return nil, err
 		case <-t.C:
 		}
-		backoff *= 2
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 

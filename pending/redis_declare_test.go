@@ -169,3 +169,33 @@ func anys(ss []string) []any {
 	}
 	return out
 }
+
+// A park whose AttachKey names one call and whose ArgsKey another, on a
+// replica that has met neither: both calls' keys are declared (the one it
+// may attach to, or move, with its own), within the rounds runCall
+// allows, and the park attaches to the first.
+func TestRedisDeclaredParkTwoCalls(t *testing.T) {
+	rdb := newRedisClient(t)
+	prefix := "toolgate-test:" + rand.Text() + ":"
+	s := newRedisStoreOn(t, rdb, Options{Shards: 4, Prefix: prefix})
+	declareKeys(s)
+	ctx := t.Context()
+	y := sampleCall()
+	y.AttachKey = "k2-" + rand.Text()
+	y = park(t, s, y, long)
+	x := sampleCall()
+	x.AttachKey = "k1-" + rand.Text()
+	x = park(t, s, x, long)
+
+	other, err := NewRedis(rdb, Options{Shards: 4, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	declareKeys(other)
+	z := sampleCall()
+	z.AttachKey, z.ArgsKey = x.AttachKey, y.ArgsKey
+	got, attached, err := other.Park(ctx, z, long)
+	if err != nil || !attached || got.ID != x.ID {
+		t.Fatalf("Park = %s attached=%v %v; want attached to %s", got.ID, attached, err, x.ID)
+	}
+}

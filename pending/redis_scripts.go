@@ -461,29 +461,32 @@ if h then
   if (h.rd or '') == digest then return {'ok', value(h)} end
   return {'taken'}
 end
--- With declared keys: the calls the attach keys name, and the keys a move
--- of them touches, before anything is written.
+-- The calls the attach keys name, read once before anything is written:
+-- other may be attached to (or moved first, if overdue), cur is only read.
+-- With declared keys, their keys are declared first (and other's for a
+-- move), in at most two 'declare' replies.
+local other = ak ~= '' and call('GET', attachkey(ak))
+local cur = ag ~= '' and ag ~= ak and call('GET', attachkey(ag))
 if declared then
-  for _, k in ipairs({ak, ag}) do
-    local other = k ~= '' and call('GET', attachkey(k))
-    if other then
-      local r = undeclared({callkey(other), bodykey(other)})
-      if r then return r end
-      local o = load(other)
-      r = o and needed(other, o)
-      if r then return r end
+  local ks = {}
+  for _, x in ipairs({other or '', cur or ''}) do
+    if x ~= '' then
+      ks[#ks + 1] = callkey(x)
+      ks[#ks + 1] = bodykey(x)
     end
   end
+  local r = undeclared(ks)
+  if r then return r end
+  local o = other and load(other)
+  r = o and needed(other, o)
+  if r then return r end
 end
-if ak ~= '' then
-  local other = call('GET', attachkey(ak))
-  if other then
-    local o = load(other)
-    if o then
-      local to = overdue(o)
-      if to then move(other, o, to, {}, nil) end
-      if attachable(o) then return {'attached', value(o), other} end
-    end
+if other then
+  local o = load(other)
+  if o then
+    local to = overdue(o)
+    if to then move(other, o, to, {}, nil) end
+    if attachable(o) then return {'attached', value(o), other} end
   end
 end
 -- The caps count the calls waiting or approved whose expiry has not
@@ -508,8 +511,8 @@ for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl
 count(id, {pr = pr}, 'waiting', expires)
 if ak ~= '' then call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
-  -- the first identical call stays the one a keyless retry finds
-  local cur = call('GET', attachkey(ag))
+  -- the first identical call stays the one a keyless retry finds (cur,
+  -- as it stands now: a move of other above may have ended it)
   local o = cur and load(cur)
   if not (o and attachable(o)) then call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
 end
