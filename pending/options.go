@@ -162,13 +162,7 @@ func checkState(s State) error {
 }
 
 // Valid reports whether s is one of the states of a parked call.
-func (s State) Valid() bool {
-	switch s {
-	case Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled:
-		return true
-	}
-	return false
-}
+func (s State) Valid() bool { return slices.Contains(allStates[:], s) }
 
 func checkLease(lease time.Duration) error {
 	if lease <= 0 {

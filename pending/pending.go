@@ -36,6 +36,9 @@ const (
 	Cancelled State = "cancelled"
 )
 
+// allStates are the states of a parked call.
+var allStates = [...]State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled}
+
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool {
 	switch s {

@@ -143,13 +143,26 @@ func (s *RedisStore) callKey(id string) string { return s.baseOf(id) + "call:" +
 // run runs a script on the shard whose keys start with base (keys are
 // some of them), with the common arguments (see redis_scripts.go).
 func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base string, keys []string, args ...any) ([]any, error) {
-	return sc.Run(ctx, s.rdb, keys, s.scriptArgs(base, args)...).Slice()
+	return s.eval(ctx, sc, false, keys, s.scriptArgs(base, "", args))
 }
 
-// scriptArgs puts the common arguments before a script's own.
-func (s *RedisStore) scriptArgs(base string, args []any) []any {
-	all := make([]any, 0, 3+len(args))
+// eval runs a script with its arguments all given, confirmed by WAIT when
+// replicated and MinReplicas is set (evalReplicated).
+func (s *RedisStore) eval(ctx context.Context, sc *redis.Script, replicated bool, keys []string, all []any) ([]any, error) {
+	if replicated && s.minReplicas > 0 {
+		return s.evalReplicated(ctx, sc, keys, all)
+	}
+	return sc.Run(ctx, s.rdb, keys, all...).Slice()
+}
+
+// scriptArgs puts the common arguments before a script's own, and the
+// call's ID first among those of a script on one call (id not empty).
+func (s *RedisStore) scriptArgs(base, id string, args []any) []any {
+	all := make([]any, 0, 4+len(args))
 	all = append(all, base, s.resultTTL.Milliseconds(), s.scriptChannel)
+	if id != "" {
+		all = append(all, id)
+	}
 	return append(all, args...)
 }
 

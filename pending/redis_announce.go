@@ -31,16 +31,15 @@ while #out < 2 * limit do
   if #ids == 0 then break end
   for _, id in ipairs(ids) do
     local h = load(id)
-    if (not h or h.st ~= 'waiting') and not sharded then
+    local waiting = h and h.st == 'waiting'
+    if not waiting and not sharded then
       call('ZREM', unannounced, id)
-    elseif not h or h.st ~= 'waiting' then
+    else
       -- On a Cluster this script reads calls it does not declare, so it
       -- writes nothing on what it reads (a slot on the move may show a
       -- call as gone that is not): Expire drops the entries of calls gone.
       offset = offset + 1
-    else
-      offset = offset + 1
-      if #out < 2 * limit and not overdue(h) then
+      if waiting and #out < 2 * limit and not overdue(h) then
         out[#out + 1] = id
         out[#out + 1] = value(h)
       end

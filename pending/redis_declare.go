@@ -27,10 +27,10 @@ import (
 // on the call: its principal's count and its attach keys, and for a park
 // the calls its attach keys name. The store knows those only once the
 // script has read the call, so a script that finds one undeclared replies
-// {'declare', k, …} before it writes anything, and runCall runs it again with
-// them. A transition costs a second round trip on a Cluster when the call
-// has a principal or attach keys, which is the usual case: the price of a
-// slot that can move while toolgate writes.
+// {'declare', k, …} before it writes anything, and runCall runs it again
+// with them. Those keys never change once the call is parked, so each
+// store remembers them per call (seenKeys): only a replica's first
+// transition of a call it has not met costs the second round trip.
 //
 // While a slot moves, the transitions of its calls wait for the move to
 // end (TRYAGAIN, retried by runMoving for up to movingPatience, then
@@ -54,8 +54,6 @@ func shardKeys(base string) []string {
 	}
 	return keys
 }
-
-var allStates = []State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled}
 
 // callKeys returns the keys a script on call id declares: on a Cluster
 // its shard's indexes, its own keys and more; elsewhere the call's key
@@ -87,28 +85,29 @@ func callOwnKeys(base string, c Call) []string {
 }
 
 // runCall runs sc on call id (ARGV[4], then args), confirmed by WAIT when
-// replicated (runReplicated), declaring the keys callKeys gives and then
-// the ones a 'declare' reply names.
+// replicated (eval), declaring the keys callKeys gives and then the ones a
+// 'declare' reply names.
 func (s *RedisStore) runCall(ctx context.Context, sc *redis.Script, replicated bool, id string, more []string, args ...any) ([]any, error) {
 	base := s.baseOf(id)
+	all := s.scriptArgs(base, id, args)
 	if !s.cluster {
-		v, _, err := s.runDeclaring(ctx, sc, replicated, base, s.callKeys(base, id, nil), append([]any{id}, args...))
-		return v, err
+		return s.eval(ctx, sc, replicated, s.callKeys(base, id, nil), all)
 	}
 	keys := s.callKeys(base, id, append(more, s.seen.get(id)...))
 	fixed := 2 + len(s.shardKeys[base])
-	v, keys, err := s.runDeclaring(ctx, sc, replicated, base, keys, append([]any{id}, args...))
+	v, keys, err := s.runDeclaring(ctx, sc, replicated, keys, all)
 	if err == nil && len(keys) > fixed {
 		s.seen.put(id, keys[fixed:])
 	}
 	return v, err
 }
 
-// runDeclaring runs sc with keys declared, then with the keys a 'declare'
-// reply names as well; it returns the keys last declared.
-func (s *RedisStore) runDeclaring(ctx context.Context, sc *redis.Script, replicated bool, base string, keys []string, args []any) ([]any, []string, error) {
+// runDeclaring runs sc (all: its arguments, scriptArgs) with keys
+// declared, then with the keys a 'declare' reply names as well; it
+// returns the keys last declared.
+func (s *RedisStore) runDeclaring(ctx context.Context, sc *redis.Script, replicated bool, keys []string, all []any) ([]any, []string, error) {
 	for range maxKeyRounds {
-		v, err := s.runMoving(ctx, sc, replicated, base, keys, args)
+		v, err := s.runMoving(ctx, sc, replicated, keys, all)
 		if err != nil || len(v) == 0 || v[0] != "declare" {
 			return v, keys, err
 		}
@@ -132,22 +131,21 @@ const movingPatience = 5 * time.Second
 // runMoving runs a script, and on a Cluster runs it again while its slot
 // is on the move (the error says so before the script ran), backing off,
 // for up to movingPatience or until ctx ends.
-func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated bool, base string, keys []string, args []any) ([]any, error) {
+func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated bool, keys []string, all []any) ([]any, error) {
 	backoff := 10 * time.Millisecond
-	giveUp := time.Now().Add(movingPatience)
+	var giveUp time.Time
 	for {
-		var v []any
-		var err error
-		if replicated {
-			v, err = s.runReplicated(ctx, sc, base, keys, args...)
-		} else {
-			v, err = s.run(ctx, sc, base, keys, args...)
+		v, err := s.eval(ctx, sc, replicated, keys, all)
+		if err == nil || !s.cluster || !slotMoving(err) {
+			return v, err
 		}
-		if err == nil || !s.cluster || !slotMoving(err) || time.Now().After(giveUp) {
+		if giveUp.IsZero() {
+			giveUp = time.Now().Add(movingPatience)
+		} else if time.Now().After(giveUp) {
 			return v, err
 		}
 		if c, ok := s.rdb.(*redis.ClusterClient); ok && strings.HasPrefix(err.Error(), "MOVED ") {
-			c.ReloadState(ctx) // the node path of runReplicated reads the cached slot map
+			c.ReloadState(ctx) // the node path of evalReplicated reads the cached slot map
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -176,7 +174,7 @@ func slotMoving(err error) bool {
 // (dueScript, which declares the shard's indexes), then one script per
 // entry with the call's keys declared (expireOneScript).
 func (s *RedisStore) expireDeclared(ctx context.Context, base string, limit int) ([]any, error) {
-	due, err := s.runMoving(ctx, dueScript, false, base, s.shardKeys[base], []any{limit})
+	due, err := s.runMoving(ctx, dueScript, false, s.shardKeys[base], s.scriptArgs(base, "", []any{limit}))
 	if err != nil {
 		return nil, err
 	}

@@ -18,10 +18,7 @@ import (
 // it would touch undeclared: what keeps a reshard from meeting a script
 // half-way (redis_declare.go).
 func TestRedisDeclaredKeys(t *testing.T) {
-	rdb := newRedisClient(t)
-	prefix := "toolgate-test:" + rand.Text() + ":"
-	s := newRedisStoreOn(t, rdb, Options{Shards: 4, Prefix: prefix})
-	declareKeys(s)
+	s, other := declaredStores(t)
 	ctx := t.Context()
 	c := sampleCall()
 	c.AttachKey = "ak-" + c.ID
@@ -63,11 +60,6 @@ func TestRedisDeclaredKeys(t *testing.T) {
 
 	// Another replica's sweeper learns the keys from the approved list,
 	// and declares them in its claim at once.
-	other, err := NewRedis(rdb, Options{Shards: 4, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	declareKeys(other)
 	if listed := approved(t, other, 0); !slices.Contains(listed, c.ID) {
 		t.Fatalf("Approved = %v, want %s", listed, c.ID)
 	}
@@ -175,10 +167,7 @@ func anys(ss []string) []any {
 // may attach to, or move, with its own), within the rounds runCall
 // allows, and the park attaches to the first.
 func TestRedisDeclaredParkTwoCalls(t *testing.T) {
-	rdb := newRedisClient(t)
-	prefix := "toolgate-test:" + rand.Text() + ":"
-	s := newRedisStoreOn(t, rdb, Options{Shards: 4, Prefix: prefix})
-	declareKeys(s)
+	s, other := declaredStores(t)
 	ctx := t.Context()
 	y := sampleCall()
 	y.AttachKey = "k2-" + rand.Text()
@@ -187,15 +176,27 @@ func TestRedisDeclaredParkTwoCalls(t *testing.T) {
 	x.AttachKey = "k1-" + rand.Text()
 	x = park(t, s, x, long)
 
-	other, err := NewRedis(rdb, Options{Shards: 4, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	declareKeys(other)
 	z := sampleCall()
 	z.AttachKey, z.ArgsKey = x.AttachKey, y.ArgsKey
 	got, attached, err := other.Park(ctx, z, long)
 	if err != nil || !attached || got.ID != x.ID {
 		t.Fatalf("Park = %s attached=%v %v; want attached to %s", got.ID, attached, err, x.ID)
 	}
+}
+
+// declaredStores returns two stores on one prefix of the test Redis, over
+// 4 shards, declaring their scripts' keys as on a Cluster: two replicas,
+// the second one having met no call yet.
+func declaredStores(t *testing.T) (s, other *RedisStore) {
+	t.Helper()
+	rdb := newRedisClient(t)
+	opts := Options{Shards: 4, Prefix: "toolgate-test:" + rand.Text() + ":"}
+	s = newRedisStoreOn(t, rdb, opts)
+	other, err := NewRedis(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	declareKeys(s)
+	declareKeys(other)
+	return s, other
 }

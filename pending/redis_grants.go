@@ -235,7 +235,7 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 			keys = append(keys, s.grantKey(old))
 		}
 	}
-	v, _, err := s.runDeclaring(ctx, grantScript, false, s.base, keys, args)
+	v, _, err := s.runDeclaring(ctx, grantScript, false, keys, s.scriptArgs(s.base, "", args))
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
 	}
@@ -296,7 +296,8 @@ func (s *RedisStore) Revoke(ctx context.Context, id string) (Grant, error) {
 	if id == "" || len(id) > MaxGrantFieldBytes {
 		return Grant{}, noGrant(id) // no grant has such an ID
 	}
-	v, _, err := s.runDeclaring(ctx, revokeGrantScript, false, s.base, s.grantKeys(s.grantKey(id), s.base+"grantrevoked:"+id), []any{id, nonce(), grantRevokedTTL.Milliseconds()})
+	keys := s.grantKeys(s.grantKey(id), s.base+"grantrevoked:"+id)
+	v, _, err := s.runDeclaring(ctx, revokeGrantScript, false, keys, s.scriptArgs(s.base, "", []any{id, nonce(), grantRevokedTTL.Milliseconds()}))
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)
 	}

@@ -22,16 +22,12 @@ import (
 // the approver, a park is refused.
 var ErrNotReplicated = errors.New("pending: the write was not confirmed by enough Redis replicas")
 
-// runReplicated is run, confirmed by WAIT when MinReplicas is set.
-func (s *RedisStore) runReplicated(ctx context.Context, sc *redis.Script, base string, keys []string, args ...any) ([]any, error) {
-	if s.minReplicas <= 0 {
-		return s.run(ctx, sc, base, keys, args...)
-	}
+// evalReplicated is eval confirmed by WAIT (MinReplicas set).
+func (s *RedisStore) evalReplicated(ctx context.Context, sc *redis.Script, keys []string, all []any) ([]any, error) {
 	node, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
 		return nil, err
 	}
-	all := s.scriptArgs(base, args)
 	for loaded := false; ; loaded = true {
 		var eval *redis.Cmd
 		var wait *redis.Cmd
