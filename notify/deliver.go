@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/maphash"
 	"io"
 	"math/bits"
 	"math/rand/v2"
@@ -15,10 +16,14 @@ import (
 	"time"
 )
 
-// worker delivers one target's events, one at a time, so a target sees
-// them in the order Notify was called (a resolved event never overtakes
-// its requested event). The price is head-of-line blocking: while one
-// event is retried the others wait, bounded by MaxElapsed, and the queue
+// worker delivers one target's events over a few lanes, each a queue
+// with one goroutine that sends its events one at a time. A call's events
+// all take the same lane (lane), so a target sees them in the order Notify
+// was called: a resolved event never overtakes its requested event. Calls
+// on different lanes are sent side by side, so one slow receiver's round
+// trip (a chat service answers in hundreds of milliseconds) does not
+// bound how many calls a second are announced, and a retried event holds
+// up only its own lane, bounded by MaxElapsed, while that lane's queue
 // absorbs the backlog.
 type worker struct {
 	n      *Notifier
@@ -27,14 +32,22 @@ type worker struct {
 	host   string
 	format string
 	key    []byte // nil: unsigned
-	queue  chan queued
+	lanes  []chan queued
 	drops  atomic.Int64
 }
 
-func (w *worker) run(ctx context.Context) {
+// lane is the queue of call callID's events.
+func (w *worker) lane(callID string) chan queued {
+	if len(w.lanes) == 1 {
+		return w.lanes[0]
+	}
+	return w.lanes[maphash.String(w.n.seed, callID)%uint64(len(w.lanes))]
+}
+
+func (w *worker) run(ctx context.Context, lane chan queued) {
 	defer w.n.wg.Done()
 	abandoned := 0
-	for q := range w.queue {
+	for q := range lane {
 		if ctx.Err() != nil {
 			// Close gave up: count what is left without sending it.
 			abandoned++

@@ -3,8 +3,9 @@
 // optionally signed the Standard Webhooks way (docs/http-api.md, notifications).
 //
 // It never delays or changes a decision. [Notifier.Notify] only enqueues;
-// one goroutine per target delivers in order, retrying with backoff for a
-// bounded time, and a full queue drops the event (counted) rather than
+// a few goroutines per target deliver, each call's events in order,
+// retrying with backoff for a bounded time, and a full queue drops the
+// event (counted) rather than
 // block the caller. A lost notification costs an approver a message, not
 // safety: the call stays listed on the approvals page and API, and expires
 // fail-closed if nobody decides (docs/parked-calls.md, expiry;
@@ -28,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -155,8 +157,14 @@ type Options struct {
 	// exactly that instead; if that passes MaxElapsed the event fails now.
 	BaseBackoff time.Duration
 	// QueueSize is each target's queue length; default 1024. Notify drops
-	// an event for a target whose queue is full.
+	// an event for a target whose queue is full. The queue is split over
+	// the target's lanes, each holding QueueSize/Lanes events (rounded up).
 	QueueSize int
+	// Lanes is how many events each target is sent at once; default 4.
+	// A call's events share a lane and go one after another, so each
+	// target receives them in order; events of different calls may
+	// arrive in any order.
+	Lanes int
 	// Logger receives delivery logs; nil discards them. At info level and
 	// above they carry the call ID, target index, format and host; never a
 	// secret, a target URL or the approval link.
@@ -192,6 +200,7 @@ const (
 	DefaultMaxElapsed  = 10 * time.Minute
 	DefaultBaseBackoff = time.Second
 	DefaultQueueSize   = 1024
+	DefaultLanes       = 4
 	DefaultTimeout     = 10 * time.Second
 	maxBackoff         = time.Minute
 )
@@ -207,6 +216,7 @@ type Notifier struct {
 	mu      sync.RWMutex // guards closed against Notify sending on a closed queue
 	closed  bool
 	workers []*worker
+	seed    maphash.Seed // spreads calls over a target's lanes
 
 	// inflight counts, by event id, the events Notify took that some
 	// target has not finished with (InFlight); bounded by the queues.
@@ -217,7 +227,7 @@ type Notifier struct {
 	wg   sync.WaitGroup
 }
 
-// New validates opts and starts one delivery goroutine per target. Errors
+// New validates opts and starts opts.Lanes delivery goroutines per target. Errors
 // name the target by index and never contain its URL or secret.
 func New(opts Options) (*Notifier, error) {
 	if opts.MaxAttempts <= 0 {
@@ -232,6 +242,9 @@ func New(opts Options) (*Notifier, error) {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = DefaultQueueSize
 	}
+	if opts.Lanes <= 0 {
+		opts.Lanes = DefaultLanes
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -239,14 +252,14 @@ func New(opts Options) (*Notifier, error) {
 
 	workers := make([]*worker, 0, len(opts.Targets))
 	for i, t := range opts.Targets {
-		w, err := newWorker(i, t, opts.QueueSize)
+		w, err := newWorker(i, t, opts.Lanes, (opts.QueueSize+opts.Lanes-1)/opts.Lanes)
 		if err != nil {
 			return nil, fmt.Errorf("notify: targets[%d]: %w", i, err)
 		}
 		workers = append(workers, w)
 	}
 
-	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers, inflight: make(map[string]int)}
+	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers, seed: maphash.MakeSeed(), inflight: make(map[string]int)}
 	if n.client == nil {
 		n.client, n.ownHTTP = defaultClient(), true
 	}
@@ -254,13 +267,15 @@ func New(opts Options) (*Notifier, error) {
 	n.stop = stop
 	for _, w := range workers {
 		w.n = n
-		n.wg.Add(1)
-		go w.run(ctx)
+		for _, lane := range w.lanes {
+			n.wg.Add(1)
+			go w.run(ctx, lane)
+		}
 	}
 	return n, nil
 }
 
-func newWorker(index int, t Target, queueSize int) (*worker, error) {
+func newWorker(index int, t Target, lanes, laneSize int) (*worker, error) {
 	u, err := url.Parse(t.URL)
 	if err != nil {
 		// url.Error repeats the URL, which may hold a webhook credential.
@@ -287,20 +302,18 @@ func newWorker(index int, t Target, queueSize int) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &worker{
-		index:  index,
-		url:    t.URL,
-		host:   u.Host,
-		format: format,
-		key:    key,
-		queue:  make(chan queued, queueSize),
-	}, nil
+	w := &worker{index: index, url: t.URL, host: u.Host, format: format, key: key, lanes: make([]chan queued, lanes)}
+	for i := range w.lanes {
+		w.lanes[i] = make(chan queued, laneSize)
+	}
+	return w, nil
 }
 
 // Notify enqueues e for every target and returns at once; it never blocks
-// on the network or on a full queue. Delivery happens later, in order per
-// target. Notify copies e's slices, so the caller may reuse them. An event
-// of unknown Type, or one sent after Close, is dropped and counted.
+// on the network or on a full queue. Delivery happens later, each call's
+// events in order per target. Notify copies e's slices, so the caller may
+// reuse them. An event of unknown Type, or one sent after Close, is
+// dropped and counted.
 func (n *Notifier) Notify(e Event) {
 	if e.Type != TypeRequested && e.Type != TypeResolved {
 		n.log.Error("notification of unknown type dropped", "call_id", e.CallID, "type", e.Type)
@@ -337,12 +350,13 @@ func (n *Notifier) Notify(e Event) {
 		}
 	}
 	for i, w := range n.workers {
+		lane := w.lane(e.CallID)
 		switch {
 		case n.closed:
 			n.report(w, ResultDropped)
 			drop()
 			continue
-		case len(w.queue) == cap(w.queue):
+		case len(lane) == cap(lane):
 			// Full: drop before copying anything, so a storm against a
 			// stuck receiver costs the caller as little as possible.
 			w.dropped(e)
@@ -359,7 +373,7 @@ func (n *Notifier) Notify(e Event) {
 			s = n.settlement(&e, len(n.workers)-i, dropped)
 		}
 		select {
-		case w.queue <- queued{e: e, s: s}:
+		case lane <- queued{e: e, s: s}:
 		default:
 			w.dropped(e)
 			drop()
@@ -377,7 +391,9 @@ func (n *Notifier) Close(ctx context.Context) error {
 	if !n.closed {
 		n.closed = true
 		for _, w := range n.workers {
-			close(w.queue) // the workers drain what is left, then exit
+			for _, lane := range w.lanes {
+				close(lane) // the lanes drain what is left, then exit
+			}
 		}
 	}
 	n.mu.Unlock()

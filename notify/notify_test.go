@@ -71,7 +71,7 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	rc := hangingReceiver(t)
 	var res results
 	opts := fast(&res, Target{URL: rc.URL})
-	opts.QueueSize = 100
+	opts.QueueSize, opts.Lanes = 100, 1
 	n, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,10 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	}
 }
 
-func TestOrderingPerTarget(t *testing.T) {
+// TestOrderingPerCall: each target receives a call's events in order
+// (requested, then resolved), retries in the middle included, over lanes
+// that send different calls side by side.
+func TestOrderingPerCall(t *testing.T) {
 	// Every fourth request fails once, so retries happen in the middle.
 	var mu sync.Mutex
 	got := map[string][]string{} // Content-Type (one per target) → webhook-ids in arrival order
@@ -127,14 +130,13 @@ func TestOrderingPerTarget(t *testing.T) {
 	var res results
 	n := start(t, fast(&res, Target{URL: rc.URL}, Target{URL: rc.URL, Format: FormatSlack}))
 
-	var want []string
-	for i := range 20 {
+	const calls = 20
+	for i := range calls {
 		id := fmt.Sprint("c", i)
 		n.Notify(requested(id))
 		n.Notify(resolved(id, "approved", "alice"))
-		want = append(want, id, id+".resolved")
 	}
-	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*len(want) })
+	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*2*calls })
 	if res.count(ResultRetry) == 0 {
 		t.Fatal("no retries happened; the test proves nothing")
 	}
@@ -142,10 +144,53 @@ func TestOrderingPerTarget(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, ct := range []string{"application/cloudevents+json", "application/json"} {
-		if diff := cmp.Diff(want, got[ct]); diff != "" {
-			t.Errorf("%s delivery order (-want +got):\n%s", ct, diff)
+		at := map[string]int{}
+		for i, id := range got[ct] {
+			at[id] = i
+		}
+		if len(at) != 2*calls || len(got[ct]) != 2*calls {
+			t.Fatalf("%s received %v, want each of %d events once", ct, got[ct], 2*calls)
+		}
+		for i := range calls {
+			id := fmt.Sprint("c", i)
+			if at[id] > at[id+".resolved"] {
+				t.Errorf("%s received %s's resolved event before its requested event: %v", ct, id, got[ct])
+			}
 		}
 	}
+}
+
+// TestLanesSideBySide: a call whose delivery hangs holds up its own lane
+// only; other calls reach the same target meanwhile.
+func TestLanesSideBySide(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	rc := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("webhook-id") == "slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	})
+	var res results
+	opts := fast(&res, Target{URL: rc.URL})
+	opts.MaxElapsed = time.Minute // the slow call hangs until released
+	n := start(t, opts)
+	n.Notify(requested("slow"))
+	testkit.WaitFor(t, "the slow call in delivery", func() bool { return len(rc.Requests()) == 1 })
+	for i := range 20 {
+		n.Notify(requested(fmt.Sprint("c", i)))
+	}
+	// 20 calls all hashed to the slow call's lane: one chance in 4^20.
+	testkit.WaitFor(t, "other calls delivered while one hangs", func() bool { return res.count(ResultDelivered) > 0 })
+	if !n.InFlight(TypeRequested, "slow") {
+		t.Fatal("the hanging call is no longer in flight: the others may have waited for it")
+	}
+	open()
+	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 21 })
 }
 
 func TestCloseDrains(t *testing.T) {
@@ -218,7 +263,7 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 		Target{URL: rc.URL + "/services/T000/B000/XXXXsecretpath", Secret: secret},
 		Target{URL: rc.URL + "/services/T000/B000/XXXXsecretpath", Format: FormatSlack})
 	opts.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	opts.QueueSize = 1
+	opts.QueueSize, opts.Lanes = 1, 1
 	n := start(t, opts)
 	for i := range 5 { // overflow the queue too, so drops are logged
 		n.Notify(requested(fmt.Sprint("c", i)))

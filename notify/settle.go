@@ -15,13 +15,15 @@ func (n *Notifier) InFlight(typ, callID string) bool {
 }
 
 // Room is how many more events Notify can queue for every target now:
-// the free places in the fullest queue. A caller with a backlog (the
-// re-announcer) sends no more than this, so what it sends is queued, not
-// dropped.
+// the free places in the fullest lane, since every event could fall into
+// it. A caller with a backlog (the re-announcer) sends no more than this,
+// so what it sends is queued, not dropped.
 func (n *Notifier) Room() int {
 	room := n.opts.QueueSize
 	for _, w := range n.workers {
-		room = min(room, cap(w.queue)-len(w.queue))
+		for _, lane := range w.lanes {
+			room = min(room, cap(lane)-len(lane))
+		}
 	}
 	return room
 }

@@ -83,7 +83,7 @@ func TestSettledNotWhenDropped(t *testing.T) {
 	var res results
 	var set settled
 	opts := fast(&res, Target{URL: slow.URL}, Target{URL: quick.URL})
-	opts.QueueSize = 1
+	opts.QueueSize, opts.Lanes = 1, 1
 	opts.OnSettled = set.record
 	n := start(t, opts)
 
@@ -132,7 +132,7 @@ func TestRoomAndPending(t *testing.T) {
 	fastT, slowT := testkit.NewUpstream(t, nil), hangingReceiver(t)
 	var res results
 	opts := fast(&res, Target{URL: fastT.URL}, Target{URL: slowT.URL})
-	opts.QueueSize = 3
+	opts.QueueSize, opts.Lanes = 3, 1
 	n := start(t, opts)
 	if got := n.Room(); got != 3 {
 		t.Fatalf("Room() = %d with empty queues, want 3", got)

@@ -50,11 +50,13 @@ type parking struct {
 // reannounceEvery, the calls waiting at least reannounceAfter and not
 // recorded as announced are notified again, as many as the notification
 // queues have room for. Variables so that tests can shorten them;
-// notifyQueueSize is notify's QueueSize (0: its default).
+// notifyQueueSize and notifyLanes are notify's QueueSize and Lanes (0:
+// its defaults).
 var (
 	reannounceEvery = 5 * time.Second
 	reannounceAfter = 15 * time.Second
 	notifyQueueSize = 0
+	notifyLanes     = 0
 )
 
 const (
@@ -127,7 +129,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		}
 	}
 	nopts := notify.Options{
-		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, SlackInteractive: cfg.Approvals.Slack != nil,
+		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, Lanes: notifyLanes, SlackInteractive: cfg.Approvals.Slack != nil,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
 	}
 	if p.announcing {
