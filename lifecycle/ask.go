@@ -160,30 +160,43 @@ func (l *Lifecycle) cancelLeft(ctx context.Context, id string) {
 }
 
 // run executes a call this request claimed, records the result, and hands
-// it over through deliver: the result reaches exactly one request, even
-// when retries are attached.
+// it to this request, marked delivered with the recording: the result
+// reaches exactly one request, even when retries are attached. A caller
+// that has gone by then does not take it, so a retry still can.
 func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	// The execution must finish and be recorded even if the caller leaves.
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, pc)
-	done, err := l.finish(xctx, pc, state, res)
-	if err != nil {
+	take := ctx.Err() == nil
+	done, err := l.finish(xctx, pc, state, res, take)
+	switch {
+	case err != nil:
 		// The result was not recorded (the store is away, or the lease
 		// ran out and the call is unknown): this caller is the only one
 		// who can have it.
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		done.Result = &res
 		return Outcome{Kind: Delivered, Call: done, Result: res}
+	case !take:
+		return Outcome{Kind: Gone, Call: done}
+	case done.Result == nil:
+		return Outcome{Kind: NoResult, Call: done}
 	}
-	return l.deliver(ctx, done)
+	return Outcome{Kind: Delivered, Call: done, Result: *done.Result}
 }
 
-// finish records an executed call's result. A late write that itself made
-// the call unknown (its lease ran out, and no sweep saw it first) reports
-// that end, since nothing else will. On an error the call is returned as
-// the store now holds it, or as this executor left it.
-func (l *Lifecycle) finish(ctx context.Context, pc pending.Call, state pending.State, res pending.Result) (pending.Call, error) {
-	done, err := l.store.Finish(ctx, pc.ID, pc.Fence, state, res)
+// finish records an executed call's result, and marks it delivered with
+// it when deliver says so (the executor holds its caller's request). A
+// late write that itself made the call unknown (its lease ran out, and no
+// sweep saw it first) reports that end, since nothing else will. On an
+// error the call is returned as the store now holds it, or as this
+// executor left it.
+func (l *Lifecycle) finish(ctx context.Context, pc pending.Call, state pending.State, res pending.Result, deliver bool) (pending.Call, error) {
+	finish := l.store.Finish
+	if deliver {
+		finish = l.store.FinishDeliver
+	}
+	done, err := finish(ctx, pc.ID, pc.Fence, state, res)
 	switch {
 	case err == nil:
 		return done, nil

@@ -135,7 +135,7 @@ func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) {
 	// meanwhile (within its lease).
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, claimed)
-	if _, err := l.finish(xctx, claimed, state, res); err != nil {
+	if _, err := l.finish(xctx, claimed, state, res, false); err != nil {
 		l.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
 	}
 	l.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)

@@ -253,6 +253,15 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration)
 // the call as it stands, overdue or not: its end is for the fence holder's
 // Finish or for Expire to report.
 func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
+	return s.finish(ctx, id, fence, to, res, false)
+}
+
+// FinishDeliver implements [Store.FinishDeliver].
+func (s *MemoryStore) FinishDeliver(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
+	return s.finish(ctx, id, fence, to, res, true)
+}
+
+func (s *MemoryStore) finish(ctx context.Context, id string, fence int64, to State, res Result, deliver bool) (Call, error) {
 	if err := checkOutcome(to); err != nil {
 		return Call{}, err
 	}
@@ -275,6 +284,10 @@ func (s *MemoryStore) Finish(ctx context.Context, id string, fence int64, to Sta
 	r := Call{Result: &res}.clone().Result
 	m.c.Result = r
 	s.move(m, to, now)
+	if deliver {
+		m.c.Delivered = true
+		s.unattach(m)
+	}
 	return m.c.clone(), nil
 }
 

@@ -240,6 +240,12 @@ type Store interface {
 	// with ErrLapsed.
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
+	// FinishDeliver is Finish and then, when Finish succeeds, Deliver, as
+	// one step: for the executor that holds its caller's request, which
+	// hands the result over itself. The call it returns was delivered
+	// (Deliver's first is true for this caller); on an error it was not.
+	FinishDeliver(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
+
 	// Deliver marks a finished call's outcome (its result, or its
 	// rejection or expiry: any terminal call) as handed to its caller.
 	// first is true for exactly one caller; from then on the call no

@@ -362,6 +362,17 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 // Redis' clock) is fenced even if Expire has not run yet: the call becomes
 // Unknown, since others may already have given it up.
 func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
+	return s.finish(ctx, id, fence, to, res, false)
+}
+
+// FinishDeliver implements [Store.FinishDeliver]: the finish script sets
+// the delivered flag with the result, and the move to a terminal state
+// then drops the attach keys, as the deliver script does.
+func (s *RedisStore) FinishDeliver(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
+	return s.finish(ctx, id, fence, to, res, true)
+}
+
+func (s *RedisStore) finish(ctx context.Context, id string, fence int64, to State, res Result, deliver bool) (Call, error) {
 	if err := checkOutcome(to); err != nil {
 		return Call{}, err
 	}
@@ -378,6 +389,9 @@ func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to Stat
 	}
 	if res.Truncated {
 		args = append(args, "rt", "1")
+	}
+	if deliver {
+		args = append(args, "dl", "1")
 	}
 	v, err := s.runOn(ctx, finishScript, id, args...)
 	if err != nil {

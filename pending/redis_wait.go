@@ -26,10 +26,11 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 	s.addWaiter(id, wake) // before reading, so no wake-up falls in between
 	defer s.removeWaiter(id, wake)
 
-	// The state alone, here and at every wake-up: a held agent starts
+	// The state alone, here and at every poll: a held agent starts
 	// waiting on the call it just parked, and a waiter polls twice a
 	// second, so the whole call (its request, its result) is read only
-	// once it moved, or when ctx ends.
+	// once it moved, when a transition published its ID, or when ctx
+	// ends.
 	st, err := s.state(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -73,6 +74,13 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 			poll.Reset(s.pollDelay())
 		}
 		waited = true
+		if !viaPoll {
+			// A transition published the ID: the call has most likely
+			// moved, so it is read whole at once rather than its state
+			// first (one round trip, not two, on the held agent's path).
+			st = ""
+			continue
+		}
 		st, err = s.state(ctx, id)
 		switch {
 		case ctx.Err() != nil:

@@ -62,6 +62,39 @@ func testAttachKeys(t *testing.T, newStore newStoreFunc) {
 		attaches(t, s, keyless(args), second.ID)
 	})
 
+	t.Run("FinishDeliver", func(t *testing.T) {
+		// The executor that holds its caller's request records the result
+		// and takes it in one step: delivered, both keys forgotten, and
+		// no other request takes it again.
+		s, _ := newStore(t)
+		ctx := t.Context()
+		idem, args := "idem-"+rand.Text(), "args-"+rand.Text()
+		first := keyed(idem, args)
+		parksNew(t, s, first)
+		decide(t, s, first.ID, Approved)
+		c, err := s.Claim(ctx, first.ID, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishDeliver(ctx, c.ID, c.Fence+1, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) {
+			t.Fatalf("FinishDeliver(stale fence) = %v, want ErrFenced", err)
+		}
+		attaches(t, s, keyless(args), first.ID) // still executing: a retry attaches
+		done, err := s.FinishDeliver(ctx, c.ID, c.Fence, Executed, Result{Status: 201, Body: []byte("made")})
+		if err != nil || done.State != Executed || !done.Delivered || done.Result == nil || string(done.Result.Body) != "made" {
+			t.Fatalf("FinishDeliver = %+v, %v; want executed, delivered, with its result", done, err)
+		}
+		if got, err := s.Get(ctx, c.ID); err != nil || !got.Delivered || got.State != Executed {
+			t.Errorf("Get after FinishDeliver = %s delivered %v, %v", got.State, got.Delivered, err)
+		}
+		if first, _, err := s.Deliver(ctx, c.ID); err != nil || first {
+			t.Errorf("Deliver after FinishDeliver = %v, %v; want not first", first, err)
+		}
+		// both keys forgotten: a retry with either is a new call
+		parksNew(t, s, keyless(args))
+		parksNew(t, s, keyed(idem, args))
+	})
+
 	t.Run("a key is looked up alone", func(t *testing.T) {
 		s, _ := newStore(t)
 		args := "args-" + rand.Text()
