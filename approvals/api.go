@@ -66,10 +66,10 @@ func approvalsJSON(c pending.Call) []approvalJSON {
 	return out
 }
 
-func answerOf(c pending.Call) decisionAnswer {
+func answerOf(c pending.Call, info callinfo.Info) decisionAnswer {
 	return decisionAnswer{
 		CallID: c.ID, Status: string(c.State), DecidedBy: c.DecidedBy,
-		Approvals: approvalsJSON(c), Progress: progress(c, callinfo.Decode(c.Info)),
+		Approvals: approvalsJSON(c), Progress: progress(c, info),
 	}
 }
 
@@ -113,7 +113,7 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin
 	if err != nil {
 		return err
 	}
-	ans := answerOf(decided)
+	ans := answerOf(decided, info) // a call's Info never changes once parked
 	if req.remember != nil && decided.State == pending.Approved {
 		if g, err := h.grant(r.Context(), decided, info, who.Name, req.remember, life); err == nil {
 			gj := grantOf(*g)
@@ -291,7 +291,7 @@ func (h *Handler) writeAPIError(w http.ResponseWriter, a answer) {
 		if status == pending.Waiting {
 			status = pending.Expired // the store refused a waiting call: its expiry passed
 		}
-		ans := answerOf(*a.call)
+		ans := answerOf(*a.call, callinfo.Decode(a.call.Info))
 		ans.Status, ans.Error = string(status), a.msg
 		writeJSON(w, a.status, ans)
 		return

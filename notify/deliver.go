@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"io"
+	"log/slog"
 	"math/bits"
 	"math/rand/v2"
 	"net/http"
@@ -80,12 +81,20 @@ func (w *worker) dropped(e Event) {
 // ResultDelivered or ResultFailed.
 func (w *worker) deliver(ctx context.Context, e Event) string {
 	opts := &w.n.opts
-	log := w.n.log.With("target", w.index, "format", w.format, "host", w.host,
-		"call_id", e.CallID, "event", e.Type)
+	// The delivery's logger is made on first use: a delivery that goes
+	// through logs nothing at info level, and With costs allocations.
+	var logger *slog.Logger
+	log := func() *slog.Logger {
+		if logger == nil {
+			logger = w.n.log.With("target", w.index, "format", w.format, "host", w.host,
+				"call_id", e.CallID, "event", e.Type)
+		}
+		return logger
+	}
 
 	body, contentType, err := render(w.format, &e, opts.SlackInteractive)
 	if err != nil {
-		log.Error("notification could not be rendered", "err", err)
+		log().Error("notification could not be rendered", "err", err)
 		w.n.report(w, ResultFailed)
 		return ResultFailed
 	}
@@ -94,40 +103,42 @@ func (w *worker) deliver(ctx context.Context, e Event) string {
 
 	for attempt := 1; ; attempt++ {
 		r := w.post(ctx, deadline, id, body, contentType)
-		attrs := []any{"attempt", attempt, "status", r.status, "err", r.err}
 		if r.ok {
-			log.Debug("notification delivered", attrs...)
+			if w.n.log.Enabled(ctx, slog.LevelDebug) {
+				log().Debug("notification delivered", "attempt", attempt, "status", r.status)
+			}
 			w.n.report(w, ResultDelivered)
 			return ResultDelivered
 		}
 		if r.detail != "" {
 			// The receiver's answer may echo what we sent (the approval
 			// link), so it stays at debug level.
-			log.Debug("notification receiver answered", "attempt", attempt, "status", r.status, "body", r.detail)
+			log().Debug("notification receiver answered", "attempt", attempt, "status", r.status, "body", r.detail)
 		}
+		attrs := []any{"attempt", attempt, "status", r.status, "err", r.err}
 		var wait time.Duration
 		switch {
 		case ctx.Err() != nil:
-			log.Warn("notification abandoned at shutdown", attrs...)
+			log().Warn("notification abandoned at shutdown", attrs...)
 		case !r.retry:
-			log.Warn("notification failed permanently", attrs...)
+			log().Warn("notification failed permanently", attrs...)
 		case attempt >= opts.MaxAttempts:
-			log.Warn("notification failed: attempts used up", attrs...)
+			log().Warn("notification failed: attempts used up", attrs...)
 		default:
 			wait = w.n.backoff(attempt)
 			if r.retryAfter >= 0 {
 				wait = r.retryAfter // the receiver knows its rate limit best
 			}
 			if !time.Now().Add(wait).Before(deadline) {
-				log.Warn("notification failed: time used up", append(attrs, "wait", wait)...)
+				log().Warn("notification failed: time used up", append(attrs, "wait", wait)...)
 				break
 			}
 			w.n.report(w, ResultRetry)
-			log.Info("notification attempt failed, retrying", append(attrs, "wait", wait)...)
+			log().Info("notification attempt failed, retrying", append(attrs, "wait", wait)...)
 			if sleep(ctx, wait) {
 				continue
 			}
-			log.Warn("notification abandoned at shutdown", attrs...)
+			log().Warn("notification abandoned at shutdown", attrs...)
 		}
 		w.n.report(w, ResultFailed)
 		return ResultFailed
