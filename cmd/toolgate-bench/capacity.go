@@ -87,7 +87,7 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 		return err
 	}
 	fmt.Fprintf(stdout, "parked:          %d calls in %v (%.0f parks/s through %d replicas)\n", len(ids), parkTook.Round(time.Second), float64(len(ids))/parkTook.Seconds(), p.replicas)
-	fmt.Fprintf(stdout, "Redis memory:    %.0f B per parked call (used_memory %s → %s), of which %d B the stored request, argument and brief\n",
+	fmt.Fprintf(stdout, "Redis memory:    %.0f B per parked call (used_memory less client buffers %s → %s), of which %d B the stored request, argument and brief\n",
 		perCall, mibs(before), mibs(after), req)
 	fmt.Fprintf(stdout, "                 %.0f B per call beyond them (target ≤ 1024); the call's own key: %s B, the rest indexes and attach keys\n", perCall-float64(req), keys)
 	var rss []string
@@ -115,7 +115,7 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	// what a call waiting for its approver costs from then on.
 	if announced, err := s.usedMemory(ctx); err == nil {
 		per := float64(announced-before) / float64(len(ids))
-		fmt.Fprintf(stdout, "Redis memory:    %.0f B per call once announced (used_memory %s), %.0f B beyond the request, argument and brief\n",
+		fmt.Fprintf(stdout, "Redis memory:    %.0f B per call once announced (used_memory less client buffers %s), %.0f B beyond the request, argument and brief\n",
 			per, mibs(announced), per-float64(req))
 	}
 
@@ -322,7 +322,12 @@ func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster b
 	return nodes, nil
 }
 
-// usedMemory is used_memory summed over the nodes.
+// usedMemory is used_memory summed over the nodes, less the clients'
+// buffers (mem_clients_normal): those belong to the connections, not to
+// the calls, and are large just after a burst of commands (Redis shrinks
+// an idle client's query buffer only after a while), which is when the
+// figure once every call is announced is read when announcing keeps up
+// with parking.
 func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 	var total int64
 	for _, a := range s.nodes {
@@ -336,6 +341,10 @@ func (s *capacityStack) usedMemory(ctx context.Context) (int64, error) {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				total += n
+			}
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "mem_clients_normal:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total -= n
 			}
 		}
 	}
