@@ -25,6 +25,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,6 +137,9 @@ type Target struct {
 	// form with Standard Webhooks libraries, which base64-decode); anything
 	// else is used as the raw key bytes. Empty: unsigned.
 	Secret string
+	// Lanes is how many events this target is sent at once; 0 takes
+	// Options.Lanes.
+	Lanes int
 }
 
 // Options configures a [Notifier]. Zero values mean the defaults below.
@@ -158,9 +162,10 @@ type Options struct {
 	BaseBackoff time.Duration
 	// QueueSize is each target's queue length; default 1024. Notify drops
 	// an event for a target whose queue is full. The queue is split over
-	// the target's lanes, each holding QueueSize/Lanes events (rounded up).
+	// the target's lanes, each holding QueueSize/lanes events (rounded up).
 	QueueSize int
-	// Lanes is how many events each target is sent at once; default 4.
+	// Lanes is how many events each target is sent at once, unless the
+	// target says otherwise (Target.Lanes); default 4.
 	// A call's events share a lane and go one after another, so each
 	// target receives them in order; events of different calls may
 	// arrive in any order.
@@ -252,7 +257,8 @@ func New(opts Options) (*Notifier, error) {
 
 	workers := make([]*worker, 0, len(opts.Targets))
 	for i, t := range opts.Targets {
-		w, err := newWorker(i, t, opts.Lanes, (opts.QueueSize+opts.Lanes-1)/opts.Lanes)
+		lanes := cmp.Or(t.Lanes, opts.Lanes)
+		w, err := newWorker(i, t, lanes, (opts.QueueSize+lanes-1)/lanes)
 		if err != nil {
 			return nil, fmt.Errorf("notify: targets[%d]: %w", i, err)
 		}
@@ -276,6 +282,9 @@ func New(opts Options) (*Notifier, error) {
 }
 
 func newWorker(index int, t Target, lanes, laneSize int) (*worker, error) {
+	if lanes < 1 {
+		return nil, fmt.Errorf("lanes: %d is less than 1", lanes)
+	}
 	u, err := url.Parse(t.URL)
 	if err != nil {
 		// url.Error repeats the URL, which may hold a webhook credential.

@@ -160,6 +160,42 @@ func TestOrderingPerCall(t *testing.T) {
 	}
 }
 
+// TestOneLaneInOrder: a target with one lane receives every event in the
+// order Notify was given them, retries in the middle included, beside a
+// target with the default lanes; a negative lane count is refused.
+func TestOneLaneInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	rc := testkit.NewUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n%4 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if r.URL.Path == "/one" {
+			mu.Lock()
+			got = append(got, r.Header.Get("webhook-id"))
+			mu.Unlock()
+		}
+	})
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.URL + "/one", Lanes: 1}, Target{URL: rc.URL + "/many"}))
+	var want []string
+	for i := range 20 {
+		id := fmt.Sprint("c", i)
+		n.Notify(requested(id))
+		want = append(want, id)
+	}
+	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*len(want) })
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("one lane's delivery order (-want +got):\n%s", diff)
+	}
+	if _, err := New(Options{Targets: []Target{{URL: rc.URL, Lanes: -1}}}); err == nil {
+		t.Error("New took a target with -1 lanes")
+	}
+}
+
 // TestLanesSideBySide: a call whose delivery hangs holds up its own lane
 // only; other calls reach the same target meanwhile.
 func TestLanesSideBySide(t *testing.T) {

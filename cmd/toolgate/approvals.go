@@ -123,7 +123,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 
 	targets := make([]notify.Target, 0, len(cfg.Approvals.Notify))
 	for _, n := range cfg.Approvals.Notify {
-		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal()})
+		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal(), Lanes: n.Concurrency})
 		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped} {
 			deliveries.WithLabelValues(cmp.Or(n.Format, notify.FormatCloudEvents), result)
 		}

@@ -211,6 +211,9 @@ type Notify struct {
 	URL    string `koanf:"url"`
 	Format string `koanf:"format"` // cloudevents | slack | teams
 	Secret Secret `koanf:"secret"`
+	// Concurrency is how many deliveries to this entry run at once; each
+	// call's events still arrive in order. 1 sends every event in order.
+	Concurrency int `koanf:"concurrency"`
 }
 
 // Limits bounds what a caller may send and how many calls may wait.

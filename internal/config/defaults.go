@@ -40,6 +40,7 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	pending.result_ttl         24h
 //	pending.max_result_bytes   1MiB
 //	approvals.notify[].format  cloudevents
+//	approvals.notify[].concurrency  4
 //	approvals.identity.secret_header  X-Approvals-Proxy-Secret (type trusted_header, with secret set)
 //	approvals.identity.user_claim     email   (type oidc)
 //	approvals.identity.groups_claim   groups  (type oidc)
@@ -133,6 +134,7 @@ func (c *Config) ApplyDefaults() {
 
 	for i := range c.Approvals.Notify {
 		setString(&c.Approvals.Notify[i].Format, "cloudevents")
+		setInt(&c.Approvals.Notify[i].Concurrency, 4)
 	}
 	if id := c.Approvals.Identity; id != nil {
 		id.applyDefaults()

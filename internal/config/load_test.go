@@ -123,7 +123,7 @@ func TestLoad_SpecExample(t *testing.T) {
 		Approvals: Approvals{
 			Secret:    testApprovalsSecret,
 			Approvers: []Approver{{Name: "alice", Key: testAliceKey}},
-			Notify:    []Notify{{URL: "https://hooks.example.com/toolgate", Format: "cloudevents", Secret: testWebhookSecret}},
+			Notify:    []Notify{{URL: "https://hooks.example.com/toolgate", Format: "cloudevents", Secret: testWebhookSecret, Concurrency: 4}},
 		},
 		Limits: Limits{
 			MaxBodyBytes:        1 << 20,

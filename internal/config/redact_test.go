@@ -131,9 +131,11 @@ approvals:
     - url: https://hooks.slack.com/[redacted]
       format: slack
       secret: ""
+      concurrency: 4
     - url: https://events.example.com
       format: cloudevents
       secret: ""
+      concurrency: 4
   identity: null
   slack: null
 limits:

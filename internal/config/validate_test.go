@@ -166,6 +166,7 @@ func TestValidate(t *testing.T) {
 		{"approver key is an agent's key", func(c *Config) { c.Approvals.Approvers[1].Key = "other-agent-key-0123" }, []string{"approvals.approvers[1].key"}},
 		{"notify url", func(c *Config) { c.Approvals.Notify[0].URL = "hooks.example.com" }, []string{"approvals.notify[0].url"}},
 		{"notify format", func(c *Config) { c.Approvals.Notify[0].Format = "email" }, []string{"approvals.notify[0].format"}},
+		{"notify concurrency", func(c *Config) { c.Approvals.Notify[0].Concurrency = 65 }, []string{"approvals.notify[0].concurrency"}},
 
 		{"max_body_bytes too small", func(c *Config) { c.Limits.MaxBodyBytes = 1023 }, []string{"limits.max_body_bytes"}},
 		{"max_body_bytes too large", func(c *Config) { c.Limits.MaxBodyBytes = 1<<30 + 1 }, []string{"limits.max_body_bytes"}},
@@ -422,6 +423,14 @@ func TestApplyDefaults(t *testing.T) {
 			Config{Approvals: Approvals{Notify: []Notify{{}, {Format: "slack"}}}},
 			func(c *Config) any { return []string{c.Approvals.Notify[0].Format, c.Approvals.Notify[1].Format} },
 			[]string{"cloudevents", "slack"},
+		},
+		{
+			"notify concurrency",
+			Config{Approvals: Approvals{Notify: []Notify{{}, {Concurrency: 1}}}},
+			func(c *Config) any {
+				return []int{c.Approvals.Notify[0].Concurrency, c.Approvals.Notify[1].Concurrency}
+			},
+			[]int{4, 1},
 		},
 	}
 	for _, tt := range tests {
