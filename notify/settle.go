@@ -15,17 +15,31 @@ func (n *Notifier) InFlight(typ, callID string) bool {
 }
 
 // Room is how many more events Notify can queue for every target now:
-// the free places in the fullest lane, since every event could fall into
-// it. A caller with a backlog (the re-announcer) sends no more than this,
-// so what it sends is queued, not dropped.
+// the free places of the fullest target, over all its lanes. A caller
+// with a backlog (the re-announcer) sends no more than this, and only the
+// events RoomFor has a place for, so what it sends is queued, not
+// dropped.
 func (n *Notifier) Room() int {
 	room := n.opts.QueueSize
 	for _, w := range n.workers {
+		free := 0
 		for _, lane := range w.lanes {
-			room = min(room, cap(lane)-len(lane))
+			free += cap(lane) - len(lane)
 		}
+		room = min(room, free)
 	}
 	return room
+}
+
+// RoomFor reports whether every target's lane for call callID's events
+// has a free place now.
+func (n *Notifier) RoomFor(callID string) bool {
+	for _, w := range n.workers {
+		if lane := w.lane(callID); len(lane) == cap(lane) {
+			return false
+		}
+	}
+	return true
 }
 
 // Pending is how many events Notify took that some target has not

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -148,5 +149,39 @@ func TestRoomAndPending(t *testing.T) {
 	}
 	if got := n.Pending(); got != 3 {
 		t.Errorf("Pending() = %d, want 3", got)
+	}
+}
+
+// TestRoomForLanes: with lanes, Room counts the free places of the fullest
+// target over all its lanes, and RoomFor says whether a call's own lane
+// has one: a full lane does not stop calls that take another.
+func TestRoomForLanes(t *testing.T) {
+	slowT := hangingReceiver(t)
+	var res results
+	opts := fast(&res, Target{URL: slowT.URL})
+	opts.QueueSize, opts.Lanes = 4, 2 // two lanes of 2
+	n := start(t, opts)
+	w := n.workers[0]
+	// Three calls of one lane and one of the other.
+	var same []string
+	other := ""
+	for i := 0; len(same) < 3 || other == ""; i++ {
+		id := fmt.Sprint("c", i)
+		switch {
+		case w.lane(id) == w.lanes[0] && len(same) < 3:
+			same = append(same, id)
+		case w.lane(id) == w.lanes[1] && other == "":
+			other = id
+		}
+	}
+	n.Notify(requested(same[0]))
+	testkit.WaitFor(t, "the first call in delivery", func() bool { return len(slowT.Requests()) == 1 })
+	n.Notify(requested(same[1]))
+	n.Notify(requested(same[2])) // its lane now holds two: full
+	if n.RoomFor(same[0]) || !n.RoomFor(other) {
+		t.Errorf("RoomFor = %v for a call of the full lane, %v for one of the empty lane; want false, true", n.RoomFor(same[0]), n.RoomFor(other))
+	}
+	if got := n.Room(); got != 2 {
+		t.Errorf("Room() = %d, want 2 (the other lane's places)", got)
 	}
 }

@@ -25,7 +25,7 @@ pending:
 approvals:
   secret: ` + testSecret + `
   approvers: [{name: alice, key: alice-key}]
-  notify: [{url: ` + notifyURL + `, format: cloudevents}]
+  notify: [{url: ` + notifyURL + `, format: cloudevents, concurrency: 1}]
 shutdown_grace: 2s
 `
 }
@@ -36,12 +36,9 @@ shutdown_grace: 2s
 // parks a call asynchronously and returns its ID.
 func announcing(t *testing.T, queueSize int) (tg replica, ev events, open func(), park func(content string) string) {
 	t.Helper()
-	oldEvery, oldAfter, oldQueue, oldLanes := reannounceEvery, reannounceAfter, notifyQueueSize, notifyLanes
-	// One lane: the queue's length is then what the tests count on.
-	reannounceEvery, reannounceAfter, notifyQueueSize, notifyLanes = 50*time.Millisecond, time.Second, queueSize, 1
-	t.Cleanup(func() {
-		reannounceEvery, reannounceAfter, notifyQueueSize, notifyLanes = oldEvery, oldAfter, oldQueue, oldLanes
-	})
+	oldEvery, oldAfter, oldQueue := reannounceEvery, reannounceAfter, notifyQueueSize
+	reannounceEvery, reannounceAfter, notifyQueueSize = 50*time.Millisecond, time.Second, queueSize
+	t.Cleanup(func() { reannounceEvery, reannounceAfter, notifyQueueSize = oldEvery, oldAfter, oldQueue })
 
 	release := make(chan struct{})
 	var releaseOnce sync.Once

@@ -50,13 +50,11 @@ type parking struct {
 // reannounceEvery, the calls waiting at least reannounceAfter and not
 // recorded as announced are notified again, as many as the notification
 // queues have room for. Variables so that tests can shorten them;
-// notifyQueueSize and notifyLanes are notify's QueueSize and Lanes (0:
-// its defaults).
+// notifyQueueSize is notify's QueueSize (0: its default).
 var (
 	reannounceEvery = 5 * time.Second
 	reannounceAfter = 15 * time.Second
 	notifyQueueSize = 0
-	notifyLanes     = 0
 )
 
 const (
@@ -129,7 +127,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		}
 	}
 	nopts := notify.Options{
-		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, Lanes: notifyLanes, SlackInteractive: cfg.Approvals.Slack != nil,
+		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, SlackInteractive: cfg.Approvals.Slack != nil,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
 	}
 	if p.announcing {
@@ -281,8 +279,8 @@ func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 		if n == room {
 			break
 		}
-		if p.notifier.InFlight(notify.TypeRequested, c.ID) {
-			continue
+		if p.notifier.InFlight(notify.TypeRequested, c.ID) || !p.notifier.RoomFor(c.ID) {
+			continue // queued still, or its lane is full: a later round
 		}
 		p.announce(c, p.signer.ApprovalURL(p.public, c))
 		p.reannounced.Inc()
