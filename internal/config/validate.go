@@ -403,7 +403,7 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 		v.httpURL(at+".url", n.URL)
 		v.oneOf(at+".format", n.Format, "cloudevents", "slack", "teams")
 		if n.Concurrency < 1 || n.Concurrency > 64 {
-			v.add(at+".concurrency", fmt.Sprintf("%d is outside 1..64", n.Concurrency), "write a whole number such as 4 (1 sends every event in order)")
+			v.add(at+".concurrency", fmt.Sprintf("%d is outside 1..64", n.Concurrency), "write a whole number from 1 to 64; 1 sends every event in order")
 		}
 	}
 	if a.Identity != nil {
