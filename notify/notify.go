@@ -5,11 +5,10 @@
 // It never delays or changes a decision. [Notifier.Notify] only enqueues;
 // a few goroutines per target deliver, each call's events in order,
 // retrying with backoff for a bounded time, and a full queue drops the
-// event (counted) rather than
-// block the caller. A lost notification costs an approver a message, not
-// safety: the call stays listed on the approvals page and API, and expires
-// fail-closed if nobody decides (docs/parked-calls.md, expiry;
-// docs/security.md, R03).
+// event (counted) rather than block the caller. A lost notification costs
+// an approver a message, not safety: the call stays listed on the
+// approvals page and API, and expires fail-closed if nobody decides
+// (docs/parked-calls.md, expiry; docs/security.md, R03).
 //
 // What it does not do: it decides nothing, receives no Slack or Teams
 // interactions, and keeps nothing durable. Its links lead to the approval
@@ -165,10 +164,9 @@ type Options struct {
 	// the target's lanes, each holding QueueSize/lanes events (rounded up).
 	QueueSize int
 	// Lanes is how many events each target is sent at once, unless the
-	// target says otherwise (Target.Lanes); default 4.
-	// A call's events share a lane and go one after another, so each
-	// target receives them in order; events of different calls may
-	// arrive in any order.
+	// target says otherwise (Target.Lanes); default 4. A call's events
+	// share a lane and go one after another, so each target receives them
+	// in order; events of different calls may arrive in any order.
 	Lanes int
 	// Logger receives delivery logs; nil discards them. At info level and
 	// above they carry the call ID, target index, format and host; never a
@@ -232,8 +230,9 @@ type Notifier struct {
 	wg   sync.WaitGroup
 }
 
-// New validates opts and starts opts.Lanes delivery goroutines per target. Errors
-// name the target by index and never contain its URL or secret.
+// New validates opts and starts a delivery goroutine for each lane of each
+// target. Errors name the target by index and never contain its URL or
+// secret.
 func New(opts Options) (*Notifier, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
