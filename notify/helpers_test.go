@@ -63,6 +63,17 @@ func hangingReceiver(t *testing.T) *testkit.Upstream {
 	return rc
 }
 
+// releaser returns a channel and the function that closes it, once; the
+// channel is closed when the test ends at the latest, so a receiver that
+// waits on it never outlives the test.
+func releaser(t *testing.T) (release chan struct{}, open func()) {
+	release = make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	return release, open
+}
+
 // statuses answers the listed statuses in turn, then 200.
 func statuses(codes ...int) func(int, http.ResponseWriter, *http.Request) {
 	return func(n int, w http.ResponseWriter, _ *http.Request) {

@@ -199,10 +199,7 @@ func TestOneLaneInOrder(t *testing.T) {
 // TestLanesSideBySide: a call whose delivery hangs holds up its own lane
 // only; other calls reach the same target meanwhile.
 func TestLanesSideBySide(t *testing.T) {
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(open)
+	release, open := releaser(t)
 	rc := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("webhook-id") == "slow" {
 			select {

@@ -70,10 +70,7 @@ func TestSettledFailed(t *testing.T) {
 // An event one target dropped does not settle, even though the other
 // target delivered it; the events that target did attempt do.
 func TestSettledNotWhenDropped(t *testing.T) {
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	open := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(open)
+	release, open := releaser(t)
 	slow := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
