@@ -85,10 +85,19 @@ func (info Info) NamesApprovers() bool {
 }
 
 // Decode reads a stored Info. An unreadable one reads as empty: a display
-// document never stops a call from being shown or decided.
+// document never stops a call from being shown or decided. The Infos it
+// decoded last are kept (memo.go), so reading the same call again costs a
+// copy, not a decoding.
 func Decode(b []byte) Info {
+	h := decoded.hash(b)
+	if info, ok := decoded.get(h, b); ok {
+		return info
+	}
 	var info Info
-	_ = json.Unmarshal(b, &info)
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info // as far as it could be read, and not kept
+	}
+	decoded.put(h, b, info)
 	return info
 }
 
