@@ -74,6 +74,12 @@ func TestInputValue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A parked call stores AppendJSON's form as it is: it must be
+			// compact, as encoding/json would write it.
+			var compact bytes.Buffer
+			if raw, err := in.AppendJSON(nil, false); err != nil || json.Compact(&compact, raw) != nil || !bytes.Equal(compact.Bytes(), raw) {
+				t.Errorf("AppendJSON = %s (%v): want compact JSON", raw, err)
+			}
 			if fromJSON, err := ast.ValueFromReader(bytes.NewReader(doc)); err != nil || fromJSON.Compare(want) != 0 {
 				t.Errorf("JSON form =\n%s (%v)\nwant\n%v", doc, err, want)
 			}

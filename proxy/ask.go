@@ -126,7 +126,9 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		t.Arguments = nil
 		in.Tool = &t
 	}
-	info.PolicyInput = callinfo.MarshalNoEscape(&in)
+	// Compact JSON, as Info.Encode wants it. An input that cannot be
+	// written is stored as none: the re-check then refuses the call.
+	info.PolicyInput, _ = in.AppendJSON(nil, false)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{

@@ -2,7 +2,8 @@
 // approvers, its caller's status answers and notifications show of it. The
 // proxy writes it when it parks a call and stores it, as JSON, in
 // pending.Call.Info; everyone else only reads it. It imports nothing of
-// toolgate, so every side can share it without knowing the others.
+// toolgate but its JSON string writer, so every side can share it without
+// knowing the others.
 package callinfo
 
 import (
@@ -100,9 +101,6 @@ func Decode(b []byte) Info {
 	decoded.put(h, b, info)
 	return info
 }
-
-// Encode returns info's JSON form.
-func (info Info) Encode() []byte { return MarshalNoEscape(info) }
 
 // MarshalNoEscape encodes v without escaping <, > and &, so approvers see
 // the agent's arguments byte for byte (pages escape them for HTML).
