@@ -38,6 +38,7 @@ const capacityPrefix = "toolgate"
 type capacityParams struct {
 	calls, replicas, principals, rounds, sweep int
 	cluster                                    bool
+	redisArgs                                  string // more redis-server arguments
 }
 
 // capacityStack is the run's Redis, upstream and replicas.
@@ -64,8 +65,12 @@ func capacityRun(ctx context.Context, o *options, pins pinning, stdout, stderr i
 	}
 	defer s.redis.Close()
 	defer s.recv.close()
-	fmt.Fprintf(stdout, "toolgate-bench -capacity: %s; %d replicas on %s; %d calls of %d principals\n\n",
+	fmt.Fprintf(stdout, "toolgate-bench -capacity: %s; %d replicas on %s; %d calls of %d principals\n",
 		machine(), p.replicas, s.topology(), p.calls, p.principals)
+	if p.redisArgs != "" {
+		fmt.Fprintf(stdout, "redis-server also given: %s\n", p.redisArgs)
+	}
+	fmt.Fprintln(stdout)
 
 	before, err := s.usedMemory(ctx)
 	if err != nil {
@@ -194,7 +199,7 @@ func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacit
 		return nil, err
 	}
 	s.recv = recv
-	nodes, err := startCapacityRedis(ctx, o.dir, pins, p.cluster)
+	nodes, err := startCapacityRedis(ctx, o.dir, pins, p.cluster, strings.Fields(p.redisArgs))
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +273,7 @@ log: {level: warn, decisions: {console: false}}
 
 // startCapacityRedis starts a redis-server of the run's own, or three in a
 // Cluster, without persistence, and returns their addresses.
-func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster bool) ([]string, error) {
+func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster bool, extra []string) ([]string, error) {
 	n := 1
 	if cluster {
 		n = 3
@@ -288,6 +293,7 @@ func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster b
 		if cluster {
 			argv = append(argv, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		}
+		argv = append(argv, extra...)
 		if _, err := startProc(dir, fmt.Sprintf("redis-%d", i), pins.servers, argv, nil); err != nil {
 			return nil, err
 		}

@@ -98,6 +98,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.capacity.rounds, "capacity-rounds", 200, "held calls approved on another replica in the -capacity run")
 	fs.IntVar(&o.capacity.sweep, "capacity-sweep", 5000, "parked calls the -capacity run approves for the sweepers to execute")
 	fs.BoolVar(&o.capacity.cluster, "capacity-cluster", false, "run -capacity on a three-primary Redis Cluster instead of one Redis")
+	fs.StringVar(&o.capacity.redisArgs, "capacity-redis-args", "", `more redis-server arguments for the -capacity run's Redis (e.g. "--zset-max-listpack-entries 2048")`)
 	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
