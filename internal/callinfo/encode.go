@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/strictjson"
 )
@@ -12,7 +13,8 @@ import (
 // for byte (TestEncodeMatchesMarshal), without its reflection and without
 // checking PolicyInput again. PolicyInput must be compact JSON, as
 // policy.Input.AppendJSON writes it; the arguments are compacted. Every
-// parked call is encoded once, and a policy input is most of an Info.
+// parked call is encoded once, and a policy input is most of an Info. What
+// Decode will give for the encoding is kept (memo.go).
 func (info Info) Encode() []byte {
 	var b bytes.Buffer
 	b.Grow(256 + len(info.Arguments) + len(info.PolicyInput))
@@ -28,11 +30,13 @@ func (info Info) Encode() []byte {
 		str(`,"target":`, info.Target)
 	}
 	b.WriteString(`,"arguments":`)
+	argsAt := b.Len()
 	if info.Arguments == nil {
 		b.WriteString("null")
 	} else if err := json.Compact(&b, info.Arguments); err != nil {
 		return nil // as MarshalNoEscape: arguments are JSON the proxy checked
 	}
+	argsEnd := b.Len()
 	strs(&b, `,"reasons":`, info.Reasons, false)
 	strs(&b, `,"rule_ids":`, info.RuleIDs, false)
 	str(`,"method":`, info.Method)
@@ -75,7 +79,58 @@ func (info Info) Encode() []byte {
 		b.Write(info.PolicyInput)
 	}
 	b.WriteByte('}')
-	return b.Bytes()
+	enc := b.Bytes()
+	if as, ok := info.asDecoded(enc[argsAt:argsEnd]); ok {
+		// The replica that parks a call reads it again at once (its
+		// announcement): what Decode would give is known already.
+		decoded.put(decoded.hash(enc), enc, as)
+	}
+	return enc
+}
+
+// asDecoded returns what decoding info's encoding gives, args being its
+// arguments as encoded, when that is info itself but for the forms JSON
+// does not keep: an empty list of approvers, groups or subjects is
+// omitted, so it reads back as none, and arguments absent read back as
+// null. A string that is not UTF-8 would read back changed: then ok is
+// false. TestEncodeKeepsWhatDecodeGives holds it to encoding/json.
+func (info Info) asDecoded(args []byte) (Info, bool) {
+	for _, s := range [...]string{info.Kind, info.Tool, info.Upstream, info.Subject, info.Target, info.Method, info.Path, info.MCPMethod} {
+		if !utf8.ValidString(s) {
+			return Info{}, false
+		}
+	}
+	if !allUTF8(info.Reasons) || !allUTF8(info.RuleIDs) {
+		return Info{}, false
+	}
+	as := info
+	as.Arguments = json.RawMessage(args)
+	if len(info.PolicyInput) == 0 {
+		as.PolicyInput = nil
+	}
+	as.Approvers = nil
+	for _, a := range info.Approvers {
+		if !utf8.ValidString(a.Reason) || !allUTF8(a.Groups) || !allUTF8(a.Subjects) {
+			return Info{}, false
+		}
+		if len(a.Groups) == 0 {
+			a.Groups = nil
+		}
+		if len(a.Subjects) == 0 {
+			a.Subjects = nil
+		}
+		as.Approvers = append(as.Approvers, a)
+	}
+	return as, true
+}
+
+func allUTF8(ss []string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // strs writes key and ss as a JSON array, null when ss is nil, and

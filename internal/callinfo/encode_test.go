@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestEncodeMatchesMarshal holds Encode to encoding/json's form of the
@@ -12,6 +14,18 @@ import (
 // escaping or are not UTF-8, nil, empty and full lists, arguments with
 // spaces to compact.
 func TestEncodeMatchesMarshal(t *testing.T) {
+	for i, info := range randomInfos(2000) {
+		got, want := info.Encode(), MarshalNoEscape(info)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Info %d: Encode =\n%s\nencoding/json =\n%s", i, got, want)
+		}
+	}
+}
+
+// randomInfos returns n Infos of every shape: strings that need escaping
+// or are not UTF-8, nil, empty and full lists, arguments with spaces to
+// compact.
+func randomInfos(n int) []Info {
 	texts := []string{
 		"", "write_note", "<b>&amp;</b>", "tab\there\nnew \"q\" \\", "\x00\x1f\x7f", "bad \xff\xfe utf-8",
 		"line\u2028sep\u2029", "é ✓ 😀", "../../etc/passwd",
@@ -35,7 +49,8 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 	}
 	inputs := []json.RawMessage{nil, {}, json.RawMessage(`{"version":"toolgate/v1","tool":{"name":"x<y"}}`)}
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 2000 {
+	var out []Info
+	for range n {
 		text := func() string { return texts[r.IntN(len(texts))] }
 		info := Info{
 			Kind: text(), Tool: text(), Upstream: text(), Subject: text(), Target: text(),
@@ -52,11 +67,9 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 				})
 			}
 		}
-		got, want := info.Encode(), MarshalNoEscape(info)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("Info %d: Encode =\n%s\nencoding/json =\n%s", i, got, want)
-		}
+		out = append(out, info)
 	}
+	return out
 }
 
 func BenchmarkEncode(b *testing.B) {
@@ -73,4 +86,33 @@ func BenchmarkEncode(b *testing.B) {
 			MarshalNoEscape(info)
 		}
 	})
+}
+
+// TestEncodeKeepsWhatDecodeGives holds what Encode keeps for Decode to
+// what encoding/json reads from the encoding, over the Infos of
+// TestEncodeMatchesMarshal, and checks that it keeps most of them.
+func TestEncodeKeepsWhatDecodeGives(t *testing.T) {
+	kept := 0
+	for i, info := range randomInfos(2000) {
+		enc := info.Encode()
+		var want Info
+		if err := json.Unmarshal(enc, &want); err != nil {
+			t.Fatalf("Info %d: %s: %v", i, enc, err)
+		}
+		got, ok := decoded.get(decoded.hash(enc), enc)
+		if !ok {
+			if _, canKeep := info.asDecoded(nil); canKeep {
+				t.Fatalf("Info %d was not kept", i)
+			}
+			continue
+		}
+		kept++
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("Info %d: %s\nkept (-decoded +kept):\n%s", i, enc, diff)
+		}
+	}
+	if kept < 200 {
+		t.Fatalf("%d of 2000 Infos kept: the check above checked little", kept)
+	}
+	t.Logf("%d of 2000 Infos kept", kept)
 }
