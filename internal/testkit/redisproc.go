@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // RedisProc is a redis-server (or sentinel) process of the test's own on a
@@ -122,11 +123,15 @@ func (p *RedisProc) Wipe() {
 func (p *RedisProc) Do(args ...string) string { return Do(p.Addr, args...) }
 
 // Do sends one command to the Redis at addr (see RedisProc.Do).
-func Do(addr string, args ...string) string {
+func Do(addr string, args ...string) string { return DoWithin(addr, time.Second, args...) }
+
+// DoWithin is Do waiting up to wait for the answer, for a command that
+// takes its time (MIGRATE waits for the node it moves keys to).
+func DoWithin(addr string, wait time.Duration, args ...string) string {
 	c, err := net.DialTimeout("tcp", addr, 500e6)
 	if err != nil {
 		return ""
 	}
 	defer c.Close()
-	return (&respConn{c}).do(nil, args...)
+	return (&respConn{c: c, wait: wait}).do(nil, args...)
 }

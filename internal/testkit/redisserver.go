@@ -160,7 +160,7 @@ func waitRedis(tb testing.TB, what, addr string, cond func(*respConn) bool) {
 	tb.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			ok := cond(&respConn{c})
+			ok := cond(&respConn{c: c})
 			c.Close()
 			if ok {
 				return
@@ -174,7 +174,10 @@ func waitRedis(tb testing.TB, what, addr string, cond func(*respConn) bool) {
 
 // respConn sends one command and reads its answer as text: enough to
 // wait for a server's state without a client library in testkit.
-type respConn struct{ c net.Conn }
+type respConn struct {
+	c    net.Conn
+	wait time.Duration // for the answer; 0 is a second
+}
 
 func (r *respConn) do(tb testing.TB, args ...string) string {
 	var b strings.Builder
@@ -182,7 +185,11 @@ func (r *respConn) do(tb testing.TB, args ...string) string {
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
-	_ = r.c.SetDeadline(time.Now().Add(time.Second))
+	wait := r.wait
+	if wait == 0 {
+		wait = time.Second
+	}
+	_ = r.c.SetDeadline(time.Now().Add(wait))
 	if _, err := r.c.Write([]byte(b.String())); err != nil {
 		return ""
 	}
