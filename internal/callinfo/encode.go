@@ -11,8 +11,9 @@ import (
 
 // Encode returns info's JSON form: what MarshalNoEscape(info) writes, byte
 // for byte (TestEncodeMatchesMarshal), without its reflection and without
-// checking PolicyInput again. PolicyInput must be compact JSON, as
-// policy.Input.AppendJSON writes it; the arguments are compacted. Every
+// checking PolicyInput again. PolicyInput must be a compact JSON object,
+// as policy.Input.AppendJSON writes it (one that does not start and end
+// as one gives nil); the arguments are compacted. Every
 // parked call is encoded once, and a policy input is most of an Info. What
 // Decode will give for the encoding is kept (memo.go).
 func (info Info) Encode() []byte {
@@ -75,6 +76,9 @@ func (info Info) Encode() []byte {
 		b.WriteString(`,"hook_asked":true`)
 	}
 	if len(info.PolicyInput) > 0 {
+		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
+			return nil // no compact JSON object: not the proxy's
+		}
 		b.WriteString(`,"policy_input":`)
 		b.Write(info.PolicyInput)
 	}

@@ -116,3 +116,16 @@ func TestEncodeKeepsWhatDecodeGives(t *testing.T) {
 	}
 	t.Logf("%d of 2000 Infos kept", kept)
 }
+
+// TestEncodeRefusesPolicyInputNotAnObject checks that a policy input
+// Encode cannot append as it is gives no encoding rather than a broken
+// one (or a kept Info for bytes that do not read back).
+func TestEncodeRefusesPolicyInputNotAnObject(t *testing.T) {
+	for _, in := range []string{"{", `{"a":1}` + "\n", ` {}`, `[1]`, `"x"`} {
+		info := memoSample(9)
+		info.PolicyInput = json.RawMessage(in)
+		if enc := info.Encode(); enc != nil {
+			t.Errorf("policy input %q: Encode = %s, want nil", in, enc)
+		}
+	}
+}

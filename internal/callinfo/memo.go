@@ -59,14 +59,26 @@ func (m *memo) put(h uint64, enc []byte, info Info) {
 	e := memoEntry{enc: bytes.Clone(enc), info: info.clone()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.entries == nil || len(m.entries) >= memoMaxEntries || m.bytes+2*len(enc) > memoMaxBytes {
+	if old, ok := m.entries[h]; ok {
+		m.bytes -= old.size()
+		delete(m.entries, h)
+	}
+	if m.entries == nil || len(m.entries) >= memoMaxEntries || m.bytes+e.size() > memoMaxBytes {
 		m.entries, m.bytes = make(map[uint64]memoEntry, 64), 0
 	}
-	if old, ok := m.entries[h]; ok {
-		m.bytes -= 2 * len(old.enc)
-	}
 	m.entries[h] = e
-	m.bytes += 2 * len(enc) // the encoding and, about as long, the decoded copy
+	m.bytes += e.size()
+}
+
+// size is about what e holds: its encoding, the decoded copy's bytes, and
+// a slice entry or more for every string of its lists and every approver
+// (which a few bytes of JSON can name by the thousand).
+func (e memoEntry) size() int {
+	n := 2*len(e.enc) + 16*(len(e.info.Reasons)+len(e.info.RuleIDs))
+	for _, a := range e.info.Approvers {
+		n += 96 + 16*(len(a.Groups)+len(a.Subjects))
+	}
+	return n
 }
 
 // clone returns a deep copy of info: callers may change what they get
