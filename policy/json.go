@@ -35,14 +35,9 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 	b = strictjson.AppendString(b, in.Upstream.Protocol)
 	b = append(b, `},"subject":{"id":`...)
 	b = strictjson.AppendString(b, in.Subject.ID)
-	b = append(b, `,"groups":[`...)
-	for i, g := range in.Subject.Groups {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strictjson.AppendString(b, g)
-	}
-	b = append(b, `],"claims":`...)
+	b = append(b, `,"groups":`...)
+	b = strictjson.AppendStrings(b, in.Subject.Groups)
+	b = append(b, `,"claims":`...)
 	if b, err = appendObject(b, in.Subject.Claims); err != nil {
 		return nil, err
 	}
@@ -145,14 +140,8 @@ func appendMulti[M ~map[string][]string](b []byte, m M) []byte {
 			b = append(b, ',')
 		}
 		b = strictjson.AppendString(b, k)
-		b = append(b, ":["...)
-		for j, v := range m[k] {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strictjson.AppendString(b, v)
-		}
-		b = append(b, ']')
+		b = append(b, ':')
+		b = strictjson.AppendStrings(b, m[k])
 	}
 	return append(b, '}')
 }

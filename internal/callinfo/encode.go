@@ -146,15 +146,8 @@ func strs(b *bytes.Buffer, key string, ss []string, omitEmpty bool) bool {
 	b.WriteString(key)
 	if ss == nil {
 		b.WriteString("null")
-		return true
+	} else {
+		b.Write(strictjson.AppendStrings(b.AvailableBuffer(), ss))
 	}
-	b.WriteByte('[')
-	for i, s := range ss {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(strictjson.AppendString(b.AvailableBuffer(), s))
-	}
-	b.WriteByte(']')
 	return true
 }

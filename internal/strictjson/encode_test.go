@@ -24,3 +24,21 @@ func TestAppendString(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendStrings(t *testing.T) {
+	for _, ss := range [][]string{nil, {}, {""}, {"a", "<&>", "caf\xe9"}} {
+		want := "[]"
+		if len(ss) > 0 {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(ss); err != nil {
+				t.Fatal(err)
+			}
+			want = string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+		}
+		if got := AppendStrings(nil, ss); string(got) != want {
+			t.Errorf("AppendStrings(%q) = %s, want %s", ss, got, want)
+		}
+	}
+}
