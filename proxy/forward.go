@@ -69,6 +69,14 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			pr.SetXForwarded()
 			if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 				outboundHeader(pr.Out.Header, c)
+				if len(c.body) > 0 {
+					// ReverseProxy wraps the body in a reader net/http does
+					// not know as in memory, so the transport would flush
+					// the headers in a write of their own and wake the
+					// upstream twice. The body is the evaluated bytes, in
+					// memory: one write carries the request.
+					pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
+				}
 			}
 		},
 		Transport:      up.transport,
