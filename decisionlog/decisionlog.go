@@ -116,6 +116,9 @@ type Logger struct {
 	line  []byte
 	lines int
 	lineW io.Writer
+	// render writes the other events' records into line, as the console
+	// handler would write them (emit). Worker only.
+	render slog.Handler
 }
 
 // entry is one event waiting for the worker.

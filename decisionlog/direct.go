@@ -136,10 +136,7 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 // the fields in the order of the record writeDecision builds; b holds the
 // input, result, metrics and bundles JSON at the offsets n, m and k.
 func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []byte, n, m, k int) {
-	if l.lineW != nil && l.lineW != w {
-		l.flush(ctx)
-	}
-	l.lineW = w
+	l.lineTo(ctx, w)
 	line := append(l.line, `{"time":"`...)
 	line = time.Now().AppendFormat(line, time.RFC3339Nano)
 	line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
@@ -165,8 +162,23 @@ func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []by
 	line = append(line, b[m:k]...)
 	line = append(line, "}\n"...)
 	l.line = line
+	l.lineAdded(ctx)
+}
+
+// lineTo makes w the writer of the batch of lines, writing first what was
+// gathered for another.
+func (l *Logger) lineTo(ctx context.Context, w io.Writer) {
+	if l.lineW != nil && l.lineW != w {
+		l.flush(ctx)
+	}
+	l.lineW = w
+}
+
+// lineAdded counts a line appended to the batch, and writes the batch once
+// it holds flushBytes.
+func (l *Logger) lineAdded(ctx context.Context) {
 	l.lines++
-	if len(line) >= flushBytes {
+	if len(l.line) >= flushBytes {
 		l.flush(ctx)
 	}
 }
@@ -228,14 +240,40 @@ func (l *Logger) consoleOn(ctx context.Context) bool {
 	return l.opts.Console != nil && l.opts.Console.Enabled(ctx, slog.LevelInfo)
 }
 
-// emit writes the record as one "Decision Log" line.
+// emit writes the record as one "Decision Log" line. With a
+// ConsoleWriter the line joins the batch the worker writes at once
+// (writeLine), rendered by a JSON handler as the console's renders it: an
+// approval's audit record would otherwise cost a write(2) of its own.
 func (l *Logger) emit(ctx context.Context, id string, r *record) {
 	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
 	rec.AddAttrs(r.attrs...)
-	if err := l.opts.Console.Handle(ctx, rec); err != nil {
+	h := l.opts.Console
+	if w := l.opts.ConsoleWriter; w != nil {
+		l.lineTo(ctx, w)
+		if l.render == nil {
+			l.render = slog.NewJSONHandler((*lineBuffer)(l), nil)
+		}
+		h = l.render
+	}
+	n := len(l.line)
+	if err := h.Handle(ctx, rec); err != nil {
+		l.line = l.line[:n]
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: event not written", "decision_id", id, "error", fmt.Errorf("console: %w", err))
+		return
 	}
+	if h == l.render {
+		l.lineAdded(ctx)
+	}
+}
+
+// lineBuffer appends what a JSON handler writes to the Logger's batch of
+// lines.
+type lineBuffer Logger
+
+func (b *lineBuffer) Write(p []byte) (int, error) {
+	b.line = append(b.line, p...)
+	return len(p), nil
 }
 
 // maskPath and dropPath are the data paths of the mask and drop rules, as

@@ -213,19 +213,18 @@ func (w *writeCounter) Write(p []byte) (int, error) {
 	return w.Buffer.Write(p)
 }
 
-// TestLinesWrittenInBatches: the decisions the worker takes together reach
-// the console in one write, every line whole; a failed write counts every
-// line it held as an error.
+// TestLinesWrittenInBatches: the events the worker takes together,
+// decisions and approvals' audit records alike, reach the console in one
+// write, every line whole; a failed write counts every line it held as an
+// error.
 func TestLinesWrittenInBatches(t *testing.T) {
 	e := testEngine(t, nil)
 	w := &writeCounter{}
 	l := testLogger(t, e, Options{Console: slog.NewJSONHandler(w, nil), ConsoleWriter: w})
 	ctx := t.Context()
-	var decisions []entry
-	for _, ev := range events(e) {
-		if _, ok := ev.(*Decision); ok {
-			decisions = append(decisions, ev)
-		}
+	decisions := events(e)
+	if _, ok := decisions[len(decisions)-1].(*Audit); !ok {
+		t.Fatal("the events end with an audit record")
 	}
 	for _, ev := range decisions {
 		l.log(ctx, ev)
