@@ -255,8 +255,10 @@ func New(opts Options) (*Notifier, error) {
 	}
 
 	workers := make([]*worker, 0, len(opts.Targets))
+	allLanes := 0
 	for i, t := range opts.Targets {
 		lanes := cmp.Or(t.Lanes, opts.Lanes)
+		allLanes += max(lanes, 0)
 		w, err := newWorker(i, t, lanes, (opts.QueueSize+lanes-1)/lanes)
 		if err != nil {
 			return nil, fmt.Errorf("notify: targets[%d]: %w", i, err)
@@ -266,7 +268,7 @@ func New(opts Options) (*Notifier, error) {
 
 	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers, seed: maphash.MakeSeed(), inflight: make(map[string]int)}
 	if n.client == nil {
-		n.client, n.ownHTTP = defaultClient(), true
+		n.client, n.ownHTTP = defaultClient(allLanes), true
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop

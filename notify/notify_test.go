@@ -344,3 +344,29 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Errorf("goroutines: %d before, %d after Close\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestLanesKeepTheirConnections: a target's lanes, sending side by side,
+// each keep their connection to it: no event waits for a new one (a TLS
+// handshake, on a real receiver).
+func TestLanesKeepTheirConnections(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{} // the receiver's peers: one per connection
+	rc := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		time.Sleep(200 * time.Microsecond)
+	})
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.URL}))
+	const events = 400
+	for i := range events {
+		n.Notify(requested(fmt.Sprint("c", i)))
+	}
+	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == events })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) > DefaultLanes {
+		t.Fatalf("%d connections opened for %d lanes", len(conns), DefaultLanes)
+	}
+}
