@@ -54,13 +54,9 @@ log: {level: info}
 // receiver and toolgate on free ports, and proves with one allowed call
 // that the stack answers before any attack is measured against it.
 func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParams, store string) (*abuseStack, error) {
-	addrs := map[string]string{}
-	for _, n := range []string{"upstream", "proxy", "approvals", "admin"} {
-		a, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addrs[n] = a
+	addrs, err := namedPorts("upstream", "proxy", "approvals", "admin")
+	if err != nil {
+		return nil, err
 	}
 	up, err := startProc(o.dir, "upstream", pins.servers, self("upstream", "-listen", addrs["upstream"]), nil)
 	if err != nil {

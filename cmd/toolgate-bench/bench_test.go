@@ -161,3 +161,26 @@ func TestMCPServer(t *testing.T) {
 		}
 	}
 }
+
+// TestFreePortsDistinct: the ports handed to the servers of one stack are
+// never the same twice.
+func TestFreePortsDistinct(t *testing.T) {
+	addrs, err := freePorts(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			t.Fatalf("port %s handed out twice", a)
+		}
+		seen[a] = true
+	}
+	named, err := namedPorts("a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(named) != 2 || named["a"] == "" || named["a"] == named["b"] {
+		t.Fatalf("namedPorts = %v", named)
+	}
+}

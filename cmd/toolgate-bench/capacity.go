@@ -211,10 +211,11 @@ func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacit
 	} else {
 		s.redis = redis.NewClient(&redis.Options{Addr: nodes[0]})
 	}
-	upAddr, err := freePort()
+	ports, err := freePorts(1 + 3*p.replicas)
 	if err != nil {
 		return nil, err
 	}
+	upAddr := ports[0]
 	up, err := startProc(o.dir, "upstream", pins.servers, self("upstream", "-listen", upAddr), nil)
 	if err != nil {
 		return nil, err
@@ -233,12 +234,7 @@ func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacit
 		fmt.Fprintf(&keys, "    - {key: %q, subject: agent-%d}\n", k, i)
 	}
 	for i := range p.replicas {
-		addrs := make([]string, 3)
-		for j := range addrs {
-			if addrs[j], err = freePort(); err != nil {
-				return nil, err
-			}
-		}
+		addrs := ports[1+3*i : 4+3*i]
 		cfg := filepath.Join(o.dir, fmt.Sprintf("toolgate-capacity-%d.yaml", i))
 		text := fmt.Sprintf(`listen: {proxy: %q, approvals: %q, admin: %q}
 upstreams:
@@ -279,11 +275,11 @@ func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster b
 		n = 3
 	}
 	var nodes []string
-	for i := range n {
-		addr, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	for i, addr := range ports {
 		_, port, _ := strings.Cut(addr, ":")
 		nodeDir := filepath.Join(dir, fmt.Sprintf("redis-%d", i))
 		if err := os.MkdirAll(nodeDir, 0o700); err != nil {

@@ -140,17 +140,12 @@ log: {level: info}
 // toolgate, pinned to the servers' core.
 func startMCPStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
-	addrs := map[string]string{}
-	for _, n := range []string{"mcpserver", "bare", "tg-proxy", "tg-approvals", "tg-admin"} {
-		a, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addrs[n] = a
+	addrs, err := namedPorts("mcpserver", "bare", "tg-proxy", "tg-approvals", "tg-admin")
+	if err != nil {
+		return nil, err
 	}
 	// "direct" is where settle and measure count the calls that ran.
 	s.url["direct"] = "http://" + addrs["mcpserver"]
-	var err error
 	if s.upstream, err = startProc(o.dir, "mcpserver", pin.servers, self("mcpserver", "-listen", addrs["mcpserver"]), nil); err != nil {
 		return nil, err
 	}

@@ -162,14 +162,33 @@ func rssKiB(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freePorts asks the kernel for n free loopback ports, all distinct: each
+// is held open until all are taken (a port closed at once may be handed
+// out again by the next ask, and two servers would then share it).
+func freePorts(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs, nil
+}
+
+// namedPorts is freePorts with a name for each port.
+func namedPorts(names ...string) (map[string]string, error) {
+	addrs, err := freePorts(len(names))
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(names))
+	for i, n := range names {
+		m[n] = addrs[i]
+	}
+	return m, nil
 }
 
 // waitReady polls url until it answers (any status below 500: a proxy

@@ -81,16 +81,11 @@ log: {level: info}
 func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
 	approverKey := secret()
-	addrs := map[string]string{}
-	for _, n := range []string{"upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin"} {
-		a, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addrs[n] = a
+	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
+	if err != nil {
+		return nil, err
 	}
 	s.url["direct"] = "http://" + addrs["upstream"]
-	var err error
 	if s.upstream, err = startProc(o.dir, "upstream", pin.servers, self("upstream", "-listen", addrs["upstream"]), nil); err != nil {
 		return nil, err
 	}
