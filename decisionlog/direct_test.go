@@ -222,27 +222,27 @@ func TestLinesWrittenInBatches(t *testing.T) {
 	w := &writeCounter{}
 	l := testLogger(t, e, Options{Console: slog.NewJSONHandler(w, nil), ConsoleWriter: w})
 	ctx := t.Context()
-	decisions := events(e)
-	if _, ok := decisions[len(decisions)-1].(*Audit); !ok {
+	evs := events(e)
+	if _, ok := evs[len(evs)-1].(*Audit); !ok {
 		t.Fatal("the events end with an audit record")
 	}
-	for _, ev := range decisions {
+	for _, ev := range evs {
 		l.log(ctx, ev)
 	}
 	if w.writes != 0 {
 		t.Fatalf("%d writes before the batch ended", w.writes)
 	}
 	l.flush(ctx)
-	if got := consoleLines(t, &w.Buffer); w.writes != 1 || len(got) != len(decisions) {
-		t.Fatalf("%d writes, %d lines; want 1 write of %d lines", w.writes, len(got), len(decisions))
+	if got := consoleLines(t, &w.Buffer); w.writes != 1 || len(got) != len(evs) {
+		t.Fatalf("%d writes, %d lines; want 1 write of %d lines", w.writes, len(got), len(evs))
 	}
 	w.fail = true
 	before := l.counts.errs.Load()
-	for _, ev := range decisions {
+	for _, ev := range evs {
 		l.log(ctx, ev)
 	}
 	l.flush(ctx)
-	if got := l.counts.errs.Load() - before; got != uint64(len(decisions)) {
-		t.Errorf("a failed write counted %d errors, want %d", got, len(decisions))
+	if got := l.counts.errs.Load() - before; got != uint64(len(evs)) {
+		t.Errorf("a failed write counted %d errors, want %d", got, len(evs))
 	}
 }

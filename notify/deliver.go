@@ -275,10 +275,11 @@ func printable(b []byte) string {
 
 // defaultClient is used when Options.Client is nil. Its transport is its
 // own, so Close can release the keep-alive connections it opened. It keeps
-// a connection idle for each of the lanes (lanes, all targets together,
-// which may share a host): with net/http's default of 2 per host, a target
-// sending over 4 lanes closed and dialled again (a TLS handshake, for
-// Slack or Teams) for most events once its lanes ran side by side.
+// up to one idle connection per lane, counting the lanes of all targets
+// (targets may share a host): with net/http's default of 2 per host, a
+// target sending over 4 lanes closed its connection and dialled again (a
+// TLS handshake, for Slack or Teams) for most events once its lanes ran
+// side by side.
 func defaultClient(lanes int) *http.Client {
 	var tr *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
