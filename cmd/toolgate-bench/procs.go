@@ -164,7 +164,9 @@ func rssKiB(pid int) (int64, error) {
 
 // freePorts asks the kernel for n free loopback ports, all distinct: each
 // is held open until all are taken (a port closed at once may be handed
-// out again by the next ask, and two servers would then share it).
+// out again by the next ask, and two servers would then share it). The
+// tests' testkit.FreeAddrs does the same; this command does not import
+// testkit, which is built on package testing.
 func freePorts(n int) ([]string, error) {
 	addrs := make([]string, 0, n)
 	for range n {

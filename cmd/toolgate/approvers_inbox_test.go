@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -128,19 +127,6 @@ func TestApproverInbox(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address nobody listens on, for a listener
-// whose address must be known before it starts (the OIDC redirect URL).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestApproverOIDC: a browser that opens an approval link without a session
 // is sent through the identity provider's sign-in and back to the page,
 // signed in; its approval is recorded under the provider's e-mail. A user
@@ -148,7 +134,7 @@ func freeAddr(t *testing.T) string {
 // allowed_groups cannot sign in.
 func TestApproverOIDC(t *testing.T) {
 	idp := testkit.NewOIDCProvider(t, "toolgate", "oidc-client-secret")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddrs(t, 1)[0] // known before it starts: the OIDC redirect URL
 	e := startApprovers(t, approverSetup{
 		listen: addr,
 		top:    "public_url: http://" + addr + "\n",

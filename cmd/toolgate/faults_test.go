@@ -443,10 +443,7 @@ type tgProc struct {
 
 func startTGProc(t *testing.T, i int, upstream, redisURL string, minReplicas int) *tgProc {
 	t.Helper()
-	ports := make([]string, 3)
-	for j := range ports {
-		ports[j] = freeAddr(t)
-	}
+	ports := testkit.FreeAddrs(t, 3)
 	dir := t.TempDir()
 	cfg := `listen: {proxy: ` + ports[0] + `, approvals: ` + ports[1] + `, admin: ` + ports[2] + `}
 public_url: http://approvals.invalid

@@ -82,3 +82,15 @@ func TestUpstreamWithoutSocket(t *testing.T) {
 		t.Errorf("after Reset and one request, Requests() = %+v, want /c", reqs)
 	}
 }
+
+// TestFreeAddrsDistinct: the addresses handed out together are never the
+// same twice.
+func TestFreeAddrsDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, a := range FreeAddrs(t, 200) {
+		if seen[a] {
+			t.Fatalf("address %s handed out twice", a)
+		}
+		seen[a] = true
+	}
+}
