@@ -73,9 +73,10 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 					// ReverseProxy wraps the body in a reader net/http does
 					// not know as in memory, so the transport would flush
 					// the headers in a write of their own and wake the
-					// upstream twice. The body is the evaluated bytes, in
-					// memory: one write carries the request.
-					pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
+					// upstream twice. forwardWith's body is the evaluated
+					// bytes, in memory: unwrapped, one write carries the
+					// request.
+					pr.Out.Body = pr.In.Body
 				}
 			}
 		},
