@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime"
 	"strings"
@@ -346,8 +347,16 @@ func TestNoGoroutineLeak(t *testing.T) {
 }
 
 // TestLanesKeepTheirConnections: a target's lanes, sending side by side,
-// each keep their connection to it: no event waits for a new one (a TLS
-// handshake, on a real receiver).
+// each keep their connection to it, so no event waits for a new one (a
+// TLS handshake, on a real receiver). The events come in bursts, each
+// delivered before the next, so every lane's connection goes idle between
+// them: a pool that keeps fewer idle connections than there are lanes
+// closes some after every burst and dials again in the next.
+//
+// While the lanes first dial, net/http may hand a lane whose dial is still
+// pending a connection another lane just freed; the dial then finishes
+// into the pool, and the receiver sees that connection only when it is
+// first used, maybe after the warm-up. The test allows for those.
 func TestLanesKeepTheirConnections(t *testing.T) {
 	var mu sync.Mutex
 	conns := map[string]bool{} // the receiver's peers: one per connection
@@ -359,14 +368,34 @@ func TestLanesKeepTheirConnections(t *testing.T) {
 	})
 	var res results
 	n := start(t, fast(&res, Target{URL: rc.URL}))
-	const events = 400
-	for i := range events {
-		n.Notify(requested(fmt.Sprint("c", i)))
+	sent := 0
+	burst := func() {
+		for range 2 * DefaultLanes {
+			n.Notify(requested(fmt.Sprint("c", sent)))
+			sent++
+		}
+		testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == sent })
 	}
-	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == events })
+	const warm, bursts, raceAllowance = 3, 30, 2
+	for range warm {
+		burst()
+	}
+	mu.Lock()
+	warmed := maps.Clone(conns)
+	mu.Unlock()
+	for range bursts {
+		burst()
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(conns) > DefaultLanes {
-		t.Fatalf("%d connections opened for %d lanes", len(conns), DefaultLanes)
+	var opened []string
+	for c := range conns {
+		if !warmed[c] {
+			opened = append(opened, c)
+		}
+	}
+	if len(opened) > raceAllowance {
+		t.Fatalf("%d connections opened in %d bursts after the warm-up (%d lanes, %d connections then)",
+			len(opened), bursts, DefaultLanes, len(warmed))
 	}
 }
