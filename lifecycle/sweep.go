@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/pending"
@@ -19,7 +20,12 @@ import (
 //
 // While the store fails, the rounds back off (sweepDelay): a store that is
 // down is not asked every interval by every replica. A round that found
-// a full batch of work is followed by the next at once.
+// a full batch of work is followed by the next at once. A store that lists
+// approved calls but refuses their claims (a primary taking no writes
+// while its replica is away, in a failover) is asked again every
+// interval: it answers, and each of those calls expires unexecuted unless
+// a claim lands in the few seconds the store may take writes again within
+// its window, which a pause of up to maxSweepBackoff could miss.
 func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 	delay := interval
 	t := time.NewTimer(delay)
@@ -30,9 +36,12 @@ func (l *Lifecycle) Sweep(ctx context.Context, interval, grace time.Duration) {
 			return
 		case <-t.C:
 		}
-		ok, more := l.sweep(ctx, grace)
-		if delay = sweepDelay(delay, interval, ok); ok && more {
+		r := l.sweep(ctx, grace)
+		switch delay = sweepDelay(delay, interval, r.ok); {
+		case r.ok && r.more:
 			delay = 0
+		case r.unclaimed:
+			delay = interval
 		}
 		t.Reset(delay)
 	}
@@ -59,9 +68,15 @@ func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) { l.swee
 // calls it lists: a full batch means more may be waiting.
 const sweepBatch = 64
 
-// sweep does one round, and reports whether the store answered it and
-// whether a batch was full.
-func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok, more bool) {
+// round is what one sweep found.
+type round struct {
+	ok        bool // the store answered every request
+	more      bool // a batch was full: more work may be waiting
+	unclaimed bool // an approved call's claim failed in the store
+}
+
+// sweep does one round.
+func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) round {
 	// Calls past their expiry end first, and are reported: a claim of an
 	// approved call already overdue would expire it too, silently.
 	expired, err := l.store.Expire(ctx, sweepBatch)
@@ -75,9 +90,13 @@ func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) (ok, more bo
 	// An approved call close to its expiry is executed now rather than
 	// after the grace: otherwise an approval in the last seconds of the
 	// ttl would expire unexecuted although the approver saw "approved".
-	urgent, _ := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
-	rest, full := l.executeApproved(ctx, grace, nil)
-	return err == nil && urgent && rest, len(expired) == sweepBatch || full
+	urgent := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
+	rest := l.executeApproved(ctx, grace, nil)
+	return round{
+		ok:        err == nil && urgent.ok && rest.ok,
+		more:      len(expired) == sweepBatch || rest.more,
+		unclaimed: urgent.unclaimed || rest.unclaimed,
+	}
 }
 
 // sweepParallel bounds the approved calls one sweep executes at once: a
@@ -88,19 +107,20 @@ const sweepParallel = 8
 // executeApproved claims and executes approved calls decided at least
 // grace ago (and, when urgent is set, only those it selects), up to
 // sweepParallel at a time; it returns once they are finished, with
-// whether the list was a full batch. Each call is claimed only when it
+// whether the list was a full batch and whether a claim failed. Each call is claimed only when it
 // can start, so no claim's lease runs while it waits for a slot. The
 // list is taken in a random order: every replica's sweeper lists the
 // same oldest calls, and in order they would all race for the first.
-func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) (ok, full bool) {
+func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, urgent func(pending.Call) bool) round {
 	approved, err := l.store.Approved(ctx, grace, sweepBatch)
 	if err != nil {
 		l.warn("sweeper: cannot list approved calls", "error", err)
-		return false, false
+		return round{}
 	}
 	rand.Shuffle(len(approved), func(i, j int) { approved[i], approved[j] = approved[j], approved[i] })
 	slots := make(chan struct{}, sweepParallel)
 	var wg sync.WaitGroup
+	var unclaimed atomic.Bool
 	defer wg.Wait()
 	for _, pc := range approved {
 		if urgent != nil && !urgent(pc) {
@@ -109,27 +129,31 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			return true, false
+			return round{ok: true}
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			l.executeOne(ctx, pc)
+			if !l.executeOne(ctx, pc) {
+				unclaimed.Store(true)
+			}
 		})
 	}
-	return true, len(approved) == sweepBatch
+	wg.Wait() // before unclaimed is read
+	return round{ok: true, more: len(approved) == sweepBatch, unclaimed: unclaimed.Load()}
 }
 
 // executeOne claims an approved call and, when the claim is the sweeper's,
-// executes it and records the outcome.
-func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) {
+// executes it and records the outcome. It reports false when the store
+// failed the claim: the call still waits.
+func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) (answered bool) {
 	claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
 	if errors.Is(err, pending.ErrConflict) {
 		l.reportEnded(err) // it expired in the meantime
-		return             // or another executor was first
+		return true        // or another executor was first
 	}
 	if err != nil {
-		l.log.Warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
-		return
+		l.warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
+		return false
 	}
 	// A claimed call is finished and recorded even when shutdown begins
 	// meanwhile (within its lease).
@@ -139,4 +163,5 @@ func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) {
 		l.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
 	}
 	l.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)
+	return true
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -393,6 +394,60 @@ func TestSweepDelay(t *testing.T) {
 	}
 	if d := sweepDelay(time.Minute, time.Minute, false); d != time.Minute {
 		t.Errorf("an interval beyond the back-off cap: %v, want it kept", d)
+	}
+}
+
+// writesRefused is a store that lists its calls but refuses every write
+// until the refused-th claim, as a Redis primary does while it takes no
+// writes (min-replicas-to-write with its replica away).
+type writesRefused struct {
+	*pending.MemoryStore
+	refused int32
+	claims  atomic.Int32
+}
+
+var errNoReplicas = errors.New("NOREPLICAS not enough good replicas to write")
+
+func (s *writesRefused) refusing() bool { return s.claims.Load() < s.refused }
+
+func (s *writesRefused) Claim(ctx context.Context, id string, lease time.Duration) (pending.Call, error) {
+	if s.claims.Add(1) <= s.refused {
+		return pending.Call{}, errNoReplicas
+	}
+	return s.MemoryStore.Claim(ctx, id, lease)
+}
+
+func (s *writesRefused) Expire(ctx context.Context, limit int) ([]pending.Call, error) {
+	if s.refusing() {
+		return nil, errNoReplicas
+	}
+	return s.MemoryStore.Expire(ctx, limit)
+}
+
+// TestSweepKeepsClaiming: while the store lists an approved call but
+// refuses its claim, the sweeper keeps trying every interval instead of
+// backing off as from a store that is down, so the call is executed as
+// soon as the store takes writes again. Backing off, the 12 refused
+// claims at a 5 ms interval would take some 40 s.
+func TestSweepKeepsClaiming(t *testing.T) {
+	s := &writesRefused{MemoryStore: pending.NewMemory(pending.Options{}), refused: 12}
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exec, ev)
+	in := newCall()
+	if o := l.Ask(t.Context(), in, Hold{}); o.Kind != Waiting {
+		t.Fatalf("Ask = %s", describe(o))
+	}
+	decide(t, s.MemoryStore, in.ID, pending.Approved)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Sweep(ctx, 5*time.Millisecond, 0)
+	}()
+	defer func() { stop(); <-done }()
+	testkit.WaitFor(t, "the sweeper executes the approved call", func() bool { return get(t, s, in.ID).State == pending.Executed })
+	if n := s.claims.Load(); n != s.refused+1 {
+		t.Errorf("%d claims, want the %d refused and one more", n, s.refused)
 	}
 }
 
