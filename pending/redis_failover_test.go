@@ -2,6 +2,7 @@ package pending
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -31,9 +32,16 @@ func TestRedisSentinelFailover(t *testing.T) {
 
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
 	t.Cleanup(func() { sc.Close() })
-	testkit.WaitFor(t, "the sentinel to know the replica", func() bool {
+	// A sentinel promotes only a replica whose INFO it has read lately and
+	// whose link to the primary is up; before its first INFO the replica
+	// is listed, connected, yet refused (NOGOODSLAVE).
+	testkit.WaitFor(t, "the sentinel to know the replica as a good one", func() bool {
 		rs, err := sc.Replicas(ctx, master).Result()
-		return err == nil && len(rs) == 1 && rs[0]["flags"] == "slave"
+		if err != nil || len(rs) != 1 {
+			return false
+		}
+		refresh, err := strconv.Atoi(rs[0]["info-refresh"])
+		return err == nil && refresh < 5000 && rs[0]["flags"] == "slave" && rs[0]["master-link-status"] == "ok"
 	})
 	if err := sc.Failover(ctx, master).Err(); err != nil {
 		t.Fatalf("SENTINEL FAILOVER: %v", err)
