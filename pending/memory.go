@@ -106,7 +106,7 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	now := s.now()
 	if m := s.lookup(c.ID, now); m != nil {
 		if m.c.RequestDigest == c.RequestDigest {
-			return m.c.clone(), false, nil
+			return m.c.out(), false, nil
 		}
 		return Call{}, false, idTaken(c.ID)
 	}
@@ -115,7 +115,7 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 			if m := s.lookup(id, now); m != nil {
 				s.expireIfDue(m, now)
 				if attachable(m.c) {
-					return m.c.clone(), true, nil
+					return m.c.out(), true, nil
 				}
 			}
 			delete(s.attach, c.AttachKey)
@@ -149,7 +149,7 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	if k := c.ArgsKey; k != "" && k != c.AttachKey && !s.namesAttachable(k, now) {
 		s.attach[k] = c.ID
 	}
-	return c.clone(), false, nil
+	return c.out(), false, nil
 }
 
 // namesAttachable reports whether the attach key k names a call that
@@ -178,7 +178,7 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Call, error) {
 	if m == nil {
 		return Call{}, notFound(id)
 	}
-	return m.c.clone(), nil
+	return m.c.out(), nil
 }
 
 // Decide implements [Store.Decide].
@@ -209,11 +209,11 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	}
 	if d.To == Approved {
 		if ApprovedBy(m.c.Approvals, d.By) || full(m.c.Approvals) {
-			return m.c.clone(), nil // counted once; or as many as a call may hold
+			return m.c.out(), nil // counted once; or as many as a call may hold
 		}
 		m.c.Approvals = append(m.c.Approvals, Approval{By: d.By, At: now, Comment: d.Comment, Counts: slices.Clone(d.Counts)})
 		if !quorumMet(m.c.Quorum, m.c.Approvals) {
-			return m.c.clone(), nil // still waiting for more approvers
+			return m.c.out(), nil // still waiting for more approvers
 		}
 		// An approval just before the expiry must still run: the call
 		// stays claimable for the approved window.
@@ -222,7 +222,7 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	}
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
 	s.move(m, d.To, now)
-	return m.c.clone(), nil
+	return m.c.out(), nil
 }
 
 // Claim implements [Store.Claim].
@@ -243,7 +243,7 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration)
 	m.c.Fence++
 	m.c.LeaseUntil = now.Add(lease)
 	s.move(m, Executing, now)
-	return m.c.clone(), nil
+	return m.c.out(), nil
 }
 
 // Finish implements [Store.Finish]. A Finish with the fence after the
@@ -279,7 +279,7 @@ func (s *MemoryStore) finish(ctx context.Context, id string, fence int64, to Sta
 		return Call{}, fenced(id, fence)
 	}
 	if s.expireIfDue(m, now) {
-		return m.c.clone(), lapsed(id, fence)
+		return m.c.out(), lapsed(id, fence)
 	}
 	r := Call{Result: &res}.clone().Result
 	m.c.Result = r
@@ -288,7 +288,7 @@ func (s *MemoryStore) finish(ctx context.Context, id string, fence int64, to Sta
 		m.c.Delivered = true
 		s.unattach(m)
 	}
-	return m.c.clone(), nil
+	return m.c.out(), nil
 }
 
 // Deliver implements [Store.Deliver]. Any terminal call can be delivered
@@ -305,14 +305,14 @@ func (s *MemoryStore) Deliver(ctx context.Context, id string) (bool, Call, error
 		return false, Call{}, notFound(id)
 	}
 	if !m.c.State.Terminal() {
-		return false, Call{}, &StateError{Call: m.c.clone()}
+		return false, Call{}, &StateError{Call: m.c.out()}
 	}
 	if m.c.Delivered {
-		return false, m.c.clone(), nil
+		return false, m.c.out(), nil
 	}
 	m.c.Delivered = true
 	s.unattach(m)
-	return true, m.c.clone(), nil
+	return true, m.c.out(), nil
 }
 
 // Expire implements [Store.Expire]. It also forgets calls past their
@@ -339,7 +339,7 @@ func (s *MemoryStore) Expire(ctx context.Context, limit int) ([]Call, error) {
 	var out []Call
 	for _, m := range due[:min(len(due), max(limit, 0))] {
 		s.expireIfDue(m, now)
-		out = append(out, m.c.clone())
+		out = append(out, m.c.out())
 	}
 	return out, nil
 }
@@ -413,7 +413,7 @@ func (s *MemoryStore) Wait(ctx context.Context, id string, from State) (Call, er
 			s.mu.Unlock()
 			return last, notFound(id)
 		}
-		last = m.c.clone()
+		last = m.c.out()
 		changed := m.changed
 		s.mu.Unlock()
 		if last.State != from {

@@ -9,7 +9,7 @@ import (
 func (s *MemoryStore) list(now time.Time, st State, limit int, keep func(*memCall) bool) []Call {
 	var out []Call
 	for _, m := range s.selectInState(now, st, limit, false, keep) {
-		out = append(out, m.c.clone())
+		out = append(out, m.c.out())
 	}
 	return out
 }
@@ -146,10 +146,10 @@ func (s *MemoryStore) inState(id string, want State, now time.Time) (*memCall, e
 		return nil, notFound(id)
 	}
 	if m.c.State != want {
-		return nil, &StateError{Call: m.c.clone()}
+		return nil, &StateError{Call: m.c.out()}
 	}
 	if s.expireIfDue(m, now) {
-		return nil, &StateError{Call: m.c.clone(), Ended: true}
+		return nil, &StateError{Call: m.c.out(), Ended: true}
 	}
 	return m, nil
 }

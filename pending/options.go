@@ -198,6 +198,20 @@ func (c Call) clone() Call {
 	c.Request = cloneBytes(c.Request)
 	c.Info = cloneBytes(c.Info)
 	c.Brief = cloneBytes(c.Brief)
+	if c.Result != nil {
+		r := *c.Result
+		r.Body = cloneBytes(r.Body)
+		c.Result = &r
+	}
+	return c.out()
+}
+
+// out returns the copy of a stored call the memory store hands out: what
+// the store changes in place (the quorum, the approvals, the result's
+// header map) is copied, and the bytes, never changed once stored, are
+// shared (see [Store]). An ask used to copy its request and call info at
+// every transition: some 7 KiB per call.
+func (c Call) out() Call {
 	c.Quorum = slices.Clone(c.Quorum)
 	if c.Approvals != nil {
 		as := make([]Approval, len(c.Approvals))
@@ -209,7 +223,6 @@ func (c Call) clone() Call {
 	}
 	if c.Result != nil {
 		r := *c.Result
-		r.Body = cloneBytes(r.Body)
 		if r.Header != nil {
 			h := make(map[string][]string, len(r.Header))
 			for k, v := range r.Header {
@@ -229,7 +242,7 @@ func (c Call) brief() Call {
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Quorum: c.Quorum, Approvals: c.Approvals,
 		DecidedBy: c.DecidedBy, Brief: c.Brief,
 	}
-	return b.clone()
+	return b.out()
 }
 
 func cloneBytes(b []byte) []byte {

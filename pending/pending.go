@@ -165,7 +165,10 @@ type Result struct {
 }
 
 // Store keeps parked calls. Implementations are safe for concurrent use and
-// every method is one atomic step.
+// every method is one atomic step. A Call a method returns is the caller's,
+// except its byte slices (Request, Info, Brief, Result.Body), which a store
+// may share between the calls it hands out and must not be modified:
+// nothing changes them once they are stored.
 //
 // Overdue calls. A call is overdue when it is Waiting or Approved past its
 // ExpiresAt, or Executing past its LeaseUntil, by the store's clock. An

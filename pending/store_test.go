@@ -104,6 +104,43 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	// What a caller hands the store, and what it may change in a call it
+	// got back (all but the byte slices, see Store), stays the caller's.
+	t.Run("CallerCopies", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		in := sampleCall()
+		p := park(t, s, in, long)
+		in.Request[0], in.Info[0], in.Brief[0] = 'X', 'X', 'X'
+		if _, err := s.Decide(ctx, p.ID, Decision{To: Approved, By: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Claim(ctx, p.ID, long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Approvals[0].By = "mallory"
+		res := Result{Status: 200, Header: map[string][]string{"X-One": {"a"}}, Body: []byte("ok")}
+		f, err := s.Finish(ctx, c.ID, c.Fence, Executed, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Header["X-One"][0], res.Body[0] = "z", 'z'
+		f.Result.Header["X-One"] = []string{"y"}
+		f.Result.Status = 500
+		got := get(t, s, p.ID)
+		want := sampleCall()
+		if string(got.Request) != string(want.Request) || string(got.Info) != string(want.Info) || string(got.Brief) != string(want.Brief) {
+			t.Errorf("the parked bytes changed with the caller's: %q %q %q", got.Request, got.Info, got.Brief)
+		}
+		if len(got.Approvals) != 1 || got.Approvals[0].By != "alice" {
+			t.Errorf("approvals %+v: changed with a returned call's", got.Approvals)
+		}
+		if r := got.Result; r.Status != 200 || string(r.Body) != "ok" || !slices.Equal(r.Header["X-One"], []string{"a"}) {
+			t.Errorf("result %d %q %v: changed with the caller's", r.Status, r.Body, r.Header)
+		}
+	})
+
 	t.Run("ParkInvalid", func(t *testing.T) {
 		s, _ := newStore(t)
 		ctx := t.Context()
