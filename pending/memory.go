@@ -431,17 +431,18 @@ func (s *MemoryStore) Wait(ctx context.Context, id string, from State) (Call, er
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 
 // Announced implements [Store.Announced].
-func (s *MemoryStore) Announced(ctx context.Context, id string) error {
+func (s *MemoryStore) Announced(ctx context.Context, ids []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.lookup(id, s.now())
-	if m == nil {
-		return notFound(id)
+	now := s.now()
+	for _, id := range ids {
+		if m := s.lookup(id, now); m != nil {
+			m.announced = true
+		}
 	}
-	m.announced = true
 	return nil
 }
 

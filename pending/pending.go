@@ -297,11 +297,11 @@ type Store interface {
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 
-	// Announced records that the call's "requested" notification reached
-	// its approvers (or was given up after being attempted), so
-	// Unannounced no longer returns it. It is idempotent; a call not
-	// found gives ErrNotFound.
-	Announced(ctx context.Context, id string) error
+	// Announced records that the calls' "requested" notifications
+	// reached their approvers (or were given up after being attempted),
+	// so Unannounced no longer returns them: one request for them all. It
+	// is idempotent, and skips calls it does not find.
+	Announced(ctx context.Context, ids []string) error
 
 	// Unannounced returns up to limit Waiting calls parked at least
 	// olderThan ago (by the store's clock), not past their expiry, and

@@ -4,19 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
-)
 
-// announcedScript: ARGV[4] id. Replies {'ok'} or {'notfound'}; the call
-// leaves the unannounced index (it may have left it already).
-var announcedScript = newScript(`
-local id = ARGV[4]
-if call('EXISTS', callkey(id)) == 0 then
-  call('ZREM', unannounced, id)
-  return {'notfound'}
-end
-call('ZREM', unannounced, id)
-return {'ok'}
-`)
+	"github.com/redis/go-redis/v9"
+)
 
 // unannouncedScript: ARGV[4] olderThan ms, [5] limit. Replies {id, call,
 // …} for waiting calls parked at least olderThan ago by Redis' clock and
@@ -49,15 +39,27 @@ end
 return out
 `)
 
-// Announced implements [Store.Announced]: the call leaves the
-// unannounced index.
-func (s *RedisStore) Announced(ctx context.Context, id string) error {
-	v, err := s.runOn(ctx, announcedScript, id)
-	if err != nil {
-		return fmt.Errorf("pending: marking %s announced: %w", id, err)
+// Announced implements [Store.Announced]: the calls leave their shards'
+// unannounced indexes, one ZREM per shard, all in one pipeline (a Cluster
+// client sends each to its node). Nothing else needs to change with them,
+// so no script: removing a call that already left is harmless.
+func (s *RedisStore) Announced(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
 	}
-	if len(v) == 1 && v[0] == "notfound" {
-		return notFound(id)
+	byBase := map[string][]any{}
+	for _, id := range ids {
+		b := s.baseOf(id)
+		byBase[b] = append(byBase[b], id)
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, members := range byBase {
+			p.ZRem(ctx, b+"unannounced", members...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pending: marking %d calls announced: %w", len(ids), err)
 	}
 	return nil
 }

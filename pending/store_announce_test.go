@@ -1,7 +1,7 @@
 package pending
 
 import (
-	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -41,7 +41,7 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 		}
 
 		for range 2 { // idempotent
-			if err := s.Announced(ctx, a.ID); err != nil {
+			if err := s.Announced(ctx, []string{a.ID}); err != nil {
 				t.Fatalf("Announced(%s) = %v", a.ID, err)
 			}
 			if got := unannounced(t, s, 0, 10); !slices.Equal(got, []string{b.ID}) {
@@ -51,8 +51,18 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 		if got := get(t, s, a.ID); got.State != Waiting {
 			t.Errorf("Announced changed the call's state to %s", got.State)
 		}
-		if err := s.Announced(ctx, "no-such-call"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Announced(missing) = %v, want ErrNotFound", err)
+		// Calls it does not find are skipped; the others are recorded,
+		// every one, in one request.
+		c := park(t, s, asPrincipal(sampleCall(), "key:another-agent"), long) // on another shard, where there are several
+		d := park(t, s, sampleCall(), long)
+		if err := s.Announced(ctx, []string{"no-such-call", c.ID, b.ID}); err != nil {
+			t.Errorf("Announced(missing and two parked) = %v, want nil", err)
+		}
+		if got := unannounced(t, s, 0, 10); !slices.Equal(got, []string{d.ID}) {
+			t.Errorf("Unannounced(0) after Announced(%s, %s) = %v, want [%s]", c.ID, b.ID, got, d.ID)
+		}
+		if err := s.Announced(ctx, nil); err != nil {
+			t.Errorf("Announced(none) = %v", err)
 		}
 	})
 
@@ -72,7 +82,7 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 		if _, err := s.Cancel(ctx, cancelled.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Announced(ctx, announced.ID); err != nil {
+		if err := s.Announced(ctx, []string{announced.ID}); err != nil {
 			t.Fatal(err)
 		}
 		indexLen := func() int64 { // RedisStore's unannounced index, or -1
@@ -103,7 +113,7 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("Unannounced(0) after Expire = %v, want none", got)
 		}
 		// A call that left waiting can still be marked: it exists.
-		if err := s.Announced(ctx, rejected.ID); err != nil {
+		if err := s.Announced(ctx, []string{rejected.ID}); err != nil {
 			t.Errorf("Announced(rejected call) = %v, want nil", err)
 		}
 	})
@@ -135,4 +145,38 @@ func unannounced(t *testing.T, s Store, olderThan time.Duration, limit int) []st
 		}
 	}
 	return ids(got)
+}
+
+// TestRedisStoreAnnounceShards: one Announced records calls of every
+// shard, each in its shard's index, as a Cluster would hold them.
+func TestRedisStoreAnnounceShards(t *testing.T) {
+	newStore := redisStores(t)
+	st, _ := newStore(t, func(o *Options) { o.Shards = 4 })
+	s := st.(*RedisStore)
+	declareKeys(s)
+	ctx := t.Context()
+	var parked []string
+	shards := map[string]bool{}
+	for i := 0; len(shards) < 2 && i < 64; i++ {
+		c := park(t, s, asPrincipal(sampleCall(), fmt.Sprint("key:agent-", i)), long)
+		parked = append(parked, c.ID)
+		shards[s.baseOf(c.ID)] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("64 principals' calls all landed on one shard of 4")
+	}
+	if got := unannounced(t, s, 0, 100); len(got) != len(parked) {
+		t.Fatalf("Unannounced(0) = %v, want the %d calls parked", got, len(parked))
+	}
+	if err := s.Announced(ctx, parked); err != nil {
+		t.Fatal(err)
+	}
+	if got := unannounced(t, s, 0, 100); len(got) != 0 {
+		t.Errorf("Unannounced(0) after Announced = %v, want none", got)
+	}
+	for b := range shards {
+		if n := s.rdb.Exists(ctx, b+"unannounced").Val(); n != 0 {
+			t.Errorf("shard %s keeps its unannounced index", b)
+		}
+	}
 }

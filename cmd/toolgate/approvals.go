@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -39,6 +38,8 @@ type parking struct {
 	// announcing: there are notification targets, so requested events
 	// are recorded as announced once settled, and announced again if not.
 	announcing bool
+	// announced records settled announcements, in batches.
+	announced *announcements
 
 	approvalsTotal *prometheus.CounterVec
 	waitSeconds    prometheus.Histogram
@@ -60,8 +61,7 @@ var (
 const (
 	// reannounceScan bounds the calls one round lists.
 	reannounceScan = 4096
-	// announcedTimeout bounds recording a settled announcement; it runs
-	// in the target's delivery goroutine.
+	// announcedTimeout bounds recording a batch of settled announcements.
 	announcedTimeout = 2 * time.Second
 )
 
@@ -131,6 +131,10 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		OnDelivery: func(_ int, format, result string) { deliveries.WithLabelValues(format, result).Inc() },
 	}
 	if p.announcing {
+		// Opened before the notifier, so closed after it: what its last
+		// deliveries settle is recorded too.
+		p.announced = newAnnouncements(st, a.log, announcedDelay)
+		a.onClose("announcements", announcedTimeout, p.announced.Close)
 		nopts.OnSettled = p.settled
 	}
 	p.notifier, err = notify.New(nopts)
@@ -224,13 +228,8 @@ func (p *parking) announce(c pending.Call, link string) {
 // settled records that a requested event reached every target, or was
 // given up by them after being attempted: the call is not announced again.
 func (p *parking) settled(e notify.Event, _ bool) {
-	if e.Type != notify.TypeRequested {
-		return
-	}
-	ctx, cancel := contextTimeout(announcedTimeout)
-	defer cancel()
-	if err := p.store.Announced(ctx, e.CallID); err != nil && !errors.Is(err, pending.ErrNotFound) {
-		p.log.Warn("could not record a call as announced; it will be announced again", "call_id", e.CallID, "error", err)
+	if e.Type == notify.TypeRequested {
+		p.announced.add(e.CallID)
 	}
 }
 
@@ -279,8 +278,8 @@ func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 		if n == room {
 			break
 		}
-		if p.notifier.InFlight(notify.TypeRequested, c.ID) || !p.notifier.RoomFor(c.ID) {
-			continue // queued still, or its lane is full: a later round
+		if p.notifier.InFlight(notify.TypeRequested, c.ID) || p.announced.queuedFor(c.ID) || !p.notifier.RoomFor(c.ID) {
+			continue // queued still, settled but not yet recorded, or its lane is full: a later round
 		}
 		p.announce(c, p.signer.ApprovalURL(p.public, c))
 		p.reannounced.Inc()
