@@ -79,6 +79,7 @@ type RedisStore struct {
 	waiters map[string]map[chan struct{}]struct{} // call ID → waiting Wait calls
 	sub     *subscription                         // nil until the first Wait
 	closed  bool
+	heard   heard // redis_heard.go
 
 	viaPubSub, viaPoll atomic.Uint64
 	layoutOK           atomic.Bool // checkLayout passed
@@ -224,6 +225,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	if s.cluster {
 		more = callOwnKeys(base, c)
 	}
+	mark, heard := s.markHeard()
 	v, err := s.runCall(ctx, parkScript, true, c.ID, more, args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
@@ -237,6 +239,9 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	code, got, err := reply(c.ID, v)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
+	}
+	if heard && (code == "ok" || code == "attached") {
+		s.parkedHeard(got.ID, mark, got.State)
 	}
 	switch code {
 	case "ok":

@@ -267,21 +267,8 @@ func TestRedisPubSubCut(t *testing.T) {
 	waitSubscribed(t, rdb, s, 1)
 	time.Sleep(20 * time.Millisecond)
 
-	// Kill the subscriber's connection and approve in one transaction, so
-	// that the message is published while nobody listens: go-redis
-	// reconnects and resubscribes, but that message is gone.
-	id := pubSubClientID(t, rdb, name)
-	pipe := rdb.TxPipeline()
-	kill := pipe.ClientKillByFilter(t.Context(), "ID", strconv.FormatInt(id, 10), "TYPE", "pubsub")
-	fromWaitingScript.Eval(t.Context(), pipe, []string{s.callKey(c.ID)},
-		s.base, s.resultTTL.Milliseconds(), s.channel, c.ID, string(Approved), "alice", "", nonce())
-	if _, err := pipe.Exec(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	cutAndApprove(t, rdb, s, name, c.ID)
 	approvedAt := time.Now()
-	if n := kill.Val(); n != 1 {
-		t.Fatalf("CLIENT KILL closed %d connections, want the store's subscription", n)
-	}
 	if !hasClient(t, rdb, bystanderID) {
 		t.Errorf("the bystander's subscription (client %d) was cut too", bystanderID)
 	}
@@ -307,6 +294,25 @@ func TestRedisPubSubCut(t *testing.T) {
 	}
 	if s.WakeupsViaPubSub() != 1 {
 		t.Errorf("wake-ups via pub/sub after resubscribing: %d, want 1", s.WakeupsViaPubSub())
+	}
+}
+
+// cutAndApprove kills the subscription of s (its client named name) and
+// approves id in one transaction, so that the approval is published while
+// nobody listens: go-redis reconnects and resubscribes, but that message
+// is gone.
+func cutAndApprove(t *testing.T, rdb *redis.Client, s *RedisStore, name, id string) {
+	t.Helper()
+	sub := pubSubClientID(t, rdb, name)
+	pipe := rdb.TxPipeline()
+	kill := pipe.ClientKillByFilter(t.Context(), "ID", strconv.FormatInt(sub, 10), "TYPE", "pubsub")
+	fromWaitingScript.Eval(t.Context(), pipe, []string{s.callKey(id)},
+		s.base, s.resultTTL.Milliseconds(), s.channel, id, string(Approved), "alice", "", nonce())
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := kill.Val(); n != 1 {
+		t.Fatalf("CLIENT KILL closed %d connections, want the store's subscription", n)
 	}
 }
 

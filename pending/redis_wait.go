@@ -30,13 +30,16 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 	// waiting on the call it just parked, and a waiter polls twice a
 	// second, so the whole call (its request, its result) is read only
 	// once it moved, when a transition published its ID, or when ctx
-	// ends.
-	st, err := s.state(ctx, id)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Call{}, ctx.Err()
+	// ends. Not even that here when this replica just parked the call and
+	// the subscription has heard everything since (redis_heard.go).
+	st, err := from, error(nil)
+	if !s.unmovedSinceParked(id, from) {
+		if st, err = s.state(ctx, id); err != nil {
+			if ctx.Err() != nil {
+				return Call{}, ctx.Err()
+			}
+			return Call{}, err
 		}
-		return Call{}, err
 	}
 	poll := time.NewTimer(s.pollDelay())
 	defer poll.Stop()
@@ -153,6 +156,7 @@ func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	defer ps.Close()
+	var sharded []<-chan *redis.Message
 	if s.shardedPubSub {
 		// One subscription per shard channel: go-redis keeps each on the
 		// node that serves its slot, through failovers.
@@ -160,10 +164,33 @@ func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
 		for _, b := range s.bases {
 			sps := cc.SSubscribe(ctx, b+"events")
 			defer sps.Close()
-			go s.forward(ctx, sps.Channel(redis.WithChannelSize(1024)))
+			sharded = append(sharded, sps.Channel(redis.WithChannelSize(1024)))
 		}
 	}
-	s.forward(ctx, ps.Channel(redis.WithChannelSize(1024)))
+	for _, msgs := range sharded {
+		go s.forward(ctx, msgs)
+	}
+	// The global channel's confirmations too: each says the subscription
+	// was made (again), which Wait's shortcut needs (redis_heard.go).
+	all := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-all:
+			if !ok {
+				return
+			}
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					s.subscribed()
+				}
+			case *redis.Message:
+				s.notify(m.Payload)
+			}
+		}
+	}
 }
 
 // forward hands each published call ID to its waiters until ctx ends or
@@ -185,6 +212,7 @@ func (s *RedisStore) forward(ctx context.Context, msgs <-chan *redis.Message) {
 func (s *RedisStore) notify(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hear(id)
 	for wake := range s.waiters[id] {
 		select {
 		case wake <- struct{}{}:

@@ -1,0 +1,161 @@
+package pending
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// stateReads counts the GETRANGE reads of a call's state (RedisStore.state)
+// a client sends.
+type stateReads struct{ n atomic.Int64 }
+
+func (h *stateReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stateReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "getrange") {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *stateReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+var _ redis.Hook = (*stateReads)(nil)
+
+// TestRedisWaitAfterPark: a held agent's Wait on the call its replica just
+// parked skips the first read of the call's state while the subscription
+// has heard everything since the park, and reads it otherwise: after a
+// transition it heard, or after the subscription was made again. No
+// transition is missed either way: the poll here is 10 s, and every Wait
+// must return at once.
+func TestRedisWaitAfterPark(t *testing.T) {
+	opts := Options{Prefix: "toolgate-test:" + rand.Text() + ":", PollInterval: 10 * time.Second}
+	rdbA, rdbB := newRedisClient(t), newRedisClient(t)
+	reads := &stateReads{}
+	rdbA.AddHook(reads)
+	a := newRedisStoreOn(t, rdbA, opts)
+	b := newRedisStoreOn(t, rdbB, opts)
+
+	// The subscription starts with the first Wait, and is confirmed
+	// after it: that first Wait reads.
+	first := park(t, a, sampleCall(), long)
+	firstRes := waitAsync(t, a, first.ID, Waiting)
+	waitLive(t, a)
+	decide(t, b, first.ID, Approved)
+	if r := <-firstRes; r.err != nil || r.c.State != Approved {
+		t.Fatalf("first Wait = %s, %v", r.c.State, r.err)
+	}
+
+	approveAfter := func(id string) {
+		t.Helper()
+		time.Sleep(20 * time.Millisecond) // Wait is waiting
+		decide(t, b, id, Approved)
+	}
+	waitApproved := func(name string, res <-chan waitResult, wantReads int64, before int64) {
+		t.Helper()
+		select {
+		case r := <-res:
+			if r.err != nil || r.c.State != Approved {
+				t.Errorf("%s: Wait = %s, %v; want approved", name, r.c.State, r.err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: Wait missed the approval (the poll is 10 s)", name)
+		}
+		if got := reads.n.Load() - before; got != wantReads {
+			t.Errorf("%s: %d reads of the state before waiting, want %d", name, got, wantReads)
+		}
+	}
+
+	// Parked here, nothing heard since: no first read.
+	c := park(t, a, sampleCall(), long)
+	before := reads.n.Load()
+	res := waitAsync(t, a, c.ID, Waiting)
+	approveAfter(c.ID)
+	waitApproved("parked, then waited", res, 0, before)
+
+	// Approved between the park and the Wait, and heard: the Wait reads
+	// and returns at once.
+	d := park(t, a, sampleCall(), long)
+	decide(t, b, d.ID, Approved)
+	testkit.WaitFor(t, "the approval to be heard", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.heard.ring[(a.heard.n-1)%heardRing] == d.ID
+	})
+	before = reads.n.Load()
+	waitApproved("approved before the Wait", waitAsync(t, a, d.ID, Waiting), 1, before)
+
+	// The subscription made again after the park: what was published in
+	// between may be lost, so the Wait reads.
+	e := park(t, a, sampleCall(), long)
+	a.subscribed()
+	before = reads.n.Load()
+	res = waitAsync(t, a, e.ID, Waiting)
+	approveAfter(e.ID)
+	waitApproved("resubscribed after the park", res, 1, before)
+
+	// A Wait from another state than the park's, or on a call parked
+	// elsewhere, reads.
+	f := park(t, b, sampleCall(), long)
+	before = reads.n.Load()
+	res = waitAsync(t, a, f.ID, Waiting)
+	approveAfter(f.ID)
+	waitApproved("parked on another replica", res, 1, before)
+}
+
+// waitLive waits until the subscription of s is confirmed, and returns
+// its epoch.
+func waitLive(t *testing.T, s *RedisStore) (epoch uint64) {
+	t.Helper()
+	testkit.WaitFor(t, "the subscription to be confirmed", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		epoch = s.heard.epoch
+		return s.heard.live
+	})
+	return epoch
+}
+
+// TestRedisWaitAfterParkCut: an approval published while the
+// subscription is away, between the park and the Wait, is not missed: the
+// subscription made again says what was published meanwhile may be lost,
+// and the Wait reads instead of waiting for its poll.
+func TestRedisWaitAfterParkCut(t *testing.T) {
+	name := "toolgate-test-" + rand.Text()
+	rdb := dialRedis(t, &redis.Options{Addr: redisAddr(t), ClientName: name})
+	s := newRedisStoreOn(t, rdb, Options{PollInterval: 10 * time.Second})
+
+	first := park(t, s, sampleCall(), long)
+	firstRes := waitAsync(t, s, first.ID, Waiting)
+	epoch := waitLive(t, s)
+
+	c := park(t, s, sampleCall(), long)
+	cutAndApprove(t, rdb, s, name, c.ID)
+	testkit.WaitFor(t, "the subscription to be made again", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.heard.epoch > epoch
+	})
+	start := time.Now()
+	r := <-waitAsync(t, s, c.ID, Waiting)
+	if r.err != nil || r.c.State != Approved {
+		t.Fatalf("Wait after the cut = %s, %v; want approved", r.c.State, r.err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Wait took %v: it waited for its poll instead of reading", d)
+	}
+	decide(t, s, first.ID, Approved)
+	<-firstRes
+}
