@@ -20,6 +20,11 @@ type history struct {
 	calls  map[string]*callRecord
 	faults []faultRecord
 	ops    []opRecord
+	// writes are the moments a probe's write to Redis was taken (and
+	// confirmed by as many replicas as toolgate waits for); probed says
+	// the topology has a probe.
+	writes []time.Time
+	probed bool
 }
 
 // callRecord is what is known of one call ID.
@@ -73,6 +78,13 @@ func (h *history) op(o opRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, o)
+}
+
+// wrote records a write the probe saw taken at at.
+func (h *history) wrote(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writes = append(h.writes, at)
 }
 
 func (h *history) fault(kind string, start, end time.Time) {
@@ -141,10 +153,17 @@ func (h *history) check() []string {
 			// takes no writes (min-replicas-to-write with the replica
 			// away, a failover) for nearly the whole window. Such an
 			// outage explains an expiry (the README states it); an expiry
-			// while the store took writes is an anomaly.
-			if gap := h.undecided(c.ackedAt, c.ackedAt.Add(approvedWindow)); c.final != "expired" || gap < approvedWindow-claimTime {
-				add(c, "an acknowledged approval ended %s; in its %v approved window no agent request was decided for %v at a stretch",
-					c.final, approvedWindow, gap.Round(100*time.Millisecond))
+			// while the store took writes is an anomaly. Where a probe
+			// wrote to Redis all along, its writes say when Redis took
+			// them; elsewhere the decided agent requests stand in.
+			from, to := c.ackedAt, c.ackedAt.Add(approvedWindow)
+			gap, what := h.undecided(from, to), "no agent request was decided"
+			if h.probed {
+				gap, what = longestGap(h.writes, from, to), "no write to Redis was taken"
+			}
+			if c.final != "expired" || gap < approvedWindow-claimTime {
+				add(c, "an acknowledged approval ended %s; in its %v approved window %s for %v at a stretch",
+					c.final, approvedWindow, what, gap.Round(100*time.Millisecond))
 			}
 		}
 	}
@@ -167,13 +186,25 @@ const (
 func (h *history) undecided(from, to time.Time) time.Duration {
 	var at []time.Time // ops are recorded as they end, not as they start
 	for _, o := range h.ops {
-		if o.decided && o.at.After(from) && o.at.Before(to) {
+		if o.decided {
 			at = append(at, o.at)
 		}
 	}
-	slices.SortFunc(at, time.Time.Compare)
-	last, longest := from, time.Duration(0)
+	return longestGap(at, from, to)
+}
+
+// longestGap is the longest stretch between from and to with none of the
+// moments in at.
+func longestGap(at []time.Time, from, to time.Time) time.Duration {
+	in := make([]time.Time, 0, len(at))
 	for _, t := range at {
+		if t.After(from) && t.Before(to) {
+			in = append(in, t)
+		}
+	}
+	slices.SortFunc(in, time.Time.Compare)
+	last, longest := from, time.Duration(0)
+	for _, t := range in {
 		longest = max(longest, t.Sub(last))
 		last = t
 	}
@@ -215,6 +246,10 @@ func (h *history) report(cycles int) string {
 	fmt.Fprintf(&b, "%d fault cycles %v; %d agent requests; %d calls (%d parks acknowledged), %d approvals sent (%d acknowledged), %d executions\n",
 		cycles, sortedCounts(kinds), len(h.ops), len(h.calls), parked, approvals, acked, execs)
 	fmt.Fprintf(&b, "final states: %v\n", sortedCounts(finals))
+	if h.probed && len(h.writes) > 0 {
+		fmt.Fprintf(&b, "writes a probe saw Redis take (every 100 ms): %d, the longest stretch without one %v\n",
+			len(h.writes), longestGap(h.writes, h.writes[0], h.writes[len(h.writes)-1]).Round(100*time.Millisecond))
+	}
 	fmt.Fprintf(&b, "fault to recovery (every replica up, the primary with its replica online): ")
 	for _, k := range slices.Sorted(maps.Keys(recovery)) {
 		d := recovery[k]

@@ -1,19 +1,61 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
 )
 
 // sentinelFaults is a Sentinel set under faults: a forced failover
 // (SENTINEL FAILOVER), SIGKILL or SIGSTOP of the primary, SIGKILL of the
 // replica, a restart of the primary from its AOF, and a restart of the
 // primary without its data (its replica follows it empty).
-type sentinelFaults struct{ set *testkit.SentinelSet }
+type sentinelFaults struct {
+	set *testkit.SentinelSet
+	// prober writes to whichever node the sentinels name primary, as
+	// toolgate does; minReplicas is the confirmation toolgate waits for.
+	prober      *redis.Client
+	minReplicas int
+}
+
+func newSentinelFaults(t *testing.T, set *testkit.SentinelSet, minReplicas int) *sentinelFaults {
+	prober := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName: set.Master, SentinelAddrs: set.Sentinels, ContextTimeoutEnabled: true, MaxRetries: -1,
+	})
+	t.Cleanup(func() { prober.Close() })
+	return &sentinelFaults{set: set, prober: prober, minReplicas: minReplicas}
+}
+
+// probeWrite writes one key and waits for the replicas toolgate would
+// wait for, as long as it would (redis_replica_timeout): it succeeds when a
+// toolgate transition could have.
+func (f *sentinelFaults) probeWrite(ctx context.Context) error {
+	var wait *redis.IntCmd
+	_, err := f.prober.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "toolgate-fault-probe", time.Now().UnixNano(), 0)
+		if f.minReplicas > 0 {
+			wait = redis.NewIntCmd(ctx, "WAIT", f.minReplicas, pending.DefaultReplicaTimeout.Milliseconds())
+			_ = p.Process(ctx, wait)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if wait != nil && wait.Val() < int64(f.minReplicas) {
+		return fmt.Errorf("confirmed by %d replicas of %d", wait.Val(), f.minReplicas)
+	}
+	return nil
+}
 
 func (f *sentinelFaults) url() string {
 	s := f.set

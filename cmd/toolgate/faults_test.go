@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
 )
 
 // TestMain lets the fault-injection checker run toolgate replicas as
@@ -72,7 +73,33 @@ func TestFaultInjection(t *testing.T) {
 	}
 	set := testkit.NewSentinelSet(t, "--appendonly", "yes", "--appendfsync", "always",
 		"--min-replicas-to-write", strconv.Itoa(minReplicas), "--min-replicas-max-lag", "2")
-	runFaults(t, &sentinelFaults{set: set}, minReplicas, envCount(t, "TOOLGATE_FAULT_CYCLES", 6))
+	runFaults(t, newSentinelFaults(t, set, minReplicas), minReplicas, envCount(t, "TOOLGATE_FAULT_CYCLES", 6))
+}
+
+// writeProber is a topology whose write availability, as toolgate sees
+// it, a probe can measure: one primary for every call.
+type writeProber interface {
+	probeWrite(ctx context.Context) error
+}
+
+// probeWrites records, every 100 ms until ctx ends, whether a write to
+// Redis is taken.
+func probeWrites(ctx context.Context, p writeProber, h *history) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, pending.DefaultReplicaTimeout+500*time.Millisecond)
+		err := p.probeWrite(pctx)
+		cancel()
+		if err == nil {
+			h.wrote(time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // faultRedis is a Redis topology under faults: the URL toolgate takes, the
@@ -103,6 +130,15 @@ func runFaults(t *testing.T, r faultRedis, minReplicas, cycles int) {
 	}
 	w := &faultWorld{t: t, redis: r, replicas: replicas, h: h}
 	w.waitHealthy(time.Minute)
+
+	// The probe runs until the judgement: approvals acknowledged late in
+	// the run have their windows in the settling.
+	probeCtx, stopProbe := context.WithCancel(t.Context())
+	var probing sync.WaitGroup
+	if p, ok := r.(writeProber); ok {
+		h.probed = true
+		probing.Go(func() { probeWrites(probeCtx, p, h) })
+	}
 
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -135,6 +171,8 @@ func runFaults(t *testing.T, r faultRedis, minReplicas, cycles int) {
 	w.heal()
 	w.waitHealthy(time.Minute)
 	w.settle()
+	stopProbe()
+	probing.Wait()
 	t.Logf("fault-injection run:\n%s", h.report(cycles))
 	if bad := h.check(); len(bad) > 0 {
 		t.Errorf("%d anomalies:\n%s", len(bad), strings.Join(bad, "\n"))
