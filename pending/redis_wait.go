@@ -156,7 +156,6 @@ func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	ps := s.rdb.Subscribe(ctx, s.channel)
 	defer ps.Close()
-	var sharded []<-chan *redis.Message
 	if s.shardedPubSub {
 		// One subscription per shard channel: go-redis keeps each on the
 		// node that serves its slot, through failovers.
@@ -164,11 +163,8 @@ func (s *RedisStore) listen(ctx context.Context, done chan struct{}) {
 		for _, b := range s.bases {
 			sps := cc.SSubscribe(ctx, b+"events")
 			defer sps.Close()
-			sharded = append(sharded, sps.Channel(redis.WithChannelSize(1024)))
+			go s.forward(ctx, sps.Channel(redis.WithChannelSize(1024)))
 		}
-	}
-	for _, msgs := range sharded {
-		go s.forward(ctx, msgs)
 	}
 	// The global channel's confirmations too: each says the subscription
 	// was made (again), which Wait's shortcut needs (redis_heard.go).

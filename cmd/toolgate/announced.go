@@ -78,19 +78,16 @@ func (b *announcements) queuedFor(id string) bool {
 
 func (b *announcements) run() {
 	defer close(b.done)
-	t := time.NewTimer(0)
-	<-t.C
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-b.kick:
 		}
-		t.Reset(b.delay)
 		select {
 		case <-b.stop:
 			return // Close records what is queued
-		case <-t.C:
+		case <-time.After(b.delay):
 		}
 		b.flush()
 	}
