@@ -114,7 +114,7 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		}
 		switch {
 		case err == nil:
-			pc = slim(next)
+			pc = moved(pc, next)
 		case errors.Is(err, pending.ErrNotFound):
 			return Outcome{Kind: Lost, Call: pc}
 		case ctx.Err() != nil:
@@ -140,12 +140,12 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 // progress, not for the hold.
 func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next pending.Call, due bool, err error) {
 	if h.Progress == nil || h.ProgressEvery <= 0 {
-		next, err = l.store.Wait(ctx, pc.ID, pc.State)
+		next, err = l.store.WaitHeld(ctx, pc.ID, pc.State)
 		return next, false, err
 	}
 	step, cancel := context.WithTimeout(ctx, h.ProgressEvery)
 	defer cancel()
-	next, err = l.store.Wait(step, pc.ID, pc.State)
+	next, err = l.store.WaitHeld(step, pc.ID, pc.State)
 	return next, err != nil && step.Err() != nil && ctx.Err() == nil, err
 }
 
@@ -255,6 +255,18 @@ func (l *Lifecycle) refuse(ctx context.Context, pc pending.Call) Outcome {
 		return Outcome{Kind: Taken, Call: slim(now)}
 	}
 	return Outcome{Kind: Ended, Call: slim(now)}
+}
+
+// moved is the held call pc as next, from WaitHeld, says it now stands:
+// next slimmed, or pc in next's state when WaitHeld left the rest out (an
+// approval, which Claim reads whole next). A stored call always has its
+// CreatedAt.
+func moved(pc, next pending.Call) pending.Call {
+	if next.CreatedAt.IsZero() {
+		pc.State = next.State
+		return pc
+	}
+	return slim(next)
 }
 
 // slim is what a hold keeps of a call while it waits: its state, not its

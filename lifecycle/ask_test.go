@@ -563,3 +563,47 @@ func TestAskGoneAtApproval(t *testing.T) {
 		t.Errorf("call is %s, want approved (the sweeper's to run)", got.State)
 	}
 }
+
+// A held request's wait may report an approval it has not read (WaitHeld):
+// a forged or stale one runs nothing, since the claim finds the call still
+// waiting, and the request waits on for the real decision.
+func TestAskUnreadApproval(t *testing.T) { eachStore(t, testAskUnreadApproval) }
+
+func testAskUnreadApproval(t *testing.T, s pending.Store) {
+	var told atomic.Bool
+	again := make(chan struct{}) // closed when the request waits again
+	var once sync.Once
+	hs := &hookStore{Store: s, wait: func(ctx context.Context, id string, from pending.State) (pending.Call, error) {
+		if from == pending.Waiting && told.CompareAndSwap(false, true) {
+			return pending.Call{ID: id, State: pending.Approved}, nil
+		}
+		once.Do(func() { close(again) })
+		return s.WaitHeld(ctx, id, from)
+	}}
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, hs, exec, ev)
+	in := newCall()
+	out := ask(t.Context(), l, in, Hold{For: long})
+	select {
+	case <-again:
+	case o := <-out:
+		t.Fatalf("Ask = %s on an unread approval of a waiting call", describe(o))
+	}
+	stillHeld(t, out)
+	if got := get(t, s, in.ID); got.State != pending.Waiting {
+		t.Fatalf("call is %s, want still waiting", got.State)
+	}
+	if n := exec.total(); n != 0 {
+		t.Fatalf("executed %d times before any approval", n)
+	}
+	if _, err := s.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	o := outcome(t, out)
+	if o.Kind != Delivered || exec.count(in.ID) != 1 {
+		t.Fatalf("Ask = %s, executed %d times; want Delivered, once", describe(o), exec.count(in.ID))
+	}
+	if c := exec.claims()[0]; c.DecidedBy != "alice" || string(c.Request) != string(in.Request) {
+		t.Errorf("executed %+v; want the call whole, approved by alice", c)
+	}
+}

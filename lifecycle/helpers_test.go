@@ -369,6 +369,15 @@ func (h *hookStore) Wait(ctx context.Context, id string, from pending.State) (pe
 	return h.Store.Wait(ctx, id, from)
 }
 
+// WaitHeld goes through the wait hook too: a test that holds up Wait
+// holds up the held request.
+func (h *hookStore) WaitHeld(ctx context.Context, id string, from pending.State) (pending.Call, error) {
+	if h.wait != nil {
+		return h.wait(ctx, id, from)
+	}
+	return h.Store.WaitHeld(ctx, id, from)
+}
+
 func (h *hookStore) Claim(ctx context.Context, id string, lease time.Duration) (pending.Call, error) {
 	if h.claim != nil {
 		return h.claim(ctx, id, lease)

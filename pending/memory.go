@@ -427,6 +427,12 @@ func (s *MemoryStore) Wait(ctx context.Context, id string, from State) (Call, er
 	}
 }
 
+// WaitHeld implements [Store.WaitHeld]: the call is at hand, so it is
+// Wait.
+func (s *MemoryStore) WaitHeld(ctx context.Context, id string, from State) (Call, error) {
+	return s.Wait(ctx, id, from)
+}
+
 // Ping implements [Store.Ping]: memory is always there.
 func (s *MemoryStore) Ping(context.Context) error { return nil }
 

@@ -294,6 +294,14 @@ type Store interface {
 	// may be lost (Redis pub/sub); implementations also poll.
 	Wait(ctx context.Context, id string, from State) (Call, error)
 
+	// WaitHeld is Wait for the request held on the call, whose next step
+	// after an approval is Claim (which checks the state itself and
+	// returns the call whole): a call that moved to Approved may come
+	// back with its ID and State alone, so that a store told of the
+	// approval need not read the call. Any other call comes back as
+	// from Wait.
+	WaitHeld(ctx context.Context, id string, from State) (Call, error)
+
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 

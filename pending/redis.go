@@ -76,8 +76,8 @@ type RedisStore struct {
 	replicaTimeout             time.Duration // Options.ReplicaTimeout
 
 	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{} // call ID → waiting Wait calls
-	sub     *subscription                         // nil until the first Wait
+	waiters map[string]map[chan State]struct{} // call ID → waiting Wait calls
+	sub     *subscription                      // nil until the first Wait
 	closed  bool
 	heard   heard // redis_heard.go
 
@@ -123,7 +123,7 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		resultTTL:     opts.ResultTTL,
 		poll:          opts.PollInterval,
 		window:        opts.ApprovedWindow,
-		waiters:       make(map[string]map[chan struct{}]struct{}),
+		waiters:       make(map[string]map[chan State]struct{}),
 
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,

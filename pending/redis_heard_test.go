@@ -3,6 +3,7 @@ package pending
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,15 +15,18 @@ import (
 )
 
 // stateReads counts the GETRANGE reads of a call's state (RedisStore.state)
-// a client sends.
-type stateReads struct{ n atomic.Int64 }
+// a client sends, and in gets its GET reads of a whole call (Get).
+type stateReads struct{ n, gets atomic.Int64 }
 
 func (h *stateReads) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *stateReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.EqualFold(cmd.Name(), "getrange") {
+		switch strings.ToLower(cmd.Name()) {
+		case "getrange":
 			h.n.Add(1)
+		case "get":
+			h.gets.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -41,12 +45,7 @@ var _ redis.Hook = (*stateReads)(nil)
 // transition is missed either way: the poll here is 10 s, and every Wait
 // must return at once.
 func TestRedisWaitAfterPark(t *testing.T) {
-	opts := Options{Prefix: "toolgate-test:" + rand.Text() + ":", PollInterval: 10 * time.Second}
-	rdbA, rdbB := newRedisClient(t), newRedisClient(t)
-	reads := &stateReads{}
-	rdbA.AddHook(reads)
-	a := newRedisStoreOn(t, rdbA, opts)
-	b := newRedisStoreOn(t, rdbB, opts)
+	a, b, _, reads := readsCounted(t)
 
 	// The subscription starts with the first Wait, and is confirmed
 	// after it: that first Wait reads.
@@ -115,6 +114,17 @@ func TestRedisWaitAfterPark(t *testing.T) {
 	waitApproved("parked on another replica", res, 1, before)
 }
 
+// readsCounted returns two replicas' stores on one prefix, with a 10 s
+// poll (a missed message would show), B's client, and the reads A sends.
+func readsCounted(t *testing.T) (a, b *RedisStore, rdbB *redis.Client, reads *stateReads) {
+	opts := Options{Prefix: "toolgate-test:" + rand.Text() + ":", PollInterval: 10 * time.Second}
+	rdbA := newRedisClient(t)
+	rdbB = newRedisClient(t)
+	reads = &stateReads{}
+	rdbA.AddHook(reads)
+	return newRedisStoreOn(t, rdbA, opts), newRedisStoreOn(t, rdbB, opts), rdbB, reads
+}
+
 // waitLive waits until the subscription of s is confirmed, and returns
 // its epoch.
 func waitLive(t *testing.T, s *RedisStore) (epoch uint64) {
@@ -158,4 +168,69 @@ func TestRedisWaitAfterParkCut(t *testing.T) {
 	}
 	decide(t, s, first.ID, Approved)
 	<-firstRes
+}
+
+// TestRedisWaitHeld: the held request's wait takes an approval from the
+// message that publishes it, reading nothing, and the claim that follows
+// is what checks it. A forged "approved" message wakes it, and the claim
+// refuses a call that is still waiting. A message without a state (an
+// earlier release's) wakes it to read, as before.
+func TestRedisWaitHeld(t *testing.T) {
+	a, b, rdbB, reads := readsCounted(t)
+	held := func(id string) <-chan waitResult { return waitWith(t, a.WaitHeld, id, Waiting) }
+	// The subscription is confirmed once a first Wait has started it.
+	first := park(t, a, sampleCall(), long)
+	firstRes := waitAsync(t, a, first.ID, Waiting)
+	waitLive(t, a)
+	decide(t, b, first.ID, Approved)
+	<-firstRes
+
+	c := park(t, a, sampleCall(), long)
+	before, beforeGets := reads.n.Load(), reads.gets.Load()
+	res := held(c.ID)
+	time.Sleep(20 * time.Millisecond)
+	decide(t, b, c.ID, Approved)
+	r := <-res
+	if r.err != nil || r.c.ID != c.ID || r.c.State != Approved {
+		t.Fatalf("WaitHeld = %s %s, %v; want %s approved", r.c.ID, r.c.State, r.err, c.ID)
+	}
+	if n, g := reads.n.Load()-before, reads.gets.Load()-beforeGets; n != 0 || g != 0 {
+		t.Errorf("WaitHeld read the call %d times (%d of its state, %d whole), want 0", n+g, n, g)
+	}
+	if got, err := a.Claim(t.Context(), c.ID, long); err != nil || got.State != Executing || string(got.Request) != string(c.Request) {
+		t.Errorf("Claim after WaitHeld = %s, %v; want the call whole, executing", got.State, err)
+	}
+
+	// A forged approval: the wait takes it, the claim does not.
+	forged := park(t, a, sampleCall(), long)
+	res = held(forged.ID)
+	time.Sleep(20 * time.Millisecond)
+	if err := rdbB.Publish(t.Context(), a.channel, forged.ID+" approved").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.c.State != Approved {
+		t.Fatalf("WaitHeld after a forged message = %s, %v", r.c.State, r.err)
+	}
+	_, err := a.Claim(t.Context(), forged.ID, long)
+	if se := (*StateError)(nil); !errors.As(err, &se) || se.Call.State != Waiting {
+		t.Fatalf("Claim of a call a forged message called approved = %v; want a conflict, still waiting", err)
+	}
+
+	// A message without a state wakes the wait to read; it waits on.
+	res = held(forged.ID)
+	time.Sleep(20 * time.Millisecond)
+	beforeGets = reads.gets.Load()
+	if err := rdbB.Publish(t.Context(), a.channel, forged.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the wait to read the call", func() bool { return reads.gets.Load() > beforeGets })
+	select {
+	case r := <-res:
+		t.Fatalf("WaitHeld returned %s, %v on a message without a state", r.c.State, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	decide(t, b, forged.ID, Rejected)
+	if r := <-res; r.err != nil || r.c.State != Rejected || r.c.DecidedBy != "alice" {
+		t.Errorf("WaitHeld after a rejection = %s by %q, %v; want the call whole, rejected", r.c.State, r.c.DecidedBy, r.err)
+	}
 }

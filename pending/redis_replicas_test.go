@@ -87,6 +87,6 @@ func TestRedisMinReplicas(t *testing.T) {
 
 // withoutReplicas is s without the confirmation, for setting up a case.
 func (s *RedisStore) withoutReplicas() *RedisStore {
-	c := &RedisStore{rdb: s.rdb, base: s.base, bases: s.bases, channel: s.channel, resultTTL: s.resultTTL, poll: s.poll, window: s.window, waiters: map[string]map[chan struct{}]struct{}{}}
+	c := &RedisStore{rdb: s.rdb, base: s.base, bases: s.bases, channel: s.channel, resultTTL: s.resultTTL, poll: s.poll, window: s.window, waiters: map[string]map[chan State]struct{}{}}
 	return c
 }

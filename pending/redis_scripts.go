@@ -100,9 +100,12 @@ local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 -- nodes (SPUBLISH, Redis 7), and on the global one where SPUBLISH is not.
 local sharded = string.sub(channel, 1, 1) == '{'
 if sharded then channel = string.sub(channel, 2) end
-local function publish(id)
-  if not (sharded and pcall(redis.call, 'SPUBLISH', base .. 'events', id)) then
-    redis.call('PUBLISH', channel, id)
+-- The message is the call's ID and, after a space, the state it moved to
+-- (a hint: see redis_wait.go).
+local function publish(id, st)
+  local m = id .. ' ' .. st
+  if not (sharded and pcall(redis.call, 'SPUBLISH', base .. 'events', m)) then
+    redis.call('PUBLISH', channel, m)
   end
 end
 -- Declared keys. A script given one key (KEYS[1], which routes it to its
@@ -426,7 +429,7 @@ local function move(id, h, to, fields, deadline, at)
     save(id, h, at)
     if at then attached(id, h, at) end
   end
-  publish(id)
+  publish(id, to)
 end
 `
 

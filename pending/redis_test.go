@@ -195,12 +195,17 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, s *RedisStore, n int64) {
 // waitAsync starts s.Wait(id, from) and returns the channel its result
 // arrives on, stamped with the time it returned.
 func waitAsync(t *testing.T, s Store, id string, from State) <-chan waitResult {
+	return waitWith(t, s.Wait, id, from)
+}
+
+// waitWith is waitAsync with the wait to call (Wait or WaitHeld).
+func waitWith(t *testing.T, wait func(context.Context, string, State) (Call, error), id string, from State) <-chan waitResult {
 	t.Helper()
 	out := make(chan waitResult, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
 		defer cancel()
-		c, err := s.Wait(ctx, id, from)
+		c, err := wait(ctx, id, from)
 		out <- waitResult{c, err, time.Now()}
 	}()
 	return out
@@ -970,8 +975,8 @@ func TestRedisClusterWakeSharded(t *testing.T) {
 	}
 	select {
 	case m := <-shard.Channel():
-		if m.Payload != c.ID {
-			t.Errorf("shard channel carried %q, want %s", m.Payload, c.ID)
+		if want := c.ID + " approved"; m.Payload != want {
+			t.Errorf("shard channel carried %q, want %q", m.Payload, want)
 		}
 	case <-time.After(time.Second):
 		t.Error("nothing on the shard channel")

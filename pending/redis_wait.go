@@ -7,22 +7,37 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Wait implements [Store.Wait]. A waiter is woken by the store's one shared
-// pub/sub subscription (every transition publishes the call's ID), and also
-// re-reads the call every PollInterval, because pub/sub loses what is
-// published while the subscriber reconnects or sits on a demoted node
-// (docs/security.md, R12): a lost message costs at most one poll interval,
-// never a missed approval. A waiter holds no pool connection while it
-// waits (R18). Redis errors while waiting are not returned (the next poll
-// tries again, R05); a call that vanished (Redis restarted empty, R08)
-// gives ErrNotFound.
+// pub/sub subscription (every transition publishes the call's ID and new
+// state), and also re-reads the call every PollInterval, because pub/sub
+// loses what is published while the subscriber reconnects or sits on a
+// demoted node (docs/security.md, R12): a lost message costs at most one
+// poll interval, never a missed approval. A waiter holds no pool
+// connection while it waits (R18). Redis errors while waiting are not
+// returned (the next poll tries again, R05); a call that vanished (Redis
+// restarted empty, R08) gives ErrNotFound.
 func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, error) {
-	wake := make(chan struct{}, 1)
+	return s.wait(ctx, id, from, false)
+}
+
+// WaitHeld implements [Store.WaitHeld]: Wait, except that a message saying
+// the call moved to Approved is taken at its word, without reading the
+// call. The message is a hint, not an authority: the holder's Claim
+// checks the state in the same script that claims, and a call that is
+// not approved after all (a forged or stale message) comes back from it
+// as a conflict, with the call as it stands.
+func (s *RedisStore) WaitHeld(ctx context.Context, id string, from State) (Call, error) {
+	return s.wait(ctx, id, from, true)
+}
+
+func (s *RedisStore) wait(ctx context.Context, id string, from State, held bool) (Call, error) {
+	wake := make(chan State, 1)
 	s.addWaiter(id, wake) // before reading, so no wake-up falls in between
 	defer s.removeWaiter(id, wake)
 
@@ -55,11 +70,7 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 				// failover): wait on
 			case err == nil:
 				if waited {
-					if viaPoll {
-						s.viaPoll.Add(1)
-					} else {
-						s.viaPubSub.Add(1)
-					}
+					s.countWakeup(viaPoll)
 				}
 				return c, nil
 			case errors.Is(err, ErrNotFound) || !waited:
@@ -67,10 +78,11 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 			}
 			// Redis is away: keep waiting, the next poll re-reads.
 		}
+		var told State
 		select {
 		case <-ctx.Done():
 			return s.asItStands(ctx, id)
-		case <-wake:
+		case told = <-wake:
 			viaPoll = false
 		case <-poll.C:
 			viaPoll = true
@@ -78,9 +90,14 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 		}
 		waited = true
 		if !viaPoll {
+			if held && told == Approved && from != Approved {
+				// The holder claims it next, and Claim returns it whole.
+				s.countWakeup(false)
+				return Call{ID: id, State: Approved}, nil
+			}
 			// A transition published the ID: the call has most likely
 			// moved, so it is read whole at once rather than its state
-			// first (one round trip, not two, on the held agent's path).
+			// first (one round trip, not two).
 			st = ""
 			continue
 		}
@@ -93,6 +110,14 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 		case err != nil:
 			st = from // Redis is away: keep waiting, the next poll re-reads
 		}
+	}
+}
+
+func (s *RedisStore) countWakeup(viaPoll bool) {
+	if viaPoll {
+		s.viaPoll.Add(1)
+	} else {
+		s.viaPubSub.Add(1)
 	}
 }
 
@@ -125,11 +150,11 @@ func (s *RedisStore) pollDelay() time.Duration {
 	return s.poll
 }
 
-func (s *RedisStore) addWaiter(id string, wake chan struct{}) {
+func (s *RedisStore) addWaiter(id string, wake chan State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waiters[id] == nil {
-		s.waiters[id] = make(map[chan struct{}]struct{})
+		s.waiters[id] = make(map[chan State]struct{})
 	}
 	s.waiters[id][wake] = struct{}{}
 	if s.sub == nil && !s.closed {
@@ -139,7 +164,7 @@ func (s *RedisStore) addWaiter(id string, wake chan struct{}) {
 	}
 }
 
-func (s *RedisStore) removeWaiter(id string, wake chan struct{}) {
+func (s *RedisStore) removeWaiter(id string, wake chan State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.waiters[id], wake)
@@ -205,15 +230,20 @@ func (s *RedisStore) forward(ctx context.Context, msgs <-chan *redis.Message) {
 	}
 }
 
-func (s *RedisStore) notify(id string) {
+// notify hands a message, "<id> <state>", to the call's waiters. A
+// message without a state (a replica of an earlier release) wakes them
+// all the same, to read the call.
+func (s *RedisStore) notify(msg string) {
+	id, st, _ := strings.Cut(msg, " ")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hear(id)
 	for wake := range s.waiters[id] {
 		select {
-		case wake <- struct{}{}:
-		default: // a wake-up is already pending
+		case <-wake: // a wake-up not taken yet: this one is newer
+		default:
 		}
+		wake <- State(st) // cannot block: s.mu is held by every sender
 	}
 }
 

@@ -743,6 +743,30 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		})
 	})
 
+	t.Run("WaitHeld", func(t *testing.T) {
+		// An approval may come back as ID and State alone; anything else
+		// whole, as from Wait.
+		s, _ := newStore(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		for _, to := range []State{Approved, Rejected} {
+			c := park(t, s, sampleCall(), long)
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				if _, err := s.Decide(context.WithoutCancel(ctx), c.ID, Decision{To: to, By: "alice", Comment: "why"}); err != nil {
+					t.Error(err)
+				}
+			}()
+			got, err := s.WaitHeld(ctx, c.ID, Waiting)
+			if err != nil || got.ID != c.ID || got.State != to {
+				t.Fatalf("WaitHeld = %s %s, %v; want %s", got.ID, got.State, err, to)
+			}
+			if to != Approved && (got.DecidedBy != "alice" || got.Comment != "why" || string(got.Request) != string(c.Request)) {
+				t.Errorf("WaitHeld after %s = %+v; want the call whole", to, got)
+			}
+		}
+	})
+
 	t.Run("AttachKeys", func(t *testing.T) { testAttachKeys(t, newStore) })
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
