@@ -24,8 +24,9 @@ type Options struct {
 
 	// PollInterval is how often RedisStore.Wait re-reads a call when no
 	// pub/sub wake-up came (default 500ms). Pub/sub drops messages while
-	// reconnecting, so polling bounds how late a missed wake-up is seen.
-	// MemoryStore ignores it.
+	// reconnecting, so polling bounds how late a missed wake-up is seen;
+	// it bounds as long how long RedisStore.FindGrant trusts that no
+	// grant exists (redis_nogrants.go). MemoryStore ignores it.
 	PollInterval time.Duration
 
 	// MaxParked caps the calls waiting or approved in the store, and

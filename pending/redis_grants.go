@@ -58,6 +58,7 @@ const grantRevokedTTL = time.Minute
 
 // luaGrants are the helpers of the grant scripts, after luaPrelude.
 const luaGrants = `
+local grantsMessage = '` + grantsMessage + `'
 local gindex, gcreated = base .. 'grants', base .. 'grants:created'
 local function grantkey(id) return base .. 'grant:' .. id end
 local function scopekey(sc) return base .. 'grantscope:' .. sc end
@@ -133,12 +134,14 @@ call('ZADD', gindex, num(ea), id)
 call('ZADD', gcreated, num(now), id)
 lasts(gindex, ea)
 lasts(gcreated, ea)
+publish(grantsMessage, 'granted')
 return {'ok', call('HGETALL', k)}
 `)
 
 // findGrantScript (read-only): KEYS[1] the exact scope's key, ARGV[4] the
 // exact scope, [5] the any-target scope. Replies {id, grant} for the first
-// live grant of the two, or {}.
+// live grant of the two, or {n}: none, and n live grants in all (FindGrant
+// remembers when there are none, redis_nogrants.go).
 var findGrantScript = newGrantScript(`
 for i = 4, 5 do
   local id = call('GET', scopekey(ARGV[i]))
@@ -147,7 +150,7 @@ for i = 4, 5 do
     if live(flat) then return {id, flat} end
   end
 end
-return {}
+return {call('ZCOUNT', gindex, '(' .. num(now), '+inf')}
 `)
 
 // listGrantsScript (read-only): ARGV[4] limit. Replies {id, grant, …},
@@ -239,6 +242,7 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: granting %s on %s: %w", g.Tool, g.Subject, err)
 	}
+	s.granted() // before its message is heard
 	code, got, err := grantReply(id, v)
 	switch {
 	case err != nil:
@@ -258,13 +262,20 @@ func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, tar
 	if !findable(subject, upstream, tool, target) {
 		return Grant{}, noGrantFor(subject, upstream, tool, target)
 	}
+	if s.noGrantsKnown() {
+		return Grant{}, noGrantFor(subject, upstream, tool, target)
+	}
+	mark, live := s.markHeard()
 	exact := grantScope(subject, upstream, tool, target, false)
 	anyTarget := grantScope(subject, upstream, tool, "", true)
 	v, err := s.run(ctx, findGrantScript, s.base, []string{s.grantScopeKey(exact)}, exact, anyTarget)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
 	}
-	if len(v) == 0 {
+	if len(v) <= 1 {
+		if len(v) == 1 && v[0] == int64(0) && live {
+			s.noGrantsSince(mark)
+		}
 		return Grant{}, noGrantFor(subject, upstream, tool, target)
 	}
 	gs, err := decodeGrants(v)

@@ -32,13 +32,16 @@ type heard struct {
 	ring  [heardRing]string
 	marks map[string]heardMark
 	fifo  []string // marks' IDs, oldest first, for the bound
+
+	grants uint64   // grants made, as heard or made here (redis_nogrants.go)
+	none   noGrants // the last lookup that found none
 }
 
 // heardMark is where the subscription stood when a park was sent, and
 // the state the park reported.
 type heardMark struct {
-	epoch, n uint64
-	state    State
+	epoch, n, grants uint64
+	state            State
 }
 
 // subscribed records a (re)confirmed subscription: what was published
@@ -65,7 +68,7 @@ func (s *RedisStore) markHeard() (heardMark, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return heardMark{epoch: s.heard.epoch, n: s.heard.n}, s.heard.live
+	return heardMark{epoch: s.heard.epoch, n: s.heard.n, grants: s.heard.grants}, s.heard.live
 }
 
 // parkedHeard remembers the mark of a park of id that reported state.

@@ -237,6 +237,10 @@ func (s *RedisStore) notify(msg string) {
 	id, st, _ := strings.Cut(msg, " ")
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if id == grantsMessage {
+		s.heard.grants++
+		return
+	}
 	s.hear(id)
 	for wake := range s.waiters[id] {
 		select {
