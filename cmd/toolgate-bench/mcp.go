@@ -139,7 +139,7 @@ log: {level: info}
 // startMCPStack starts the MCP server, a bare proxy in front of it and
 // toolgate, pinned to the servers' core.
 func startMCPStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
-	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
+	s := &stack{dir: o.dir, agentKey: secret(), serversCPU: pin.servers, url: map[string]string{}}
 	addrs, err := namedPorts("mcpserver", "bare", "tg-proxy", "tg-approvals", "tg-admin")
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 type sample struct {
 	rps, p50, p99 float64   // req/s; latencies in µs
 	cpu           []float64 // CPU µs per request of each of the target's processes
+	steal         float64   // share of the servers' core stolen during the run; -1: unknown (steal.go)
 	failed        string    // why the run does not count, if it does not
 }
 
@@ -83,6 +84,7 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
+	ticks0, terr0 := readTicks(s.serversCPU)
 	var stopProfile func() error
 	if profile {
 		if stopProfile, err = startPerf(o.cpuprofile, t.procs[0].pid()); err != nil {
@@ -98,7 +100,8 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 	if err != nil {
 		return nil, err
 	}
-	smp := &sample{rps: float64(w.Requests) / (float64(w.DurationUS) / 1e6), p50: w.P50, p99: w.P99}
+	ticks1, terr1 := readTicks(s.serversCPU)
+	smp := &sample{rps: float64(w.Requests) / (float64(w.DurationUS) / 1e6), p50: w.P50, p99: w.P99, steal: stolen(ticks0, ticks1, terr0, terr1)}
 	for i, p := range t.procs {
 		c, err := cpuTime(p.pid())
 		if err != nil {
@@ -163,8 +166,8 @@ func (s *stack) saturation(ctx context.Context, o *options, targets []*target, s
 					return nil, err
 				}
 				profiled = profiled || profile
-				fmt.Fprintf(stderr, "c=%-3d rep %d/%d %-26s %8.0f req/s  p50 %7.0f µs  p99 %7.0f µs  CPU %6.1f µs/req %s\n",
-					c, rep+1, o.reps, t.name, smp.rps, smp.p50, smp.p99, sum(smp.cpu), smp.failed)
+				fmt.Fprintf(stderr, "c=%-3d rep %d/%d %-26s %8.0f req/s  p50 %7.0f µs  p99 %7.0f µs  CPU %6.1f µs/req %s %s\n",
+					c, rep+1, o.reps, t.name, smp.rps, smp.p50, smp.p99, sum(smp.cpu), stealText(smp.steal), smp.failed)
 				out[c][t] = append(out[c][t], smp)
 			}
 		}

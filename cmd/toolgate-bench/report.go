@@ -98,6 +98,13 @@ func report(w io.Writer, o *options, targets []*target, sat map[int]map[*target]
 				name, r.rps, r.p50, r.p99, cpu, refRPS, bareRPS, refCPU, bareCPU)
 		}
 		fmt.Fprintln(w)
+		var all []*sample
+		for _, t := range targets {
+			all = append(all, sat[c][t]...)
+		}
+		if note := stealNote(all); note != "" {
+			fmt.Fprintf(w, "%s\n\n", note)
+		}
 		targetLines(summary, c, rows)
 	}
 	if summary.Len() > 0 {

@@ -14,14 +14,15 @@ import (
 
 // stack is every server of the comparison, started on loopback.
 type stack struct {
-	dir      string
-	agentKey string
-	upstream *proc
-	bare     *proc
-	extProxy *proc
-	opa      *proc
-	approver *proc
-	tgMemory *proc // toolgate for allow, deny and MCP
+	dir        string
+	agentKey   string
+	serversCPU string // the core the servers are pinned to; "": all
+	upstream   *proc
+	bare       *proc
+	extProxy   *proc
+	opa        *proc
+	approver   *proc
+	tgMemory   *proc // toolgate for allow, deny and MCP
 	// tgAsk is toolgate for ask with parked calls in memory, apart: they
 	// stay there for result_ttl and would grow the heap the allow rows
 	// are measured with.
@@ -79,7 +80,7 @@ log: {level: info}
 // startStack starts the servers pinned to the servers' core and waits
 // until each answers.
 func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
-	s := &stack{dir: o.dir, agentKey: secret(), url: map[string]string{}}
+	s := &stack{dir: o.dir, agentKey: secret(), serversCPU: pin.servers, url: map[string]string{}}
 	approverKey := secret()
 	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
 	if err != nil {
