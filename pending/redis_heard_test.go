@@ -59,7 +59,7 @@ func TestRedisWaitAfterPark(t *testing.T) {
 
 	approveAfter := func(id string) {
 		t.Helper()
-		time.Sleep(20 * time.Millisecond) // Wait is waiting
+		waiting(t, a, id)
 		decide(t, b, id, Approved)
 	}
 	waitApproved := func(name string, res <-chan waitResult, wantReads int64, before int64) {
@@ -125,6 +125,19 @@ func readsCounted(t *testing.T) (a, b *RedisStore, rdbB *redis.Client, reads *st
 	return newRedisStoreOn(t, rdbA, opts), newRedisStoreOn(t, rdbB, opts), rdbB, reads
 }
 
+// waiting waits until s has a waiter for id that has made its choice of
+// a first read (it used the park's mark): what is published from then on
+// reaches it, and cannot change that choice.
+func waiting(t *testing.T, s *RedisStore, id string) {
+	t.Helper()
+	testkit.WaitFor(t, "the wait to start", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, marked := s.heard.marks[id]
+		return len(s.waiters[id]) > 0 && !marked
+	})
+}
+
 // waitLive waits until the subscription of s is confirmed, and returns
 // its epoch.
 func waitLive(t *testing.T, s *RedisStore) (epoch uint64) {
@@ -188,7 +201,7 @@ func TestRedisWaitHeld(t *testing.T) {
 	c := park(t, a, sampleCall(), long)
 	before, beforeGets := reads.n.Load(), reads.gets.Load()
 	res := held(c.ID)
-	time.Sleep(20 * time.Millisecond)
+	waiting(t, a, c.ID)
 	decide(t, b, c.ID, Approved)
 	r := <-res
 	if r.err != nil || r.c.ID != c.ID || r.c.State != Approved {
@@ -204,7 +217,7 @@ func TestRedisWaitHeld(t *testing.T) {
 	// A forged approval: the wait takes it, the claim does not.
 	forged := park(t, a, sampleCall(), long)
 	res = held(forged.ID)
-	time.Sleep(20 * time.Millisecond)
+	waiting(t, a, forged.ID)
 	if err := rdbB.Publish(t.Context(), a.channel, forged.ID+" approved").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +231,7 @@ func TestRedisWaitHeld(t *testing.T) {
 
 	// A message without a state wakes the wait to read; it waits on.
 	res = held(forged.ID)
-	time.Sleep(20 * time.Millisecond)
+	waiting(t, a, forged.ID)
 	beforeGets = reads.gets.Load()
 	if err := rdbB.Publish(t.Context(), a.channel, forged.ID).Err(); err != nil {
 		t.Fatal(err)

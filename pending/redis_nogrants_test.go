@@ -37,7 +37,7 @@ func (h *commands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // replica (its message), the subscription is made again, or the poll
 // interval passes; and it never misses a grant for longer than that.
 func TestRedisNoGrantsRemembered(t *testing.T) {
-	const poll = 400 * time.Millisecond
+	const poll = 1500 * time.Millisecond // long beside a lookup, even under -race on a busy machine
 	opts := Options{Prefix: "toolgate-test:" + rand.Text() + ":", PollInterval: poll}
 	rdbA := newRedisClient(t)
 	sent := &commands{}
