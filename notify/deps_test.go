@@ -8,8 +8,9 @@ import (
 
 // TestDeps keeps notify on the standard library: it announces calls and
 // knows nothing of policy, proxying, the store or any third-party module.
-// Its one toolgate import is the webhook signer it shares with hooks,
-// itself standard library only.
+// Its toolgate imports are the webhook signer it shares with hooks and
+// the JSON string encoder it shares with the rest, both standard library
+// only.
 func TestDeps(t *testing.T) {
-	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig")
+	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson")
 }

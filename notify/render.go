@@ -20,7 +20,12 @@ func render(format string, e *Event, slackInteractive bool) ([]byte, string, err
 	contentType := "application/json"
 	switch format {
 	case FormatCloudEvents:
-		v, contentType = cloudEvent(e), "application/cloudevents+json"
+		ev := cloudEvent(e)
+		body, err := ev.appendJSON(make([]byte, 0, 1024))
+		if err != nil {
+			return nil, "", fmt.Errorf("encoding %s body: %w", format, err)
+		}
+		return body, "application/cloudevents+json", nil
 	case FormatSlack:
 		v = slackMessage(e, slackInteractive)
 	case FormatTeams:
