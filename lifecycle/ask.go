@@ -257,12 +257,11 @@ func (l *Lifecycle) refuse(ctx context.Context, pc pending.Call) Outcome {
 	return Outcome{Kind: Ended, Call: slim(now)}
 }
 
-// moved is the held call pc as next, from WaitHeld, says it now stands:
-// next slimmed, or pc in next's state when WaitHeld left the rest out (an
-// approval, which Claim reads whole next). A stored call always has its
-// CreatedAt.
+// moved is the held call pc as next, from WaitHeld, says it now stands.
+// An approval may come without the rest of the call (WaitHeld), and needs
+// none: the hold claims it next, and Claim returns it whole.
 func moved(pc, next pending.Call) pending.Call {
-	if next.CreatedAt.IsZero() {
+	if next.State == pending.Approved {
 		pc.State = next.State
 		return pc
 	}

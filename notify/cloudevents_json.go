@@ -62,9 +62,9 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 		b = buf.Bytes()
 	}
 	b = append(b, `,"reasons":`...)
-	b = appendStringsOrNull(b, d.Reasons)
+	b = strictjson.AppendStringsOrNull(b, d.Reasons)
 	b = append(b, `,"rule_ids":`...)
-	b = appendStringsOrNull(b, d.RuleIDs)
+	b = strictjson.AppendStringsOrNull(b, d.RuleIDs)
 	if d.ApprovalURL != nil {
 		b = append(b, `,"approval_url":`...)
 		b = strictjson.AppendString(b, *d.ApprovalURL)
@@ -103,15 +103,6 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, ']')
 	}
 	return append(b, '}'), nil
-}
-
-// appendStringsOrNull is a []string as encoding/json writes it: null when
-// nil.
-func appendStringsOrNull(b []byte, ss []string) []byte {
-	if ss == nil {
-		return append(b, "null"...)
-	}
-	return strictjson.AppendStrings(b, ss)
 }
 
 // appendTime is t as its MarshalJSON writes it (which refuses a year

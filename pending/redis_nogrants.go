@@ -37,6 +37,16 @@ func (s *RedisStore) granted() {
 	s.heard.grants++
 }
 
+// heardGrant records a message that announced a grant, and reports
+// whether msgID was one; s.mu is held.
+func (s *RedisStore) heardGrant(msgID string) bool {
+	if msgID != grantsMessage {
+		return false
+	}
+	s.heard.grants++
+	return true
+}
+
 // noGrantsSince remembers that a lookup that started at mark found no live
 // grant.
 func (s *RedisStore) noGrantsSince(m heardMark) {

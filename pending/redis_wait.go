@@ -237,8 +237,7 @@ func (s *RedisStore) notify(msg string) {
 	id, st, _ := strings.Cut(msg, " ")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id == grantsMessage {
-		s.heard.grants++
+	if s.heardGrant(id) {
 		return
 	}
 	s.hear(id)

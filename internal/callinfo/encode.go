@@ -144,10 +144,6 @@ func strs(b *bytes.Buffer, key string, ss []string, omitEmpty bool) bool {
 		return false
 	}
 	b.WriteString(key)
-	if ss == nil {
-		b.WriteString("null")
-	} else {
-		b.Write(strictjson.AppendStrings(b.AvailableBuffer(), ss))
-	}
+	b.Write(strictjson.AppendStringsOrNull(b.AvailableBuffer(), ss))
 	return true
 }

@@ -71,3 +71,12 @@ func AppendStrings(b []byte, ss []string) []byte {
 	}
 	return append(b, ']')
 }
+
+// AppendStringsOrNull is AppendStrings, except that nil is null, as
+// encoding/json writes a nil slice.
+func AppendStringsOrNull(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	return AppendStrings(b, ss)
+}
