@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
@@ -38,6 +39,12 @@ type Options struct {
 	Capabilities []string
 	// Default is what "no rule fired" means: Deny (the zero value) or Ask.
 	Default Action
+	// Timeout bounds one evaluation by OPA; past it Decide fails, which
+	// callers answer as a deny. Zero means 5s. What the engine decides in
+	// Go (the shipped library, rules of the shapes goRules takes) is a
+	// bounded walk over the call and needs no clock, so a call decided
+	// there sets no timer.
+	Timeout time.Duration
 	// Logger receives reload reports. Nil discards them.
 	Logger *slog.Logger
 	// OnReload, if set, is called after every load attempt with the
@@ -231,7 +238,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		if err != nil {
 			return failed(err)
 		}
-		return p.decideRego(ctx, v, in.Mode, e.opts.Default, in.Hook)
+		return p.decideRego(ctx, e.timeout(), v, in.Mode, e.opts.Default, in.Hook)
 	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
@@ -251,7 +258,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 			}
 		}
 		if !sure {
-			b, err := eval(ctx, p.user, v)
+			b, err := eval(ctx, e.timeout(), p.user, v)
 			if err != nil {
 				return failed(err)
 			}
@@ -289,12 +296,12 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			mode = string(s)
 		}
 	}
-	return e.current.Load().decideRego(ctx, v, mode, e.opts.Default, nil)
+	return e.current.Load().decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil)
 }
 
 // decideRego decides with every rule evaluated by OPA.
-func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def Action, hook *HookOpinion) (Decision, error) {
-	b, err := eval(ctx, &p.full, v)
+func (p *prepared) decideRego(ctx context.Context, timeout time.Duration, v ast.Value, mode string, def Action, hook *HookOpinion) (Decision, error) {
+	b, err := eval(ctx, timeout, &p.full, v)
 	if err != nil {
 		return failed(err)
 	}
@@ -315,14 +322,17 @@ func (p *prepared) decideRego(ctx context.Context, v ast.Value, mode string, def
 	return applyModeOrFail(withHook(d, hook), mode)
 }
 
-// eval runs a decision query, which has exactly one result.
+// eval runs a decision query, which has exactly one result, within
+// timeout.
 //
 // Two of OPA's per-evaluation defaults cost more than a small policy's
 // evaluation: a fresh metrics registry (three maps) and a goroutine that
 // waits for ctx to end so it can cancel the query. Decisions read no
 // metrics, and context.AfterFunc cancels the query the same way with no
 // goroutine unless ctx does end while it runs.
-func eval(ctx context.Context, q *rego.PreparedEvalQuery, v ast.Value) (rego.Vars, error) {
+func eval(ctx context.Context, timeout time.Duration, q *rego.PreparedEvalQuery, v ast.Value) (rego.Vars, error) {
+	ctx, done := context.WithTimeout(ctx, timeout)
+	defer done()
 	cancel := topdown.NewCancel()
 	stop := context.AfterFunc(ctx, cancel.Cancel)
 	defer stop()
@@ -334,6 +344,16 @@ func eval(ctx context.Context, q *rego.PreparedEvalQuery, v ast.Value) (rego.Var
 		return nil, errors.New("policy: the decision query is undefined")
 	}
 	return rs[0].Bindings, nil
+}
+
+// defaultTimeout is Options.Timeout's zero value.
+const defaultTimeout = 5 * time.Second
+
+func (e *Engine) timeout() time.Duration {
+	if e.opts.Timeout > 0 {
+		return e.opts.Timeout
+	}
+	return defaultTimeout
 }
 
 // noMetrics is the registry decisions evaluate with: they report none.

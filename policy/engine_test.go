@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -644,21 +645,46 @@ func TestReloadIsAtomic(t *testing.T) {
 	}
 }
 
-// TestDecideDeadline: a policy still evaluating when the decision's
-// deadline passes is stopped there, and the call is denied with the error.
-func TestDecideDeadline(t *testing.T) {
-	e := newEngine(t, policy.Options{Policies: fstest.MapFS{"p.rego": {Data: []byte(`package toolgate
+// slowPolicy runs for minutes unless it is stopped.
+var slowPolicy = fstest.MapFS{"p.rego": {Data: []byte(`package toolgate
 
 deny contains "never" if {
 	some i in numbers.range(1, 100000000)
 	i < 0
 }
-`)}}})
+`)}}
+
+// TestDecideDeadline: a policy still evaluating when the caller's deadline
+// passes is stopped there, and the call is denied with the error.
+func TestDecideDeadline(t *testing.T) {
+	e := newEngine(t, policy.Options{Policies: slowPolicy})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	d, err := e.Decide(ctx, call("Read", "x"))
 	if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
 		t.Fatalf("Decide = %v, %v after %v; want a deny with an error soon after 50 ms", d.Action, err, took)
+	}
+}
+
+// TestDecideTimeout: the engine bounds OPA's evaluation itself
+// (Options.Timeout), whatever the caller's context: the slow policy is
+// stopped at the timeout, with the shipped library in Go (the Rego left to
+// OPA is the user's) and with everything in Rego, and DecideValue too.
+func TestDecideTimeout(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		t.Run(fmt.Sprintf("native=%v", native), func(t *testing.T) {
+			e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native, Policies: slowPolicy, Timeout: 50 * time.Millisecond})
+			start := time.Now()
+			d, err := e.Decide(context.Background(), call("Read", "x"))
+			if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
+				t.Fatalf("Decide = %v, %v after %v; want a deny with an error soon after 50 ms", d.Action, err, took)
+			}
+			start = time.Now()
+			d, err = e.DecideValue(context.Background(), ast.MustParseTerm(`{"tool": {"name": "Read"}}`).Value)
+			if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
+				t.Fatalf("DecideValue = %v, %v after %v; want a deny with an error soon after 50 ms", d.Action, err, took)
+			}
+		})
 	}
 }

@@ -134,11 +134,11 @@ func TestInputReadsDecideAlike(t *testing.T) {
 					queries["user"] = pr.user
 				}
 				for qn, q := range queries {
-					a, err := eval(ctx, q, full)
+					a, err := eval(ctx, time.Minute, q, full)
 					if err != nil {
 						t.Fatalf("%s, %s, whole input: %v", name, qn, err)
 					}
-					b, err := eval(ctx, q, pruned)
+					b, err := eval(ctx, time.Minute, q, pruned)
 					if err != nil {
 						t.Fatalf("%s, %s, built input: %v", name, qn, err)
 					}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -177,11 +176,10 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 // decide asks the Decider, records its answer in c and returns it.
 func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	start := s.cfg.Now()
-	// Hooks first, each bounded by its own timeout (the decision timeout
-	// bounds the policy alone).
+	// Hooks first, each bounded by its own timeout (the Decider bounds the
+	// policy's).
 	hd := s.runHooks(r.Context(), c)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionTimeout)
-	ctx, span := s.tracing.startDecide(ctx)
+	ctx, span := s.tracing.startDecide(r.Context())
 	var (
 		d   policy.Decision
 		err error
@@ -191,7 +189,6 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	} else {
 		d, err = s.cfg.Decider.Decide(ctx, c.input)
 	}
-	cancel()
 	elapsed := s.cfg.Now().Sub(start)
 	if err != nil {
 		// Fail closed: whatever the Decider returned, an error is a deny.

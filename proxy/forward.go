@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -31,12 +33,14 @@ type upstream struct {
 	fold        policy.Fold // how targets are normalised (TargetFold)
 	// sessions binds MCP sessions to principals (session.go); nil: not bound.
 	sessions *sessionGuard
+	decided  *decisionSeries
 }
 
 func (s *Server) newUpstream(u Upstream) *upstream {
 	up := &upstream{Upstream: u}
 	up.fold, _ = policy.ParseFold(u.TargetFold) // checked by withDefaults
 	up.sessions = s.sessionGuard(u)
+	up.decided = newDecisionSeries(s.metrics, u.Name)
 	rt, once := u.Transport, u.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -58,8 +62,8 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 	target := u.URL
 	// Tracing (when on) wraps the bare transports: a client span per
 	// request, and traceparent written into what the upstream receives.
-	up.transport = &timedTransport{base: s.tracing.transport(rt), upstream: u.Name, metrics: s.metrics}
-	up.once = &timedTransport{base: s.tracing.transport(once), upstream: u.Name, metrics: s.metrics}
+	up.transport = newTimedTransport(s.tracing.transport(rt), u.Name, s.metrics)
+	up.once = newTimedTransport(s.tracing.transport(once), u.Name, s.metrics)
 	up.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also sets the outbound Host to the upstream's own:
@@ -200,16 +204,25 @@ type timedTransport struct {
 	base     http.RoundTripper
 	upstream string
 	metrics  *Metrics
+	ok       prometheus.Observer // the series of status 200, looked up once
+}
+
+func newTimedTransport(base http.RoundTripper, upstream string, m *Metrics) *timedTransport {
+	return &timedTransport{base: base, upstream: upstream, metrics: m, ok: m.upstream.WithLabelValues(upstream, "200")}
 }
 
 func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	start := time.Now()
 	res, err := t.base.RoundTrip(r)
-	code := "error"
-	if err == nil {
-		code = strconv.Itoa(res.StatusCode)
+	took := time.Since(start).Seconds()
+	switch {
+	case err == nil && res.StatusCode == http.StatusOK:
+		t.ok.Observe(took)
+	case err == nil:
+		t.metrics.upstream.WithLabelValues(t.upstream, strconv.Itoa(res.StatusCode)).Observe(took)
+	default:
+		t.metrics.upstream.WithLabelValues(t.upstream, "error").Observe(took)
 	}
-	t.metrics.upstream.WithLabelValues(t.upstream, code).Observe(time.Since(start).Seconds())
 	return res, err
 }
 

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
+
+// grantLookupTimeout bounds the store's answer to a grant lookup, as
+// policy.Options.Timeout bounds a decision: past it the call asks.
+const grantLookupTimeout = 5 * time.Second
 
 // applyGrant turns an ask into allow when an approver remembered an
 // approval for this caller, tool and target (docs/policy.md, remembered
@@ -27,7 +32,7 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 	if t.HasTarget {
 		target = t.Target
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, grantLookupTimeout)
 	defer cancel()
 	g, err := s.cfg.Grants.FindGrant(ctx, c.subject.Principal, c.up.Name, t.Name, target)
 	if err != nil {

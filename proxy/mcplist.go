@@ -119,9 +119,7 @@ func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map
 	mcp := *in.MCP
 	mcp.Method = "tools/list"
 	in.MCP = &mcp
-	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
-	defer cancel()
-	d, err := s.cfg.Decider.Decide(dctx, &in)
+	d, err := s.cfg.Decider.Decide(ctx, &in)
 	if err != nil {
 		return policy.Deny
 	}
@@ -248,9 +246,7 @@ func (s *Server) decideBatch(ctx context.Context, c *call, d policy.Decision) po
 		mcp := *in.MCP
 		mcp.Method = method
 		in.MCP = &mcp
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
-		md, err := s.cfg.Decider.Decide(dctx, &in)
-		cancel()
+		md, err := s.cfg.Decider.Decide(ctx, &in)
 		if err != nil {
 			s.log.Error("policy error", "call_id", c.id, "batch_method", method, "error", err)
 			md = policyFailed(c.id)

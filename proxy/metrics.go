@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // Metrics are the proxy's Prometheus metrics. Labels never carry arguments,
@@ -71,6 +73,40 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) observeDecision(c *call, elapsed time.Duration) {
-	m.decisions.WithLabelValues(c.decision.Action.String(), c.input.Kind, c.up.Name).Inc()
+	if ctr := c.up.decided.counter(c.decision.Action, c.input.Kind); ctr != nil {
+		ctr.Inc()
+	} else {
+		m.decisions.WithLabelValues(c.decision.Action.String(), c.input.Kind, c.up.Name).Inc()
+	}
 	m.decisionDuration.Observe(elapsed.Seconds())
+}
+
+// decisionSeries are one upstream's toolgate_decisions_total series,
+// looked up once: WithLabelValues hashes its three labels and takes a
+// lock at every call.
+type decisionSeries [policy.Allow + 1][3]prometheus.Counter
+
+var seriesKinds = [3]string{policy.KindREST, policy.KindMCP, policy.KindHTTP}
+
+func newDecisionSeries(m *Metrics, upstream string) *decisionSeries {
+	var d decisionSeries
+	for a := range d {
+		for k, kind := range seriesKinds {
+			d[a][k] = m.decisions.WithLabelValues(policy.Action(a).String(), kind, upstream)
+		}
+	}
+	return &d
+}
+
+// counter is the series of action and kind; nil for one not made ahead.
+func (d *decisionSeries) counter(a policy.Action, kind string) prometheus.Counter {
+	if d == nil || int(a) >= len(d) {
+		return nil
+	}
+	for k, known := range seriesKinds {
+		if kind == known {
+			return d[a][k]
+		}
+	}
+	return nil
 }

@@ -31,7 +31,9 @@ import (
 )
 
 // Decider decides one call. *policy.Engine implements it. An error means the
-// call could not be decided; the proxy then refuses it.
+// call could not be decided; the proxy then refuses it. A Decider bounds its
+// own time (policy.Options.Timeout): the proxy sets no deadline of its own,
+// which would cost every call a timer that only OPA's evaluation needs.
 type Decider interface {
 	Decide(context.Context, *policy.Input) (policy.Decision, error)
 }
@@ -107,9 +109,6 @@ type Config struct {
 	// trace context and baggage.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
-	// DecisionTimeout bounds one policy evaluation; past it the call is
-	// denied as a policy error. Zero means 5s.
-	DecisionTimeout time.Duration
 	// DecisionLog receives the record of every decided call; nil logs none.
 	DecisionLog DecisionLogger
 	// Pending parks calls the policy answers "ask"; nil answers them 503.
@@ -178,9 +177,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
-	}
-	if cfg.DecisionTimeout <= 0 {
-		cfg.DecisionTimeout = 5 * time.Second
 	}
 	if cfg.Hold <= 0 {
 		cfg.Hold = 25 * time.Second

@@ -374,14 +374,18 @@ func TestRefusalsAndFailures(t *testing.T) {
 			t.Fatalf("status %d decision %q, upstream %d", res.StatusCode, p.Decision, len(env.upstream.Requests()))
 		}
 	})
-	t.Run("slow policy is denied at the decision timeout", func(t *testing.T) {
-		env := newTestServer(t, deciderFunc(func(ctx context.Context, _ *policy.Input) (policy.Decision, error) {
-			<-ctx.Done()
-			return policy.Decision{Action: policy.Allow}, ctx.Err()
-		}), func(c *Config) { c.DecisionTimeout = 50 * time.Millisecond })
+	t.Run("slow policy is denied at the engine's timeout", func(t *testing.T) {
+		dir := t.TempDir()
+		_ = os.WriteFile(filepath.Join(dir, "slow.rego"), []byte("package toolgate\n\nallow contains \"slow\" if {\n\tsome i in numbers.range(1, 100000000)\n\ti < 0\n}\n"), 0o600)
+		e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: os.DirFS(dir), Timeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := newTestServer(t, e)
+		start := time.Now()
 		res := post(t, env.url+"/tools/t", `{}`)
-		if p := readProblem(t, res); res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.Requests()) != 0 {
-			t.Fatalf("status %d decision %q upstream %d", res.StatusCode, p.Decision, len(env.upstream.Requests()))
+		if p := readProblem(t, res); res.StatusCode != 403 || p.Decision != "deny" || len(env.upstream.Requests()) != 0 || time.Since(start) > 3*time.Second {
+			t.Fatalf("status %d decision %q upstream %d after %v", res.StatusCode, p.Decision, len(env.upstream.Requests()), time.Since(start))
 		}
 	})
 	t.Run("bad credential is 401 even with anonymous on", func(t *testing.T) {

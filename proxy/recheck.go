@@ -44,9 +44,7 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 		// and the mode are weighed again as they were then, beside it.
 		in.Hook = &policy.HookOpinion{Action: policy.Ask}
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.cfg.DecisionTimeout)
-	defer cancel()
-	d, err := s.cfg.Decider.Decide(dctx, in)
+	d, err := s.cfg.Decider.Decide(ctx, in)
 	if err != nil {
 		return false, "policy error"
 	}

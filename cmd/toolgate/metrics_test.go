@@ -159,10 +159,13 @@ func TestMetrics(t *testing.T) {
 	}
 	checkBuildInfo(t, fams)
 	want := map[string]map[string]float64{
+		// Every action and kind of an upstream is exported from the start.
 		"toolgate_decisions_total": {
 			"action=allow,kind=rest,upstream=files": 3,
 			"action=deny,kind=rest,upstream=files":  2,
 			"action=ask,kind=rest,upstream=files":   4,
+			"action=allow,kind=mcp,upstream=files":  0, "action=deny,kind=mcp,upstream=files": 0, "action=ask,kind=mcp,upstream=files": 0,
+			"action=allow,kind=http,upstream=files": 0, "action=deny,kind=http,upstream=files": 0, "action=ask,kind=http,upstream=files": 0,
 		},
 		"toolgate_decision_duration_seconds":         {"": 9},
 		"toolgate_upstream_request_duration_seconds": {"code=200,upstream=files": 4},
