@@ -127,8 +127,10 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		in.Tool = &t
 	}
 	// Compact JSON, as Info.Encode wants it. An input that cannot be
-	// written is stored as none: the re-check then refuses the call.
-	info.PolicyInput, _ = in.AppendJSON(nil, false)
+	// written is stored as none: the re-check then refuses the call. The
+	// buffer starts at the size of a typical input (a few headers, no
+	// arguments) rather than growing to it through ten copies.
+	info.PolicyInput, _ = in.AppendJSON(make([]byte, 0, 1024), false)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
