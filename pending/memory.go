@@ -36,6 +36,11 @@ type MemoryStore struct {
 	// a second under the lock (memory_index.go).
 	byState map[State]map[string]*memCall
 	drops   dropQueue
+	// endedAll and endedBy hold the ended calls in the order they ended,
+	// all and by principal, for the caps on how many are kept
+	// (memory_ended.go).
+	endedAll endedQueue
+	endedBy  map[string]*endedQueue
 
 	// sessions are the MCP session bindings (session.go), at most
 	// maxSessions of them; sessionsSweepAt is the size at which the
@@ -86,6 +91,7 @@ func NewMemory(opts Options) *MemoryStore {
 		parked:          make(map[string]*memCall),
 		byPrincipal:     make(map[string]map[string]*memCall),
 		byState:         make(map[State]map[string]*memCall),
+		endedBy:         make(map[string]*endedQueue),
 		sessions:        make(map[string]memSession),
 		maxSessions:     opts.MaxSessions,
 	}

@@ -45,14 +45,22 @@ func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
 		return nil
 	}
 	if !now.Before(m.dropAt) {
-		delete(s.calls, id)
-		s.unindex(m)
-		s.unattach(m)
-		s.untrack(m)
-		close(m.changed) // waiters wake and find it gone
+		s.forget(m)
 		return nil
 	}
 	return m
+}
+
+// forget drops m from the store, its indexes and its counts. s.mu is held.
+func (s *MemoryStore) forget(m *memCall) {
+	delete(s.calls, m.c.ID)
+	s.unindex(m)
+	s.unattach(m)
+	s.untrack(m)
+	if m.c.State.Terminal() {
+		s.forgotEnded(m)
+	}
+	close(m.changed) // waiters wake and find it gone
 }
 
 // move is the one place a call changes state. s.mu is held.
@@ -76,6 +84,7 @@ func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
 		if !attachable(m.c) {
 			s.unattach(m) // nothing left to hand a retry
 		}
+		s.ended(m) // may forget the calls that ended first (memory_ended.go)
 	}
 	close(m.changed)
 	m.changed = make(chan struct{})

@@ -1,6 +1,7 @@
 package pending
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -19,3 +20,89 @@ func newMemoryStore(t *testing.T, with ...func(*Options)) (Store, func(time.Dura
 
 func TestMemoryStore(t *testing.T)     { testStore(t, newMemoryStore) }
 func TestMemoryStoreRace(t *testing.T) { testStoreRace(t, newMemoryStore) }
+
+// TestMemoryEndedBounded: ended calls are kept for ResultTTL, but no more
+// of them than the parked caps allow, per principal and in all, the oldest
+// ended forgotten first; live calls are never forgotten for them, and an
+// agent that parks and cancels in a loop holds a bounded number of calls
+// and queue entries.
+func TestMemoryEndedBounded(t *testing.T) {
+	const perPrincipal, all = 20, 50 // ended kept: 20 per principal, 50 in all
+	ctx := t.Context()
+	st, advance := newMemoryStore(t, caps(all, perPrincipal))
+	s := st.(*MemoryStore)
+	cycle := func(principal string, n int) []string {
+		t.Helper()
+		var out []string
+		for range n {
+			c := park(t, s, asPrincipal(sampleCall(), principal), long)
+			if _, err := s.Cancel(ctx, c.ID); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	kept := func(ids []string) (n int) {
+		t.Helper()
+		for i, id := range ids {
+			c, err := s.Get(ctx, id)
+			switch {
+			case err == nil && c.State == Cancelled:
+				n++
+			case errors.Is(err, ErrNotFound):
+				if n > 0 {
+					t.Fatalf("call %d of %d forgotten after a later one was kept: the oldest go first", i, len(ids))
+				}
+			default:
+				t.Fatalf("Get(%s) = %s, %v", id, c.State, err)
+			}
+		}
+		return n
+	}
+	live := park(t, s, asPrincipal(sampleCall(), "key:a"), long) // waiting throughout
+
+	a := cycle("key:a", 25)
+	if n := kept(a); n != 20 {
+		t.Fatalf("after 25 cancelled calls of one principal, %d kept; want 20", n)
+	}
+	b := cycle("key:b", 20)
+	if na, nb := kept(a), kept(b); na != 20 || nb != 20 {
+		t.Fatalf("kept %d of a's and %d of b's; want 20 and 20 (40 of 50 in all)", na, nb)
+	}
+	c := cycle("key:c", 15)
+	if na, nb, nc := kept(a), kept(b), kept(c); na != 15 || nb != 20 || nc != 15 {
+		t.Fatalf("kept %d, %d, %d; want 15, 20, 15: past 50 in all, the oldest ended (a's) go", na, nb, nc)
+	}
+	if got := get(t, s, live.ID); got.State != Waiting {
+		t.Fatalf("the waiting call is %s", got.State)
+	}
+
+	// A long loop of one principal: the store and its queues stay bounded.
+	cycle("key:d", 10_000)
+	s.mu.Lock()
+	calls, queued, byD := len(s.calls), len(s.endedAll.q)-s.endedAll.head, s.endedBy["key:d"]
+	s.mu.Unlock()
+	if calls > 51 || queued > 2*50+64 || byD == nil || byD.n != 20 || len(byD.q)-byD.head > 2*20+64 {
+		t.Fatalf("after 10,000 cycles: %d calls kept, %d queued in all, principal's queue %+v; want at most 51, 164, 20 kept", calls, queued, byD)
+	}
+
+	// Retention forgets the rest; the counts go back to nothing.
+	advance(long + DefaultResultTTL + time.Hour)
+	if _, err := s.Expire(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	cycle("key:e", 1) // an end drops the queues' forgotten fronts
+	advance(DefaultResultTTL + time.Hour)
+	for _, id := range append(a, live.ID) {
+		if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(%s) after retention = %v", id, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetDue(s.now())
+	if s.endedAll.n != 0 || len(s.endedBy) != 0 || len(s.calls) != 0 {
+		t.Fatalf("after retention: %d counted, principals %v, %d calls; want none", s.endedAll.n, s.endedBy, len(s.calls))
+	}
+}
