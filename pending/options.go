@@ -34,7 +34,9 @@ type Options struct {
 	// a principal counts only towards MaxParked). Park of a new call
 	// beyond either cap gives ErrTooMany; attaching to a parked call is
 	// always allowed. A call past its expiry no longer counts, swept or
-	// not. Zero means no cap.
+	// not. Zero means no cap. The caps also bound the ended calls kept
+	// (memory_ended.go): MaxParkedPerPrincipal those of one principal
+	// (RedisStore: at its next Park), MaxParked all (MemoryStore).
 	MaxParked             int
 	MaxParkedPerPrincipal int
 

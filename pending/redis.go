@@ -43,6 +43,7 @@ import (
 //	{toolgate}:leases          sorted set of executing IDs by lease end
 //	{toolgate}:attach:<key>    string: the ID a Call.AttachKey or Call.ArgsKey attaches to
 //	{toolgate}:parked:<principal>  sorted set of the waiting and approved IDs of one Call.Principal, by expiry
+//	{toolgate}:ended:<principal>   sorted set of the ended IDs of one Call.Principal, by when they ended
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
 //	{toolgate}:layout          string: the number of shards (checkLayout)

@@ -70,11 +70,11 @@ func (s *RedisStore) callKeys(base, id string, more []string) []string {
 }
 
 // callOwnKeys returns the keys of call c that its scripts touch beyond its
-// own and its shard's: its principal's count and its attach keys.
+// own and its shard's: its principal's counts and its attach keys.
 func callOwnKeys(base string, c Call) []string {
 	var keys []string
 	if c.Principal != "" {
-		keys = append(keys, base+"parked:"+c.Principal)
+		keys = append(keys, base+"parked:"+c.Principal, base+"ended:"+c.Principal)
 	}
 	for _, k := range [...]string{c.AttachKey, c.ArgsKey} {
 		if k != "" {

@@ -32,7 +32,7 @@ func TestRedisDeclaredKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"declare", base + "parked:" + c.Principal, base + "attach:" + c.AttachKey, base + "attach:" + c.ArgsKey}
+	want := []any{"declare", base + "parked:" + c.Principal, base + "ended:" + c.Principal, base + "attach:" + c.AttachKey, base + "attach:" + c.ArgsKey}
 	if !slices.Equal(v, want) {
 		t.Fatalf("reply %q, want %q", v, want)
 	}
@@ -63,7 +63,7 @@ func TestRedisDeclaredKeys(t *testing.T) {
 	if listed := approved(t, other, 0); !slices.Contains(listed, c.ID) {
 		t.Fatalf("Approved = %v, want %s", listed, c.ID)
 	}
-	if got := other.seen.get(c.ID); !slices.Equal(got, []string{base + "parked:" + c.Principal, base + "attach:" + c.AttachKey, base + "attach:" + c.ArgsKey}) {
+	if got := other.seen.get(c.ID); !slices.Equal(got, []string{base + "parked:" + c.Principal, base + "ended:" + c.Principal, base + "attach:" + c.AttachKey, base + "attach:" + c.ArgsKey}) {
 		t.Errorf("after Approved, the claim would declare %q", got)
 	}
 

@@ -70,6 +70,9 @@ import "github.com/redis/go-redis/v9"
 //	parked:<principal>  the calls of one Call.Principal waiting or
 //	               approved, score = ExpiresAt: what
 //	               Options.MaxParkedPerPrincipal counts
+//	ended:<principal>  the ended calls of one Call.Principal, score =
+//	               when each ended: park forgets the oldest past
+//	               Options.MaxParkedPerPrincipal (memory_ended.go says why)
 //	unannounced    waiting calls not yet marked Announced, score =
 //	               CreatedAt (Unannounced's work list): park adds the
 //	               call, Announced and move out of waiting remove it; its
@@ -320,7 +323,10 @@ end
 local function needed(id, h)
   if not declared then return nil end
   local ks = {callkey(id), bodykey(id)}
-  if h.pr and h.pr ~= '' then ks[#ks + 1] = base .. 'parked:' .. h.pr end
+  if h.pr and h.pr ~= '' then
+    ks[#ks + 1] = base .. 'parked:' .. h.pr
+    ks[#ks + 1] = base .. 'ended:' .. h.pr
+  end
   for _, ak in ipairs(attachkeys(h)) do
     if ak ~= '' then ks[#ks + 1] = attachkey(ak) end
   end
@@ -420,6 +426,16 @@ local function move(id, h, to, fields, deadline, at)
     save(id, h, now + rttl) -- a terminal call lasts ResultTTL
     -- terminal index entries live as long as their calls: trim on insert
     call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))
+    if h.pr and h.pr ~= '' then
+      -- scored by when it ended, after the latest entry: calls that end
+      -- in one millisecond stay in the order they ended (ZRANGE would
+      -- order equal scores by ID), and park forgets the first of them
+      local ek = base .. 'ended:' .. h.pr
+      local top = call('ZREVRANGE', ek, 0, 0, 'WITHSCORES')
+      call('ZADD', ek, num(math.max(now, (tonumber(top[2]) or 0) + 1)), id)
+      call('ZREMRANGEBYSCORE', ek, '-inf', '(' .. num(now - rttl))
+      last(ek, now + rttl)
+    end
     if attachable(h) then
       attached(id, h, now + rttl) -- its result or refusal attaches retries until delivered
     else
@@ -484,6 +500,24 @@ if declared then
   r = o and needed(other, o)
   if r then return r end
 end
+-- The principal's ended calls past its cap, oldest first: forgotten below,
+-- once the new call is let in (memory_ended.go says why). Their keys are
+-- declared before anything is written. Attach keys that still name one are
+-- left to expire: a call that is gone attaches nothing.
+local ek, gone = pr ~= '' and maxpr > 0 and base .. 'ended:' .. pr, {}
+if ek then
+  local n = call('ZCARD', ek)
+  if n > maxpr then gone = call('ZRANGE', ek, 0, n - maxpr - 1) end
+  if declared and #gone > 0 then
+    local ks = {}
+    for _, x in ipairs(gone) do
+      ks[#ks + 1] = callkey(x)
+      ks[#ks + 1] = bodykey(x)
+    end
+    local r = undeclared(ks)
+    if r then return r end
+  end
+end
 if other then
   local o = load(other)
   if o then
@@ -501,6 +535,11 @@ if pr ~= '' then
   if maxpr > 0 and call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
+for _, x in ipairs(gone) do
+  call('ZREM', ek, x)
+  for _, st in ipairs(terminals) do call('ZREM', statekey(st), x) end
+  call('DEL', callkey(x), bodykey(x))
+end
 local fields = {}
 for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl

@@ -296,3 +296,46 @@ func testCapsRace(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 }
+
+// testEndedCapped checks that a principal's ended calls are kept for
+// ResultTTL but no more of them than Options.MaxParkedPerPrincipal once it
+// parks again, the oldest forgotten first, and that calls still waiting are
+// not forgotten for them: an agent that parks and cancels in a loop, with
+// no human involved, holds a bounded number of calls. Part of testStore.
+func testEndedCapped(t *testing.T, newStore newStoreFunc) {
+	const alice, bob = "key:alice", "key:bob"
+	s, _ := newStore(t, caps(0, 3))
+	ctx := t.Context()
+	waiting := park(t, s, asPrincipal(sampleCall(), alice), long)
+	theirs := park(t, s, asPrincipal(sampleCall(), bob), long)
+	if _, err := s.Cancel(ctx, theirs.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	for range 10 {
+		c := park(t, s, asPrincipal(sampleCall(), alice), long)
+		if _, err := s.Cancel(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		ended = append(ended, c.ID)
+	}
+	park(t, s, asPrincipal(sampleCall(), alice), long)
+	for i, id := range ended {
+		c, err := s.Get(ctx, id)
+		if i < len(ended)-3 {
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("ended call %d of %d: %s, %v; want it forgotten (only the last 3, the cap, are kept)", i+1, len(ended), c.State, err)
+			}
+			continue
+		}
+		if err != nil || c.State != Cancelled {
+			t.Errorf("ended call %d of %d: %s, %v; want it kept, cancelled", i+1, len(ended), c.State, err)
+		}
+	}
+	if got := get(t, s, waiting.ID); got.State != Waiting {
+		t.Errorf("the waiting call is %s", got.State)
+	}
+	if got := get(t, s, theirs.ID); got.State != Cancelled {
+		t.Errorf("another principal's ended call is %s", got.State)
+	}
+}

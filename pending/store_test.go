@@ -780,6 +780,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("AttachKeys", func(t *testing.T) { testAttachKeys(t, newStore) })
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
+	t.Run("EndedCapped", func(t *testing.T) { testEndedCapped(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 	t.Run("Overdue", func(t *testing.T) { testOverdue(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
