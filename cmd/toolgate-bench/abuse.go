@@ -11,16 +11,18 @@ import (
 )
 
 // The -abuse run: one toolgate serve process, a recording upstream and a
-// counting notification receiver, and two attacks a caller can mount
+// counting notification receiver, and three attacks a caller can mount
 // without breaking any rule of the protocol — an ask flood from one
-// principal and connections that stall their request bodies. It prints
-// what toolgate did and fails when a guarantee is broken.
+// principal, connections that stall their request bodies, and an ask
+// churn (park, cancel, again). It prints what toolgate did and fails when
+// a guarantee is broken.
 
 // abuseParams sizes the run; -quick makes it a smoke run.
 type abuseParams struct {
 	asks, workers         int // the flood: asks sent by that many workers
 	perSubject, maxParked int // limits.max_parked_per_subject, limits.max_parked
 	stalls                int // stalled connections
+	churns, churnBody     int // the churn: park-and-cancel cycles, bytes of padding per call
 	bodyTimeout           time.Duration
 	loopWorkers           int           // the allow loop's concurrency
 	alone                 time.Duration // the allow loop alone, before each attack
@@ -29,10 +31,10 @@ type abuseParams struct {
 func abuseSizes(quick bool) abuseParams {
 	p := abuseParams{
 		asks: 10000, workers: 64, perSubject: 100, maxParked: 10000,
-		stalls: 1000, bodyTimeout: 2 * time.Second, loopWorkers: 8, alone: 3 * time.Second,
+		stalls: 1000, churns: 2000, churnBody: 64 << 10, bodyTimeout: 2 * time.Second, loopWorkers: 8, alone: 3 * time.Second,
 	}
 	if quick {
-		p.asks, p.stalls, p.alone = 1000, 100, time.Second
+		p.asks, p.stalls, p.churns, p.alone = 1000, 100, 400, time.Second
 	}
 	return p
 }
@@ -76,6 +78,9 @@ func abuseRun(ctx context.Context, o *options, pins pinning, stdout, stderr io.W
 		return err
 	}
 	if err := s.stall(ctx, p, check); err != nil {
+		return err
+	}
+	if err := s.churn(ctx, p, check); err != nil {
 		return err
 	}
 	if err := tw.Flush(); err != nil {

@@ -24,11 +24,12 @@ type abuseStack struct {
 	proxy    string // http://host:port of toolgate's proxy listener
 	admin    string
 	agentKey string
+	churnKey string // the ask churn's principal, apart from the flood's full cap
 	recv     *receiver
 }
 
 // abuseConfig is toolgate's configuration for the run: the rules table
-// (read_file docs/** allowed, write_note notes/** asked), one API key,
+// (read_file docs/** allowed, write_note notes/** asked), two API keys,
 // the parked-call caps, the body deadline and one CloudEvents target.
 func abuseConfig(p abuseParams, store, redisAddr, upstream, proxyAddr, approvalsAddr, adminAddr, notifyURL string) string {
 	pending := "{store: memory, hold: 1s, ttl: 10m, result_ttl: 1m}"
@@ -39,7 +40,9 @@ func abuseConfig(p abuseParams, store, redisAddr, upstream, proxyAddr, approvals
 upstreams:
   - {name: tools, url: %q, protocol: rest, prefix: /}
 identity:
-  api_keys: [{key: "${BENCH_AGENT_KEY}", subject: agent-abuse, groups: [agents]}]
+  api_keys:
+    - {key: "${BENCH_AGENT_KEY}", subject: agent-abuse, groups: [agents]}
+    - {key: "${BENCH_CHURN_KEY}", subject: agent-churn, groups: [agents]}
 policy: {rules_file: ./rules.yaml, watch: false}
 pending: %s
 approvals:
@@ -69,7 +72,7 @@ func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParam
 	if err != nil {
 		return nil, err
 	}
-	s := &abuseStack{proxy: "http://" + addrs["proxy"], admin: "http://" + addrs["admin"], agentKey: secret(), recv: recv}
+	s := &abuseStack{proxy: "http://" + addrs["proxy"], admin: "http://" + addrs["admin"], agentKey: secret(), churnKey: secret(), recv: recv}
 	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
 		return nil, err
 	}
@@ -78,7 +81,7 @@ func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParam
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
-	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_APPROVALS_SECRET=" + secret()}
+	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_CHURN_KEY=" + s.churnKey, "BENCH_APPROVALS_SECRET=" + secret()}
 	if s.tg, err = startProc(o.dir, "toolgate-abuse", pins.servers, []string{o.toolgate, "serve", "--config", cfg}, env); err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func TestAbuseConfig(t *testing.T) {
 		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := config.Load(config.Source{File: file, Environ: []string{"BENCH_AGENT_KEY=" + secret(), "BENCH_APPROVALS_SECRET=" + secret()}})
+		c, err := config.Load(config.Source{File: file, Environ: []string{"BENCH_AGENT_KEY=" + secret(), "BENCH_CHURN_KEY=" + secret(), "BENCH_APPROVALS_SECRET=" + secret()}})
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", store, err, text)
 		}
