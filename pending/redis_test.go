@@ -1015,3 +1015,48 @@ func TestRedisEarlierIndexes(t *testing.T) {
 		t.Errorf("the call is %s, want waiting", got.State)
 	}
 }
+
+// TestRedisEndedIndexes: what park forgets of a principal's ended calls
+// past its cap goes whole, keys and index entries: after 50 park-and-
+// cancel cycles and one more park under a cap of 5, the principal's ended
+// index, the cancelled state index and the keyspace hold the last 5 calls
+// and no more, and the ended index has an expiry.
+func TestRedisEndedIndexes(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{MaxParkedPerPrincipal: 5})
+	ctx := t.Context()
+	const principal = "key:churn"
+	var ids []string
+	for range 50 {
+		c := park(t, s, asPrincipal(sampleCall(), principal), long)
+		if _, err := s.Cancel(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	park(t, s, asPrincipal(sampleCall(), principal), long)
+	base := s.baseOf(ids[0])
+	ended := rdb.ZRange(ctx, base+"ended:"+principal, 0, -1).Val()
+	cancelled := rdb.ZRange(ctx, base+"state:cancelled", 0, -1).Val()
+	// The state index scores by the millisecond, ties by ID: compare it
+	// as a set. The ended index keeps the order the calls ended in.
+	last := slices.Sorted(slices.Values(ids[45:]))
+	if slices.Sort(cancelled); !slices.Equal(ended, ids[45:]) || !slices.Equal(cancelled, last) {
+		t.Fatalf("ended index %v, cancelled index %v; want the last 5 calls %v in both", ended, cancelled, ids[45:])
+	}
+	for i, id := range ids {
+		if n := rdb.Exists(ctx, base+"call:"+id).Val(); n != int64(b2i(i >= 45)) {
+			t.Fatalf("call %d's key exists: %d", i, n)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, base+"ended:"+principal).Val(); ttl <= 0 {
+		t.Fatalf("ended index TTL %v, want one", ttl)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
