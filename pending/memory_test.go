@@ -31,18 +31,7 @@ func TestMemoryEndedBounded(t *testing.T) {
 	ctx := t.Context()
 	st, advance := newMemoryStore(t, caps(all, perPrincipal))
 	s := st.(*MemoryStore)
-	cycle := func(principal string, n int) []string {
-		t.Helper()
-		var out []string
-		for range n {
-			c := park(t, s, asPrincipal(sampleCall(), principal), long)
-			if _, err := s.Cancel(ctx, c.ID); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, c.ID)
-		}
-		return out
-	}
+	cycle := func(principal string, n int) []string { return parkAndCancel(t, s, principal, n) }
 	kept := func(ids []string) (n int) {
 		t.Helper()
 		for i, id := range ids {

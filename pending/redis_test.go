@@ -1026,14 +1026,7 @@ func TestRedisEndedIndexes(t *testing.T) {
 	s := newRedisStoreOn(t, rdb, Options{MaxParkedPerPrincipal: 5})
 	ctx := t.Context()
 	const principal = "key:churn"
-	var ids []string
-	for range 50 {
-		c := park(t, s, asPrincipal(sampleCall(), principal), long)
-		if _, err := s.Cancel(ctx, c.ID); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, c.ID)
-	}
+	ids := parkAndCancel(t, s, principal, 50)
 	park(t, s, asPrincipal(sampleCall(), principal), long)
 	base := s.baseOf(ids[0])
 	ended := rdb.ZRange(ctx, base+"ended:"+principal, 0, -1).Val()

@@ -311,14 +311,7 @@ func testEndedCapped(t *testing.T, newStore newStoreFunc) {
 	if _, err := s.Cancel(ctx, theirs.ID); err != nil {
 		t.Fatal(err)
 	}
-	var ended []string
-	for range 10 {
-		c := park(t, s, asPrincipal(sampleCall(), alice), long)
-		if _, err := s.Cancel(ctx, c.ID); err != nil {
-			t.Fatal(err)
-		}
-		ended = append(ended, c.ID)
-	}
+	ended := parkAndCancel(t, s, alice, 10)
 	park(t, s, asPrincipal(sampleCall(), alice), long)
 	for i, id := range ended {
 		c, err := s.Get(ctx, id)
@@ -338,4 +331,19 @@ func testEndedCapped(t *testing.T, newStore newStoreFunc) {
 	if got := get(t, s, theirs.ID); got.State != Cancelled {
 		t.Errorf("another principal's ended call is %s", got.State)
 	}
+}
+
+// parkAndCancel parks n calls of principal, cancelling each, and returns
+// their IDs in that order.
+func parkAndCancel(t *testing.T, s Store, principal string, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		c := park(t, s, asPrincipal(sampleCall(), principal), long)
+		if _, err := s.Cancel(t.Context(), c.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	return ids
 }
