@@ -502,6 +502,10 @@ pending:
 approvals:
   secret: ` + testSecret + `
   approvers: [{name: alice, key: alice-key}]
+# The history check reads every call's final state after the run, and a
+# call gone without a data loss to explain it is an anomaly: the one agent's
+# ended calls must all be kept (the cap also bounds how many are).
+limits: {max_parked_per_subject: 100000, max_parked: 100000}
 shutdown_grace: 1s
 `
 	writeFiles(t, dir, map[string]string{"toolgate.yaml": cfg, "rules.yaml": seedRulesYAML})
