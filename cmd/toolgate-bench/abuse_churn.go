@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -87,20 +86,5 @@ func (s *abuseStack) churn(ctx context.Context, p abuseParams, check checkFunc) 
 // churnDo sends one request as the churn principal and returns the status
 // and the answer's body.
 func (s *abuseStack) churnDo(c *http.Client, method, path, body string) (int, []byte, error) {
-	req, err := http.NewRequest(method, s.proxy+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Prefer", "respond-async")
-	}
-	req.Header.Set("Authorization", "Bearer "+s.churnKey)
-	res, err := c.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	return res.StatusCode, b, err
+	return s.send(c, s.churnKey, method, path, body, body != "", true)
 }

@@ -153,20 +153,34 @@ func abuseClient(conns int) *http.Client {
 
 // post sends one tool call as the agent and returns the status.
 func (s *abuseStack) post(c *http.Client, path, body string, async bool) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, s.proxy+path, strings.NewReader(body))
+	code, _, err := s.send(c, s.agentKey, http.MethodPost, path, body, async, false)
+	return code, err
+}
+
+// send sends one request with key as its bearer credential (a body as
+// JSON; async: Prefer: respond-async) and returns the status and, when
+// keep, the answer's body (up to 1 MiB; otherwise it is discarded).
+func (s *abuseStack) send(c *http.Client, key, method, path, body string, async, keep bool) (int, []byte, error) {
+	req, err := http.NewRequest(method, s.proxy+path, strings.NewReader(body))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.agentKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
 	if async {
 		req.Header.Set("Prefer", "respond-async")
 	}
 	res, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode, nil
+	defer res.Body.Close()
+	if !keep {
+		_, _ = io.Copy(io.Discard, res.Body)
+		return res.StatusCode, nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	return res.StatusCode, b, err
 }
