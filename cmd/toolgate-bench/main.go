@@ -72,6 +72,7 @@ func main() {
 var hidden = map[string]func([]string) error{
 	"upstream":  runUpstream,
 	"bare":      runBare,
+	"bareask":   runBareAsk,
 	"extopa":    runExtOPA,
 	"approver":  runApprover,
 	"mcpserver": runMCPServer,

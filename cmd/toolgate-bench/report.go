@@ -138,9 +138,19 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 			if strings.Contains(n, "Redis") {
 				target = "≤ 5×"
 			}
-			fmt.Fprintf(w, "- c=%d: %s with instant approval: CPU/req ÷ allow %s (target %s), added p50 vs allow %+.0f µs, req/s ÷ allow %s\n",
+			fmt.Fprintf(w, "- c=%d: %s with instant approval: CPU/req ÷ allow %s (target %s), added p50 vs allow %+.0f µs, req/s ÷ allow %s",
 				c, n, ratio(sum(a.cpu), sum(allow.cpu)), target, a.p50-allow.p50, ratio(a.rps, allow.rps))
+			if floor := rows["bare ask"]; floor != nil {
+				fmt.Fprintf(w, "; CPU/req ÷ bare ask %s", ratio(sum(a.cpu), sum(floor.cpu)))
+			}
+			fmt.Fprintln(w)
 		}
+	}
+	if floor, bare := rows["bare ask"], rows["bare proxy"]; floor != nil && bare != nil {
+		// The floor of the ask ratios: the same exchanges with nothing
+		// decided or stored, against the same call forwarded bare.
+		fmt.Fprintf(w, "- c=%d: bare ask (the ask's five HTTP exchanges, nothing else) CPU/req ÷ bare proxy %s (%.1f vs %.1f µs)\n",
+			c, ratio(sum(floor.cpu), sum(bare.cpu)), sum(floor.cpu), sum(bare.cpu))
 	}
 	if m, d := rows["MCP toolgate"], rows["MCP direct"]; m != nil && d != nil {
 		fmt.Fprintf(w, "- c=%d: MCP tools/call through toolgate: req/s ÷ direct %s, added p50 %+.0f µs\n", c, ratio(m.rps, d.rps), m.p50-d.p50)

@@ -22,6 +22,7 @@ type stack struct {
 	extProxy   *proc
 	opa        *proc
 	approver   *proc
+	bareAsk    *proc // the ask row's floor (bareask.go)
 	tgMemory   *proc // toolgate for allow, deny and MCP
 	// tgAsk is toolgate for ask with parked calls in memory, apart: they
 	// stay there for result_ttl and would grow the heap the allow rows
@@ -82,7 +83,7 @@ log: {level: info}
 func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), serversCPU: pin.servers, url: map[string]string{}}
 	approverKey := secret()
-	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
+	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "bareask", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +107,11 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	// the load generator.
 	if s.approver, err = startProc(o.dir, "approver", pin.load, self("approver", "-listen", addrs["approver"]),
 		[]string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
+		return nil, err
+	}
+	s.url["bareask"] = "http://" + addrs["bareask"]
+	if s.bareAsk, err = startProc(o.dir, "bareask", pin.servers, self("bareask", "-listen", addrs["bareask"], "-upstream", s.url["direct"],
+		"-notify", "http://"+addrs["approver"]+"/bareask"), []string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
 		return nil, err
 	}
 	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
@@ -141,7 +147,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	for _, w := range []struct {
 		p   *proc
 		url string
-	}{{s.bare, s.url["bare"] + "/_bench/count"}, {s.opa, "http://" + addrs["opa"] + "/health"}, {s.extProxy, s.url["extopa"] + "/_bench/count"}, {s.approver, "http://" + addrs["approver"] + "/_bench/failures"}} {
+	}{{s.bare, s.url["bare"] + "/_bench/count"}, {s.opa, "http://" + addrs["opa"] + "/health"}, {s.extProxy, s.url["extopa"] + "/_bench/count"}, {s.approver, "http://" + addrs["approver"] + "/_bench/failures"}, {s.bareAsk, s.url["bareask"] + "/_bench/count"}} {
 		if err := waitReady(ctx, w.p, w.url, 30*time.Second); err != nil {
 			return nil, err
 		}

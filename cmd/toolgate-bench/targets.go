@@ -80,6 +80,7 @@ func (s *stack) targets(o *options) []*target {
 		{name: "toolgate allow", ref: "direct", url: tg + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.tgMemory}, reaches: true},
 		{name: "ext-OPA", ref: "direct", url: s.url["extopa"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.extProxy, s.opa}, parts: []string{"proxy", "OPA"}, reaches: true},
 		{name: "toolgate deny", ref: "direct", url: tg + "/tools/delete_file", body: deleteBody, expect: 403, procs: []*proc{s.tgMemory}},
+		{name: "bare ask", ref: "direct", url: s.url["bareask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAsk}, reaches: true},
 		{name: "toolgate ask (memory)", ref: "direct", url: s.url["toolgate-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgAsk}, reaches: true},
 	}
 	if s.tgRedis != nil {
