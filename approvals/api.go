@@ -100,7 +100,10 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin
 	if err := checkComment(req.comment); err != nil {
 		return err
 	}
-	c, err := h.store.Get(r.Context(), id)
+	// Peek: the decision checks the call as it stands, and the answer is
+	// the call as decided, so the read may come from this replica's own
+	// record of a call it parked (no round trip to Redis).
+	c, err := h.store.Peek(r.Context(), id)
 	if err != nil {
 		return err
 	}

@@ -208,6 +208,14 @@ type Store interface {
 	// Get returns the call, or ErrNotFound.
 	Get(ctx context.Context, id string) (Call, error)
 
+	// Peek is Get for a caller that decides the call next (Decide,
+	// Cancel): a store may answer from what it holds itself, without
+	// Request, and so miss a change it has not yet heard of, such as a
+	// transition made by another replica a moment ago or an approval that
+	// did not complete a quorum. The transition that follows checks the
+	// call as it stands. Never for what is shown as the call's state.
+	Peek(ctx context.Context, id string) (Call, error)
+
 	// Decide records d on a Waiting call. A rejection moves it to
 	// Rejected. An approval is added to the call's Approvals, once per
 	// approver (an approver who approved already changes nothing and gets

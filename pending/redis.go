@@ -81,6 +81,7 @@ type RedisStore struct {
 	sub     *subscription                      // nil until the first Wait
 	closed  bool
 	heard   heard // redis_heard.go
+	peeks   peeks // redis_peek.go
 
 	viaPubSub, viaPoll atomic.Uint64
 	layoutOK           atomic.Bool // checkLayout passed
@@ -243,6 +244,9 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	}
 	if heard && (code == "ok" || code == "attached") {
 		s.parkedHeard(got.ID, mark, got.State)
+	}
+	if heard && code == "ok" && got.State == Waiting {
+		s.keepPeek(got, mark)
 	}
 	switch code {
 	case "ok":

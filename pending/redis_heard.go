@@ -51,6 +51,7 @@ func (s *RedisStore) subscribed() {
 	defer s.mu.Unlock()
 	s.heard.epoch++
 	s.heard.live = true
+	s.peeks = peeks{} // what Peek kept may have moved unheard (redis_peek.go)
 }
 
 // hear records a published ID; s.mu is held.

@@ -241,6 +241,7 @@ func (s *RedisStore) notify(msg string) {
 		return
 	}
 	s.hear(id)
+	s.dropPeek(id)
 	for wake := range s.waiters[id] {
 		select {
 		case <-wake: // a wake-up not taken yet: this one is newer

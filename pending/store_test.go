@@ -777,6 +777,31 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("Peek", func(t *testing.T) {
+		// Get's call, maybe without the request; a transition made
+		// through the store shows at once; unknown calls are not found.
+		s, _ := newStore(t)
+		if _, err := s.Peek(t.Context(), "no-such-call"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Peek(missing) = %v, want ErrNotFound", err)
+		}
+		c := park(t, s, sampleCall(), long)
+		got, err := s.Peek(t.Context(), c.ID)
+		if err != nil || got.ID != c.ID || got.State != Waiting || string(got.Info) != string(c.Info) ||
+			string(got.Brief) != string(c.Brief) || got.Subject != c.Subject || !slices.Equal(got.Quorum, c.Quorum) {
+			t.Errorf("Peek = %+v, %v; want the call as parked", got, err)
+		}
+		for _, to := range []State{Approved, Executing} {
+			if to == Approved {
+				decide(t, s, c.ID, Approved)
+			} else if _, err := s.Claim(t.Context(), c.ID, long); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Peek(t.Context(), c.ID); err != nil || got.State != to {
+				t.Errorf("Peek after the move to %s = %s, %v", to, got.State, err)
+			}
+		}
+	})
+
 	t.Run("AttachKeys", func(t *testing.T) { testAttachKeys(t, newStore) })
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })

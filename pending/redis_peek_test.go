@@ -1,0 +1,147 @@
+package pending
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// TestRedisPeek: a call this replica parked is peeked without a round
+// trip while nothing can have moved it unheard, and read from Redis once
+// something may have: a transition of its own, one it heard from another
+// replica, a subscription made again. A call parked elsewhere is read.
+func TestRedisPeek(t *testing.T) {
+	a, b, _, reads := readsCounted(t)
+	// The subscription starts with the first Wait.
+	first := park(t, a, sampleCall(), long)
+	firstRes := waitAsync(t, a, first.ID, Waiting)
+	waitLive(t, a)
+	decide(t, b, first.ID, Approved)
+	<-firstRes
+
+	peek := func(name string, s *RedisStore, id string, want State, wantGets int64) {
+		t.Helper()
+		before := reads.gets.Load()
+		c, err := s.Peek(t.Context(), id)
+		if err != nil || c.ID != id || c.State != want {
+			t.Fatalf("%s: Peek = %s %s, %v; want %s", name, c.ID, c.State, err, want)
+		}
+		if got := reads.gets.Load() - before; got != wantGets {
+			t.Errorf("%s: Peek read the call %d times, want %d", name, got, wantGets)
+		}
+	}
+
+	c := park(t, a, sampleCall(), long)
+	peek("parked here", a, c.ID, Waiting, 0)
+	got, _ := a.Peek(t.Context(), c.ID)
+	stored, _ := a.Get(t.Context(), c.ID)
+	if got.Request != nil || !bytes.Equal(got.Info, stored.Info) || !bytes.Equal(got.Brief, stored.Brief) ||
+		got.Subject != stored.Subject || got.Principal != stored.Principal || !got.ExpiresAt.Equal(stored.ExpiresAt) {
+		t.Errorf("Peek = %+v, want Get's call without its request: %+v", got, stored)
+	}
+	decide(t, a, c.ID, Approved)
+	peek("decided here", a, c.ID, Approved, 1)
+
+	// A transition on another replica, once heard.
+	d := park(t, a, sampleCall(), long)
+	peek("parked here again", a, d.ID, Waiting, 0)
+	if _, err := b.Cancel(t.Context(), d.ID); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the cancel to be heard", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		_, kept := a.peeks.calls[d.ID]
+		return !kept
+	})
+	peek("cancelled elsewhere", a, d.ID, Cancelled, 1)
+
+	// The subscription made again: nothing kept is vouched for.
+	e := park(t, a, sampleCall(), long)
+	a.subscribed()
+	peek("resubscribed", a, e.ID, Waiting, 1)
+
+	// Parked on another replica: read, there and here alike.
+	f := park(t, b, sampleCall(), long)
+	peek("parked elsewhere", a, f.ID, Waiting, 1)
+	if _, err := a.Peek(t.Context(), "nosuchcall"); err == nil {
+		t.Error("Peek of an unknown call: no error")
+	}
+}
+
+// TestRedisPeekOwnMoves: a call this replica moves is read by the next
+// Peek even before the move's message is heard. The store here listens on
+// a channel nobody publishes to, so it hears no message at all.
+func TestRedisPeekOwnMoves(t *testing.T) {
+	rdb := newRedisClient(t)
+	reads := &stateReads{}
+	rdb.AddHook(reads)
+	s := newRedisStoreOn(t, rdb, Options{PollInterval: long})
+	s.channel += "-deaf" // the scripts still publish on the store's own
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	_, _ = s.Wait(ctx, "no-such-call", Waiting) // starts the subscription
+	cancel()
+	waitLive(t, s)
+
+	steps := []struct {
+		name string
+		move func(id string) error
+		want State
+	}{
+		{"decided", func(id string) error {
+			_, err := s.Decide(t.Context(), id, Decision{To: Approved, By: "alice"})
+			return err
+		}, Approved},
+		{"cancelled", func(id string) error { _, err := s.Cancel(t.Context(), id); return err }, Cancelled},
+	}
+	for _, st := range steps {
+		c := park(t, s, sampleCall(), long)
+		before := reads.gets.Load()
+		if got, err := s.Peek(t.Context(), c.ID); err != nil || got.State != Waiting || reads.gets.Load() != before {
+			t.Fatalf("%s: Peek before = %s, %v, %d reads; want waiting, kept", st.name, got.State, err, reads.gets.Load()-before)
+		}
+		if err := st.move(c.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Peek(t.Context(), c.ID); err != nil || got.State != st.want {
+			t.Errorf("%s: Peek after = %s, %v; want %s", st.name, got.State, err, st.want)
+		}
+	}
+}
+
+// TestRedisPeekBounded: what Peek keeps stays within its bounds, however
+// many calls are parked and never moved, and the queue of kept IDs does
+// not grow with calls that moved.
+func TestRedisPeekBounded(t *testing.T) {
+	s := newRedisStoreOn(t, newRedisClient(t), Options{PollInterval: long, MaxParked: 10000, MaxParkedPerPrincipal: 10000})
+	first := park(t, s, sampleCall(), long)
+	firstRes := waitAsync(t, s, first.ID, Waiting)
+	waitLive(t, s)
+	decide(t, s, first.ID, Approved)
+	<-firstRes
+
+	var last string
+	for range peekCalls + 100 {
+		last = park(t, s, sampleCall(), long).ID
+	}
+	s.mu.Lock()
+	n, q := len(s.peeks.calls), len(s.peeks.fifo)
+	_, kept := s.peeks.calls[last]
+	s.mu.Unlock()
+	if n != peekCalls || q != peekCalls || !kept {
+		t.Errorf("after %d parks: %d kept, %d queued, newest kept %v; want %d, %d, true", peekCalls+100, n, q, kept, peekCalls, peekCalls)
+	}
+	for range 500 {
+		c := park(t, s, sampleCall(), long)
+		decide(t, s, c.ID, Rejected)
+	}
+	s.mu.Lock()
+	n, q = len(s.peeks.calls), len(s.peeks.fifo)
+	s.mu.Unlock()
+	if n > peekCalls || q > 2*n+64 {
+		t.Errorf("after parks and decisions: %d kept, %d queued", n, q)
+	}
+}
