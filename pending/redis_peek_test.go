@@ -15,12 +15,7 @@ import (
 // replica, a subscription made again. A call parked elsewhere is read.
 func TestRedisPeek(t *testing.T) {
 	a, b, _, reads := readsCounted(t)
-	// The subscription starts with the first Wait.
-	first := park(t, a, sampleCall(), long)
-	firstRes := waitAsync(t, a, first.ID, Waiting)
-	waitLive(t, a)
-	decide(t, b, first.ID, Approved)
-	<-firstRes
+	listen(t, a)
 
 	peek := func(name string, s *RedisStore, id string, want State, wantGets int64) {
 		t.Helper()
@@ -81,10 +76,7 @@ func TestRedisPeekOwnMoves(t *testing.T) {
 	rdb.AddHook(reads)
 	s := newRedisStoreOn(t, rdb, Options{PollInterval: long})
 	s.channel += "-deaf" // the scripts still publish on the store's own
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	_, _ = s.Wait(ctx, "no-such-call", Waiting) // starts the subscription
-	cancel()
-	waitLive(t, s)
+	listen(t, s)
 
 	steps := []struct {
 		name string
@@ -117,11 +109,7 @@ func TestRedisPeekOwnMoves(t *testing.T) {
 // not grow with calls that moved.
 func TestRedisPeekBounded(t *testing.T) {
 	s := newRedisStoreOn(t, newRedisClient(t), Options{PollInterval: long, MaxParked: 10000, MaxParkedPerPrincipal: 10000})
-	first := park(t, s, sampleCall(), long)
-	firstRes := waitAsync(t, s, first.ID, Waiting)
-	waitLive(t, s)
-	decide(t, s, first.ID, Approved)
-	<-firstRes
+	listen(t, s)
 
 	var last string
 	for range peekCalls + 100 {
@@ -144,4 +132,14 @@ func TestRedisPeekBounded(t *testing.T) {
 	if n > peekCalls || q > 2*n+64 {
 		t.Errorf("after parks and decisions: %d kept, %d queued", n, q)
 	}
+}
+
+// listen starts the subscription of s (the first Wait does) and waits
+// until it is confirmed.
+func listen(t *testing.T, s *RedisStore) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	_, _ = s.Wait(ctx, "no-such-call", Waiting)
+	cancel()
+	waitLive(t, s)
 }
