@@ -174,9 +174,6 @@ func (s *MemoryStore) namesAttachable(k string, now time.Time) bool {
 }
 
 // Get implements [Store.Get].
-// Peek implements [Store.Peek]: Get, which costs nothing more here.
-func (s *MemoryStore) Peek(ctx context.Context, id string) (Call, error) { return s.Get(ctx, id) }
-
 func (s *MemoryStore) Get(ctx context.Context, id string) (Call, error) {
 	if err := ctx.Err(); err != nil {
 		return Call{}, err
@@ -189,6 +186,9 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Call, error) {
 	}
 	return m.c.out(), nil
 }
+
+// Peek implements [Store.Peek]: Get, which costs nothing more here.
+func (s *MemoryStore) Peek(ctx context.Context, id string) (Call, error) { return s.Get(ctx, id) }
 
 // Decide implements [Store.Decide].
 func (s *MemoryStore) Decide(ctx context.Context, id string, d Decision) (Call, error) {

@@ -248,10 +248,13 @@ func decodeStored(v string, yield func(field, value string) bool) error {
 	if err != nil || n < 0 || n > len(rest) {
 		return ErrDamaged
 	}
-	if !yield("st", st) {
+	// The state and the header's strings are copied out of v: a
+	// substring would keep the whole reply alive (request and result
+	// included) for as long as a call decoded from it is kept.
+	if !yield("st", strings.Clone(st)) {
 		return nil
 	}
-	more, err := decodeHeader(rest[:n], yield)
+	more, err := decodeHeader(strings.Clone(rest[:n]), yield)
 	if err != nil || !more {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestRedisEarlierLayout: a call an earlier release stored as a hash and a
@@ -108,6 +109,15 @@ func TestDecodeStored(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decodeStored = %v, want %v", got, want)
 	}
+	// The state and the header's strings do not point into the reply: a
+	// call kept from it would keep the whole reply (its request) alive.
+	start, end := uintptr(unsafe.Pointer(unsafe.StringData(v))), uintptr(unsafe.Pointer(unsafe.StringData(v)))+uintptr(len(v))
+	_ = decodeStored(v, func(f, val string) bool {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(val))); val != "" && p >= start && p < end && f != "bf" && f != "rq" {
+			t.Errorf("field %s points into the reply", f)
+		}
+		return true
+	})
 	if st, ok := storedState(v[:20]); !ok || st != Waiting {
 		t.Errorf("storedState of the key's start = %q, %v; want waiting", st, ok)
 	}

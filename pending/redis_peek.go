@@ -1,6 +1,9 @@
 package pending
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // What Peek answers without a round trip: the calls this replica parked,
 // as the park stored them, for as long as nothing can have moved them
@@ -9,13 +12,17 @@ import "context"
 // ask's five round trips to Redis.
 //
 // An entry is kept only when the subscription can vouch for the park's
-// aftermath (redis_heard.go), and dropped when a message for the call is
-// heard, when this replica runs a script on it, and when the subscription
-// is made again (what was published meanwhile may be lost). What it can
-// miss is a transition made elsewhere whose message is still on its way,
-// and an approval that did not complete a quorum (those publish nothing):
-// Peek's callers decide next, and the decision's script checks the call
-// as it stands (docs/security.md, R22).
+// aftermath (redis_heard.go), and only for a call without a quorum: an
+// approval that does not complete a quorum publishes nothing, and a
+// decision read from a record without it would audit a vote the store
+// already counted. It is dropped when a message for the call is heard,
+// when this replica runs a script on it, and when the subscription is
+// made again (what was published meanwhile may be lost), and it is
+// trusted for one poll interval at most (a message can also be lost
+// without a reconnection: a dead connection not yet noticed, a full
+// channel). What it can miss is a transition made elsewhere whose message
+// is still on its way: Peek's callers decide next, and the decision's
+// script checks the call as it stands (docs/security.md, R22).
 
 const (
 	// peekCalls bounds the calls kept; peekBytes the bytes of their
@@ -34,6 +41,7 @@ type peeks struct {
 type peekEntry struct {
 	c     Call
 	epoch uint64
+	at    time.Time // when it was kept
 	size  int
 }
 
@@ -41,7 +49,7 @@ type peekEntry struct {
 func (s *RedisStore) Peek(ctx context.Context, id string) (Call, error) {
 	s.mu.Lock()
 	e, ok := s.peeks.calls[id]
-	ok = ok && s.heard.live && e.epoch == s.heard.epoch
+	ok = ok && s.heard.live && e.epoch == s.heard.epoch && time.Since(e.at) < s.poll
 	s.mu.Unlock()
 	if ok {
 		return e.c.out(), nil
@@ -53,10 +61,11 @@ func (s *RedisStore) Peek(ctx context.Context, id string) (Call, error) {
 // Peek, unless a message for it was heard since m or could have been lost.
 func (s *RedisStore) keepPeek(c Call, m heardMark) {
 	size := len(c.Info) + len(c.Brief) + len(c.ID)
-	if size > peekBytes/64 {
-		return // a call that large is read when decided
+	if size > peekBytes/64 || len(c.Quorum) > 0 || len(c.Approvals) > 0 {
+		return // read when decided: a call that large, or one with a quorum
 	}
 	c.Request = nil
+	c = c.out() // nothing shared with the caller of Park but the bytes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := &s.heard
@@ -75,7 +84,7 @@ func (s *RedisStore) keepPeek(c Call, m heardMark) {
 	if _, ok := p.calls[c.ID]; ok {
 		return
 	}
-	p.calls[c.ID] = peekEntry{c: c, epoch: m.epoch, size: size}
+	p.calls[c.ID] = peekEntry{c: c, epoch: m.epoch, at: time.Now(), size: size}
 	p.fifo = append(p.fifo, c.ID)
 	p.bytes += size
 	for len(p.calls) > peekCalls || p.bytes > peekBytes {
