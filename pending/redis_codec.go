@@ -248,10 +248,11 @@ func decodeStored(v string, yield func(field, value string) bool) error {
 	if err != nil || n < 0 || n > len(rest) {
 		return ErrDamaged
 	}
-	// The state and the header's strings are copied out of v: a
+	// The state and the header's strings are not left pointing into v: a
 	// substring would keep the whole reply alive (request and result
-	// included) for as long as a call decoded from it is kept.
-	if !yield("st", strings.Clone(st)) {
+	// included) for as long as a call decoded from it is kept. The state
+	// is one of a few constants; the header, small, is copied once.
+	if !yield("st", internState(st)) {
 		return nil
 	}
 	more, err := decodeHeader(strings.Clone(rest[:n]), yield)
@@ -260,6 +261,17 @@ func decodeStored(v string, yield func(field, value string) bool) error {
 	}
 	decodeLarge(lens, rest[n:], bigFields[:], yield)
 	return nil
+}
+
+// internState returns the State constant spelled st, or a copy of st
+// when it names none.
+func internState(st string) string {
+	for _, known := range allStates {
+		if string(known) == st {
+			return string(known)
+		}
+	}
+	return strings.Clone(st)
 }
 
 // decodeHeader yields the pairs of a MessagePack map of strings (what

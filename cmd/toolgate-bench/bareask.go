@@ -55,7 +55,7 @@ func newBareAsk(self, notify, key string, up *url.URL) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/approvals/{id}", b.approve)
-	mux.HandleFunc("GET /_bench/count", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"count":0}`) })
+	mux.HandleFunc("GET /_bench/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("/", b.call)
 	return mux
 }

@@ -147,7 +147,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	for _, w := range []struct {
 		p   *proc
 		url string
-	}{{s.bare, s.url["bare"] + "/_bench/count"}, {s.opa, "http://" + addrs["opa"] + "/health"}, {s.extProxy, s.url["extopa"] + "/_bench/count"}, {s.approver, "http://" + addrs["approver"] + "/_bench/failures"}, {s.bareAsk, s.url["bareask"] + "/_bench/count"}} {
+	}{{s.bare, s.url["bare"] + "/_bench/count"}, {s.opa, "http://" + addrs["opa"] + "/health"}, {s.extProxy, s.url["extopa"] + "/_bench/count"}, {s.approver, "http://" + addrs["approver"] + "/_bench/failures"}, {s.bareAsk, s.url["bareask"] + "/_bench/ready"}} {
 		if err := waitReady(ctx, w.p, w.url, 30*time.Second); err != nil {
 			return nil, err
 		}
