@@ -19,6 +19,8 @@ type MemoryStore struct {
 	approvedWindow  time.Duration
 	maxParked       int
 	maxPerPrincipal int
+	parkEvery       time.Duration
+	parkBurst       int
 
 	mu     sync.Mutex
 	calls  map[string]*memCall
@@ -51,6 +53,7 @@ type MemoryStore struct {
 	sessionsSweepAt  int
 	sessionsFirstDue time.Time
 
+	rates  memRates  // principals' arrival times (rate.go)
 	grants memGrants // remembered grants (memory_grants.go)
 	nonces memNonces // one-time values (nonce.go)
 }
@@ -76,8 +79,8 @@ type memCall struct {
 }
 
 // NewMemory returns an empty MemoryStore. It uses opts.ResultTTL,
-// opts.ApprovedWindow, the caps, opts.MaxSessions and opts.Now; the other
-// options are for RedisStore.
+// opts.ApprovedWindow, the caps, the rate of parks, opts.MaxSessions and
+// opts.Now; the other options are for RedisStore.
 func NewMemory(opts Options) *MemoryStore {
 	opts = opts.withDefaults()
 	return &MemoryStore{
@@ -86,6 +89,8 @@ func NewMemory(opts Options) *MemoryStore {
 		approvedWindow:  opts.ApprovedWindow,
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		parkEvery:       opts.ParkEvery,
+		parkBurst:       opts.ParkBurst,
 		calls:           make(map[string]*memCall),
 		attach:          make(map[string]string),
 		parked:          make(map[string]*memCall),
@@ -130,6 +135,10 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	if err := s.checkCaps(c, now); err != nil {
 		return Call{}, false, err
 	}
+	if err := s.rates.check(c.ID, c.Principal, s.parkEvery, s.parkBurst, now); err != nil {
+		return Call{}, false, err
+	}
+	s.rates.take(c.Principal, s.parkEvery, now)
 
 	c = c.clone()
 	c.State = Waiting

@@ -40,6 +40,17 @@ type Options struct {
 	MaxParked             int
 	MaxParkedPerPrincipal int
 
+	// ParkEvery and ParkBurst bound how often one Call.Principal parks
+	// new calls (rate.go): ParkBurst at once, then one every ParkEvery.
+	// The caps bound how many calls a principal holds, not how often it
+	// parks; each new call is announced to the approvers, so an agent that
+	// parks and cancels in a loop would reach them as fast as it can. Park
+	// of a new call past the rate gives a *RateError (ErrTooMany);
+	// attaching is always allowed, and a call without a principal is not
+	// limited. Zero ParkEvery means no limit; ParkBurst defaults to 1.
+	ParkEvery time.Duration
+	ParkBurst int
+
 	// ApprovedWindow is how long an approved call can at least still be
 	// claimed (default 30s): an approval moves the call's expiry to now +
 	// ApprovedWindow when that is later, so that an approval landing just
@@ -108,6 +119,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxParkedPerPrincipal < 0 {
 		o.MaxParkedPerPrincipal = 0
+	}
+	if o.ParkEvery < 0 {
+		o.ParkEvery = 0
+	}
+	if o.ParkBurst <= 0 {
+		o.ParkBurst = 1
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions

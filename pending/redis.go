@@ -73,6 +73,8 @@ type RedisStore struct {
 	window    time.Duration // Options.ApprovedWindow
 
 	maxParked, maxPerPrincipal int
+	parkEvery                  time.Duration // Options.ParkEvery, ParkBurst: the rate of parks (rate.go)
+	parkBurst                  int
 	minReplicas                int           // Options.MinReplicas: WAIT after transitions
 	replicaTimeout             time.Duration // Options.ReplicaTimeout
 
@@ -129,6 +131,8 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		parkEvery:       opts.ParkEvery,
+		parkBurst:       opts.ParkBurst,
 		minReplicas:     opts.MinReplicas,
 		replicaTimeout:  opts.ReplicaTimeout,
 	}
@@ -202,7 +206,10 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	}
 	base := s.baseOf(c.ID)
 	lens, data := largeFields(c)
-	args := []any{ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data}
+	args := []any{
+		ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data,
+		everyMS(s.parkEvery), s.parkBurst,
+	}
 	add := func(field, value string) {
 		if value != "" {
 			args = append(args, field, value)
@@ -226,15 +233,23 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	var more []string
 	if s.cluster {
 		more = callOwnKeys(base, c)
+		if c.Principal != "" && s.parkEvery > 0 {
+			more = append(more, base+"rate:"+c.Principal) // only Park reads it
+		}
 	}
 	mark, heard := s.markHeard()
 	v, err := s.runCall(ctx, parkScript, true, c.ID, more, args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
-	if len(v) == 2 && v[0] == "toomany" {
-		if which, _ := v[1].(string); which == "principal" {
+	if len(v) >= 2 && v[0] == "toomany" {
+		switch v[1] {
+		case "principal":
 			return Call{}, false, tooMany(c.ID, c.Principal, true, s.maxPerPrincipal)
+		case "rate":
+			ms, _ := v[len(v)-1].(string)
+			n, _ := strconv.ParseInt(ms, 10, 64)
+			return Call{}, false, &RateError{ID: c.ID, Principal: c.Principal, Burst: s.parkBurst, Every: s.parkEvery, RetryAfter: time.Duration(n) * time.Millisecond}
 		}
 		return Call{}, false, tooMany(c.ID, c.Principal, false, s.maxParked)
 	}

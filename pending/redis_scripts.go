@@ -455,10 +455,12 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
 // [11] ArgsKey, [12] the calls parked in the other shards (MaxParked
 // counts them too), [13] the lengths of Brief, Info and Request
-// ("<bf> <in> <rq>"), [14] the three one after another, [15…] field,
-// value pairs. Replies {'ok', call},
-// {'attached', call, id}, {'taken'}, or {'toomany', 'principal' or 'all'}
-// when a new call would pass a cap. Only AttachKey is looked up; a new call
+// ("<bf> <in> <rq>"), [14] the three one after another, [15] ParkEvery
+// in ms (0: no rate), [16] ParkBurst, [17…] field, value pairs. Replies
+// {'ok', call}, {'attached', call, id}, {'taken'}, {'toomany', 'principal'
+// or 'all'} when a new call would pass a cap, or {'toomany', 'rate', ms}
+// when the principal parks too often (rate.go), with the ms until its next
+// new call would be let in. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
 // another attachable call already.
 var parkScript = newScript(`
@@ -535,13 +537,22 @@ if pr ~= '' then
   if maxpr > 0 and call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
+-- The rate of new calls of the principal (rate.go): its arrival time is
+-- read here and moved once the call is let in.
+local every, burst = tonumber(ARGV[15]), tonumber(ARGV[16])
+local rk, tat = pr ~= '' and every > 0 and base .. 'rate:' .. pr
+if rk then
+  tat = math.max(tonumber(call('GET', rk) or 0) or 0, now)
+  local ahead = tat - now - (burst - 1) * every
+  if ahead > 0 then return {'toomany', 'rate', num(ahead)} end
+end
 for _, x in ipairs(gone) do
   call('ZREM', ek, x)
   for _, st in ipairs(terminals) do call('ZREM', statekey(st), x) end
   call('DEL', callkey(x), bodykey(x))
 end
 local fields = {}
-for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 17, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
 h = {st = 'waiting', ca = num(now), ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
@@ -551,6 +562,7 @@ call('ZADD', statekey('waiting'), num(expires), id)
 call('ZADD', unannounced, num(now), id)
 for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl) end
 count(id, {pr = pr}, 'waiting', expires)
+if rk then call('SET', rk, num(tat + every), 'PX', num(tat + every - now)) end
 if ak ~= '' then call('SET', attachkey(ak), id, 'PX', num(ttl + rttl)) end
 if ag ~= '' and ag ~= ak then
   -- the first identical call stays the one a keyless retry finds (cur,

@@ -805,6 +805,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("AttachKeys", func(t *testing.T) { testAttachKeys(t, newStore) })
 	t.Run("Principal", func(t *testing.T) { testPrincipal(t, newStore) })
 	t.Run("Caps", func(t *testing.T) { testCaps(t, newStore) })
+	t.Run("Rate", func(t *testing.T) { testRate(t, newStore) })
 	t.Run("EndedCapped", func(t *testing.T) { testEndedCapped(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 	t.Run("Overdue", func(t *testing.T) { testOverdue(t, newStore) })
@@ -870,6 +871,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 func testStoreRace(t *testing.T, newStore newStoreFunc) {
 	const n = 16
 	t.Run("Caps", func(t *testing.T) { testCapsRace(t, newStore) })
+	t.Run("Rate", func(t *testing.T) { testRateRace(t, newStore) })
 	t.Run("Deliver", func(t *testing.T) { testDeliverRace(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorumRace(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessionsRace(t, newStore) })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/toolgate/toolgate/lifecycle"
@@ -205,12 +206,18 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 		a = unavailable("Parked call lost", "the approval store no longer knows this call; nothing was forwarded")
 		a.callID = pc.ID
 	case lifecycle.TooMany:
-		return answer{
+		a := answer{
 			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeAsk, callID: pc.ID, retryAfter: "30",
 			title:   "Too many parked calls",
 			detail:  "the call needs approval, but too many calls of yours (or of everyone) already wait for one; nothing was parked or forwarded, retry later",
 			reasons: d.Messages(), ruleIDs: d.RuleIDs(),
 		}
+		if re := (*pending.RateError)(nil); errors.As(o.Err, &re) {
+			// Whole seconds, rounded up: a retry at Retry-After is let in.
+			a.retryAfter = strconv.FormatInt(int64((re.RetryAfter+time.Second-1)/time.Second), 10)
+			a.detail = "the call needs approval, but you asked for approvals too often; nothing was parked or forwarded, retry after the time given"
+		}
+		return a
 	case lifecycle.Gone:
 		return answered
 	}

@@ -394,6 +394,37 @@ func TestParkedCap(t *testing.T) {
 			}
 		}
 	}
+	onlyTwoParked(t, pe, store)
+}
+
+// TestParkRate: past its principal's rate of parks a new ask is 429 with
+// the Retry-After the store gave, rounded up to whole seconds; nothing is
+// parked or forwarded, and an identical retry still attaches.
+func TestParkRate(t *testing.T) {
+	store := pending.NewMemory(pending.Options{ParkEvery: 20 * time.Second, ParkBurst: 2})
+	pe := newParkEnv(t, func(c *Config) { c.Pending = store })
+	pe.store = store
+	for i := range 3 {
+		res := post(t, pe.url+"/tools/Write", fmt.Sprintf(`{"path":"a%d"}`, i), "Prefer", "respond-async")
+		if i < 2 {
+			if res.StatusCode != http.StatusAccepted {
+				t.Fatalf("ask %d: %d, want 202", i, res.StatusCode)
+			}
+			continue
+		}
+		p := readProblem(t, res)
+		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "20" ||
+			p.Decision != outcomeAsk || p.Type != "urn:toolgate:problem:too-many-parked" || !strings.Contains(p.Detail, "too often") {
+			t.Fatalf("ask past the rate: %d, Retry-After %q, %+v; want 429, 20 and the rate's detail", res.StatusCode, res.Header.Get("Retry-After"), p)
+		}
+	}
+	onlyTwoParked(t, pe, store)
+}
+
+// onlyTwoParked checks, after a refused ask, that a retry of the first
+// call still attaches, that two calls wait, and that nothing was forwarded.
+func onlyTwoParked(t *testing.T, pe *parkEnv, store pending.Store) {
+	t.Helper()
 	if res := post(t, pe.url+"/tools/Write", `{"path":"a0"}`, "Prefer", "respond-async"); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("a retry of a parked call: %d, want 202 (it attaches)", res.StatusCode)
 	}

@@ -22,6 +22,9 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 		MaxParked: cfg.Limits.MaxParked, MaxParkedPerPrincipal: cfg.Limits.MaxParkedPerSubject,
 		MinReplicas: cfg.Pending.RedisMinReplicas, ReplicaTimeout: cfg.Pending.RedisReplicaTimeout.Std(),
 	}
+	if n := cfg.Limits.MaxParksPerMinute; n > 0 {
+		opts.ParkEvery, opts.ParkBurst = time.Minute/time.Duration(n), n
+	}
 	if cfg.Pending.Store != "redis" {
 		return pending.NewMemory(opts), func() {}, nil
 	}

@@ -222,9 +222,14 @@ type Limits struct {
 	BodyTimeout  Duration `koanf:"body_timeout"` // the whole body must arrive within this, else 408
 	// MaxParkedPerSubject bounds the waiting and approved calls of one
 	// principal; MaxParked the same across all principals, per store.
-	MaxParkedPerSubject int    `koanf:"max_parked_per_subject"`
-	MaxParked           int    `koanf:"max_parked"`
-	LossyNumbers        string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
+	MaxParkedPerSubject int `koanf:"max_parked_per_subject"`
+	MaxParked           int `koanf:"max_parked"`
+	// MaxParksPerMinute bounds how often one principal parks new calls:
+	// that many at once, then one every minute/N (0: no limit). Every new
+	// call is announced to the approvers; the caps above bound how many
+	// calls a principal holds, this how often it can reach them.
+	MaxParksPerMinute int    `koanf:"max_parks_per_minute"`
+	LossyNumbers      string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
 
 // Log configures logging.

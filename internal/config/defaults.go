@@ -51,6 +51,7 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	limits.body_timeout        10s
 //	limits.max_parked_per_subject 100
 //	limits.max_parked          10000
+//	limits.max_parks_per_minute 0 (no limit)
 //	limits.lossy_numbers       refuse
 //	log.level                  info
 //	log.arguments              false

@@ -143,6 +143,7 @@ limits:
   body_timeout: 10s
   max_parked_per_subject: 100
   max_parked: 500
+  max_parks_per_minute: 0
   lossy_numbers: refuse
 log:
   level: info

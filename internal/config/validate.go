@@ -433,6 +433,9 @@ func (v *validator) limitsAndLog(c *Config) {
 		v.add("limits.max_parked", fmt.Sprintf("%d is less than limits.max_parked_per_subject (%d)", l.MaxParked, l.MaxParkedPerSubject),
 			"one principal may park at most as many calls as all together; raise limits.max_parked or lower limits.max_parked_per_subject")
 	}
+	if l.MaxParksPerMinute < 0 || l.MaxParksPerMinute > 60000 {
+		v.add("limits.max_parks_per_minute", fmt.Sprintf("%d is outside 0..60000", l.MaxParksPerMinute), "write a whole number such as 30, or 0 for no limit")
+	}
 	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.decisions(&c.Log.Decisions)

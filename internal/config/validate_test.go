@@ -183,6 +183,8 @@ func TestValidate(t *testing.T) {
 		{"both parked limits below 1, one error each", func(c *Config) { c.Limits.MaxParked, c.Limits.MaxParkedPerSubject = -1, -1 }, []string{
 			"limits.max_parked_per_subject", "limits.max_parked",
 		}},
+		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
+		{"max_parks_per_minute above a thousand a second", func(c *Config) { c.Limits.MaxParksPerMinute = 60001 }, []string{"limits.max_parks_per_minute"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
 		{"lossy_numbers allow", func(c *Config) { c.Limits.LossyNumbers = "allow" }, nil},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, []string{"log.level"}},
