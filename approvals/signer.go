@@ -41,17 +41,38 @@ var (
 // decides one call, only as it was evaluated, and only until it expires
 // (docs/security.md, INV-7). It carries no data an approver could trust: the page
 // shows the call from the store. A Signer is safe for concurrent use.
+//
+// Rotation. A Signer signs with its secret and accepts tokens signed with
+// it or with any of its previous secrets, so that the secret can change
+// without invalidating the links, confirmation links and forms already
+// handed out: they verify until they expire, and a previous secret can be
+// dropped once pending.ttl has passed since it stopped signing.
 type Signer struct {
-	secret []byte
+	secret   []byte
+	previous [][]byte
 }
 
-// NewSigner returns a Signer keyed with secret (at least MinSecretBytes).
-// The secret is copied.
-func NewSigner(secret []byte) (*Signer, error) {
-	if len(secret) < MinSecretBytes {
-		return nil, errors.New("approvals: the approval secret must be at least " + strconv.Itoa(MinSecretBytes) + " bytes")
+// MaxPreviousSecrets bounds the previous secrets a Signer accepts: each
+// one is one more MAC per token checked.
+const MaxPreviousSecrets = 4
+
+// NewSigner returns a Signer that signs with secret and also accepts what
+// previous secrets signed (each at least MinSecretBytes, at most
+// MaxPreviousSecrets of them). The secrets are copied.
+func NewSigner(secret []byte, previous ...[]byte) (*Signer, error) {
+	if len(previous) > MaxPreviousSecrets {
+		return nil, errors.New("approvals: at most " + strconv.Itoa(MaxPreviousSecrets) + " previous approval secrets")
 	}
-	return &Signer{secret: append([]byte(nil), secret...)}, nil
+	s := &Signer{secret: append([]byte(nil), secret...)}
+	for _, k := range append([][]byte{secret}, previous...) {
+		if len(k) < MinSecretBytes {
+			return nil, errors.New("approvals: an approval secret must be at least " + strconv.Itoa(MinSecretBytes) + " bytes")
+		}
+	}
+	for _, k := range previous {
+		s.previous = append(s.previous, append([]byte(nil), k...))
+	}
+	return s, nil
 }
 
 // Token purposes: a token of one purpose is never one of another.
@@ -106,7 +127,7 @@ func (s *Signer) check(purpose, token string, c pending.Call, now time.Time) err
 	if err != nil {
 		return ErrTokenInvalid
 	}
-	if !hmac.Equal(sig, s.mac(purpose, c.ID, c.RequestDigest, exp)) {
+	if !s.verify(sig, purpose, c.ID, c.RequestDigest, strconv.FormatInt(exp, 10)) {
 		return ErrTokenInvalid
 	}
 	// A genuine token for this call and request, but made for another
@@ -146,7 +167,7 @@ func (s *Signer) FormToken(approver, id string) string {
 // FormToken(approver, id).
 func (s *Signer) CheckFormToken(token, approver, id string) bool {
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(token)
-	return err == nil && hmac.Equal(sig, s.macOf("toolgate-form-"+tokenVersion, approver, id))
+	return err == nil && s.verify(sig, "toolgate-form-"+tokenVersion, approver, id)
 }
 
 // mac is the MAC of a link token of purpose.
@@ -154,11 +175,29 @@ func (s *Signer) mac(purpose, id, digest string, exp int64) []byte {
 	return s.macOf(purpose, id, digest, strconv.FormatInt(exp, 10))
 }
 
-// macOf is HMAC-SHA256 over a purpose tag and fields, each prefixed with
-// its length so that no two field lists encode alike ("ab"+"c" and
-// "a"+"bc" differ), and no token of one purpose is one of another.
-func (s *Signer) macOf(fields ...string) []byte {
-	m := hmac.New(sha256.New, s.secret)
+// verify reports whether sig is the MAC of fields under the secret or a
+// previous one, each compared in constant time.
+func (s *Signer) verify(sig []byte, fields ...string) bool {
+	if hmac.Equal(sig, macWith(s.secret, fields)) {
+		return true
+	}
+	for _, k := range s.previous {
+		if hmac.Equal(sig, macWith(k, fields)) {
+			return true
+		}
+	}
+	return false
+}
+
+// macOf is the MAC of fields under the secret that signs.
+func (s *Signer) macOf(fields ...string) []byte { return macWith(s.secret, fields) }
+
+// macWith is HMAC-SHA256 under key over a purpose tag and fields, each
+// prefixed with its length so that no two field lists encode alike
+// ("ab"+"c" and "a"+"bc" differ), and no token of one purpose is one of
+// another.
+func macWith(key []byte, fields []string) []byte {
+	m := hmac.New(sha256.New, key)
 	var buf []byte
 	for _, f := range fields {
 		buf = binary.AppendUvarint(buf[:0], uint64(len(f)))

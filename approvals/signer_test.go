@@ -193,3 +193,53 @@ func TestSigner_ConfirmTokenIsAnotherPurpose(t *testing.T) {
 		}
 	}
 }
+
+// TestSigner_Rotation: a Signer signs with its secret and accepts what its
+// previous secrets signed (links, confirmation links, forms), and nothing
+// signed by a secret it was not given; a signer that dropped the old
+// secret refuses its tokens.
+func TestSigner_Rotation(t *testing.T) {
+	oldSecret, newSecret, otherSecret := strings.Repeat("o", 32), strings.Repeat("n", 32), strings.Repeat("x", 32)
+	old := testSigner(t, oldSecret)
+	rotated, err := approvals.NewSigner([]byte(newSecret), []byte(oldSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCall()
+	if rotated.Token(c) != testSigner(t, newSecret).Token(c) {
+		t.Error("a rotated signer does not sign with its new secret")
+	}
+	if err := rotated.Check(old.Token(c), c, t0); err != nil {
+		t.Errorf("Check(token of the previous secret) = %v, want nil", err)
+	}
+	if err := rotated.CheckConfirm(old.ConfirmToken(c), c, t0); err != nil {
+		t.Errorf("CheckConfirm(token of the previous secret) = %v, want nil", err)
+	}
+	if !rotated.CheckFormToken(old.FormToken("alice", c.ID), "alice", c.ID) {
+		t.Error("CheckFormToken(form token of the previous secret) = false, want true")
+	}
+	// Still bound to its purpose, call and expiry under the previous secret.
+	if err := rotated.Check(old.ConfirmToken(c), c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("Check(confirm token of the previous secret) = %v, want ErrTokenInvalid", err)
+	}
+	if err := rotated.Check(old.Token(c), c, c.ExpiresAt); !errors.Is(err, approvals.ErrTokenExpired) {
+		t.Errorf("Check(previous secret's token at expiry) = %v, want ErrTokenExpired", err)
+	}
+	if err := rotated.Check(testSigner(t, otherSecret).Token(c), c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("Check(token of a secret never given) = %v, want ErrTokenInvalid", err)
+	}
+	if err := testSigner(t, newSecret).Check(old.Token(c), c, t0); !errors.Is(err, approvals.ErrTokenInvalid) {
+		t.Errorf("Check(old token) after the old secret was dropped = %v, want ErrTokenInvalid", err)
+	}
+	// Previous secrets are held to the same length, and bounded in number.
+	if _, err := approvals.NewSigner([]byte(newSecret), []byte("short")); err == nil {
+		t.Error("NewSigner with a short previous secret = nil error, want an error")
+	}
+	five := make([][]byte, approvals.MaxPreviousSecrets+1)
+	for i := range five {
+		five[i] = []byte(oldSecret)
+	}
+	if _, err := approvals.NewSigner([]byte(newSecret), five...); err == nil {
+		t.Errorf("NewSigner with %d previous secrets = nil error, want an error", len(five))
+	}
+}

@@ -81,7 +81,11 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	}
 	a.onClose("store", 0, func(context.Context) error { closeStore(); return nil })
 	p := &parking{store: st, public: cfg.PublicURL, proxyPublic: cfg.ProxyPublicURL, log: a.log, announcing: len(cfg.Approvals.Notify) > 0}
-	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal())); err != nil {
+	previous := make([][]byte, len(cfg.Approvals.PreviousSecrets))
+	for i, s := range cfg.Approvals.PreviousSecrets {
+		previous[i] = []byte(s.Reveal())
+	}
+	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal()), previous...); err != nil {
 		return nil, err
 	}
 	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -151,9 +151,13 @@ type Pending struct {
 
 // Approvals configures the approval links, the approvers and notifications.
 type Approvals struct {
-	Secret    Secret     `koanf:"secret"`
-	Approvers []Approver `koanf:"approvers"`
-	Notify    []Notify   `koanf:"notify"`
+	Secret Secret `koanf:"secret"`
+	// PreviousSecrets are secrets that signed links before Secret: links,
+	// confirmation links and forms they signed still verify (until their
+	// call expires), so the secret can rotate without breaking them.
+	PreviousSecrets []Secret   `koanf:"previous_secrets"`
+	Approvers       []Approver `koanf:"approvers"`
+	Notify          []Notify   `koanf:"notify"`
 	// Identity says how approvers are known on the approvals listener;
 	// nil: only by link token and API key.
 	Identity *ApprovalsIdentity `koanf:"identity"`

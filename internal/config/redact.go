@@ -98,7 +98,11 @@ func valueNode(n *node, v reflect.Value) *yaml.Node {
 	case n.leaf == leafStrings:
 		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
 		for i := range v.Len() {
-			seq.Content = append(seq.Content, stringNode(v.Index(i).String()))
+			s := v.Index(i).String()
+			if v.Type().Elem() == secretType { // a list of secrets (approvals.previous_secrets)
+				s = Secret(s).String()
+			}
+			seq.Content = append(seq.Content, stringNode(s))
 		}
 		return seq
 	}

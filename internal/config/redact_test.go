@@ -126,6 +126,7 @@ pending:
   max_result_bytes: 1MiB
 approvals:
   secret: '[redacted]'
+  previous_secrets: []
   approvers: []
   notify:
     - url: https://hooks.slack.com/[redacted]
@@ -205,5 +206,19 @@ func TestRedactURL(t *testing.T) {
 		if got := redactURL(tt.in, tt.hidePath); got != tt.want {
 			t.Errorf("redactURL(%q, %v) = %q, want %q", tt.in, tt.hidePath, got, tt.want)
 		}
+	}
+}
+
+// TestRedacted_PreviousSecrets: previous approval secrets never print.
+func TestRedacted_PreviousSecrets(t *testing.T) {
+	c := mustLoad(t, Source{File: writeConfig(t, specExample), Environ: specEnv})
+	old := "previous-approvals-secret-0123456789abcdefghij"
+	c.Approvals.PreviousSecrets = []Secret{Secret(old)}
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), old) || !strings.Contains(string(out), "previous_secrets: ['[redacted]']") {
+		t.Errorf("Redacted() shows previous_secrets as:\n%s", out)
 	}
 }

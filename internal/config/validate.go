@@ -359,6 +359,19 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 	case len(a.Secret) < approvals.MinSecretBytes:
 		v.add("approvals.secret", fmt.Sprintf("is shorter than %d bytes", approvals.MinSecretBytes), "generate one with: openssl rand -base64 48")
 	}
+	if n := len(a.PreviousSecrets); n > approvals.MaxPreviousSecrets {
+		v.add("approvals.previous_secrets", fmt.Sprintf("holds %d secrets, more than %d", n, approvals.MaxPreviousSecrets),
+			"drop those that stopped signing more than pending.ttl ago: their links have expired")
+	}
+	for i, s := range a.PreviousSecrets {
+		at := fmt.Sprintf("approvals.previous_secrets[%d]", i)
+		switch {
+		case len(s) < approvals.MinSecretBytes:
+			v.add(at, fmt.Sprintf("is shorter than %d bytes", approvals.MinSecretBytes), "a previous secret is one that approvals.secret held")
+		case s == a.Secret:
+			v.add(at, "is approvals.secret itself", "list only the secrets that signed before approvals.secret")
+		}
+	}
 
 	agentKeys := map[string]string{}
 	for i, k := range apiKeys {

@@ -186,6 +186,13 @@ func TestValidate(t *testing.T) {
 		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
 		{"max_parks_per_minute above a thousand a second", func(c *Config) { c.Limits.MaxParksPerMinute = 60001 }, []string{"limits.max_parks_per_minute"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
+		{"previous secret short", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{"short"} }, []string{"approvals.previous_secrets[0]"}},
+		{"previous secret is the secret", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{c.Approvals.Secret} }, []string{"approvals.previous_secrets[0]"}},
+		{"five previous secrets", func(c *Config) {
+			for i := range 5 {
+				c.Approvals.PreviousSecrets = append(c.Approvals.PreviousSecrets, Secret(strings.Repeat(string(rune('a'+i)), 32)))
+			}
+		}, []string{"approvals.previous_secrets"}},
 		{"lossy_numbers allow", func(c *Config) { c.Limits.LossyNumbers = "allow" }, nil},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, []string{"log.level"}},
 		{"shutdown_grace negative", func(c *Config) { c.ShutdownGrace = -1 }, []string{"shutdown_grace"}},
