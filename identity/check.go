@@ -28,6 +28,14 @@ func (e *ConfigError) Error() string {
 // the JWKS URL, which may fail too.
 func (c Config) Check() error {
 	_, errs := newAPIKeys(c.APIKeys)
+	for i, o := range c.BrowserOrigins {
+		if _, ok := CanonicalOrigin(o); !ok {
+			errs = append(errs, &ConfigError{
+				Key: fmt.Sprintf("identity.browser_origins[%d]", i), Msg: fmt.Sprintf("%q is not an origin", o),
+				Fix: "write scheme://host[:port], without a path, e.g. http://localhost:6274",
+			})
+		}
+	}
 	if c.JWT != nil {
 		errs = append(errs, c.JWT.check()...)
 	}

@@ -2,8 +2,10 @@
 // proxy listener. It reads one credential, a bearer token in the
 // Authorization header, and turns it into a [Subject]: a configured API key,
 // or a JWT verified against a JWKS. It never looks at query strings,
-// cookies, other headers or tool arguments, and it knows nothing of policy,
-// proxying or parked calls.
+// cookies, other headers or tool arguments (but for Origin and
+// Sec-Fetch-Site of a request without credentials, to tell a web page from
+// an agent: browser.go), and it knows nothing of policy, proxying or
+// parked calls.
 package identity
 
 import (
@@ -59,6 +61,11 @@ type Config struct {
 	// Anonymous lets requests without an Authorization header through as
 	// AnonymousID. A present but bad credential still fails.
 	Anonymous bool
+	// BrowserOrigins are the origins ("http://localhost:6274") of web
+	// pages that may call without credentials when Anonymous is set; a
+	// request without credentials from any other page is refused
+	// (browser.go).
+	BrowserOrigins []string
 	// Logger receives background JWKS refresh failures. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -70,6 +77,7 @@ type Authenticator struct {
 	keys      apiKeys
 	jwt       *jwtVerifier // nil when JWT is not configured
 	anonymous bool
+	origins   []string // Config.BrowserOrigins, canonical
 }
 
 // maxTokenLen bounds the bearer token before any hashing or parsing. Real
@@ -89,6 +97,10 @@ func New(cfg Config) (*Authenticator, error) {
 	}
 	keys, _ := newAPIKeys(cfg.APIKeys)
 	a := &Authenticator{keys: keys, anonymous: cfg.Anonymous}
+	for _, o := range cfg.BrowserOrigins {
+		c, _ := CanonicalOrigin(o) // Check refused the others
+		a.origins = append(a.origins, c)
+	}
 	if cfg.JWT != nil {
 		logger := cfg.Logger
 		if logger == nil {
@@ -116,14 +128,19 @@ func (a *Authenticator) Close() error {
 // single "Authorization: Bearer <token>" header (scheme case-insensitive).
 // A token equal to a configured API key wins; otherwise a token shaped like a
 // compact JWS is verified as a JWT when JWT is configured. Without an
-// Authorization header the result is the anonymous subject when allowed.
-// A present credential that does not verify is always an error, even when
-// anonymous access is allowed. Every error wraps ErrUnauthenticated.
+// Authorization header the result is the anonymous subject when allowed,
+// except for a web page's request from an origin not in BrowserOrigins
+// (browser.go). A present credential that does not verify is always an
+// error, even when anonymous access is allowed. Every error wraps
+// ErrUnauthenticated.
 func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
 	values := r.Header.Values("Authorization")
 	switch len(values) {
 	case 0:
 		if a.anonymous {
+			if fromBrowserPage(r, a.origins) {
+				return Subject{}, errBrowserPage
+			}
 			return Subject{ID: AnonymousID, Principal: AnonymousPrincipal}, nil
 		}
 		return Subject{}, errNoCredentials

@@ -64,6 +64,11 @@ type Identity struct {
 	APIKeys   []APIKey `koanf:"api_keys"`
 	JWT       *JWT     `koanf:"jwt"`
 	Anonymous bool     `koanf:"anonymous"`
+	// BrowserOrigins are the web pages' origins that may call without
+	// credentials when Anonymous is set (a browser-based MCP client);
+	// any other page is refused, so that a site the user visits cannot
+	// reach a local toolgate (cross-site requests, DNS rebinding).
+	BrowserOrigins []string `koanf:"browser_origins"`
 }
 
 // APIKey maps a bearer key to a subject.

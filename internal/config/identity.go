@@ -6,7 +6,7 @@ import "github.com/toolgate/toolgate/identity"
 // Logger: the one conversion both Validate and the start use, so what is
 // checked is what is built.
 func (id *Identity) Options() identity.Config {
-	ic := identity.Config{Anonymous: id.Anonymous}
+	ic := identity.Config{Anonymous: id.Anonymous, BrowserOrigins: id.BrowserOrigins}
 	for _, k := range id.APIKeys {
 		ic.APIKeys = append(ic.APIKeys, identity.APIKey{Key: k.Key.Reveal(), Subject: k.Subject, Groups: k.Groups})
 	}

@@ -102,6 +102,7 @@ identity:
   api_keys: []
   jwt: null
   anonymous: true
+  browser_origins: []
 policy:
   dir: /srv/policy
   rules_file: ""
