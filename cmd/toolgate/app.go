@@ -40,7 +40,8 @@ type app struct {
 	auth     *identity.Authenticator
 	proxy    *proxy.Server
 	parking  *parking
-	dlog     *decisionLog // nil: no decision log
+	settings *storeSettings // nil: the store has no settings to check (memory)
+	dlog     *decisionLog   // nil: no decision log
 	registry *prometheus.Registry
 	tracing  tracing
 	ready    atomic.Bool
@@ -155,6 +156,9 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	})
 	if a.parking, err = newParking(cfg, a.registry, a); err != nil {
 		return nil, err
+	}
+	if sc, ok := a.parking.store.(settingsChecker); ok {
+		a.settings = newStoreSettings(sc, log, a.registry)
 	}
 	ic := cfg.Identity.Options()
 	ic.Logger = log
@@ -282,7 +286,13 @@ func (a *app) readiness() (bool, map[string]any) {
 	if lastErr != nil {
 		pol["last_reload_error"] = lastErr.Error()
 	}
-	checks := map[string]any{"policy": pol, "store": storeCheck(a.parking.store), "shutting_down": !a.ready.Load()}
+	store := storeCheck(a.parking.store)
+	if a.settings != nil {
+		if p := a.settings.current(); len(p) > 0 {
+			store["unsafe_settings"] = p // reported; allow and deny stay ready
+		}
+	}
+	checks := map[string]any{"policy": pol, "store": store, "shutting_down": !a.ready.Load()}
 	return a.ready.Load(), checks
 }
 
@@ -373,6 +383,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	bg.Go(func() { a.proxy.Sweep(bgCtx, time.Second, 3*time.Second) })
 	bg.Go(func() { a.parking.reannounce(bgCtx, reannounceEvery, reannounceAfter) })
+	if a.settings != nil {
+		bg.Go(func() { a.settings.watch(bgCtx) })
+	}
 	var runErr error
 	select {
 	case <-ctx.Done():

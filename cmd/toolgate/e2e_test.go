@@ -338,17 +338,29 @@ func TestRedisDown(t *testing.T) {
 	if n := len(up.Requests()); n != 1 {
 		t.Fatalf("the tool server saw %d requests, want only the allowed read", n)
 	}
-	ready, err := http.Get(a.admin + "/readyz")
+	if status, store := readyStore(t, a.admin); status != 200 || store["ok"] != false {
+		t.Fatalf("readyz with Redis down: %d %v", status, store)
+	}
+	_ = context.Background
+}
+
+// readyStore is the status of admin's /readyz and the store's part of it.
+func readyStore(t *testing.T, admin string) (int, map[string]any) {
+	t.Helper()
+	res, err := http.Get(admin + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc map[string]any
-	_ = json.NewDecoder(ready.Body).Decode(&doc)
-	ready.Body.Close()
-	if store, _ := doc["checks"].(map[string]any)["store"].(map[string]any); ready.StatusCode != 200 || store["ok"] != false {
-		t.Fatalf("readyz with Redis down: %d %v", ready.StatusCode, doc)
+	defer res.Body.Close()
+	var doc struct {
+		Checks struct {
+			Store map[string]any `json:"store"`
+		} `json:"checks"`
 	}
-	_ = context.Background
+	if err := json.NewDecoder(res.Body).Decode(&doc); err != nil {
+		t.Fatalf("/readyz: %v", err)
+	}
+	return res.StatusCode, doc.Checks.Store
 }
 
 // TestAskOutcomes: a rejection reaches the held agent as 403 rejected; a
