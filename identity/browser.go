@@ -1,56 +1,102 @@
 package identity
 
 import (
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
 // Anonymous access and browsers. A caller without credentials is trusted
 // for being able to reach the proxy listener, which for a local toolgate
 // means "a program on this machine". A web page in a browser on this
-// machine can reach it too: a cross-site request (a form, an image, a
-// fetch that needs no preflight), or a same-origin one after DNS
-// rebinding (evil.example resolving to 127.0.0.1), where the browser
-// believes toolgate is the page's own site. MCP's Streamable HTTP
-// transport asks servers to check Origin for this reason. Agents are not
-// browsers: they send neither Origin nor the Sec-Fetch-* headers, which
-// every current browser sends with every request. So a request without
-// credentials that comes from a browser page is refused, unless its
-// Origin is one the operator listed (Config.BrowserOrigins); a user who
-// types a URL into the address bar (Sec-Fetch-Site: none) is not a page.
-// Callers with credentials are not concerned: a page cannot send them.
+// machine can reach it too, two ways:
+//
+//   - A cross-site request: a form, an image, a fetch that needs no
+//     preflight, sent from the page's own origin to toolgate's. The browser
+//     says where it comes from: Origin on every request but a GET or HEAD,
+//     and Sec-Fetch-Site on every request to a trustworthy URL (localhost,
+//     127.0.0.1 and https are).
+//   - DNS rebinding: the page's own name (evil.example) resolves to
+//     127.0.0.1 after it loaded, so the browser sends its requests to
+//     toolgate as same-origin ones. Over plain http a GET then carries
+//     neither header; only Host tells: it names the attacker's domain.
+//
+// Agents send neither Origin nor Sec-Fetch-*. So a request without
+// credentials is refused when it carries Origin (unless listed in
+// Config.BrowserOrigins) or a Sec-Fetch-Site other than "none" (a user's
+// own navigation), and when its Host is a name a page could have had
+// rebound: a DNS name under a public suffix that is not Config.Hosts'.
+// IP literals, single-label names (a compose service), localhost and the
+// special-use and private names (.localhost, .local, .internal,
+// .home.arpa, .test, .invalid) cannot be: no one can register them in
+// public DNS. MCP's
+// Streamable HTTP transport asks servers to check Origin for this reason;
+// callers with credentials are not concerned, since a page cannot send
+// them.
 
-// errBrowserPage is the refusal of a browser page without credentials.
-const errBrowserPage authError = "identity: a browser page may not call without credentials (its origin is not in identity.browser_origins)"
+// Refusals of a request without credentials from a web page.
+const (
+	errBrowserPage authError = "identity: a browser page may not call without credentials (its origin is not in identity.browser_origins)"
+	errRebindable  authError = "identity: a request without credentials must name toolgate by an IP address, localhost, a single-label or private name, or proxy_public_url's host (DNS rebinding)"
+)
+
+// anonymousRefusal says why r, which has no credentials, is refused, or
+// nil. origins are the allowed origins and hosts the allowed host names,
+// all canonical.
+func anonymousRefusal(r *http.Request, origins, hosts []string) error {
+	if fromBrowserPage(r, origins) {
+		return errBrowserPage
+	}
+	if !safeHost(r.Host, hosts) {
+		return errRebindable
+	}
+	return nil
+}
 
 // fromBrowserPage reports whether r was sent by a web page whose origin is
-// not one of allowed (each in canonical form, see CanonicalOrigin).
+// not one of allowed.
 func fromBrowserPage(r *http.Request, allowed []string) bool {
 	if origins := r.Header.Values("Origin"); len(origins) > 0 {
 		if len(origins) > 1 {
 			return true
 		}
 		o, ok := CanonicalOrigin(origins[0])
-		if !ok {
-			return true // "null" (a sandboxed or opaque origin), or garbage
-		}
-		for _, a := range allowed {
-			if o == a {
-				return false
-			}
-		}
+		// "null" (a sandboxed or opaque origin), or garbage, is no origin
+		// that could be listed.
+		return !ok || !slices.Contains(allowed, o)
+	}
+	// same-origin, same-site, cross-site: a page's request whose origin
+	// the browser did not say (a GET), which cannot be told from an
+	// allowed one. "none" is the user's own navigation.
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site != "" && site != "none"
+}
+
+// privateSuffixes are names no one can register in public DNS.
+var privateSuffixes = []string{".localhost", ".local", ".internal", ".home.arpa", ".test", ".invalid"}
+
+// safeHost reports whether hostport (a Host header) names toolgate in a
+// way no page could have had rebound to it.
+func safeHost(hostport string, allowed []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	switch {
+	case host == "":
+		return false
+	case net.ParseIP(strings.Trim(host, "[]")) != nil, host == "localhost", !strings.Contains(host, "."):
 		return true
 	}
-	switch site := r.Header.Get("Sec-Fetch-Site"); site {
-	case "", "none":
-		return false // not a browser, or the user's own navigation
-	default:
-		// same-origin, same-site, cross-site: a page's request whose
-		// origin the browser did not say (a GET, say); it cannot be told
-		// from an allowed one.
-		return true
+	for _, s := range privateSuffixes {
+		if strings.HasSuffix(host, s) {
+			return true
+		}
 	}
+	return slices.Contains(allowed, host)
 }
 
 // CanonicalOrigin returns origin (scheme "://" host [":" port]) in the form
@@ -58,7 +104,8 @@ func fromBrowserPage(r *http.Request, allowed []string) bool {
 // port left out. ok is false for anything else, "null" included.
 func CanonicalOrigin(origin string) (string, bool) {
 	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	if err != nil || u.Host == "" || u.User != nil || u.Path != "" || u.Opaque != "" ||
+		strings.ContainsAny(origin, "?#") || strings.HasSuffix(origin, ":") {
 		return "", false
 	}
 	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()

@@ -13,7 +13,9 @@ import (
 // (cross-site, or same-origin after DNS rebinding) is refused unless its
 // Origin is listed. Callers with credentials are not concerned.
 func TestAnonymousBrowserPages(t *testing.T) {
-	a := newAuthenticator(t, identity.Config{APIKeys: testAPIKeys, Anonymous: true, BrowserOrigins: []string{"HTTP://LocalHost:6274", "https://inspector.example:443"}})
+	a := newAuthenticator(t, identity.Config{
+		APIKeys: testAPIKeys, Anonymous: true, BrowserOrigins: []string{"HTTP://LocalHost:6274", "https://inspector.example:443"},
+	})
 	for _, tt := range []struct {
 		name    string
 		headers []string // name, value, …
@@ -24,7 +26,7 @@ func TestAnonymousBrowserPages(t *testing.T) {
 		{"address bar", []string{"Sec-Fetch-Site", "none", "Sec-Fetch-Mode", "navigate"}, false, true},
 		{"cross-site form", []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, false, false},
 		{"cross-site image", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "no-cors"}, false, false},
-		{"DNS rebinding", []string{"Origin", "http://evil.example:8080", "Sec-Fetch-Site", "same-origin"}, false, false},
+		{"DNS rebinding, POST", []string{"Origin", "http://evil.example:8080", "Sec-Fetch-Site", "same-origin"}, false, false},
 		{"same-origin GET without Origin", []string{"Sec-Fetch-Site", "same-origin"}, false, false},
 		{"opaque origin", []string{"Origin", "null"}, false, false},
 		{"two origins", []string{"Origin", "http://localhost:6274", "Origin", "https://evil.example"}, false, false},
@@ -58,6 +60,47 @@ func TestAnonymousBrowserPages(t *testing.T) {
 	}
 }
 
+// TestAnonymousHosts: over plain http a page rebound to toolgate sends a
+// same-origin GET with neither Origin nor Sec-Fetch-*; only its Host, the
+// attacker's domain, tells. A request without credentials passes when its
+// Host is one no page can have had rebound, or one of Config.Hosts.
+func TestAnonymousHosts(t *testing.T) {
+	a := newAuthenticator(t, identity.Config{APIKeys: testAPIKeys, Anonymous: true, Hosts: []string{"Agents.Example.com"}})
+	for host, pass := range map[string]bool{
+		"127.0.0.1:8080":                  true,
+		"[::1]:8080":                      true,
+		"10.0.0.7":                        true,
+		"localhost:8080":                  true,
+		"LOCALHOST":                       true,
+		"toolgate:8080":                   true,
+		"app.localhost:8080":              true,
+		"toolgate.ns.svc.cluster.local":   true,
+		"tools.internal:8080":             true,
+		"nas.home.arpa":                   true,
+		"toolgate.test":                   true,
+		"agents.example.com:443":          true,
+		"agents.example.com.":             true,
+		"evil.example:8080":               false,
+		"evil.example":                    false,
+		"localhost.evil.example":          false,
+		"127.0.0.1.nip.io:8080":           false,
+		"agents.example.com.evil.example": false,
+		"":                                false,
+	} {
+		r := request()
+		r.Host = host
+		_, err := a.Authenticate(r)
+		if pass && err != nil || !pass && (err == nil || !strings.Contains(err.Error(), "DNS rebinding")) {
+			t.Errorf("Host %q: %v; want let through %v", host, err, pass)
+		}
+		r = request("Bearer " + agentKey)
+		r.Host = host
+		if _, err := a.Authenticate(r); err != nil {
+			t.Errorf("Host %q with a key: %v, want let through", host, err)
+		}
+	}
+}
+
 func TestCanonicalOrigin(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://localhost:6274":   "http://localhost:6274",
@@ -68,6 +111,9 @@ func TestCanonicalOrigin(t *testing.T) {
 		"http://example.com/":     "",
 		"http://u:p@example.com":  "",
 		"ftp://example.com":       "",
+		"http://example.com?":     "",
+		"http://example.com#":     "",
+		"http://example.com:":     "",
 		"example.com":             "",
 		"":                        "",
 	} {

@@ -19,7 +19,7 @@ func ExampleAuthenticator_Authenticate() {
 	defer a.Close()
 
 	for _, auth := range []string{"Bearer s3cret-agent-key", "", "Bearer wrong-key"} {
-		r := httptest.NewRequest("POST", "/tools/write_note", nil)
+		r := httptest.NewRequest("POST", "http://127.0.0.1:8080/tools/write_note", nil)
 		if auth != "" {
 			r.Header.Set("Authorization", auth)
 		}

@@ -2,9 +2,9 @@
 // proxy listener. It reads one credential, a bearer token in the
 // Authorization header, and turns it into a [Subject]: a configured API key,
 // or a JWT verified against a JWKS. It never looks at query strings,
-// cookies, other headers or tool arguments (but for Origin and
-// Sec-Fetch-Site of a request without credentials, to tell a web page from
-// an agent: browser.go), and it knows nothing of policy, proxying or
+// cookies, other headers or tool arguments (but for Origin, Sec-Fetch-Site
+// and Host of a request without credentials, to tell a web page from an
+// agent: browser.go), and it knows nothing of policy, proxying or
 // parked calls.
 package identity
 
@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // AnonymousID is the subject ID of a request without credentials when
@@ -66,6 +67,11 @@ type Config struct {
 	// request without credentials from any other page is refused
 	// (browser.go).
 	BrowserOrigins []string
+	// Hosts are DNS names by which a request without credentials may
+	// name toolgate (its Host) beyond those no page can have rebound: IP
+	// literals, single-label and private names (browser.go). The proxy's
+	// public URL's host belongs here.
+	Hosts []string
 	// Logger receives background JWKS refresh failures. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -78,6 +84,7 @@ type Authenticator struct {
 	jwt       *jwtVerifier // nil when JWT is not configured
 	anonymous bool
 	origins   []string // Config.BrowserOrigins, canonical
+	hosts     []string // Config.Hosts, lower case
 }
 
 // maxTokenLen bounds the bearer token before any hashing or parsing. Real
@@ -100,6 +107,9 @@ func New(cfg Config) (*Authenticator, error) {
 	for _, o := range cfg.BrowserOrigins {
 		c, _ := CanonicalOrigin(o) // Check refused the others
 		a.origins = append(a.origins, c)
+	}
+	for _, h := range cfg.Hosts {
+		a.hosts = append(a.hosts, strings.TrimSuffix(strings.ToLower(h), "."))
 	}
 	if cfg.JWT != nil {
 		logger := cfg.Logger
@@ -129,8 +139,8 @@ func (a *Authenticator) Close() error {
 // A token equal to a configured API key wins; otherwise a token shaped like a
 // compact JWS is verified as a JWT when JWT is configured. Without an
 // Authorization header the result is the anonymous subject when allowed,
-// except for a web page's request from an origin not in BrowserOrigins
-// (browser.go). A present credential that does not verify is always an
+// except for a web page's request from an origin not in BrowserOrigins, or
+// one whose Host a page could have had rebound (browser.go). A present credential that does not verify is always an
 // error, even when anonymous access is allowed. Every error wraps
 // ErrUnauthenticated.
 func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
@@ -138,8 +148,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (Subject, error) {
 	switch len(values) {
 	case 0:
 		if a.anonymous {
-			if fromBrowserPage(r, a.origins) {
-				return Subject{}, errBrowserPage
+			if err := anonymousRefusal(r, a.origins, a.hosts); err != nil {
+				return Subject{}, err
 			}
 			return Subject{ID: AnonymousID, Principal: AnonymousPrincipal}, nil
 		}

@@ -29,7 +29,7 @@ var testAPIKeys = []identity.APIKey{
 
 // request builds a request with the given Authorization header values.
 func request(auth ...string) *http.Request {
-	r := httptest.NewRequest(http.MethodPost, "/tools/write_note", nil)
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/tools/write_note", nil)
 	for _, v := range auth {
 		r.Header.Add("Authorization", v)
 	}

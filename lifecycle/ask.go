@@ -44,7 +44,11 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 	stored, attached, err := l.store.Park(pctx, pc, l.ttl)
 	cancel()
 	if errors.Is(err, pending.ErrTooMany) {
-		l.log.Info("call not parked: too many parked calls", "call_id", pc.ID, "error", err)
+		msg := "call not parked: too many parked calls"
+		if re := (*pending.RateError)(nil); errors.As(err, &re) {
+			msg = "call not parked: its principal parks too often"
+		}
+		l.log.Info(msg, "call_id", pc.ID, "error", err)
 		return Outcome{Kind: TooMany, Call: pc, Err: err}
 	}
 	if err != nil {

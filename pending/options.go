@@ -123,6 +123,9 @@ func (o Options) withDefaults() Options {
 	if o.ParkEvery < 0 {
 		o.ParkEvery = 0
 	}
+	// Whole milliseconds, rounded up, as the park script keeps them, so
+	// that both stores allow the same rate, and never more than asked.
+	o.ParkEvery = (o.ParkEvery + time.Millisecond - 1).Truncate(time.Millisecond)
 	if o.ParkBurst <= 0 {
 		o.ParkBurst = 1
 	}

@@ -81,11 +81,6 @@ func (r *memRates) take(principal string, every time.Duration, now time.Time) {
 	}
 }
 
-// everyMS is ParkEvery as the park script takes it: whole milliseconds, at
-// least one when there is a rate at all.
-func everyMS(every time.Duration) int64 {
-	if every <= 0 {
-		return 0
-	}
-	return max(every.Milliseconds(), 1)
-}
+// everyMS is ParkEvery as the park script takes it: whole milliseconds
+// (withDefaults rounded it up to them).
+func everyMS(every time.Duration) int64 { return every.Milliseconds() }

@@ -2,6 +2,7 @@ package pending
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -25,13 +26,21 @@ func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 		problems []string
 	)
 	check := func(ctx context.Context, c *redis.Client) error {
+		node := c.Options().Addr
+		if node == "FailoverClient" { // go-redis' name for a Sentinel-managed client
+			node = "the Sentinel primary"
+		}
 		info, err := c.Info(ctx, "memory").Result()
 		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", c.Options().Addr, err)
+			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
 		}
-		if p := evictionProblem(info); p != "" {
+		p, err := evictionProblem(info)
+		if err != nil {
+			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
+		}
+		if p != "" {
 			mu.Lock()
-			problems = append(problems, c.Options().Addr+": "+p)
+			problems = append(problems, node+": "+p)
 			mu.Unlock()
 		}
 		return nil
@@ -49,8 +58,9 @@ func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 }
 
 // evictionProblem reads INFO memory and says what is unsafe in it, if
-// anything.
-func evictionProblem(info string) string {
+// anything; an INFO without the two fields (a Redis-compatible server of
+// another kind) is an error, not "safe".
+func evictionProblem(info string) (string, error) {
 	var maxmemory, policy string
 	for line := range strings.Lines(info) {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
@@ -61,8 +71,11 @@ func evictionProblem(info string) string {
 			policy = v
 		}
 	}
-	if policy == "" || policy == "noeviction" || maxmemory == "0" {
-		return "" // no limit: nothing is evicted, whatever the policy
+	switch {
+	case policy == "" || maxmemory == "":
+		return "", errors.New("INFO memory has no maxmemory or maxmemory_policy")
+	case policy == "noeviction" || maxmemory == "0":
+		return "", nil // no limit: nothing is evicted, whatever the policy
 	}
-	return fmt.Sprintf("maxmemory-policy is %s with maxmemory %s bytes: a full Redis evicts parked calls (they are then refused, never run); set maxmemory-policy noeviction", policy, maxmemory)
+	return fmt.Sprintf("maxmemory-policy is %s with maxmemory %s bytes: a full Redis evicts parked calls (they are then refused, never run); set maxmemory-policy noeviction", policy, maxmemory), nil
 }

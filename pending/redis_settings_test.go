@@ -46,3 +46,22 @@ func TestRedisCheckSettings(t *testing.T) {
 	one.ConfigSet(ctx, "maxmemory-policy", "allkeys-random")
 	expect(t, cs, nodes[1]+": maxmemory-policy is allkeys-random")
 }
+
+// TestEvictionProblem: INFO memory as Redis writes it (CRLF lines); one
+// without the two fields is unknown, not safe.
+func TestEvictionProblem(t *testing.T) {
+	for info, want := range map[string]string{
+		"# Memory\r\nused_memory:1\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n": "",
+		"# Memory\r\nmaxmemory:1024\r\nmaxmemory_policy:noeviction\r\n":                "",
+		"# Memory\r\nmaxmemory:1024\r\nmaxmemory_policy:allkeys-lfu\r\n":               "maxmemory-policy is allkeys-lfu with maxmemory 1024 bytes",
+		"# Memory\r\nused_memory:1\r\n":                                                "error",
+	} {
+		got, err := evictionProblem(info)
+		switch {
+		case want == "error" && err == nil, want != "error" && err != nil:
+			t.Errorf("evictionProblem(%q) = %q, %v", info, got, err)
+		case want != "error" && ((want == "") != (got == "") || !strings.HasPrefix(got, want)):
+			t.Errorf("evictionProblem(%q) = %q, want %q…", info, got, want)
+		}
+	}
+}

@@ -81,7 +81,7 @@ func testRate(t *testing.T, newStore newStoreFunc) {
 // testRateRace checks that the rate is exact under concurrency: 20 new
 // calls of one principal parked at once, with a burst of 5, park 5.
 func testRateRace(t *testing.T, newStore newStoreFunc) {
-	s, _ := newStore(t, parkRate(long, 5))
+	s, _ := newStore(t, parkRate(10*time.Second, 5)) // the test takes milliseconds
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

@@ -381,6 +381,9 @@ func FuzzToolCall(f *testing.F) {
 func (fp *fuzzProxy) serve(t *testing.T, req *http.Request) (in *policy.Input, up testkit.Request, ok bool) {
 	t.Helper()
 	fp.reset()
+	// httptest names example.com, a public name: a caller without
+	// credentials must name toolgate as an agent does (identity/browser.go).
+	req.Host = "toolgate.test"
 	w := httptest.NewRecorder()
 	fp.handler.ServeHTTP(w, req)
 	res := w.Result()

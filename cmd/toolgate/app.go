@@ -157,10 +157,8 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	if a.parking, err = newParking(cfg, a.registry, a); err != nil {
 		return nil, err
 	}
-	if sc, ok := a.parking.store.(settingsChecker); ok {
-		a.settings = newStoreSettings(sc, log, a.registry)
-	}
-	ic := cfg.Identity.Options()
+	a.settings = newStoreSettings(a.parking.store, log, a.registry)
+	ic := cfg.Identity.Options(cfg.ProxyPublicURL)
 	ic.Logger = log
 	if a.auth, err = identity.New(ic); err != nil {
 		return nil, err
@@ -288,9 +286,7 @@ func (a *app) readiness() (bool, map[string]any) {
 	}
 	store := storeCheck(a.parking.store)
 	if a.settings != nil {
-		if p := a.settings.current(); len(p) > 0 {
-			store["unsafe_settings"] = p // reported; allow and deny stay ready
-		}
+		a.settings.report(store)
 	}
 	checks := map[string]any{"policy": pol, "store": store, "shutting_down": !a.ready.Load()}
 	return a.ready.Load(), checks

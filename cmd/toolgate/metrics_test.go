@@ -189,6 +189,7 @@ func TestMetrics(t *testing.T) {
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,
 		},
 		"toolgate_notifications_reannounced_total": {"": 0},
+		"toolgate_redis_unsafe_settings":           {"": 0}, // the memory store has none
 		"toolgate_policy_reloads_total":            {"result=success": 1, "result=failure": 1},
 		// The console decision log loses nothing; there is no log service.
 		"toolgate_decision_log_events_dropped_total": {

@@ -22,6 +22,7 @@ const (
 // (pending.RedisStore.CheckSettings).
 type settingsChecker interface {
 	CheckSettings(ctx context.Context) ([]string, error)
+	Ping(ctx context.Context) error
 }
 
 // storeSettings alerts on store settings that could lose parked calls
@@ -35,10 +36,17 @@ type storeSettings struct {
 
 	mu       sync.Mutex
 	problems []string
+	unread   string // why the last read failed while Redis answered; "" when it did not
 }
 
-func newStoreSettings(st settingsChecker, log *slog.Logger, reg *prometheus.Registry) *storeSettings {
-	s := &storeSettings{st: st, log: log}
+// newStoreSettings registers toolgate_redis_unsafe_settings, and returns
+// a watcher of st's settings, or nil for a store without any (memory),
+// whose gauge stays 0.
+func newStoreSettings(st any, log *slog.Logger, reg *prometheus.Registry) *storeSettings {
+	var s *storeSettings
+	if sc, ok := st.(settingsChecker); ok {
+		s = &storeSettings{st: sc, log: log}
+	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolgate_redis_unsafe_settings",
 		Help: "Redis settings read on the store's nodes that could lose parked calls (an eviction policy with a memory limit); see /readyz.",
@@ -67,11 +75,23 @@ func (s *storeSettings) check(ctx context.Context) bool {
 	defer cancel()
 	problems, err := s.st.CheckSettings(ctx)
 	if err != nil {
-		return false // Redis away: asks answer 503, and /readyz says so
+		// Redis away (asks answer 503, and /readyz says so), or it would
+		// not tell (an ACL without INFO, a server of another kind): the
+		// settings are unknown, which is not "safe". Said once.
+		if s.st.Ping(ctx) == nil {
+			s.mu.Lock()
+			first := s.unread == ""
+			s.unread = err.Error()
+			s.mu.Unlock()
+			if first {
+				s.log.Warn("cannot read the Redis settings that could lose parked calls", "error", err)
+			}
+		}
+		return false
 	}
 	s.mu.Lock()
 	before := s.problems
-	s.problems = problems
+	s.problems, s.unread = problems, ""
 	s.mu.Unlock()
 	for _, p := range problems {
 		if !slices.Contains(before, p) {
@@ -85,7 +105,22 @@ func (s *storeSettings) check(ctx context.Context) bool {
 }
 
 func (s *storeSettings) current() []string {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.problems
+}
+
+// report adds what is known of the settings to the store's part of /readyz.
+func (s *storeSettings) report(store map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.problems) > 0 {
+		store["unsafe_settings"] = s.problems // reported; allow and deny stay ready
+	}
+	if s.unread != "" {
+		store["settings_unread"] = s.unread
+	}
 }

@@ -208,7 +208,7 @@ func (v *validator) upstreams(us []Upstream) {
 func (v *validator) identity(id *Identity) {
 	// The keys and the JWT settings are the identity package's to judge:
 	// what it refuses at start is refused here, in its words.
-	for _, err := range unjoin(id.Options().Check()) {
+	for _, err := range unjoin(id.Options("").Check()) {
 		if ce, ok := err.(*identity.ConfigError); ok {
 			v.add(ce.Key, ce.Msg, ce.Fix)
 			continue
@@ -446,8 +446,8 @@ func (v *validator) limitsAndLog(c *Config) {
 		v.add("limits.max_parked", fmt.Sprintf("%d is less than limits.max_parked_per_subject (%d)", l.MaxParked, l.MaxParkedPerSubject),
 			"one principal may park at most as many calls as all together; raise limits.max_parked or lower limits.max_parked_per_subject")
 	}
-	if l.MaxParksPerMinute < 0 || l.MaxParksPerMinute > 60000 {
-		v.add("limits.max_parks_per_minute", fmt.Sprintf("%d is outside 0..60000", l.MaxParksPerMinute), "write a whole number such as 30, or 0 for no limit")
+	if l.MaxParksPerMinute < 0 || l.MaxParksPerMinute > 6000 {
+		v.add("limits.max_parks_per_minute", fmt.Sprintf("%d is outside 0..6000", l.MaxParksPerMinute), "write a whole number such as 30, or 0 for no limit")
 	}
 	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")

@@ -184,7 +184,7 @@ func TestValidate(t *testing.T) {
 			"limits.max_parked_per_subject", "limits.max_parked",
 		}},
 		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
-		{"max_parks_per_minute above a thousand a second", func(c *Config) { c.Limits.MaxParksPerMinute = 60001 }, []string{"limits.max_parks_per_minute"}},
+		{"max_parks_per_minute above a hundred a second", func(c *Config) { c.Limits.MaxParksPerMinute = 6001 }, []string{"limits.max_parks_per_minute"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
 		{"previous secret short", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{"short"} }, []string{"approvals.previous_secrets[0]"}},
 		{"previous secret is the secret", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{c.Approvals.Secret} }, []string{"approvals.previous_secrets[0]"}},
