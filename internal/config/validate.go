@@ -218,6 +218,12 @@ func (v *validator) identity(id *Identity) {
 	if len(id.APIKeys) == 0 && id.JWT == nil && !id.Anonymous {
 		v.add("identity", "every call would be refused with 401", "add identity.api_keys or identity.jwt, or set identity.anonymous: true")
 	}
+	if len(id.BrowserOrigins) > 0 && !id.Anonymous {
+		// Pages calling with credentials are not checked: the list would
+		// look like a browser policy that is not there.
+		v.add("identity.browser_origins", "is set, but only calls without credentials are checked, and identity.anonymous is off",
+			"remove it, or set identity.anonymous: true")
+	}
 }
 
 // unjoin returns the errors joined in err, or err alone.

@@ -186,6 +186,10 @@ func TestValidate(t *testing.T) {
 		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
 		{"max_parks_per_minute above a hundred a second", func(c *Config) { c.Limits.MaxParksPerMinute = 6001 }, []string{"limits.max_parks_per_minute"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
+		{"browser_origins without anonymous", func(c *Config) {
+			c.Identity.Anonymous = false
+			c.Identity.BrowserOrigins = []string{"http://localhost:6274"}
+		}, []string{"identity.browser_origins"}},
 		{"previous secret short", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{"short"} }, []string{"approvals.previous_secrets[0]"}},
 		{"previous secret is the secret", func(c *Config) { c.Approvals.PreviousSecrets = []Secret{c.Approvals.Secret} }, []string{"approvals.previous_secrets[0]"}},
 		{"five previous secrets", func(c *Config) {
