@@ -186,6 +186,7 @@ references to the environment.
 {{- end }}
 {{- $id := dict "api_keys" $keys "anonymous" $c.identity.anonymous }}
 {{- with $c.identity.jwt }}{{ $_ := set $id "jwt" . }}{{ end }}
+{{- with $c.identity.browser_origins }}{{ $_ := set $id "browser_origins" . }}{{ end }}
 {{- $_ := set $cfg "identity" $id }}
 {{- $policy := dict "dir" "/etc/toolgate/policy" "watch" true "mode" $c.policy.mode "default" $c.policy.default }}
 {{- if include "toolgate.hasRules" . }}{{ $_ := set $policy "rules_file" "/etc/toolgate/rules/rules.yaml" }}{{ end }}
