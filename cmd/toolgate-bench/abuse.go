@@ -14,15 +14,18 @@ import (
 // counting notification receiver, and three attacks a caller can mount
 // without breaking any rule of the protocol — an ask flood from one
 // principal, connections that stall their request bodies, and an ask
-// churn (park, cancel, again). It prints what toolgate did and fails when
+// churn (park, cancel, again); then the churn again, against a second
+// toolgate with a rate of parks per principal. It prints what toolgate did and fails when
 // a guarantee is broken.
 
 // abuseParams sizes the run; -quick makes it a smoke run.
 type abuseParams struct {
-	asks, workers         int // the flood: asks sent by that many workers
-	perSubject, maxParked int // limits.max_parked_per_subject, limits.max_parked
-	stalls                int // stalled connections
-	churns, churnBody     int // the churn: park-and-cancel cycles, bytes of padding per call
+	asks, workers         int           // the flood: asks sent by that many workers
+	perSubject, maxParked int           // limits.max_parked_per_subject, limits.max_parked
+	stalls                int           // stalled connections
+	churns, churnBody     int           // the churn: park-and-cancel cycles, bytes of padding per call
+	parkRate              int           // limits.max_parks_per_minute (0: none; the park-rate run's own toolgate sets it)
+	rateFor               time.Duration // how long the park-rate run parks and cancels
 	bodyTimeout           time.Duration
 	loopWorkers           int           // the allow loop's concurrency
 	alone                 time.Duration // the allow loop alone, before each attack
@@ -32,9 +35,10 @@ func abuseSizes(quick bool) abuseParams {
 	p := abuseParams{
 		asks: 10000, workers: 64, perSubject: 100, maxParked: 10000,
 		stalls: 1000, churns: 2000, churnBody: 64 << 10, bodyTimeout: 2 * time.Second, loopWorkers: 8, alone: 3 * time.Second,
+		rateFor: 5 * time.Second,
 	}
 	if quick {
-		p.asks, p.stalls, p.churns, p.alone = 1000, 100, 400, time.Second
+		p.asks, p.stalls, p.churns, p.alone, p.rateFor = 1000, 100, 400, time.Second, 2*time.Second
 	}
 	return p
 }
@@ -53,7 +57,7 @@ func abuseRun(ctx context.Context, o *options, pins pinning, stdout, stderr io.W
 		}
 	}
 	p.stalls = fitDescriptors(p.stalls, stderr)
-	s, err := startAbuseStack(ctx, o, pins, p, store)
+	s, err := startAbuseStack(ctx, o, pins, p, store, "toolgate-abuse")
 	if err != nil {
 		return err
 	}
@@ -81,6 +85,9 @@ func abuseRun(ctx context.Context, o *options, pins pinning, stdout, stderr io.W
 		return err
 	}
 	if err := s.churn(ctx, p, check); err != nil {
+		return err
+	}
+	if err := parkRateRun(ctx, o, pins, p, store, check); err != nil {
 		return err
 	}
 	if err := tw.Flush(); err != nil {

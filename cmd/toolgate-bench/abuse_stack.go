@@ -48,20 +48,20 @@ pending: %s
 approvals:
   secret: "${BENCH_APPROVALS_SECRET}"
   notify: [{url: %q, format: cloudevents}]
-limits: {body_timeout: %s, max_parked_per_subject: %d, max_parked: %d}
+limits: {body_timeout: %s, max_parked_per_subject: %d, max_parked: %d, max_parks_per_minute: %d}
 log: {level: info}
-`, proxyAddr, approvalsAddr, adminAddr, upstream, pending, notifyURL, p.bodyTimeout, p.perSubject, p.maxParked)
+`, proxyAddr, approvalsAddr, adminAddr, upstream, pending, notifyURL, p.bodyTimeout, p.perSubject, p.maxParked, p.parkRate)
 }
 
 // startAbuseStack starts the recording upstream, the notification
 // receiver and toolgate on free ports, and proves with one allowed call
 // that the stack answers before any attack is measured against it.
-func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParams, store string) (*abuseStack, error) {
+func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParams, store, name string) (*abuseStack, error) {
 	addrs, err := namedPorts("upstream", "proxy", "approvals", "admin")
 	if err != nil {
 		return nil, err
 	}
-	up, err := startProc(o.dir, "upstream", pins.servers, self("upstream", "-listen", addrs["upstream"]), nil)
+	up, err := startProc(o.dir, name+"-upstream", pins.servers, self("upstream", "-listen", addrs["upstream"]), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +76,13 @@ func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParam
 	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(o.dir, "toolgate-abuse.yaml")
+	cfg := filepath.Join(o.dir, name+".yaml")
 	text := abuseConfig(p, store, o.redis, "http://"+addrs["upstream"], addrs["proxy"], addrs["approvals"], addrs["admin"], recv.url)
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_CHURN_KEY=" + s.churnKey, "BENCH_APPROVALS_SECRET=" + secret()}
-	if s.tg, err = startProc(o.dir, "toolgate-abuse", pins.servers, []string{o.toolgate, "serve", "--config", cfg}, env); err != nil {
+	if s.tg, err = startProc(o.dir, name, pins.servers, []string{o.toolgate, "serve", "--config", cfg}, env); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, s.tg, s.admin+"/readyz", 30*time.Second); err != nil {

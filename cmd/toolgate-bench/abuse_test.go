@@ -15,7 +15,8 @@ import (
 // written, for both stores.
 func TestAbuseConfig(t *testing.T) {
 	p := abuseSizes(false)
-	for _, store := range []string{"memory", "redis"} {
+	for i, store := range []string{"memory", "redis"} {
+		p.parkRate = i * parkRatePerMinute // the main toolgate has none, the park-rate run's has one
 		dir := t.TempDir()
 		if err := writeRules(filepath.Join(dir, "rules.yaml"), table); err != nil {
 			t.Fatal(err)
@@ -30,7 +31,7 @@ func TestAbuseConfig(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", store, err, text)
 		}
 		l := c.Limits
-		if l.MaxParkedPerSubject != p.perSubject || l.MaxParked != p.maxParked || l.BodyTimeout.Std() != 2*time.Second {
+		if l.MaxParkedPerSubject != p.perSubject || l.MaxParked != p.maxParked || l.BodyTimeout.Std() != 2*time.Second || l.MaxParksPerMinute != p.parkRate {
 			t.Errorf("%s: limits %+v", store, l)
 		}
 		if c.Pending.Store != store || len(c.Approvals.Notify) != 1 || c.Approvals.Notify[0].URL != "http://127.0.0.1:5/events" {
