@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -48,8 +49,7 @@ var (
 // handed out: they verify until they expire, and a previous secret can be
 // dropped once pending.ttl has passed since it stopped signing.
 type Signer struct {
-	secret   []byte
-	previous [][]byte
+	keys [][]byte // keys[0], the secret, signs; every one verifies
 }
 
 // MaxPreviousSecrets bounds the previous secrets a Signer accepts: each
@@ -63,14 +63,12 @@ func NewSigner(secret []byte, previous ...[]byte) (*Signer, error) {
 	if len(previous) > MaxPreviousSecrets {
 		return nil, errors.New("approvals: at most " + strconv.Itoa(MaxPreviousSecrets) + " previous approval secrets")
 	}
-	s := &Signer{secret: append([]byte(nil), secret...)}
+	s := &Signer{}
 	for _, k := range append([][]byte{secret}, previous...) {
 		if len(k) < MinSecretBytes {
 			return nil, errors.New("approvals: an approval secret must be at least " + strconv.Itoa(MinSecretBytes) + " bytes")
 		}
-	}
-	for _, k := range previous {
-		s.previous = append(s.previous, append([]byte(nil), k...))
+		s.keys = append(s.keys, bytes.Clone(k))
 	}
 	return s, nil
 }
@@ -178,10 +176,7 @@ func (s *Signer) mac(purpose, id, digest string, exp int64) []byte {
 // verify reports whether sig is the MAC of fields under the secret or a
 // previous one, each compared in constant time.
 func (s *Signer) verify(sig []byte, fields ...string) bool {
-	if hmac.Equal(sig, macWith(s.secret, fields)) {
-		return true
-	}
-	for _, k := range s.previous {
+	for _, k := range s.keys {
 		if hmac.Equal(sig, macWith(k, fields)) {
 			return true
 		}
@@ -190,7 +185,7 @@ func (s *Signer) verify(sig []byte, fields ...string) bool {
 }
 
 // macOf is the MAC of fields under the secret that signs.
-func (s *Signer) macOf(fields ...string) []byte { return macWith(s.secret, fields) }
+func (s *Signer) macOf(fields ...string) []byte { return macWith(s.keys[0], fields) }
 
 // macWith is HMAC-SHA256 under key over a purpose tag and fields, each
 // prefixed with its length so that no two field lists encode alike

@@ -3,6 +3,7 @@ package identity
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -88,7 +89,7 @@ func safeHost(hostport string, allowed []string) bool {
 	switch {
 	case host == "":
 		return false
-	case net.ParseIP(strings.Trim(host, "[]")) != nil, host == "localhost", !strings.Contains(host, "."):
+	case isIP(strings.Trim(host, "[]")), !strings.Contains(host, "."): // localhost is single-label
 		return true
 	}
 	for _, s := range privateSuffixes {
@@ -97,6 +98,13 @@ func safeHost(hostport string, allowed []string) bool {
 		}
 	}
 	return slices.Contains(allowed, host)
+}
+
+// isIP reports whether host is an IP literal; netip, unlike net.ParseIP,
+// does not allocate on this per-request path.
+func isIP(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err == nil
 }
 
 // CanonicalOrigin returns origin (scheme "://" host [":" port]) in the form

@@ -135,10 +135,9 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	if err := s.checkCaps(c, now); err != nil {
 		return Call{}, false, err
 	}
-	if err := s.rates.check(c.ID, c.Principal, s.parkEvery, s.parkBurst, now); err != nil {
+	if err := s.rates.take(c.ID, c.Principal, s.parkEvery, s.parkBurst, now); err != nil {
 		return Call{}, false, err
 	}
-	s.rates.take(c.Principal, s.parkEvery, now)
 
 	c = c.clone()
 	c.State = Waiting

@@ -43,8 +43,10 @@ type memRates struct {
 	sweepAt int
 }
 
-// check returns a *RateError when principal may not park a new call now.
-func (r *memRates) check(id, principal string, every time.Duration, burst int, now time.Time) error {
+// take lets principal park a new call now and records it, or returns a
+// *RateError and records nothing. The memory store parks whatever take
+// lets in, so the check and the record are one step, as in the script.
+func (r *memRates) take(id, principal string, every time.Duration, burst int, now time.Time) error {
 	if every <= 0 || principal == "" {
 		return nil
 	}
@@ -55,20 +57,8 @@ func (r *memRates) check(id, principal string, every time.Duration, burst int, n
 	if ahead := tat.Sub(now) - time.Duration(burst-1)*every; ahead > 0 {
 		return &RateError{ID: id, Principal: principal, Burst: burst, Every: every, RetryAfter: ahead}
 	}
-	return nil
-}
-
-// take records a new call principal parked now: check let it in.
-func (r *memRates) take(principal string, every time.Duration, now time.Time) {
-	if every <= 0 || principal == "" {
-		return
-	}
 	if r.tat == nil {
 		r.tat = make(map[string]time.Time)
-	}
-	tat := r.tat[principal]
-	if tat.Before(now) {
-		tat = now
 	}
 	r.tat[principal] = tat.Add(every)
 	if len(r.tat) >= r.sweepAt {
@@ -79,8 +69,5 @@ func (r *memRates) take(principal string, every time.Duration, now time.Time) {
 		}
 		r.sweepAt = 2*len(r.tat) + 64
 	}
+	return nil
 }
-
-// everyMS is ParkEvery as the park script takes it: whole milliseconds
-// (withDefaults rounded it up to them).
-func everyMS(every time.Duration) int64 { return every.Milliseconds() }

@@ -208,7 +208,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	lens, data := largeFields(c)
 	args := []any{
 		ttlMS, packDigest(c.RequestDigest), c.AttachKey, c.Principal, s.maxParked, s.maxPerPrincipal, c.ArgsKey, others, lens, data,
-		everyMS(s.parkEvery), s.parkBurst,
+		s.parkEvery.Milliseconds(), s.parkBurst, // whole ms: withDefaults rounded it up
 	}
 	add := func(field, value string) {
 		if value != "" {
