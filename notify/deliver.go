@@ -56,7 +56,13 @@ func (w *worker) run(ctx context.Context, lane chan queued) {
 			q.s.done(w.n, &q.e, ResultDropped)
 			continue
 		}
-		q.s.done(w.n, &q.e, w.deliver(ctx, q.e))
+		res := w.deliver(ctx, q.e)
+		if res == ResultFailed && ctx.Err() != nil {
+			// Abandoned at shutdown (counted failed): it did not get its
+			// attempts, so it does not settle, and another replica sends it.
+			res = ResultDropped
+		}
+		q.s.done(w.n, &q.e, res)
 	}
 	if abandoned > 0 {
 		w.n.log.Warn("notifications not delivered at shutdown",

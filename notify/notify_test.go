@@ -220,7 +220,7 @@ func TestLanesSideBySide(t *testing.T) {
 	}
 	// 20 calls all hashed to the slow call's lane: one chance in 4^20.
 	testkit.WaitFor(t, "other calls delivered while one hangs", func() bool { return res.count(ResultDelivered) > 0 })
-	if !n.InFlight(TypeRequested, "slow") {
+	if !n.InFlight(Event{Type: TypeRequested, CallID: "slow"}) {
 		t.Fatal("the hanging call is no longer in flight: the others may have waited for it")
 	}
 	open()

@@ -2,13 +2,14 @@ package notify
 
 import "sync/atomic"
 
-// InFlight reports whether an event of type typ for call callID is still
-// queued for, or being delivered to, some target: Notify has taken it and
-// not every target has delivered, failed or dropped it yet. A caller that
-// announces again what did not settle asks this first, so that it does
-// not queue a second copy behind one still being retried.
-func (n *Notifier) InFlight(typ, callID string) bool {
-	id := (&Event{Type: typ, CallID: callID}).id()
+// InFlight reports whether event e (an event with its id: the same type,
+// call and, for a resolved event, end) is still queued for, or being
+// delivered to, some target: Notify has taken it and not every target
+// has delivered, failed or dropped it yet. A caller that announces again
+// what did not settle asks this first, so that it does not queue a
+// second copy behind one still being retried.
+func (n *Notifier) InFlight(e Event) bool {
+	id := e.id()
 	n.inflightMu.Lock()
 	defer n.inflightMu.Unlock()
 	return n.inflight[id] > 0

@@ -1,12 +1,14 @@
 package notify
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testkit"
 )
@@ -92,16 +94,16 @@ func TestSettledNotWhenDropped(t *testing.T) {
 	if got := res.count(ResultDropped); got != 1 {
 		t.Fatalf("dropped = %d, want 1", got)
 	}
-	if !n.InFlight(TypeRequested, "c1") || !n.InFlight(TypeRequested, "c2") {
+	if !n.InFlight(Event{Type: TypeRequested, CallID: "c1"}) || !n.InFlight(Event{Type: TypeRequested, CallID: "c2"}) {
 		t.Error("InFlight(c1, c2) = false while the slow target holds them")
 	}
-	if n.InFlight(TypeResolved, "c1") || n.InFlight(TypeRequested, "c9") {
+	if n.InFlight(Event{Type: TypeResolved, CallID: "c1"}) || n.InFlight(Event{Type: TypeRequested, CallID: "c9"}) {
 		t.Error("InFlight is true for events never sent")
 	}
 	open()
 	testkit.WaitFor(t, "every target finished", func() bool { return res.final(6) })
 	testkit.WaitFor(t, "nothing in flight", func() bool {
-		return !n.InFlight(TypeRequested, "c1") && !n.InFlight(TypeRequested, "c2") && !n.InFlight(TypeRequested, "c3")
+		return !n.InFlight(Event{Type: TypeRequested, CallID: "c1"}) && !n.InFlight(Event{Type: TypeRequested, CallID: "c2"}) && !n.InFlight(Event{Type: TypeRequested, CallID: "c3"})
 	})
 	testkit.WaitFor(t, "c1 and c2 settled", func() bool { return len(set.get()) >= 2 })
 	got := set.get()
@@ -180,5 +182,33 @@ func TestRoomForLanes(t *testing.T) {
 	}
 	if got := n.Room(); got != 2 {
 		t.Errorf("Room() = %d, want 2 (the other lane's places)", got)
+	}
+}
+
+// An event whose delivery Close abandons does not settle: it did not get
+// its attempts, and a caller that records settled events sends it again
+// (from another replica).
+func TestSettledNotWhenAbandoned(t *testing.T) {
+	slow := testkit.NewUpstream(t, func(_ int, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	var res results
+	var set settled
+	opts := fast(&res, Target{URL: slow.URL})
+	opts.OnSettled = set.record
+	n := start(t, opts)
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "c1 in flight", func() bool { return len(slow.Requests()) == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.Close(ctx); err == nil {
+		t.Fatal("Close returned nil with a delivery in flight past its context")
+	}
+	if got := res.count(ResultFailed); got != 1 {
+		t.Errorf("failed = %d, want the abandoned delivery counted", got)
+	}
+	if got := set.get(); len(got) != 0 {
+		t.Errorf("OnSettled = %v, want nothing: the abandoned event did not settle", got)
+	}
+	if n.InFlight(requested("c1")) {
+		t.Error("the abandoned event is still in flight after Close")
 	}
 }

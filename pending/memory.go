@@ -38,6 +38,9 @@ type MemoryStore struct {
 	// a second under the lock (memory_index.go).
 	byState map[State]map[string]*memCall
 	drops   dropQueue
+	// owing holds the calls with an end not yet marked Resolved, so that
+	// Unresolved reads those alone (memory_ends.go).
+	owing map[string]*memCall
 	// endedAll and endedBy hold the ended calls in the order they ended,
 	// all and by principal, for the caps on how many are kept
 	// (memory_ended.go).
@@ -68,6 +71,8 @@ type memCall struct {
 	seq   uint64
 	// announced: Announced was called (Unannounced skips the call).
 	announced bool
+	// owed are the call's ends not yet marked Resolved (memory_ends.go).
+	owed []owedEnd
 	// dropAt is when the call is forgotten: its deadline plus ResultTTL
 	// while live, the finish plus ResultTTL once terminal (the same rule as
 	// RedisStore's key TTLs).
@@ -239,6 +244,7 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	}
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
 	s.move(m, d.To, now)
+	s.owe(m, now)
 	return m.c.out(), nil
 }
 

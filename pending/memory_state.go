@@ -54,6 +54,7 @@ func (s *MemoryStore) lookup(id string, now time.Time) *memCall {
 // forget drops m from the store, its indexes and its counts. s.mu is held.
 func (s *MemoryStore) forget(m *memCall) {
 	delete(s.calls, m.c.ID)
+	delete(s.owing, m.c.ID)
 	s.unindex(m)
 	s.unattach(m)
 	s.untrack(m)
@@ -98,6 +99,7 @@ func (s *MemoryStore) expireIfDue(m *memCall, now time.Time) bool {
 		return false
 	}
 	s.move(m, to, now)
+	s.owe(m, now) // an end nobody decided: announced as one
 	return true
 }
 

@@ -325,6 +325,21 @@ type Store interface {
 	// may have been lost, to be announced again.
 	Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error)
 
+	// Resolved records that the "resolved" notifications of these ends
+	// reached their approvers (or were given up after being attempted),
+	// so Unresolved no longer returns them: one request for them all. It
+	// is idempotent, and skips ends it does not hold.
+	Resolved(ctx context.Context, ends []End) error
+
+	// Unresolved returns up to limit ends reached at least olderThan ago
+	// (by the store's clock) and not marked Resolved, oldest first, each
+	// with its call as it stands now: the "resolved" notifications that
+	// may have been lost, to be sent again. The store records an end in
+	// the same step as the transition (written with the call, as the
+	// call's park records its "requested" notification), and keeps it
+	// while it keeps the call, at most ResultTTL after the end.
+	Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error)
+
 	// BindSession records principal as the owner of the MCP session id
 	// until the store's now + ttl, unless an owner is recorded already
 	// (SET NX). When principal is the owner, recorded now or before, the

@@ -45,6 +45,7 @@ import (
 //	{toolgate}:parked:<principal>  sorted set of the waiting and approved IDs of one Call.Principal, by expiry
 //	{toolgate}:ended:<principal>   sorted set of the ended IDs of one Call.Principal, by when they ended
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
+//	{toolgate}:unresolved      sorted set of "<state>:<ID>" ends not yet Resolved, by when reached
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
 //	{toolgate}:layout          string: the number of shards (checkLayout)
 //	toolgate:events            pub/sub channel; message = ID of a changed call

@@ -48,7 +48,7 @@ const maxKeyRounds = 4
 // shardKeys returns the keys of the shard with key base base that the
 // transition scripts may touch whatever the call: its indexes.
 func shardKeys(base string) []string {
-	keys := []string{base + "due", base + "leases", base + "unannounced"}
+	keys := []string{base + "due", base + "leases", base + "unannounced", base + "unresolved"}
 	for _, st := range allStates {
 		keys = append(keys, base+"state:"+string(st))
 	}

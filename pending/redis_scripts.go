@@ -73,6 +73,11 @@ import "github.com/redis/go-redis/v9"
 //	ended:<principal>  the ended calls of one Call.Principal, score =
 //	               when each ended: park forgets the oldest past
 //	               Options.MaxParkedPerPrincipal (memory_ended.go says why)
+//	unresolved     "<state>:<id>" for each end (ends.go) not yet marked
+//	               Resolved, score = when the call reached it
+//	               (Unresolved's work list): move adds it, Resolved
+//	               removes it, and entries older than ResultTTL are
+//	               trimmed on insert; its TTL is its latest entry's + ResultTTL
 //	unannounced    waiting calls not yet marked Announced, score =
 //	               CreatedAt (Unannounced's work list): park adds the
 //	               call, Announced and move out of waiting remove it; its
@@ -150,6 +155,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = base .. 'due'
 local leases = base .. 'leases'
 local unannounced = base .. 'unannounced'
+local unresolved = base .. 'unresolved'
+-- the moves approvers are told of by a "resolved" notification (ends.go)
+local ends = {approved = true, rejected = true, cancelled = true, expired = true, unknown = true}
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
 local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'cancelled'}
 
@@ -420,6 +428,13 @@ local function move(id, h, to, fields, deadline, at)
     last(d, deadline + rttl)
   end
   count(id, h, to, deadline)
+  -- an end owes its notification until Resolved (an executor's own finish
+  -- is quiet: not an end); entries live as long as the call's result
+  if ends[to] and not h._quiet then
+    call('ZADD', unresolved, num(now), to .. ':' .. id)
+    call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - rttl))
+    last(unresolved, now + rttl)
+  end
   h.st = to
   for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
   if terminal[to] then
@@ -703,6 +718,7 @@ if overdue(h) then
 end
 local f = {'op', nonce}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
+h._quiet = true -- the executor's own outcome: its decision was the end
 move(id, h, to, f, nil)
 return {'ok', value(h)}
 `)

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,12 +107,12 @@ func TestReannounce(t *testing.T) {
 	} else {
 		pg.Body.Close()
 	}
-	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 1)
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 1, "event", "requested")
 
 	// Every call's event has been delivered now: nothing is announced
 	// again, however long the calls wait.
 	announcedOnce(t, ev, first, queued, dropped)
-	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total"); got != 1 {
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total", "event", "requested"); got != 1 {
 		t.Errorf("toolgate_notifications_reannounced_total = %v, want 1", got)
 	}
 }
@@ -125,7 +126,7 @@ func TestReannounceSkipsInFlight(t *testing.T) {
 	time.Sleep(reannounceAfter + 10*reannounceEvery) // the call is due, its event still in flight
 	open()
 	announcedOnce(t, ev, first)
-	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total"); got != 0 {
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total", "event", "requested"); got != 0 {
 		t.Errorf("toolgate_notifications_reannounced_total = %v, want 0", got)
 	}
 }
@@ -143,9 +144,99 @@ func TestReannounceBurst(t *testing.T) {
 	// One in delivery, two queued, five dropped.
 	eventually(t, tg.admin, "toolgate_notifications_total", 5, "format", "cloudevents", "result", "dropped")
 	open()
-	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 5)
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 5, "event", "requested")
 	announcedOnce(t, ev, ids...)
 	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_total", "format", "cloudevents", "result", "dropped"); got != 5 {
 		t.Errorf("%v events dropped, want the burst's 5 and none of those announced again", got)
+	}
+}
+
+// resolvedEvents returns the ids and outcomes of the approval.resolved
+// events received so far, in order.
+func resolvedEvents(t *testing.T, ev events) (ids, outcomes []string) {
+	t.Helper()
+	for _, e := range ev.got(t) {
+		if e["type"] != "dev.toolgate.approval.resolved" {
+			continue
+		}
+		data, _ := e["data"].(map[string]any)
+		id, _ := e["id"].(string)
+		outcome, _ := data["outcome"].(string)
+		ids, outcomes = append(ids, id), append(outcomes, outcome)
+	}
+	return ids, outcomes
+}
+
+// TestReresolve: a full notification queue drops a decision's resolved
+// event; the re-announcer sends it later, with the event id and outcome
+// it had, although the call has run since, and sends it once.
+func TestReresolve(t *testing.T) {
+	tg, ev, open, park := announcing(t, 1)
+	first := park("1")
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	park("2") // its requested event fills the queue
+	if code := decideAPI(t, tg.approvals, first, "approve"); code != http.StatusOK {
+		t.Fatalf("approve: %d", code)
+	}
+	eventually(t, tg.admin, "toolgate_notifications_total", 1, "format", "cloudevents", "result", "dropped")
+	open()
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 1, "event", "resolved")
+	testkit.WaitFor(t, "the call to run", func() bool {
+		_, body := apiRequest(t, "GET", tg.approvals+"/api/approvals/"+first, "alice-key", "")
+		return strings.Contains(body, `"status":"executed"`)
+	})
+	time.Sleep(reannounceAfter + 10*reannounceEvery) // nothing more is sent
+	ids, outcomes := resolvedEvents(t, ev)
+	if len(ids) != 1 || ids[0] != first+".resolved" || outcomes[0] != "approved" {
+		t.Errorf("resolved events %v with outcomes %v, want [%s.resolved] approved, once", ids, outcomes, first)
+	}
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total", "event", "resolved"); got != 1 {
+		t.Errorf("toolgate_notifications_reannounced_total{event=resolved} = %v, want 1", got)
+	}
+}
+
+// TestReresolveAcrossReplicas: the resolved event of a decision made on a
+// replica that stops before sending it is sent by another replica: the
+// store recorded the end with the decision (the outbox), and nothing
+// recorded it settled.
+func TestReresolveAcrossReplicas(t *testing.T) {
+	redisAddr := testRedis(t)
+	oldEvery, oldAfter := reannounceEvery, reannounceAfter
+	reannounceEvery, reannounceAfter = 50*time.Millisecond, time.Second
+	t.Cleanup(func() { reannounceEvery, reannounceAfter = oldEvery, oldAfter })
+	// The receiver holds the first event until its sender gives up: the
+	// first replica's lane stays busy, and the resolved event waits
+	// behind it.
+	ev := events{testkit.NewUpstream(t, func(n int, _ http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			<-r.Context().Done()
+		}
+	})}
+	_, up := newNotes(t)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), ev.URL),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	b := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	res, body := agentCall(t, a.proxy, "write_note", `{"path":"a.txt","content":"x"}`, "Prefer", "respond-async")
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("ask: %d %s", res.StatusCode, body)
+	}
+	id := res.Header.Get("X-Toolgate-Call-Id")
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	if code := decideAPI(t, a.approvals, id, "approve"); code != http.StatusOK {
+		t.Fatalf("approve: %d", code)
+	}
+	// The first replica stops: its queued resolved event is lost with it.
+	a.cancel()
+	code := <-a.done
+	a.done <- code // for the test's cleanup
+	eventually(t, b.admin, "toolgate_notifications_reannounced_total", 1, "event", "resolved")
+	testkit.WaitFor(t, "the resolved event at the receiver", func() bool { ids, _ := resolvedEvents(t, ev); return len(ids) > 0 })
+	ids, outcomes := resolvedEvents(t, ev)
+	if ids[0] != id+".resolved" || outcomes[0] != "approved" {
+		t.Errorf("resolved event %s with outcome %s, want %s.resolved approved", ids[0], outcomes[0], id)
 	}
 }

@@ -21,39 +21,52 @@ const announcedDelay = 100 * time.Millisecond
 // announcedChunk bounds the calls one store request records.
 const announcedChunk = 1024
 
-// announcements records settled announcements in batches
-// (pending.Store.Announced), off the notification lanes: a lane no longer
-// waits for the store before it sends its next event.
-type announcements struct {
-	store pending.Store
+// announcements records settled notifications in batches, off the
+// notification lanes: a lane no longer waits for the store before it
+// sends its next event. T is what one is recorded by: a call ID for
+// requested events (pending.Store.Announced), an end for resolved ones
+// (pending.Store.Resolved).
+type announcements[T comparable] struct {
+	store func(context.Context, []T) error
+	what  string // "calls" or "ends", for the log
 	log   *slog.Logger
 	delay time.Duration
 
 	mu      sync.Mutex
-	ids     []string
-	queued  map[string]bool // ids, for reannounce to skip
+	ids     []T
+	queued  map[T]bool // ids, for reannounce to skip
 	stopped bool
 	kick    chan struct{} // a batch has begun
 	stop    chan struct{}
 	done    chan struct{}
 }
 
-func newAnnouncements(store pending.Store, log *slog.Logger, delay time.Duration) *announcements {
-	b := &announcements{
-		store: store, log: log, delay: delay, queued: map[string]bool{},
+// newAnnouncements batches the requested events that settle.
+func newAnnouncements(store pending.Store, log *slog.Logger, delay time.Duration) *announcements[string] {
+	return newBatch(store.Announced, "calls", log, delay)
+}
+
+// newResolutions batches the resolved events that settle.
+func newResolutions(store pending.Store, log *slog.Logger, delay time.Duration) *announcements[pending.End] {
+	return newBatch(store.Resolved, "ends", log, delay)
+}
+
+func newBatch[T comparable](store func(context.Context, []T) error, what string, log *slog.Logger, delay time.Duration) *announcements[T] {
+	b := &announcements[T]{
+		store: store, what: what, log: log, delay: delay, queued: map[T]bool{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go b.run()
 	return b
 }
 
-// add queues id to be recorded as announced. After Close it records it
+// add queues id to be recorded as settled. After Close it records it
 // at once.
-func (b *announcements) add(id string) {
+func (b *announcements[T]) add(id T) {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
-		b.record([]string{id})
+		b.record([]T{id})
 		return
 	}
 	b.ids = append(b.ids, id)
@@ -70,13 +83,13 @@ func (b *announcements) add(id string) {
 
 // queuedFor reports whether id waits to be recorded: its announcement
 // settled, so it is not announced again.
-func (b *announcements) queuedFor(id string) bool {
+func (b *announcements[T]) queuedFor(id T) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.queued[id]
 }
 
-func (b *announcements) run() {
+func (b *announcements[T]) run() {
 	defer close(b.done)
 	for {
 		select {
@@ -94,7 +107,7 @@ func (b *announcements) run() {
 }
 
 // flush records every queued id.
-func (b *announcements) flush() {
+func (b *announcements[T]) flush() {
 	b.mu.Lock()
 	ids := b.ids
 	b.ids = nil
@@ -109,20 +122,20 @@ func (b *announcements) flush() {
 	b.mu.Unlock()
 }
 
-func (b *announcements) record(ids []string) {
+func (b *announcements[T]) record(ids []T) {
 	if len(ids) == 0 {
 		return
 	}
 	ctx, cancel := contextTimeout(announcedTimeout)
 	defer cancel()
-	if err := b.store.Announced(ctx, ids); err != nil {
-		b.log.Warn("could not record calls as announced; they will be announced again", "calls", len(ids), "error", err)
+	if err := b.store(ctx, ids); err != nil {
+		b.log.Warn("could not record notifications as settled; they will be sent again", b.what, len(ids), "error", err)
 	}
 }
 
 // Close records what is queued; later announcements are recorded one by
 // one as they settle.
-func (b *announcements) Close(context.Context) error {
+func (b *announcements[T]) Close(context.Context) error {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()

@@ -35,22 +35,24 @@ type parking struct {
 	// (the quickstart prints it).
 	onLink func(callID, link string)
 	log    *slog.Logger
-	// announcing: there are notification targets, so requested events
-	// are recorded as announced once settled, and announced again if not.
+	// announcing: there are notification targets, so requested and
+	// resolved events are recorded once settled, and sent again if not.
 	announcing bool
-	// announced records settled announcements, in batches.
-	announced *announcements
+	// announced records settled requested events, resolutions settled
+	// resolved events, in batches.
+	announced   *announcements[string]
+	resolutions *announcements[pending.End]
 
 	approvalsTotal *prometheus.CounterVec
 	waitSeconds    prometheus.Histogram
-	reannounced    prometheus.Counter
+	reannounced    *prometheus.CounterVec
 }
 
-// Re-announcement of parked calls whose requested event did not settle
-// (dropped by a full queue, or lost with a replica): every
-// reannounceEvery, the calls waiting at least reannounceAfter and not
-// recorded as announced are notified again, as many as the notification
-// queues have room for. Variables so that tests can shorten them;
+// Re-announcement of events that did not settle (dropped by a full
+// queue, or lost with a replica): every reannounceEvery, the calls
+// waiting at least reannounceAfter and not recorded as announced, and the
+// ends reached at least reannounceAfter ago and not recorded as resolved,
+// are notified again, as many as the notification queues have room for. Variables so that tests can shorten them;
 // notifyQueueSize is notify's QueueSize (0: its default).
 var (
 	reannounceEvery = 5 * time.Second
@@ -100,10 +102,12 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		Name: "toolgate_notifications_total",
 		Help: "Notification deliveries by format and result (delivered, retry, failed, dropped).",
 	}, []string{"format", "result"})
-	p.reannounced = prometheus.NewCounter(prometheus.CounterOpts{
+	p.reannounced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_notifications_reannounced_total",
-		Help: "Parked calls announced again because their requested event did not reach every target (dropped, or lost with a replica).",
-	})
+		Help: "Events sent again because they did not reach every target (dropped, or lost with a replica), by event: requested or resolved.",
+	}, []string{"event"})
+	p.reannounced.WithLabelValues("requested")
+	p.reannounced.WithLabelValues("resolved")
 	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolgate_calls_waiting",
 		Help: "Parked calls waiting for a decision.",
@@ -139,6 +143,8 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		// deliveries settle is recorded too.
 		p.announced = newAnnouncements(st, a.log, announcedDelay)
 		a.onClose("announcements", announcedTimeout, p.announced.Close)
+		p.resolutions = newResolutions(st, a.log, announcedDelay)
+		a.onClose("resolutions", announcedTimeout, p.resolutions.Close)
 		nopts.OnSettled = p.settled
 	}
 	p.notifier, err = notify.New(nopts)
@@ -229,19 +235,23 @@ func (p *parking) announce(c pending.Call, link string) {
 	p.notifier.Notify(p.event(notify.TypeRequested, c, link))
 }
 
-// settled records that a requested event reached every target, or was
-// given up by them after being attempted: the call is not announced again.
+// settled records that an event reached every target, or was given up
+// by them after being attempted: it is not sent again.
 func (p *parking) settled(e notify.Event, _ bool) {
-	if e.Type == notify.TypeRequested {
+	switch e.Type {
+	case notify.TypeRequested:
 		p.announced.add(e.CallID)
+	case notify.TypeResolved:
+		p.resolutions.add(pending.End{ID: e.CallID, State: pending.State(e.Outcome)})
 	}
 }
 
-// reannounce announces again, every every until ctx ends, the calls
-// waiting at least after whose requested event is not recorded as
-// settled: dropped by a full queue, or lost with a replica that stopped.
-// A call whose event this replica still has queued or in delivery is
-// skipped. Receivers see the same event id again and can deduplicate.
+// reannounce sends again, every every until ctx ends, the requested
+// events of the calls waiting at least after, and the resolved events of
+// the ends reached at least after ago, that are not recorded as settled:
+// dropped by a full queue, or lost with a replica that stopped. An event
+// this replica still has queued or in delivery is skipped. Receivers see
+// the same event id again and can deduplicate.
 func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 	if !p.announcing {
 		return
@@ -255,42 +265,74 @@ func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 		case <-t.C:
 		}
 		p.reannounceOnce(ctx, after)
+		p.reresolveOnce(ctx, after)
 	}
 }
 
-// reannounceOnce announces, of the calls due for it, as many as the
-// queues have room for: a burst of parks that outran the queues goes out
-// as fast as the receivers take it. The oldest calls listed may be the
-// ones still queued from the last round, so the round lists that many
-// more.
+// reannounceOnce announces again the calls due for it (resend).
 func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
+	p.resend(ctx, "requested", func(ctx context.Context, limit int) ([]notify.Event, error) {
+		calls, err := p.store.Unannounced(ctx, after, limit)
+		events := make([]notify.Event, 0, len(calls))
+		for _, c := range calls {
+			events = append(events, p.event(notify.TypeRequested, c, p.signer.ApprovalURL(p.public, c)))
+		}
+		return events, err
+	}, func(e notify.Event) bool { return p.announced.queuedFor(e.CallID) })
+}
+
+// reresolveOnce sends again the resolved events due for it (resend). Each
+// is built from its call as it stands and the end it owes (an approved
+// call may have run since), so it is the event first sent, with its id.
+func (p *parking) reresolveOnce(ctx context.Context, after time.Duration) {
+	p.resend(ctx, "resolved", func(ctx context.Context, limit int) ([]notify.Event, error) {
+		owed, err := p.store.Unresolved(ctx, after, limit)
+		events := make([]notify.Event, 0, len(owed))
+		for _, o := range owed {
+			c := o.Call
+			c.State = o.State
+			events = append(events, p.event(notify.TypeResolved, c, ""))
+		}
+		return events, err
+	}, func(e notify.Event) bool {
+		return p.resolutions.queuedFor(pending.End{ID: e.CallID, State: pending.State(e.Outcome)})
+	})
+}
+
+// resend sends again, of the events of a kind (requested, resolved) that
+// list finds due, as many as the queues have room for: a burst that
+// outran the queues goes out as fast as the receivers take it. The oldest listed may be the ones
+// still queued from the last round, so the round lists that many more.
+// An event in flight, settled but not yet recorded (queued), or whose
+// lane is full waits for a later round.
+func (p *parking) resend(ctx context.Context, kind string, list func(context.Context, int) ([]notify.Event, error), queued func(notify.Event) bool) {
 	room := p.notifier.Room()
 	if room <= 0 {
 		return // the queues are full: what is in them goes first
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	calls, err := p.store.Unannounced(ctx, after, min(room+p.notifier.Pending(), reannounceScan))
+	events, err := list(ctx, min(room+p.notifier.Pending(), reannounceScan))
 	if err != nil {
 		if ctx.Err() == nil {
-			p.log.Warn("could not list the calls to announce again", "error", err)
+			p.log.Warn("could not list the notifications to send again", "event", kind, "error", err)
 		}
 		return
 	}
 	n := 0
-	for _, c := range calls {
+	for _, e := range events {
 		if n == room {
 			break
 		}
-		if p.notifier.InFlight(notify.TypeRequested, c.ID) || p.announced.queuedFor(c.ID) || !p.notifier.RoomFor(c.ID) {
-			continue // queued still, settled but not yet recorded, or its lane is full: a later round
+		if p.notifier.InFlight(e) || queued(e) || !p.notifier.RoomFor(e.CallID) {
+			continue
 		}
-		p.announce(c, p.signer.ApprovalURL(p.public, c))
-		p.reannounced.Inc()
+		p.notifier.Notify(e)
+		p.reannounced.WithLabelValues(kind).Inc()
 		n++
 	}
 	if n > 0 {
-		p.log.Info("parked calls announced again: their notification did not reach every target", "calls", n)
+		p.log.Info("notifications sent again: they did not reach every target", "event", kind, "events", n)
 	}
 }
 

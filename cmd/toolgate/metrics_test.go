@@ -188,7 +188,7 @@ func TestMetrics(t *testing.T) {
 			"format=cloudevents,result=delivered": 8, "format=cloudevents,result=retry": 0,
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,
 		},
-		"toolgate_notifications_reannounced_total": {"": 0},
+		"toolgate_notifications_reannounced_total": {"event=requested": 0, "event=resolved": 0},
 		"toolgate_redis_unsafe_settings":           {"": 0}, // the memory store has none
 		"toolgate_policy_reloads_total":            {"result=success": 1, "result=failure": 1},
 		// The console decision log loses nothing; there is no log service.

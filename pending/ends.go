@@ -1,0 +1,30 @@
+package pending
+
+// An End is a transition approvers are told of by a "resolved"
+// notification: a decision (Approved, Rejected, Cancelled), or an end
+// nobody decided (Expired, Unknown) of a call waiting, approved, or whose
+// executor was lost. A call has at most two: approved, then expired or
+// lost before it ran. An executor's own Finish is not one: the decision
+// before it was announced, and its result goes to the agent.
+type End struct {
+	ID    string
+	State State // the state the call moved to
+}
+
+// Owed is an End whose notification is not recorded as settled, with its
+// call as it stands now (which may have moved on since: an approved call
+// runs).
+type Owed struct {
+	End
+	Call Call
+}
+
+// announcedEnd reports whether a move to st, other than an executor's
+// Finish, is an End.
+func announcedEnd(st State) bool {
+	switch st {
+	case Approved, Rejected, Cancelled, Expired, Unknown:
+		return true
+	}
+	return false
+}
