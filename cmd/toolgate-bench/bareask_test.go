@@ -7,17 +7,35 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // TestBareAsk: the ask row's floor makes the exchanges it stands for. The
 // agent's call reaches the upstream only once the approver approved it
 // through the API with its key, two events are announced (requested,
 // then resolved), and a rejected call never reaches the upstream.
-func TestBareAsk(t *testing.T) {
+func TestBareAsk(t *testing.T) { testBareAsk(t, "") }
+
+// TestBareAskRedis: the same with the calls in Redis (the Redis ask row's
+// floor): the approved call, and it alone, was claimed and its result
+// stored.
+func TestBareAskRedis(t *testing.T) {
+	addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR")
+	if addr == "" {
+		testkit.Unavailable(t, "TOOLGATE_TEST_REDIS_ADDR is not set: the Redis tests need a Redis")
+	}
+	testBareAsk(t, addr)
+}
+
+func testBareAsk(t *testing.T, redisAddr string) {
 	var mu sync.Mutex
 	var got []string // bodies the upstream received
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +87,15 @@ func TestBareAsk(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { bare.ServeHTTP(w, r) }))
 	defer srv.Close()
 	bare = newBareAsk(srv.URL, approver.URL, "approver-key", up)
+	var rdb *redis.Client
+	prefix := "test-bareask-" + secret()[:8] + ":"
+	if redisAddr != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: redisAddr})
+		t.Cleanup(func() { rdb.Close() })
+		if err := bare.(*bareAsk).useRedis(t.Context(), rdb, prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	for _, tc := range []struct {
 		decision string
@@ -105,5 +132,19 @@ func TestBareAsk(t *testing.T) {
 	}
 	if n := count(); len(n) != 2 || n["dev.toolgate.approval.requested"] != 2 || n["dev.toolgate.approval.resolved"] != 2 {
 		t.Errorf("events %v, want two of each", n)
+	}
+	if rdb != nil {
+		for suffix, want := range map[string]int{"": 2, ":decision": 2, ":claim": 1, ":result": 1} {
+			keys, err := rdb.Keys(t.Context(), prefix+"*"+suffix).Result()
+			n := 0
+			for _, k := range keys {
+				if suffix != "" || !strings.Contains(k[len(prefix):], ":") {
+					n++
+				}
+			}
+			if err != nil || n != want {
+				t.Errorf("%d keys *%s in Redis (%v), want %d", n, suffix, err, want)
+			}
+		}
 	}
 }

@@ -23,7 +23,9 @@ type stack struct {
 	opa        *proc
 	approver   *proc
 	bareAsk    *proc // the ask row's floor (bareask.go)
-	tgMemory   *proc // toolgate for allow, deny and MCP
+	// bareAskRedis is the Redis ask row's floor; nil without Redis
+	bareAskRedis *proc
+	tgMemory     *proc // toolgate for allow, deny and MCP
 	// tgAsk is toolgate for ask with parked calls in memory, apart: they
 	// stay there for result_ttl and would grow the heap the allow rows
 	// are measured with.
@@ -83,7 +85,7 @@ log: {level: info}
 func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), serversCPU: pin.servers, url: map[string]string{}}
 	approverKey := secret()
-	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "bareask", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
+	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "bareask", "bareask-redis", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +145,14 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 			return nil, err
 		}
 		s.url["toolgate-redis"] = "http://" + addrs["tgr-proxy"]
+		s.url["bareask-redis"] = "http://" + addrs["bareask-redis"]
+		if s.bareAskRedis, err = startProc(o.dir, "bareask-redis", pin.servers, self("bareask", "-listen", addrs["bareask-redis"], "-upstream", s.url["direct"],
+			"-notify", "http://"+addrs["approver"]+"/bareask-redis", "-redis", o.redis), []string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
+			return nil, err
+		}
+		if err := waitReady(ctx, s.bareAskRedis, s.url["bareask-redis"]+"/_bench/ready", 30*time.Second); err != nil {
+			return nil, err
+		}
 	}
 	for _, w := range []struct {
 		p   *proc

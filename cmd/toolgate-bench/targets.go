@@ -83,6 +83,9 @@ func (s *stack) targets(o *options) []*target {
 		{name: "bare ask", ref: "direct", url: s.url["bareask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAsk}, reaches: true},
 		{name: "toolgate ask (memory)", ref: "direct", url: s.url["toolgate-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgAsk}, reaches: true},
 	}
+	if s.bareAskRedis != nil {
+		all = append(all, &target{name: "bare ask (Redis)", ref: "direct", url: s.url["bareask-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAskRedis}, reaches: true})
+	}
 	if s.tgRedis != nil {
 		all = append(all, &target{name: "toolgate ask (Redis)", ref: "direct", url: s.url["toolgate-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgRedis}, reaches: true})
 	}
