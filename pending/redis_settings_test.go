@@ -13,7 +13,7 @@ import (
 // with the node; noeviction, or no limit, is not; on a Cluster every
 // primary is read.
 func TestRedisCheckSettings(t *testing.T) {
-	addr, _ := testkit.RedisServer(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
+	addr, _ := testkit.RedisServer(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru", "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	s := newRedisStoreOn(t, rdb, Options{})
@@ -34,11 +34,24 @@ func TestRedisCheckSettings(t *testing.T) {
 	rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
 	rdb.ConfigSet(ctx, "maxmemory", "0")
 	expect(t, s, "")
+	rdb.ConfigSet(ctx, "appendfsync", "everysec")
+	expect(t, s, addr+": appendfsync is everysec")
+	rdb.ConfigSet(ctx, "appendonly", "no")
+	expect(t, s, addr+": appendonly is off")
+	rdb.ConfigSet(ctx, "appendonly", "yes")
+	rdb.ConfigSet(ctx, "appendfsync", "always")
+	expect(t, s, "")
 
 	nodes := testkit.RedisCluster(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: nodes})
 	t.Cleanup(func() { cc.Close() })
 	cs := newRedisStoreOn(t, cc, Options{Shards: 4})
+	for _, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n})
+		c.ConfigSet(ctx, "appendonly", "yes")
+		c.ConfigSet(ctx, "appendfsync", "always")
+		c.Close()
+	}
 	expect(t, cs, "")
 	one := redis.NewClient(&redis.Options{Addr: nodes[1]})
 	t.Cleanup(func() { one.Close() })
@@ -62,6 +75,26 @@ func TestEvictionProblem(t *testing.T) {
 			t.Errorf("evictionProblem(%q) = %q, %v", info, got, err)
 		case want != "error" && ((want == "") != (got == "") || !strings.HasPrefix(got, want)):
 			t.Errorf("evictionProblem(%q) = %q, want %q…", info, got, want)
+		}
+	}
+}
+
+// TestPersistenceProblem: INFO persistence as Redis writes it, with the
+// fsync policy read or not.
+func TestPersistenceProblem(t *testing.T) {
+	for _, tc := range []struct{ info, fsync, want string }{
+		{"# Persistence\r\nloading:0\r\naof_enabled:1\r\n", "always", ""},
+		{"# Persistence\r\naof_enabled:1\r\n", "", ""}, // CONFIG refused: not judged
+		{"# Persistence\r\naof_enabled:1\r\n", "everysec", "appendfsync is everysec"},
+		{"# Persistence\r\naof_enabled:0\r\n", "always", "appendonly is off"},
+		{"# Persistence\r\nloading:0\r\n", "always", "error"},
+	} {
+		got, err := persistenceProblem(tc.info, tc.fsync)
+		switch {
+		case tc.want == "error" && err == nil, tc.want != "error" && err != nil:
+			t.Errorf("persistenceProblem(%q, %q) = %q, %v", tc.info, tc.fsync, got, err)
+		case tc.want != "error" && ((tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want)):
+			t.Errorf("persistenceProblem(%q, %q) = %q, want %q…", tc.info, tc.fsync, got, tc.want)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // stays ready.
 func TestRedisUnsafeSettings(t *testing.T) {
 	testRedis(t)
-	addr, _ := testkit.RedisServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl")
+	addr, _ := testkit.RedisServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl", "--appendonly", "yes", "--appendfsync", "always")
 	_, up := newNotes(t)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": e2eConfig(up.URL, "redis://"+addr, newPrefix(), "http://127.0.0.1:1"),
