@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -184,3 +186,22 @@ func TestFreePortsDistinct(t *testing.T) {
 		t.Fatalf("namedPorts = %v", named)
 	}
 }
+
+// TestEOFAfterClose: a proxied body that net/http closed reads as ended,
+// not as an error that would tear down the upstream connection.
+func TestEOFAfterClose(t *testing.T) {
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("abc"))
+	b := eofAfterClose{req.Body}
+	if got, err := io.ReadAll(io.LimitReader(b, 3)); err != nil || string(got) != "abc" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	closed := eofAfterClose{closedBody{}}
+	if n, err := closed.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("Read after close = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+type closedBody struct{}
+
+func (closedBody) Read([]byte) (int, error) { return 0, http.ErrBodyReadAfterClose }
+func (closedBody) Close() error             { return nil }

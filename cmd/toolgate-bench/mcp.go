@@ -232,13 +232,6 @@ func openSessions(ctx context.Context, t *target, agentKey string, n int) ([]str
 	initialize := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + t.mode.version + `","capabilities":{},"clientInfo":{"name":"toolgate-bench","version":"v1"}}}`
 	for range n {
 		status, id, b, err := mcpPost(ctx, t, agentKey, "", initialize)
-		for try := 0; err != nil && try < 3; try++ {
-			// The bare httputil.ReverseProxy now and then cuts an SSE
-			// answer short ("use of closed network connection" on its
-			// upstream side; its rows show these as read errors): one
-			// such cut must not end the whole run.
-			status, id, b, err = mcpPost(ctx, t, agentKey, "", initialize)
-		}
 		if err != nil {
 			return ids, fmt.Errorf("%s: initialize: %w", t.name, err)
 		}
