@@ -1,5 +1,7 @@
 package pending
 
+import "time"
+
 // An End is a transition approvers are told of by a "resolved"
 // notification: a decision (Approved, Rejected, Cancelled), or an end
 // nobody decided (Expired, Unknown) of a call waiting, approved, or whose
@@ -18,6 +20,17 @@ type Owed struct {
 	End
 	Call Call
 }
+
+// EndsKept is how long a store owes an end its notification at most
+// (ResultTTL when shorter): past it, Unresolved no longer returns it. A
+// notification that every target delivered or gave up settles within
+// minutes; an end unsettled for an hour has no replica sending it (none
+// has notification targets, or none runs), and keeping it longer would
+// grow the index by every call that ends.
+const EndsKept = time.Hour
+
+// endsKeptMS is EndsKept for the scripts (TestEndsKeptMS).
+const endsKeptMS = "3600000"
 
 // announcedEnd reports whether a move to st, other than an executor's
 // Finish, is an End.

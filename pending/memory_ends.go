@@ -68,7 +68,7 @@ func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, l
 			continue // past its retention: forgotten now
 		}
 		for _, o := range m.owed {
-			if !o.at.After(now.Add(-olderThan)) && !o.at.Before(now.Add(-s.resultTTL)) {
+			if !o.at.After(now.Add(-olderThan)) && !o.at.Before(now.Add(-min(s.resultTTL, EndsKept))) {
 				all = append(all, due{m, o})
 			}
 		}

@@ -337,7 +337,7 @@ type Store interface {
 	// may have been lost, to be sent again. The store records an end in
 	// the same step as the transition (written with the call, as the
 	// call's park records its "requested" notification), and keeps it
-	// while it keeps the call, at most ResultTTL after the end.
+	// while it keeps the call, at most EndsKept (or ResultTTL) after the end.
 	Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error)
 
 	// BindSession records principal as the owner of the MCP session id

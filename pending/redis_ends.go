@@ -9,10 +9,10 @@ import (
 
 // unresolvedScript: ARGV[4] olderThan ms, [5] limit. Replies {entry,
 // call, …} for the ends reached at least olderThan ago and at most
-// ResultTTL ago, oldest first, entry being "<state>:<id>". Entries whose
+// EndsKept (or ResultTTL, if shorter) ago, oldest first, entry being "<state>:<id>". Entries whose
 // call is gone are dropped on the way.
 var unresolvedScript = newScript(luaWalk + `
-return walk(unresolved, num(now - rttl), num(now - tonumber(ARGV[4])), tonumber(ARGV[5]),
+return walk(unresolved, num(now - endsKept), num(now - tonumber(ARGV[4])), tonumber(ARGV[5]),
   function(e) return string.match(e, '^%l+:(.+)$') end,
   function(h) return h and 'list' or 'drop' end)
 `)

@@ -76,8 +76,9 @@ import "github.com/redis/go-redis/v9"
 //	unresolved     "<state>:<id>" for each end (ends.go) not yet marked
 //	               Resolved, score = when the call reached it
 //	               (Unresolved's work list): move adds it, Resolved
-//	               removes it, and entries older than ResultTTL are
-//	               trimmed on insert; its TTL is its latest entry's + ResultTTL
+//	               removes it, and entries older than EndsKept (or
+//	               ResultTTL, if shorter) are trimmed on insert; its
+//	               TTL is its latest entry's + that
 //	unannounced    waiting calls not yet marked Announced, score =
 //	               CreatedAt (Unannounced's work list): park adds the
 //	               call, Announced and move out of waiting remove it; its
@@ -156,6 +157,8 @@ local due = base .. 'due'
 local leases = base .. 'leases'
 local unannounced = base .. 'unannounced'
 local unresolved = base .. 'unresolved'
+-- how long an end is owed at most (ends.go, EndsKept): ResultTTL when shorter
+local endsKept = math.min(rttl, ` + endsKeptMS + `)
 -- the moves approvers are told of by a "resolved" notification (ends.go)
 local ends = {approved = true, rejected = true, cancelled = true, expired = true, unknown = true}
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
@@ -429,11 +432,11 @@ local function move(id, h, to, fields, deadline, at)
   end
   count(id, h, to, deadline)
   -- an end owes its notification until Resolved (an executor's own finish
-  -- is quiet: not an end); entries live as long as the call's result
+  -- is quiet: not an end), for endsKept at most
   if ends[to] and not h._quiet then
     call('ZADD', unresolved, num(now), to .. ':' .. id)
-    call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - rttl))
-    last(unresolved, now + rttl)
+    call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - endsKept))
+    last(unresolved, now + endsKept)
   end
   h.st = to
   for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end

@@ -3,6 +3,7 @@ package pending
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -140,6 +141,8 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("KeptAnHour", func(t *testing.T) { testEndsKept(t, newStore) })
+
 	t.Run("KeptResultTTL", func(t *testing.T) {
 		// An end is owed for ResultTTL at most, even while its call
 		// lives on (approved, with a long expiry).
@@ -160,6 +163,34 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 			t.Fatalf("the call is %s, want still approved", got.State)
 		}
 	})
+}
+
+// testEndsKept: with a ResultTTL longer than EndsKept, an end is owed for
+// EndsKept only (memory: past it; Redis: its index's TTL).
+func testEndsKept(t *testing.T, newStore newStoreFunc) {
+	s, advance := newStore(t, func(o *Options) { o.ResultTTL = 3 * EndsKept })
+	c := park(t, s, sampleCall(), long)
+	decide(t, s, c.ID, Rejected)
+	if rs, ok := s.(*RedisStore); ok {
+		d := rs.rdb.PTTL(t.Context(), rs.baseOf(c.ID)+"unresolved").Val()
+		if d <= 0 || d > EndsKept {
+			t.Errorf("PTTL of the unresolved index = %v, want at most EndsKept (%v)", d, EndsKept)
+		}
+		return // an hour is too long to wait for
+	}
+	advance(EndsKept + time.Second)
+	if got := unresolved(t, s, 0, 10); len(got) != 0 {
+		t.Errorf("Unresolved(0) past EndsKept = %v, want none", got)
+	}
+	if got := get(t, s, c.ID); got.State != Rejected {
+		t.Fatalf("the call is %s, want still kept (rejected)", got.State)
+	}
+}
+
+func TestEndsKeptMS(t *testing.T) {
+	if want := strconv.FormatInt(EndsKept.Milliseconds(), 10); endsKeptMS != want {
+		t.Errorf("endsKeptMS = %s, want %s (EndsKept)", endsKeptMS, want)
+	}
 }
 
 // unresolved lists the store's owed ends as "state:id".
