@@ -80,8 +80,8 @@ func (n *Notifier) settlement(e *Event, targets int, dropped bool) *settlement {
 }
 
 // done records one target's final result for e (delivered, failed or
-// dropped). The last target to finish takes e out of flight and calls
-// OnSettled unless some target dropped e. The flags are stored before
+// dropped). The last target to finish calls OnSettled unless some target
+// dropped e, and then takes e out of flight. The flags are stored before
 // the count falls, so the last target sees every other target's result.
 func (s *settlement) done(n *Notifier, e *Event, result string) {
 	switch result {
@@ -93,13 +93,16 @@ func (s *settlement) done(n *Notifier, e *Event, result string) {
 	if s.remaining.Add(-1) != 0 {
 		return
 	}
+	// OnSettled first, then out of flight: a caller that records settled
+	// events sees the event in flight until it has recorded it, never
+	// neither, and so never announces it again in between.
+	if n.opts.OnSettled != nil && !s.dropped.Load() {
+		n.opts.OnSettled(*e, !s.failed.Load())
+	}
 	id := e.id()
 	n.inflightMu.Lock()
 	if n.inflight[id]--; n.inflight[id] <= 0 {
 		delete(n.inflight, id)
 	}
 	n.inflightMu.Unlock()
-	if n.opts.OnSettled != nil && !s.dropped.Load() {
-		n.opts.OnSettled(*e, !s.failed.Load())
-	}
 }

@@ -212,3 +212,29 @@ func TestSettledNotWhenAbandoned(t *testing.T) {
 		t.Error("the abandoned event is still in flight after Close")
 	}
 }
+
+// An event is still in flight while OnSettled runs: a caller that records
+// settled events and announces again what is neither in flight nor
+// recorded never sees the event as neither.
+func TestSettledWhileInFlight(t *testing.T) {
+	var n *Notifier
+	var mu sync.Mutex
+	var seen []bool
+	opts := fast(&results{}, Target{URL: testkit.NewUpstream(t, nil).URL})
+	opts.OnSettled = func(e Event, _ bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, n.InFlight(e))
+	}
+	n = start(t, opts)
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "settlement", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !seen[0] {
+		t.Error("the event was out of flight before OnSettled recorded it")
+	}
+	if n.InFlight(requested("c1")) {
+		t.Error("the event is still in flight after OnSettled")
+	}
+}
