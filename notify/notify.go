@@ -190,8 +190,8 @@ type Options struct {
 	// (ResultFailed). An event some target dropped (never attempted), or
 	// abandoned when Close gave up on it, does not settle: OnSettled is not
 	// called for it, so a caller that records settled events can announce
-	// the others again (from another replica, once this one stopped). With no targets an
-	// event settles at once, delivered. It is called from Notify and from
+	// the others again (from another replica, once this one stopped).
+	// With no targets an event settles at once, delivered. It is called from Notify and from
 	// delivery goroutines, so it must be safe for concurrent use, and it
 	// delays that target's next delivery while it runs. e's slices are
 	// shared: read them only.

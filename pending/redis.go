@@ -502,14 +502,19 @@ func (s *RedisStore) Approved(ctx context.Context, grace time.Duration, limit in
 // asked for what is still missing. On an error it returns what it
 // gathered, the failing script's partial reply included.
 func (s *RedisStore) collect(ctx context.Context, limit int, script func(base string, left int) ([]any, error)) ([]Call, error) {
-	var out []Call
+	return collectAs(s, limit, script, decodeList)
+}
+
+// collectAs is collect for replies that decode decodes.
+func collectAs[T any](s *RedisStore, limit int, script func(base string, left int) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
+	var out []T
 	err := s.eachShard(func(base string) (bool, error) {
 		if limit-len(out) <= 0 {
 			return false, nil
 		}
 		v, err := script(base, limit-len(out))
-		calls, derr := decodeList(v)
-		out = append(out, calls...)
+		got, derr := decode(v)
+		out = append(out, got...)
 		if err != nil {
 			return false, err
 		}

@@ -9,8 +9,8 @@ import (
 
 // unresolvedScript: ARGV[4] olderThan ms, [5] limit. Replies {entry,
 // call, …} for the ends reached at least olderThan ago and at most
-// EndsKept (or ResultTTL, if shorter) ago, oldest first, entry being "<state>:<id>". Entries whose
-// call is gone are dropped on the way.
+// EndsKept (or ResultTTL, if shorter) ago, oldest first, entry being
+// "<state>:<id>". Entries whose call is gone are dropped on the way.
 var unresolvedScript = newScript(luaWalk + `
 return walk(unresolved, num(now - endsKept), num(now - tonumber(ARGV[4])), tonumber(ARGV[5]),
   function(e) return string.match(e, '^%l+:(.+)$') end,
@@ -33,20 +33,9 @@ func (s *RedisStore) Resolved(ctx context.Context, ends []End) error {
 // Unresolved implements [Store.Unresolved] from the unresolved index;
 // olderThan is measured on Redis' clock.
 func (s *RedisStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error) {
-	var out []Owed
-	err := s.eachShard(func(base string) (bool, error) {
-		left := limit - len(out)
-		if left <= 0 {
-			return false, nil
-		}
-		v, err := s.run(ctx, unresolvedScript, base, []string{base + "unresolved"}, olderThan.Milliseconds(), left)
-		if err != nil {
-			return false, err
-		}
-		owed, err := decodePairs(v, "unresolved", decodeOwed)
-		out = append(out, owed...)
-		return true, err
-	})
+	out, err := collectAs(s, limit, func(base string, left int) ([]any, error) {
+		return s.run(ctx, unresolvedScript, base, []string{base + "unresolved"}, olderThan.Milliseconds(), left)
+	}, func(v []any) ([]Owed, error) { return decodePairs(v, "unresolved", decodeOwed) })
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing unresolved ends: %w", err)
 	}

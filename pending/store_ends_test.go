@@ -147,43 +147,41 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 		// An end is owed for ResultTTL at most, even while its call
 		// lives on (approved, with a long expiry).
 		s, advance := newStore(t)
-		c := park(t, s, sampleCall(), long)
-		decide(t, s, c.ID, Approved)
-		if rs, ok := s.(*RedisStore); ok {
-			d := rs.rdb.PTTL(t.Context(), rs.baseOf(c.ID)+"unresolved").Val()
-			if d <= 0 || d > contractResultTTL {
-				t.Errorf("PTTL of the unresolved index = %v, want at most ResultTTL (%v)", d, contractResultTTL)
-			}
-		}
-		advance(contractResultTTL + beyond)
-		if got := unresolved(t, s, 0, 10); len(got) != 0 {
-			t.Errorf("Unresolved(0) past ResultTTL = %v, want none", got)
-		}
-		if got := get(t, s, c.ID); got.State != Approved {
-			t.Fatalf("the call is %s, want still approved", got.State)
-		}
+		endsBounded(t, s, advance, Approved, contractResultTTL, true)
 	})
 }
 
 // testEndsKept: with a ResultTTL longer than EndsKept, an end is owed for
-// EndsKept only (memory: past it; Redis: its index's TTL).
+// EndsKept only (memory: past it; Redis: its index's TTL; an hour is too
+// long to wait for).
 func testEndsKept(t *testing.T, newStore newStoreFunc) {
 	s, advance := newStore(t, func(o *Options) { o.ResultTTL = 3 * EndsKept })
+	_, isRedis := s.(*RedisStore)
+	endsBounded(t, s, advance, Rejected, EndsKept, !isRedis)
+}
+
+// endsBounded decides a call parked for long (to) and checks that its end
+// is owed for bound at most while the call lives on: on Redis the index's
+// TTL, and, when wait, past bound Unresolved lists it no more.
+func endsBounded(t *testing.T, s Store, advance func(time.Duration), to State, bound time.Duration, wait bool) {
+	t.Helper()
 	c := park(t, s, sampleCall(), long)
-	decide(t, s, c.ID, Rejected)
+	decide(t, s, c.ID, to)
 	if rs, ok := s.(*RedisStore); ok {
 		d := rs.rdb.PTTL(t.Context(), rs.baseOf(c.ID)+"unresolved").Val()
-		if d <= 0 || d > EndsKept {
-			t.Errorf("PTTL of the unresolved index = %v, want at most EndsKept (%v)", d, EndsKept)
+		if d <= 0 || d > bound {
+			t.Errorf("PTTL of the unresolved index = %v, want at most %v", d, bound)
 		}
-		return // an hour is too long to wait for
 	}
-	advance(EndsKept + time.Second)
+	if !wait {
+		return
+	}
+	advance(bound + beyond)
 	if got := unresolved(t, s, 0, 10); len(got) != 0 {
-		t.Errorf("Unresolved(0) past EndsKept = %v, want none", got)
+		t.Errorf("Unresolved(0) past %v = %v, want none", bound, got)
 	}
-	if got := get(t, s, c.ID); got.State != Rejected {
-		t.Fatalf("the call is %s, want still kept (rejected)", got.State)
+	if got := get(t, s, c.ID); got.State != to {
+		t.Fatalf("the call is %s, want still kept (%s)", got.State, to)
 	}
 }
 

@@ -158,9 +158,9 @@ func (b *bareAsk) call(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rejected", http.StatusForbidden)
 		return
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	if b.rdb == nil {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 		b.rp.ServeHTTP(w, r)
 		return
 	}
@@ -168,8 +168,6 @@ func (b *bareAsk) call(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not claimed", http.StatusConflict)
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
 	rec := &recorded{ResponseWriter: w}
 	b.rp.ServeHTTP(rec, r)
 	_ = b.rdb.Set(r.Context(), b.prefix+id+":result", rec.body.Bytes(), time.Minute).Err()

@@ -52,8 +52,9 @@ type parking struct {
 // queue, or lost with a replica): every reannounceEvery, the calls
 // waiting at least reannounceAfter and not recorded as announced, and the
 // ends reached at least reannounceAfter ago and not recorded as resolved,
-// are notified again, as many as the notification queues have room for. Variables so that tests can shorten them;
-// notifyQueueSize is notify's QueueSize (0: its default).
+// are notified again, as many as the notification queues have room for.
+// Variables so that tests can shorten them; notifyQueueSize is notify's
+// QueueSize (0: its default).
 var (
 	reannounceEvery = 5 * time.Second
 	reannounceAfter = 15 * time.Second
@@ -271,48 +272,48 @@ func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 
 // reannounceOnce announces again the calls due for it (resend).
 func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
-	p.resend(ctx, "requested", func(ctx context.Context, limit int) ([]notify.Event, error) {
-		calls, err := p.store.Unannounced(ctx, after, limit)
-		events := make([]notify.Event, 0, len(calls))
-		for _, c := range calls {
-			events = append(events, p.event(notify.TypeRequested, c, p.signer.ApprovalURL(p.public, c)))
-		}
-		return events, err
-	}, func(e notify.Event) bool { return p.announced.queuedFor(e.CallID) })
+	resend(ctx, p, "requested",
+		func(ctx context.Context, limit int) ([]pending.Call, error) {
+			return p.store.Unannounced(ctx, after, limit)
+		},
+		func(c pending.Call) bool { return p.announced.queuedFor(c.ID) || !p.notifier.RoomFor(c.ID) },
+		func(c pending.Call) notify.Event {
+			return p.event(notify.TypeRequested, c, p.signer.ApprovalURL(p.public, c))
+		})
 }
 
 // reresolveOnce sends again the resolved events due for it (resend). Each
 // is built from its call as it stands and the end it owes (an approved
 // call may have run since), so it is the event first sent, with its id.
 func (p *parking) reresolveOnce(ctx context.Context, after time.Duration) {
-	p.resend(ctx, "resolved", func(ctx context.Context, limit int) ([]notify.Event, error) {
-		owed, err := p.store.Unresolved(ctx, after, limit)
-		events := make([]notify.Event, 0, len(owed))
-		for _, o := range owed {
+	resend(ctx, p, "resolved",
+		func(ctx context.Context, limit int) ([]pending.Owed, error) {
+			return p.store.Unresolved(ctx, after, limit)
+		},
+		func(o pending.Owed) bool { return p.resolutions.queuedFor(o.End) || !p.notifier.RoomFor(o.ID) },
+		func(o pending.Owed) notify.Event {
 			c := o.Call
 			c.State = o.State
-			events = append(events, p.event(notify.TypeResolved, c, ""))
-		}
-		return events, err
-	}, func(e notify.Event) bool {
-		return p.resolutions.queuedFor(pending.End{ID: e.CallID, State: pending.State(e.Outcome)})
-	})
+			return p.event(notify.TypeResolved, c, "")
+		})
 }
 
-// resend sends again, of the events of a kind (requested, resolved) that
-// list finds due, as many as the queues have room for: a burst that
-// outran the queues goes out as fast as the receivers take it. The oldest listed may be the ones
-// still queued from the last round, so the round lists that many more.
-// An event in flight, settled but not yet recorded (queued), or whose
-// lane is full waits for a later round.
-func (p *parking) resend(ctx context.Context, kind string, list func(context.Context, int) ([]notify.Event, error), queued func(notify.Event) bool) {
+// resend sends again, of the events of a kind (requested, resolved) due
+// for it, as many as the queues have room for: a burst that outran the
+// queues goes out as fast as the receivers take it. list returns what is
+// due; the oldest may be the ones still queued from the last round, so
+// the round lists that many more. An item settled but not yet recorded,
+// or whose lane is full (skip), or whose event is still in flight waits
+// for a later round; the event of an item is built only when it may be
+// sent.
+func resend[T any](ctx context.Context, p *parking, kind string, list func(context.Context, int) ([]T, error), skip func(T) bool, event func(T) notify.Event) {
 	room := p.notifier.Room()
 	if room <= 0 {
 		return // the queues are full: what is in them goes first
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	events, err := list(ctx, min(room+p.notifier.Pending(), reannounceScan))
+	items, err := list(ctx, min(room+p.notifier.Pending(), reannounceScan))
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("could not list the notifications to send again", "event", kind, "error", err)
@@ -320,11 +321,15 @@ func (p *parking) resend(ctx context.Context, kind string, list func(context.Con
 		return
 	}
 	n := 0
-	for _, e := range events {
+	for _, it := range items {
 		if n == room {
 			break
 		}
-		if p.notifier.InFlight(e) || queued(e) || !p.notifier.RoomFor(e.CallID) {
+		if skip(it) {
+			continue
+		}
+		e := event(it)
+		if p.notifier.InFlight(e) {
 			continue
 		}
 		p.notifier.Notify(e)
