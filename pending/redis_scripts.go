@@ -567,6 +567,8 @@ end
 for _, x in ipairs(gone) do
   call('ZREM', ek, x)
   for _, st in ipairs(terminals) do call('ZREM', statekey(st), x) end
+  -- and the ends it owes: the caps bound the unresolved index too
+  call('ZREM', unresolved, 'approved:' .. x, 'rejected:' .. x, 'cancelled:' .. x, 'expired:' .. x, 'unknown:' .. x)
   call('DEL', callkey(x), bodykey(x))
 end
 local fields = {}

@@ -143,6 +143,30 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 
 	t.Run("KeptAnHour", func(t *testing.T) { testEndsKept(t, newStore) })
 
+	t.Run("BoundedByEndedCap", func(t *testing.T) {
+		// An agent that parks and cancels in a loop owes no more ends
+		// than the store keeps ended calls of it: a forgotten call's
+		// ends go with it, whether or not anyone settles them.
+		s, _ := newStore(t, caps(0, 3))
+		parkAndCancel(t, s, "key:alice", 10)
+		park(t, s, asPrincipal(sampleCall(), "key:alice"), long)
+		if rs, ok := s.(*RedisStore); ok { // before Unresolved, which drops what it finds gone
+			var n int64
+			for _, b := range rs.bases {
+				n += rs.rdb.ZCard(t.Context(), b+"unresolved").Val()
+			}
+			if n != 3 {
+				t.Errorf("the unresolved indexes hold %d entries, want 3", n)
+			}
+		}
+		if ms, ok := s.(*MemoryStore); ok && len(ms.owing) != 3 {
+			t.Errorf("the memory store owes ends of %d calls, want 3", len(ms.owing))
+		}
+		if got := unresolved(t, s, 0, 100); len(got) != 3 {
+			t.Errorf("Unresolved(0) = %v, want the 3 ends of the ended calls kept", got)
+		}
+	})
+
 	t.Run("KeptResultTTL", func(t *testing.T) {
 		// An end is owed for ResultTTL at most, even while its call
 		// lives on (approved, with a long expiry).
