@@ -12,7 +12,11 @@ import (
 // walks the entries of index scored lo to hi and replies {entry, call, …}
 // for up to limit of them, the call being the one idof(entry) names.
 // judge(h) says what to do with each (h is nil when the call is gone):
-// 'list' it, 'skip' it, or 'drop' the entry from the index. Dropped
+// 'list' it, 'skip' it, or 'drop' the entry from the index. An entry
+// idof cannot read (nil) is skipped: written by another version of
+// toolgate during a rolling upgrade, it is that version's to list, and
+// the index's bound ages it out; failing on it would stop the listing of
+// every entry after it. Dropped
 // entries are left in place on a Cluster, where a script that reads
 // calls it does not declare writes nothing on what it reads (a slot on
 // the move may show a call as gone that is not): Expire drops the
@@ -24,9 +28,11 @@ local function walk(index, lo, hi, limit, idof, judge)
     local es = call('ZRANGEBYSCORE', index, lo, hi, 'LIMIT', offset, limit)
     if #es == 0 then break end
     for _, e in ipairs(es) do
-      local id = idof(e)
-      local h = id and load(id)
-      local v = judge(h)
+      local id, h, v = idof(e), nil, 'skip'
+      if id then
+        h = load(id)
+        v = judge(h)
+      end
       if v == 'drop' and not sharded then
         call('ZREM', index, e)
       else
