@@ -23,12 +23,16 @@ import (
 //     parked call (refused, never run); with it but an fsync policy other
 //     than always, a restart can lose the last transitions, a claim among
 //     them, and a claim lost after its request was sent lets the call be
-//     claimed and run again (docs/security.md, R09).
+//     claimed and run again (docs/security.md, R09);
+//   - replication: replicas that toolgate does not wait for
+//     (Options.MinReplicas 0) are copied asynchronously, so a failover can
+//     lose the last transitions, a claim among them, as a restart does
+//     (R11); fewer replicas online than MinReplicas leave every park,
+//     decision and claim unconfirmed (ErrNotReplicated, 503).
 //
 // It reads INFO, which managed Redis services keep when they hide CONFIG;
 // the fsync policy is read with CONFIG GET, and left unjudged where CONFIG
-// is refused. Replication is toolgate's own setting
-// (pending.redis_min_replicas), not read here.
+// is refused.
 func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 	var (
 		mu       sync.Mutex
@@ -56,9 +60,17 @@ func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
 		}
+		rinfo, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
+		}
+		r, err := replicationProblem(rinfo, s.minReplicas)
+		if err != nil {
+			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		for _, x := range []string{p, q} {
+		for _, x := range []string{p, q, r} {
 			if x != "" {
 				problems = append(problems, node+": "+x)
 			}
@@ -119,4 +131,40 @@ func persistenceProblem(info, fsync string) (string, error) {
 		return fmt.Sprintf("appendfsync is %s: a restart of Redis can lose its last transitions, and a call whose claim is lost after its request was sent can be claimed and run again; set appendfsync always", fsync), nil
 	}
 	return "", nil
+}
+
+// replicationProblem reads INFO replication of a primary and says what
+// can lose or refuse transitions given minReplicas (Options.MinReplicas),
+// if anything. Only replicas in state online count: one still syncing
+// acknowledges nothing. An INFO without role is an error, not "safe"; a
+// node that is not a primary (it takes no writes) is not judged.
+func replicationProblem(info string, minReplicas int) (string, error) {
+	role, online := "", 0
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch {
+		case k == "role":
+			role = v
+		case strings.HasPrefix(k, "slave") && strings.Contains(","+v+",", ",state=online,"):
+			online++
+		}
+	}
+	switch {
+	case role == "":
+		return "", errors.New("INFO replication has no role")
+	case role != "master":
+		return "", nil
+	case minReplicas == 0 && online > 0:
+		return fmt.Sprintf("%s online, and pending.redis_min_replicas is 0: replication is asynchronous, so a failover can lose the last transitions, and a call whose claim is lost after its request was sent can be claimed and run again; set pending.redis_min_replicas", replicas(online)), nil
+	case online < minReplicas:
+		return fmt.Sprintf("%s online, and pending.redis_min_replicas is %d: no park, decision or claim can be confirmed, so asks answer 503; bring replicas online or lower pending.redis_min_replicas", replicas(online), minReplicas), nil
+	}
+	return "", nil
+}
+
+func replicas(n int) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
 }

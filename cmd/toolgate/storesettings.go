@@ -49,7 +49,7 @@ func newStoreSettings(st any, log *slog.Logger, reg *prometheus.Registry) *store
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "toolgate_redis_unsafe_settings",
-		Help: "Redis settings read on the store's nodes that could lose parked calls (an eviction policy with a memory limit, no append-only file, an fsync policy other than always); see /readyz.",
+		Help: "Redis settings read on the store's nodes that could lose parked calls or refuse every ask (an eviction policy with a memory limit, no append-only file, an fsync policy other than always, replicas not waited for, fewer replicas online than pending.redis_min_replicas); see /readyz.",
 	}, func() float64 { return float64(len(s.current())) }))
 	return s
 }
