@@ -50,7 +50,8 @@ func (s *MemoryStore) Resolved(ctx context.Context, ends []End) error {
 }
 
 // Unresolved implements [Store.Unresolved]. Only the calls that owe an
-// end are looked at: a settled end leaves the index at once.
+// end are looked at: a settled end leaves the index at once, and one kept
+// past EndsKept leaves it here, as the Redis index trims its own.
 func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -58,17 +59,23 @@ func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, l
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	kept := now.Add(-min(s.resultTTL, EndsKept))
 	type due struct {
 		m *memCall
 		o owedEnd
 	}
 	var all []due
-	for _, m := range s.owing {
+	for id, m := range s.owing {
 		if s.lookup(m.c.ID, now) == nil {
 			continue // past its retention: forgotten now
 		}
+		if m.owed = slices.DeleteFunc(m.owed, func(o owedEnd) bool { return o.at.Before(kept) }); len(m.owed) == 0 {
+			m.owed = nil
+			delete(s.owing, id)
+			continue
+		}
 		for _, o := range m.owed {
-			if !o.at.After(now.Add(-olderThan)) && !o.at.Before(now.Add(-min(s.resultTTL, EndsKept))) {
+			if !o.at.After(now.Add(-olderThan)) {
 				all = append(all, due{m, o})
 			}
 		}

@@ -204,6 +204,9 @@ func endsBounded(t *testing.T, s Store, advance func(time.Duration), to State, b
 	if got := unresolved(t, s, 0, 10); len(got) != 0 {
 		t.Errorf("Unresolved(0) past %v = %v, want none", bound, got)
 	}
+	if ms, ok := s.(*MemoryStore); ok && ms.owing[c.ID] != nil {
+		t.Errorf("the memory store still owes %v of %s past %v", ms.owing[c.ID].owed, c.ID, bound)
+	}
 	if got := get(t, s, c.ID); got.State != to {
 		t.Fatalf("the call is %s, want still kept (%s)", got.State, to)
 	}
