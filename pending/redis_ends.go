@@ -11,13 +11,12 @@ import (
 // call, …} for the ends reached at least olderThan ago and at most
 // EndsKept (or ResultTTL, if shorter) ago, oldest first, entry being
 // "<state>:<id>". Entries whose call is gone are dropped on the way; an
-// entry of a state that is not an End (announcedEnd) is skipped.
+// entry of a state that is not an End (the prelude's ends) is skipped.
 var unresolvedScript = newScript(luaWalk + `
-local endStates = {approved = true, rejected = true, cancelled = true, expired = true, unknown = true}
 return walk(unresolved, num(now - endsKept), num(now - tonumber(ARGV[4])), tonumber(ARGV[5]),
   function(e)
     local st, id = string.match(e, '^(%l+):(.+)$')
-    if endStates[st] then return id end
+    if ends[st] then return id end
   end,
   function(h) return h and 'list' or 'drop' end)
 `)

@@ -568,7 +568,9 @@ for _, x in ipairs(gone) do
   call('ZREM', ek, x)
   for _, st in ipairs(terminals) do call('ZREM', statekey(st), x) end
   -- and the ends it owes: the caps bound the unresolved index too
-  call('ZREM', unresolved, 'approved:' .. x, 'rejected:' .. x, 'cancelled:' .. x, 'expired:' .. x, 'unknown:' .. x)
+  local owed = {}
+  for st in pairs(ends) do owed[#owed + 1] = st .. ':' .. x end
+  call('ZREM', unresolved, unpack(owed))
   call('DEL', callkey(x), bodykey(x))
 end
 local fields = {}

@@ -43,37 +43,14 @@ func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 		if node == "FailoverClient" { // go-redis' name for a Sentinel-managed client
 			node = "the Sentinel primary"
 		}
-		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
-		}
-		p, err := evictionProblem(info)
-		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
-		}
-		pinfo, err := c.Info(ctx, "persistence").Result()
-		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
-		}
-		fsync := c.ConfigGet(ctx, "appendfsync").Val()["appendfsync"] // "" where CONFIG is refused
-		q, err := persistenceProblem(pinfo, fsync)
-		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
-		}
-		rinfo, err := c.Info(ctx, "replication").Result()
-		if err != nil {
-			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
-		}
-		r, err := replicationProblem(rinfo, s.minReplicas)
+		found, err := readProblems(ctx, c, s.minReplicas)
 		if err != nil {
 			return fmt.Errorf("pending: reading the settings of %s: %w", node, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		for _, x := range []string{p, q, r} {
-			if x != "" {
-				problems = append(problems, node+": "+x)
-			}
+		for _, x := range found {
+			problems = append(problems, node+": "+x)
 		}
 		return nil
 	}
@@ -89,20 +66,51 @@ func (s *RedisStore) CheckSettings(ctx context.Context) ([]string, error) {
 	return problems, err
 }
 
+// readProblems reads the settings of one primary and says what in them is
+// unsafe: one INFO section for each judge, whose reply it reads whole.
+func readProblems(ctx context.Context, c *redis.Client, minReplicas int) ([]string, error) {
+	fsync := c.ConfigGet(ctx, "appendfsync").Val()["appendfsync"] // "" where CONFIG is refused
+	judges := []struct {
+		section string
+		judge   func(info string) (string, error)
+	}{
+		{"memory", evictionProblem},
+		{"persistence", func(info string) (string, error) { return persistenceProblem(info, fsync) }},
+		{"replication", func(info string) (string, error) { return replicationProblem(info, minReplicas) }},
+	}
+	var found []string
+	for _, j := range judges {
+		info, err := c.Info(ctx, j.section).Result()
+		if err != nil {
+			return nil, err
+		}
+		p, err := j.judge(info)
+		if err != nil {
+			return nil, err
+		}
+		if p != "" {
+			found = append(found, p)
+		}
+	}
+	return found, nil
+}
+
+// infoFields reads the "field:value" lines of an INFO reply.
+func infoFields(info string) map[string]string {
+	f := map[string]string{}
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		f[k] = v
+	}
+	return f
+}
+
 // evictionProblem reads INFO memory and says what is unsafe in it, if
 // anything; an INFO without the two fields (a Redis-compatible server of
 // another kind) is an error, not "safe".
 func evictionProblem(info string) (string, error) {
-	var maxmemory, policy string
-	for line := range strings.Lines(info) {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch k {
-		case "maxmemory":
-			maxmemory = v
-		case "maxmemory_policy":
-			policy = v
-		}
-	}
+	f := infoFields(info)
+	maxmemory, policy := f["maxmemory"], f["maxmemory_policy"]
 	switch {
 	case policy == "" || maxmemory == "":
 		return "", errors.New("INFO memory has no maxmemory or maxmemory_policy")
@@ -116,12 +124,7 @@ func evictionProblem(info string) (string, error) {
 // ("" when it could not be read) and says what can lose parked calls, if
 // anything; an INFO without aof_enabled is an error, not "safe".
 func persistenceProblem(info, fsync string) (string, error) {
-	aof := ""
-	for line := range strings.Lines(info) {
-		if k, v, _ := strings.Cut(strings.TrimSpace(line), ":"); k == "aof_enabled" {
-			aof = v
-		}
-	}
+	aof := infoFields(info)["aof_enabled"]
 	switch {
 	case aof == "":
 		return "", errors.New("INFO persistence has no aof_enabled")
@@ -139,13 +142,10 @@ func persistenceProblem(info, fsync string) (string, error) {
 // acknowledges nothing. An INFO without role is an error, not "safe"; a
 // node that is not a primary (it takes no writes) is not judged.
 func replicationProblem(info string, minReplicas int) (string, error) {
-	role, online := "", 0
-	for line := range strings.Lines(info) {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch {
-		case k == "role":
-			role = v
-		case strings.HasPrefix(k, "slave") && strings.Contains(","+v+",", ",state=online,"):
+	f := infoFields(info)
+	role, online := f["role"], 0
+	for k, v := range f {
+		if strings.HasPrefix(k, "slave") && strings.Contains(","+v+",", ",state=online,") {
 			online++
 		}
 	}
