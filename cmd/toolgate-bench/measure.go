@@ -14,10 +14,11 @@ import (
 
 // sample is one run of one target.
 type sample struct {
-	rps, p50, p99 float64   // req/s; latencies in µs
-	cpu           []float64 // CPU µs per request of each of the target's processes
-	steal         float64   // share of the servers' core stolen during the run; -1: unknown (steal.go)
-	failed        string    // why the run does not count, if it does not
+	rps, p50, p99 float64    // req/s; latencies in µs
+	cpu           []float64  // CPU µs per request of each of the target's processes
+	steal         float64    // share of the servers' core stolen during the run; -1: unknown (steal.go)
+	failed        string     // why the run does not count, if it does not
+	redis         *redisCost // per request, for a row whose calls are kept in Redis
 }
 
 // check sends one call to every target and fails unless each answers
@@ -85,6 +86,12 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 		}
 	}
 	ticks0, terr0 := readTicks(s.serversCPU)
+	var redis0 redisCost
+	if t.redis {
+		if redis0, err = readRedisCost(ctx, s.rdb); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
 	var stopProfile func() error
 	if profile {
 		if stopProfile, err = startPerf(o.cpuprofile, t.procs[0].pid()); err != nil {
@@ -108,6 +115,14 @@ func (s *stack) measure(ctx context.Context, o *options, t *target, conns int, d
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		smp.cpu = append(smp.cpu, float64((c-cpu0[i]).Microseconds())/float64(max(w.Requests, 1)))
+	}
+	if t.redis {
+		r, err := readRedisCost(ctx, s.rdb)
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		r = r.per(redis0, w.Requests)
+		smp.redis = &r
 	}
 	after, err := s.settle()
 	if err != nil {

@@ -15,6 +15,7 @@ type row struct {
 	rps, p50, p99 float64
 	cpu           []float64
 	failed        []string
+	redis         *redisCost // medians, for a row whose calls are kept in Redis
 }
 
 func median(xs []float64) float64 {
@@ -29,10 +30,13 @@ func median(xs []float64) float64 {
 
 func medians(t *target, smps []*sample) *row {
 	r := &row{t: t}
-	var rps, p50, p99 []float64
+	var rps, p50, p99, rcpu, rcmds, rscripts []float64
 	cpu := make([][]float64, len(t.procs))
 	for _, s := range smps {
 		rps, p50, p99 = append(rps, s.rps), append(p50, s.p50), append(p99, s.p99)
+		if s.redis != nil {
+			rcpu, rcmds, rscripts = append(rcpu, s.redis.cpuUS), append(rcmds, s.redis.commands), append(rscripts, s.redis.scripts)
+		}
 		for i, c := range s.cpu {
 			cpu[i] = append(cpu[i], c)
 		}
@@ -41,6 +45,9 @@ func medians(t *target, smps []*sample) *row {
 		}
 	}
 	r.rps, r.p50, r.p99 = median(rps), median(p50), median(p99)
+	if len(rcpu) > 0 {
+		r.redis = &redisCost{cpuUS: median(rcpu), commands: median(rcmds), scripts: median(rscripts)}
+	}
 	for _, c := range cpu {
 		r.cpu = append(r.cpu, median(c))
 	}
@@ -147,7 +154,7 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 			if floor := rows[floorRow]; floor != nil {
 				fmt.Fprintf(w, "; CPU/req ÷ %s %s", floorRow, ratio(sum(a.cpu), sum(floor.cpu)))
 			}
-			fmt.Fprintln(w)
+			fmt.Fprintln(w, a.redisText())
 		}
 	}
 	if floor, bare := rows["bare ask"], rows["bare proxy"]; floor != nil && bare != nil {
@@ -157,12 +164,21 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 			c, ratio(sum(floor.cpu), sum(bare.cpu)), sum(floor.cpu), sum(bare.cpu))
 	}
 	if floor, bare := rows["bare ask (Redis)"], rows["bare proxy"]; floor != nil && bare != nil {
-		fmt.Fprintf(w, "- c=%d: bare ask (Redis) (the same, plus four Redis round trips and one pub/sub message) CPU/req ÷ bare proxy %s (%.1f vs %.1f µs)\n",
-			c, ratio(sum(floor.cpu), sum(bare.cpu)), sum(floor.cpu), sum(bare.cpu))
+		fmt.Fprintf(w, "- c=%d: bare ask (Redis) (the same, plus four Redis round trips and one pub/sub message) CPU/req ÷ bare proxy %s (%.1f vs %.1f µs)%s\n",
+			c, ratio(sum(floor.cpu), sum(bare.cpu)), sum(floor.cpu), sum(bare.cpu), floor.redisText())
 	}
 	if m, d := rows["MCP toolgate"], rows["MCP direct"]; m != nil && d != nil {
 		fmt.Fprintf(w, "- c=%d: MCP tools/call through toolgate: req/s ÷ direct %s, added p50 %+.0f µs\n", c, ratio(m.rps, d.rps), m.p50-d.p50)
 	}
+}
+
+// redisText is what Redis did per call of r, as a clause of a target
+// line; "" for a row whose calls are not kept in Redis.
+func (r *row) redisText() string {
+	if r.redis == nil {
+		return ""
+	}
+	return fmt.Sprintf("; Redis per call: %.0f µs CPU, %.1f commands, %.1f of them scripts", r.redis.cpuUS, r.redis.commands, r.redis.scripts)
 }
 
 // mcpLines states the -mcp rows' ratios of toolgate to the bare proxy in

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // stack is every server of the comparison, started on loopback.
@@ -31,7 +33,10 @@ type stack struct {
 	// are measured with.
 	tgAsk   *proc
 	tgRedis *proc // toolgate for ask, parked calls in Redis; nil without Redis
-	url     map[string]string
+	// rdb reads the Redis of the Redis rows (rediscost.go); nil without
+	// Redis.
+	rdb *redis.Client
+	url map[string]string
 }
 
 func secret() string {
@@ -145,6 +150,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 			return nil, err
 		}
 		s.url["toolgate-redis"] = "http://" + addrs["tgr-proxy"]
+		s.rdb = redis.NewClient(&redis.Options{Addr: o.redis})
 		s.url["bareask-redis"] = "http://" + addrs["bareask-redis"]
 		if s.bareAskRedis, err = startProc(o.dir, "bareask-redis", pin.servers, self("bareask", "-listen", addrs["bareask-redis"], "-upstream", s.url["direct"],
 			"-notify", "http://"+addrs["approver"]+"/bareask-redis", "-redis", o.redis), []string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {

@@ -50,6 +50,7 @@ type target struct {
 	// front of it, as the REST rows do).
 	upstreamCPU bool
 	reaches     bool // whether the upstream must receive every call
+	redis       bool // its calls are kept in Redis: what Redis did is read too (rediscost.go)
 }
 
 // idTemplate is the body of an -mcp row, formatted per request with its
@@ -84,10 +85,10 @@ func (s *stack) targets(o *options) []*target {
 		{name: "toolgate ask (memory)", ref: "direct", url: s.url["toolgate-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgAsk}, reaches: true},
 	}
 	if s.bareAskRedis != nil {
-		all = append(all, &target{name: "bare ask (Redis)", ref: "direct", url: s.url["bareask-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAskRedis}, reaches: true})
+		all = append(all, &target{name: "bare ask (Redis)", ref: "direct", url: s.url["bareask-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAskRedis}, reaches: true, redis: true})
 	}
 	if s.tgRedis != nil {
-		all = append(all, &target{name: "toolgate ask (Redis)", ref: "direct", url: s.url["toolgate-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgRedis}, reaches: true})
+		all = append(all, &target{name: "toolgate ask (Redis)", ref: "direct", url: s.url["toolgate-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgRedis}, reaches: true, redis: true})
 	}
 	all = append(all,
 		&target{name: "MCP direct", ref: "MCP direct", url: s.url["direct"] + "/mcp", body: mcpBody, mcp: true, expect: 200, procs: []*proc{s.upstream}, reaches: true},
