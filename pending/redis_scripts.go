@@ -89,12 +89,13 @@ import "github.com/redis/go-redis/v9"
 // beyond its data (~128 B each in a large sorted set).
 //
 // Every index key has a TTL of at least its latest entry's retention, and
-// at most an eighth more (last; unresolved's is exact). move keeps the counted indexes, so every way out of waiting and
-// approved (a decision, a cancel, a claim, an expiry) leaves the counts. A
-// call past its expiry no longer counts even before it is moved: the caps
-// count the entries whose score (ExpiresAt) is still ahead. Each of these
-// keys has a TTL of at least its latest entry's ExpiresAt + ResultTTL, so a
-// principal's key goes away with its calls.
+// at most an eighth more (last; unresolved's is exact). move keeps the
+// counted indexes, so every way out of waiting and approved (a decision, a
+// cancel, a claim, an expiry) leaves the counts. A call past its expiry no
+// longer counts even before it is moved: the caps count the entries whose
+// score (ExpiresAt) is still ahead. Each of these keys has a TTL of at
+// least its latest entry's ExpiresAt + ResultTTL, so a principal's key
+// goes away with its calls.
 //
 // Retried writes: go-redis retries a command whose reply was lost although
 // the server ran it (docs/security.md, R02 and R16). Every write carries a
@@ -384,10 +385,10 @@ end
 -- at least its latest entry's retention, so an index whose calls are all
 -- gone goes away with them, even if no sweeper ever trims it. An expiry
 -- it extends goes an eighth further than asked (unless exact, for an
--- index whose TTL is a bound): under steady traffic an index is extended
--- once per eighth of its retention, not by every call, which saved 7 of
--- the ~70 commands of a call's life, and it outlives its latest entry by
--- that eighth at most.
+-- index whose TTL is a bound): each call asks for a little later than the
+-- last, so a busy index was given a PEXPIREAT by every call that touched
+-- it; now it gets one per eighth of its retention, and outlives its
+-- latest entry by that eighth at most.
 local function last(k, at, exact)
   local left = call('PTTL', k)
   if left >= 0 and now + left >= at then return end
