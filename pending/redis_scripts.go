@@ -301,6 +301,14 @@ local function head(id, withBrief)
   return h
 end
 
+-- storedstate returns the state a call's key names (the first word of its
+-- value, as storedState reads it in Go), reading its first bytes alone; nil
+-- when the key is gone, an earlier release's hash, or unreadable.
+local function storedstate(id)
+  local ok, v = pcall(call, 'GETRANGE', callkey(id), 0, 15)
+  return ok and string.match(v, '^(%a+) ') or nil
+end
+
 -- forget drops a vanished call from the live indexes.
 local function forget(id)
   call('ZREM', due, id)
@@ -391,8 +399,10 @@ end
 -- latest entry by that eighth at most.
 local function last(k, at, exact)
   local left = call('PTTL', k)
-  if left >= 0 and now + left >= at then return end
-  if left >= 0 and not exact then at = at + math.floor((at - now) / 8) end
+  if left >= 0 then -- an expiry to extend, or one late enough already
+    if now + left >= at then return end
+    if not exact then at = at + math.floor((at - now) / 8) end
+  end
   call('PEXPIREAT', k, num(at))
 end
 
@@ -574,11 +584,9 @@ if rk then
 end
 for _, x in ipairs(gone) do
   call('ZREM', ek, x)
-  -- out of its state's index: the one its key names (the first word of
-  -- its value; two commands, not six), or every terminal one when the key
-  -- is gone or an earlier release's hash
-  local ok, v = pcall(call, 'GETRANGE', callkey(x), 0, 15)
-  local st = ok and string.match(v, '^(%a+) ')
+  -- out of its state's index (two commands, not six), or out of every
+  -- terminal one when its key does not name one
+  local st = storedstate(x)
   if st and terminal[st] then
     call('ZREM', statekey(st), x)
   else

@@ -863,13 +863,11 @@ func commandCount(tb testing.TB, rdb *redis.Client) int64 {
 		tb.Fatal(err)
 	}
 	var n int64
-	for line := range strings.SplitSeq(info, "\n") {
-		_, stats, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
+	for k, v := range infoFields(info) {
+		if calls, ok := strings.CutPrefix(v, "calls="); ok && strings.HasPrefix(k, "cmdstat_") {
+			calls, _, _ = strings.Cut(calls, ",")
+			n += parseInt(tb, calls)
 		}
-		calls, _, _ := strings.Cut(stats, ",")
-		n += parseInt(tb, calls)
 	}
 	return n
 }
