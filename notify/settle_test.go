@@ -87,9 +87,13 @@ func TestSettledNotWhenDropped(t *testing.T) {
 	opts.OnSettled = set.record
 	n := start(t, opts)
 
+	// The quick target delivers each event before the next comes: its own
+	// one-place queue must not be what drops one.
 	n.Notify(requested("c1"))
 	testkit.WaitFor(t, "c1 in flight at the slow target", func() bool { return len(slow.Requests()) == 1 })
+	testkit.WaitFor(t, "c1 delivered by the quick target", func() bool { return res.count(ResultDelivered) == 1 })
 	n.Notify(requested("c2")) // queued behind c1
+	testkit.WaitFor(t, "c2 delivered by the quick target", func() bool { return res.count(ResultDelivered) == 2 })
 	n.Notify(requested("c3")) // the slow target's queue is full: dropped there
 	if got := res.count(ResultDropped); got != 1 {
 		t.Fatalf("dropped = %d, want 1", got)
