@@ -21,7 +21,7 @@ import (
 const testSecret = "0123456789abcdef0123456789abcdef-test"
 
 // writeFiles writes files under dir and returns dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) string {
+func writeFiles(t testing.TB, dir string, files map[string]string) string {
 	t.Helper()
 	for name, src := range files {
 		p := filepath.Join(dir, name)
@@ -66,7 +66,7 @@ type running struct {
 }
 
 // startServe runs `toolgate serve` in-process and waits until it listens.
-func startServe(t *testing.T, args []string, environ []string) *running {
+func startServe(t testing.TB, args []string, environ []string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &running{stderr: &testkit.Buffer{}, done: make(chan int, 1), cancel: cancel}
