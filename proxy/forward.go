@@ -60,6 +60,13 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		once = o
 	}
 	target := u.URL
+	// X-Forwarded-Host names toolgate as agents reach it, when that is
+	// configured; never the agent's own Host (or request-target), which
+	// the policy does not see and an upstream may route or build URLs by.
+	var fwdHost string
+	if pu, err := url.Parse(s.cfg.ProxyPublicURL); err == nil {
+		fwdHost = pu.Host
+	}
 	// Tracing (when on) wraps the bare transports: a client span per
 	// request, and traceparent written into what the upstream receives.
 	up.transport = newTimedTransport(s.tracing.transport(rt), u.Name, s.metrics)
@@ -71,6 +78,11 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			// protection).
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			if fwdHost != "" {
+				pr.Out.Header["X-Forwarded-Host"] = []string{fwdHost}
+			} else {
+				delete(pr.Out.Header, "X-Forwarded-Host")
+			}
 			if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 				outboundHeader(pr.Out.Header, c)
 				if len(c.body) > 0 {

@@ -519,3 +519,35 @@ func TestMCPBatchNeverParked(t *testing.T) {
 		t.Fatalf("the upstream got %d requests", n)
 	}
 }
+
+// TestForwardedHostIsToolgates: X-Forwarded-Host names toolgate as agents
+// reach it (proxy_public_url), or is left out; never the Host the agent
+// sent, which the policy does not see and an upstream may route by.
+func TestForwardedHostIsToolgates(t *testing.T) {
+	for _, tc := range []struct{ public, want string }{
+		{"", ""},
+		{"https://gw.example.com/tg", "gw.example.com"},
+	} {
+		env := newTestServer(t, allowAll, func(c *Config) { c.ProxyPublicURL = tc.public })
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/tools/read_file", strings.NewReader(`{"path":"a"}`))
+		req.Host = "tenant-b.internal"
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+		got := env.upstream.Requests()
+		h := got[len(got)-1].Header
+		if v, ok := h["X-Forwarded-Host"]; tc.want == "" && ok || tc.want != "" && (len(v) != 1 || v[0] != tc.want) {
+			t.Errorf("proxy_public_url %q: upstream got X-Forwarded-Host %q, want %q", tc.public, v, tc.want)
+		}
+		if h.Get("X-Forwarded-For") == "" || h.Get("X-Forwarded-Proto") != "http" {
+			t.Errorf("X-Forwarded-For and -Proto are toolgate's still: %v", h)
+		}
+	}
+}

@@ -55,6 +55,22 @@ type mcpMessage struct {
 	batch []string
 }
 
+// notMCPEndpoint refuses a plain HTTP call to an MCP upstream that an
+// upstream may take for its MCP endpoint all the same: a spelling of
+// mcp_path in another case or with a trailing slash (routers that match
+// loosely, as Express does by default, serve both there), or any request
+// naming an MCP session. Either would reach the MCP server without its
+// message being read or its session checked against the caller.
+func notMCPEndpoint(r *http.Request, rel, mcpPath string) *answer {
+	if strings.EqualFold(strings.TrimRight(rel, "/"), strings.TrimRight(mcpPath, "/")) {
+		return invalid(http.StatusBadRequest, "Not the MCP endpoint", "the MCP endpoint is "+mcpPath+", spelt exactly so")
+	}
+	if _, has := r.Header[headerSessionID]; has {
+		return invalid(http.StatusBadRequest, "Session outside the MCP endpoint", "Mcp-Session-Id is sent to the MCP endpoint "+mcpPath+" only")
+	}
+	return nil
+}
+
 // readMCP reads a request to an MCP upstream. POSTs to its mcp_path carry
 // one JSON-RPC message, parsed as strictly as a REST body; tools/call is a
 // tool call, every other method, GET (the SSE stream) and DELETE (session
@@ -62,6 +78,9 @@ type mcpMessage struct {
 func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	in := c.input
 	if c.rawRel != c.up.MCPPath {
+		if a := notMCPEndpoint(r, c.rawRel, c.up.MCPPath); a != nil {
+			return a
+		}
 		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
 		c.body = body
 		return cerr

@@ -259,6 +259,11 @@ func (u *Upstream) withDefaults() error {
 	if u.URL == nil || u.URL.Host == "" || (u.URL.Scheme != "http" && u.URL.Scheme != "https") {
 		return fmt.Errorf("proxy: upstream %s: url must be absolute http(s)", u.Name)
 	}
+	if u.URL.RawQuery != "" || u.URL.ForceQuery || u.URL.Fragment != "" {
+		// A call's path is joined to the URL's: an approved call's would
+		// land in the query, a live call's query be merged with it.
+		return fmt.Errorf("proxy: upstream %s: url must have no query or fragment", u.Name)
+	}
 	if u.Protocol == "" {
 		u.Protocol = policy.KindREST
 	}

@@ -342,3 +342,49 @@ func TestMCPSessionHandedOutTwice(t *testing.T) {
 		t.Errorf("the session's owner is %q, %v; want agent-a still", owner, err)
 	}
 }
+
+// TestMCPEndpointNearMisses: on an MCP upstream, a plain HTTP call the
+// upstream's router may take for its MCP endpoint (mcp_path in another
+// case or with a trailing slash) or one naming an MCP session is refused,
+// even under a policy that allows every plain HTTP call there: its
+// message would go unread and its session unchecked.
+func TestMCPEndpointNearMisses(t *testing.T) {
+	env := newMCPEnv(t, mcpEras[0], func(c *Config) { c.Decider = allowAll })
+	send := func(path string, hdr ...string) int {
+		req, _ := http.NewRequest(http.MethodGet, env.url+path, nil)
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Accept", "text/event-stream")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, tc := range []struct {
+		path string
+		hdr  []string
+	}{
+		{"/mcp/", nil},
+		{"/MCP", nil},
+		{"/Mcp/", nil},
+		{"/health", []string{"Mcp-Session-Id", "victim-session-123"}},
+	} {
+		before := len(env.up.Requests())
+		if code := send(tc.path, tc.hdr...); code != http.StatusBadRequest {
+			t.Errorf("GET %s %v: status %d, want 400", tc.path, tc.hdr, code)
+		}
+		if n := len(env.up.Requests()); n != before {
+			t.Errorf("GET %s %v reached the upstream", tc.path, tc.hdr)
+		}
+	}
+	// A plain call elsewhere, without a session, is the policy's to decide.
+	before := len(env.up.Requests())
+	send("/health")
+	if n := len(env.up.Requests()); n != before+1 {
+		t.Errorf("GET /health: the allowed plain call did not reach the upstream")
+	}
+}

@@ -132,19 +132,33 @@ func (v *validator) listen(c *Config) {
 // URL other URLs are built under: a path may follow the host, but no
 // query, fragment or credentials, which would end up in every URL built.
 func (v *validator) baseURL(key, val string) {
+	if !v.pathURL(key, val) {
+		return
+	}
+	if u, _ := url.Parse(val); u.User != nil {
+		v.add(key, "carries credentials", "remove the user and password before the host: agents see this URL")
+	}
+}
+
+// pathURL checks that val, the value of key, is an absolute http or https
+// URL whose path others are joined to: no query or fragment, which a
+// joined path would land inside of (an approved call's path becoming part
+// of a query value) or which would be merged with a call's own query,
+// a parameter then arriving twice though the policy saw it once. It
+// reports whether val passed.
+func (v *validator) pathURL(key, val string) bool {
 	n := len(v.errs)
 	v.httpURL(key, val)
 	if len(v.errs) > n {
-		return
+		return false
 	}
 	switch u, _ := url.Parse(val); {
 	case u.RawQuery != "" || u.ForceQuery:
 		v.add(key, "has a query", "remove everything from ? on")
 	case u.Fragment != "" || strings.Contains(val, "#"):
 		v.add(key, "has a fragment", "remove everything from # on")
-	case u.User != nil:
-		v.add(key, "carries credentials", "remove the user and password before the host: agents see this URL")
 	}
+	return len(v.errs) == n
 }
 
 // sameHost reports whether two listeners on the same port would collide: the
@@ -176,7 +190,7 @@ func (v *validator) upstreams(us []Upstream) {
 		default:
 			names[u.Name] = at
 		}
-		v.httpURL(at+".url", u.URL)
+		v.pathURL(at+".url", u.URL)
 		v.oneOf(at+".protocol", u.Protocol, "rest", "mcp")
 		switch err := proxy.CheckPrefix(u.Prefix); {
 		case err != nil:
