@@ -551,3 +551,40 @@ func TestForwardedHostIsToolgates(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialsNeverInThePolicyInput: credential headers are forwarded
+// to the upstream (the agent's Authorization aside) but never put in the
+// policy input, which a parked call keeps, approvers see and the decision
+// log writes.
+func TestCredentialsNeverInThePolicyInput(t *testing.T) {
+	secrets := []string{
+		"Cookie", "X-Api-Key", "X-Auth-Token", "Private-Token", "X-Goog-Api-Key", "Api-Key",
+		"X-Amz-Security-Token", "Ocp-Apim-Subscription-Key", "X-Client-Secret", "X-Password", "X-Credentials",
+	}
+	var seen *policy.Input
+	d := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		seen = in
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, d)
+	hdr := []string{"Authorization", "Bearer agent-key", "X-Trace-Note", "kept"}
+	for _, k := range secrets {
+		hdr = append(hdr, k, "SECRET-"+k)
+	}
+	if res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, hdr...); res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if got := seen.HTTP.Headers["x-trace-note"]; len(got) != 1 || got[0] != "kept" {
+		t.Errorf("an ordinary header is missing from the input: %v", seen.HTTP.Headers)
+	}
+	got := env.upstream.Requests()
+	h := got[len(got)-1].Header
+	for _, k := range secrets {
+		if v, ok := seen.HTTP.Headers[strings.ToLower(k)]; ok {
+			t.Errorf("%s is in the policy input: %q", k, v)
+		}
+		if h.Get(k) != "SECRET-"+k {
+			t.Errorf("%s did not reach the upstream", k)
+		}
+	}
+}

@@ -10,12 +10,32 @@ import (
 )
 
 // secretHeaders never reach the policy input: credentials and cookies.
+// Nor does any header whose name says it carries one (secretWords): the
+// input is stored with a parked call, shown to every approver through the
+// approvals API and written to the decision log.
 var secretHeaders = map[string]bool{
 	"authorization":       true,
 	"proxy-authorization": true,
 	"cookie":              true,
 	"x-api-key":           true,
 	"x-auth-token":        true,
+}
+
+// secretWords, within a lower-cased header name, mark a credential:
+// Private-Token, X-Goog-Api-Key, Api-Key, X-Amz-Security-Token,
+// Ocp-Apim-Subscription-Key, X-Client-Secret and their kind.
+var secretWords = []string{"token", "secret", "passw", "apikey", "api-key", "subscription-key", "credential"}
+
+func secretHeader(lk string) bool {
+	if secretHeaders[lk] {
+		return true
+	}
+	for _, w := range secretWords {
+		if strings.Contains(lk, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // overrideHeaders ask some frameworks to act as if the method or path were
@@ -85,7 +105,7 @@ func policyHeaders(h http.Header) map[string][]string {
 	out := make(map[string][]string, len(h))
 	for k, vs := range h {
 		lk := strings.ToLower(k)
-		if secretHeaders[lk] {
+		if secretHeader(lk) {
 			continue
 		}
 		out[lk] = vs
