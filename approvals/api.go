@@ -122,7 +122,7 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin
 			gj := grantOf(*g)
 			ans.Grant = &gj
 		} else {
-			ans.Error = "approved, but the grant was not stored: " + err.Error()
+			ans.Error = "approved, but the grant was not stored (see toolgate's log)" // the store's error may name its addresses
 		}
 	}
 	writeJSON(w, http.StatusOK, ans)

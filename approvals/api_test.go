@@ -366,3 +366,19 @@ func TestAPIDecisionNotReplicated(t *testing.T) {
 		t.Errorf("audit records %v, want the decision's", recs)
 	}
 }
+
+// TestAPI_RememberNeedsAToolCall: a grant names one principal's calls of
+// one tool, so "remember" on a call without a tool (a plain HTTP call) is
+// refused before anything is decided, as a bad scope is.
+func TestAPI_RememberNeedsAToolCall(t *testing.T) {
+	e := newEnv(t, func(c *approvals.Config) { c.Grants = c.Store.(*pending.MemoryStore) })
+	c := e.park("agent-42", "", `{"path":"notes/today.txt"}`)
+	res := e.do(http.MethodPost, "/api/approvals/"+c.ID, bearer(aliceKey),
+		`{"decision":"approve","remember":{"scope":"subject+tool","lifetime":"8h"}}`)
+	if res.status != http.StatusBadRequest {
+		t.Errorf("POST = %d, want 400\n%s", res.status, res.body)
+	}
+	if s := e.state(c.ID); s != pending.Waiting {
+		t.Errorf("state = %s, want waiting", s)
+	}
+}

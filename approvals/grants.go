@@ -49,6 +49,8 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 	case info.HookAsked:
 		// A hook's ask is live state; no grant answers it later.
 		return 0, badRequest("a hook asked for this call: it can be approved only once")
+	case !grantable(c):
+		return 0, badRequest("only a tool call of a known principal can be remembered: approve once")
 	case rm.Scope != scopeTarget && rm.Scope != scopeTool:
 		return 0, badRequest(`remember.scope must be "` + scopeTarget + `" or "` + scopeTool + `"`)
 	}
@@ -58,6 +60,11 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 	}
 	return d, nil
 }
+
+// grantable reports whether a grant can name c: a grant is for one
+// principal's calls of one tool (pending.Grant), so a plain HTTP call, or
+// one without a principal, is approved once.
+func grantable(c pending.Call) bool { return c.Principal != "" && c.Tool != "" }
 
 // grant records the grant an approval asked for. The call is approved
 // already: a grant that cannot be stored is reported, the approval stands.
