@@ -187,16 +187,32 @@ local function attachkey(ak) return base .. 'attach:' .. ak end
 -- table's own entries have names of more than two characters.
 
 -- line parses a value's first line: the state, the lengths, and where
--- the header starts (1-based).
+-- the header starts (1-based); nil for a value that is not a call's.
 local function line(v)
   local nl = string.find(v, '\n', 1, true)
+  if not nl then return nil end
   local st, hl, bf, inl, rq, rb = string.match(string.sub(v, 1, nl - 1), '^(%a+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if not st then return nil end
   return st, tonumber(hl), {tonumber(bf), tonumber(inl), tonumber(rq), tonumber(rb)}, nl + 1
 end
 
+-- unpackheader reads a call's header; nil when it is not one.
+local function unpackheader(b)
+  local ok, h = pcall(cmsgpack.unpack, b)
+  if ok and type(h) == 'table' then return h end
+  return nil
+end
+
+-- decode returns the call stored as v, or nil for a damaged value (which
+-- Go reads as ErrDamaged): a script treats it as gone rather than fail,
+-- so one damaged key cannot stop the lists and sweeps of its whole shard,
+-- nor leave a sweep's moves done but unreported (Redis keeps a failed
+-- script's writes).
 local function decode(v)
   local st, hl, n, at = line(v)
-  local h = cmsgpack.unpack(string.sub(v, at, at + hl - 1))
+  if not st or at + hl + n[1] + n[2] + n[3] + n[4] - 1 ~= #v then return nil end
+  local h = unpackheader(string.sub(v, at, at + hl - 1))
+  if not h then return nil end
   h.st, h._val, h._lens = st, v, n[1] .. ' ' .. n[2] .. ' ' .. n[3]
   h._t0 = at + hl
   h._t1 = h._t0 + n[1] + n[2] + n[3] - 1
@@ -292,10 +308,12 @@ local function head(id, withBrief)
   end
   if v == '' then return nil end
   local st, hl, n, at = line(v)
+  if not st then return nil end -- damaged (decode)
   local len = hl
   if withBrief then len = len + n[1] end
   local hb = call('GETRANGE', k, at - 1, at + len - 2)
-  local h = cmsgpack.unpack(string.sub(hb, 1, hl))
+  local h = unpackheader(string.sub(hb, 1, hl))
+  if not h then return nil end
   h.st = st
   if withBrief and n[1] > 0 then h.bf = string.sub(hb, hl + 1) end
   return h
