@@ -182,8 +182,14 @@ func (s *MemoryStore) namesAttachable(k string, now time.Time) bool {
 	if m == nil {
 		return false
 	}
-	s.expireIfDue(m, now)
-	return attachable(m.c)
+	// Judged as the call would stand past its deadline, without moving
+	// it: this call is not the one being parked or attached to, and its
+	// end is Expire's to report (as the Redis store leaves it).
+	c := m.c
+	if to := overdue(c, now); to != "" {
+		c.State = to
+	}
+	return attachable(c)
 }
 
 // Get implements [Store.Get].

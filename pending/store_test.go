@@ -67,6 +67,27 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	// A new call whose ArgsKey names another call past its deadline leaves
+	// that call as it stands: its end is Expire's to report.
+	t.Run("ParkLeavesAnOverdueCallNamedByItsArgsKey", func(t *testing.T) {
+		s, advance := newStore(t)
+		ctx := t.Context()
+		c := sampleCall()
+		c.AttachKey = c.ArgsKey
+		c = park(t, s, c, short)
+		advance(beyond)
+		n := sampleCall()
+		n.AttachKey = "idem-" + n.ID // an Idempotency-Key: looked up alone
+		n.ArgsKey = c.ArgsKey
+		park(t, s, n, long)
+		if st := get(t, s, c.ID).State; st != Waiting {
+			t.Errorf("the overdue call named by the new call's ArgsKey is %s, want waiting until Expire", st)
+		}
+		if ended, err := s.Expire(ctx, 100); err != nil || len(ended) != 1 || ended[0].ID != c.ID {
+			t.Errorf("Expire = %v, %v; want the overdue call, reported once", ended, err)
+		}
+	})
+
 	t.Run("ParkRoundTrip", func(t *testing.T) {
 		s, _ := newStore(t)
 		ctx := t.Context()
