@@ -178,8 +178,13 @@ func (h HeaderConfig) check(bad func(key, msg, fix string)) {
 		bad("secret_header", "is set but secret is not", "set secret too, or remove secret_header")
 	}
 	for i, s := range h.TrustedSources {
-		if _, err := parseSource(s); err != nil {
+		switch p, err := parseSource(s); {
+		case err != nil:
 			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q is not an address or CIDR prefix", s), "write it like 10.0.0.0/8, 192.168.1.10 or fd00::/8")
+		case p.Bits() == 0:
+			// Every address: anybody who reaches the listener could name
+			// themselves an approver.
+			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q trusts every address", s), "list the authenticating proxy's own addresses, or use secret")
 		}
 	}
 }
