@@ -73,7 +73,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
-	req, reqDigest := c.stored(r).encode()
+	req, reqDigest := c.stored(r, s.fwdHost).encode()
 	info := callinfo.Info{
 		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
 		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,

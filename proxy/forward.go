@@ -60,13 +60,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		once = o
 	}
 	target := u.URL
-	// X-Forwarded-Host names toolgate as agents reach it, when that is
-	// configured; never the agent's own Host (or request-target), which
-	// the policy does not see and an upstream may route or build URLs by.
-	var fwdHost string
-	if pu, err := url.Parse(s.cfg.ProxyPublicURL); err == nil {
-		fwdHost = pu.Host
-	}
+	fwdHost := s.fwdHost
 	// Tracing (when on) wraps the bare transports: a client span per
 	// request, and traceparent written into what the upstream receives.
 	up.transport = newTimedTransport(s.tracing.transport(rt), u.Name, s.metrics)
@@ -77,12 +71,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			// tool servers on loopback refuse a foreign Host (DNS-rebinding
 			// protection).
 			pr.SetURL(target)
-			pr.SetXForwarded()
-			if fwdHost != "" {
-				pr.Out.Header["X-Forwarded-Host"] = []string{fwdHost}
-			} else {
-				delete(pr.Out.Header, "X-Forwarded-Host")
-			}
+			setForwarded(pr, fwdHost)
 			if c, ok := pr.In.Context().Value(callKey{}).(*call); ok {
 				outboundHeader(pr.Out.Header, c)
 				if len(c.body) > 0 {
@@ -132,6 +121,29 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 		return a
 	}
 	return answered
+}
+
+// forwardedHost is the X-Forwarded-Host toolgate sends: the host of its
+// public URL, as agents reach toolgate; "" when that is not set.
+func forwardedHost(publicURL string) string {
+	if pu, err := url.Parse(publicURL); err == nil {
+		return pu.Host
+	}
+	return ""
+}
+
+// setForwarded writes pr.Out's X-Forwarded-For and -Proto from the agent's
+// connection, as httputil does, and X-Forwarded-Host as host, or none:
+// never the agent's own Host (or request-target), which the policy does
+// not see and an upstream may route or build URLs by. The agent's own
+// X-Forwarded-* never get here (sanitizeHeaders).
+func setForwarded(pr *httputil.ProxyRequest, host string) {
+	pr.SetXForwarded()
+	if host != "" {
+		pr.Out.Header["X-Forwarded-Host"] = []string{host}
+	} else {
+		delete(pr.Out.Header, "X-Forwarded-Host")
+	}
 }
 
 // callKey carries the call on the request the reverse proxy handles, so

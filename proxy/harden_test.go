@@ -552,6 +552,45 @@ func TestForwardedHostIsToolgates(t *testing.T) {
 	}
 }
 
+// TestApprovedCallForwardedAsAllowed: an approved call reaches the
+// upstream with the X-Forwarded-* headers an allowed call would have had
+// (the agent's address, toolgate's public host), written when it was
+// parked; none of the agent's own.
+func TestApprovedCallForwardedAsAllowed(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) { c.ProxyPublicURL = "https://gw.example.com/tg" })
+	go func() {
+		pc := pe.nextParked(t)
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+			t.Error(err)
+		}
+	}()
+	req, _ := http.NewRequest(http.MethodPost, pe.url+"/tools/Write", strings.NewReader(`{"path":"a"}`))
+	req.Host = "tenant-b.internal"
+	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", "10.9.9.9")
+	req.Header.Set("X-Forwarded-Host", "evil.example")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get(headerDecision) != "approved" {
+		t.Fatalf("status %d decision %q", res.StatusCode, res.Header.Get(headerDecision))
+	}
+	got := pe.upstream.Requests()
+	if len(got) != 1 {
+		t.Fatalf("upstream got %d requests", len(got))
+	}
+	h := got[0].Header
+	if v := h.Values("X-Forwarded-For"); len(v) != 1 || v[0] != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q, want the agent's address alone", v)
+	}
+	if h.Get("X-Forwarded-Host") != "gw.example.com" || h.Get("X-Forwarded-Proto") != "http" {
+		t.Errorf("X-Forwarded-Host %q, -Proto %q", h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"))
+	}
+}
+
 // TestCredentialsNeverInThePolicyInput: credential headers are forwarded
 // to the upstream (the agent's Authorization aside) but never put in the
 // policy input, which a parked call keeps, approvers see and the decision

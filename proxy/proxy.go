@@ -154,6 +154,9 @@ type Server struct {
 	// (pending.PlaceID).
 	placeID  func(id, principal string) string
 	draining atomic.Bool
+	// fwdHost is the X-Forwarded-Host of every forwarded call
+	// (forwardedHost).
+	fwdHost string
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -196,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 		// unguessable.
 		cfg.NewCallID = rand.Text
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg)}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL)}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID
 	}

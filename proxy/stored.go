@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httputil"
 	"sort"
 )
 
@@ -21,8 +22,13 @@ type storedRequest struct {
 	Body   []byte      `json:"body,omitempty"`
 }
 
-func (c *call) stored(r *http.Request) storedRequest {
+// stored is what r will send once approved. fwdHost is the X-Forwarded-Host
+// of an allowed call (Server.fwdHost): an approved call carries the
+// same X-Forwarded-* headers, written now, while the agent's connection is
+// known.
+func (c *call) stored(r *http.Request, fwdHost string) storedRequest {
 	h := r.Header.Clone() // sanitized: no hop-by-hop headers, no claims
+	setForwarded(&httputil.ProxyRequest{In: r, Out: &http.Request{Header: h}}, fwdHost)
 	// The credentials were toolgate's; the body is stored decoded.
 	for _, k := range []string{
 		"Authorization", "Proxy-Authorization", "Proxy-Authenticate", "Content-Encoding", "Content-Length", "Prefer", "Idempotency-Key",
