@@ -29,9 +29,11 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 			return fmt.Errorf("approvals: approver %q is listed twice (names are compared ignoring case)", a.Name)
 		}
 		names[strings.ToLower(a.Name)] = true
+		// The groups belong to the name however the approver is known:
+		// by this key, or signed in or clicking in Slack as this name.
+		h.groups[a.Name] = slices.Clone(a.Groups)
 		if a.Key == "" {
-			h.groups[a.Name] = slices.Clone(a.Groups) // groups only: no API access
-			continue
+			continue // groups only: no API access
 		}
 		k := approverKey{name: a.Name, sum: sha256.Sum256([]byte(a.Key)), groups: slices.Clone(a.Groups)}
 		if seen[k.sum] {
@@ -43,8 +45,8 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 	return nil
 }
 
-// known completes an approver known by sign-in or Slack with the groups a
-// key-less approvers entry gives their name, beside those their identity
+// known completes an approver known by sign-in or Slack with the groups
+// the approvers entry of their name gives, beside those their identity
 // source gave.
 func (h *Handler) known(a signin.Approver) signin.Approver {
 	for _, g := range h.groups[a.Name] {

@@ -137,9 +137,11 @@ func TestIdentity_GroupScopedAsk(t *testing.T) {
 	if res := e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`); res.status != http.StatusForbidden {
 		t.Fatalf("alice's key, not in sre: %d, want 403", res.status)
 	}
-	// A key's groups are the key's: signing in under the key's name gives none.
-	if res := e.formAs(c.ID, as("deploy-bot"), form); res.status != http.StatusForbidden {
-		t.Fatalf("a sign-in named like a keyed approver: %d, want 403", res.status)
+	// An entry's groups belong to its name however it is known: signed
+	// in as deploy-bot, whose entry also has a key, is in sre.
+	c2 := e.parkFor("agent-42", callinfo.Approvers{Groups: []string{"sre"}, Min: 1})
+	if res := e.formAs(c2.ID, as("deploy-bot"), url.Values{"token": {e.signer.Token(c2)}, "decision": {"approve"}}); res.status != http.StatusOK || e.state(c2.ID) != pending.Approved {
+		t.Fatalf("signed in as a keyed approver in sre: %d, %s\n%s", res.status, e.state(c2.ID), res.body)
 	}
 	// erin is in sre through approvals.approvers[].groups.
 	form.Set("decision", "approve")

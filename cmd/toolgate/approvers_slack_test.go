@@ -21,7 +21,7 @@ const (
 
 	slackApprovals = `  slack:
     signing_secret: ` + slackSigningSecret + `
-    users: {U0ALICE: alice@example.com, U0CAROL: carol@example.com}
+    users: {U0ALICE: alice@example.com, U0BOB: bob@example.com, U0CAROL: carol@example.com}
 `
 
 	// slackResponseURL is where toolgate answers a click. toolgate posts
@@ -177,6 +177,16 @@ func TestApproverSlack(t *testing.T) {
 	}
 	if n := e.executed("slack-staging"); n != 0 {
 		t.Errorf("the upstream received a rejected call %d times", n)
+	}
+
+	// bob's entry has an API key and the group dba: his Slack click is
+	// one of the two dba approvals a drop_table needs.
+	d := e.park(t, "agent-key", "drop_table", "slack-dba")
+	if code := click(t, "U0BOB", approve, d.id).send(t, e.approvals); code != 200 {
+		t.Fatalf("bob's click: %d", code)
+	}
+	if c := getAPICall(t, e.approvals, d.id); c.Status != "waiting" || len(c.Approvals) != 1 || c.Approvals[0].By != "bob@example.com" {
+		t.Errorf("after bob's click the call is %s with approvals %v, want bob's one of two", c.Status, c.approvers())
 	}
 }
 
