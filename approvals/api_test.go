@@ -26,6 +26,23 @@ func decoded(t *testing.T, res response) map[string]any {
 	return v
 }
 
+// TestAPI_SelfApprovalBehindASubjectPrefix: a JWT's subject may carry a
+// prefix (identity.jwt.subject_prefix); the approver its claim names is
+// still refused on the call, through the principal.
+func TestAPI_SelfApprovalBehindASubjectPrefix(t *testing.T) {
+	e := newEnv(t)
+	c := e.parkOf("jwt:alice", "jwt:https://issuer.example#alice", "write_note", `{"path":"notes/today.txt"}`)
+	if res := e.do(http.MethodPost, "/api/approvals/"+c.ID, bearer(aliceKey), `{"decision":"approve"}`); res.status != http.StatusForbidden {
+		t.Fatalf("alice approving her own token's call: %d, want 403\n%s", res.status, res.body)
+	}
+	if e.state(c.ID) != pending.Waiting {
+		t.Fatalf("call %s, want waiting", e.state(c.ID))
+	}
+	if res := e.do(http.MethodPost, "/api/approvals/"+c.ID, bearer(bobKey), `{"decision":"approve"}`); res.status != http.StatusOK {
+		t.Fatalf("bob approving: %d\n%s", res.status, res.body)
+	}
+}
+
 func TestAPI_Decide(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -37,7 +38,7 @@ func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pendi
 		}
 		return counts, nil
 	}
-	if who != nil && to == pending.Approved && sameIdentity(who.Name, c.Subject) {
+	if who != nil && to == pending.Approved && ownCall(who.Name, c) {
 		return nil, errSelfApproval
 	}
 	if !info.NamesApprovers() {
@@ -82,7 +83,7 @@ func eligibleFor(a callinfo.Approvers, who *signin.Approver) bool {
 // mayDecide reports whether who may make some decision on c: what the
 // inbox lists and whether a page shows the form.
 func mayDecide(c pending.Call, info callinfo.Info, who *signin.Approver) bool {
-	if who != nil && sameIdentity(who.Name, c.Subject) {
+	if who != nil && ownCall(who.Name, c) {
 		return false // an approver's own call: only a rejection is left to them, from its link
 	}
 	if _, err := eligible(c, info, who, pending.Rejected); err != nil {
@@ -97,10 +98,16 @@ func approvedBy(c pending.Call, name string) bool {
 	return pending.ApprovedBy(c.Approvals, name)
 }
 
-// sameIdentity compares an approver's name with a call's subject. Case is
-// ignored: refusing "Alice" on alice's call errs on the safe side.
-func sameIdentity(approver, subject string) bool {
-	return strings.EqualFold(approver, subject)
+// ownCall reports whether approver is the subject of c: its subject, or
+// the subject its principal's credential names (a JWT's claim before a
+// configured prefix). Case is ignored: refusing "Alice" on alice's call
+// errs on the safe side.
+func ownCall(approver string, c pending.Call) bool {
+	if strings.EqualFold(approver, c.Subject) {
+		return true
+	}
+	s := identity.PrincipalSubject(c.Principal)
+	return s != "" && strings.EqualFold(approver, s)
 }
 
 // progress says how far a call with a quorum is: "1 of 2 approvals", one

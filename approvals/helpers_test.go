@@ -103,6 +103,12 @@ func (e *env) onDecisionCalls() []pending.Call {
 // park parks a call of subject to tool with JSON arguments args.
 func (e *env) park(subject, tool, args string) pending.Call {
 	e.t.Helper()
+	return e.parkOf(subject, "", tool, args)
+}
+
+// parkOf is park with the call's principal.
+func (e *env) parkOf(subject, principal, tool, args string) pending.Call {
+	e.t.Helper()
 	// Without HTML escaping, so the stored arguments are byte-exact
 	// (json.Marshal would turn "<" into "\u003c").
 	var infoBuf bytes.Buffer
@@ -120,7 +126,7 @@ func (e *env) park(subject, tool, args string) pending.Call {
 	request := []byte("POST /tools/" + tool + "\n" + args)
 	sum := sha256.Sum256(request)
 	c, _, err := e.store.Park(context.Background(), pending.Call{
-		ID: rand.Text(), Subject: subject, Upstream: "notes", Tool: tool,
+		ID: rand.Text(), Subject: subject, Principal: principal, Upstream: "notes", Tool: tool,
 		Request: request, RequestDigest: hex.EncodeToString(sum[:]), Info: info,
 	}, time.Hour)
 	if err != nil {

@@ -107,7 +107,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 	case auth.who != nil && approvedBy(c, auth.who.Name):
 		data.Message = "Your approval is counted. The call waits for more approvers (" + progress(c, info) + ")."
 		data.Tone = "ok"
-	case auth.who != nil && sameIdentity(auth.who.Name, c.Subject):
+	case auth.who != nil && ownCall(auth.who.Name, c):
 		// Nobody approves their own call; withdrawing it is theirs to do.
 		data.Message = "This is your own call: you cannot approve it, but you may reject it."
 		data.Tone = "warn"

@@ -32,8 +32,8 @@ func (c Config) LogValue() slog.Value {
 
 // String describes j; a password in the JWKS URL is redacted.
 func (j JWT) String() string {
-	return fmt.Sprintf("{JWKSFile:%s JWKSURL:%s Issuer:%s Audience:%v SubjectClaim:%s GroupsClaim:%s Leeway:%s}",
-		j.JWKSFile, redactURL(j.JWKSURL), j.Issuer, j.Audience, j.SubjectClaim, j.GroupsClaim, j.Leeway)
+	return fmt.Sprintf("{JWKSFile:%s JWKSURL:%s Issuer:%s Audience:%v SubjectClaim:%s SubjectPrefix:%s GroupsClaim:%s Leeway:%s}",
+		j.JWKSFile, redactURL(j.JWKSURL), j.Issuer, j.Audience, j.SubjectClaim, j.SubjectPrefix, j.GroupsClaim, j.Leeway)
 }
 
 // LogValue describes j; a password in the JWKS URL is redacted.
@@ -44,6 +44,7 @@ func (j JWT) LogValue() slog.Value {
 		slog.String("issuer", j.Issuer),
 		slog.Any("audience", j.Audience),
 		slog.String("subject_claim", j.SubjectClaim),
+		slog.String("subject_prefix", j.SubjectPrefix),
 		slog.String("groups_claim", j.GroupsClaim),
 		slog.Duration("leeway", j.Leeway),
 	)

@@ -44,6 +44,11 @@ type JWT struct {
 	// SubjectClaim names the claim that becomes Subject.ID; default "sub".
 	// It must be a non-empty string.
 	SubjectClaim string
+	// SubjectPrefix is prepended to that claim in Subject.ID (not in the
+	// principal, which names the issuer apart already): "jwt:" keeps a
+	// token's "alice" apart from an API key's subject "alice" in policies,
+	// grants and the self-approval check.
+	SubjectPrefix string
 	// GroupsClaim names the claim that becomes Subject.Groups: an array of
 	// strings or a space-separated string. Default "groups"; absent means
 	// no groups.
@@ -64,6 +69,7 @@ type jwtVerifier struct {
 	verifyOpts   []jws.VerifyOption
 	validateOpts []jwt.ValidateOption
 	subjectClaim string
+	prefix       string // SubjectPrefix
 	groupsClaim  string
 	issuer       string      // the configured issuer, which every accepted token's iss equals
 	remote       *remoteKeys // nil for a JWKS file
@@ -73,6 +79,7 @@ type jwtVerifier struct {
 func newJWTVerifier(cfg JWT, logger *slog.Logger) (*jwtVerifier, error) {
 	v := &jwtVerifier{
 		subjectClaim: cmp.Or(cfg.SubjectClaim, defaultSubjectClaim),
+		prefix:       cfg.SubjectPrefix,
 		groupsClaim:  cmp.Or(cfg.GroupsClaim, defaultGroupsClaim),
 		issuer:       cfg.Issuer,
 	}
@@ -181,7 +188,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Subject, error)
 	if err != nil {
 		return Subject{}, err
 	}
-	return Subject{ID: sub, Principal: jwtPrincipal(v.issuer, sub), Groups: groups, Claims: claims, Authenticated: true}, nil
+	return Subject{ID: v.prefix + sub, Principal: jwtPrincipal(v.issuer, sub), Groups: groups, Claims: claims, Authenticated: true}, nil
 }
 
 // verifyFailure turns a jws.Verify error into a short reason.

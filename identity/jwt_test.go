@@ -176,6 +176,7 @@ func TestJWTClaimNamesAndSingleKey(t *testing.T) {
 	keys := testkit.NewKeys(t)
 	cfg := jwtConfig(testkit.WriteJWKS(t, testkit.KeySet(t, testkit.PublicJWK(t, &keys.EC.PublicKey, "only", ""))))
 	cfg.JWT.SubjectClaim = "email"
+	cfg.JWT.SubjectPrefix = "jwt:"
 	cfg.JWT.GroupsClaim = "roles"
 	cfg.JWT.Leeway = time.Second
 	a := newAuthenticator(t, cfg)
@@ -189,7 +190,8 @@ func TestJWTClaimNamesAndSingleKey(t *testing.T) {
 		{
 			name:  "no kid, one key",
 			token: testkit.Sign(t, jwa.ES256(), keys.EC, "", claims("roles", []string{"admin"}), nil),
-			want:  identity.Subject{ID: "user-1@example.com", Principal: "jwt:" + testIssuer + "#user-1@example.com", Groups: []string{"admin"}, Authenticated: true},
+			// The prefix is in the subject, not in the principal.
+			want: identity.Subject{ID: "jwt:user-1@example.com", Principal: "jwt:" + testIssuer + "#user-1@example.com", Groups: []string{"admin"}, Authenticated: true},
 		},
 		{name: "subject claim missing", token: testkit.Sign(t, jwa.ES256(), keys.EC, "only", claims("email", nil), nil), wantErr: "identity: jwt: missing subject claim"},
 		{name: "subject claim not a string", token: testkit.Sign(t, jwa.ES256(), keys.EC, "only", claims("email", 7), nil), wantErr: "identity: jwt: missing subject claim"},

@@ -22,6 +22,24 @@ func keyPrincipal(subject string) string {
 // issuers escape to the same text.
 var issuerEscaper = strings.NewReplacer("%", "%25", "#", "%23")
 
+// PrincipalSubject is the subject a principal's credential names, as it
+// named it: an API key's subject, a JWT's subject claim before
+// identity.jwt.subject_prefix; "" for the anonymous principal. The
+// self-approval check compares approvers with it as well as with
+// Subject.ID, so that a prefix never lets the human behind a token
+// approve their own agent's calls.
+func PrincipalSubject(principal string) string {
+	if s, ok := strings.CutPrefix(principal, keyPrincipalPrefix); ok {
+		return s
+	}
+	if rest, ok := strings.CutPrefix(principal, jwtPrincipalPrefix); ok {
+		if _, s, ok := strings.Cut(rest, "#"); ok {
+			return s
+		}
+	}
+	return ""
+}
+
 // jwtPrincipal is the Principal of a JWT of issuer whose subject claim is
 // subject.
 func jwtPrincipal(issuer, subject string) string {

@@ -85,8 +85,11 @@ type JWT struct {
 	Issuer       string   `koanf:"issuer"`
 	Audience     []string `koanf:"audience"`
 	SubjectClaim string   `koanf:"subject_claim"`
-	GroupsClaim  string   `koanf:"groups_claim"`
-	Leeway       Duration `koanf:"leeway"`
+	// SubjectPrefix is prepended to the subject claim in subject.id, so
+	// that a JWT's subject never reads as an API key's.
+	SubjectPrefix string   `koanf:"subject_prefix"`
+	GroupsClaim   string   `koanf:"groups_claim"`
+	Leeway        Duration `koanf:"leeway"`
 }
 
 // Policy says where the policies are and how decisions are applied.

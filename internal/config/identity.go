@@ -23,7 +23,7 @@ func (id *Identity) Options(proxyPublicURL string) identity.Config {
 	if j := id.JWT; j != nil {
 		ic.JWT = &identity.JWT{
 			JWKSFile: j.JWKSFile, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience,
-			SubjectClaim: j.SubjectClaim, GroupsClaim: j.GroupsClaim, Leeway: j.Leeway.Std(),
+			SubjectClaim: j.SubjectClaim, SubjectPrefix: j.SubjectPrefix, GroupsClaim: j.GroupsClaim, Leeway: j.Leeway.Std(),
 		}
 	}
 	return ic
