@@ -33,6 +33,8 @@ type call struct {
 
 // serveCall handles every request on the proxy listener.
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
 	c := &call{id: s.cfg.NewCallID(), out: restResponder{}}
 	s.respond(w, c, s.handle(w, r, c))
 }

@@ -154,6 +154,7 @@ type Server struct {
 	// (pending.PlaceID).
 	placeID  func(id, principal string) string
 	draining atomic.Bool
+	inflight atomic.Int64 // calls being served (serveCall), for WaitIdle
 	// fwdHost is the X-Forwarded-Host of every forwarded call
 	// (forwardedHost).
 	fwdHost string
@@ -295,6 +296,22 @@ func (s *Server) Drain() {
 	s.draining.Store(true)
 	if s.life != nil {
 		s.life.Drain()
+	}
+}
+
+// WaitIdle returns once no call is being served, or when ctx ends. After
+// Drain, new calls are answered 503 at once, so what it waits for is the
+// calls admitted before: the listener stays open meanwhile, and a call
+// sent here late gets a 503 to retry elsewhere, not a refused connection.
+func (s *Server) WaitIdle(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for s.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -393,16 +393,25 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	a.log.Info("shutting down", "grace", grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		wg.Go(func() {
-			if err := s.Shutdown(sctx); err != nil {
-				a.log.Warn("forced shutdown", "error", err)
-				_ = s.Close()
-			}
-		})
+	// The listeners stay open while the calls in flight finish: meanwhile
+	// readiness answers 503, and so does a new call (which a load balancer
+	// not yet told may still send), rather than a refused connection.
+	a.proxy.WaitIdle(sctx)
+	shutdown := func(servers ...*http.Server) {
+		var wg sync.WaitGroup
+		for _, s := range servers {
+			wg.Go(func() {
+				if err := s.Shutdown(sctx); err != nil {
+					a.log.Warn("forced shutdown", "error", err)
+					_ = s.Close()
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	// The admin listener last: readiness says 503 until the end.
+	shutdown(servers[0], servers[1])
+	shutdown(servers[2])
 	stopBg()
 	bgDone := make(chan struct{})
 	go func() { bg.Wait(); close(bgDone) }()

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -384,5 +385,83 @@ func TestQuickstart(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "curl -s -i -X POST "+proxyURL+"/tools/read_file") {
 		t.Errorf("no ready-to-paste curl command:\n%s", stderr.String())
+	}
+}
+
+// TestShutdownDrainsInFlightCalls: at SIGTERM (the run context ending)
+// with a call in flight, the listeners stay open until it is answered:
+// readiness answers 503, a new call 503 (not a refused connection), the
+// call in flight gets its upstream's answer, and then serve returns.
+func TestShutdownDrainsInFlightCalls(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{}, 1)
+	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the upstream closes, which waits for its handler
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": strings.Replace(testConfig(up.URL), "shutdown_grace: 2s", "shutdown_grace: 10s", 1),
+		"rules.yaml":    "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n",
+		"policy/p.rego": "package toolgate\n",
+	})
+	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
+	inFlight := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, r.proxy+"/tools/Read", strings.NewReader(`{"path":"slow.txt"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer agent-key-1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			inFlight <- 0
+			return
+		}
+		res.Body.Close()
+		inFlight <- res.StatusCode
+	}()
+	<-arrived
+	r.cancel() // what SIGTERM does to run()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := http.Get(r.admin + "/readyz")
+		if err != nil {
+			t.Fatalf("readiness while a call is in flight: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readiness still %d after shutdown began", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"late.txt"}`, "agent-key-1"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a new call while draining: %d %s, want 503", code, body)
+	}
+	select {
+	case code := <-r.done:
+		t.Fatalf("serve exited %d with a call in flight", code)
+	default:
+	}
+	free()
+	if code := <-inFlight; code != 200 {
+		t.Fatalf("the call in flight at shutdown: %d, want 200", code)
+	}
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+		r.done <- code // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("serve did not return once the call in flight was answered")
+	}
+	if n := len(up.Requests()); n != 1 {
+		t.Fatalf("the upstream received %d calls, want the one in flight", n)
 	}
 }
