@@ -645,3 +645,60 @@ func TestKeylessRetryAttachesToKeyed(t *testing.T) {
 		t.Errorf("upstream got %d requests, want 1", n)
 	}
 }
+
+// TestToolgatePrefixNeverForwarded: /_toolgate/ is toolgate's: a path
+// under it that names no call is answered 404, never sent upstream, and a
+// long-poll's wait is a duration or seconds, anything else 400.
+func TestToolgatePrefixNeverForwarded(t *testing.T) {
+	pe := newParkEnv(t)
+	for _, p := range []string{"/_toolgate/calls/", "/_toolgate/", "/_toolgate/other", "/_toolgate/calls/x/y"} {
+		res := post(t, pe.url+p, `{}`, "Authorization", "Bearer agent-key")
+		if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
+			t.Errorf("POST %s: %d %s, want a 404 problem", p, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		res.Body.Close()
+	}
+	if n := len(pe.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream received %d requests under /_toolgate/", n)
+	}
+	res := post(t, pe.url+"/tools/Write", `{"path":"a"}`, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	res.Body.Close()
+	id := res.Header.Get(headerCallID)
+	for _, tc := range []struct {
+		wait string
+		want int
+	}{{"abc", 400}, {"-1s", 400}, {"1.5", 400}, {"0", 200}, {"", 200}, {"0s", 200}} {
+		req, _ := http.NewRequest(http.MethodGet, pe.url+"/_toolgate/calls/"+id+"?wait="+tc.wait, nil)
+		req.Header.Set("Authorization", "Bearer agent-key")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("?wait=%s: %d, want %d", tc.wait, res.StatusCode, tc.want)
+		}
+	}
+}
+
+func TestParseWait(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, true},
+		{"2", 2 * time.Second, true},
+		{"30s", 30 * time.Second, true},
+		{"1m", time.Minute, true},
+		{"abc", 0, false},
+		{"-2s", 0, false},
+		{"-2", 0, false},
+		{"99999999999", 0, false},
+	} {
+		got, ok := parseWait(tc.in)
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("parseWait(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -19,6 +19,11 @@ func (s *Server) Handler() http.Handler {
 	r.HandleFunc("/_toolgate/calls/{id}", func(w http.ResponseWriter, r *http.Request) {
 		s.serveStatus(w, r, chi.URLParam(r, "id"))
 	})
+	// The rest of the prefix is toolgate's too, answered, never forwarded
+	// (/_toolgate/calls/ without an ID included).
+	r.HandleFunc("/_toolgate/*", func(w http.ResponseWriter, r *http.Request) {
+		s.respond(w, &call{out: restResponder{}}, *invalid(http.StatusNotFound, "Not found", "toolgate has no such endpoint: follow a call at /_toolgate/calls/{id}"))
+	})
 	r.HandleFunc("/*", s.serveCall)
 	// Whatever chi does not route (an asterisk-form target) is still a
 	// call toolgate answers itself, with its call ID.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,19 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request, id string) 
 	s.respond(w, c, a)
 }
 
+// parseWait reads the long-poll's ?wait=: a Go duration (30s, 1m), or a
+// number of seconds, as Prefer: wait=N counts them; none is 0.
+func parseWait(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, true
+	}
+	if n, err := strconv.ParseUint(v, 10, 31); err == nil {
+		return time.Duration(n) * time.Second, true
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d >= 0
+}
+
 func (s *Server) status(r *http.Request, id string) answer {
 	if s.life == nil {
 		return *invalid(http.StatusNotFound, "Unknown call", "this toolgate parks no calls")
@@ -57,9 +71,9 @@ func (s *Server) status(r *http.Request, id string) answer {
 		a.allow = "GET, HEAD, DELETE"
 		return *a
 	}
-	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
-	if err != nil || wait < 0 {
-		wait = 0
+	wait, ok := parseWait(r.URL.Query().Get("wait"))
+	if !ok {
+		return *invalid(http.StatusBadRequest, "Bad wait", "wait is a duration such as 30s, or a number of seconds")
 	}
 	wait = min(wait, s.cfg.Hold)
 	pc, err := s.life.Status(r.Context(), subj.Principal, id, wait, r.Method == http.MethodGet)
