@@ -14,11 +14,13 @@ import (
 	"github.com/toolgate/toolgate/notify"
 )
 
-// TestResponseURLNotAllowed: a response_url off Slack's hosts is never
-// posted to, and the click decides nothing.
+// TestResponseURLNotAllowed: a response_url the default refuses (here
+// one with user info) is never posted to, and the click decides nothing.
 func TestResponseURLNotAllowed(t *testing.T) {
-	e := newEnv(t, nil, func(c *Config) { c.AllowResponseURL = nil }) // the default: Slack only
-	status, _ := e.send(t, signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", nil))))
+	e := newEnv(t, nil, func(c *Config) { c.AllowResponseURL = nil }) // the default
+	u, _ := url.Parse(e.slack.URL + "/r")
+	u.User = url.UserPassword("u", "p")
+	status, _ := e.send(t, signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", u.String(), nil))))
 	if status != http.StatusBadRequest {
 		t.Errorf("status %d, want 400", status)
 	}
@@ -27,29 +29,45 @@ func TestResponseURLNotAllowed(t *testing.T) {
 		t.Errorf("Decider called: %v", d)
 	}
 	if n := len(e.slack.Requests()); n != 0 {
-		t.Errorf("%d posts to a host that is not Slack's", n)
+		t.Errorf("%d posts to a refused response_url", n)
 	}
 }
 
-func TestSlackResponseURL(t *testing.T) {
+// TestResponseURLOfAStandIn: the default posts to the response_url the
+// signed payload names, on Slack or not (GovSlack, a test stand-in).
+func TestResponseURLOfAStandIn(t *testing.T) {
+	e := newEnv(t, nil, func(c *Config) { c.AllowResponseURL = nil })
+	status, _ := e.send(t, signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", nil))))
+	if status != http.StatusOK {
+		t.Errorf("status %d, want 200", status)
+	}
+	e.close(t)
+	if d := e.decisions(); len(d) != 1 {
+		t.Errorf("decisions %v, want one", d)
+	}
+	if n := len(e.slack.Requests()); n != 1 {
+		t.Errorf("%d posts to the response_url, want the update", n)
+	}
+}
+
+func TestResponseURL(t *testing.T) {
 	for raw, want := range map[string]bool{
-		"https://hooks.slack.com/actions/T0/1/x":     true,
-		"https://HOOKS.SLACK.COM/actions/T0/1/x":     true,
-		"https://slack.com/x":                        true,
-		"https://hooks.slack.com:443/actions/T0/1/x": true,
-		"http://hooks.slack.com/actions/T0/1/x":      false,
-		"https://hooks.slack.com:8443/x":             false,
-		"https://evilslack.com/x":                    false,
-		"https://hooks.slack.com.evil.example/x":     false,
-		"https://user:pw@hooks.slack.com/x":          false,
-		"https://127.0.0.1/x":                        false,
+		"https://hooks.slack.com/actions/T0/1/x": true,
+		"https://hooks.slack-gov.com/actions/x":  true,
+		"http://127.0.0.1:8080/respond":          true,
+		"https://hooks.slack.com:8443/x":         true,
+		"https://user:pw@hooks.slack.com/x":      false,
+		"ftp://hooks.slack.com/x":                false,
+		"javascript:alert(1)":                    false,
+		"/actions/T0/1/x":                        false,
+		"https:///x":                             false,
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := SlackResponseURL(u); got != want {
-			t.Errorf("SlackResponseURL(%s) = %v, want %v", raw, got, want)
+		if got := ResponseURL(u); got != want {
+			t.Errorf("ResponseURL(%s) = %v, want %v", raw, got, want)
 		}
 	}
 }

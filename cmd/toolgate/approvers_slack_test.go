@@ -24,10 +24,9 @@ const (
     users: {U0ALICE: alice@example.com, U0BOB: bob@example.com, U0CAROL: carol@example.com}
 `
 
-	// slackResponseURL is where toolgate answers a click. toolgate posts
-	// only to https URLs on slack.com and offers no setting to allow a
-	// test server, so these tests check the decision, not the message
-	// update (which fails to resolve here, in the background).
+	// slackResponseURL is where toolgate answers most clicks here; it
+	// does not resolve (the post fails in the background). TestApproverSlack
+	// sends carol's click with a response_url of its own, to read the update.
 	slackResponseURL = "https://hooks.slack.com/actions/T0TEST/1/toolgate-test"
 )
 
@@ -125,7 +124,7 @@ func TestApproverSlack(t *testing.T) {
 	}{
 		{"by an unmapped Slack user", click(t, "U0MALLORY", approve, p.id), http.StatusOK},
 		{"by alice, who is not in sre", click(t, "U0ALICE", approve, p.id), http.StatusOK},
-		{"answered elsewhere than Slack", newSlackClick(t, slackSigningSecret, time.Now(), "U0CAROL", approve, p.id, "http://127.0.0.1:1/respond"), http.StatusBadRequest},
+		{"with a response_url that holds credentials", newSlackClick(t, slackSigningSecret, time.Now(), "U0CAROL", approve, p.id, "https://u:p@hooks.slack.com/x"), http.StatusBadRequest},
 	}
 	for _, tc := range ignored {
 		if code := tc.c.send(t, e.approvals); code != tc.want {
@@ -140,7 +139,10 @@ func TestApproverSlack(t *testing.T) {
 		t.Fatalf("the upstream received the call %d times before any approval", n)
 	}
 
-	carol := click(t, "U0CAROL", approve, p.id)
+	// carol's click names a response_url of a stand-in for Slack: the
+	// message update goes there.
+	respond := testkit.NewUpstream(t, nil)
+	carol := newSlackClick(t, slackSigningSecret, time.Now(), "U0CAROL", approve, p.id, respond.URL+"/actions/T0TEST/1/x")
 	if code := carol.send(t, e.approvals); code != 200 {
 		t.Fatalf("carol's click: %d", code)
 	}
@@ -158,6 +160,12 @@ func TestApproverSlack(t *testing.T) {
 	}
 	if code := carol.send(t, e.approvals); code != http.StatusUnauthorized {
 		t.Errorf("carol's click replayed: %d, want 401", code)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(respond.Requests()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := respond.Requests(); len(got) != 1 || got[0].Path != "/actions/T0TEST/1/x" || !strings.Contains(string(got[0].Body), "carol@example.com") {
+		t.Errorf("the message update: %d posts %v", len(got), got)
 	}
 
 	// The Reject button rejects; its click, replayed, is refused too.
