@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -127,13 +126,17 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	for _, s := range []pending.State{pending.Approved, pending.Rejected, pending.Expired, pending.Cancelled, pending.Unknown} {
 		p.approvalsTotal.WithLabelValues(string(s))
 	}
+	// Every format's, configured or not: the family is there to alert on
+	// even when nothing is notified.
+	for _, format := range []string{notify.FormatCloudEvents, notify.FormatSlack, notify.FormatTeams} {
+		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped} {
+			deliveries.WithLabelValues(format, result)
+		}
+	}
 
 	targets := make([]notify.Target, 0, len(cfg.Approvals.Notify))
 	for _, n := range cfg.Approvals.Notify {
 		targets = append(targets, notify.Target{URL: n.URL, Format: n.Format, Secret: n.Secret.Reveal(), Lanes: n.Concurrency})
-		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped} {
-			deliveries.WithLabelValues(cmp.Or(n.Format, notify.FormatCloudEvents), result)
-		}
 	}
 	nopts := notify.Options{
 		Targets: targets, Logger: a.log, QueueSize: notifyQueueSize, SlackInteractive: cfg.Approvals.Slack != nil,

@@ -174,6 +174,7 @@ func TestServe(t *testing.T) {
 		`toolgate_policy_reloads_total{result="success"}`,
 		`toolgate_requests_refused_total{outcome="unauthenticated"} 1`,
 		`toolgate_build_info{`,
+		`toolgate_notifications_total{format="cloudevents",result="delivered"} 0`, // no notify configured
 	} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %s", want)

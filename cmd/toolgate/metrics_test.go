@@ -187,6 +187,11 @@ func TestMetrics(t *testing.T) {
 		"toolgate_notifications_total": {
 			"format=cloudevents,result=delivered": 8, "format=cloudevents,result=retry": 0,
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,
+			// Formats not configured are there at zero too.
+			"format=slack,result=delivered": 0, "format=slack,result=retry": 0,
+			"format=slack,result=failed": 0, "format=slack,result=dropped": 0,
+			"format=teams,result=delivered": 0, "format=teams,result=retry": 0,
+			"format=teams,result=failed": 0, "format=teams,result=dropped": 0,
 		},
 		"toolgate_notifications_reannounced_total": {"event=requested": 0, "event=resolved": 0},
 		"toolgate_redis_unsafe_settings":           {"": 0}, // the memory store has none
