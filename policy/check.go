@@ -11,15 +11,15 @@ import (
 // decisionPackages are the packages whose ruleNames the engine reads.
 var decisionPackages = [...]string{"toolgate", "toolgate.lib"}
 
-// checkRuleTypes refuses a policy whose decision rules (deny, ask, allow,
-// read_only of package toolgate and toolgate.lib) cannot give what the
-// engine reads: a boolean, or a set of reasons (strings, or objects with a
-// string "message", an optional string "id" and an optional boolean
-// "must_ask"). Rules are judged by the type OPA's compiler infers for them,
-// data documents by their value, so a policy every call would fail on is
-// refused at load rather than at the first call. A type the compiler does
-// not know (a value read from the input, say) is let through: the check at
-// each decision still holds.
+// checkRuleTypes names the decision rules (deny, ask, allow, read_only of
+// package toolgate and toolgate.lib) that cannot give what the engine
+// reads: a boolean, or a set of reasons (strings, or objects with a string
+// "message", an optional string "id" and an optional boolean "must_ask").
+// Rules are judged by the type OPA's compiler infers for them, data
+// documents by their value, so such a policy is named at load rather than
+// at the first call it denies. A type the compiler does not know (a value
+// read from the input, say) is let through: the check at each decision
+// still holds.
 func checkRuleTypes(c *ast.Compiler, data map[string]any) error {
 	var errs []string
 	for _, pkg := range decisionPackages {

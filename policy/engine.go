@@ -78,6 +78,9 @@ type prepared struct {
 	// userRules are the rules user reads, as indexes into ruleNames.
 	userRules []int
 	revision  string
+	// misshapen says which decision rules can never give a decision
+	// (checkRuleTypes); nil when all can.
+	misshapen error
 	// compiler and store are the revision's compiled modules and data,
 	// for other queries on the same revision (decision-log masks).
 	compiler *ast.Compiler
@@ -123,8 +126,10 @@ func userQuery(c *ast.Compiler, data map[string]any) (ast.Body, []int) {
 }
 
 // New loads and compiles the policy. An unreadable file, a parse or compile
-// error, a decision rule of the wrong type (deny := 5) or a bad rules table
-// is an error: toolgate does not start on a policy it cannot read.
+// error or a bad rules table is an error: toolgate does not start on a
+// policy it cannot read. A decision rule of the wrong shape (deny := 5) is
+// not: it is logged, and [Engine.Misshapen] says so, and every call it
+// reaches is denied as a policy error.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -135,7 +140,19 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.current.Store(p)
+	p.logMisshapen(opts.Logger)
 	return e, nil
+}
+
+// Misshapen says which decision rules of the policy in force can never
+// give a decision (every call they reach is denied); nil when all can.
+func (e *Engine) Misshapen() error { return e.current.Load().misshapen }
+
+func (p *prepared) logMisshapen(log *slog.Logger) {
+	if p.misshapen != nil {
+		log.Error("policy has rules that cannot decide a call: every call they reach is denied as a policy error",
+			"revision", p.revision, "error", p.misshapen)
+	}
 }
 
 // Revision identifies the policy in force: a digest of every module, data
@@ -159,6 +176,7 @@ func (e *Engine) Reload(ctx context.Context) error {
 	e.current.Store(p)
 	if p.revision != old.revision {
 		e.opts.Logger.Info("policy reloaded", "revision", p.revision, "previous", old.revision)
+		p.logMisshapen(e.opts.Logger)
 	}
 	if e.opts.OnReload != nil {
 		e.opts.OnReload(p.revision, nil)
@@ -179,13 +197,17 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if c.Compile(b.modules); c.Failed() {
 		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
-	if err := checkRuleTypes(c, b.data); err != nil {
-		return nil, err
-	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
 		return nil, err
+	}
+	// A decision rule of the wrong shape (deny := 5) loads, and every call
+	// it reaches is denied as a policy error: the full query checks each
+	// rule's value at every decision (verdictOf), which the Go paths below
+	// were never built to judge, so they are not used.
+	if p.misshapen = checkRuleTypes(c, b.data); p.misshapen != nil {
+		return p, nil
 	}
 	if !e.opts.NativeLibrary || !nativeEligible(b) {
 		return p, nil

@@ -296,27 +296,29 @@ func TestNewRefusesBrokenPolicy(t *testing.T) {
 	})
 }
 
-// TestNewRefusesMistypedRules: a decision rule whose type can never give a
-// decision is refused at load, naming the rule and where it is; every call
-// would otherwise be denied as a policy error.
-func TestNewRefusesMistypedRules(t *testing.T) {
+// TestMistypedRulesDeny: a decision rule whose type can never give a
+// decision is named at load (Misshapen: the rule and where it is), and the
+// policy loads; every call the rule reaches is denied as a policy error,
+// an allow of the wrong shape included.
+func TestMistypedRulesDeny(t *testing.T) {
 	cases := []struct {
 		name string
 		fsys fstest.MapFS
-		want string // "": loads
+		want string // "": nothing misshapen
 	}{
+		{"allow a number", module("allow := 5"), "p.rego:2: rule allow must be a boolean or a set of reasons, not a number"},
 		{"deny a number", module("deny := 5"), "p.rego:2: rule deny must be a boolean or a set of reasons, not a number"},
 		{"ask a string", module(`ask := "yes"`), "rule ask must be a boolean or a set of reasons, not a string"},
 		{"allow an object", module(`allow[x] := true if some x in ["a"]`), "rule allow must be a boolean or a set of reasons, not an object"},
 		{"read_only a number", module("read_only := 1"), "rule read_only must be a boolean or a set of reasons, not a number"},
-		{"a boolean or a number", module("deny := 5 if input.a\ndeny if input.b"), "rule deny must be a boolean or a set of reasons"},
+		{"a boolean or a number", module("deny := 5 if input.tool.name == \"Read\"\ndeny if input.tool.name == \"X\""), "rule deny must be a boolean or a set of reasons"},
 		{"reasons of numbers", module("deny contains 7 if true"), "but a reason is a number, not a string or an object"},
 		{"reason without message", module(`deny contains {"id": "x"} if true`), `but a reason object has no "message"`},
 		{"reason id a number", module(`ask contains {"id": 5, "message": "m"} if true`), `but a reason's "id" is a number, not a string`},
 		{"reason must_ask a string", module(`ask contains {"message": "m", "must_ask": "yes"} if true`), `reason's "must_ask" is a string, not a boolean`},
 		{"reason approvers a string", module(`ask contains {"message": "m", "approvers": "sre"} if true`), `reason's "approvers" is a string, not an object`},
 		{"a package under deny", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.deny\nx := 1\n")}}, "rule deny must be a boolean or a set of reasons, not an object"},
-		{"lib rule of reasons of numbers", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.lib\nask contains 3 if input.a\n")}}, "rule ask must be a boolean or a set of reasons, but a reason is a number"},
+		{"lib rule of reasons of numbers", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.lib\nask contains 3 if input.tool.name == \"Read\"\n")}}, "rule ask must be a boolean or a set of reasons, but a reason is a number"},
 		{"data file deny a number", fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"deny": 5}`)}}, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons"},
 		{"two at once", module("deny := 5\nallow := 6"), "2 rules cannot decide a call"},
 
@@ -333,12 +335,22 @@ func TestNewRefusesMistypedRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: tc.fsys})
-			switch {
-			case tc.want == "" && err != nil:
+			e, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: tc.fsys})
+			if err != nil {
 				t.Fatalf("New: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("New: err = %v, want one containing %q", err, tc.want)
+			}
+			got := e.Misshapen()
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("Misshapen: %v, want none", got)
+			case tc.want != "" && (got == nil || !strings.Contains(got.Error(), tc.want)):
+				t.Fatalf("Misshapen: %v, want one containing %q", got, tc.want)
+			case tc.want == "":
+				return
+			}
+			d, err := e.Decide(t.Context(), call("Read", "x"))
+			if err == nil || d.Action != policy.Deny || len(d.Reasons) != 1 || d.Reasons[0].ID != "toolgate.policy_error" {
+				t.Fatalf("a call the rule reaches: %v %v, err %v; want a policy error's deny", d.Action, d.RuleIDs(), err)
 			}
 		})
 	}
@@ -379,22 +391,28 @@ func TestReloadKeepsLastGood(t *testing.T) {
 	if got := decide(t, e, call("Read", "x")); got.Action != "allow" || e.Revision() != rev {
 		t.Fatalf("after a failed reload: %v rev %s, want the old allow and rev %s", got, e.Revision(), rev)
 	}
+	// A rule of the wrong shape compiles: the reload takes it, names it,
+	// and the calls it reaches are denied (the old policy's allow would
+	// have ignored what the new one meant to deny).
 	write("package toolgate\nallow if true\ndeny := 5\n")
-	if err := e.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "rule deny must be a boolean") {
-		t.Fatalf("Reload of a mistyped rule: err = %v, want the rule named", err)
+	if err := e.Reload(t.Context()); err != nil {
+		t.Fatalf("Reload of a mistyped rule: %v", err)
 	}
-	if got := decide(t, e, call("Read", "x")); got.Action != "allow" || e.Revision() != rev {
-		t.Fatalf("after a mistyped reload: %v rev %s, want the old allow and rev %s", got, e.Revision(), rev)
+	if err := e.Misshapen(); err == nil || !strings.Contains(err.Error(), "rule deny must be a boolean") {
+		t.Fatalf("Misshapen after the reload: %v, want the rule named", err)
+	}
+	if d, err := e.Decide(t.Context(), call("Read", "x")); err == nil || d.Action != policy.Deny || e.Revision() == rev {
+		t.Fatalf("after a mistyped reload: %v (%v), rev %s; want a policy error's deny and a new revision", d.Action, err, e.Revision())
 	}
 	write("package toolgate\ndeny contains \"closed\" if true\n")
 	if err := e.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := decide(t, e, call("Read", "x")); got.Action != "deny" || e.Revision() == rev {
-		t.Fatalf("after a good reload: %v, want deny and a new revision", got)
+	if got := decide(t, e, call("Read", "x")); got.Action != "deny" || e.Revision() == rev || e.Misshapen() != nil {
+		t.Fatalf("after a good reload: %v, want deny, a new revision and nothing misshapen", got)
 	}
-	if len(reloads) != 3 || reloads[0] == nil || reloads[1] == nil || reloads[2] != nil {
-		t.Errorf("OnReload saw %v, want [error, error, nil]", reloads)
+	if len(reloads) != 3 || reloads[0] == nil || reloads[1] != nil || reloads[2] != nil {
+		t.Errorf("OnReload saw %v, want [error, nil, nil]", reloads)
 	}
 }
 

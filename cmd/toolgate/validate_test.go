@@ -107,21 +107,6 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 			[]string{"--redis-url", "redis://127.0.0.1:6379/99x"},
 			`pending.redis_url: redis: invalid database number: "99x"`,
 		},
-		{
-			"deny a number",
-			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\n\ndeny := 5\n"},
-			nil, "p.rego:3: rule deny must be a boolean or a set of reasons, not a number",
-		},
-		{
-			"deny a number in a data file",
-			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/toolgate/data.json": `{"deny": 5}`},
-			nil, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons",
-		},
-		{
-			"reasons without a message",
-			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\n\nask contains {\"id\": \"a\"} if true\n"},
-			nil, `a reason object has no "message"`,
-		},
 		{"policy does not compile", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy"), "policy/p.rego": "package toolgate\nallow if {"}, nil, "p.rego"},
 		{"policy directory missing", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "nowhere")}, nil, "is not a readable directory"},
 		{
@@ -207,4 +192,35 @@ func checkGoroutines(t *testing.T, before int) {
 	}
 	buf := make([]byte, 1<<20)
 	t.Errorf("validate left %d goroutines running:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+}
+
+// TestMisshapenRuleStartsAndDenies: a decision rule of the wrong shape
+// (allow := 5) does not stop toolgate: config validate warns, naming the
+// rule and its line, serve starts and logs it, and every call the rule
+// reaches is denied as a policy error, never forwarded.
+func TestMisshapenRuleStartsAndDenies(t *testing.T) {
+	up := testkit.NewUpstream(t, nil)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": testConfig(up.URL),
+		"rules.yaml":    "rules: []\n",
+		"policy/p.rego": "package toolgate\n\nallow := 5\n",
+	})
+	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	args := []string{"--config", filepath.Join(dir, "toolgate.yaml")}
+	var vout, verr bytes.Buffer
+	if code := run(t.Context(), append([]string{"config", "validate"}, args...), environ, &vout, &verr); code != exitOK ||
+		!strings.Contains(verr.String(), "warning") || !strings.Contains(verr.String(), "p.rego:3: rule allow must be a boolean or a set of reasons, not a number") {
+		t.Fatalf("validate exit %d:\n%s", code, verr.String())
+	}
+	r := startServe(t, append([]string{"serve"}, args...), environ)
+	if !strings.Contains(r.stderr.String(), "rules that cannot decide a call") {
+		t.Errorf("serve did not log the misshapen rule:\n%s", r.stderr.String())
+	}
+	code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1")
+	if code != 403 || !strings.Contains(body, "toolgate.policy_error") {
+		t.Fatalf("a call allow := 5 reaches: %d %s, want a policy error's 403", code, body)
+	}
+	if n := len(up.Requests()); n != 0 {
+		t.Fatalf("the upstream received %d calls", n)
+	}
 }
