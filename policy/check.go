@@ -38,7 +38,7 @@ func checkRuleTypes(c *ast.Compiler, data map[string]any) error {
 			}
 			if what := ruleTypeProblem(c.TypeEnv.GetByRef(ref)); what != "" {
 				where := "data." + path
-				if loc := rules[0].Location; loc != nil {
+				if loc := culprit(c, rules).Location; loc != nil {
 					where = fmt.Sprintf("%s:%d", loc.File, loc.Row)
 				}
 				errs = append(errs, fmt.Sprintf("%s: rule %s must be a boolean or a set of reasons, %s", where, name, what))
@@ -52,6 +52,22 @@ func checkRuleTypes(c *ast.Compiler, data map[string]any) error {
 		return fmt.Errorf("policy: %s", errs[0])
 	}
 	return fmt.Errorf("policy: %d rules cannot decide a call:\n%s", len(errs), strings.Join(errs, "\n"))
+}
+
+// culprit is the definition of a mistyped rule to point at: the first
+// whose own head the check refuses (deny := 5, deny contains 7), else the
+// first (the problem is then in how the definitions combine).
+func culprit(c *ast.Compiler, rules []*ast.Rule) *ast.Rule {
+	for _, r := range rules {
+		if r.Head.RuleKind() == ast.MultiValue {
+			if r.Head.Key != nil && reasonTypeProblem(c.TypeEnv.Get(r.Head.Key)) != "" {
+				return r
+			}
+		} else if r.Head.Value != nil && ruleTypeProblem(c.TypeEnv.Get(r.Head.Value)) != "" {
+			return r
+		}
+	}
+	return rules[0]
 }
 
 // dataAt returns the value of the dotted path in a data document.

@@ -706,3 +706,22 @@ func TestDecideTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestMisshapenNamesTheBadDefinition: of a rule defined in several files,
+// the definition whose head is of the wrong shape is the one named.
+func TestMisshapenNamesTheBadDefinition(t *testing.T) {
+	e, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), Policies: fstest.MapFS{
+		"a.rego": {Data: []byte("package toolgate\n\ndeny contains \"fine\" if input.tool.name == \"X\"\n")},
+		"m.rego": {Data: []byte("package toolgate\n\n\n\ndeny contains {\"foo\": 1} if input.tool.name == \"Y\"\n")},
+		"n.rego": {Data: []byte("package toolgate\n\nallow if true\n\nallow := 5 if input.tool.name == \"Z\"\n")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(e.Misshapen())
+	for _, want := range []string{"m.rego:5: rule deny", "n.rego:5: rule allow"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Misshapen: %s\nwant it to name %s", got, want)
+		}
+	}
+}
