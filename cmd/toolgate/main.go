@@ -75,6 +75,10 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	case "healthcheck":
 		return cmdHealthcheck(ctx, rest, e)
 	case "version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "toolgate version: unexpected argument %q (it takes none)\n", rest[0])
+			return exitUsage
+		}
 		fmt.Fprintf(stdout, "toolgate %s (commit %s, OPA %s, %s)\n", version, commit, opaversion.Version, runtime.Version())
 		return exitOK
 	case "opa":
@@ -110,11 +114,22 @@ Run 'toolgate <command> -h' for a command's flags.
 
 // parseFlags parses a command's flags; -h prints them and is not an error.
 func parseFlags(fs *flag.FlagSet, args []string, e env) (ok bool, status int) {
+	return parseFlagsArgs(fs, args, e, false)
+}
+
+// parseFlagsArgs is parseFlags for a command that takes arguments after
+// its flags (positional); without, any is bad usage rather than ignored.
+func parseFlagsArgs(fs *flag.FlagSet, args []string, e env, positional bool) (ok bool, status int) {
 	fs.SetOutput(e.stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, exitOK
 		}
+		return false, exitUsage
+	}
+	if !positional && fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "%s: unexpected argument %q (flags only)\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
 		return false, exitUsage
 	}
 	return true, 0

@@ -244,6 +244,13 @@ func TestRunRefusesBadStarts(t *testing.T) {
 	if code := run(t.Context(), []string{"serve"}, nil, io.Discard, &stderr); code != exitUsage {
 		t.Errorf("serve without config: exit %d", code)
 	}
+	// An argument a command does not take is bad usage, not ignored.
+	for _, args := range [][]string{{"version", "--bogus"}, {"healthcheck", "extra"}, {"serve", "--config", "x.yaml", "extra"}} {
+		stderr.Reset()
+		if code := run(t.Context(), args, nil, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "unexpected argument") {
+			t.Errorf("%v: exit %d, stderr %q; want 2", args, code, stderr.String())
+		}
+	}
 }
 
 func TestConfigValidateAndPolicyEval(t *testing.T) {

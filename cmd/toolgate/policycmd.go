@@ -38,7 +38,7 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 	verbose := fs.Bool("v", false, "report passing tests too")
 	run := fs.String("run", "", "run only tests whose name matches this regular expression")
 	caps := fs.String("capabilities", "", "comma-separated built-ins the policies may call beyond the safe set (as policy.capabilities), e.g. http.send")
-	if ok, status := parseFlags(fs, args, e); !ok {
+	if ok, status := parseFlagsArgs(fs, args, e, true); !ok {
 		return status
 	}
 	dirs := fs.Args()
