@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/pending"
 )
 
 // DefaultTargetArgs are the tool argument names an upstream looks in, in
@@ -39,6 +41,8 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	pending.ttl                1h
 //	pending.result_ttl         24h
 //	pending.max_result_bytes   1MiB
+//	pending.redis_prefix       toolgate:  (store redis)
+//	pending.redis_replica_timeout  1s     (store redis)
 //	approvals.notify[].format  cloudevents
 //	approvals.notify[].concurrency  4
 //	approvals.identity.secret_header  X-Approvals-Proxy-Secret (type trusted_header, with secret set)
@@ -132,6 +136,13 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Pending.TTL, time.Hour)
 	setDuration(&c.Pending.ResultTTL, 24*time.Hour)
 	setSize(&c.Pending.MaxResultBytes, 1<<20)
+	if c.Pending.Store == "redis" {
+		// The store's own defaults, written out so that config validate
+		// prints the values in force. redis_shards stays 0: it is chosen
+		// when Redis answers (16 on a Cluster, else 1).
+		setString(&c.Pending.RedisPrefix, pending.DefaultPrefix)
+		setDuration(&c.Pending.RedisReplicaTimeout, pending.DefaultReplicaTimeout)
+	}
 
 	for i := range c.Approvals.Notify {
 		setString(&c.Approvals.Notify[i].Format, "cloudevents")
