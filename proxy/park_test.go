@@ -678,6 +678,9 @@ func TestToolgatePrefixNeverForwarded(t *testing.T) {
 		if res.StatusCode != tc.want {
 			t.Errorf("?wait=%s: %d, want %d", tc.wait, res.StatusCode, tc.want)
 		}
+		if d := res.Header.Get(headerDecision); res.StatusCode == 200 && d != "ask" {
+			t.Errorf("a waiting call's status: X-Toolgate-Decision %q, want ask", d)
+		}
 	}
 }
 

@@ -53,6 +53,9 @@ func (restResponder) render(w http.ResponseWriter, a answer) {
 		writeAccepted(w, a.call, a.statusURL)
 	case document:
 		w.Header().Set(headerCallID, a.callID)
+		if a.outcome != "" {
+			w.Header().Set(headerDecision, a.outcome)
+		}
 		writeJSON(w, a.status, a.doc)
 	default:
 		writeProblem(w, problemOf(a))

@@ -120,5 +120,21 @@ func statusAnswer(status int, pc pending.Call) answer {
 		}
 		doc["result"] = r
 	}
-	return answer{kind: document, status: status, callID: pc.ID, doc: doc}
+	return answer{kind: document, status: status, callID: pc.ID, outcome: stateOutcome(pc.State), doc: doc}
+}
+
+// stateOutcome is the X-Toolgate-Decision of a status answer: what became
+// of the ask so far, in the words toolgate's other answers use.
+func stateOutcome(s pending.State) string {
+	switch s {
+	case pending.Waiting:
+		return outcomeAsk
+	case pending.Rejected:
+		return outcomeRejected
+	case pending.Expired:
+		return outcomeExpired
+	case pending.Cancelled:
+		return outcomeCancelled
+	}
+	return outcomeApproved // approved, executing, executed, failed, unknown: a human approved it
 }
