@@ -270,6 +270,25 @@ func loopback(host string) bool {
 }
 
 // parseSource reads a trusted source: a CIDR prefix or a single address.
+// Warnings are what h allows that is sound only in some deployments, each
+// as "key: what, and what to do": a loopback address among TrustedSources
+// lets every process on toolgate's host name itself an approver, the
+// agent's own tools included when the agent runs beside toolgate (a pod's
+// containers share loopback).
+func (h HeaderConfig) Warnings() []string {
+	var out []string
+	for i, s := range h.TrustedSources {
+		p, err := parseSource(s)
+		if err != nil || !p.Addr().IsLoopback() && !p.Contains(loopback4) && !p.Contains(netip.IPv6Loopback()) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("trusted_sources[%d]: %q trusts loopback, so any process on this host (an agent's tools, when the agent runs beside toolgate) can send the identity headers and name itself an approver; prefer secret, which the authenticating proxy sends and an agent does not know", i, s))
+	}
+	return out
+}
+
+var loopback4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
 func parseSource(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	if strings.Contains(s, "/") {

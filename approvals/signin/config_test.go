@@ -144,3 +144,24 @@ func TestErrNoIdentityWraps(t *testing.T) {
 		t.Errorf("noIdentity = %v", err)
 	}
 }
+
+// TestWarnings: a trusted source that holds loopback is warned about (any
+// process on the host could name itself an approver); others are not.
+func TestWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		sources []string
+		want    int
+	}{
+		{[]string{"127.0.0.1"}, 1},
+		{[]string{"127.0.0.0/8"}, 1},
+		{[]string{"::1"}, 1},
+		{[]string{"10.0.0.0/8", "::ffff:127.0.0.1"}, 1},
+		{[]string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}, 0},
+		{[]string{"0.0.0.0/1"}, 1}, // holds 127.0.0.1
+	} {
+		h := HeaderConfig{UserHeader: "X-User", TrustedSources: tc.sources}
+		if got := h.Warnings(); len(got) != tc.want {
+			t.Errorf("%v: warnings %q, want %d", tc.sources, got, tc.want)
+		}
+	}
+}

@@ -37,6 +37,9 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	revision := a.engine.Revision()
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(e.stderr, "toolgate: warning: %s\n", w)
+	}
 	if err := a.engine.Misshapen(); err != nil {
 		// serve starts on it, and denies every call these rules reach.
 		fmt.Fprintf(e.stderr, "toolgate: warning: every call these rules reach is denied as a policy error:\n%v\n", err)

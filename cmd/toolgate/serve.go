@@ -67,6 +67,9 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	log := newLogger(e, cfg.Log.Level)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w)
+	}
 	a, err := newApp(ctx, cfg, policySourceOf(cfg), log)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)

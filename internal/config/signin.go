@@ -29,6 +29,18 @@ func (a *ApprovalsIdentity) Options(publicURL string) signin.Config {
 	}
 }
 
+// Warnings are the settings of c that are sound only in some deployments,
+// each naming its key: serve logs them, config validate prints them.
+func (c *Config) Warnings() []string {
+	var out []string
+	if a := c.Approvals.Identity; a != nil && a.Type == signin.TypeTrustedHeader {
+		for _, w := range a.Options(c.PublicURL).Header.Warnings() {
+			out = append(out, "approvals.identity."+w)
+		}
+	}
+	return out
+}
+
 // keysOf returns the keys of a that belong to type typ and are set, in
 // declaration order.
 func (a *ApprovalsIdentity) keysOf(typ string) []string {
