@@ -13,11 +13,11 @@ import (
 )
 
 // addApprovers records the approvers' keys and groups. Names are unique,
-// ignoring case; keys are optional and, when set, unique. A keyed entry's
-// groups are its key's: they go only to a request that shows the key. A
-// key-less entry's groups go to the approver of that name known otherwise
-// (signed in, a Slack user), so a name an identity source lets people
-// choose cannot borrow a key's groups.
+// ignoring case; keys are optional and, when set, unique. An entry's
+// groups go to its name however the approver is known: the key, or signed
+// in or clicking in Slack under that name. So the identity source must
+// name people as they cannot choose to be named (a verified e-mail, not a
+// display name): whoever it calls "deploy-bot" gets deploy-bot's groups.
 func (h *Handler) addApprovers(approvers []Approver) error {
 	seen := map[[sha256.Size]byte]bool{}
 	names := map[string]bool{}

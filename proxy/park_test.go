@@ -651,7 +651,7 @@ func TestKeylessRetryAttachesToKeyed(t *testing.T) {
 // long-poll's wait is a duration or seconds, anything else 400.
 func TestToolgatePrefixNeverForwarded(t *testing.T) {
 	pe := newParkEnv(t)
-	for _, p := range []string{"/_toolgate/calls/", "/_toolgate/", "/_toolgate/other", "/_toolgate/calls/x/y"} {
+	for _, p := range []string{"/_toolgate/calls/", "/_toolgate/", "/_toolgate", "/_toolgate/other", "/_toolgate/calls/x/y"} {
 		res := post(t, pe.url+p, `{}`, "Authorization", "Bearer agent-key")
 		if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
 			t.Errorf("POST %s: %d %s, want a 404 problem", p, res.StatusCode, res.Header.Get("Content-Type"))
@@ -702,6 +702,14 @@ func TestParseWait(t *testing.T) {
 		got, ok := parseWait(tc.in)
 		if ok != tc.ok || ok && got != tc.want {
 			t.Errorf("parseWait(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestCheckPrefixRefusesToolgates(t *testing.T) {
+	for p, ok := range map[string]bool{"/": true, "/notes/": true, "/_toolgate/": false, "/_toolgate/x/": false, "/_toolgatex/": true} {
+		if err := CheckPrefix(p); (err == nil) != ok {
+			t.Errorf("CheckPrefix(%q) = %v, want ok %v", p, err, ok)
 		}
 	}
 }

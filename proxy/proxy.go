@@ -244,13 +244,21 @@ func New(cfg Config) (*Server, error) {
 
 // CheckPrefix reports whether p can be an upstream's path prefix: it starts
 // and ends with / and its segments hold only unreserved characters, so it
-// is spelled the same in the raw and the decoded path.
+// is spelled the same in the raw and the decoded path; and it is not under
+// /_toolgate/, which toolgate answers itself.
 func CheckPrefix(p string) error {
 	if !prefixPattern.MatchString(p) {
 		return fmt.Errorf("%q must start and end with / and hold only letters, digits and ._~-", p)
 	}
+	if strings.HasPrefix(p, ownPrefix) {
+		return fmt.Errorf("%q is under %s, which toolgate answers itself and never forwards", p, ownPrefix)
+	}
 	return nil
 }
+
+// ownPrefix is the path toolgate answers itself on the proxy listener
+// (routes.go): the status of parked calls, and 404 for the rest.
+const ownPrefix = "/_toolgate/"
 
 // withDefaults checks u and fills in its defaults.
 func (u *Upstream) withDefaults() error {

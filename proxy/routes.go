@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -21,9 +22,11 @@ func (s *Server) Handler() http.Handler {
 	})
 	// The rest of the prefix is toolgate's too, answered, never forwarded
 	// (/_toolgate/calls/ without an ID included).
-	r.HandleFunc("/_toolgate/*", func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		s.respond(w, &call{out: restResponder{}}, *invalid(http.StatusNotFound, "Not found", "toolgate has no such endpoint: follow a call at /_toolgate/calls/{id}"))
-	})
+	}
+	r.HandleFunc(ownPrefix+"*", notFound)
+	r.HandleFunc(strings.TrimSuffix(ownPrefix, "/"), notFound)
 	r.HandleFunc("/*", s.serveCall)
 	// Whatever chi does not route (an asterisk-form target) is still a
 	// call toolgate answers itself, with its call ID.

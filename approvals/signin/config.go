@@ -269,7 +269,6 @@ func loopback(host string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// parseSource reads a trusted source: a CIDR prefix or a single address.
 // Warnings are what h allows that is sound only in some deployments, each
 // as "key: what, and what to do": a loopback address among TrustedSources
 // lets every process on toolgate's host name itself an approver, the
@@ -289,6 +288,7 @@ func (h HeaderConfig) Warnings() []string {
 
 var loopback4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 
+// parseSource reads a trusted source: a CIDR prefix or a single address.
 func parseSource(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	if strings.Contains(s, "/") {
