@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -172,14 +173,28 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// ResponseURL is the default AllowResponseURL: an absolute http or https
-// URL without user info. The URL is part of the signed payload: only Slack
-// names it (its own are on hooks.slack.com, GovSlack's on slack-gov.com),
-// or whoever holds the signing secret, who could decide calls anyway. A
-// host list would refuse GovSlack, Enterprise Grid proxies and test
-// stand-ins without keeping out anyone the signature lets in.
+// ResponseURL is the default AllowResponseURL: an https URL, or an http
+// one on this host, without user info. The URL is part of the signed
+// payload: only Slack names it (its own are on hooks.slack.com, GovSlack's
+// on slack-gov.com), or whoever holds the signing secret, who could decide
+// calls anyway; a host list would refuse GovSlack and test stand-ins
+// without keeping out anyone the signature lets in. Plain http stays on
+// loopback (a local stand-in): off the host the URL, a credential to post
+// into the channel, would cross the network in clear, and http is how cloud
+// metadata endpoints and most internal services answer.
 func ResponseURL(u *url.URL) bool {
-	return (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
+	if u.Host == "" || u.User != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		host := u.Hostname()
+		a, err := netip.ParseAddr(host)
+		return host == "localhost" || err == nil && a.Unmap().IsLoopback()
+	}
+	return false
 }
 
 // ServeHTTP handles one interaction request. Slack wants a 200 within 3
