@@ -8,6 +8,11 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
+// AuditVias are the ways a decision is made, as AuditRecord.Via names
+// them: a bare link, the API, the identity source of a signed-in approver
+// (header, oidc), a Slack click, or the requester's own confirmation.
+var AuditVias = []string{viaLink, viaAPI, "header", "oidc", viaSlack, viaRequester}
+
 // AuditRecord is the audit record of one approval decision: who decided
 // which call, how, when and with what comment.
 type AuditRecord struct {
@@ -15,7 +20,7 @@ type AuditRecord struct {
 	Outcome   string // "approved" or "rejected": the decision made
 	DecidedBy string // an approver's name, or "link" (a link without identity)
 	Comment   string
-	Via       string // link, api, header, oidc or slack
+	Via       string // one of AuditVias
 	At        time.Time
 	// Groups are the approver's groups when they were known.
 	Groups []string

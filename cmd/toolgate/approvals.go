@@ -184,6 +184,11 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 		Help: "Approvers' decisions by decision (approved, rejected), how they were made (link, api, header, oidc, slack, requester) and whether the call still waits for more approvers (partial).",
 	}, []string{"decision", "via", "partial"})
 	reg.MustRegister(decisions)
+	for _, via := range approvals.AuditVias {
+		decisions.WithLabelValues(string(pending.Approved), via, "false")
+		decisions.WithLabelValues(string(pending.Approved), via, "true")
+		decisions.WithLabelValues(string(pending.Rejected), via, "false") // the first rejection decides
+	}
 	audit := a.dlog.forApprovals()
 	h, err := approvals.New(approvals.Config{
 		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL, Grants: p.grants(),

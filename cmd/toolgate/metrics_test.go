@@ -181,9 +181,17 @@ func TestMetrics(t *testing.T) {
 		"toolgate_dry_run_calls_total": {
 			"action=allow,upstream=files": 0, "action=ask,upstream=files": 0, "action=deny,upstream=files": 0,
 		},
-		"toolgate_approval_decisions_total": {
-			"decision=approved,partial=false,via=api": 1, "decision=rejected,partial=false,via=api": 1,
-		},
+		"toolgate_approval_decisions_total": func() map[string]float64 {
+			// Every way of deciding is there from the start, at zero.
+			m := map[string]float64{}
+			for _, via := range []string{"link", "api", "header", "oidc", "slack", "requester"} {
+				m["decision=approved,partial=false,via="+via] = 0
+				m["decision=approved,partial=true,via="+via] = 0
+				m["decision=rejected,partial=false,via="+via] = 0
+			}
+			m["decision=approved,partial=false,via=api"], m["decision=rejected,partial=false,via=api"] = 1, 1
+			return m
+		}(),
 		"toolgate_notifications_total": {
 			"format=cloudevents,result=delivered": 8, "format=cloudevents,result=retry": 0,
 			"format=cloudevents,result=failed": 0, "format=cloudevents,result=dropped": 0,

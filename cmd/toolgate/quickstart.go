@@ -24,8 +24,8 @@ import (
 func cmdQuickstart(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("toolgate quickstart", flag.ContinueOnError)
 	proxyAddr := fs.String("listen-proxy", "127.0.0.1:8080", "proxy address (a free port is taken if it is busy)")
-	approvalsAddr := fs.String("listen-approvals", "127.0.0.1:8081", "approvals address")
-	adminAddr := fs.String("listen-admin", "127.0.0.1:9090", "admin address")
+	approvalsAddr := fs.String("listen-approvals", "127.0.0.1:8081", "approvals address (a free port is taken if it is busy)")
+	adminAddr := fs.String("listen-admin", "127.0.0.1:9090", "admin address (a free port is taken if it is busy)")
 	logLevel := fs.String("log-level", "info", "log level")
 	if ok, status := parseFlags(fs, args, e); !ok {
 		return status

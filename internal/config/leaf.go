@@ -23,11 +23,17 @@ func leafFromString(n *node, s string) (any, error) {
 	case leafByteSize:
 		return ParseByteSize(s)
 	case leafInt:
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		if n, err := strconv.Atoi(s); err == nil {
+			return n, nil
+		}
+		// As in the file, where YAML reads 1e4 as a float: a float with
+		// no fractional part is a whole number.
+		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return nil, errors.New("expected a whole number")
 		}
-		return n, nil
+		return intFrom(f)
 	case leafStrings:
 		return splitList(s), nil
 	case leafMap:

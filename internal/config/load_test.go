@@ -296,6 +296,12 @@ func TestLoad_Precedence(t *testing.T) {
 			want: [2]int{10000, 50},
 		},
 		{
+			name: "integer: written as a float with no fraction, in the environment",
+			env:  []string{"TOOLGATE_LIMITS_MAX_PARKED=1e4", "TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT=50.0"},
+			get:  func(c *Config) any { return [2]int{c.Limits.MaxParked, c.Limits.MaxParkedPerSubject} },
+			want: [2]int{10000, 50},
+		},
+		{
 			name:  "integer: flag over env",
 			env:   []string{"TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT=7"},
 			flags: map[string]any{"limits.max_parked_per_subject": 9},

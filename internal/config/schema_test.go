@@ -144,7 +144,8 @@ func TestIntLeaf(t *testing.T) {
 			t.Errorf("checkLeaf(%#v) = %#v, %v; want %#v", tt.in, got, err, tt.want)
 		}
 	}
-	for in, want := range map[string]any{"42": 42, " 42 ": 42, "-1": -1, "": nil, "4.2": nil, "1e3": nil, "42k": nil, "99999999999999999999": nil} {
+	// As in the file, a float with no fraction is a whole number (1e3).
+	for in, want := range map[string]any{"42": 42, " 42 ": 42, "-1": -1, "": nil, "4.2": nil, "1e3": 1000, "inf": nil, "NaN": nil, "42k": nil, "99999999999999999999": nil} {
 		got, err := leafFromString(n, in)
 		if want == nil {
 			if err == nil {
