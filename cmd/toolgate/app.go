@@ -284,6 +284,11 @@ func (a *app) readiness() (bool, map[string]any) {
 	if lastErr != nil {
 		pol["last_reload_error"] = lastErr.Error()
 	}
+	if err := a.engine.Misshapen(); err != nil {
+		// Ready still: the policy is in force, and denies what these
+		// rules reach.
+		pol["misshapen_rules"] = err.Error()
+	}
 	store := storeCheck(a.parking.store)
 	if a.settings != nil {
 		a.settings.report(store)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -215,6 +216,15 @@ func TestMisshapenRuleStartsAndDenies(t *testing.T) {
 	r := startServe(t, append([]string{"serve"}, args...), environ)
 	if !strings.Contains(r.stderr.String(), "rules that cannot decide a call") {
 		t.Errorf("serve did not log the misshapen rule:\n%s", r.stderr.String())
+	}
+	res, err := http.Get(r.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(ready), `"misshapen_rules":"policy: p.rego:3: rule allow`) {
+		t.Errorf("readyz: %d %s, want 200 naming the misshapen rule", res.StatusCode, ready)
 	}
 	code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1")
 	if code != 403 || !strings.Contains(body, "toolgate.policy_error") {
