@@ -60,10 +60,10 @@ func checkRuleTypes(c *ast.Compiler, data map[string]any) error {
 func culprit(c *ast.Compiler, rules []*ast.Rule) *ast.Rule {
 	for _, r := range rules {
 		if r.Head.RuleKind() == ast.MultiValue {
-			if r.Head.Key != nil && reasonTypeProblem(c.TypeEnv.Get(r.Head.Key)) != "" {
+			if r.Head.Key != nil && reasonTypeProblem(c.TypeEnv.GetByValue(r.Head.Key.Value)) != "" {
 				return r
 			}
-		} else if r.Head.Value != nil && ruleTypeProblem(c.TypeEnv.Get(r.Head.Value)) != "" {
+		} else if r.Head.Value != nil && ruleTypeProblem(c.TypeEnv.GetByValue(r.Head.Value.Value)) != "" {
 			return r
 		}
 	}
