@@ -23,6 +23,7 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	cf := newConfigFlags("config validate")
+	strict := cf.fs.Bool("strict", false, "exit 2 on a warning too (a policy rule that cannot decide a call, a loopback trusted source): for CI gates")
 	if ok, status := parseFlags(cf.fs, args[1:], e); !ok {
 		return status
 	}
@@ -37,14 +38,21 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	revision := a.engine.Revision()
+	warned := false
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(e.stderr, "toolgate: warning: %s\n", w)
+		warned = true
 	}
 	if err := a.engine.Misshapen(); err != nil {
 		// serve starts on it, and denies every call these rules reach.
 		fmt.Fprintf(e.stderr, "toolgate: warning: every call these rules reach is denied as a policy error:\n%v\n", err)
+		warned = true
 	}
 	_ = a.Close(context.Background())
+	if warned && *strict {
+		fmt.Fprintln(e.stderr, "toolgate: configuration refused: warnings, and --strict")
+		return exitUsage
+	}
 	out, err := cfg.Redacted()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate: %v\n", err)

@@ -213,6 +213,10 @@ func TestMisshapenRuleStartsAndDenies(t *testing.T) {
 		!strings.Contains(verr.String(), "warning") || !strings.Contains(verr.String(), "p.rego:3: rule allow must be a boolean or a set of reasons, not a number") {
 		t.Fatalf("validate exit %d:\n%s", code, verr.String())
 	}
+	verr.Reset()
+	if code := run(t.Context(), append([]string{"config", "validate", "--strict"}, args...), environ, &vout, &verr); code != exitUsage {
+		t.Fatalf("validate --strict exit %d, want 2:\n%s", code, verr.String())
+	}
 	r := startServe(t, append([]string{"serve"}, args...), environ)
 	if !strings.Contains(r.stderr.String(), "rules that cannot decide a call") {
 		t.Errorf("serve did not log the misshapen rule:\n%s", r.stderr.String())
