@@ -102,7 +102,7 @@ Commands:
   quickstart                                 demo: toolgate in front of the example notes tools
   policy test [DIR...]                       run Rego unit tests (shipped library included)
   policy eval --config FILE --input FILE     print the decision for an input document
-  config validate --config FILE              check a config and print it, secrets redacted
+  config validate --config FILE [--strict]   check a config and print it, secrets redacted
   healthcheck [--url URL]                    exit 0 when the admin /readyz answers 200
   version                                    print version, commit and OPA version
   opa <command> [args]                       the OPA command line at toolgate's OPA version (fmt, check, eval, ...)
