@@ -118,7 +118,13 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 // an error wrapping ErrNoIdentity: no cookie, an expired, malformed or
 // forged one.
 func (o *oidcAuth) Identify(r *http.Request) (Approver, error) {
-	return o.cookies.readSession(r)
+	a, err := o.cookies.readSession(r)
+	if err == nil && !o.admitted(a) {
+		// allowed_groups as configured now, not as it was at sign-in:
+		// narrowing it takes effect at once, not after session_ttl.
+		return Approver{}, noIdentity("the session's groups are not in allowed_groups")
+	}
+	return a, err
 }
 
 // Routes serves GET /auth/login, GET /auth/callback and POST /auth/logout.

@@ -484,6 +484,24 @@ func TestOIDCSession(t *testing.T) {
 	}
 }
 
+// TestOIDCSessionOutsideAllowedGroups: allowed_groups is checked at each
+// request, not only at sign-in, so narrowing it takes effect at once.
+func TestOIDCSessionOutsideAllowedGroups(t *testing.T) {
+	l := newListener(t, func(o *OIDCConfig) { o.AllowedGroups = []string{"approvers"} })
+	for groups, ok := range map[string]bool{"approvers": true, "outsiders": false, "": false} {
+		v, err := newSealer(cookieSecret, "session").seal(session{Name: "bob@example.com", Groups: strings.Fields(groups), Expires: l.clock.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
+		r.AddCookie(&http.Cookie{Name: SessionCookie, Value: v})
+		_, err = l.auth.Identify(r)
+		if ok && err != nil || !ok && !errors.Is(err, ErrNoIdentity) {
+			t.Errorf("a session with groups %q: Identify = %v, want admitted %v", groups, err, ok)
+		}
+	}
+}
+
 // flip changes the first character of s.
 func flip(s string) string {
 	if s[0] == 'A' {
