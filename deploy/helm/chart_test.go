@@ -116,6 +116,9 @@ func TestAllOn(t *testing.T) {
 	if strings.Contains(r.configMaps[fullname].Data[configKey], values.Redis.URL) {
 		t.Errorf("the Redis URL (it may hold a password) is in the ConfigMap")
 	}
+	if !slices.Equal(g.cfg.Policy.Capabilities, []string{"crypto.hmac.sha256"}) {
+		t.Errorf("policy.capabilities %v, want the values' [crypto.hmac.sha256]", g.cfg.Policy.Capabilities)
+	}
 	if g.cfg.Policy.RulesFile == "" || g.cfg.Identity.JWT == nil || len(g.cfg.Approvals.Approvers) != 2 || len(g.cfg.Approvals.Notify) != 2 || len(g.cfg.Upstreams) != 2 {
 		t.Errorf("the config lost part of the values: %+v", g.cfg)
 	}

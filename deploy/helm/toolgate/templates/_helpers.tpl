@@ -190,6 +190,7 @@ references to the environment.
 {{- $_ := set $cfg "identity" $id }}
 {{- $policy := dict "dir" "/etc/toolgate/policy" "watch" true "mode" $c.policy.mode "default" $c.policy.default }}
 {{- if include "toolgate.hasRules" . }}{{ $_ := set $policy "rules_file" "/etc/toolgate/rules/rules.yaml" }}{{ end }}
+{{- with $c.policy.capabilities }}{{ $_ := set $policy "capabilities" . }}{{ end }}
 {{- $_ := set $cfg "policy" $policy }}
 {{- $pending := merge (dict "store" .Values.pending.store) $c.pending }}
 {{- if eq .Values.pending.store "redis" }}
