@@ -84,7 +84,7 @@ type Handler struct {
 	store      pending.Store
 	signer     *Signer
 	keys       []approverKey
-	groups     map[string][]string // every Approvers entry's groups, by name
+	groups     map[string][]string // every Approvers entry's groups, by lower-cased name
 	identity   signin.Authenticator
 	grants     pending.Grants
 	log        *slog.Logger

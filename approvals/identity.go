@@ -31,7 +31,7 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 		names[strings.ToLower(a.Name)] = true
 		// The groups belong to the name however the approver is known:
 		// by this key, or signed in or clicking in Slack as this name.
-		h.groups[a.Name] = slices.Clone(a.Groups)
+		h.groups[strings.ToLower(a.Name)] = slices.Clone(a.Groups)
 		if a.Key == "" {
 			continue // groups only: no API access
 		}
@@ -49,7 +49,9 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 // the approvers entry of their name gives, beside those their identity
 // source gave.
 func (h *Handler) known(a signin.Approver) signin.Approver {
-	for _, g := range h.groups[a.Name] {
+	// Names compare ignoring case, as they do everywhere else: an identity
+	// source that spells Carol@Example.com names carol@example.com.
+	for _, g := range h.groups[strings.ToLower(a.Name)] {
 		if !slices.Contains(a.Groups, g) {
 			a.Groups = append(a.Groups, g)
 		}

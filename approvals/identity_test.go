@@ -143,9 +143,10 @@ func TestIdentity_GroupScopedAsk(t *testing.T) {
 	if res := e.formAs(c2.ID, as("deploy-bot"), url.Values{"token": {e.signer.Token(c2)}, "decision": {"approve"}}); res.status != http.StatusOK || e.state(c2.ID) != pending.Approved {
 		t.Fatalf("signed in as a keyed approver in sre: %d, %s\n%s", res.status, e.state(c2.ID), res.body)
 	}
-	// erin is in sre through approvals.approvers[].groups.
+	// erin is in sre through approvals.approvers[].groups, her name
+	// compared ignoring case.
 	form.Set("decision", "approve")
-	if res := e.formAs(c.ID, as("erin"), form); res.status != http.StatusOK {
+	if res := e.formAs(c.ID, as("Erin"), form); res.status != http.StatusOK {
 		t.Fatalf("erin (sre from the configuration): %d\n%s", res.status, res.body)
 	}
 	if e.state(c.ID) != pending.Approved {

@@ -208,8 +208,19 @@ func (o OIDCConfig) check(bad func(key, msg, fix string)) {
 	}
 	switch {
 	case o.RedirectURL != "":
-		if !absHTTP(o.RedirectURL) {
+		u, err := url.Parse(o.RedirectURL)
+		pu, perr := url.Parse(o.PublicURL)
+		switch {
+		case !absHTTP(o.RedirectURL) || err != nil:
 			bad("redirect_url", "is not an absolute http(s) URL", "write it like https://toolgate.example.com/auth/callback")
+		case !strings.HasSuffix(u.Path, CallbackPath):
+			// toolgate serves the provider's return only there: sign-in
+			// would end on a 404.
+			bad("redirect_url", "does not end in "+CallbackPath+", the only path where toolgate takes the sign-in's return", "write it like https://toolgate.example.com"+CallbackPath+", or leave it out to derive it from public_url")
+		case o.PublicURL != "" && perr == nil && !strings.EqualFold(u.Host, pu.Host):
+			// The sign-in cookie is the public URL host's: a browser
+			// sent elsewhere would not carry it back.
+			bad("redirect_url", fmt.Sprintf("is on host %s, not public_url's %s, so the sign-in cookie would not come back with it", u.Host, pu.Host), "use public_url's host, or leave redirect_url out")
 		}
 	case o.PublicURL == "":
 		bad("redirect_url", "is not set, and there is no public_url to derive it from", "set public_url to the approvals listener as browsers reach it")
