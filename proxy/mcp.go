@@ -172,10 +172,16 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
 	}
 	c.mcp.method = method
+	_, isResult := msg["result"]
+	_, isError := msg["error"]
+	if _, hasParams := msg["params"]; method == "" && (isResult == isError || hasParams) {
+		// Without a method the message is a response (JSON-RPC 2.0 §5):
+		// anything else, a call with its method left out say, would be
+		// read by a lenient server as what it is not.
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a message without "method" is a response: exactly one of "result" and "error", and no "params"`)
+	}
 	if id, isString := msg["id"].(string); isString && method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
-		_, isResult := msg["result"]
-		_, isError := msg["error"]
-		c.mcp.ownResponse = isResult || isError
+		c.mcp.ownResponse = true
 	}
 	params, _ := msg["params"].(map[string]any)
 	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId"); k != "" {

@@ -388,3 +388,36 @@ func TestMCPEndpointNearMisses(t *testing.T) {
 		t.Errorf("GET /health: the allowed plain call did not reach the upstream")
 	}
 }
+
+// TestMCPResponsesAreResponses: a message without a method is a JSON-RPC
+// response, with exactly one of result and error and no params; anything
+// else (a call with its method left out, read by a lenient server as a
+// call) is refused before it reaches the upstream.
+func TestMCPResponsesAreResponses(t *testing.T) {
+	env := newMCPEnv(t, mcpEras[0], func(c *Config) { c.Decider = allowAll })
+	for body, want := range map[string]int{
+		`{"jsonrpc":"2.0","id":3,"params":{"name":"delete_file","arguments":{"path":"a"}}}`: http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3}`:                                        http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"result":{},"error":{"code":1}}`:         http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"result":{},"params":{"name":"rm"}}`:     http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}`: http.StatusAccepted,
+	} {
+		before := len(env.up.Requests())
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		reached := len(env.up.Requests()) != before
+		if want == http.StatusBadRequest && (res.StatusCode != want || reached) {
+			t.Errorf("%s: status %d, reached the upstream %v; want 400 and not", body, res.StatusCode, reached)
+		}
+		if want != http.StatusBadRequest && res.StatusCode == http.StatusBadRequest {
+			t.Errorf("%s: refused, want it forwarded as a response", body)
+		}
+	}
+}
