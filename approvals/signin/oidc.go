@@ -242,7 +242,17 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, o.client)
 	tok, err := p.oauth.Exchange(ctx, code, oauth2.VerifierOption(st.Verifier))
-	if err != nil {
+	var refused *oauth2.RetrieveError
+	switch {
+	case err != nil && (!errors.As(err, &refused) || refused.Response != nil && refused.Response.StatusCode >= 500):
+		// No answer from the provider (down, too slow, or failing
+		// itself): as when discovery fails, a retry may work.
+		o.log.Warn("sign-in unavailable: exchanging the code", "err", err)
+		w.Header().Set("Retry-After", "5")
+		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
+			"toolgate cannot reach the identity provider just now. Try again in a minute.", again)
+		return
+	case err != nil:
 		o.log.Warn("sign-in failed: exchanging the code", "err", err)
 		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider did not accept the sign-in's code.", again)
 		return

@@ -502,6 +502,20 @@ func TestOIDCSessionOutsideAllowedGroups(t *testing.T) {
 	}
 }
 
+// TestOIDCProviderDownAtTheCallback: the provider was reached for
+// discovery and sign-in, then fails when the code is exchanged: 503 with
+// Retry-After, as when discovery fails, not a refusal of the sign-in.
+func TestOIDCProviderDownAtTheCallback(t *testing.T) {
+	l := newListener(t, nil)
+	c := stepper(t)
+	cb := l.toCallback(t, c)
+	l.idp.SetDown(true)
+	res, body := get(t, c, cb.String())
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || cookieOf(res, SessionCookie) != nil {
+		t.Fatalf("callback with the provider down: %d, Retry-After %q\n%s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+}
+
 // flip changes the first character of s.
 func flip(s string) string {
 	if s[0] == 'A' {
