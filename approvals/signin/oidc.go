@@ -279,6 +279,11 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider's ID token cannot be read.", again)
 		return
 	}
+	if err := o.issuedFor(idt.Audience, idt.IssuedAt, claims); err != nil {
+		o.log.Warn("sign-in failed: verifying the ID token", "err", err)
+		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider's ID token is not valid.", again)
+		return
+	}
 	a, err := o.approver(claims)
 	if err != nil {
 		o.log.Warn("sign-in refused", "reason", err.Error())
@@ -307,6 +312,27 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 
 // admitted reports whether a may sign in: a is in one of allowed_groups,
 // or allowed_groups is ["*"]. Check has made sure it is set.
+// issuedFor checks what the verifier leaves to the client (OpenID Connect
+// Core 3.1.3.7): a token with several audiences, or any azp, must name
+// this client as its authorized party, so a token issued to another client
+// that also lists toolgate is not taken; and a token must not be issued in
+// the future (beyond the clock skew allowed).
+func (o *oidcAuth) issuedFor(aud []string, iat time.Time, claims map[string]any) error {
+	azp, has := claims["azp"]
+	switch {
+	case has && azp != o.cfg.ClientID:
+		return errors.New("the ID token's azp is another client")
+	case !has && len(aud) > 1:
+		return errors.New("the ID token has several audiences and no azp")
+	case iat.After(o.now().Add(clockSkew)):
+		return errors.New("the ID token is issued in the future")
+	}
+	return nil
+}
+
+// clockSkew is how far the provider's clock may be ahead of toolgate's.
+const clockSkew = time.Minute
+
 func (o *oidcAuth) admitted(a Approver) bool {
 	if len(o.cfg.AllowedGroups) == 1 && o.cfg.AllowedGroups[0] == AllowEveryone {
 		return true
