@@ -120,6 +120,21 @@ func TestIdentity_SelfApprovalRefusedOnThePage(t *testing.T) {
 	if res.status != http.StatusOK || e.state(c.ID) != pending.Rejected {
 		t.Fatalf("alice rejecting her own call: %d, %s", res.status, e.state(c.ID))
 	}
+
+	// Signed in, without the link: the page offers Reject too, and its
+	// form (with the form token) rejects.
+	d := e.park("alice", "write_note", `{"path":"b"}`)
+	page := e.do(http.MethodGet, "/approvals/"+d.ID, as("alice"), "")
+	if page.status != http.StatusOK || strings.Contains(page.body, `value="approve"`) || !strings.Contains(page.body, `value="reject"`) {
+		t.Fatalf("alice's own call without the link: %d, want a page offering Reject only\n%s", page.status, page.body)
+	}
+	m := csrfField.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatal("no form token on the page")
+	}
+	if res := e.formAs(d.ID, as("alice"), url.Values{"csrf": {m[1]}, "decision": {"reject"}}); res.status != http.StatusOK || e.state(d.ID) != pending.Rejected {
+		t.Fatalf("alice rejecting her own call from the page: %d, %s", res.status, e.state(d.ID))
+	}
 }
 
 func TestIdentity_GroupScopedAsk(t *testing.T) {

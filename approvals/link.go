@@ -57,7 +57,11 @@ func (h *Handler) authorise(c pending.Call, who *signin.Approver, tokens []strin
 	}
 	info := callinfo.Decode(c.Info)
 	if c.State == pending.Waiting && !mayDecide(c, info, who) && !approvedBy(c, who.Name) {
-		return pageAuthority{}, errNotEligible
+		// An approver's own call is still theirs to reject, from the page
+		// as from its link, when they could decide it otherwise.
+		if _, err := eligible(c, info, who, pending.Rejected); err != nil || !ownCall(who.Name, c) {
+			return pageAuthority{}, errNotEligible
+		}
 	}
 	if c.State != pending.Waiting {
 		// A decided call is shown to whoever could have decided it.
