@@ -45,6 +45,15 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 	return nil
 }
 
+// signOutURL is where a signed-in approver's pages post to sign out: the
+// identity's own sign-out (oidc), or "" (trusted_header signs nobody in).
+func (h *Handler) signOutURL() string {
+	if o, ok := h.identity.(interface{ LogoutURL() string }); ok {
+		return o.LogoutURL()
+	}
+	return ""
+}
+
 // known completes an approver known by sign-in or Slack with the groups
 // the approvers entry of their name gives, beside those their identity
 // source gave.

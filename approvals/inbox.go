@@ -61,7 +61,7 @@ func (h *Handler) showInbox(w http.ResponseWriter, r *http.Request) error {
 		items = append(items, it)
 	}
 	sortInbox(items)
-	h.renderInbox(w, inboxData{Approver: who.Name, Items: items})
+	h.renderInbox(w, inboxData{Approver: who.Name, SignOut: h.signOutURL(), Items: items})
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 // the signed-in approver may decide, newest first.
 type inboxData struct {
 	Approver string // the signed-in approver's name
+	SignOut  string // where to post to sign out; "" when the identity has no sign-out
 	Items    []inboxItem
 }
 

@@ -102,6 +102,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 	data := pageData{Title: "Approval requested", Call: h.view(c)}
 	if auth.who != nil {
 		data.Approver = auth.who.Name
+		data.SignOut = h.signOutURL()
 	}
 	info := callinfo.Decode(c.Info)
 	switch {

@@ -44,6 +44,7 @@ type pageData struct {
 	Token    string
 	CSRF     string
 	Approver string // the signed-in approver's name; "" when the page was opened by a link
+	SignOut  string // where to post to sign out; "" when the identity has no sign-out
 	Action   string
 	Max      int // longest comment, in characters
 	// Remember offers "approve and remember" (grants are kept and the call

@@ -127,6 +127,9 @@ func (o *oidcAuth) Identify(r *http.Request) (Approver, error) {
 	return a, err
 }
 
+// LogoutURL is where a signed-in approver's page posts to sign out.
+func (o *oidcAuth) LogoutURL() string { return o.base + "/auth/logout" }
+
 // Routes serves GET /auth/login, GET /auth/callback and POST /auth/logout.
 func (o *oidcAuth) Routes() http.Handler { return o.routes }
 

@@ -206,6 +206,9 @@ func TestApproverOIDC(t *testing.T) {
 	if !strings.Contains(body, "Signed in as <b>olivia@example.com</b>") || !strings.Contains(body, `name="decision"`) {
 		t.Fatalf("after the sign-in the page does not show olivia signed in with the form\n%s", body)
 	}
+	if !strings.Contains(body, `<form method="post" action="/auth/logout" class="signout">`) {
+		t.Errorf("the page offers no sign-out\n%s", body)
+	}
 
 	// A post without the session is not sent to sign in: it is refused.
 	if code, _ := postForm(t, p.link, decideForm(p.token, "approve"), nil); code != http.StatusUnauthorized {
@@ -234,6 +237,14 @@ func TestApproverOIDC(t *testing.T) {
 	}
 	if a := audits(t, e.replica, p.id, 1)[0]; a["decided_by"] != "olivia@example.com" || a["via"] != "oidc" {
 		t.Errorf("audit event %v", a)
+	}
+	// The page's sign-out form posts here, and ends olivia's session.
+	res, err = olivia.PostForm(e.approvals+"/auth/logout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := readAll(res); res.StatusCode != 200 {
+		t.Errorf("sign-out: %d\n%s", res.StatusCode, text)
 	}
 }
 
