@@ -74,6 +74,18 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("no pod annotation %s", key)
 		}
 	}
+	// A preStop sleep keeps the pod serving while endpoints drop it, and
+	// the grace period covers it and toolgate's own drain.
+	if l := g.c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 5 {
+		t.Errorf("lifecycle %+v, want a preStop sleep of 5 s", l)
+	}
+	if grace := *g.pod.TerminationGracePeriodSeconds; grace < 5+int64(g.cfg.ShutdownGrace.Std().Seconds()) {
+		t.Errorf("terminationGracePeriodSeconds %d does not cover the sleep and shutdown_grace %s", grace, g.cfg.ShutdownGrace)
+	}
+	// Before Kubernetes 1.30 there is no sleep action (and no shell in the image).
+	if old := checkGate(t, render(t, "--kube-version", "1.29.0"), fullname, nil); old.c.Lifecycle != nil {
+		t.Errorf("a preStop on Kubernetes 1.29: %+v", old.c.Lifecycle)
+	}
 }
 
 // TestAllOn: ci/all-on-values.yaml switches every option on; every object
