@@ -5,13 +5,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolgate/toolgate/approvals/signin"
 	"github.com/toolgate/toolgate/pending"
 )
 
 // AuditVias are the ways a decision is made, as AuditRecord.Via names
 // them: a bare link, the API, the identity source of a signed-in approver
 // (header, oidc), a Slack click, or the requester's own confirmation.
-var AuditVias = []string{viaLink, viaAPI, "header", "oidc", viaSlack, viaRequester}
+var AuditVias = []string{viaLink, viaAPI, signin.ViaHeader, signin.ViaOIDC, viaSlack, viaRequester}
 
 // AuditRecord is the audit record of one approval decision: who decided
 // which call, how, when and with what comment.

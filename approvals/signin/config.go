@@ -288,8 +288,7 @@ func loopback(host string) bool {
 func (h HeaderConfig) Warnings() []string {
 	var out []string
 	for i, s := range h.TrustedSources {
-		p, err := parseSource(s)
-		if err != nil || !p.Addr().IsLoopback() && !p.Contains(loopback4) && !p.Contains(netip.IPv6Loopback()) {
+		if p, err := parseSource(s); err != nil || !p.Overlaps(loopback4) && !p.Contains(netip.IPv6Loopback()) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("trusted_sources[%d]: %q trusts loopback, so any process on this host (an agent's tools, when the agent runs beside toolgate) can send the identity headers and name itself an approver; prefer secret, which the authenticating proxy sends and an agent does not know", i, s))
@@ -297,7 +296,7 @@ func (h HeaderConfig) Warnings() []string {
 	return out
 }
 
-var loopback4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+var loopback4 = netip.MustParsePrefix("127.0.0.0/8")
 
 // parseSource reads a trusted source: a CIDR prefix or a single address.
 func parseSource(s string) (netip.Prefix, error) {

@@ -83,7 +83,7 @@ func (h *trustedHeader) Identify(r *http.Request) (Approver, error) {
 	if err := checkGroups(groups); err != nil {
 		return Approver{}, err
 	}
-	return Approver{Name: name, Groups: groups, Via: "header"}, nil
+	return Approver{Name: name, Groups: groups, Via: ViaHeader}, nil
 }
 
 // secretMatches reports whether r carries the configured secret, exactly
@@ -127,3 +127,6 @@ func (h *trustedHeader) Routes() http.Handler { return nil }
 // LoginURL returns "": toolgate cannot sign anybody in here; the proxy in
 // front does, before the request arrives.
 func (h *trustedHeader) LoginURL(string) string { return "" }
+
+// LogoutURL is "": the proxy in front signs approvers in and out.
+func (h *trustedHeader) LogoutURL() string { return "" }

@@ -382,7 +382,7 @@ func (o *oidcAuth) approver(claims map[string]any) (Approver, error) {
 	if err := checkGroups(groups); err != nil {
 		return Approver{}, err
 	}
-	return Approver{Name: name, Groups: groups, Via: "oidc"}, nil
+	return Approver{Name: name, Groups: groups, Via: ViaOIDC}, nil
 }
 
 // logout serves POST /auth/logout: it removes the session cookie.

@@ -192,7 +192,7 @@ func (c cookies) readSession(r *http.Request) (Approver, error) {
 			err = e
 			continue
 		}
-		found = append(found, Approver{Name: s.Name, Groups: s.Groups, Via: "oidc"})
+		found = append(found, Approver{Name: s.Name, Groups: s.Groups, Via: ViaOIDC})
 	}
 	switch len(found) {
 	case 0:

@@ -17,10 +17,16 @@ type Approver struct {
 	Name string
 	// Groups are the approver's groups, as the identity source gives them.
 	Groups []string
-	// Via says how the approver was known: "header", "oidc", "key" or
-	// "slack".
+	// Via says how the approver was known: ViaHeader, ViaOIDC, or the
+	// approvals handler's own ("key", "slack").
 	Via string
 }
+
+// How an identity source knows its approvers (Approver.Via).
+const (
+	ViaHeader = "header"
+	ViaOIDC   = "oidc"
+)
 
 // ErrNoIdentity: the request carries no approver identity that can be
 // trusted (no session, missing headers, or headers from an untrusted
@@ -39,4 +45,7 @@ type Authenticator interface {
 	// coming back to returnTo (a path on this listener) afterwards; ""
 	// when the authenticator cannot log anybody in (trusted_header).
 	LoginURL(returnTo string) string
+	// LogoutURL is where a signed-in approver's page posts to sign out;
+	// "" when the authenticator signs nobody in (trusted_header).
+	LogoutURL() string
 }
