@@ -64,11 +64,15 @@ type Tool struct {
 	Arguments map[string]any `json:"arguments,omitempty"`
 	// HasTarget is false when no argument named in target_args is a string;
 	// then target, target_raw and target_escapes are absent from the input.
-	HasTarget     bool           `json:"-"`
-	Target        string         `json:"target,omitempty"`
-	TargetRaw     string         `json:"target_raw,omitempty"`
-	TargetEscapes bool           `json:"target_escapes"`
-	Annotations   map[string]any `json:"annotations,omitempty"`
+	HasTarget     bool   `json:"-"`
+	Target        string `json:"target,omitempty"`
+	TargetRaw     string `json:"target_raw,omitempty"`
+	TargetEscapes bool   `json:"target_escapes"`
+	// Targets is every string argument named in target_args, in that
+	// order; the first is Target. Rules-table deny and ask rows match a call
+	// when any of them matches, allow rows only when all do.
+	Targets     []TargetArg    `json:"targets,omitempty"`
+	Annotations map[string]any `json:"annotations,omitempty"`
 }
 
 // MCP describes a JSON-RPC message.
@@ -216,6 +220,9 @@ func (t *Tool) value(r *inputReads) (ast.Value, error) {
 		if r.sub("tool", "target_escapes") {
 			items = append(items, ast.Item(term("target_escapes"), ast.InternedTerm(t.TargetEscapes)))
 		}
+		if r.sub("tool", "targets") {
+			items = append(items, ast.Item(term("targets"), targetsTerm(t.AllTargets())))
+		}
 	}
 	if r.sub("tool", "annotations") {
 		ann, err := objectTerm(t.Annotations)
@@ -225,6 +232,20 @@ func (t *Tool) value(r *inputReads) (ast.Value, error) {
 		items = append(items, ast.Item(term("annotations"), ann))
 	}
 	return ast.NewObject(items...), nil
+}
+
+// targetsTerm is tool.targets as a term.
+func targetsTerm(all []TargetArg) *ast.Term {
+	terms := make([]*ast.Term, len(all))
+	for i, a := range all {
+		terms[i] = ast.ObjectTerm(
+			ast.Item(term("arg"), term(a.Arg)),
+			ast.Item(term("target"), ast.StringTerm(a.Target)),
+			ast.Item(term("raw"), ast.StringTerm(a.Raw)),
+			ast.Item(term("escapes"), ast.InternedTerm(a.Escapes)),
+		)
+	}
+	return ast.ArrayTerm(terms...)
 }
 
 // objectTerm is m as a term; an empty or nil map is the shared empty object.
@@ -286,7 +307,7 @@ var constTerms = func() map[string]*ast.Term {
 		// keys of the input document
 		"version", "call_id", "kind", "time", "mode", "phase", "upstream", "name", "protocol",
 		"subject", "id", "groups", "claims", "authenticated", "tool", "arguments", "target",
-		"target_raw", "target_escapes", "annotations", "mcp", "method", "protocol_version",
+		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "annotations", "mcp", "method", "protocol_version",
 		"http", "path", "query", "headers",
 		// values from closed sets
 		InputVersion, KindREST, KindMCP, KindHTTP, PhaseCall, PhaseList,

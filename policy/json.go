@@ -60,6 +60,22 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 			b = strictjson.AppendString(b, t.TargetRaw)
 			b = append(b, `,"target_escapes":`...)
 			b = strconv.AppendBool(b, t.TargetEscapes)
+			b = append(b, `,"targets":[`...)
+			for i, a := range t.AllTargets() {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"arg":`...)
+				b = strictjson.AppendString(b, a.Arg)
+				b = appendKey(b, "target")
+				b = strictjson.AppendString(b, a.Target)
+				b = appendKey(b, "raw")
+				b = strictjson.AppendString(b, a.Raw)
+				b = append(b, `,"escapes":`...)
+				b = strconv.AppendBool(b, a.Escapes)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
 		}
 		b = append(b, `,"annotations":`...)
 		if b, err = appendObject(b, t.Annotations); err != nil {

@@ -108,8 +108,8 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 			}
 			n.match(n.byPrefix[t.Name[:l]], t, list, &v)
 		}
-		if !list && t.HasTarget && t.TargetEscapes {
-			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: fmt.Sprintf("target %q climbs above its root", t.TargetRaw)})
+		if raw, escapes := escaping(t); !list && escapes {
+			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: fmt.Sprintf("target %q climbs above its root", raw)})
 		}
 		if in.Kind == KindMCP && t.Annotations["readOnlyHint"] == true {
 			v.readOnly = true
@@ -141,30 +141,52 @@ func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts)
 		}
 		// In the list phase (no arguments yet) an allow or ask row matches
 		// whatever its target, since some target could match; a deny row
-		// hides the tool only when it covers every call of it.
-		targetOK := r.Target == "*"
-		if !targetOK && !list {
-			targetOK = r.targetMatches(t)
-		}
+		// hides the tool only when it covers every call of it. In the call
+		// phase a deny or ask row fires when any of the call's targets
+		// matches, an allow or read-only row only when every one does.
+		whole := r.Target == "*"
 		switch r.Effect {
 		case "deny":
-			if targetOK {
+			if whole || !list && r.anyTarget(t) {
 				v.deny.add(r.reason)
 			}
 			continue
 		case "ask":
-			if targetOK || list {
+			if whole || list || r.anyTarget(t) {
 				v.ask.add(r.reason)
 			}
 		case "allow":
-			if targetOK || list {
+			if whole || list || r.everyTarget(t) {
 				v.allow.add(r.reason)
 			}
 		}
-		if r.ReadOnly && (targetOK || list) {
+		if r.ReadOnly && (whole || list || r.everyTarget(t)) {
 			v.readOnly = true
 		}
 	}
+}
+
+// anyTarget is the call phase's target test of deny and ask rows; "*" was
+// handled by the caller. A call without a target matches only "*".
+func (r *nativeRow) anyTarget(t *Tool) bool {
+	for _, a := range t.AllTargets() {
+		if r.targetMatches(a.Target) {
+			return true
+		}
+	}
+	return false
+}
+
+// everyTarget is the call phase's target test of allow and read-only
+// rows: a call with several targets is allowed only where all of them are.
+func (r *nativeRow) everyTarget(t *Tool) bool {
+	all := t.AllTargets()
+	for _, a := range all {
+		if !r.targetMatches(a.Target) {
+			return false
+		}
+	}
+	return len(all) > 0
 }
 
 func (r *nativeRow) toolMatches(name string) bool {
@@ -177,16 +199,27 @@ func (r *nativeRow) toolMatches(name string) bool {
 	return r.Tool == name
 }
 
-// targetMatches is the call phase's target test; "*" was handled by the
-// caller. A call without a target matches only "*".
-func (r *nativeRow) targetMatches(t *Tool) bool {
-	if !t.HasTarget {
-		return false
-	}
+// targetMatches is one target's test against a row's target other
+// than "*".
+func (r *nativeRow) targetMatches(target string) bool {
 	if r.target != nil {
-		return r.target.Match(t.Target)
+		return r.target.Match(target)
 	}
-	return r.Target == t.Target
+	return r.Target == target
+}
+
+// escaping is the first of the call's targets that climbs above its
+// root, as sent: the target itself, or else the first other one that does.
+func escaping(t *Tool) (raw string, escapes bool) {
+	if t.HasTarget && t.TargetEscapes {
+		return t.TargetRaw, true
+	}
+	for _, a := range t.Targets {
+		if a.Escapes {
+			return a.Raw, true
+		}
+	}
+	return "", false
 }
 
 // merge appends what another package's rule produced.

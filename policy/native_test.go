@@ -110,6 +110,11 @@ func genCall(r *rand.Rand) *policy.Input {
 	default:
 		args[[]string{"path", "url", "command", "Path"}[r.IntN(4)]] = target
 	}
+	// Decoys and second targets: more arguments named in target_args, so
+	// that deny and ask rows must look at every one and allow rows at all.
+	for range r.IntN(3) {
+		args[[]string{"file", "file_path", "uri", "target", "File"}[r.IntN(5)]] = callTargets[r.IntN(len(callTargets))]
+	}
 	in.Tool = policy.NewTool(callTools[r.IntN(len(callTools))], args, policy.DefaultTargetArgs)
 	switch r.IntN(4) {
 	case 0:

@@ -33,12 +33,18 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 		if s, ok := args["name"].(string); ok {
 			// A prompt's name is a name, not a path: used as sent.
 			t.HasTarget, t.Target, t.TargetRaw = true, s, s
+			t.Targets = []TargetArg{{Arg: "name", Target: s, Raw: s}}
 		}
 		return t
 	}
 	return newTool(name, args, targetArgs, fold)
 }
 
+// newTool collects every string argument named in targetArgs, in that
+// order. The first is the call's target (tool.target); all of them are its
+// targets (tool.targets), because a tool may act on an argument other than
+// the first one named: a call of a tool that reads "file" can carry a
+// decoy "path", and the rules table must see "file" too.
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
 	for _, k := range targetArgs {
@@ -46,12 +52,46 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		if !ok {
 			continue
 		}
-		t.HasTarget = true
-		t.TargetRaw = s
-		t.Target, t.TargetEscapes = NormalizeTargetFold(k, s, fold)
-		break
+		norm, escapes := NormalizeTargetFold(k, s, fold)
+		if !t.HasTarget {
+			t.HasTarget = true
+			t.Target, t.TargetRaw, t.TargetEscapes = norm, s, escapes
+		}
+		t.Targets = append(t.Targets, TargetArg{Arg: k, Target: norm, Raw: s, Escapes: escapes})
 	}
 	return t
+}
+
+// TargetArg is one argument named in target_args that holds a string.
+type TargetArg struct {
+	Arg     string `json:"arg"`     // its name as target_args spells it
+	Target  string `json:"target"`  // normalised as tool.target is
+	Raw     string `json:"raw"`     // as sent
+	Escapes bool   `json:"escapes"` // the normalised path climbs above its root
+}
+
+// AllTargets is the call's targets: Targets, or for a Tool built by hand
+// with only Target set, that one. Empty when the call has no target.
+func (t *Tool) AllTargets() []TargetArg {
+	switch {
+	case len(t.Targets) > 0:
+		return t.Targets
+	case t.HasTarget:
+		return []TargetArg{{Target: t.Target, Raw: t.TargetRaw, Escapes: t.TargetEscapes}}
+	}
+	return nil
+}
+
+// SoleTarget reports whether every target of the call is target: a grant
+// for one target may stand in only for calls that act on nothing else.
+func (t *Tool) SoleTarget(target string) bool {
+	all := t.AllTargets()
+	for _, a := range all {
+		if a.Target != target {
+			return false
+		}
+	}
+	return len(all) > 0 || target == ""
 }
 
 // argFold returns the string argument named k, matching the name the way

@@ -41,6 +41,11 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 		}
 		return d
 	}
+	if !g.AnyTarget && !t.SoleTarget(g.Target) {
+		// A grant for one target does not cover a call that also acts on
+		// another (a second argument named in target_args): it asks.
+		return d
+	}
 	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,11 @@ func TestGrants(t *testing.T) {
 		return g
 	}
 	call := func(key, tool, path string) (int, string) {
-		res := post(t, env.url+"/tools/"+tool, `{"path":"`+path+`"}`, "Authorization", "Bearer "+key)
+		body := `{"path":"` + path + `"}`
+		if strings.HasPrefix(path, "{") {
+			body = path // the whole arguments object
+		}
+		res := post(t, env.url+"/tools/"+tool, body, "Authorization", "Bearer "+key)
 		return res.StatusCode, res.Header.Get("X-Toolgate-Decision")
 	}
 	g := grant("Write", "a.txt", false, time.Hour)
@@ -56,6 +61,12 @@ func TestGrants(t *testing.T) {
 		{"tool scope, any target", "agent-key", "Read", "x/y.txt", 200},
 		{"never past a deny", "agent-key", "Read", "secrets.txt", 403},
 		{"never for an ask naming approvers", "agent-key", "Deploy", "prod", 202},
+		// A grant for one target covers a call only when all its targets
+		// are that one; a decoy target argument never borrows it.
+		{"a second target", "agent-key", "Write", `{"path":"a.txt","file":"b.txt"}`, 202},
+		{"a second target before it", "agent-key", "Write", `{"file":"a.txt","path":"b.txt"}`, 202},
+		{"the same target twice", "agent-key", "Write", `{"path":"a.txt","file":"./a.txt"}`, 200},
+		{"tool scope, a second target denied", "agent-key", "Read", `{"path":"x.txt","file":"secrets.txt"}`, 403},
 	} {
 		if got, _ := call(tc.key, tc.tool, tc.path); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)

@@ -343,6 +343,40 @@ func TestTargetFoldWindows(t *testing.T) {
 	}
 }
 
+// TestDecoyTargetArgument: a call that carries a second argument named in
+// target_args is judged on both, so a decoy cannot hide the argument the
+// tool acts on. A tool that reads "file", called with {"file": secrets,
+// "path": docs}, had docs for its target, and a deny row on secrets never
+// saw the file it read. Deny rows fire on any target, allow rows need all.
+func TestDecoyTargetArgument(t *testing.T) {
+	env := newTestServer(t, seedEngineRules(t, `rules:
+  - {id: docs, effect: allow, tool: read_file, target: "docs/**"}
+  - {id: secrets, effect: deny, tool: read_file, target: "secrets/**"}
+  - {id: notes, effect: ask, tool: read_file, target: "notes/**"}
+`))
+	for _, tc := range []struct {
+		body, decision string
+		code           int
+	}{
+		{`{"file":"secrets/k","path":"docs/a.md"}`, "deny", 403},
+		{`{"file_path":"secrets/k","path":"docs/a.md"}`, "deny", 403},
+		{`{"path":"docs/a.md","FILE":"secrets/k"}`, "deny", 403},
+		{`{"path":"docs/a.md","file":"../etc/passwd"}`, "deny", 403},
+		{`{"path":"docs/a.md","file":"notes/today.txt"}`, "ask", 503}, // asks; this toolgate has no store to park in
+		// No row allows etc/passwd, so the allow for docs does not apply.
+		{`{"path":"docs/a.md","file":"etc/passwd"}`, "deny", 403},
+		{`{"path":"docs/a.md","file":"docs/b.md"}`, "allow", 200},
+	} {
+		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
+		if res.StatusCode != tc.code || res.Header.Get("X-Toolgate-Decision") != tc.decision {
+			t.Errorf("%s: %d %q, want %d %q", tc.body, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), tc.code, tc.decision)
+		}
+	}
+	if reqs := env.upstream.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "docs/b.md") {
+		t.Fatalf("the upstream got %d requests, want only the allowed one", len(reqs))
+	}
+}
+
 // TestMCPBatchMembersDecided: a batch is allowed only when each member's
 // method is allowed alone, and one holding a pseudo-tool is refused whole.
 func TestMCPBatchMembersDecided(t *testing.T) {

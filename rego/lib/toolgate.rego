@@ -47,17 +47,26 @@ deny contains table_reason(r) if {
 
 deny contains {
 	"id": "toolgate.target_escapes",
-	"message": sprintf("target %q climbs above its root", [input.tool.target_raw]),
+	"message": sprintf("target %q climbs above its root", [raw]),
 } if {
 	call_phase
+	raw := escaping
+}
+
+# escaping: the first of the call's targets that climbs above its root, as
+# sent: the target itself, or else the first other target argument that does.
+escaping := input.tool.target_raw if {
 	input.tool.target_escapes == true
+} else := raws[0] if {
+	raws := [t.raw | some t in input.tool.targets; t.escapes == true]
+	count(raws) > 0
 }
 
 # ask: rules-table ask rows that match the call.
 ask contains reason if {
 	some r in candidates
 	r.effect == "ask"
-	row_matches(r)
+	row_matches_any(r)
 	reason := object.union(table_reason(r), ask_extras(r))
 }
 
@@ -71,7 +80,7 @@ else := {"must_ask": object.get(r, "must_ask", false)}
 allow contains table_reason(r) if {
 	some r in candidates
 	r.effect == "allow"
-	row_matches(r)
+	row_matches_every(r)
 }
 
 allow contains {"id": "toolgate.mcp_plumbing", "message": "MCP protocol message"} if {
@@ -139,7 +148,7 @@ read_only contains r.id if {
 	some r in candidates
 	r.effect != "deny"
 	object.get(r, "read_only", false) == true
-	row_matches(r)
+	row_matches_every(r)
 }
 
 read_only contains "toolgate.mcp_read_only_hint" if {
@@ -152,16 +161,30 @@ table_reason(r) := {"id": r.id, "message": object.get(r, "message", default_mess
 	default_message := sprintf("rules table %s: %s %s on %s", [r.id, r.effect, r.tool, r.target])
 }
 
-# In the call phase a row matches when both its tool and its target match.
+# In the call phase a row matches when its tool matches and its target
+# matches the call's targets: any one of them for a deny or ask row, every
+# one for an allow or read-only row, so that a decoy argument can neither
+# hide a target a deny row refuses nor borrow an allow for another target.
 # In the list phase (a tool being listed, no arguments yet) an allow or ask
 # row matches whatever its target, since some target could match.
-row_matches(r) if {
+row_matches_any(r) if {
 	call_phase
 	tool_matches(r.tool, r.tool_glob)
-	target_matches(r.target, r.target_glob)
+	target_matches_any(r.target, r.target_glob)
 }
 
-row_matches(r) if {
+row_matches_any(r) if {
+	list_phase
+	tool_matches(r.tool, r.tool_glob)
+}
+
+row_matches_every(r) if {
+	call_phase
+	tool_matches(r.tool, r.tool_glob)
+	target_matches_every(r.target, r.target_glob)
+}
+
+row_matches_every(r) if {
 	list_phase
 	tool_matches(r.tool, r.tool_glob)
 }
@@ -169,7 +192,7 @@ row_matches(r) if {
 # A deny row hides a listed tool only when it covers every call of the tool.
 deny_row_matches(r) if {
 	call_phase
-	row_matches(r)
+	row_matches_any(r)
 }
 
 deny_row_matches(r) if {
@@ -184,11 +207,37 @@ tool_matches(pattern, false) if pattern == input.tool.name
 
 tool_matches(pattern, true) if glob.match(pattern, null, input.tool.name)
 
-target_matches("*", _) if input.tool.name
+# The call's targets: the normalised value of every argument named in the
+# upstream's target_args (tool.targets), or, for a document that has only
+# tool.target (a hand-written test input), that one.
+default call_targets := []
 
-target_matches(pattern, false) if pattern == input.tool.target
+call_targets := [t.target | some t in input.tool.targets] if is_array(input.tool.targets)
 
-target_matches(pattern, true) if {
+call_targets := [input.tool.target] if {
+	not input.tool.targets
 	is_string(input.tool.target)
-	glob.match(pattern, ["/"], input.tool.target)
+}
+
+target_matches_any("*", _) if input.tool.name
+
+target_matches_any(pattern, is_glob) if {
+	some t in call_targets
+	target_matches(pattern, is_glob, t)
+}
+
+target_matches_every("*", _) if input.tool.name
+
+target_matches_every(pattern, is_glob) if {
+	count(call_targets) > 0
+	every t in call_targets {
+		target_matches(pattern, is_glob, t)
+	}
+}
+
+target_matches(pattern, false, t) if pattern == t
+
+target_matches(pattern, true, t) if {
+	is_string(t)
+	glob.match(pattern, ["/"], t)
 }

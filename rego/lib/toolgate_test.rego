@@ -134,3 +134,28 @@ test_mcp_pseudo_tools_by_table if {
 	get := {"kind": "mcp", "mcp": {"method": "prompts/get"}, "tool": {"name": "mcp:prompts/get", "arguments": {"name": "summary"}, "target": "summary"}}
 	ids(lib.allow) == {"pr"} with input as get with data.toolgate.rules as pseudo_rows
 }
+
+# A call with several target arguments (tool.targets): deny and ask rows fire
+# on any of them, allow and read-only rows only when all of them match.
+call2(tool, first, second) := {"kind": "rest", "phase": "call", "tool": {
+	"name": tool, "target": first, "target_raw": first, "target_escapes": false,
+	"targets": [
+		{"arg": "path", "target": first, "raw": first, "escapes": false},
+		{"arg": "file", "target": second, "raw": second, "escapes": second == "../x"},
+	],
+}}
+
+test_deny_row_sees_every_target if {
+	ids(lib.deny) == {"r2"} with input as call2("Read", "readme.txt", "secrets.txt") with data.toolgate.rules as seed
+	ids(lib.deny) == {"n1"} with input as call2("Edit", "x", "notes.txt") with data.toolgate.rules as seed
+}
+
+test_allow_row_needs_every_target if {
+	count(lib.allow) == 0 with input as call2("fs.read", "src/a.go", "etc/passwd") with data.toolgate.rules as seed
+	ids(lib.allow) == {"g1"} with input as call2("fs.read", "src/a.go", "src/b/c.go") with data.toolgate.rules as seed
+	ids(lib.allow) == {"r1"} with input as call2("Read", "a", "b") with data.toolgate.rules as seed
+}
+
+test_other_target_escaping_denied if {
+	ids(lib.deny) == {"toolgate.target_escapes"} with input as call2("fs.read", "src/a.go", "../x") with data.toolgate.rules as seed
+}
