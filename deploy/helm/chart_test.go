@@ -305,6 +305,9 @@ func TestRefused(t *testing.T) {
 		{"PDB with both bounds", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1"}, "not both"},
 		{"PDB with neither bound", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=null"}, "set minAvailable or maxUnavailable"},
 		{"redis URL in secret.values", []string{"--set", "pending.store=redis", "--set", "secret.values.TOOLGATE_PENDING_REDIS_URL=redis://r:6379/0"}, "set redis.url instead"},
+		// 30 s of grace cannot hold a 5 s preStop sleep and a 25 s drain.
+		{"grace shorter than the drain", []string{"--set", "config.shutdown_grace=25s"}, "must be longer than the preStop sleep (5 s) plus config.shutdown_grace (25s)"},
+		{"grace shorter than a drain in minutes", []string{"--set", "config.shutdown_grace=1m30s", "--set", "terminationGracePeriodSeconds=95"}, "terminationGracePeriodSeconds (95)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -315,8 +318,14 @@ func TestRefused(t *testing.T) {
 		})
 	}
 
+	// A grace period longer than the sleep and the drain renders.
+	r := render(t, "--set", "config.shutdown_grace=1m30s", "--set", "terminationGracePeriodSeconds=96")
+	if d := r.deployments[release+"-toolgate"]; d == nil || *d.Spec.Template.Spec.TerminationGracePeriodSeconds != 96 {
+		t.Errorf("deployment %v: want terminationGracePeriodSeconds 96", d)
+	}
+
 	// The same values with Redis render: the refusal is about the store.
-	r := render(t, "--set", "replicaCount=2", "--set", "pending.store=redis", "--set", "redis.url=redis://redis:6379/0")
+	r = render(t, "--set", "replicaCount=2", "--set", "pending.store=redis", "--set", "redis.url=redis://redis:6379/0")
 	g := checkGate(t, r, release+"-toolgate", nil)
 	if *g.d.Spec.Replicas != 2 || g.cfg.Pending.Store != "redis" {
 		t.Errorf("replicas %d store %q", *g.d.Spec.Replicas, g.cfg.Pending.Store)

@@ -75,6 +75,14 @@ The checks that span several values, which values.schema.json cannot
 express. Every template includes this, so any render fails the same way.
 */}}
 {{- define "toolgate.validate" -}}
+{{- $preStop := 0 }}
+{{- if and .Values.preStopSleepSeconds (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) }}
+{{- $preStop = int .Values.preStopSleepSeconds }}
+{{- end }}
+{{- $grace := include "toolgate.seconds" (.Values.config.shutdown_grace | default "20s") | float64 }}
+{{- if le (float64 .Values.terminationGracePeriodSeconds) (addf $preStop $grace) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be longer than the preStop sleep (%d s) plus config.shutdown_grace (%s): Kubernetes would kill toolgate while calls in flight still finish. Raise terminationGracePeriodSeconds or lower shutdown_grace" (int .Values.terminationGracePeriodSeconds) $preStop (.Values.config.shutdown_grace | default "20s")) }}
+{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (eq .Values.pending.store "memory") }}
 {{- fail (printf "replicaCount is %d but pending.store is \"memory\": each pod would keep its own parked calls, and an approval given on one pod would never reach a call parked on another. Set pending.store: redis and redis.url (or TOOLGATE_PENDING_REDIS_URL in secret.existingSecret), or replicaCount: 1" (int .Values.replicaCount)) }}
 {{- end }}
@@ -229,4 +237,18 @@ references to the environment.
 {{- $_ := set $cfg "log" $c.log }}
 {{- $_ := set $cfg "shutdown_grace" $c.shutdown_grace }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+toolgate.seconds: a Go duration ("20s", "1m30s", "1.5h") in seconds, as
+a float; values.schema.json has checked its shape.
+*/}}
+{{- define "toolgate.seconds" -}}
+{{- $total := 0.0 }}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" . -1 }}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 }}
+{{- $total = addf $total (mulf $n (get $units (regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . ""))) }}
+{{- end }}
+{{- $total }}
 {{- end }}
