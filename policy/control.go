@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -18,7 +19,8 @@ func (e *ControlError) Error() string {
 
 // CheckControl refuses arguments that a tool server could read otherwise
 // than the policy does: a key, at any depth, or a target string (a string
-// argument whose name, matched as NewTool matches it, is in targetArgs)
+// argument whose name, matched as NewTool matches it, is in targetArgs, or
+// a string in such an argument's array)
 // holding NUL or another C0 control character (U+0000 to U+001F). String
 // values other than targets may hold them (text with newlines). When
 // several do, the error names the first in byte order, so that it does not
@@ -35,14 +37,17 @@ func CheckControl(args map[string]any, targetArgs []string) error {
 		return worst
 	}
 	for name, v := range args {
-		s, ok := v.(string)
-		if !ok {
+		if !slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) }) {
 			continue
 		}
-		for _, k := range targetArgs {
-			if strings.EqualFold(name, k) {
-				note("target", s)
-				break
+		switch v := v.(type) {
+		case string:
+			note("target", v)
+		case []any: // each string of an array is a target too (NewTool)
+			for _, e := range v {
+				if s, ok := e.(string); ok {
+					note("target", s)
+				}
 			}
 		}
 	}

@@ -63,7 +63,8 @@ type Tool struct {
 	Name      string         `json:"name"`
 	Arguments map[string]any `json:"arguments,omitempty"`
 	// HasTarget is false when no argument named in target_args is a string;
-	// then target, target_raw and target_escapes are absent from the input.
+	// then target, target_raw and target_escapes are absent from the input
+	// (targets too, unless an array or another value makes some).
 	HasTarget     bool   `json:"-"`
 	Target        string `json:"target,omitempty"`
 	TargetRaw     string `json:"target_raw,omitempty"`
@@ -220,9 +221,9 @@ func (t *Tool) value(r *inputReads) (ast.Value, error) {
 		if r.sub("tool", "target_escapes") {
 			items = append(items, ast.Item(term("target_escapes"), ast.InternedTerm(t.TargetEscapes)))
 		}
-		if r.sub("tool", "targets") {
-			items = append(items, ast.Item(term("targets"), targetsTerm(t.AllTargets())))
-		}
+	}
+	if t.hasTargets() && r.sub("tool", "targets") {
+		items = append(items, ast.Item(term("targets"), targetsTerm(t.AllTargets())))
 	}
 	if r.sub("tool", "annotations") {
 		ann, err := objectTerm(t.Annotations)
@@ -238,6 +239,10 @@ func (t *Tool) value(r *inputReads) (ast.Value, error) {
 func targetsTerm(all []TargetArg) *ast.Term {
 	terms := make([]*ast.Term, len(all))
 	for i, a := range all {
+		if a.Opaque {
+			terms[i] = ast.ObjectTerm(ast.Item(term("arg"), term(a.Arg)), ast.Item(term("opaque"), ast.InternedTerm(true)))
+			continue
+		}
 		terms[i] = ast.ObjectTerm(
 			ast.Item(term("arg"), term(a.Arg)),
 			ast.Item(term("target"), ast.StringTerm(a.Target)),
@@ -307,7 +312,7 @@ var constTerms = func() map[string]*ast.Term {
 		// keys of the input document
 		"version", "call_id", "kind", "time", "mode", "phase", "upstream", "name", "protocol",
 		"subject", "id", "groups", "claims", "authenticated", "tool", "arguments", "target",
-		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "annotations", "mcp", "method", "protocol_version",
+		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "opaque", "annotations", "mcp", "method", "protocol_version",
 		"http", "path", "query", "headers",
 		// values from closed sets
 		InputVersion, KindREST, KindMCP, KindHTTP, PhaseCall, PhaseList,

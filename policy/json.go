@@ -60,22 +60,9 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 			b = strictjson.AppendString(b, t.TargetRaw)
 			b = append(b, `,"target_escapes":`...)
 			b = strconv.AppendBool(b, t.TargetEscapes)
-			b = append(b, `,"targets":[`...)
-			for i, a := range t.AllTargets() {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"arg":`...)
-				b = strictjson.AppendString(b, a.Arg)
-				b = appendKey(b, "target")
-				b = strictjson.AppendString(b, a.Target)
-				b = appendKey(b, "raw")
-				b = strictjson.AppendString(b, a.Raw)
-				b = append(b, `,"escapes":`...)
-				b = strconv.AppendBool(b, a.Escapes)
-				b = append(b, '}')
-			}
-			b = append(b, ']')
+		}
+		if t.hasTargets() {
+			b = appendTargets(append(b, `,"targets":`...), t.AllTargets())
 		}
 		b = append(b, `,"annotations":`...)
 		if b, err = appendObject(b, t.Annotations); err != nil {
@@ -115,6 +102,30 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// appendTargets writes tool.targets as targetsTerm builds it.
+func appendTargets(b []byte, all []TargetArg) []byte {
+	b = append(b, '[')
+	for i, a := range all {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"arg":`...)
+		b = strictjson.AppendString(b, a.Arg)
+		if a.Opaque {
+			b = append(b, `,"opaque":true}`...)
+			continue
+		}
+		b = appendKey(b, "target")
+		b = strictjson.AppendString(b, a.Target)
+		b = appendKey(b, "raw")
+		b = strictjson.AppendString(b, a.Raw)
+		b = append(b, `,"escapes":`...)
+		b = strconv.AppendBool(b, a.Escapes)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func appendKey(b []byte, k string) []byte {

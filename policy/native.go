@@ -167,10 +167,11 @@ func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts)
 }
 
 // anyTarget is the call phase's target test of deny and ask rows; "*" was
-// handled by the caller. A call without a target matches only "*".
+// handled by the caller. A call without a target matches only "*"; an
+// opaque target (one the policy cannot read) matches every row.
 func (r *nativeRow) anyTarget(t *Tool) bool {
 	for _, a := range t.AllTargets() {
-		if r.targetMatches(a.Target) {
+		if a.Opaque || r.targetMatches(a.Target) {
 			return true
 		}
 	}
@@ -178,11 +179,12 @@ func (r *nativeRow) anyTarget(t *Tool) bool {
 }
 
 // everyTarget is the call phase's target test of allow and read-only
-// rows: a call with several targets is allowed only where all of them are.
+// rows: a call with several targets is allowed only where all of them are,
+// and an opaque target matches no row but "*".
 func (r *nativeRow) everyTarget(t *Tool) bool {
 	all := t.AllTargets()
 	for _, a := range all {
-		if !r.targetMatches(a.Target) {
+		if a.Opaque || !r.targetMatches(a.Target) {
 			return false
 		}
 	}

@@ -113,7 +113,15 @@ func genCall(r *rand.Rand) *policy.Input {
 	// Decoys and second targets: more arguments named in target_args, so
 	// that deny and ask rows must look at every one and allow rows at all.
 	for range r.IntN(3) {
-		args[[]string{"file", "file_path", "uri", "target", "File"}[r.IntN(5)]] = callTargets[r.IntN(len(callTargets))]
+		name := []string{"file", "file_path", "uri", "target", "File"}[r.IntN(5)]
+		switch r.IntN(6) {
+		case 0: // an array: each string a target, anything else opaque
+			args[name] = []any{callTargets[r.IntN(len(callTargets))], []any{nil, "docs/x.md", 7}[r.IntN(3)]}
+		case 1: // opaque values, and null (no target)
+			args[name] = []any{map[string]any{"p": "secret1.txt"}, 42, nil, true, []any{}}[r.IntN(5)]
+		default:
+			args[name] = callTargets[r.IntN(len(callTargets))]
+		}
 	}
 	in.Tool = policy.NewTool(callTools[r.IntN(len(callTools))], args, policy.DefaultTargetArgs)
 	switch r.IntN(4) {

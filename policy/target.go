@@ -40,41 +40,65 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 	return newTool(name, args, targetArgs, fold)
 }
 
-// newTool collects every string argument named in targetArgs, in that
-// order. The first is the call's target (tool.target); all of them are its
+// newTool collects every argument named in targetArgs, in that order. The
+// first string is the call's target (tool.target); all of them are its
 // targets (tool.targets), because a tool may act on an argument other than
 // the first one named: a call of a tool that reads "file" can carry a
-// decoy "path", and the rules table must see "file" too.
+// decoy "path", and the rules table must see "file" too. An array gives
+// each of its strings; any other value (an object, a number, a string
+// inside an object) is an opaque target, one the policy cannot read and so
+// must assume could be anything. A null names nothing.
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
-	for _, k := range targetArgs {
-		s, ok := argFold(args, k)
-		if !ok {
-			continue
-		}
+	add := func(k, s string) {
 		norm, escapes := NormalizeTargetFold(k, s, fold)
-		if !t.HasTarget {
-			t.HasTarget = true
-			t.Target, t.TargetRaw, t.TargetEscapes = norm, s, escapes
-		}
 		t.Targets = append(t.Targets, TargetArg{Arg: k, Target: norm, Raw: s, Escapes: escapes})
+	}
+	for _, k := range targetArgs {
+		switch v := argFold(args, k).(type) {
+		case nil:
+		case string:
+			if !t.HasTarget {
+				t.HasTarget = true
+				t.TargetRaw = v
+				t.Target, t.TargetEscapes = NormalizeTargetFold(k, v, fold)
+			}
+			add(k, v)
+		case []any:
+			for _, e := range v {
+				switch e := e.(type) {
+				case nil:
+				case string:
+					add(k, e)
+				default:
+					t.Targets = append(t.Targets, TargetArg{Arg: k, Opaque: true})
+				}
+			}
+		default:
+			t.Targets = append(t.Targets, TargetArg{Arg: k, Opaque: true})
+		}
 	}
 	return t
 }
 
-// TargetArg is one argument named in target_args that holds a string.
+// TargetArg is one target of a call: a string argument named in
+// target_args, or a string in such an argument's array.
 type TargetArg struct {
-	Arg     string `json:"arg"`     // its name as target_args spells it
-	Target  string `json:"target"`  // normalised as tool.target is
-	Raw     string `json:"raw"`     // as sent
-	Escapes bool   `json:"escapes"` // the normalised path climbs above its root
+	Arg     string `json:"arg"`              // the argument's name as target_args spells it
+	Target  string `json:"target,omitempty"` // normalised as tool.target is
+	Raw     string `json:"raw,omitempty"`    // as sent
+	Escapes bool   `json:"escapes,omitempty"`
+	// Opaque: the argument holds something other than strings (an object,
+	// a number), so it has no target the policy can read; rules-table deny
+	// and ask rows count it as matching, allow rows as not.
+	Opaque bool `json:"opaque,omitempty"`
 }
 
 // AllTargets is the call's targets: Targets, or for a Tool built by hand
 // with only Target set, that one. Empty when the call has no target.
 func (t *Tool) AllTargets() []TargetArg {
 	switch {
-	case len(t.Targets) > 0:
+	case t.Targets != nil:
 		return t.Targets
 	case t.HasTarget:
 		return []TargetArg{{Target: t.Target, Raw: t.TargetRaw, Escapes: t.TargetEscapes}}
@@ -82,34 +106,36 @@ func (t *Tool) AllTargets() []TargetArg {
 	return nil
 }
 
+// hasTargets reports whether the input shows tool.targets.
+func (t *Tool) hasTargets() bool { return t.Targets != nil || t.HasTarget }
+
 // SoleTarget reports whether every target of the call is target: a grant
 // for one target may stand in only for calls that act on nothing else.
 func (t *Tool) SoleTarget(target string) bool {
 	all := t.AllTargets()
 	for _, a := range all {
-		if a.Target != target {
+		if a.Opaque || a.Target != target {
 			return false
 		}
 	}
 	return len(all) > 0 || target == ""
 }
 
-// argFold returns the string argument named k, matching the name the way
-// Go's encoding/json matches struct fields (case-insensitively): a tool
-// written in Go reads {"PATH": …} as its path argument, so the policy must
-// see it as the target too. Bodies with two case-variant keys never get
-// here (they are refused as ambiguous).
-func argFold(args map[string]any, k string) (string, bool) {
-	if v, ok := args[k].(string); ok {
-		return v, true
+// argFold returns the argument named k, matching the name the way Go's
+// encoding/json matches struct fields (case-insensitively): a tool written
+// in Go reads {"PATH": …} as its path argument, so the policy must see it
+// as a target too. Bodies with two case-variant keys never get here (they
+// are refused as ambiguous). nil when there is none.
+func argFold(args map[string]any, k string) any {
+	if v, ok := args[k]; ok {
+		return v
 	}
 	for name, v := range args {
 		if strings.EqualFold(name, k) {
-			s, ok := v.(string)
-			return s, ok
+			return v
 		}
 	}
-	return "", false
+	return nil
 }
 
 // NormalizeTarget normalises the value of argument arg so that one resource

@@ -186,7 +186,8 @@ func TestConnectRefused(t *testing.T) {
 }
 
 // TestToolQuery: a tool call's arguments are its body. A query string is
-// refused unless the upstream takes one, and then a name may not be in both.
+// refused unless the upstream takes one, and then a name may not be in both,
+// nor name a target argument.
 func TestToolQuery(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -201,6 +202,9 @@ func TestToolQuery(t *testing.T) {
 		{"query repeats an argument", true, "/tools/read_file?path=.env", `{"path":"README.md"}`, 400},
 		{"query repeats an argument in another case", true, "/tools/read_file?Path=.env", `{"path":"README.md"}`, 400},
 		{"repeated query name", true, "/tools/read_file?dry=1&dry=0", `{"path":"README.md"}`, 400},
+		// A target argument the body does not hold: the rules would never see it.
+		{"target argument in the query", true, "/tools/read_file?file=.env", `{"path":"README.md"}`, 400},
+		{"target argument in the query, another case", true, "/tools/read_file?FILE=.env", `{}`, 400},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,7 +322,7 @@ func testStalledBody(t *testing.T, traced bool) {
 // is refused: stacks disagree on where such a string ends.
 func TestControlCharacters(t *testing.T) {
 	env := newTestServer(t, allowAll)
-	for _, body := range []string{`{"path\u0000":".env","path":"README.md"}`, `{"path":"README.md\u0000.env"}`, `{"o":{"k\u001f":1}}`} {
+	for _, body := range []string{`{"path\u0000":".env","path":"README.md"}`, `{"path":"README.md\u0000.env"}`, `{"o":{"k\u001f":1}}`, `{"file":["README.md","x\u0000.env"]}`} {
 		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 400 {
 			t.Errorf("%s: %d, want 400", body, res.StatusCode)
 		}
@@ -348,6 +352,8 @@ func TestTargetFoldWindows(t *testing.T) {
 // tool acts on. A tool that reads "file", called with {"file": secrets,
 // "path": docs}, had docs for its target, and a deny row on secrets never
 // saw the file it read. Deny rows fire on any target, allow rows need all.
+// A value the policy cannot read as a path (an object, a number) counts as
+// any target for a deny row.
 func TestDecoyTargetArgument(t *testing.T) {
 	env := newTestServer(t, seedEngineRules(t, `rules:
   - {id: docs, effect: allow, tool: read_file, target: "docs/**"}
@@ -365,6 +371,14 @@ func TestDecoyTargetArgument(t *testing.T) {
 		{`{"path":"docs/a.md","file":"notes/today.txt"}`, "ask", 503}, // asks; this toolgate has no store to park in
 		// No row allows etc/passwd, so the allow for docs does not apply.
 		{`{"path":"docs/a.md","file":"etc/passwd"}`, "deny", 403},
+		// Arrays: each string is a target. Anything else in a target
+		// argument is opaque, so deny and ask rows fire on it and allow
+		// rows do not cover it. A null names nothing.
+		{`{"path":["secrets/k"],"file":"docs/a.md"}`, "deny", 403},
+		{`{"path":{"p":"secrets/k"},"file":"docs/a.md"}`, "deny", 403},
+		{`{"path":"docs/a.md","file":["docs/b.md",7]}`, "deny", 403},
+		{`{"file":["docs/b.md","docs/c.md"]}`, "allow", 200},
+		{`{"path":null,"file":"docs/c.md"}`, "allow", 200},
 		{`{"path":"docs/a.md","file":"docs/b.md"}`, "allow", 200},
 	} {
 		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
@@ -372,8 +386,8 @@ func TestDecoyTargetArgument(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", tc.body, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), tc.code, tc.decision)
 		}
 	}
-	if reqs := env.upstream.Requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Body), "docs/b.md") {
-		t.Fatalf("the upstream got %d requests, want only the allowed one", len(reqs))
+	if reqs := env.upstream.Requests(); len(reqs) != 3 {
+		t.Fatalf("the upstream got %d requests, want only the three allowed", len(reqs))
 	}
 }
 

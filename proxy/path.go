@@ -101,9 +101,18 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 	for arg := range args {
 		folded[foldKey(arg)] = true
 	}
+	targets := make(map[string]bool, len(up.TargetArgs))
+	for _, k := range up.TargetArgs {
+		targets[foldKey(k)] = true
+	}
 	for name := range query {
 		if folded[foldKey(name)] {
 			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
+		}
+		// The policy finds a call's targets in its body only; a target in
+		// the query string would be one the rules never saw.
+		if targets[foldKey(name)] {
+			return invalid(http.StatusBadRequest, "Target in the query string", strconv.Quote(name)+" names a target argument (upstreams[].target_args): send it in the JSON body")
 		}
 	}
 	return nil

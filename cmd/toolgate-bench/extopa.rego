@@ -1,5 +1,6 @@
 # The rules table of toolgate-bench, decided the way toolgate's shipped
-# library decides it, for a standalone OPA server queried over HTTP.
+# library decides a call with one target (the bench's calls have one), for
+# a standalone OPA server queried over HTTP.
 package bench
 
 candidates := array.concat(
