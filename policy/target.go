@@ -50,9 +50,20 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 // must assume could be anything. A null names nothing.
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
-	add := func(k, s string) {
+	full := false // MaxTargets reached: one opaque target stands for the rest
+	add := func(a TargetArg) {
+		switch {
+		case full:
+		case len(t.Targets) == MaxTargets:
+			full = true
+			t.Targets = append(t.Targets, TargetArg{Arg: a.Arg, Opaque: true})
+		default:
+			t.Targets = append(t.Targets, a)
+		}
+	}
+	addString := func(k, s string) {
 		norm, escapes := NormalizeTargetFold(k, s, fold)
-		t.Targets = append(t.Targets, TargetArg{Arg: k, Target: norm, Raw: s, Escapes: escapes})
+		add(TargetArg{Arg: k, Target: norm, Raw: s, Escapes: escapes})
 	}
 	for _, k := range targetArgs {
 		switch v := argFold(args, k).(type) {
@@ -63,23 +74,29 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 				t.TargetRaw = v
 				t.Target, t.TargetEscapes = NormalizeTargetFold(k, v, fold)
 			}
-			add(k, v)
+			addString(k, v)
 		case []any:
 			for _, e := range v {
 				switch e := e.(type) {
 				case nil:
 				case string:
-					add(k, e)
+					addString(k, e)
 				default:
-					t.Targets = append(t.Targets, TargetArg{Arg: k, Opaque: true})
+					add(TargetArg{Arg: k, Opaque: true})
 				}
 			}
 		default:
-			t.Targets = append(t.Targets, TargetArg{Arg: k, Opaque: true})
+			add(TargetArg{Arg: k, Opaque: true})
 		}
 	}
 	return t
 }
+
+// MaxTargets bounds tool.targets: a body of one large array would
+// otherwise make as many targets, each normalised, matched and logged.
+// Past it, one opaque target stands for the rest, so deny and ask rows
+// still fire and no allow row but "*" covers the call.
+const MaxTargets = 256
 
 // TargetArg is one target of a call: a string argument named in
 // target_args, or a string in such an argument's array.

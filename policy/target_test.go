@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/toolgate/toolgate/policy"
@@ -103,5 +104,25 @@ func TestFoldWindows(t *testing.T) {
 	}
 	if _, err := policy.ParseFold("Windows"); err == nil {
 		t.Error("ParseFold accepted Windows")
+	}
+}
+
+// TestTargetsBounded: a target argument holding a huge array makes at most
+// MaxTargets targets and one opaque target for the rest.
+func TestTargetsBounded(t *testing.T) {
+	paths := make([]any, 10*policy.MaxTargets)
+	for i := range paths {
+		paths[i] = "docs/" + strconv.Itoa(i)
+	}
+	tool := policy.NewTool("read_file", map[string]any{"path": paths, "file": "docs/x"}, policy.DefaultTargetArgs)
+	if n := len(tool.Targets); n != policy.MaxTargets+1 {
+		t.Fatalf("%d targets, want %d", n, policy.MaxTargets+1)
+	}
+	if last := tool.Targets[policy.MaxTargets]; !last.Opaque || last.Arg != "path" {
+		t.Fatalf("last target %+v, want an opaque one for path", last)
+	}
+	small := policy.NewTool("read_file", map[string]any{"path": paths[:2], "file": "docs/x"}, policy.DefaultTargetArgs)
+	if n := len(small.Targets); n != 3 || small.Targets[2].Target != "docs/x" || small.Targets[2].Opaque {
+		t.Fatalf("targets %+v, want docs/0, docs/1 and docs/x", small.Targets)
 	}
 }
