@@ -73,3 +73,32 @@ func checkKeys(v any, note func(what, v string)) {
 }
 
 func isC0(r rune) bool { return r < 0x20 }
+
+// CheckTargets refuses a call that names more than MaxTargets targets
+// (strings and other values in the arguments named in targetArgs, an
+// array's items each counting): the rules table matches every target, so
+// their number bounds the work of a decision, and a target past the bound
+// would be one the policy never read.
+func CheckTargets(args map[string]any, targetArgs []string) error {
+	n := 0
+	for name, v := range args {
+		if !slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) }) {
+			continue
+		}
+		switch v := v.(type) {
+		case nil:
+		case []any:
+			for _, e := range v {
+				if e != nil {
+					n++
+				}
+			}
+		default:
+			n++
+		}
+	}
+	if n > MaxTargets {
+		return fmt.Errorf("the call names %d targets (values of the arguments in target_args); at most %d", n, MaxTargets)
+	}
+	return nil
+}

@@ -94,8 +94,9 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 
 // MaxTargets bounds tool.targets: a body of one large array would
 // otherwise make as many targets, each normalised, matched and logged.
-// Past it, one opaque target stands for the rest, so deny and ask rows
-// still fire and no allow row but "*" covers the call.
+// The proxy refuses a call with more (CheckTargets); a Tool built from
+// more anyway lists MaxTargets and one opaque target for the rest, so deny
+// and ask rows still fire and no allow row but "*" covers it.
 const MaxTargets = 256
 
 // TargetArg is one target of a call: a string argument named in

@@ -205,6 +205,9 @@ func TestToolQuery(t *testing.T) {
 		// A target argument the body does not hold: the rules would never see it.
 		{"target argument in the query", true, "/tools/read_file?file=.env", `{"path":"README.md"}`, 400},
 		{"target argument in the query, another case", true, "/tools/read_file?FILE=.env", `{}`, 400},
+		{"target argument as a query array", true, "/tools/read_file?file%5B%5D=.env", `{"path":"README.md"}`, 400},
+		{"target argument as a query index", true, "/tools/read_file?path%5B0%5D=.env", `{}`, 400},
+		{"target argument spelt as PHP binds it", true, "/tools/read_file?file.path=.env", `{}`, 400},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,7 +362,7 @@ func TestDecoyTargetArgument(t *testing.T) {
   - {id: docs, effect: allow, tool: read_file, target: "docs/**"}
   - {id: secrets, effect: deny, tool: read_file, target: "secrets/**"}
   - {id: notes, effect: ask, tool: read_file, target: "notes/**"}
-`))
+`), func(c *Config) { c.MaxBodyBytes = 64 << 10 })
 	for _, tc := range []struct {
 		body, decision string
 		code           int
@@ -386,8 +389,22 @@ func TestDecoyTargetArgument(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", tc.body, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), tc.code, tc.decision)
 		}
 	}
-	if reqs := env.upstream.Requests(); len(reqs) != 3 {
-		t.Fatalf("the upstream got %d requests, want only the three allowed", len(reqs))
+	// More targets than a decision reads is refused, not cut: an escaping
+	// path past the bound would be one no rule saw.
+	many := make([]string, policy.MaxTargets)
+	for i := range many {
+		many[i] = `"docs/x"`
+	}
+	body := `{"path":[` + strings.Join(many, ",") + `,"../etc/passwd"]}`
+	if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 400 {
+		t.Errorf("%d targets: %d, want 400", policy.MaxTargets+1, res.StatusCode)
+	}
+	body = `{"path":[` + strings.Join(many, ",") + `]}`
+	if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
+		t.Errorf("%d targets: %d, want 200", policy.MaxTargets, res.StatusCode)
+	}
+	if reqs := env.upstream.Requests(); len(reqs) != 4 {
+		t.Fatalf("the upstream got %d requests, want only the four allowed", len(reqs))
 	}
 }
 

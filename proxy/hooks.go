@@ -85,6 +85,9 @@ func (s *Server) rewriteArguments(c *call, updated json.RawMessage) error {
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return err
 	}
+	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
+		return err
+	}
 	old := c.input.Tool
 	body := []byte(updated)
 	if c.mcp != nil {

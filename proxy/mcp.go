@@ -236,6 +236,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Control character", err.Error())
 	}
+	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Too many targets", err.Error())
+	}
 	c.mcp.isToolCall = true
 	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	if ann, ok := c.up.annotations.Load(name); ok {

@@ -84,6 +84,20 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	return q, nil
 }
 
+// queryBase is the argument a query name binds to where a stack parses
+// names: file[], file[0] and file.x are file to Rails, PHP or Express's
+// qs.
+func queryBase(name string) string {
+	if i := strings.IndexAny(name, "[."); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// phpName spells a query name as PHP binds it: "file.path" and
+// "file path" are file_path.
+var phpName = strings.NewReplacer(".", "_", " ", "_")
+
 // checkToolQuery refuses a REST tool call's query string unless its
 // upstream takes one: a tool's arguments are its JSON body, and a query the
 // upstream also reads would be arguments the policy judged apart from the
@@ -111,7 +125,7 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 		}
 		// The policy finds a call's targets in its body only; a target in
 		// the query string would be one the rules never saw.
-		if targets[foldKey(name)] {
+		if targets[foldKey(name)] || targets[foldKey(queryBase(name))] || targets[foldKey(phpName.Replace(name))] {
 			return invalid(http.StatusBadRequest, "Target in the query string", strconv.Quote(name)+" names a target argument (upstreams[].target_args): send it in the JSON body")
 		}
 	}
