@@ -53,6 +53,10 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 		return 0, badRequest("only a tool call of a known principal can be remembered: approve once")
 	case rm.Scope != scopeTarget && rm.Scope != scopeTool:
 		return 0, badRequest(`remember.scope must be "` + scopeTarget + `" or "` + scopeTool + `"`)
+	case rm.Scope == scopeTarget && info.TargetsBeyond:
+		// A grant names one target; this call acts on more, so a grant for
+		// its target would cover calls it is not.
+		return 0, badRequest(`this call names more targets than its target: remember it for the tool ("` + scopeTool + `"), or approve once`)
 	}
 	d, err := time.ParseDuration(rm.Lifetime)
 	if err != nil || d <= 0 || d > pending.MaxGrantLifetime {

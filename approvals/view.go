@@ -91,20 +91,23 @@ type callView struct {
 	Upstream    string
 	Subject     string
 	Target      string
-	Request     string // the HTTP method and path
-	Reasons     []string
-	RuleIDs     []string
-	Arguments   string    // the exact JSON arguments, as stored
-	Decoded     []argSpan // Arguments pretty-printed with strings decoded; nil when they are not JSON
-	HasHidden   bool      // Decoded spells out invisible or reordering characters
-	Created     string
-	Age         string // "3m ago"
-	Expires     string
-	TimeLeft    string
-	DecidedBy   string
-	DecidedAt   string
-	Comment     string
-	Result      string
+	// TargetsBeyond: the call names more targets than Target (another
+	// target argument, an array, a value toolgate cannot read as a path).
+	TargetsBeyond bool
+	Request       string // the HTTP method and path
+	Reasons       []string
+	RuleIDs       []string
+	Arguments     string    // the exact JSON arguments, as stored
+	Decoded       []argSpan // Arguments pretty-printed with strings decoded; nil when they are not JSON
+	HasHidden     bool      // Decoded spells out invisible or reordering characters
+	Created       string
+	Age           string // "3m ago"
+	Expires       string
+	TimeLeft      string
+	DecidedBy     string
+	DecidedAt     string
+	Comment       string
+	Result        string
 
 	// Approvals are the approvals counted so far; Progress says how far
 	// they are ("1 of 2 approvals", empty when one approval decides) and
@@ -191,7 +194,7 @@ func (h *Handler) view(c pending.Call) *callView {
 	v := &callView{
 		ID: c.ID, Status: statusText(c.State), StatusClass: statusClass(c.State),
 		Kind: info.Kind, Tool: or(c.Tool, info.Tool), Method: mcpMethod(info), Upstream: or(c.Upstream, info.Upstream),
-		Subject: or(c.Subject, info.Subject), Target: info.Target,
+		Subject: or(c.Subject, info.Subject), Target: info.Target, TargetsBeyond: info.TargetsBeyond,
 		Reasons: info.Reasons, RuleIDs: info.RuleIDs, Arguments: string(info.Arguments),
 		DecidedBy: c.DecidedBy, Comment: c.Comment,
 	}

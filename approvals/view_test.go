@@ -574,3 +574,29 @@ func TestNew_ChecksConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPage_TargetsBeyond: a call that names more than its target says so
+// beside the target, and offers no grant for that target; one that does
+// not offers both scopes and says nothing.
+func TestPage_TargetsBeyond(t *testing.T) {
+	h := newViewHandler(t)
+	for _, beyond := range []bool{false, true} {
+		info := restInfo(`{"path":"notes/today.txt","file":"secrets/k"}`)
+		info.TargetsBeyond = beyond
+		c := viewCall("CALL1", pending.Waiting, info)
+		body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, Remember: true, Token: "t", Action: "./CALL1"})
+		want := 0
+		if beyond {
+			want = 1
+		}
+		if got := strings.Count(body, "and other targets: read the arguments below"); got != want {
+			t.Errorf("beyond %v: the note appears %d times, want %d", beyond, got, want)
+		}
+		if got := strings.Count(body, `value="subject+tool+target"`); got != 1-want {
+			t.Errorf("beyond %v: the grant for this target is offered %d times, want %d", beyond, got, 1-want)
+		}
+		if got := strings.Count(body, `value="subject+tool"`); got != 1 {
+			t.Errorf("beyond %v: the grant for the tool is offered %d times, want 1", beyond, got)
+		}
+	}
+}

@@ -75,6 +75,10 @@ type Event struct {
 	// ToolTarget is the policy input's tool.target (the normalised path or
 	// resource the call acts on); empty when the tool has none.
 	ToolTarget string
+	// TargetsBeyond: the call names more targets than ToolTarget (another
+	// target argument, an array, a value toolgate cannot read as a path);
+	// chat messages say so, as ToolTarget alone would mislead.
+	TargetsBeyond bool
 	// Arguments are the exact arguments (a JSON object); may be nil. Bytes
 	// that are not JSON are sent as a JSON string in CloudEvents data.
 	Arguments json.RawMessage
@@ -433,4 +437,13 @@ func (n *Notifier) report(w *worker, result string) {
 	if n.opts.OnDelivery != nil {
 		n.opts.OnDelivery(w.index, w.format, result)
 	}
+}
+
+// beyondNote is what a chat message adds to its target when the call names
+// more targets than that one.
+func beyondNote(e *Event) string {
+	if e.TargetsBeyond {
+		return " (and other targets: see the arguments)"
+	}
+	return ""
 }

@@ -112,8 +112,8 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		mrkdwn("*Upstream*\n" + orDash(e.Upstream)),
 		mrkdwn("*Caller*\n" + orDash(e.Subject)),
 	}
-	if e.ToolTarget != "" {
-		fields = append(fields, mrkdwn("*Target*\n"+orDash(e.ToolTarget)))
+	if e.ToolTarget != "" || e.TargetsBeyond {
+		fields = append(fields, mrkdwn("*Target*\n"+orDash(e.ToolTarget)+beyondNote(e)))
 	}
 	blocks := []slackBlock{
 		{Type: "header", Text: plainText("Approval needed: " + truncateRunes(oneLine(e.Tool), 120))},

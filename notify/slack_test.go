@@ -110,3 +110,22 @@ func TestSlackInteractiveDelivered(t *testing.T) {
 		t.Errorf("CloudEvents body carries a Slack button:\n%s", events.Requests()[0].Body)
 	}
 }
+
+// TestTargetsBeyondNamed: a call that names more targets than its target
+// says so beside the target, in Slack and in Teams, so the one target
+// shown does not stand for the call.
+func TestTargetsBeyondNamed(t *testing.T) {
+	for _, format := range []string{FormatSlack, FormatTeams} {
+		for _, beyond := range []bool{false, true} {
+			e := requested("c1")
+			e.TargetsBeyond = beyond
+			body, _, err := render(format, &e, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bytes.Contains(body, []byte("and other targets: see the arguments")); got != beyond {
+				t.Errorf("%s, beyond %v: the note is there: %v", format, beyond, got)
+			}
+		}
+	}
+}

@@ -111,8 +111,8 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 		{"Upstream", teamsFactValue(e.Upstream, 300)},
 		{"Caller", teamsFactValue(e.Subject, 300)},
 	}
-	if e.ToolTarget != "" {
-		facts = append(facts, teamsFact{"Target", teamsFactValue(e.ToolTarget, 300)})
+	if e.ToolTarget != "" || e.TargetsBeyond {
+		facts = append(facts, teamsFact{"Target", teamsFactValue(e.ToolTarget, 300) + beyondNote(e)})
 	}
 	if !e.ExpiresAt.IsZero() {
 		facts = append(facts, teamsFact{"Expires", e.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC")})

@@ -100,6 +100,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target
+		info.TargetsBeyond = len(t.AllTargets()) > 0 && !t.SoleTarget(t.Target)
 		if c.mcp != nil {
 			// The body is the whole JSON-RPC message; show the arguments.
 			info.Arguments = callinfo.MarshalNoEscape(t.Arguments)

@@ -158,6 +158,18 @@ func TestGrantScopes(t *testing.T) {
 		t.Fatalf("grants after the refused remember: %v", got)
 	}
 	toolCall(t, e.proxy, "agent-key", "drop_table", targetBody("users"), async...).want(t, "drop_table again", 202, "ask")
+
+	// A call that names more than its target (a second target argument,
+	// an array) cannot be remembered for its target: the grant would
+	// cover calls on that target alone, or, from an array alone, calls
+	// with no target at all. For the tool it can.
+	for _, args := range []string{`{"target":"gamma","path":"delta"}`, `{"path":["gamma"]}`} {
+		p := toolCall(t, e.proxy, "agent-key", "deploy", args, async...).want(t, "deploy "+args, 202, "ask")
+		if code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "more targets") {
+			t.Fatalf("remember %s for its target: %d %s, want 400", args, code, body)
+		}
+	}
+	toolCall(t, e.proxy, "agent-key", "deploy", `{"seq":0}`, async...).want(t, "deploy without a target", 202, "ask")
 }
 
 // TestGrantNeverOverridesDenyOrQuorum: a subject+tool grant made while the

@@ -34,6 +34,11 @@ type Info struct {
 	// re-check of the approved call weighs that ask again (the approval
 	// answered it), since the input document does not carry it.
 	HookAsked bool `json:"hook_asked,omitempty"`
+	// TargetsBeyond is true when the call names targets other than
+	// Target (another argument in target_args, an array, a value toolgate
+	// cannot read as a path): pages say so, as Target alone would mislead,
+	// and no grant is remembered for Target, which would not cover it.
+	TargetsBeyond bool `json:"targets_beyond,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.

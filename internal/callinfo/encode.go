@@ -75,6 +75,9 @@ func (info Info) Encode() []byte {
 	if info.HookAsked {
 		b.WriteString(`,"hook_asked":true`)
 	}
+	if info.TargetsBeyond {
+		b.WriteString(`,"targets_beyond":true`)
+	}
 	if len(info.PolicyInput) > 0 {
 		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
 			return nil // no compact JSON object: not the proxy's
