@@ -6,10 +6,26 @@
 #   notes need a human, nothing is deleted.
 package toolgate
 
+# A call's targets are every argument named in the upstream's target_args
+# (input.tool.targets), not only the first (input.tool.target): a tool that
+# reads "file" may be sent a decoy "path". So an allow checks every target,
+# and a deny any one. An argument toolgate cannot read as a path (an object,
+# a number) is opaque: it could name anything, so nothing allows it.
+targets := [x.target | some x in input.tool.targets; is_string(x.target)]
+
+opaque if {
+	some x in input.tool.targets
+	x.opaque
+}
+
 # Reading the README and the chapters is allowed.
 allow contains {"id": "example.read_book", "message": "reading the book is allowed"} if {
 	input.tool.name == "read_file"
-	book(input.tool.target)
+	count(targets) > 0
+	not opaque
+	every t in targets {
+		book(t)
+	}
 }
 
 book("README.md")
@@ -17,8 +33,9 @@ book("README.md")
 book(target) if startswith(target, "chapters/")
 
 # Secrets and the repository's internals are denied to every tool.
-deny contains {"id": "example.secrets", "message": sprintf("%s holds secrets", [input.tool.target])} if {
-	secret(input.tool.target)
+deny contains {"id": "example.secrets", "message": sprintf("%s holds secrets", [t])} if {
+	some t in targets
+	secret(t)
 }
 
 secret(target) if base(target) == ".env"
@@ -33,7 +50,7 @@ base(target) := b if {
 }
 
 # Writing a note asks a human first; writing anywhere else is denied.
-ask contains {"id": "example.write_note", "message": sprintf("write to %s needs approval", [input.tool.target])} if {
+ask contains {"id": "example.write_note", "message": sprintf("write to %s needs approval", [concat(", ", targets)])} if {
 	input.tool.name == "write_note"
 	in_notes
 }
@@ -47,7 +64,13 @@ deny contains {"id": "example.write_elsewhere", "message": "notes may only be wr
 	not in_notes
 }
 
-in_notes if startswith(input.tool.target, "notes/")
+in_notes if {
+	count(targets) > 0
+	not opaque
+	every t in targets {
+		startswith(t, "notes/")
+	}
+}
 
 # Listing tools (MCP tools/list, phase "list": no arguments yet): a tool is
 # shown when some call of it could run. delete_file stays hidden: its deny

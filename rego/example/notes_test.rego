@@ -2,7 +2,37 @@ package toolgate_test
 
 import data.toolgate
 
-call(tool, target) := {"kind": "rest", "phase": "call", "tool": {"name": tool, "arguments": {"path": target}, "target": target}}
+call(tool, target) := {"kind": "rest", "phase": "call", "tool": {
+	"name": tool, "arguments": {"path": target}, "target": target,
+	"targets": [{"arg": "path", "target": target, "raw": target, "escapes": false}],
+}}
+
+# call2 is a call of tool whose path is first and whose file is second.
+call2(tool, first, second) := {"kind": "rest", "phase": "call", "tool": {
+	"name": tool, "arguments": {"path": first, "file": second}, "target": first,
+	"targets": [
+		{"arg": "path", "target": first, "raw": first, "escapes": false},
+		{"arg": "file", "target": second, "raw": second, "escapes": false},
+	],
+}}
+
+# A decoy path does not hide the file a tool reads.
+test_decoy_target if {
+	some r in toolgate.deny with input as call2("read_file", "README.md", ".env")
+	r.id == "example.secrets"
+	count(toolgate.allow) == 0 with input as call2("read_file", "README.md", ".env")
+	count(toolgate.allow) == 0 with input as call2("read_file", "README.md", "notes/x")
+	count(toolgate.allow) == 1 with input as call2("read_file", "README.md", "chapters/01.md")
+	count(toolgate.ask) == 0 with input as call2("write_note", "notes/a", "other/b")
+	some d in toolgate.deny with input as call2("write_note", "notes/a", "other/b")
+	d.id == "example.write_elsewhere"
+}
+
+# An argument toolgate cannot read as a path is allowed by nothing.
+test_opaque_target if {
+	opaque := {"kind": "rest", "phase": "call", "tool": {"name": "read_file", "arguments": {"path": {"p": "README.md"}}, "targets": [{"arg": "path", "opaque": true}]}}
+	count(toolgate.allow) == 0 with input as opaque
+}
 
 test_read_readme_allowed if {
 	some r in toolgate.allow with input as call("read_file", "README.md")
