@@ -23,34 +23,37 @@ type ceEvent struct {
 // not guess; approval_url is left out of a resolved event, where the link
 // no longer decides anything, and the outcome fields appear only there.
 type ceData struct {
-	CallID      string          `json:"call_id"`
-	Tool        string          `json:"tool"`
-	Upstream    string          `json:"upstream"`
-	Subject     string          `json:"subject"`
-	Target      string          `json:"target,omitempty"`
-	Arguments   json.RawMessage `json:"arguments"`
-	Reasons     []string        `json:"reasons"`
-	RuleIDs     []string        `json:"rule_ids"`
-	ApprovalURL *string         `json:"approval_url,omitempty"`
-	StatusURL   string          `json:"status_url"`
-	ExpiresAt   *time.Time      `json:"expires_at"`
-	Outcome     *string         `json:"outcome,omitempty"`
-	DecidedBy   *string         `json:"decided_by,omitempty"`
-	Comment     *string         `json:"comment,omitempty"`
-	Approvals   []Approval      `json:"approvals,omitempty"`
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Upstream string `json:"upstream"`
+	Subject  string `json:"subject"`
+	Target   string `json:"target,omitempty"`
+	// TargetsBeyond: the call names more targets than Target.
+	TargetsBeyond bool            `json:"targets_beyond,omitempty"`
+	Arguments     json.RawMessage `json:"arguments"`
+	Reasons       []string        `json:"reasons"`
+	RuleIDs       []string        `json:"rule_ids"`
+	ApprovalURL   *string         `json:"approval_url,omitempty"`
+	StatusURL     string          `json:"status_url"`
+	ExpiresAt     *time.Time      `json:"expires_at"`
+	Outcome       *string         `json:"outcome,omitempty"`
+	DecidedBy     *string         `json:"decided_by,omitempty"`
+	Comment       *string         `json:"comment,omitempty"`
+	Approvals     []Approval      `json:"approvals,omitempty"`
 }
 
 func cloudEvent(e *Event) ceEvent {
 	d := ceData{
-		CallID:    e.CallID,
-		Tool:      e.Tool,
-		Upstream:  e.Upstream,
-		Subject:   e.Subject,
-		Target:    e.ToolTarget,
-		Arguments: e.Arguments,
-		Reasons:   nonNil(e.Reasons),
-		RuleIDs:   nonNil(e.RuleIDs),
-		StatusURL: e.StatusURL,
+		CallID:        e.CallID,
+		Tool:          e.Tool,
+		Upstream:      e.Upstream,
+		Subject:       e.Subject,
+		Target:        e.ToolTarget,
+		TargetsBeyond: e.TargetsBeyond,
+		Arguments:     e.Arguments,
+		Reasons:       nonNil(e.Reasons),
+		RuleIDs:       nonNil(e.RuleIDs),
+		StatusURL:     e.StatusURL,
 	}
 	switch {
 	case len(d.Arguments) == 0:

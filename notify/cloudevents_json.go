@@ -49,6 +49,9 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"target":`...)
 		b = strictjson.AppendString(b, d.Target)
 	}
+	if d.TargetsBeyond {
+		b = append(b, `,"targets_beyond":true`...)
+	}
 	b = append(b, `,"arguments":`...)
 	if d.Arguments == nil {
 		b = append(b, "null"...)

@@ -41,7 +41,7 @@ func randomEvent(r *rand.Rand) *Event {
 		return time.Unix(r.Int64N(4e9), r.Int64N(1e9)*int64(r.IntN(2))).In(zones[r.IntN(len(zones))])
 	}
 	e := &Event{
-		Type: TypeRequested, CallID: pick(), Tool: pick(), Upstream: pick(), Subject: pick(), ToolTarget: pick(),
+		Type: TypeRequested, CallID: pick(), Tool: pick(), Upstream: pick(), Subject: pick(), ToolTarget: pick(), TargetsBeyond: r.IntN(2) == 0,
 		Reasons: list(), RuleIDs: list(), StatusURL: pick(), ApprovalURL: pick(), ExpiresAt: at(), Time: at(),
 	}
 	if r.IntN(3) > 0 {
