@@ -240,7 +240,11 @@ func targetsTerm(all []TargetArg) *ast.Term {
 	terms := make([]*ast.Term, len(all))
 	for i, a := range all {
 		if a.Opaque {
-			terms[i] = ast.ObjectTerm(ast.Item(term("arg"), term(a.Arg)), ast.Item(term("opaque"), ast.InternedTerm(true)))
+			items := [][2]*ast.Term{ast.Item(term("arg"), term(a.Arg)), ast.Item(term("opaque"), ast.InternedTerm(true))}
+			if a.Escapes {
+				items = append(items, ast.Item(term("raw"), ast.StringTerm(a.Raw)), ast.Item(term("escapes"), ast.InternedTerm(true)))
+			}
+			terms[i] = ast.ObjectTerm(items...)
 			continue
 		}
 		terms[i] = ast.ObjectTerm(

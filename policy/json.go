@@ -114,7 +114,13 @@ func appendTargets(b []byte, all []TargetArg) []byte {
 		b = append(b, `{"arg":`...)
 		b = strictjson.AppendString(b, a.Arg)
 		if a.Opaque {
-			b = append(b, `,"opaque":true}`...)
+			b = append(b, `,"opaque":true`...)
+			if a.Escapes {
+				b = appendKey(b, "raw")
+				b = strictjson.AppendString(b, a.Raw)
+				b = append(b, `,"escapes":true`...)
+			}
+			b = append(b, '}')
 			continue
 		}
 		b = appendKey(b, "target")

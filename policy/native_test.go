@@ -118,7 +118,14 @@ func genCall(r *rand.Rand) *policy.Input {
 		case 0: // an array: each string a target, anything else opaque
 			args[name] = []any{callTargets[r.IntN(len(callTargets))], []any{nil, "docs/x.md", 7}[r.IntN(3)]}
 		case 1: // opaque values, and null (no target)
-			args[name] = []any{map[string]any{"p": "secret1.txt"}, 42, nil, true, []any{}}[r.IntN(5)]
+			args[name] = []any{
+				map[string]any{"p": "secret1.txt"},
+				42, nil, true,
+				[]any{},
+				// strings inside that climb above their root
+				map[string]any{"a": "docs/x.md", "b": "../etc/passwd"},
+				[]any{[]any{"docs/../../x"}},
+			}[r.IntN(7)]
 		default:
 			args[name] = callTargets[r.IntN(len(callTargets))]
 		}

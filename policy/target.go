@@ -2,8 +2,10 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -82,11 +84,11 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 				case string:
 					addString(k, e)
 				default:
-					add(TargetArg{Arg: k, Opaque: true})
+					add(opaqueTarget(k, e, fold))
 				}
 			}
 		default:
-			add(TargetArg{Arg: k, Opaque: true})
+			add(opaqueTarget(k, v, fold))
 		}
 	}
 	return t
@@ -99,6 +101,37 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 // and ask rows still fire and no allow row but "*" covers it.
 const MaxTargets = 256
 
+// opaqueTarget is the target of argument k holding v, a value the policy
+// cannot read as one path. It escapes when any string inside v, read as
+// a value of k, climbs above its root: a tool that joins an array of path
+// parts, or reads a field of an object, may act on that string, and the
+// library's escape denial must not depend on a row naming a target.
+func opaqueTarget(k string, v any, fold Fold) TargetArg {
+	a := TargetArg{Arg: k, Opaque: true}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			if _, escapes := NormalizeTargetFold(k, v, fold); escapes {
+				a.Raw, a.Escapes = v, true
+				return true
+			}
+		case []any:
+			return slices.ContainsFunc(v, walk)
+		case map[string]any:
+			// In key order, so that the same call names the same string.
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				if walk(v[k]) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	walk(v)
+	return a
+}
+
 // TargetArg is one target of a call: a string argument named in
 // target_args, or a string in such an argument's array.
 type TargetArg struct {
@@ -108,7 +141,8 @@ type TargetArg struct {
 	Escapes bool   `json:"escapes,omitempty"`
 	// Opaque: the argument holds something other than strings (an object,
 	// a number), so it has no target the policy can read; rules-table deny
-	// and ask rows count it as matching, allow rows as not.
+	// and ask rows count it as matching, allow rows as not. Escapes and Raw
+	// then tell of a string inside it that climbs above its root.
 	Opaque bool `json:"opaque,omitempty"`
 }
 

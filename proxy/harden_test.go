@@ -208,6 +208,12 @@ func TestToolQuery(t *testing.T) {
 		{"target argument as a query array", true, "/tools/read_file?file%5B%5D=.env", `{"path":"README.md"}`, 400},
 		{"target argument as a query index", true, "/tools/read_file?path%5B0%5D=.env", `{}`, 400},
 		{"target argument spelt as PHP binds it", true, "/tools/read_file?file.path=.env", `{}`, 400},
+		{"target argument in brackets", true, "/tools/read_file?%5Bpath%5D=.env", `{}`, 400},
+		{"target argument after a dot", true, "/tools/read_file?.path=.env", `{}`, 400},
+		{"target argument after a space", true, "/tools/read_file?%20path=.env", `{}`, 400},
+		{"target argument with an unclosed bracket", true, "/tools/read_file?file%5Bpath=.env", `{}`, 400},
+		{"target argument spelt as PHP binds it, as an array", true, "/tools/read_file?file%20path%5B%5D=.env", `{}`, 400},
+		{"other names with brackets and dots", true, "/tools/read_file?page%5Bsize%5D=2&filter.kind=x", `{"path":"README.md"}`, 200},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -362,6 +368,7 @@ func TestDecoyTargetArgument(t *testing.T) {
   - {id: docs, effect: allow, tool: read_file, target: "docs/**"}
   - {id: secrets, effect: deny, tool: read_file, target: "secrets/**"}
   - {id: notes, effect: ask, tool: read_file, target: "notes/**"}
+  - {id: any, effect: allow, tool: list_dir, target: "*"}
 `), func(c *Config) { c.MaxBodyBytes = 64 << 10 })
 	for _, tc := range []struct {
 		body, decision string
@@ -389,6 +396,19 @@ func TestDecoyTargetArgument(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", tc.body, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), tc.code, tc.decision)
 		}
 	}
+	// A path inside an opaque value that climbs above its root is denied as
+	// a plain one is, even where a row allows every target of the tool.
+	for _, body := range []string{`{"path":[["../etc/passwd"]]}`, `{"file":{"a":"x","p":"../etc/passwd"}}`, `{"path":["../x"]}`} {
+		res := post(t, env.url+"/tools/list_dir", body, "Authorization", "Bearer agent-key")
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 403 || !strings.Contains(string(b), "toolgate.target_escapes") {
+			t.Errorf("list_dir %s: %d, want 403 toolgate.target_escapes", body, res.StatusCode)
+		}
+	}
+	if res := post(t, env.url+"/tools/list_dir", `{"path":[["docs","a"]]}`, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
+		t.Errorf("list_dir of an opaque path that stays below its root: %d, want 200", res.StatusCode)
+	}
+
 	// More targets than a decision reads is refused, not cut: an escaping
 	// path past the bound would be one no rule saw.
 	many := make([]string, policy.MaxTargets)
@@ -403,8 +423,8 @@ func TestDecoyTargetArgument(t *testing.T) {
 	if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
 		t.Errorf("%d targets: %d, want 200", policy.MaxTargets, res.StatusCode)
 	}
-	if reqs := env.upstream.Requests(); len(reqs) != 4 {
-		t.Fatalf("the upstream got %d requests, want only the four allowed", len(reqs))
+	if reqs := env.upstream.Requests(); len(reqs) != 5 {
+		t.Fatalf("the upstream got %d requests, want only the five allowed", len(reqs))
 	}
 }
 

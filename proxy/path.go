@@ -84,19 +84,30 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	return q, nil
 }
 
-// queryBase is the argument a query name binds to where a stack parses
-// names: file[], file[0] and file.x are file to Rails, PHP or Express's
-// qs.
-func queryBase(name string) string {
-	if i := strings.IndexAny(name, "[."); i >= 0 {
-		return name[:i]
+// querySkeletons are the spellings a query name may bind to where a stack
+// parses names, with everything but letters and digits dropped and case
+// folded: the whole name (PHP reads "file.path", "file path" and
+// "file[path" as file_path) and its first part ("file[]", "file[0]",
+// "[path]", ".path" and "file.x" bind to file or path in Rails, PHP or
+// Express's qs). Target argument names are compared in the same form, so
+// a name is refused when any stack could bind it to one; the cost is a
+// rare harmless name refused too (file_name against filename).
+func querySkeletons(name string) [2]string {
+	first := strings.TrimLeft(name, "[. ")
+	if i := strings.IndexAny(first, "[."); i >= 0 {
+		first = first[:i]
 	}
-	return name
+	return [2]string{skeleton(name), skeleton(first)}
 }
 
-// phpName spells a query name as PHP binds it: "file.path" and
-// "file path" are file_path.
-var phpName = strings.NewReplacer(".", "_", " ", "_")
+func skeleton(s string) string {
+	return foldKey(strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return -1
+	}, s))
+}
 
 // checkToolQuery refuses a REST tool call's query string unless its
 // upstream takes one: a tool's arguments are its JSON body, and a query the
@@ -117,7 +128,7 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 	}
 	targets := make(map[string]bool, len(up.TargetArgs))
 	for _, k := range up.TargetArgs {
-		targets[foldKey(k)] = true
+		targets[skeleton(k)] = true
 	}
 	for name := range query {
 		if folded[foldKey(name)] {
@@ -125,7 +136,7 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 		}
 		// The policy finds a call's targets in its body only; a target in
 		// the query string would be one the rules never saw.
-		if targets[foldKey(name)] || targets[foldKey(queryBase(name))] || targets[foldKey(phpName.Replace(name))] {
+		if sk := querySkeletons(name); targets[sk[0]] || targets[sk[1]] {
 			return invalid(http.StatusBadRequest, "Target in the query string", strconv.Quote(name)+" names a target argument (upstreams[].target_args): send it in the JSON body")
 		}
 	}
