@@ -56,7 +56,7 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 	case rm.Scope == scopeTarget && info.TargetsBeyond:
 		// A grant names one target; this call acts on more, so a grant for
 		// its target would cover calls it is not.
-		return 0, badRequest(`this call names more targets than its target: remember it for the tool ("` + scopeTool + `"), or approve once`)
+		return 0, badRequest(`this call's targets are more than its target (another target argument, an array, or a value toolgate cannot read as a path): remember it for the tool ("` + scopeTool + `"), or approve once`)
 	}
 	d, err := time.ParseDuration(rm.Lifetime)
 	if err != nil || d <= 0 || d > pending.MaxGrantLifetime {

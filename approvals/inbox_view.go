@@ -32,11 +32,13 @@ type inboxItem struct {
 	Upstream string
 	Subject  string
 	Target   string
-	Reasons  []string
-	Age      string // "3m ago"
-	TimeLeft string // "57m 10s left"
-	Progress string // "1 of 2 approvals"; "" when one approval decides (progressText)
-	Created  time.Time
+	// TargetsBeyond: the call names more targets than Target.
+	TargetsBeyond bool
+	Reasons       []string
+	Age           string // "3m ago"
+	TimeLeft      string // "57m 10s left"
+	Progress      string // "1 of 2 approvals"; "" when one approval decides (progressText)
+	Created       time.Time
 }
 
 // inboxItemOf is c as the inbox lists it at now, from its Brief, else its
@@ -51,7 +53,7 @@ func inboxItemOf(c pending.Call, now time.Time) inboxItem {
 	it := inboxItem{
 		ID: c.ID, Link: "./approvals/" + url.PathEscape(c.ID), Label: v.Label(),
 		Tool: v.Tool, Method: v.Method, Upstream: or(c.Upstream, info.Upstream), Subject: or(c.Subject, info.Subject),
-		Target: info.Target, Reasons: info.Reasons, Created: c.CreatedAt,
+		Target: info.Target, TargetsBeyond: info.TargetsBeyond, Reasons: info.Reasons, Created: c.CreatedAt,
 	}
 	if !c.CreatedAt.IsZero() {
 		it.Age = ago(now.Sub(c.CreatedAt))

@@ -40,6 +40,13 @@ func TestInboxItemOf(t *testing.T) {
 	if diff := cmp.Diff(want, inboxItemOf(briefed, viewNow)); diff != "" {
 		t.Errorf("inboxItemOf(a call with a Brief) (-want +got):\n%s", diff)
 	}
+	// A call that names more than its target says so, from a Brief too.
+	info.TargetsBeyond = true
+	briefed.Brief = callinfo.BriefOf(info)
+	if got := inboxItemOf(briefed, viewNow); !got.TargetsBeyond || got.Target != "notes/today.txt" {
+		t.Errorf("a call with other targets, from its Brief: %+v", got)
+	}
+
 	// With neither, the record's own fields.
 	bare := pending.Call{ID: "B", Tool: "write_note", Upstream: "notes-mcp", Subject: "agent-42"}
 	if got := inboxItemOf(bare, viewNow); got.Label != "write_note" || got.Upstream != "notes-mcp" || got.Subject != "agent-42" {

@@ -442,8 +442,11 @@ func (n *Notifier) report(w *worker, result string) {
 // beyondNote is what a chat message adds to its target when the call names
 // more targets than that one.
 func beyondNote(e *Event) string {
-	if e.TargetsBeyond {
-		return " (and other targets: see the arguments)"
+	switch {
+	case !e.TargetsBeyond:
+		return ""
+	case e.ToolTarget == "":
+		return " (targets in the arguments)"
 	}
-	return ""
+	return " (and other targets: see the arguments)"
 }

@@ -165,7 +165,7 @@ func TestGrantScopes(t *testing.T) {
 	// with no target at all. For the tool it can.
 	for _, args := range []string{`{"target":"gamma","path":"delta"}`, `{"path":["gamma"]}`} {
 		p := toolCall(t, e.proxy, "agent-key", "deploy", args, async...).want(t, "deploy "+args, 202, "ask")
-		if code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "more targets") {
+		if code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "more than its target") {
 			t.Fatalf("remember %s for its target: %d %s, want 400", args, code, body)
 		}
 	}

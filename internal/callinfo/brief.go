@@ -22,14 +22,16 @@ const (
 // decide, without the arguments or the policy input. The proxy stores it,
 // as JSON, in pending.Call.Brief when it parks a call.
 type Brief struct {
-	Kind      string   `json:"kind"`
-	Tool      string   `json:"tool,omitempty"`
-	MCPMethod string   `json:"mcp_method,omitempty"`
-	Upstream  string   `json:"upstream,omitempty"`
-	Subject   string   `json:"subject,omitempty"`
-	Target    string   `json:"target,omitempty"`
-	Reasons   []string `json:"reasons,omitempty"`
-	RuleIDs   []string `json:"rule_ids,omitempty"`
+	Kind      string `json:"kind"`
+	Tool      string `json:"tool,omitempty"`
+	MCPMethod string `json:"mcp_method,omitempty"`
+	Upstream  string `json:"upstream,omitempty"`
+	Subject   string `json:"subject,omitempty"`
+	Target    string `json:"target,omitempty"`
+	// TargetsBeyond is Info.TargetsBeyond.
+	TargetsBeyond bool     `json:"targets_beyond,omitempty"`
+	Reasons       []string `json:"reasons,omitempty"`
+	RuleIDs       []string `json:"rule_ids,omitempty"`
 	// Approvers are Info.Approvers, whole: they decide who may see and
 	// decide the call, so they are never cut.
 	Approvers []Approvers `json:"approvers,omitempty"`
@@ -45,7 +47,8 @@ type Brief struct {
 func BriefOf(info Info) []byte {
 	b := Brief{
 		Kind: cut(info.Kind), Tool: cut(info.Tool), MCPMethod: cut(info.MCPMethod), Upstream: cut(info.Upstream),
-		Subject: cut(info.Subject), Target: cut(info.Target), Reasons: cutAll(info.Reasons), RuleIDs: cutAll(info.RuleIDs),
+		Subject: cut(info.Subject), Target: cut(info.Target), TargetsBeyond: info.TargetsBeyond,
+		Reasons: cutAll(info.Reasons), RuleIDs: cutAll(info.RuleIDs),
 		Approvers: info.Approvers, Method: cut(info.Method), Path: cut(info.Path),
 	}
 	for {
@@ -83,7 +86,7 @@ func DecodeBrief(b []byte) (brief Brief, ok bool) {
 func (b Brief) Info() Info {
 	return Info{
 		Kind: b.Kind, Tool: b.Tool, MCPMethod: b.MCPMethod, Upstream: b.Upstream, Subject: b.Subject,
-		Target: b.Target, Reasons: b.Reasons, RuleIDs: b.RuleIDs, Approvers: b.Approvers, Method: b.Method, Path: b.Path,
+		Target: b.Target, TargetsBeyond: b.TargetsBeyond, Reasons: b.Reasons, RuleIDs: b.RuleIDs, Approvers: b.Approvers, Method: b.Method, Path: b.Path,
 	}
 }
 
