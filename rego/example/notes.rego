@@ -10,8 +10,14 @@ package toolgate
 # (input.tool.targets), not only the first (input.tool.target): a tool that
 # reads "file" may be sent a decoy "path". So an allow checks every target,
 # and a deny any one. An argument toolgate cannot read as a path (an object,
-# a number) is opaque: it could name anything, so nothing allows it.
-targets := [x.target | some x in input.tool.targets; is_string(x.target)]
+# a number) is opaque: it could name anything, so nothing allows it. A
+# document without tool.targets (written by hand, or logged by an older
+# toolgate) has its one tool.target.
+targets := [x.target | some x in input.tool.targets; is_string(x.target)] if {
+	input.tool.targets
+} else := [input.tool.target] if {
+	is_string(input.tool.target)
+} else := []
 
 opaque if {
 	some x in input.tool.targets

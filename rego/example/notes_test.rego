@@ -28,10 +28,30 @@ test_decoy_target if {
 	d.id == "example.write_elsewhere"
 }
 
-# An argument toolgate cannot read as a path is allowed by nothing.
+# An argument toolgate cannot read as a path is allowed by nothing, not
+# even beside a target that would be.
 test_opaque_target if {
 	opaque := {"kind": "rest", "phase": "call", "tool": {"name": "read_file", "arguments": {"path": {"p": "README.md"}}, "targets": [{"arg": "path", "opaque": true}]}}
 	count(toolgate.allow) == 0 with input as opaque
+	beside := {"kind": "rest", "phase": "call", "tool": {
+		"name": "read_file", "arguments": {"path": "README.md", "file": {"x": ".env"}}, "target": "README.md",
+		"targets": [{"arg": "path", "target": "README.md", "raw": "README.md", "escapes": false}, {"arg": "file", "opaque": true}],
+	}}
+	count(toolgate.allow) == 0 with input as beside
+	notes := {"kind": "rest", "phase": "call", "tool": {
+		"name": "write_note", "arguments": {"path": "notes/a", "file": {"x": "b"}}, "target": "notes/a",
+		"targets": [{"arg": "path", "target": "notes/a", "raw": "notes/a", "escapes": false}, {"arg": "file", "opaque": true}],
+	}}
+	count(toolgate.ask) == 0 with input as notes
+}
+
+# A document with only tool.target (logged by an older toolgate) is read
+# as that one target.
+test_without_targets if {
+	old := {"kind": "rest", "phase": "call", "tool": {"name": "read_file", "arguments": {"path": "README.md"}, "target": "README.md"}}
+	count(toolgate.allow) == 1 with input as old
+	some r in toolgate.deny with input as {"kind": "rest", "phase": "call", "tool": {"name": "read_file", "target": ".env"}}
+	r.id == "example.secrets"
 }
 
 test_read_readme_allowed if {
