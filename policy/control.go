@@ -20,7 +20,7 @@ func (e *ControlError) Error() string {
 // CheckControl refuses arguments that a tool server could read otherwise
 // than the policy does: a key, at any depth, or a target string (a string
 // argument whose name, matched as NewTool matches it, is in targetArgs, or
-// a string in such an argument's array)
+// any string inside such an argument)
 // holding NUL or another C0 control character (U+0000 to U+001F). String
 // values other than targets may hold them (text with newlines). When
 // several do, the error names the first in byte order, so that it does not
@@ -40,16 +40,24 @@ func CheckControl(args map[string]any, targetArgs []string) error {
 		if !slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) }) {
 			continue
 		}
-		switch v := v.(type) {
-		case string:
-			note("target", v)
-		case []any: // each string of an array is a target too (NewTool)
-			for _, e := range v {
-				if s, ok := e.(string); ok {
-					note("target", s)
+		// Every string inside: a target, an array's, or one inside an
+		// opaque value, which NewTool reads for escaping paths.
+		var strs func(v any)
+		strs = func(v any) {
+			switch v := v.(type) {
+			case string:
+				note("target", v)
+			case []any:
+				for _, e := range v {
+					strs(e)
+				}
+			case map[string]any:
+				for _, e := range v {
+					strs(e)
 				}
 			}
 		}
+		strs(v)
 	}
 	if worst != nil {
 		return worst

@@ -102,8 +102,8 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 const MaxTargets = 256
 
 // opaqueTarget is the target of argument k holding v, a value the policy
-// cannot read as one path. It escapes when any string inside v, read as
-// a value of k, climbs above its root: a tool that joins an array of path
+// cannot read as one path. It escapes when any string inside v (a value or
+// an object's key), read as a value of k, climbs above its root: a tool that joins an array of path
 // parts, or reads a field of an object, may act on that string, and the
 // library's escape denial must not depend on a row naming a target.
 func opaqueTarget(k string, v any, fold Fold) TargetArg {
@@ -120,8 +120,9 @@ func opaqueTarget(k string, v any, fold Fold) TargetArg {
 			return slices.ContainsFunc(v, walk)
 		case map[string]any:
 			// In key order, so that the same call names the same string.
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				if walk(v[k]) {
+			// Keys too: a tool taking {path: content} writes to its keys.
+			for _, key := range slices.Sorted(maps.Keys(v)) {
+				if walk(key) || walk(v[key]) {
 					return true
 				}
 			}
@@ -238,7 +239,15 @@ func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes boo
 		return raw, false
 	}
 	if u, ok := asURL(arg, raw); ok {
-		return u, false
+		// A value of a path argument that parses as a URL
+		// ("x://../../etc/passwd": host "..") is still a path to a tool
+		// that joins it to its root: it escapes when, cleaned as a path,
+		// it climbs above that root.
+		if arg != "url" && arg != "uri" {
+			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
+			escapes = p == ".." || strings.HasPrefix(p, "../")
+		}
+		return u, escapes
 	}
 	p := strings.ReplaceAll(raw, `\`, "/")
 	ambiguous := false

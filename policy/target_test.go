@@ -26,6 +26,11 @@ func TestNormalizeTarget(t *testing.T) {
 		{"url", "HTTPS://Example.COM/a/../b", "https://example.com/b", false},
 		{"uri", "https://example.com", "https://example.com", false},
 		{"path", "file:///etc/../passwd", "file:///passwd", false},
+		// A path argument shaped like a URL is still a path to a tool that
+		// joins it to its root; a url argument is a URL.
+		{"path", "x://../../../etc/passwd", "x://../etc/passwd", true},
+		{"file", `x:\..\..\..\etc`, "../../etc", true},
+		{"url", "x://../../../etc/passwd", "x://../etc/passwd", false},
 		{"command", "rm -rf /", "rm -rf /", false},
 	}
 	for _, tc := range cases {

@@ -214,10 +214,15 @@ func TestToolQuery(t *testing.T) {
 		{"target argument with an unclosed bracket", true, "/tools/read_file?file%5Bpath=.env", `{}`, 400},
 		{"target argument spelt as PHP binds it, as an array", true, "/tools/read_file?file%20path%5B%5D=.env", `{}`, 400},
 		{"other names with brackets and dots", true, "/tools/read_file?page%5Bsize%5D=2&filter.kind=x", `{"path":"README.md"}`, 200},
+		// PHP binds the part before "[" with "." read as "_".
+		{"a custom target argument as PHP binds it", true, "/tools/read_file?source.path%5B0%5D=x", `{}`, 400},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].ToolQuery = tc.toolQuery })
+			env := newTestServer(t, allowAll, func(c *Config) {
+				c.Upstreams[0].ToolQuery = tc.toolQuery
+				c.Upstreams[0].TargetArgs = append([]string{"source_path"}, policy.DefaultTargetArgs...)
+			})
 			res := post(t, env.url+tc.url, tc.body, "Authorization", "Bearer agent-key")
 			if res.StatusCode != tc.want {
 				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
@@ -331,7 +336,7 @@ func testStalledBody(t *testing.T, traced bool) {
 // is refused: stacks disagree on where such a string ends.
 func TestControlCharacters(t *testing.T) {
 	env := newTestServer(t, allowAll)
-	for _, body := range []string{`{"path\u0000":".env","path":"README.md"}`, `{"path":"README.md\u0000.env"}`, `{"o":{"k\u001f":1}}`, `{"file":["README.md","x\u0000.env"]}`} {
+	for _, body := range []string{`{"path\u0000":".env","path":"README.md"}`, `{"path":"README.md\u0000.env"}`, `{"o":{"k\u001f":1}}`, `{"file":["README.md","x\u0000.env"]}`, `{"path":[["..\u0000/etc"]]}`, `{"path":{"p":"..\u0000"}}`} {
 		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 400 {
 			t.Errorf("%s: %d, want 400", body, res.StatusCode)
 		}
@@ -398,7 +403,11 @@ func TestDecoyTargetArgument(t *testing.T) {
 	}
 	// A path inside an opaque value that climbs above its root is denied as
 	// a plain one is, even where a row allows every target of the tool.
-	for _, body := range []string{`{"path":[["../etc/passwd"]]}`, `{"file":{"a":"x","p":"../etc/passwd"}}`, `{"path":["../x"]}`} {
+	for _, body := range []string{
+		`{"path":[["../etc/passwd"]]}`, `{"file":{"a":"x","p":"../etc/passwd"}}`, `{"path":["../x"]}`,
+		`{"path":{"../../etc/passwd":"x"}}`,  // a key: a tool taking {path: content} writes there
+		`{"path":"x://../../../etc/passwd"}`, // shaped like a URL, still a path
+	} {
 		res := post(t, env.url+"/tools/list_dir", body, "Authorization", "Bearer agent-key")
 		b, _ := io.ReadAll(res.Body)
 		if res.StatusCode != 403 || !strings.Contains(string(b), "toolgate.target_escapes") {

@@ -87,17 +87,24 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 // querySkeletons are the spellings a query name may bind to where a stack
 // parses names, with everything but letters and digits dropped and case
 // folded: the whole name (PHP reads "file.path", "file path" and
-// "file[path" as file_path) and its first part ("file[]", "file[0]",
+// "file[path" as file_path), its first part ("file[]", "file[0]",
 // "[path]", ".path" and "file.x" bind to file or path in Rails, PHP or
-// Express's qs). Target argument names are compared in the same form, so
+// Express's qs), and its part before "[" ("source.path[0]" is PHP's
+// source_path[0]). Target argument names are compared in the same form, so
 // a name is refused when any stack could bind it to one; the cost is a
 // rare harmless name refused too (file_name against filename).
-func querySkeletons(name string) [2]string {
+func querySkeletons(name string) [3]string {
 	first := strings.TrimLeft(name, "[. ")
 	if i := strings.IndexAny(first, "[."); i >= 0 {
 		first = first[:i]
 	}
-	return [2]string{skeleton(name), skeleton(first)}
+	// PHP binds the part before the first "[" with its dots and spaces
+	// read as "_": source.path[0] is source_path[0].
+	base := name
+	if i := strings.IndexByte(name, '['); i > 0 {
+		base = name[:i]
+	}
+	return [3]string{skeleton(name), skeleton(first), skeleton(base)}
 }
 
 func skeleton(s string) string {
@@ -136,7 +143,7 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 		}
 		// The policy finds a call's targets in its body only; a target in
 		// the query string would be one the rules never saw.
-		if sk := querySkeletons(name); targets[sk[0]] || targets[sk[1]] {
+		if sk := querySkeletons(name); targets[sk[0]] || targets[sk[1]] || targets[sk[2]] {
 			return invalid(http.StatusBadRequest, "Target in the query string", strconv.Quote(name)+" names a target argument (upstreams[].target_args): send it in the JSON body")
 		}
 	}

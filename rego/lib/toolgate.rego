@@ -58,7 +58,7 @@ deny contains {
 escaping := input.tool.target_raw if {
 	input.tool.target_escapes == true
 } else := raws[0] if {
-	raws := [t.raw | some t in input.tool.targets; t.escapes == true]
+	raws := [object.get(t, "raw", "") | some t in input.tool.targets; t.escapes == true]
 	count(raws) > 0
 }
 
