@@ -52,15 +52,18 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 // must assume could be anything. A null names nothing.
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
-	full := false // MaxTargets reached: one opaque target stands for the rest
 	add := func(a TargetArg) {
-		switch {
-		case full:
-		case len(t.Targets) == MaxTargets:
-			full = true
-			t.Targets = append(t.Targets, TargetArg{Arg: a.Arg, Opaque: true})
-		default:
+		if len(t.Targets) < MaxTargets {
 			t.Targets = append(t.Targets, a)
+			return
+		}
+		// MaxTargets reached: one opaque target stands for the rest, and
+		// escapes when any of them does.
+		if len(t.Targets) == MaxTargets {
+			t.Targets = append(t.Targets, TargetArg{Arg: a.Arg, Opaque: true})
+		}
+		if rest := &t.Targets[MaxTargets]; a.Escapes && !rest.Escapes {
+			rest.Raw, rest.Escapes = a.Raw, true
 		}
 	}
 	addString := func(k, s string) {
@@ -97,15 +100,17 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 // MaxTargets bounds tool.targets: a body of one large array would
 // otherwise make as many targets, each normalised, matched and logged.
 // The proxy refuses a call with more (CheckTargets); a Tool built from
-// more anyway lists MaxTargets and one opaque target for the rest, so deny
-// and ask rows still fire and no allow row but "*" covers it.
+// more anyway (a call parked before that check) lists MaxTargets and one
+// opaque target for the rest, so deny and ask rows still fire, no allow
+// row but "*" covers it, and an escaping one among the rest is denied.
 const MaxTargets = 256
 
 // opaqueTarget is the target of argument k holding v, a value the policy
-// cannot read as one path. It escapes when any string inside v (a value or
-// an object's key), read as a value of k, climbs above its root: a tool that joins an array of path
-// parts, or reads a field of an object, may act on that string, and the
-// library's escape denial must not depend on a row naming a target.
+// cannot read as one path. It escapes when any string inside v (a value
+// or an object's key), read as a value of k, climbs above its root: a
+// tool that joins an array of path parts, or reads a field of an object,
+// may act on that string, and the library's escape denial must not
+// depend on a row naming a target.
 func opaqueTarget(k string, v any, fold Fold) TargetArg {
 	a := TargetArg{Arg: k, Opaque: true}
 	var walk func(v any) bool

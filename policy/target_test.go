@@ -123,8 +123,14 @@ func TestTargetsBounded(t *testing.T) {
 	if n := len(tool.Targets); n != policy.MaxTargets+1 {
 		t.Fatalf("%d targets, want %d", n, policy.MaxTargets+1)
 	}
-	if last := tool.Targets[policy.MaxTargets]; !last.Opaque || last.Arg != "path" {
+	if last := tool.Targets[policy.MaxTargets]; !last.Opaque || last.Arg != "path" || last.Escapes {
 		t.Fatalf("last target %+v, want an opaque one for path", last)
+	}
+	// An escaping path among the rest makes the stand-in escape.
+	escaping := append(append([]any(nil), paths...), "../etc/passwd")
+	tool = policy.NewTool("read_file", map[string]any{"path": escaping}, policy.DefaultTargetArgs)
+	if last := tool.Targets[policy.MaxTargets]; !last.Escapes || last.Raw != "../etc/passwd" {
+		t.Fatalf("last target %+v, want it to escape with ../etc/passwd", last)
 	}
 	small := policy.NewTool("read_file", map[string]any{"path": paths[:2], "file": "docs/x"}, policy.DefaultTargetArgs)
 	if n := len(small.Targets); n != 3 || small.Targets[2].Target != "docs/x" || small.Targets[2].Opaque {
