@@ -247,12 +247,16 @@ func targetsTerm(all []TargetArg) *ast.Term {
 			terms[i] = ast.ObjectTerm(items...)
 			continue
 		}
-		terms[i] = ast.ObjectTerm(
+		items := [][2]*ast.Term{
 			ast.Item(term("arg"), term(a.Arg)),
 			ast.Item(term("target"), ast.StringTerm(a.Target)),
 			ast.Item(term("raw"), ast.StringTerm(a.Raw)),
 			ast.Item(term("escapes"), ast.InternedTerm(a.Escapes)),
-		)
+		}
+		if a.Relative != "" {
+			items = append(items, ast.Item(term("relative"), ast.StringTerm(a.Relative)))
+		}
+		terms[i] = ast.ObjectTerm(items...)
 	}
 	return ast.ArrayTerm(terms...)
 }
@@ -316,7 +320,7 @@ var constTerms = func() map[string]*ast.Term {
 		// keys of the input document
 		"version", "call_id", "kind", "time", "mode", "phase", "upstream", "name", "protocol",
 		"subject", "id", "groups", "claims", "authenticated", "tool", "arguments", "target",
-		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "opaque", "annotations", "mcp", "method", "protocol_version",
+		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "opaque", "relative", "annotations", "mcp", "method", "protocol_version",
 		"http", "path", "query", "headers",
 		// values from closed sets
 		InputVersion, KindREST, KindMCP, KindHTTP, PhaseCall, PhaseList,

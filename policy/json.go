@@ -129,6 +129,10 @@ func appendTargets(b []byte, all []TargetArg) []byte {
 		b = strictjson.AppendString(b, a.Raw)
 		b = append(b, `,"escapes":`...)
 		b = strconv.AppendBool(b, a.Escapes)
+		if a.Relative != "" {
+			b = appendKey(b, "relative")
+			b = strictjson.AppendString(b, a.Relative)
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']')

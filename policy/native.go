@@ -168,10 +168,12 @@ func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts)
 
 // anyTarget is the call phase's target test of deny and ask rows; "*" was
 // handled by the caller. A call without a target matches only "*"; an
-// opaque target (one the policy cannot read) matches every row.
+// opaque target (one the policy cannot read) matches every row, and a
+// rooted one matches in its relative spelling too ("/secrets/key" a row
+// for "secrets/**").
 func (r *nativeRow) anyTarget(t *Tool) bool {
 	for _, a := range t.AllTargets() {
-		if a.Opaque || r.targetMatches(a.Target) {
+		if a.Opaque || r.targetMatches(a.Target) || a.Relative != "" && r.targetMatches(a.Relative) {
 			return true
 		}
 	}

@@ -29,6 +29,8 @@ var (
 		"a.txt", "b.txt", "c.txt", "docs/x.md", "docs/guide/intro.md", "notes/today.txt", "notes/deep/x",
 		"src/a/main.go", "x.go", "secret1.txt", "*literal", "../etc/passwd", "docs/../../x", `we"ird\path`,
 		"", "https://example.com/a", "*",
+		// rooted: deny and ask rows see them without the leading slash
+		"/docs/x.md", "/secret1.txt", "//a.txt", "/../x", "/",
 	}
 	genModes = []string{"", policy.ModeDefault, policy.ModeDontAsk, policy.ModePlan, policy.ModeBypass}
 	// MCP methods of plumbing messages: the protocol's own, a response's

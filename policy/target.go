@@ -67,8 +67,8 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		}
 	}
 	addString := func(k, s string) {
-		norm, escapes := NormalizeTargetFold(k, s, fold)
-		add(TargetArg{Arg: k, Target: norm, Raw: s, Escapes: escapes})
+		norm, rel, escapes := normalizeTarget(k, s, fold)
+		add(TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes})
 	}
 	for _, k := range targetArgs {
 		switch v := argFold(args, k).(type) {
@@ -141,10 +141,13 @@ func opaqueTarget(k string, v any, fold Fold) TargetArg {
 // TargetArg is one target of a call: a string argument named in
 // target_args, or a string in such an argument's array.
 type TargetArg struct {
-	Arg     string `json:"arg"`              // the argument's name as target_args spells it
-	Target  string `json:"target,omitempty"` // normalised as tool.target is
-	Raw     string `json:"raw,omitempty"`    // as sent
-	Escapes bool   `json:"escapes,omitempty"`
+	Arg    string `json:"arg"`              // the argument's name as target_args spells it
+	Target string `json:"target,omitempty"` // normalised as tool.target is
+	// Relative is a rooted target without its leading slashes
+	// ("/secrets/key": "secrets/key"); deny and ask rows match it too.
+	Relative string `json:"relative,omitempty"`
+	Raw      string `json:"raw,omitempty"` // as sent
+	Escapes  bool   `json:"escapes,omitempty"`
 	// Opaque: the argument holds something other than strings (an object,
 	// a number), so it has no target the policy can read; rules-table deny
 	// and ask rows count it as matching, allow rows as not. Escapes and Raw
@@ -240,8 +243,19 @@ func ParseFold(s string) (Fold, error) {
 // directory itself or as its parent) makes the target count as escaping,
 // so that the shipped library denies it. URLs and commands are not folded.
 func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes bool) {
+	target, _, escapes = normalizeTarget(arg, raw, fold)
+	return target, escapes
+}
+
+// normalizeTarget is NormalizeTargetFold with a rooted path's relative
+// spelling: "/secrets/key" is also "secrets/key", since many tools join
+// even a rooted path to their root (Go's filepath.Join, Node's path.join,
+// the example notes server), and a deny row written "secrets/**" must see
+// it. relative is "" for a path that is not rooted. A rooted path escapes
+// when its relative spelling does ("/../x" is "../x" under a root).
+func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escapes bool) {
 	if raw == "" || arg == "command" {
-		return raw, false
+		return raw, "", false
 	}
 	if u, ok := asURL(arg, raw); ok {
 		// A value of a path argument that parses as a URL
@@ -250,28 +264,41 @@ func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes boo
 		// it climbs above that root.
 		if arg != "url" && arg != "uri" {
 			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
-			escapes = p == ".." || strings.HasPrefix(p, "../")
+			escapes = climbs(p)
 		}
-		return u, escapes
+		return u, "", escapes
 	}
 	p := strings.ReplaceAll(raw, `\`, "/")
 	ambiguous := false
 	if fold == FoldWindows {
 		p, ambiguous = foldWindows(p)
 	}
+	if strings.HasPrefix(p, "/") {
+		relative = path.Clean(strings.TrimLeft(p, "/"))
+	}
 	p = path.Clean(p)
-	escapes = ambiguous || p == ".." || strings.HasPrefix(p, "../")
-	return p, escapes
+	escapes = ambiguous || climbs(p) || climbs(relative)
+	return p, relative, escapes
 }
+
+// climbs reports whether a cleaned relative path climbs above its root.
+func climbs(p string) bool { return p == ".." || strings.HasPrefix(p, "../") }
 
 // foldWindows folds a slash-separated path as Windows resolves it. Case is
 // folded through upper case and back (unicode.ToLower(unicode.ToUpper(r))),
 // so that every pair of runes Windows' upper-case comparison identifies
 // ("ſ" and "s", "ı" and "i") folds alike. ambiguous reports a segment that
-// was only dots and spaces but not "." or "..".
+// was only dots and spaces but not "." or "..", a drive-relative path, or a
+// UNC or device path.
 func foldWindows(p string) (folded string, ambiguous bool) {
 	p = strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, p)
 	segs := strings.Split(p, "/")
+	// A drive-relative path ("C:..\x", "C:secrets\x": from the drive's
+	// current directory, which a tool may join to its root) and a UNC or
+	// device path ("\\server\share", "\\?\C:\") are ambiguous too.
+	if d := segs[0]; len(d) > 2 && d[1] == ':' && 'a' <= d[0] && d[0] <= 'z' || strings.HasPrefix(p, "//") {
+		ambiguous = true
+	}
 	for i, seg := range segs {
 		if seg == "." || seg == ".." {
 			continue
@@ -304,6 +331,11 @@ func asURL(arg, raw string) (string, bool) {
 			u.Path += "/"
 		}
 		u.RawPath = ""
+	} else if u.Host != "" && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+		// "https://evil.com?.example.com/x" is evil.com: a "/" before the
+		// query keeps a glob's host segment (https://*.example.com/**)
+		// from reading the query as part of the host.
+		u.Path = "/"
 	}
 	return u.String(), true
 }

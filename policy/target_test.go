@@ -20,11 +20,16 @@ func TestNormalizeTarget(t *testing.T) {
 		{"path", "notes/../../x", "../x", true},
 		{"path", "..", "..", true},
 		{"path", "/etc/../etc/passwd", "/etc/passwd", false},
-		{"path", "/../etc", "/etc", false},
+		// Rooted: many tools join it to their root, where "/../etc" is
+		// "../etc".
+		{"path", "/../etc", "/etc", true},
+		{"path", "/secrets/key", "/secrets/key", false},
 		{"path", "..foo", "..foo", false},
 		{"path", "", "", false},
 		{"url", "HTTPS://Example.COM/a/../b", "https://example.com/b", false},
 		{"uri", "https://example.com", "https://example.com", false},
+		{"url", "https://evil.com?.example.com/x", "https://evil.com/?.example.com/x", false},
+		{"url", "https://evil.com#.example.com/x", "https://evil.com/#.example.com/x", false},
 		{"path", "file:///etc/../passwd", "file:///passwd", false},
 		// A path argument shaped like a URL is still a path to a tool that
 		// joins it to its root; a url argument is a URL.
@@ -81,6 +86,13 @@ func TestFoldWindows(t *testing.T) {
 		{"path", "a/ /b", "a/b", true},
 		{"path", "..x.", "..x", false},
 		{"path", "/", "/", false},
+		// Drive-relative, UNC and device paths: where they lead depends on
+		// state the policy cannot see.
+		{"path", `C:..\outside`, "c:/outside", true},
+		{"path", `C:secrets\key`, "c:secrets/key", true},
+		{"path", `C:\root\a.txt`, "c:/root/a.txt", false},
+		{"path", `\\server\share\x`, "/server/share/x", true},
+		{"path", `\\?\C:\root\..\..\x`, "/?/x", true},
 		{"url", "HTTPS://Example.COM/A. ", "https://example.com/A.%20", false}, // URLs are not folded
 		{"command", "DIR C:. ", "DIR C:. ", false},
 	}

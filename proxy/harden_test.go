@@ -394,6 +394,11 @@ func TestDecoyTargetArgument(t *testing.T) {
 		{`{"path":"docs/a.md","file":["docs/b.md",7]}`, "deny", 403},
 		{`{"file":["docs/b.md","docs/c.md"]}`, "allow", 200},
 		{`{"path":null,"file":"docs/c.md"}`, "allow", 200},
+		// A rooted path is also its relative spelling for deny and ask rows
+		// (a tool may join it to its root), never for allow rows.
+		{`{"path":"/secrets/k"}`, "deny", 403},
+		{`{"path":"//secrets/k"}`, "deny", 403},
+		{`{"path":"/docs/a.md"}`, "deny", 403},
 		{`{"path":"docs/a.md","file":"docs/b.md"}`, "allow", 200},
 	} {
 		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
@@ -407,6 +412,7 @@ func TestDecoyTargetArgument(t *testing.T) {
 		`{"path":[["../etc/passwd"]]}`, `{"file":{"a":"x","p":"../etc/passwd"}}`, `{"path":["../x"]}`,
 		`{"path":{"../../etc/passwd":"x"}}`,  // a key: a tool taking {path: content} writes there
 		`{"path":"x://../../../etc/passwd"}`, // shaped like a URL, still a path
+		`{"path":"/../outside"}`,             // rooted, joined to a root
 	} {
 		res := post(t, env.url+"/tools/list_dir", body, "Authorization", "Bearer agent-key")
 		b, _ := io.ReadAll(res.Body)

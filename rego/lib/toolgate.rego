@@ -228,13 +228,18 @@ target_of(t) := null if {
 
 target_matches_any("*", _) if input.tool.name
 
+# Deny and ask rows also see a rooted target in its relative spelling
+# ("/secrets/key" as "secrets/key"): many tools join even a rooted path to
+# their root.
+any_targets := array.concat(call_targets, [t.relative | some t in input.tool.targets; is_string(t.relative)])
+
 target_matches_any(_, _) if {
-	some t in call_targets
+	some t in any_targets
 	t == null
 }
 
 target_matches_any(pattern, is_glob) if {
-	some t in call_targets
+	some t in any_targets
 	target_matches_one(pattern, is_glob, t)
 }
 
