@@ -252,12 +252,14 @@ func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes boo
 // even a rooted path to their root (Go's filepath.Join, Node's path.join,
 // the example notes server), and a deny row written "secrets/**" must see
 // it. relative is "" for a path that is not rooted. A rooted path escapes
-// when its relative spelling does ("/../x" is "../x" under a root).
+// when its relative spelling does ("/../x" is "../x" under a root). For a
+// URL, relative is its spelling without the "/" asURL puts before a query
+// (see there), which deny and ask rows written before it must still see.
 func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escapes bool) {
 	if raw == "" || arg == "command" {
 		return raw, "", false
 	}
-	if u, ok := asURL(arg, raw); ok {
+	if u, written, ok := asURL(arg, raw); ok {
 		// A value of a path argument that parses as a URL
 		// ("x://../../etc/passwd": host "..") is still a path to a tool
 		// that joins it to its root: it escapes when, cleaned as a path,
@@ -266,12 +268,17 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
 			escapes = climbs(p)
 		}
-		return u, "", escapes
+		return u, written, escapes
 	}
 	p := strings.ReplaceAll(raw, `\`, "/")
 	ambiguous := false
 	if fold == FoldWindows {
 		p, ambiguous = foldWindows(p)
+		if drive(p) && len(p) > 2 && p[2] == '/' {
+			// "c:/../secrets" is c:/secrets: no ".." climbs above a
+			// drive's root, and path.Clean would take "c:" for a directory.
+			return p[:2] + path.Clean(p[2:]), "", ambiguous
+		}
 	}
 	if strings.HasPrefix(p, "/") {
 		relative = path.Clean(strings.TrimLeft(p, "/"))
@@ -280,6 +287,9 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 	escapes = ambiguous || climbs(p) || climbs(relative)
 	return p, relative, escapes
 }
+
+// drive reports whether p starts with a (folded) drive letter and colon.
+func drive(p string) bool { return len(p) >= 2 && p[1] == ':' && 'a' <= p[0] && p[0] <= 'z' }
 
 // climbs reports whether a cleaned relative path climbs above its root.
 func climbs(p string) bool { return p == ".." || strings.HasPrefix(p, "../") }
@@ -293,10 +303,11 @@ func climbs(p string) bool { return p == ".." || strings.HasPrefix(p, "../") }
 func foldWindows(p string) (folded string, ambiguous bool) {
 	p = strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, p)
 	segs := strings.Split(p, "/")
-	// A drive-relative path ("C:..\x", "C:secrets\x": from the drive's
-	// current directory, which a tool may join to its root) and a UNC or
-	// device path ("\\server\share", "\\?\C:\") are ambiguous too.
-	if d := segs[0]; len(d) > 2 && d[1] == ':' && 'a' <= d[0] && d[0] <= 'z' || strings.HasPrefix(p, "//") {
+	// A drive-relative path ("C:..\x", "C:secrets\x", "C:": from the
+	// drive's current directory, which a tool may join to its root) and a
+	// UNC or device path ("\\server\share", "\\?\C:\", "\??\C:\") are
+	// ambiguous too.
+	if drive(segs[0]) && (len(segs[0]) > 2 || len(segs) == 1) || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/??/") {
 		ambiguous = true
 	}
 	for i, seg := range segs {
@@ -312,15 +323,18 @@ func foldWindows(p string) (folded string, ambiguous bool) {
 	return strings.Join(segs, "/"), ambiguous
 }
 
-// asURL normalises raw as a URL when it is one.
-func asURL(arg, raw string) (string, bool) {
+// asURL normalises raw as a URL when it is one; written is its spelling
+// before a "/" was put ahead of its query, or "" when none was.
+func asURL(arg, raw string) (target, written string, ok bool) {
 	i := strings.Index(raw, "://")
 	if i <= 0 && arg != "url" && arg != "uri" {
-		return "", false
+		return "", "", false
 	}
-	u, err := url.Parse(raw)
+	// Backslashes are slashes to a WHATWG URL parser (browsers, Node's
+	// fetch): "https://evil.com\.example.com/x" goes to evil.com.
+	u, err := url.Parse(strings.ReplaceAll(raw, `\`, "/"))
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return "", false
+		return "", "", false
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = strings.ToLower(u.Host)
@@ -334,8 +348,10 @@ func asURL(arg, raw string) (string, bool) {
 	} else if u.Host != "" && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
 		// "https://evil.com?.example.com/x" is evil.com: a "/" before the
 		// query keeps a glob's host segment (https://*.example.com/**)
-		// from reading the query as part of the host.
+		// from reading the query as part of the host. The spelling
+		// without it is kept for deny and ask rows ("https://x.com*").
+		written = u.String()
 		u.Path = "/"
 	}
-	return u.String(), true
+	return u.String(), written, true
 }

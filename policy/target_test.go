@@ -30,6 +30,7 @@ func TestNormalizeTarget(t *testing.T) {
 		{"uri", "https://example.com", "https://example.com", false},
 		{"url", "https://evil.com?.example.com/x", "https://evil.com/?.example.com/x", false},
 		{"url", "https://evil.com#.example.com/x", "https://evil.com/#.example.com/x", false},
+		{"url", `https://evil.com\.example.com/x`, "https://evil.com/.example.com/x", false},
 		{"path", "file:///etc/../passwd", "file:///passwd", false},
 		// A path argument shaped like a URL is still a path to a tool that
 		// joins it to its root; a url argument is a URL.
@@ -91,6 +92,9 @@ func TestFoldWindows(t *testing.T) {
 		{"path", `C:..\outside`, "c:/outside", true},
 		{"path", `C:secrets\key`, "c:secrets/key", true},
 		{"path", `C:\root\a.txt`, "c:/root/a.txt", false},
+		{"path", `C:\..\secrets\key`, "c:/secrets/key", false}, // no ".." climbs above a drive's root
+		{"path", "C:", "c:", true},
+		{"path", `\??\C:\x`, "/??/c:/x", true},
 		{"path", `\\server\share\x`, "/server/share/x", true},
 		{"path", `\\?\C:\root\..\..\x`, "/?/x", true},
 		{"url", "HTTPS://Example.COM/A. ", "https://example.com/A.%20", false}, // URLs are not folded
@@ -147,5 +151,14 @@ func TestTargetsBounded(t *testing.T) {
 	small := policy.NewTool("read_file", map[string]any{"path": paths[:2], "file": "docs/x"}, policy.DefaultTargetArgs)
 	if n := len(small.Targets); n != 3 || small.Targets[2].Target != "docs/x" || small.Targets[2].Opaque {
 		t.Fatalf("targets %+v, want docs/0, docs/1 and docs/x", small.Targets)
+	}
+}
+
+// TestURLWrittenSpelling: a URL whose query follows its host gets a "/"
+// there, and keeps the spelling without it for deny and ask rows.
+func TestURLWrittenSpelling(t *testing.T) {
+	tool := policy.NewTool("fetch", map[string]any{"url": "HTTPS://X.com?q=1"}, policy.DefaultTargetArgs)
+	if a := tool.Targets[0]; a.Target != "https://x.com/?q=1" || a.Relative != "https://x.com?q=1" {
+		t.Fatalf("target %+v, want https://x.com/?q=1 also spelt https://x.com?q=1", a)
 	}
 }

@@ -374,6 +374,8 @@ func TestDecoyTargetArgument(t *testing.T) {
   - {id: secrets, effect: deny, tool: read_file, target: "secrets/**"}
   - {id: notes, effect: ask, tool: read_file, target: "notes/**"}
   - {id: any, effect: allow, tool: list_dir, target: "*"}
+  - {id: fetch, effect: allow, tool: fetch, target: "*"}
+  - {id: no-x, effect: deny, tool: fetch, target: "https://x.com*"}
 `), func(c *Config) { c.MaxBodyBytes = 64 << 10 })
 	for _, tc := range []struct {
 		body, decision string
@@ -419,6 +421,11 @@ func TestDecoyTargetArgument(t *testing.T) {
 		if res.StatusCode != 403 || !strings.Contains(string(b), "toolgate.target_escapes") {
 			t.Errorf("list_dir %s: %d, want 403 toolgate.target_escapes", body, res.StatusCode)
 		}
+	}
+	// A deny row written for a URL as sent still sees it after toolgate puts
+	// a "/" before its query.
+	if res := post(t, env.url+"/tools/fetch", `{"url":"https://x.com?q=1"}`, "Authorization", "Bearer agent-key"); res.StatusCode != 403 {
+		t.Errorf("fetch https://x.com?q=1: %d, want 403", res.StatusCode)
 	}
 	if res := post(t, env.url+"/tools/list_dir", `{"path":[["docs","a"]]}`, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
 		t.Errorf("list_dir of an opaque path that stays below its root: %d, want 200", res.StatusCode)
