@@ -37,7 +37,7 @@ func CheckControl(args map[string]any, targetArgs []string) error {
 		return worst
 	}
 	for name, v := range args {
-		if !slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) }) {
+		if !isTargetArg(name, targetArgs) {
 			continue
 		}
 		// Every string inside: a target, an array's, or one inside an
@@ -90,7 +90,7 @@ func isC0(r rune) bool { return r < 0x20 }
 func CheckTargets(args map[string]any, targetArgs []string) error {
 	n := 0
 	for name, v := range args {
-		if !slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) }) {
+		if !isTargetArg(name, targetArgs) {
 			continue
 		}
 		switch v := v.(type) {
@@ -109,4 +109,10 @@ func CheckTargets(args map[string]any, targetArgs []string) error {
 		return fmt.Errorf("the call names %d targets (values of the arguments in target_args); at most %d", n, MaxTargets)
 	}
 	return nil
+}
+
+// isTargetArg reports whether the argument called name is one of
+// targetArgs, matched as NewTool matches it (case-insensitively).
+func isTargetArg(name string, targetArgs []string) bool {
+	return slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) })
 }

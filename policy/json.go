@@ -54,12 +54,7 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 			}
 		}
 		if t.HasTarget {
-			b = appendKey(b, "target")
-			b = strictjson.AppendString(b, t.Target)
-			b = appendKey(b, "target_raw")
-			b = strictjson.AppendString(b, t.TargetRaw)
-			b = append(b, `,"target_escapes":`...)
-			b = strconv.AppendBool(b, t.TargetEscapes)
+			b = appendTarget(b, [3]string{"target", "target_raw", "target_escapes"}, t.Target, t.TargetRaw, t.TargetEscapes)
 		}
 		if t.hasTargets() {
 			b = appendTargets(append(b, `,"targets":`...), t.AllTargets())
@@ -104,6 +99,17 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// appendTarget writes a target's three fields under keys, each after a
+// comma: tool.target and its siblings, or an entry of tool.targets.
+func appendTarget(b []byte, keys [3]string, target, raw string, escapes bool) []byte {
+	b = appendKey(b, keys[0])
+	b = strictjson.AppendString(b, target)
+	b = appendKey(b, keys[1])
+	b = strictjson.AppendString(b, raw)
+	b = appendKey(b, keys[2])
+	return strconv.AppendBool(b, escapes)
+}
+
 // appendTargets writes tool.targets as targetsTerm builds it.
 func appendTargets(b []byte, all []TargetArg) []byte {
 	b = append(b, '[')
@@ -123,12 +129,7 @@ func appendTargets(b []byte, all []TargetArg) []byte {
 			b = append(b, '}')
 			continue
 		}
-		b = appendKey(b, "target")
-		b = strictjson.AppendString(b, a.Target)
-		b = appendKey(b, "raw")
-		b = strictjson.AppendString(b, a.Raw)
-		b = append(b, `,"escapes":`...)
-		b = strconv.AppendBool(b, a.Escapes)
+		b = appendTarget(b, [3]string{"target", "raw", "escapes"}, a.Target, a.Raw, a.Escapes)
 		if a.Relative != "" {
 			b = appendKey(b, "relative")
 			b = strictjson.AppendString(b, a.Relative)

@@ -66,26 +66,26 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			rest.Raw, rest.Escapes = a.Raw, true
 		}
 	}
-	addString := func(k, s string) {
+	stringTarget := func(k, s string) TargetArg {
 		norm, rel, escapes := normalizeTarget(k, s, fold)
-		add(TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes})
+		return TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes}
 	}
 	for _, k := range targetArgs {
 		switch v := argFold(args, k).(type) {
 		case nil:
 		case string:
+			a := stringTarget(k, v)
 			if !t.HasTarget {
 				t.HasTarget = true
-				t.TargetRaw = v
-				t.Target, t.TargetEscapes = NormalizeTargetFold(k, v, fold)
+				t.Target, t.TargetRaw, t.TargetEscapes = a.Target, v, a.Escapes
 			}
-			addString(k, v)
+			add(a)
 		case []any:
 			for _, e := range v {
 				switch e := e.(type) {
 				case nil:
 				case string:
-					addString(k, e)
+					add(stringTarget(k, e))
 				default:
 					add(opaqueTarget(k, e, fold))
 				}
