@@ -5,10 +5,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/testkit"
 )
@@ -19,8 +22,28 @@ import (
 // approves it at once through the approvals API, run and answered; beside
 // the same binary's allowed call. Its allocations (the agent's and the
 // approver's included) are what the ask pays in the collector, and
-// -memprofile says whose they are.
+// -memprofile says whose they are. With $TOOLGATE_TEST_REDIS_ADDR the same
+// runs against a toolgate parking in Redis too, as the "toolgate ask
+// (Redis)" row does.
 func BenchmarkServeAsk(b *testing.B) {
+	b.Run("memory", func(b *testing.B) { benchServeAsk(b, "  store: memory\n") })
+	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
+		b.Run("redis", func(b *testing.B) {
+			benchServeAsk(b, "  store: redis\n  redis_url: redis://"+addr+"\n  redis_prefix: \""+newPrefix()+"\"\n")
+		})
+	}
+}
+
+// processCPU is the user and system CPU this process has used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchServeAsk(b *testing.B, pending string) {
 	up := testkit.NewUpstream(b, nil)
 	addrs := testkit.FreeAddrs(b, 3)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -49,8 +72,8 @@ upstreams: [{name: tools, url: "` + up.URL + `"}]
 identity:
   api_keys: [{key: agent-key-0123456789, subject: agent, groups: [agents]}]
 policy: {rules_file: ./rules.yaml, watch: false}
-pending: {store: memory}
-approvals:
+pending:
+` + pending + `approvals:
   secret: "` + testSecret + `"
   approvers: [{name: bench-approver, key: approver-key-0123456789}]
   notify: [{url: "` + approver.URL + `", format: cloudevents}]
@@ -66,6 +89,7 @@ log: {level: info}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			n := 0
+			cpu0 := processCPU(b)
 			for b.Loop() {
 				n++
 				// Each call its own arguments: an identical one would attach.
@@ -84,6 +108,9 @@ log: {level: info}
 				}
 				r.stderr.Reset() // the log lines, kept in memory here, are a file's in a real run
 			}
+			// The process's CPU, the agent's, approver's and upstream's
+			// included: steadier than ns/op, which is mostly waiting.
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
