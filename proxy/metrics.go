@@ -17,6 +17,7 @@ type Metrics struct {
 	refused          *prometheus.CounterVec
 	parked           prometheus.Counter
 	held             prometheus.Gauge
+	notHeld          prometheus.Counter
 	approvedExecuted prometheus.Counter
 	dryRun           *prometheus.CounterVec
 }
@@ -55,6 +56,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_calls_held",
 		Help: "Agent requests held open on this replica, waiting for a decision.",
 	})
+	m.notHeld = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_requests_not_held_total",
+		Help: "Asks and status long-polls answered at once because their principal already had limits.max_held_per_subject requests held on this replica.",
+	})
 	m.approvedExecuted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_approved_calls_executed_total",
 		Help: "Approved calls sent to their upstream (each at most once; not those the policy in force now denies).",
@@ -63,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_dry_run_calls_total",
 		Help: "Calls forwarded under dry run (enforce: false), by the action the policy decided (allow, ask, deny) and upstream.",
 	}, []string{"action", "upstream"})
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.approvedExecuted, m.dryRun)
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.approvedExecuted, m.dryRun)
 	// Every outcome is exported from the start, so a rate over it has a
 	// zero to begin from rather than a series that appears mid-incident.
 	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {

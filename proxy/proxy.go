@@ -116,6 +116,10 @@ type Config struct {
 	// Hold is how long an agent's request is held waiting for a decision
 	// (pending.hold); TTL how long a call waits before it expires.
 	Hold, TTL time.Duration
+	// MaxHeldPerSubject bounds how many of one principal's requests are
+	// held at once (asks and status long-polls); past it a request is
+	// answered at once, as with "Prefer: respond-async". 0: no bound.
+	MaxHeldPerSubject int
 	// MaxResultBytes bounds a stored result's body.
 	MaxResultBytes int64
 	// ProxyPublicURL is the proxy listener as agents reach it: an absolute
@@ -158,6 +162,7 @@ type Server struct {
 	// fwdHost is the X-Forwarded-Host of every forwarded call
 	// (forwardedHost).
 	fwdHost string
+	held    *heldLimit
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -200,7 +205,10 @@ func New(cfg Config) (*Server, error) {
 		// unguessable.
 		cfg.NewCallID = rand.Text
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL)}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
+		held: newHeldLimit(cfg.MaxHeldPerSubject),
+	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID
 	}

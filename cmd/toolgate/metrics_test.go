@@ -172,6 +172,7 @@ func TestMetrics(t *testing.T) {
 		"toolgate_requests_refused_total":            {"outcome=invalid": 1, "outcome=unauthenticated": 0, "outcome=unavailable": 0},
 		"toolgate_calls_parked_total":                {"": 4},
 		"toolgate_calls_held":                        {"": 0},
+		"toolgate_requests_not_held_total":           {"": 0},
 		"toolgate_calls_waiting":                     {"": 0},
 		"toolgate_approved_calls_executed_total":     {"": 1},
 		"toolgate_approvals_total": {

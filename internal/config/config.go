@@ -240,7 +240,11 @@ type Limits struct {
 	// that many at once, then one every minute/N (0: no limit). Every new
 	// call is announced to the approvers; the caps above bound how many
 	// calls a principal holds, this how often it can reach them.
-	MaxParksPerMinute int    `koanf:"max_parks_per_minute"`
+	MaxParksPerMinute int `koanf:"max_parks_per_minute"`
+	// MaxHeldPerSubject bounds how many of one principal's requests a
+	// replica holds open at once (asks and status long-polls); past it a
+	// request is answered at once, as with "Prefer: respond-async".
+	MaxHeldPerSubject int    `koanf:"max_held_per_subject"`
 	LossyNumbers      string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
 

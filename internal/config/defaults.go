@@ -156,6 +156,7 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Limits.BodyTimeout, 10*time.Second)
 	setInt(&c.Limits.MaxParkedPerSubject, 100)
 	setInt(&c.Limits.MaxParked, 10000)
+	setInt(&c.Limits.MaxHeldPerSubject, 100)
 	setString(&c.Limits.LossyNumbers, "refuse")
 	setString(&c.Log.Level, "info")
 	d := &c.Log.Decisions

@@ -469,6 +469,9 @@ func (v *validator) limitsAndLog(c *Config) {
 	if l.MaxParksPerMinute < 0 || l.MaxParksPerMinute > 6000 {
 		v.add("limits.max_parks_per_minute", fmt.Sprintf("%d is outside 0..6000", l.MaxParksPerMinute), "write a whole number such as 30, or 0 for no limit")
 	}
+	if l.MaxHeldPerSubject < 1 || l.MaxHeldPerSubject > 100000 {
+		v.add("limits.max_held_per_subject", fmt.Sprintf("%d is outside 1..100000", l.MaxHeldPerSubject), "write a whole number such as 100")
+	}
 	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.decisions(&c.Log.Decisions)

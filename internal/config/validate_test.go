@@ -338,6 +338,7 @@ func TestDefault(t *testing.T) {
 			BodyTimeout:         Duration(10 * time.Second),
 			MaxParkedPerSubject: 100,
 			MaxParked:           10000,
+			MaxHeldPerSubject:   100,
 			LossyNumbers:        "refuse",
 		},
 		Log:           Log{Level: "info", Decisions: defaultDecisions()},
@@ -402,13 +403,13 @@ func TestApplyDefaults(t *testing.T) {
 			"limits defaults",
 			Config{},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, LossyNumbers: "refuse"},
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, LossyNumbers: "refuse"},
 		},
 		{
 			"limits kept",
 			Config{Limits: Limits{BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"}},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"},
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, LossyNumbers: "allow"},
 		},
 		{
 			"empty target_args stay empty",

@@ -1,0 +1,48 @@
+package proxy
+
+import "sync"
+
+// heldLimit bounds how many of one principal's requests this replica holds
+// open at once waiting for a decision: held asks (retries that attach to a
+// parked call included) and status long-polls. Each held request keeps a
+// connection and a goroutine, and with Redis re-reads its call every poll
+// interval; without a bound, one agent key could hold thousands (an
+// attaching retry is never refused, and a long-poll parks nothing). A
+// request past the bound is not refused: it is answered at once, as with
+// "Prefer: respond-async", and can follow its call by its status URL.
+type heldLimit struct {
+	max int // 0: no bound
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newHeldLimit(max int) *heldLimit {
+	return &heldLimit{max: max, n: make(map[string]int)}
+}
+
+// take reserves a place for one more held request of principal, and
+// reports whether there was one; a true take is paired with a done.
+func (l *heldLimit) take(principal string) bool {
+	if l.max <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[principal] >= l.max {
+		return false
+	}
+	l.n[principal]++
+	return true
+}
+
+// done gives back a place take reserved.
+func (l *heldLimit) done(principal string) {
+	if l.max <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[principal]--; l.n[principal] <= 0 {
+		delete(l.n, principal) // the map holds only principals with held requests
+	}
+}
