@@ -346,6 +346,52 @@ func TestControlCharacters(t *testing.T) {
 	}
 }
 
+// TestHiddenCharactersInTargets: DEL and the C1 controls are control
+// characters too, refused in keys and targets; a target holding a bidi
+// control or an invisible format character would show as another string to
+// an approver than the tool reads (report\u202etxt.exe shows as
+// reportexe.txt), so it is refused as well. The answer names the
+// character, and nothing reaches the upstream. Right-to-left names, the
+// joiners Persian and emoji need, and such characters outside targets pass.
+func TestHiddenCharactersInTargets(t *testing.T) {
+	env := newTestServer(t, allowAll)
+	for _, tc := range []struct{ body, want string }{
+		{`{"path":"a\u007fb"}`, `target "a\x7fb" holds the control character U+007F`},
+		{`{"path":"a\u0085b"}`, `target "a\u0085b" holds the control character U+0085`},
+		{`{"command":"echo \u009b31m"}`, "control character U+009B"},
+		{`{"file":["README.md","x\u0080"]}`, "control character U+0080"},
+		{`{"o":{"k\u007f":1},"path":"README.md"}`, `argument key "k\x7f" holds the control character U+007F`},
+		{`{"path":"notes/report\u202etxt.exe"}`, `target "notes/report\u202etxt.exe" holds the bidi control character U+202E`},
+		{`{"path":"a\u2066b\u2069"}`, "bidi control character U+2066"},
+		{`{"path":"a\u200fb"}`, "bidi control character U+200F"},
+		{`{"url":"https://ev\u00adil.com/"}`, "invisible format character U+00AD"},
+		{`{"path":".e\u200bnv"}`, "invisible format character U+200B"},
+		{`{"path":{"\ufeffk":"v"}}`, `argument key "\ufeffk" holds the invisible format character U+FEFF`},
+	} {
+		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
+		p := readProblem(t, res)
+		if res.StatusCode != 400 || p.Title != "Control character" || !strings.Contains(p.Detail, tc.want) {
+			t.Errorf("%s: %d %+v, want 400 naming %s", tc.body, res.StatusCode, p, tc.want)
+		}
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+	for _, body := range []string{
+		`{"path":"מסמכים/דוח.txt","file":"تقارير/ملف.pdf"}`,
+		`{"path":"می\u200cخواهم.txt"}`,
+		`{"path":"👩\u200d💻/notes.md"}`,
+		`{"path":"a.txt","content":"x\u202ey\u200b\u007f\u0085"}`,
+	} {
+		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
+			t.Errorf("%s: %d, want 200", body, res.StatusCode)
+		}
+	}
+	if n := len(env.upstream.Requests()); n != 4 {
+		t.Fatalf("the upstream got %d requests, want 4", n)
+	}
+}
+
 // TestTargetFoldWindows: with target_fold windows the policy judges the
 // target as a Windows tool resolves it.
 func TestTargetFoldWindows(t *testing.T) {

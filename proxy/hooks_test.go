@@ -80,6 +80,33 @@ func TestHooks(t *testing.T) {
 	}
 }
 
+// TestHookRewriteHiddenCharacters: a rewrite is read as strictly as an
+// agent's body, so a target it fills with DEL, a C1 control, a bidi
+// control or an invisible format character denies the call, naming the
+// character, and nothing reaches the upstream.
+func TestHookRewriteHiddenCharacters(t *testing.T) {
+	for _, tc := range []struct{ updated, want string }{
+		{`{"path":"a\u007f.txt"}`, "control character U+007F"},
+		{`{"path":"a\u009b.txt"}`, "control character U+009B"},
+		{`{"path":"a.txt","o":{"\u0085":1}}`, "control character U+0085"},
+		{`{"path":"report\u202etxt.exe"}`, "bidi control character U+202E"},
+		{`{"path":"\ufeffa.txt"}`, "invisible format character U+FEFF"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			url := hookServer(t, `{"decision":"none","updated_arguments":`+tc.updated+`}`, 0)
+			env := newTestServer(t, seedEngine(t), withHook(t, hooks.Hook{Name: "h", URL: url, Timeout: time.Second}))
+			res := post(t, env.url+"/tools/Read", `{"path":"a.txt"}`, "Authorization", "Bearer agent-key")
+			p := readProblem(t, res)
+			if res.StatusCode != 403 || p.Decision != "deny" || !strings.Contains(p.Detail, "hook h rewrote") || !strings.Contains(p.Detail, tc.want) {
+				t.Fatalf("%d %+v, want 403 deny naming %s", res.StatusCode, p, tc.want)
+			}
+			if n := len(env.upstream.Requests()); n != 0 {
+				t.Fatalf("the upstream got %d calls", n)
+			}
+		})
+	}
+}
+
 // TestHookRewrite checks that updated_arguments are what the policy
 // decides, the upstream receives and an approver sees.
 func TestHookRewrite(t *testing.T) {

@@ -889,6 +889,35 @@ func TestMCPDuplicateKeys(t *testing.T) {
 	}
 }
 
+// TestMCPHiddenCharacters: a tools/call whose target holds DEL, a C1
+// control, a bidi control or an invisible format character, or whose key
+// holds DEL or a C1 control, is an invalid-params error naming the
+// character; so is a resources/read whose URI does. Nothing reaches the
+// upstream.
+func TestMCPHiddenCharacters(t *testing.T) {
+	call := func(args string) string {
+		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":` + args + `}}`
+	}
+	cases := map[string]struct{ body, want string }{
+		"DEL":          {call(`{"path":"a\u007fb"}`), `target "a\x7fb" holds the control character U+007F`},
+		"C1":           {call(`{"path":"a\u0085b"}`), `target "a\u0085b" holds the control character U+0085`},
+		"C1 in a key":  {call(`{"path":"a","o":{"k\u009f":1}}`), "argument key \"k\\u009f\" holds the control character U+009F"},
+		"override":     {call(`{"path":"report\u202etxt.exe"}`), "bidi control character U+202E"},
+		"zero-width":   {call(`{"file":[".e\u200bnv"]}`), "invisible format character U+200B"},
+		"resource URI": {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\u2067b"}}`, "bidi control character U+2067"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			env := newMCPEnv(t, mcpRawEra)
+			res, msg, raw := postMCP(t, env, tc.body)
+			mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidParams)
+			if msg.Error != nil && !strings.Contains(msg.Error.Message, tc.want) {
+				t.Errorf("message %q, want it to name %s", msg.Error.Message, tc.want)
+			}
+		})
+	}
+}
+
 // TestMCPBadToolName: a tools/call whose params.name fails the tool-name
 // grammar is refused and reaches nothing.
 func TestMCPBadToolName(t *testing.T) {
