@@ -306,9 +306,75 @@ func TestSameExceptSidecarPlacement(t *testing.T) {
 	gate.RestartPolicy = nil
 	np.InitContainers = nil
 	np.Containers = append([]corev1.Container{gate}, np.Containers...)
+	// The preStop sleeps need Kubernetes 1.30, as the native file does and
+	// the classic one must not (TestPreStop).
+	for i := range np.Containers {
+		np.Containers[i].Lifecycle = nil
+	}
 	if diff := cmp.Diff(nd, classic.deployments[appDeployment]); diff != "" {
 		t.Errorf("the Deployments differ beyond toolgate's placement (-native +classic):\n%s", diff)
 	}
+}
+
+// preStopSleep is the seconds the tool pod's containers sleep in preStop.
+const preStopSleep = 5
+
+// TestPreStop: in the native file, every container of the tool pod sleeps
+// preStopSleep seconds in preStop before it is signalled, so the pod keeps
+// serving while Services and ingresses drop it (after SIGTERM toolgate
+// answers new calls 503). The tool server sleeps too: all containers'
+// preStop hooks start together, and without its own sleep it would stop at
+// once and toolgate would forward the calls of those seconds to nothing.
+// The grace period must be longer than the sleep plus shutdown_grace
+// (TestConfigAccepted). The classic file is for clusters older than 1.30,
+// which have no sleep action and would refuse the Deployment, and the
+// image has no shell for an exec sleep: it has no preStop.
+func TestPreStop(t *testing.T) {
+	pod := appPod(t, load(t, nativeFile))
+	for _, name := range []string{gateContainer, toolContainer} {
+		c := findContainer(t, pod, name)
+		if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != preStopSleep {
+			t.Errorf("%s: %s's lifecycle is %+v, want a preStop sleep of %d s", nativeFile, name, c.Lifecycle, preStopSleep)
+		} else if l.PreStop.Exec != nil || l.PreStop.HTTPGet != nil || l.PreStop.TCPSocket != nil || l.PostStart != nil {
+			t.Errorf("%s: %s's lifecycle has more than the sleep: %+v", nativeFile, name, l)
+		}
+	}
+	for _, c := range containers(appPod(t, load(t, classicFile))) {
+		if c.Lifecycle != nil {
+			t.Errorf("%s: %s has a lifecycle %+v; the clusters this file is for have no sleep action", classicFile, c.Name, c.Lifecycle)
+		}
+	}
+
+	// The rule TestConfigAccepted applies: a grace period of exactly the
+	// sleep plus shutdown_grace is too short.
+	m := load(t, nativeFile)
+	pod = appPod(t, m)
+	drain := loadConfig(t, m, testEnviron()).ShutdownGrace.Std()
+	short := int64((preStopSleep*time.Second + drain) / time.Second)
+	pod.TerminationGracePeriodSeconds = &short
+	if err := graceCovers(pod, drain); err == nil {
+		t.Errorf("a grace period of %d s passes with a %d s sleep and shutdown_grace %s", short, preStopSleep, drain)
+	}
+}
+
+// graceCovers reports an error unless the pod's grace period is longer
+// than its longest preStop sleep plus toolgate's shutdown_grace: Kubernetes
+// counts the sleep in the grace period, and kills toolgate when it ends.
+func graceCovers(pod *corev1.PodSpec, shutdownGrace time.Duration) error {
+	grace := 30 * time.Second // the API's default
+	if pod.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	}
+	var sleep time.Duration
+	for _, c := range containers(pod) {
+		if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			sleep = max(sleep, time.Duration(l.PreStop.Sleep.Seconds)*time.Second)
+		}
+	}
+	if grace <= sleep+shutdownGrace {
+		return fmt.Errorf("terminationGracePeriodSeconds %s is not longer than the preStop sleep %s plus shutdown_grace %s", grace, sleep, shutdownGrace)
+	}
+	return nil
 }
 
 // TestHardening: every container of every pod runs as non-root on a
@@ -537,13 +603,10 @@ func TestConfigAccepted(t *testing.T) {
 			t.Errorf("public_url is %q", cfg.PublicURL)
 		}
 
-		// The pod waits for toolgate's graceful shutdown.
-		grace := time.Duration(30) * time.Second
-		if pod.TerminationGracePeriodSeconds != nil {
-			grace = time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-		}
-		if grace <= cfg.ShutdownGrace.Std() {
-			t.Errorf("terminationGracePeriodSeconds %s is not longer than shutdown_grace %s", grace, cfg.ShutdownGrace.Std())
+		// The pod waits for its preStop sleeps and toolgate's graceful
+		// shutdown after them.
+		if err := graceCovers(pod, cfg.ShutdownGrace.Std()); err != nil {
+			t.Error(err)
 		}
 	})
 }
