@@ -326,18 +326,25 @@ func foldWindows(p string) (folded string, ambiguous bool) {
 // asURL normalises raw as a URL when it is one; written is its spelling
 // before a "/" was put ahead of its query, or "" when none was.
 func asURL(arg, raw string) (target, written string, ok bool) {
-	i := strings.Index(raw, "://")
-	if i <= 0 && arg != "url" && arg != "uri" {
+	urlArg := arg == "url" || arg == "uri"
+	// Backslashes are slashes to a WHATWG URL parser (browsers, Node's
+	// fetch): "https://evil.com\.example.com/x" goes to evil.com. So are
+	// any number of them after a special scheme ("https:/evil.com"), and
+	// spaces around a URL are dropped.
+	s := specialSlashes(strings.ReplaceAll(strings.Trim(raw, " "), `\`, "/"), urlArg)
+	if i := strings.Index(s, "://"); i <= 0 && !urlArg {
 		return "", "", false
 	}
-	// Backslashes are slashes to a WHATWG URL parser (browsers, Node's
-	// fetch): "https://evil.com\.example.com/x" goes to evil.com.
-	u, err := url.Parse(strings.ReplaceAll(raw, `\`, "/"))
+	// The host as it is reached (urlhost.go); deny and ask rows also see
+	// an internationalised host in Unicode.
+	s, unicodeHost := canonicalAuthority(s)
+	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		return "", "", false
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = strings.ToLower(u.Host)
+	u.User = nil
 	if u.Path != "" {
 		trailing := strings.HasSuffix(u.Path, "/")
 		u.Path = path.Clean("/" + u.Path)
@@ -352,6 +359,13 @@ func asURL(arg, raw string) (target, written string, ok bool) {
 		// without it is kept for deny and ask rows ("https://x.com*").
 		written = u.String()
 		u.Path = "/"
+	}
+	if unicodeHost != "" {
+		// Written by hand: url.URL.String would percent-encode it.
+		if written == "" {
+			written = u.String()
+		}
+		written = strings.Replace(written, "://"+u.Hostname(), "://"+unicodeHost, 1)
 	}
 	return u.String(), written, true
 }

@@ -97,7 +97,7 @@ func TestFoldWindows(t *testing.T) {
 		{"path", `\??\C:\x`, "/??/c:/x", true},
 		{"path", `\\server\share\x`, "/server/share/x", true},
 		{"path", `\\?\C:\root\..\..\x`, "/?/x", true},
-		{"url", "HTTPS://Example.COM/A. ", "https://example.com/A.%20", false}, // URLs are not folded
+		{"url", "HTTPS://Example.COM/A. /b", "https://example.com/A.%20/b", false}, // URLs are not folded
 		{"command", "DIR C:. ", "DIR C:. ", false},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/idna"
+)
+
+// The authority of a URL target is read as WHATWG URL parsers (browsers,
+// Node's fetch, undici) and HTTP clients read it, so that a deny or ask row
+// naming a host sees every spelling that reaches it: without this,
+// "https://user@evil.com/x", "https://evil.com./x", "https://evil.com:443/x",
+// "https://%65vil.com/x", "https://ＥＶＩＬ．com/x" and "https://0x7f.1/" each
+// slipped past a row on "https://evil.com/**" or "http://127.0.0.1/**".
+
+// defaultPorts are the ports a special scheme's URL goes to without one.
+var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
+
+// hostProfile maps a host as a lookup does (UTS #46, non-transitional, as
+// browsers do), without STD3's refusal of underscores, which real hosts
+// have.
+var hostProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(false))
+
+// specialSlashes rewrites "https:/x", "https:x" (the latter in a url or uri
+// argument only) and "https:///x" as "https://x": a WHATWG parser skips any
+// number of slashes after a special scheme's colon. s has slashes for
+// backslashes already.
+func specialSlashes(s string, urlArg bool) string {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return s
+	}
+	if _, special := defaultPorts[strings.ToLower(scheme)]; !special {
+		return s
+	}
+	if !urlArg && !strings.HasPrefix(rest, "/") {
+		return s
+	}
+	if trimmed := strings.TrimLeft(rest, "/"); trimmed != rest || urlArg {
+		return scheme + "://" + trimmed
+	}
+	return s
+}
+
+// canonicalAuthority rewrites the authority of s ("scheme://authority…")
+// as the host it reaches: no user information, the host percent-decoded,
+// mapped as a lookup maps it and written in ASCII (xn-- for an
+// internationalised name), without a trailing dot, an IPv4 address in any
+// notation a WHATWG parser reads (hex, octal, fewer parts) written in
+// dotted decimal, an IPv6 address in its canonical form (an IPv4-mapped
+// one as the IPv4 address it reaches), and a special scheme's default
+// port dropped. unicode is the host in Unicode when that differs from
+// its ASCII form, else "". A host it cannot read is left as written.
+func canonicalAuthority(s string) (out, unicode string) {
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return s, ""
+	}
+	scheme := strings.ToLower(s[:i])
+	rest := s[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, tail := rest[:end], rest[end:]
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	host, port := splitHostPort(authority)
+	host, unicode, ok := canonicalHost(host)
+	if !ok {
+		return s, ""
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(p, 10) // "0443" is 443
+	}
+	if port == "" || port == defaultPorts[scheme] {
+		return scheme + "://" + host + tail, unicode
+	}
+	return scheme + "://" + host + ":" + port + tail, unicode
+}
+
+// splitHostPort splits an authority without user information into its
+// host and port ("" when none, or when it is empty: "evil.com:").
+func splitHostPort(a string) (host, port string) {
+	if strings.HasPrefix(a, "[") {
+		if j := strings.IndexByte(a, ']'); j >= 0 {
+			host, rest := a[:j+1], a[j+1:]
+			port, _ = strings.CutPrefix(rest, ":")
+			return host, port
+		}
+		return a, ""
+	}
+	if j := strings.LastIndexByte(a, ':'); j >= 0 {
+		return a[:j], a[j+1:]
+	}
+	return a, ""
+}
+
+// canonicalHost is the host h reaches, in ASCII, and in Unicode when that
+// differs; ok is false for a host it cannot read.
+func canonicalHost(h string) (ascii, unicode string, ok bool) {
+	if strings.HasPrefix(h, "[") {
+		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+		if err != nil || a.Zone() != "" {
+			return "", "", false
+		}
+		if a.Is4In6() {
+			return a.Unmap().String(), "", true
+		}
+		return "[" + a.String() + "]", "", true
+	}
+	if strings.Contains(h, "%") {
+		d, err := url.PathUnescape(h)
+		if err != nil {
+			return "", "", false
+		}
+		h = d
+	}
+	ascii, err := hostProfile.ToASCII(h)
+	if err != nil {
+		return "", "", false
+	}
+	// One trailing dot is the root of the DNS: "evil.com." is evil.com.
+	if t := strings.TrimSuffix(ascii, "."); t != "" && !strings.HasSuffix(t, ".") {
+		ascii = t
+	}
+	if a, ok := whatwgIPv4(ascii); ok {
+		return a, "", true
+	}
+	if u, err := hostProfile.ToUnicode(ascii); err == nil && u != ascii {
+		unicode = u
+	}
+	return ascii, unicode, true
+}
+
+// whatwgIPv4 reads h as the WHATWG URL standard reads an IPv4 host, when
+// its last label is a number: one to four parts, each decimal, octal
+// (leading 0) or hex (0x), the last filling the remaining bytes
+// ("0x7f.1" is 127.0.0.1, "2130706433" too). It returns the address in
+// dotted decimal.
+func whatwgIPv4(h string) (string, bool) {
+	parts := strings.Split(h, ".")
+	if last := parts[len(parts)-1]; last == "" || !isIPv4Number(last) {
+		return "", false
+	}
+	if len(parts) > 4 {
+		return "", false
+	}
+	nums := make([]uint64, len(parts))
+	for i, p := range parts {
+		n, ok := ipv4Number(p)
+		if !ok {
+			return "", false
+		}
+		nums[i] = n
+	}
+	var v uint64
+	for i, n := range nums[:len(nums)-1] {
+		if n > 255 {
+			return "", false
+		}
+		v |= n << (8 * (3 - i))
+	}
+	lastN := nums[len(nums)-1]
+	if lastN >= 1<<(8*(5-len(nums))) {
+		return "", false
+	}
+	v |= lastN
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String(), true
+}
+
+// isIPv4Number reports whether p reads as a number in a WHATWG IPv4 host.
+func isIPv4Number(p string) bool {
+	_, ok := ipv4Number(p)
+	return ok
+}
+
+func ipv4Number(p string) (uint64, bool) {
+	base := 10
+	switch {
+	case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
+		base, p = 16, p[2:]
+		if p == "" {
+			return 0, true
+		}
+	case len(p) > 1 && p[0] == '0':
+		base, p = 8, p[1:]
+	}
+	if p == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(p, base, 32)
+	return n, err == nil
+}
