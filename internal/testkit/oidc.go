@@ -39,8 +39,10 @@ type OIDCUser struct {
 // endpoint (/token) that checks the client's credentials (Basic or form),
 // the code (once), the redirect_uri and the PKCE S256 code_verifier, and
 // answers with an RS256 ID token (iss, aud, sub, email, email_verified,
-// groups, nonce, iat, exp). Its URL is the issuer. It is safe for
-// concurrent use and closed when the test ends.
+// groups, nonce, iat, exp). With SetEndSession it also advertises an
+// end_session_endpoint and serves RP-Initiated Logout at /logout. Its URL
+// is the issuer. It is safe for concurrent use and closed when the test
+// ends.
 type OIDCProvider struct {
 	*httptest.Server
 	ClientID, ClientSecret string
@@ -54,6 +56,10 @@ type OIDCProvider struct {
 	now   func() time.Time
 	codes map[string]oidcGrant
 	hits  map[string]int
+
+	endSession string       // the advertised end_session_endpoint; "" for none
+	postLogout string       // the one registered post_logout_redirect_uri
+	logouts    []url.Values // the queries /logout received
 }
 
 // oidcGrant is what an issued code stands for.
@@ -88,6 +94,7 @@ func NewOIDCProvider(tb testing.TB, clientID, clientSecret string) *OIDCProvider
 	mux.HandleFunc("GET /jwks", p.keys)
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
+	mux.HandleFunc("GET /logout", p.logout)
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		down := p.down
@@ -126,6 +133,23 @@ func (p *OIDCProvider) SetNow(now func() time.Time) {
 	p.now = now
 }
 
+// SetEndSession makes the discovery document advertise endpoint as the
+// end_session_endpoint ("" advertises none, the default), and registers
+// postLogoutRedirectURI as the client's one post_logout_redirect_uri. The
+// provider's own endpoint is its URL + "/logout".
+func (p *OIDCProvider) SetEndSession(endpoint, postLogoutRedirectURI string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endSession, p.postLogout = endpoint, postLogoutRedirectURI
+}
+
+// Logouts returns the queries /logout received, in order.
+func (p *OIDCProvider) Logouts() []url.Values {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.logouts)
+}
+
 // Hits returns how many requests an endpoint received, by its pattern
 // ("GET /.well-known/openid-configuration", "POST /token"), answered or
 // not.
@@ -136,7 +160,7 @@ func (p *OIDCProvider) Hits(pattern string) int {
 }
 
 func (p *OIDCProvider) discovery(w http.ResponseWriter, _ *http.Request) {
-	writeJSONBody(w, http.StatusOK, map[string]any{
+	doc := map[string]any{
 		"issuer":                                p.URL,
 		"authorization_endpoint":                p.URL + "/authorize",
 		"token_endpoint":                        p.URL + "/token",
@@ -148,7 +172,60 @@ func (p *OIDCProvider) discovery(w http.ResponseWriter, _ *http.Request) {
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 		"scopes_supported":                      []string{"openid", "email", "profile", "groups"},
 		"claims_supported":                      []string{"sub", "email", "email_verified", "groups"},
-	})
+	}
+	p.mu.Lock()
+	if p.endSession != "" {
+		doc["end_session_endpoint"] = p.endSession
+	}
+	p.mu.Unlock()
+	writeJSONBody(w, http.StatusOK, doc)
+}
+
+// logout serves RP-Initiated Logout 1.0 as a provider that asks nobody:
+// the client is named by client_id or by an id_token_hint this provider
+// signed for it (both, when both are sent), and a post_logout_redirect_uri
+// must be the registered one; the browser is then sent there, with the
+// state if one was given. Without post_logout_redirect_uri it answers 200.
+func (p *OIDCProvider) logout(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p.mu.Lock()
+	p.logouts = append(p.logouts, q)
+	registered := p.postLogout
+	p.mu.Unlock()
+	client := q.Get("client_id")
+	if hint := q.Get("id_token_hint"); hint != "" {
+		payload, err := jws.Verify([]byte(hint), jws.WithKey(jwa.RS256(), &p.key.PublicKey))
+		var claims struct {
+			Aud any `json:"aud"`
+		}
+		if err != nil || json.Unmarshal(payload, &claims) != nil || claims.Aud != p.ClientID {
+			http.Error(w, "id_token_hint is not an ID token of this provider for this client", http.StatusBadRequest)
+			return
+		}
+		if client == "" {
+			client = p.ClientID
+		}
+	}
+	if client != p.ClientID {
+		http.Error(w, "unknown client_id", http.StatusBadRequest)
+		return
+	}
+	to := q.Get("post_logout_redirect_uri")
+	if to == "" {
+		_, _ = w.Write([]byte("signed out\n"))
+		return
+	}
+	ru, err := url.Parse(to)
+	if to != registered || err != nil {
+		http.Error(w, "post_logout_redirect_uri is not registered", http.StatusBadRequest)
+		return
+	}
+	if st := q.Get("state"); st != "" {
+		back := ru.Query()
+		back.Set("state", st)
+		ru.RawQuery = back.Encode()
+	}
+	http.Redirect(w, r, ru.String(), http.StatusFound)
 }
 
 func (p *OIDCProvider) keys(w http.ResponseWriter, _ *http.Request) {

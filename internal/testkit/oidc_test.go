@@ -119,3 +119,68 @@ func TestOIDCProviderRefusesPlainPKCE(t *testing.T) {
 		t.Errorf("plain PKCE: sent back to %s", loc)
 	}
 }
+
+func TestOIDCProviderEndSession(t *testing.T) {
+	p := NewOIDCProvider(t, "client", "secret")
+	const ru = "http://127.0.0.1:1/auth/callback"
+	const back = "http://127.0.0.1:1/auth/signed-out"
+	const verifier = "verifier-0123456789-0123456789-0123456789-0123"
+	endpoint := func() any {
+		res, err := p.Client().Get(p.URL + "/.well-known/openid-configuration")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var doc map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc["end_session_endpoint"]
+	}
+	if e := endpoint(); e != nil {
+		t.Errorf("end_session_endpoint %v advertised by default", e)
+	}
+	p.SetEndSession(p.URL+"/logout", back)
+	if e := endpoint(); e != p.URL+"/logout" {
+		t.Errorf("end_session_endpoint %v", e)
+	}
+	_, tok := exchange(t, p, url.Values{
+		"grant_type": {"authorization_code"}, "code": {authorize(t, p, ru, verifier)}, "redirect_uri": {ru}, "code_verifier": {verifier},
+	}, true)
+	hint, _ := tok["id_token"].(string)
+	other := NewOIDCProvider(t, "client", "secret")
+	_, otherTok := exchange(t, other, url.Values{
+		"grant_type": {"authorization_code"}, "code": {authorize(t, other, ru, verifier)}, "redirect_uri": {ru}, "code_verifier": {verifier},
+	}, true)
+	c := p.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, tt := range []struct {
+		name   string
+		q      url.Values
+		status int
+	}{
+		{"client_id", url.Values{"client_id": {"client"}, "post_logout_redirect_uri": {back}}, http.StatusFound},
+		{"id_token_hint", url.Values{"id_token_hint": {hint}, "post_logout_redirect_uri": {back}, "state": {"s"}}, http.StatusFound},
+		{"both", url.Values{"client_id": {"client"}, "id_token_hint": {hint}, "post_logout_redirect_uri": {back}}, http.StatusFound},
+		{"no redirect", url.Values{"client_id": {"client"}}, http.StatusOK},
+		{"unregistered redirect", url.Values{"client_id": {"client"}, "post_logout_redirect_uri": {back + "x"}}, http.StatusBadRequest},
+		{"no client", url.Values{"post_logout_redirect_uri": {back}}, http.StatusBadRequest},
+		{"another client", url.Values{"client_id": {"other"}, "id_token_hint": {hint}, "post_logout_redirect_uri": {back}}, http.StatusBadRequest},
+		{"another provider's token", url.Values{"id_token_hint": {otherTok["id_token"].(string)}, "post_logout_redirect_uri": {back}}, http.StatusBadRequest},
+	} {
+		res, err := c.Get(p.URL + "/logout?" + tt.q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tt.status {
+			t.Errorf("%s: %d, want %d", tt.name, res.StatusCode, tt.status)
+		}
+		if loc := res.Header.Get("Location"); tt.status == http.StatusFound && loc != back && loc != back+"?state="+tt.q.Get("state") {
+			t.Errorf("%s: to %q", tt.name, loc)
+		}
+	}
+	if n := len(p.Logouts()); n != 8 {
+		t.Errorf("Logouts holds %d requests", n)
+	}
+}
