@@ -152,7 +152,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routes lists every route of the listener.
 func (h *Handler) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, middleware.Recoverer)
+	r.Use(securityHeaders(h.formAction()), middleware.Recoverer)
 
 	// Approval links and the inbox, for people: HTML.
 	r.Get("/approvals", h.page(h.showInbox))
@@ -190,18 +190,35 @@ func (h *Handler) routes() http.Handler {
 	return r
 }
 
+// formAction is where the pages' forms may go: the listener itself, and
+// the origins the sign-out form's answer redirects to (browsers check
+// form-action on a form's redirects too).
+func (h *Handler) formAction() string {
+	fa := "'self'"
+	if h.identity != nil {
+		for _, o := range h.identity.LogoutOrigins() {
+			fa += " " + o
+		}
+	}
+	return fa
+}
+
 // securityHeaders go on every answer, errors included. The token travels in
 // the URL, so no referrer may carry it away and no cache may keep the page;
-// the page runs no script and may not be framed (clickjacking).
-func securityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd := w.Header()
-		hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
-		hd.Set("Cache-Control", "no-store")
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("X-Robots-Tag", "noindex, nofollow")
-		next.ServeHTTP(w, r)
-	})
+// the page runs no script and may not be framed (clickjacking); its forms
+// go to formAction only.
+func securityHeaders(formAction string) func(http.Handler) http.Handler {
+	csp := "default-src 'none'; style-src 'unsafe-inline'; form-action " + formAction + "; frame-ancestors 'none'"
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hd := w.Header()
+			hd.Set("Content-Security-Policy", csp)
+			hd.Set("X-Frame-Options", "DENY")
+			hd.Set("Referrer-Policy", "no-referrer")
+			hd.Set("Cache-Control", "no-store")
+			hd.Set("X-Content-Type-Options", "nosniff")
+			hd.Set("X-Robots-Tag", "noindex, nofollow")
+			next.ServeHTTP(w, r)
+		})
+	}
 }

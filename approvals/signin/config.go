@@ -29,6 +29,10 @@ const (
 	// CallbackPath is where the identity provider sends the browser back,
 	// below the public URL, unless redirect_url says otherwise.
 	CallbackPath = "/auth/callback"
+	// SignedOutPath is where the identity provider sends the browser after
+	// ending its session (RP-Initiated Logout's post_logout_redirect_uri),
+	// below the public URL, or beside redirect_url without one.
+	SignedOutPath = "/auth/signed-out"
 )
 
 // DefaultScopes are the scopes asked for when none are configured.
@@ -98,6 +102,11 @@ type OIDCConfig struct {
 	// single entry AllowEveryone admits everyone the provider signs in.
 	// Required.
 	AllowedGroups []string
+	// KeepProviderSession makes sign-out end toolgate's session only. By
+	// default, when the provider's discovery document advertises an
+	// end_session_endpoint, sign-out also sends the browser there
+	// (OpenID Connect RP-Initiated Logout) to end the provider's session.
+	KeepProviderSession bool
 
 	// HTTPClient talks to the identity provider; nil means a client with
 	// a 10-second timeout.

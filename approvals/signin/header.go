@@ -130,3 +130,6 @@ func (h *trustedHeader) LoginURL(string) string { return "" }
 
 // LogoutURL is "": the proxy in front signs approvers in and out.
 func (h *trustedHeader) LogoutURL() string { return "" }
+
+// LogoutOrigins is nil: toolgate sends nobody elsewhere to sign out.
+func (h *trustedHeader) LogoutOrigins() []string { return nil }

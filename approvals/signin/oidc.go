@@ -47,6 +47,12 @@ type oidcAuth struct {
 	cookies     cookies
 	routes      http.Handler
 
+	// signedOutURL is the post_logout_redirect_uri of RP-Initiated
+	// Logout; logoutOrigin the issuer's origin, where the pages' form-action
+	// lets a sign-out redirect to ("" with KeepProviderSession).
+	signedOutURL string
+	logoutOrigin string
+
 	mu       sync.Mutex
 	provider *discovered // nil until discovery succeeded
 	discErr  error       // the last failure, answered until retryAt
@@ -57,6 +63,9 @@ type oidcAuth struct {
 type discovered struct {
 	oauth    oauth2.Config
 	verifier *oidc.IDTokenVerifier
+	// endSession is the provider's end_session_endpoint, nil when it
+	// advertises none, or when sign-out is not to use it.
+	endSession *url.URL
 }
 
 var _ Authenticator = (*oidcAuth)(nil)
@@ -103,6 +112,12 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	} else if u, err := url.Parse(c.RedirectURL); err == nil && c.PublicURL == "" {
 		secure = u.Scheme == "https"
 	}
+	o.signedOutURL = signedOutURL(c.PublicURL, o.redirectURL)
+	if u, err := url.Parse(c.Issuer); err == nil && !c.KeepProviderSession && !strings.ContainsAny(u.Host, " \t;,'\"") {
+		// It goes into a Content-Security-Policy: nothing that could end
+		// a source expression or a directive.
+		o.logoutOrigin = strings.ToLower(u.Scheme + "://" + u.Host)
+	}
 	o.cookies = newCookies(c.CookieSecret, o.base, secure, o.now)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /auth/login", o.login)
@@ -110,6 +125,7 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	// Signing out is harmless but annoying; a cross-site form must not be
 	// able to do it.
 	mux.Handle("POST /auth/logout", http.NewCrossOriginProtection().Handler(http.HandlerFunc(o.logout)))
+	mux.HandleFunc("GET "+SignedOutPath, o.signedOut)
 	o.routes = mux
 	return o
 }
@@ -130,8 +146,37 @@ func (o *oidcAuth) Identify(r *http.Request) (Approver, error) {
 // LogoutURL is where a signed-in approver's page posts to sign out.
 func (o *oidcAuth) LogoutURL() string { return o.base + "/auth/logout" }
 
-// Routes serves GET /auth/login, GET /auth/callback and POST /auth/logout.
+// LogoutOrigins is the issuer's origin, where POST /auth/logout usually
+// redirects to (its end_session_endpoint), so that the pages' form-action
+// lets the sign-out form follow; nil with KeepProviderSession.
+func (o *oidcAuth) LogoutOrigins() []string {
+	if o.logoutOrigin == "" {
+		return nil
+	}
+	return []string{o.logoutOrigin}
+}
+
+// Routes serves GET /auth/login, GET /auth/callback, POST /auth/logout and
+// GET /auth/signed-out.
 func (o *oidcAuth) Routes() http.Handler { return o.routes }
+
+// signedOutURL is the post_logout_redirect_uri: the public URL followed by
+// SignedOutPath, as the callback is the public URL followed by
+// CallbackPath; without a public URL, redirect_url with its CallbackPath
+// replaced by SignedOutPath. It is fixed, so that it can be registered at
+// the identity provider.
+func signedOutURL(publicURL, redirectURL string) string {
+	if publicURL != "" {
+		return strings.TrimRight(publicURL, "/") + SignedOutPath
+	}
+	u, err := url.Parse(redirectURL)
+	if err != nil {
+		return ""
+	}
+	u.Path = strings.TrimSuffix(u.Path, CallbackPath) + SignedOutPath
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	return u.String()
+}
 
 // LoginURL is /auth/login below the public URL's path, coming back to
 // returnTo, or to /approvals when returnTo is not a path on this listener.
@@ -161,15 +206,43 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 		o.retryAt = o.now().Add(discoveryBackoff)
 		return nil, o.discErr
 	}
-	o.provider = &discovered{
+	d := &discovered{
 		oauth: oauth2.Config{
 			ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
 			Endpoint: p.Endpoint(), RedirectURL: o.redirectURL, Scopes: o.cfg.Scopes,
 		},
 		verifier: p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID, Now: o.now}),
 	}
+	var meta struct {
+		EndSession string `json:"end_session_endpoint"`
+	}
+	if err := p.Claims(&meta); err == nil && meta.EndSession != "" && !o.cfg.KeepProviderSession {
+		if u, err := endSessionURL(meta.EndSession, o.cfg.Issuer); err != nil {
+			o.log.Warn("sign-out will not end the identity provider's session", "err", err)
+		} else {
+			d.endSession = u
+		}
+	}
+	o.provider = d
 	o.discErr = nil
 	return o.provider, nil
+}
+
+// endSessionURL checks the end_session_endpoint of the issuer's discovery
+// document: an absolute https URL (http only on loopback, as the issuer
+// may be) without credentials or fragment.
+func endSessionURL(raw, issuer string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	iss, ierr := url.Parse(issuer)
+	switch {
+	case err != nil || ierr != nil || u.Host == "" || u.User != nil || u.Fragment != "":
+		return nil, fmt.Errorf("signin: the end_session_endpoint %q is not an absolute URL without credentials and fragment", raw)
+	case u.Scheme == "https":
+	case u.Scheme == "http" && iss.Scheme == "http" && loopback(u.Hostname()):
+	default:
+		return nil, fmt.Errorf("signin: the end_session_endpoint %q is not an https:// URL", raw)
+	}
+	return u, nil
 }
 
 // login serves GET /auth/login?return=/path: it remembers a fresh state,
@@ -300,7 +373,11 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := session{Name: a.Name, Groups: a.Groups, Expires: o.now().Add(o.cfg.SessionTTL).Unix()}
-	if err := o.cookies.setSession(w, s); err != nil {
+	hint := ""
+	if p.endSession != nil {
+		hint = raw // for id_token_hint at sign-out, when it fits
+	}
+	if err := o.cookies.setSessionWithHint(w, s, hint); err != nil {
 		o.log.Warn("sign-in refused", "approver", a.Name, "reason", err.Error(), "groups", len(a.Groups))
 		o.page(w, http.StatusForbidden, "Sign-in refused",
 			"Your groups do not fit in a session cookie. Ask the identity provider's administrators to send fewer groups in the "+o.cfg.GroupsClaim+" claim to this client.", "")
@@ -385,11 +462,64 @@ func (o *oidcAuth) approver(claims map[string]any) (Approver, error) {
 	return Approver{Name: name, Groups: groups, Via: ViaOIDC}, nil
 }
 
-// logout serves POST /auth/logout: it removes the session cookie.
-func (o *oidcAuth) logout(w http.ResponseWriter, _ *http.Request) {
+// logout serves POST /auth/logout: it removes the session cookie and, when
+// the identity provider advertises an end_session_endpoint, sends the
+// browser there (OpenID Connect RP-Initiated Logout 1.0) with client_id,
+// post_logout_redirect_uri and, when the session kept it, id_token_hint,
+// so that signing in again asks for the password again. No state is sent:
+// the signed-out page the provider returns to changes nothing, so there is
+// nothing to tie to this request.
+func (o *oidcAuth) logout(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
+	hint := o.cookies.idTokenHint(r)
 	o.cookies.clearSession(w)
-	o.page(w, http.StatusOK, "Signed out", "You are signed out of toolgate's approvals.", o.base+"/auth/login")
+	signIn := o.base + "/auth/login"
+	if o.cfg.KeepProviderSession {
+		o.page(w, http.StatusOK, "Signed out", "You are signed out of toolgate's approvals.", signIn)
+		return
+	}
+	p, err := o.discover(r.Context())
+	if err != nil {
+		o.log.Warn("signed out of toolgate only: the identity provider's session is not ended", "err", err)
+		o.page(w, http.StatusOK, "Signed out of toolgate only",
+			"You are signed out of toolgate's approvals, but toolgate cannot reach the identity provider just now to end your session there: close the browser, or sign out at the identity provider.", signIn)
+		return
+	}
+	if p.endSession == nil {
+		o.page(w, http.StatusOK, "Signed out", "You are signed out of toolgate's approvals.", signIn)
+		return
+	}
+	to := *p.endSession
+	q := to.Query()
+	q.Set("client_id", o.cfg.ClientID)
+	q.Set("post_logout_redirect_uri", o.signedOutURL)
+	if hint != "" {
+		q.Set("id_token_hint", hint)
+	}
+	to.RawQuery = q.Encode()
+	if strings.EqualFold(to.Scheme+"://"+to.Host, o.logoutOrigin) {
+		http.Redirect(w, r, to.String(), http.StatusSeeOther)
+		return
+	}
+	// The pages' form-action allows the issuer's origin only, and browsers
+	// check it on the redirects that follow a form: an endpoint elsewhere
+	// is reached by a refresh instead, which form-action does not govern.
+	w.Header().Set("Refresh", "0; url="+to.String())
+	o.pageLink(w, http.StatusOK, "Signing out", "You are signed out of toolgate's approvals; your session at the identity provider is ending.", to.String(), "Continue to the identity provider")
+}
+
+// signedOut serves GET /auth/signed-out, where the identity provider sends
+// the browser back after ending its session. It only shows a page: it sets
+// no cookie and signs nobody in.
+func (o *oidcAuth) signedOut(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
+	if _, err := o.cookies.readSession(r); err == nil {
+		o.pageLink(w, http.StatusOK, "Still signed in",
+			"This browser is signed in to toolgate's approvals: sign out from an approvals page.", o.base+"/approvals", "Approvals")
+		return
+	}
+	o.page(w, http.StatusOK, "Signed out",
+		"You are signed out of toolgate's approvals, and the identity provider was asked to end your session there.", o.base+"/auth/login")
 }
 
 // localPath returns p, its path cleaned, when it is a path on this
@@ -434,13 +564,18 @@ func noStore(w http.ResponseWriter) {
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{{.Title}} · toolgate</title></head>
-<body><h1>{{.Title}}</h1><p>{{.Msg}}</p>{{if .Link}}<p><a href="{{.Link}}">Sign in</a></p>{{end}}</body></html>
+<body><h1>{{.Title}}</h1><p>{{.Msg}}</p>{{if .Link}}<p><a href="{{.Link}}">{{.LinkText}}</a></p>{{end}}</body></html>
 `))
 
 // page writes a minimal HTML page; link, when set, offers to sign in.
 func (o *oidcAuth) page(w http.ResponseWriter, status int, title, msg, link string) {
+	o.pageLink(w, status, title, msg, link, "Sign in")
+}
+
+// pageLink writes a minimal HTML page; link, when set, is offered as text.
+func (o *oidcAuth) pageLink(w http.ResponseWriter, status int, title, msg, link, text string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = pageTmpl.Execute(w, struct{ Title, Msg, Link string }{title, msg, link})
+	_ = pageTmpl.Execute(w, struct{ Title, Msg, Link, LinkText string }{title, msg, link, text})
 }

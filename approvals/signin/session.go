@@ -94,6 +94,10 @@ type session struct {
 	Name    string   `json:"n"`
 	Groups  []string `json:"g,omitempty"`
 	Expires int64    `json:"e"` // Unix seconds
+	// IDToken is the ID token of the sign-in, kept only to be sent back
+	// as id_token_hint when sign-out ends the provider's session, and
+	// only when the cookie still fits with it (setSessionWithHint).
+	IDToken string `json:"t,omitempty"`
 }
 
 // loginState is the payload of the sign-in cookie: what /auth/callback
@@ -154,6 +158,21 @@ func (c cookies) setSession(w http.ResponseWriter, s session) error {
 
 var errTooLarge = errors.New("session cookie too large")
 
+// setSessionWithHint sets the session cookie for s with the ID token
+// idToken in it when the cookie fits with it, and without it otherwise: the
+// hint makes sign-out at the identity provider smoother, but a sign-in is
+// never refused, nor groups given less room, for its sake.
+func (c cookies) setSessionWithHint(w http.ResponseWriter, s session, idToken string) error {
+	if idToken != "" {
+		withHint := s
+		withHint.IDToken = idToken
+		if err := c.setSession(w, withHint); !errors.Is(err, errTooLarge) {
+			return err
+		}
+	}
+	return c.setSession(w, s)
+}
+
 // clearSession removes the session cookie.
 func (c cookies) clearSession(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{
@@ -169,12 +188,32 @@ func (c cookies) clearSession(w http.ResponseWriter) {
 // domain can set a cookie of that name), and which is whose cannot be
 // told.
 func (c cookies) readSession(r *http.Request) (Approver, error) {
+	s, err := c.validSession(r)
+	if err != nil {
+		return Approver{}, err
+	}
+	return Approver{Name: s.Name, Groups: s.Groups, Via: ViaOIDC}, nil
+}
+
+// idTokenHint returns the ID token kept in r's session cookie, "" when
+// there is none, or no single valid session to take it from.
+func (c cookies) idTokenHint(r *http.Request) string {
+	s, err := c.validSession(r)
+	if err != nil {
+		return ""
+	}
+	return s.IDToken
+}
+
+// validSession returns the one valid session among r's session cookies;
+// readSession says what counts.
+func (c cookies) validSession(r *http.Request) (session, error) {
 	cs := r.CookiesNamed(c.sessionName)
 	if len(cs) == 0 {
-		return Approver{}, noIdentity("no session cookie")
+		return session{}, noIdentity("no session cookie")
 	}
 	err := noIdentity("the session cookie is malformed or forged")
-	var found []Approver
+	var found []session
 	for _, ck := range cs {
 		var s session
 		if c.session.open(ck.Value, &s) != nil {
@@ -192,15 +231,15 @@ func (c cookies) readSession(r *http.Request) (Approver, error) {
 			err = e
 			continue
 		}
-		found = append(found, Approver{Name: s.Name, Groups: s.Groups, Via: ViaOIDC})
+		found = append(found, s)
 	}
 	switch len(found) {
 	case 0:
-		return Approver{}, err
+		return session{}, err
 	case 1:
 		return found[0], nil
 	}
-	return Approver{}, noIdentity("%d valid session cookies, want one", len(found))
+	return session{}, noIdentity("%d valid session cookies, want one", len(found))
 }
 
 // setLogin sets the sign-in cookie for st.

@@ -48,4 +48,10 @@ type Authenticator interface {
 	// LogoutURL is where a signed-in approver's page posts to sign out;
 	// "" when the authenticator signs nobody in (trusted_header).
 	LogoutURL() string
+	// LogoutOrigins are the origins ("https://idp.example.com"), beside
+	// the listener's own, to which POST LogoutURL may redirect the browser
+	// (an identity provider's end-session endpoint). Browsers check the
+	// form-action of the page that holds the sign-out form on those
+	// redirects too, so the pages must allow them. Nil when none.
+	LogoutOrigins() []string
 }

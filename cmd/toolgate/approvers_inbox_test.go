@@ -131,10 +131,12 @@ func TestApproverInbox(t *testing.T) {
 // is sent through the identity provider's sign-in and back to the page,
 // signed in; its approval is recorded under the provider's e-mail. A user
 // outside the call's group signs in too, and cannot decide; one outside
-// allowed_groups cannot sign in.
+// allowed_groups cannot sign in. Signing out goes through the provider's
+// end_session_endpoint and back to toolgate's signed-out page.
 func TestApproverOIDC(t *testing.T) {
 	idp := testkit.NewOIDCProvider(t, "toolgate", "oidc-client-secret")
 	addr := testkit.FreeAddrs(t, 1)[0] // known before it starts: the OIDC redirect URL
+	idp.SetEndSession(idp.URL+"/logout", "http://"+addr+"/auth/signed-out")
 	e := startApprovers(t, approverSetup{
 		listen: addr,
 		top:    "public_url: http://" + addr + "\n",
@@ -238,13 +240,20 @@ func TestApproverOIDC(t *testing.T) {
 	if a := audits(t, e.replica, p.id, 1)[0]; a["decided_by"] != "olivia@example.com" || a["via"] != "oidc" {
 		t.Errorf("audit event %v", a)
 	}
-	// The page's sign-out form posts here, and ends olivia's session.
+	// The page's sign-out form posts here, and ends olivia's session, at
+	// the provider too: the browser comes back to the signed-out page.
 	res, err = olivia.PostForm(e.approvals+"/auth/logout", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text := readAll(res); res.StatusCode != 200 {
-		t.Errorf("sign-out: %d\n%s", res.StatusCode, text)
+	if text := readAll(res); res.StatusCode != 200 || res.Request.URL.String() != "http://"+addr+"/auth/signed-out" || !strings.Contains(text, "Signed out") {
+		t.Errorf("sign-out: %d at %s\n%s", res.StatusCode, res.Request.URL, text)
+	}
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' "+idp.URL+";") {
+		t.Errorf("Content-Security-Policy %q does not let the sign-out form go to the provider", csp)
+	}
+	if lo := idp.Logouts(); len(lo) != 1 || lo[0].Get("client_id") != "toolgate" || lo[0].Get("id_token_hint") == "" {
+		t.Errorf("the provider's logouts: %v", lo)
 	}
 }
 

@@ -207,6 +207,9 @@ type ApprovalsIdentity struct {
 	CookieSecret  Secret   `koanf:"cookie_secret"`
 	SessionTTL    Duration `koanf:"session_ttl"`
 	AllowedGroups []string `koanf:"allowed_groups"`
+	// ProviderLogout: sign-out also ends the session at the identity
+	// provider when it advertises an end_session_endpoint; default true.
+	ProviderLogout *bool `koanf:"provider_logout"`
 }
 
 // Slack is approvals.slack: Slack interactivity (the buttons of format:

@@ -50,6 +50,7 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	approvals.identity.groups_claim   groups  (type oidc)
 //	approvals.identity.scopes         [openid, email, profile] (type oidc)
 //	approvals.identity.session_ttl    8h      (type oidc)
+//	approvals.identity.provider_logout true   (type oidc)
 //	approvals.identity.redirect_url   public_url + /auth/callback (type oidc; derived by signin, not written here)
 //	limits.max_body_bytes      1MiB
 //	limits.body_timeout        10s

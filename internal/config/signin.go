@@ -25,6 +25,7 @@ func (a *ApprovalsIdentity) Options(publicURL string) signin.Config {
 			PublicURL: publicURL, RedirectURL: a.RedirectURL,
 			UserClaim: a.UserClaim, GroupsClaim: a.GroupsClaim, Scopes: a.Scopes,
 			CookieSecret: a.CookieSecret.Reveal(), SessionTTL: a.SessionTTL.Std(), AllowedGroups: a.AllowedGroups,
+			KeepProviderSession: a.ProviderLogout != nil && !*a.ProviderLogout,
 		},
 	}
 }
@@ -68,6 +69,7 @@ func (a *ApprovalsIdentity) keysOf(typ string) []string {
 		add("cookie_secret", a.CookieSecret != "")
 		add("session_ttl", a.SessionTTL != 0)
 		add("allowed_groups", a.AllowedGroups != nil)
+		add("provider_logout", a.ProviderLogout != nil)
 	}
 	return keys
 }
@@ -87,6 +89,9 @@ func (a *ApprovalsIdentity) applyDefaults() {
 			a.Scopes = append([]string{}, signin.DefaultScopes...)
 		}
 		setDuration(&a.SessionTTL, signin.DefaultSessionTTL)
+		if a.ProviderLogout == nil {
+			a.ProviderLogout = new(true)
+		}
 	}
 }
 

@@ -96,6 +96,26 @@ func TestLoad_OIDC(t *testing.T) {
 	}
 }
 
+// TestLoad_OIDCProviderLogout: provider_logout defaults to true; false,
+// from the file or the environment, keeps the provider's session at
+// sign-out.
+func TestLoad_OIDCProviderLogout(t *testing.T) {
+	c := mustLoad(t, Source{File: writeConfig(t, oidcYAML), Environ: signinEnv})
+	if p := c.Approvals.Identity.ProviderLogout; p == nil || !*p || c.Approvals.Identity.Options(c.PublicURL).OIDC.KeepProviderSession {
+		t.Errorf("default provider_logout %v", p)
+	}
+	off := strings.Replace(oidcYAML, "allowed_groups: [approvers]", "allowed_groups: [approvers]\n    provider_logout: false", 1)
+	for name, src := range map[string]Source{
+		"file":        {File: writeConfig(t, off), Environ: signinEnv},
+		"environment": {File: writeConfig(t, oidcYAML), Environ: append(append([]string{}, signinEnv...), "TOOLGATE_APPROVALS_IDENTITY_PROVIDER_LOGOUT=false")},
+	} {
+		c := mustLoad(t, src)
+		if !c.Approvals.Identity.Options(c.PublicURL).OIDC.KeepProviderSession {
+			t.Errorf("%s: provider_logout: false does not keep the provider's session", name)
+		}
+	}
+}
+
 // TestLoad_OIDCEveryone: ["*"] admits everyone the provider signs in, from
 // the file or the environment.
 func TestLoad_OIDCEveryone(t *testing.T) {
@@ -154,6 +174,11 @@ func TestLoad_SigninErrors(t *testing.T) {
 			"bad source", th("    trusted_sources: [10.0.0.0/99]\n"), nil,
 			[]string{"approvals.identity.trusted_sources[0]"},
 			"CIDR",
+		},
+		{
+			"provider_logout on trusted_header", th("    secret: ${PROXY_SECRET}\n    provider_logout: false\n"), nil,
+			[]string{"approvals.identity.provider_logout"},
+			"type oidc, but type is trusted_header",
 		},
 		{
 			"oidc keys on trusted_header", th("    secret: ${PROXY_SECRET}\n    issuer: https://idp.example.com\n    cookie_secret: ${COOKIE_SECRET}\n"), nil,
