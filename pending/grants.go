@@ -53,11 +53,13 @@ type Grants interface {
 	// ones gives ErrTooManyGrants. Nothing is stored on error.
 	Grant(ctx context.Context, g Grant, lifetime time.Duration) (Grant, error)
 
-	// FindGrant returns the live grant covering a call of subject to tool
-	// on upstream with target: the grant for exactly that target if there
-	// is one, else the grant for any target of the tool; ErrNotFound if
-	// neither. It only reads, in one round trip.
-	FindGrant(ctx context.Context, subject, upstream, tool, target string) (Grant, error)
+	// FindGrant returns the live grant covering the call q: when
+	// q.SoleTarget is set, the grant for exactly q.Target if there is
+	// one, else the grant for any target of the tool; when it is not (the
+	// call acts on more than q.Target), the grant for any target alone,
+	// since no grant for one target covers such a call. ErrNotFound if
+	// none. It only reads, in one round trip.
+	FindGrant(ctx context.Context, q GrantQuery) (Grant, error)
 
 	// Grants returns up to limit live grants, newest first (grants made
 	// within the same millisecond may come in any order in Redis).
@@ -67,6 +69,20 @@ type Grants interface {
 	// live grant with that ID. Once Revoke has returned, FindGrant on
 	// every replica no longer finds the grant.
 	Revoke(ctx context.Context, id string) (Grant, error)
+}
+
+// GrantQuery is a call that FindGrant looks up a grant for.
+type GrantQuery struct {
+	Subject  string // the caller's principal, as Grant.Subject
+	Upstream string
+	Tool     string
+	Target   string // the call's target, "" when it has none
+
+	// SoleTarget reports that the call acts on Target and nothing else:
+	// only then may a grant for exactly Target cover it. Unset (a call
+	// with another target argument, an array of targets, an opaque
+	// value), only a grant for any target of the tool covers the call.
+	SoleTarget bool
 }
 
 // Bounds of grants, the same for every store.
@@ -135,12 +151,12 @@ func grantScope(subject, upstream, tool, target string, anyTarget bool) string {
 	return subject + "\x00" + upstream + "\x00" + tool + "\x00" + t
 }
 
-// findable reports whether a grant could cover a call with these
-// attributes: FindGrant answers ErrNotFound at once for one no grant could
-// cover (it never reports bad input: a call's attributes come from a
-// request, and there is simply no grant for them).
-func findable(subject, upstream, tool, target string) bool {
-	return CheckGrant(Grant{Subject: subject, Upstream: upstream, Tool: tool, Target: target}, time.Second) == nil
+// findable reports whether a grant could cover the call q: FindGrant
+// answers ErrNotFound at once for one no grant could cover (it never
+// reports bad input: a call's attributes come from a request, and there is
+// simply no grant for them).
+func findable(q GrantQuery) bool {
+	return CheckGrant(Grant{Subject: q.Subject, Upstream: q.Upstream, Tool: q.Tool, Target: q.Target}, time.Second) == nil
 }
 
 // grantNotFound is ErrNotFound for a grant, with a message about grants.
@@ -151,8 +167,8 @@ func (e grantNotFound) Is(t error) bool { return t == ErrNotFound }
 
 func noGrant(id string) error { return grantNotFound{what: id} }
 
-func noGrantFor(subject, upstream, tool, target string) error {
-	return grantNotFound{what: fmt.Sprintf("none covers %q calling %s on %q with target %q", subject, tool, upstream, target)}
+func noGrantFor(q GrantQuery) error {
+	return grantNotFound{what: fmt.Sprintf("none covers %q calling %s on %q with target %q", q.Subject, q.Tool, q.Upstream, q.Target)}
 }
 
 func tooManyGrants() error {

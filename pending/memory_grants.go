@@ -73,9 +73,9 @@ func (s *MemoryStore) Grant(ctx context.Context, g Grant, lifetime time.Duration
 }
 
 // FindGrant implements [Grants.FindGrant].
-func (s *MemoryStore) FindGrant(ctx context.Context, subject, upstream, tool, target string) (Grant, error) {
-	if !findable(subject, upstream, tool, target) {
-		return Grant{}, noGrantFor(subject, upstream, tool, target)
+func (s *MemoryStore) FindGrant(ctx context.Context, q GrantQuery) (Grant, error) {
+	if !findable(q) {
+		return Grant{}, noGrantFor(q)
 	}
 	if err := ctx.Err(); err != nil {
 		return Grant{}, err
@@ -84,16 +84,15 @@ func (s *MemoryStore) FindGrant(ctx context.Context, subject, upstream, tool, ta
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	now := s.now()
-	for _, anyTarget := range []bool{false, true} {
-		t := target
-		if anyTarget {
-			t = ""
-		}
-		if m := gs.live(gs.byScope[grantScope(subject, upstream, tool, t, anyTarget)], now); m != nil {
+	if q.SoleTarget {
+		if m := gs.live(gs.byScope[grantScope(q.Subject, q.Upstream, q.Tool, q.Target, false)], now); m != nil {
 			return m.g, nil
 		}
 	}
-	return Grant{}, noGrantFor(subject, upstream, tool, target)
+	if m := gs.live(gs.byScope[grantScope(q.Subject, q.Upstream, q.Tool, "", true)], now); m != nil {
+		return m.g, nil
+	}
+	return Grant{}, noGrantFor(q)
 }
 
 // Grants implements [Grants.Grants].

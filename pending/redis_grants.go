@@ -29,10 +29,10 @@ var _ Grants = (*RedisStore)(nil)
 // the expired ones since the last write.
 //
 // Each method is one script (redis_scripts.go's conventions: common
-// arguments, Redis' clock): FindGrant reads both scope keys and the hash
-// in one round trip and checks the expiry against TIME, so a grant stops
-// applying at its ExpiresAt exactly, whether Redis has expired its keys yet
-// or not.
+// arguments, Redis' clock): FindGrant reads the scope keys (the exact one
+// only for a call that acts on nothing else) and the hash in one round
+// trip and checks the expiry against TIME, so a grant stops applying at
+// its ExpiresAt exactly, whether Redis has expired its keys yet or not.
 //
 // Hash fields: sb Subject, up Upstream, tl Tool, tg Target, an AnyTarget
 // ("1"), by Approver, ci CallID, cm Comment, ca CreatedAt, ea ExpiresAt
@@ -138,12 +138,14 @@ publish(grantsMessage, 'granted')
 return {'ok', call('HGETALL', k)}
 `)
 
-// findGrantScript (read-only): KEYS[1] the exact scope's key, ARGV[4] the
-// exact scope, [5] the any-target scope. Replies {id, grant} for the first
-// live grant of the two, or {n}: none, and n live grants in all (FindGrant
-// remembers when there are none, redis_nogrants.go).
+// findGrantScript (read-only): KEYS[1] the key of the first scope to look
+// up, ARGV[4…] the scopes in order: the exact scope then the any-target
+// one, or the any-target one alone for a call with more than one target.
+// Replies {id, grant} for the first live grant of them, or {n}: none, and n
+// live grants in all (FindGrant remembers when there are none,
+// redis_nogrants.go).
 var findGrantScript = newGrantScript(`
-for i = 4, 5 do
+for i = 4, #ARGV do
   local id = call('GET', scopekey(ARGV[i]))
   if id then
     local flat = call('HGETALL', grantkey(id))
@@ -258,17 +260,22 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 // FindGrant implements [Grants.FindGrant] with one script: no replica's
 // clock is involved, and the grant found is one that has not expired by
 // Redis' clock.
-func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, target string) (Grant, error) {
-	if !findable(subject, upstream, tool, target) {
-		return Grant{}, noGrantFor(subject, upstream, tool, target)
+func (s *RedisStore) FindGrant(ctx context.Context, q GrantQuery) (Grant, error) {
+	if !findable(q) {
+		return Grant{}, noGrantFor(q)
 	}
 	if s.noGrantsKnown() {
-		return Grant{}, noGrantFor(subject, upstream, tool, target)
+		return Grant{}, noGrantFor(q)
 	}
 	mark, live := s.markHeard()
-	exact := grantScope(subject, upstream, tool, target, false)
-	anyTarget := grantScope(subject, upstream, tool, "", true)
-	v, err := s.run(ctx, findGrantScript, s.base, []string{s.grantScopeKey(exact)}, exact, anyTarget)
+	// The exact scope only when its grant may cover the call.
+	anyTarget := grantScope(q.Subject, q.Upstream, q.Tool, "", true)
+	first, scopes := anyTarget, []any{anyTarget}
+	if q.SoleTarget {
+		exact := grantScope(q.Subject, q.Upstream, q.Tool, q.Target, false)
+		first, scopes = exact, []any{exact, anyTarget}
+	}
+	v, err := s.run(ctx, findGrantScript, s.base, []string{s.grantScopeKey(first)}, scopes...)
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: finding a grant: %w", err)
 	}
@@ -276,7 +283,7 @@ func (s *RedisStore) FindGrant(ctx context.Context, subject, upstream, tool, tar
 		if len(v) == 1 && v[0] == int64(0) && live {
 			s.noGrantsSince(mark)
 		}
-		return Grant{}, noGrantFor(subject, upstream, tool, target)
+		return Grant{}, noGrantFor(q)
 	}
 	gs, err := decodeGrants(v)
 	if err != nil {

@@ -45,7 +45,9 @@ func TestRedisNoGrantsRemembered(t *testing.T) {
 	a := newRedisStoreOn(t, rdbA, opts)
 	b := newRedisStoreOn(t, newRedisClient(t), opts)
 	g := sampleGrant()
-	find := func() (Grant, error) { return a.FindGrant(t.Context(), g.Subject, g.Upstream, g.Tool, g.Target) }
+	find := func() (Grant, error) {
+		return a.FindGrant(t.Context(), soleTarget([4]string{g.Subject, g.Upstream, g.Tool, g.Target}))
+	}
 	asks := func(name string, want int64) {
 		t.Helper()
 		before := sent.n.Load()
@@ -99,7 +101,7 @@ func TestRedisNoGrantsRemembered(t *testing.T) {
 	other.Tool = "notes.other"
 	before := sent.n.Load()
 	for range 3 {
-		if _, err := a.FindGrant(t.Context(), other.Subject, other.Upstream, other.Tool, other.Target); !errors.Is(err, ErrNotFound) {
+		if _, err := a.FindGrant(t.Context(), soleTarget([4]string{other.Subject, other.Upstream, other.Tool, other.Target})); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("FindGrant(other) = %v", err)
 		}
 	}

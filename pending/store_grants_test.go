@@ -131,6 +131,53 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("SeveralTargets", func(t *testing.T) {
+		// A call that acts on more than its target: only a grant for any
+		// target covers it, and an exact grant for its target does not
+		// hide that one.
+		s, _ := newGrants(t, newStore)
+		ctx := t.Context()
+		in := sampleGrant()
+		in.Target, in.AnyTarget = "", true
+		anyG := grant(t, s, in, long)
+		exact := grant(t, s, sampleGrant(), long)
+		several := func(target string) GrantQuery {
+			return GrantQuery{Subject: exact.Subject, Upstream: exact.Upstream, Tool: exact.Tool, Target: target}
+		}
+		for _, target := range []string{exact.Target, "/notes/7", ""} {
+			if found := findGrantFor(t, s, several(target)); found.ID != anyG.ID {
+				t.Errorf("FindGrant(target %q and others) = %s, want the any-target grant %s", target, found.ID, anyG.ID)
+			}
+		}
+		// The call with its target alone still finds the exact grant.
+		if found := findGrant(t, s, exact.Subject, exact.Upstream, exact.Tool, exact.Target); found.ID != exact.ID {
+			t.Errorf("FindGrant(exact target alone) = %s, want the exact grant %s", found.ID, exact.ID)
+		}
+		for name, q := range map[string]GrantQuery{
+			"another subject":  {Subject: "key:agent-43", Upstream: exact.Upstream, Tool: exact.Tool, Target: exact.Target},
+			"another upstream": {Subject: exact.Subject, Upstream: "mail", Tool: exact.Tool, Target: exact.Target},
+			"another tool":     {Subject: exact.Subject, Upstream: exact.Upstream, Tool: "notes.read", Target: exact.Target},
+		} {
+			noGrantCoversQuery(t, s, name+", several targets", q)
+		}
+
+		// With the exact grant alone, a call on its target and another
+		// finds none; on its target alone, the exact grant.
+		if _, err := s.Revoke(ctx, anyG.ID); err != nil {
+			t.Fatal(err)
+		}
+		noGrantCoversQuery(t, s, "the exact grant's target and another", several(exact.Target))
+		if found := findGrant(t, s, exact.Subject, exact.Upstream, exact.Tool, exact.Target); found.ID != exact.ID {
+			t.Errorf("FindGrant(exact target alone) without an any-target grant = %s, want %s", found.ID, exact.ID)
+		}
+		// Nor does an exact grant for no target cover a call whose
+		// targets are all in an array (it has no tool.target).
+		none := sampleGrant()
+		none.Target = ""
+		grant(t, s, none, long)
+		noGrantCoversQuery(t, s, "no target, and targets in an array", several(""))
+	})
+
 	t.Run("Expiry", func(t *testing.T) {
 		s, advance := newGrants(t, newStore)
 		ctx := t.Context()
@@ -396,7 +443,7 @@ func testGrantsRace(t *testing.T, newStore newStoreFunc) {
 					t.Errorf("Grant: %v", err)
 					return
 				}
-				found, err := s.FindGrant(ctx, exact.Subject, exact.Upstream, exact.Tool, exact.Target)
+				found, err := s.FindGrant(ctx, soleTarget([4]string{exact.Subject, exact.Upstream, exact.Tool, exact.Target}))
 				switch {
 				case errors.Is(err, ErrNotFound):
 				case err != nil:
@@ -539,21 +586,40 @@ func grant(t *testing.T, s Grants, g Grant, lifetime time.Duration) Grant {
 	return got
 }
 
+// findGrant looks up the grant covering a call whose only target is
+// target.
 func findGrant(t *testing.T, s Grants, subject, upstream, tool, target string) Grant {
 	t.Helper()
-	g, err := s.FindGrant(t.Context(), subject, upstream, tool, target)
+	return findGrantFor(t, s, soleTarget([4]string{subject, upstream, tool, target}))
+}
+
+func findGrantFor(t *testing.T, s Grants, q GrantQuery) Grant {
+	t.Helper()
+	g, err := s.FindGrant(t.Context(), q)
 	if err != nil {
-		t.Errorf("FindGrant(%q, %q, %q, %q) = %v", subject, upstream, tool, target, err)
+		t.Errorf("FindGrant(%+v) = %v", q, err)
 	}
 	return g
 }
 
-// noGrantCovers checks that no grant covers q (subject, upstream, tool, target).
+// noGrantCovers checks that no grant covers a call whose only target is
+// q[3] (q: subject, upstream, tool, target).
 func noGrantCovers(t *testing.T, s Grants, what string, q [4]string) {
 	t.Helper()
-	if g, err := s.FindGrant(t.Context(), q[0], q[1], q[2], q[3]); !errors.Is(err, ErrNotFound) {
+	noGrantCoversQuery(t, s, what, soleTarget(q))
+}
+
+func noGrantCoversQuery(t *testing.T, s Grants, what string, q GrantQuery) {
+	t.Helper()
+	if g, err := s.FindGrant(t.Context(), q); !errors.Is(err, ErrNotFound) {
 		t.Errorf("FindGrant(%s) = %s, %v; want ErrNotFound", what, g.ID, err)
 	}
+}
+
+// soleTarget is the query of a call whose only target is q[3] (q:
+// subject, upstream, tool, target).
+func soleTarget(q [4]string) GrantQuery {
+	return GrantQuery{Subject: q[0], Upstream: q[1], Tool: q[2], Target: q[3], SoleTarget: true}
 }
 
 func listGrants(t *testing.T, s Grants, limit int) []Grant {

@@ -28,13 +28,19 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 	if slices.ContainsFunc(d.Reasons, func(r policy.Reason) bool { return r.Approvers != nil }) {
 		return d
 	}
-	target := ""
+	q := pending.GrantQuery{Subject: c.subject.Principal, Upstream: c.up.Name, Tool: t.Name}
 	if t.HasTarget {
-		target = t.Target
+		q.Target = t.Target
 	}
+	// A grant for one target covers a call only when it acts on nothing
+	// else (no second argument named in target_args, no array, no opaque
+	// value): otherwise only a grant for any target may, and the store
+	// looks for that one alone, so an exact grant for the first target
+	// does not hide it.
+	q.SoleTarget = t.SoleTarget(q.Target)
 	ctx, cancel := context.WithTimeout(ctx, grantLookupTimeout)
 	defer cancel()
-	g, err := s.cfg.Grants.FindGrant(ctx, c.subject.Principal, c.up.Name, t.Name, target)
+	g, err := s.cfg.Grants.FindGrant(ctx, q)
 	if err != nil {
 		if !errors.Is(err, pending.ErrNotFound) {
 			s.log.Warn("could not look up remembered grants; the call asks", "call_id", c.id, "error", err)
@@ -42,8 +48,8 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 		return d
 	}
 	if !g.AnyTarget && !t.SoleTarget(g.Target) {
-		// A grant for one target does not cover a call that also acts on
-		// another (a second argument named in target_args): it asks.
+		// Never from a store that keeps its contract: checked anyway, a
+		// grant for one target must not cover a call on another.
 		return d
 	}
 	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{

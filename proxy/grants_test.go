@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +83,75 @@ func TestGrants(t *testing.T) {
 	if got, _ := call("agent-key", "Read", "x/y.txt"); got != 202 {
 		t.Errorf("after the grant expired: %d, want 202", got)
 	}
+}
+
+// TestGrantsSeveralTargets: a call on a target and another is allowed by
+// a grant for any target of the tool even when a grant for its first
+// target exists too (which cannot cover it), and asks when only that one
+// exists; a call on the target alone still uses the exact grant.
+func TestGrantsSeveralTargets(t *testing.T) {
+	store := pending.NewMemory(pending.Options{})
+	logged := &decisionRecords{}
+	env := newTestServer(t, seedEngineRules(t, `rules:
+  - {id: r3, effect: ask, tool: Write, target: "*"}
+`), func(c *Config) {
+		c.Pending, c.Grants, c.Hold, c.DecisionLog = store, store, 10*time.Millisecond, logged
+	})
+	grant := func(target string, any bool) pending.Grant {
+		g, err := store.Grant(context.Background(), pending.Grant{
+			Subject: "key:agent-42", Upstream: "files", Tool: "Write", Target: target, AnyTarget: any, Approver: "alice", CallID: "C1",
+		}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	call := func(name, body string, want int, wantRule string) {
+		t.Helper()
+		before := len(env.upstream.Requests())
+		res := post(t, env.url+"/tools/Write", body, "Authorization", "Bearer agent-key")
+		if res.StatusCode != want {
+			t.Errorf("%s: %d, want %d", name, res.StatusCode, want)
+		}
+		if forwarded := len(env.upstream.Requests()) > before; forwarded != (want == 200) {
+			t.Errorf("%s: forwarded %v, want %v", name, forwarded, want == 200)
+		}
+		if got := logged.lastRule(); wantRule != "" && got != wantRule {
+			t.Errorf("%s: decided by %q, want %q", name, got, wantRule)
+		}
+	}
+	const both = `{"path":"a.txt","file":"b.txt"}`
+	exact := grant("a.txt", false)
+	call("the exact grant alone, two targets", both, 202, "")
+	anyTarget := grant("", true)
+	call("both grants, two targets", both, 200, "grant:"+anyTarget.ID)
+	call("both grants, two targets, the other first", `{"path":"b.txt","file":"a.txt"}`, 200, "grant:"+anyTarget.ID)
+	call("both grants, the exact target alone", `{"path":"a.txt","seq":1}`, 200, "grant:"+exact.ID)
+	call("both grants, another target alone", `{"path":"c.txt"}`, 200, "grant:"+anyTarget.ID)
+	if _, err := store.Revoke(context.Background(), anyTarget.ID); err != nil {
+		t.Fatal(err)
+	}
+	call("the any-target grant revoked, two targets", `{"path":"a.txt","file":"b.txt","seq":2}`, 202, "")
+}
+
+// decisionRecords keeps the decision log's records.
+type decisionRecords struct {
+	mu   sync.Mutex
+	recs []DecisionRecord
+}
+
+func (d *decisionRecords) LogDecision(_ context.Context, r DecisionRecord) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.recs = append(d.recs, r)
+}
+
+// lastRule is the first reason's ID of the last record, "" if none.
+func (d *decisionRecords) lastRule() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.recs) == 0 || len(d.recs[len(d.recs)-1].Decision.Reasons) == 0 {
+		return ""
+	}
+	return d.recs[len(d.recs)-1].Decision.Reasons[0].ID
 }
