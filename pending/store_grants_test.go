@@ -485,6 +485,27 @@ func testGrantsRace(t *testing.T, newStore newStoreFunc) {
 	noGrantCovers(t, s, "all revoked", [4]string{exact.Subject, exact.Upstream, exact.Tool, exact.Target})
 }
 
+// TestGrantMissError: the error of a lookup that finds nothing is
+// ErrNotFound, names the call, and costs one allocation at most until its
+// message is read.
+func TestGrantMissError(t *testing.T) {
+	q := GrantQuery{Subject: "key:agent-42", Upstream: "notes", Tool: "notes.delete", Target: "/notes/42", SoleTarget: true}
+	err := noGrantFor(q)
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("noGrantFor = %v, want ErrNotFound", err)
+	}
+	const want = `pending: no such grant: none covers "key:agent-42" calling notes.delete on "notes" with target "/notes/42"`
+	if got := err.Error(); got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { err = noGrantFor(q) }); n > 1 {
+		t.Errorf("noGrantFor allocates %v times, want at most 1", n)
+	}
+	if got := noGrant("G1").Error(); got != "pending: no such grant: G1" {
+		t.Errorf("noGrant(G1).Error() = %q", got)
+	}
+}
+
 // TestRedisGrantKeys: every key of a grant is under the store's hash tag
 // and has a TTL, and a retried Revoke (its reply lost) answers as the
 // first did.
