@@ -178,6 +178,31 @@ func (w *argWriter) str(s, class string) {
 	w.add(class, `"`)
 }
 
+// revealSpans is s in spans as the page shows a header: every character
+// that hides or reorders text spelled out as reveal spells it, in class
+// "hid", and tabs and line breaks as escapes, in class "esc" (a header
+// value is one line). It reports whether it spelled out a hidden
+// character. Invalid UTF-8 shows as U+FFFD.
+func revealSpans(s string) (spans []argSpan, revealed bool) {
+	var w argWriter
+	for _, r := range s {
+		switch {
+		case r == '\t':
+			w.add("esc", `\t`)
+		case r == '\n':
+			w.add("esc", `\n`)
+		case r == '\r':
+			w.add("esc", `\r`)
+		case hidden(r):
+			w.hidden = true
+			w.add("hid", reveal(string(r)))
+		default:
+			w.add("", string(r))
+		}
+	}
+	return w.done(), w.hidden
+}
+
 // reveal spells out characters that hide or reorder text (bidi overrides,
 // zero-width and other format characters, controls, line separators) as
 // \uXXXX, so an approver sees the bytes that will run, not a disguise. In

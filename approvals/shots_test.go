@@ -53,6 +53,14 @@ func TestScreenshots(t *testing.T) {
 	tricky.Target = "../etc/cron.d/notes"
 	tricky.Reasons = []string{"writes outside notes/ need approval", "the content runs a downloaded script"}
 	tricky.RuleIDs = []string{"r3", "r7"}
+	tricky.Headers = &callinfo.Headers{List: []callinfo.Header{
+		{Name: "Accept", Value: "application/json"},
+		{Name: "Content-Type", Value: "application/json"},
+		{Name: "Cookie", Hidden: true, Size: 24},
+		{Name: "User-Agent", Value: "agent-sdk/1.4"},
+		{Name: "X-Api-Key", Hidden: true, Size: 40},
+		{Name: "X-Target-Override", Value: "/etc/sha\u202ewod"},
+	}}
 	waiting := viewCall("01JDX3K6T0C8Q9WAITING0001", pending.Waiting, tricky)
 	page("page-waiting", http.StatusOK, pageData{
 		Title: "Approval requested", Call: h.view(waiting), Forms: true, Remember: true, Lifetimes: grantLifetimes, Token: "v1.1764450902.example", Action: "./" + waiting.ID,

@@ -109,12 +109,67 @@ type callView struct {
 	Comment       string
 	Result        string
 
+	// Headers are the request headers approving sends; nil for a call
+	// parked before toolgate listed them (the page then says nothing of
+	// them).
+	Headers *headersView
+
 	// Approvals are the approvals counted so far; Progress says how far
 	// they are ("1 of 2 approvals", empty when one approval decides) and
 	// Approvers who may give them ("" when anyone who may decide may).
 	Approvals []approvalView
 	Progress  string
 	Approvers string
+}
+
+// headersView is the request headers a call sends, as the page shows
+// them.
+type headersView struct {
+	List      []headerView
+	Omitted   int  // sent, not listed (callinfo.MaxHeaders, MaxHeadersBytes)
+	HasHidden bool // a name or value spells out invisible or reordering characters
+}
+
+// headerView is one header line. A hidden value is shown only as Marker:
+// classed text of the page's own, which no value can pass for.
+type headerView struct {
+	Name, Value []argSpan
+	Marker      string // "hidden: 12 bytes", for a credential's value
+	Cut         string // "cut: 1024 of 4000 bytes shown", for a long value
+}
+
+// OmittedText warns of the headers sent that the page does not list.
+func (v *headersView) OmittedText() string {
+	if v.Omitted == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s sent that this page does not list: it lists the first %d by name, %d KiB in all. Reject the call unless you expected so many.",
+		plural(v.Omitted, "1 more header is", strconv.Itoa(v.Omitted)+" more headers are"), callinfo.MaxHeaders, callinfo.MaxHeadersBytes>>10)
+}
+
+func headersOf(h *callinfo.Headers) *headersView {
+	if h == nil {
+		return nil
+	}
+	v := &headersView{List: make([]headerView, 0, len(h.List)), Omitted: h.Omitted}
+	for _, hd := range h.List {
+		var hv headerView
+		var hid bool
+		hv.Name, hid = revealSpans(hd.Name)
+		v.HasHidden = v.HasHidden || hid
+		switch {
+		case hd.Hidden:
+			hv.Marker = "hidden: " + plural(hd.Size, "1 byte", strconv.Itoa(hd.Size)+" bytes")
+		default:
+			hv.Value, hid = revealSpans(hd.Value)
+			v.HasHidden = v.HasHidden || hid
+			if hd.Size > 0 {
+				hv.Cut = fmt.Sprintf("cut: %d of %d bytes shown", len(strings.TrimSuffix(hd.Value, "…")), hd.Size)
+			}
+		}
+		v.List = append(v.List, hv)
+	}
+	return v
 }
 
 // Label names the call in a few words: the MCP method and tool, the tool,
@@ -201,6 +256,7 @@ func (h *Handler) view(c pending.Call) *callView {
 	if len(info.Arguments) > 0 {
 		v.Decoded, v.HasHidden = decodeArgs(info.Arguments)
 	}
+	v.Headers = headersOf(info.Headers)
 	if info.Method != "" || info.Path != "" {
 		v.Request = strings.TrimSpace(info.Method + " " + info.Path)
 	}

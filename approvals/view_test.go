@@ -600,3 +600,78 @@ func TestPage_TargetsBeyond(t *testing.T) {
 		}
 	}
 }
+
+// TestPage_Headers: the headers approving sends have their own section,
+// escaped, with hidden characters spelled out, credentials' values
+// hidden, long values marked as cut and unlisted ones counted; the form
+// says approving sends them. A call parked before headers were listed
+// shows no section, and the form does not claim to show them.
+func TestPage_Headers(t *testing.T) {
+	h := newViewHandler(t)
+	info := restInfo(`{"path":"notes/today.txt"}`)
+	info.Headers = &callinfo.Headers{List: []callinfo.Header{
+		{Name: "Accept", Value: "*/*"},
+		{Name: "Cookie", Hidden: true, Size: 13},
+		{Name: "X-Api-Key", Hidden: true, Size: 1},
+		{Name: "X-Long", Value: "aaaa…", Size: 5000},
+		{Name: "X-Note", Value: "<script>alert(1)</script>\tx"},
+		{Name: "X-Target-Override", Value: "/etc/sha\u202edow"},
+	}, Omitted: 2}
+	c := viewCall("CALL1", pending.Waiting, info)
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, Token: "t", Action: "./CALL1"})
+
+	section := between(t, body, `<h2 id="headers">Headers sent</h2>`, `<form`)
+	want := `<pre class="headers" aria-labelledby="headers"><b>Accept</b>: */*
+<b>Cookie</b>: <span class="mark">(hidden: 13 bytes)</span>
+<b>X-Api-Key</b>: <span class="mark">(hidden: 1 byte)</span>
+<b>X-Long</b>: aaaa… <span class="mark">(cut: 4 of 5000 bytes shown)</span>
+<b>X-Note</b>: &lt;script&gt;alert(1)&lt;/script&gt;<span class="esc">\t</span>x
+<b>X-Target-Override</b>: /etc/sha<span class="hid">\u202e</span>dow
+</pre>`
+	if !strings.Contains(section, want) {
+		t.Errorf("headers section lacks\n%s\ngot\n%s", want, section)
+	}
+	for _, want := range []string{
+		"Hidden characters (invisible or changing the text's direction)",
+		"2 more headers are sent that this page does not list: it lists the first 64 by name, 16 KiB in all.",
+		"toolgate adds its own",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("headers section lacks %q:\n%s", want, section)
+		}
+	}
+	if strings.Contains(body, "\u202e") || strings.Contains(body, "<script") {
+		t.Error("a header reached the page unescaped")
+	}
+	// The arguments come first, the headers next, then the form.
+	if a, hd, f := strings.Index(body, `<pre class="args"`), strings.Index(body, `id="headers"`), strings.Index(body, "<form"); a > hd || hd > f {
+		t.Errorf("arguments at %d, headers at %d, form at %d: want them in that order", a, hd, f)
+	}
+	if !strings.Contains(body, "Approving forwards exactly the request above: its arguments and headers, once.") {
+		t.Error("the form does not say that approving sends the headers")
+	}
+
+	// No headers of the agent's: said so.
+	info.Headers = &callinfo.Headers{List: []callinfo.Header{}}
+	body = renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL2", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL2"})
+	if section := between(t, body, `<h2 id="headers">`, `<form`); !strings.Contains(section, "none of the agent's") || strings.Contains(section, "<pre") {
+		t.Errorf("no headers shown as:\n%s", section)
+	}
+
+	// Parked before headers were listed: no section, and the form does not
+	// point at one.
+	info.Headers = nil
+	body = renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL3", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL3"})
+	if strings.Contains(body, "Headers sent") || strings.Contains(body, "its arguments and headers") {
+		t.Errorf("a call without listed headers shows a headers section or claims to:\n%s", between(t, body, `<h2 id="arguments">`, "</form>"))
+	}
+	if !strings.Contains(body, "Approving forwards exactly the arguments above, with the headers the agent sent (this call's record does not list them), once.") {
+		t.Error("the form of a call without listed headers does not say what approving sends")
+	}
+	// The requester's confirmation says the same.
+	info.Headers = &callinfo.Headers{List: []callinfo.Header{{Name: "X-Mode", Value: "fast"}}}
+	body = renderPage(t, h, pageData{Title: "Confirm", Call: h.view(viewCall("CALL4", pending.Waiting, info)), Forms: true, Confirm: true, Token: "t", Action: "./CALL4"})
+	if !strings.Contains(body, "Confirming forwards exactly the request above: its arguments and headers, once.") || !strings.Contains(body, "<b>X-Mode</b>: fast") {
+		t.Error("the confirmation page does not show the headers or say that confirming sends them")
+	}
+}

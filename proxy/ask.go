@@ -82,10 +82,14 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
-	req, reqDigest := c.stored(r, s.fwdHost).encode()
+	sr := c.stored(r, s.fwdHost)
+	req, reqDigest := sr.encode()
 	info := callinfo.Info{
 		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
 		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,
+		// The headers approving sends, as approvers see them: without
+		// toolgate's own, credentials' values hidden.
+		Headers: callinfo.HeadersOf(sr.Header, forwardedHeader, hiddenHeader),
 	}
 	if q := r.URL.RawQuery; q != "" {
 		info.Path += "?" + q // the approver sees everything that will be sent

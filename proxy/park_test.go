@@ -713,3 +713,68 @@ func TestCheckPrefixRefusesToolgates(t *testing.T) {
 		}
 	}
 }
+
+// TestParkListsHeaders: a parked call's display record lists the headers
+// approving will send: the agent's, a credential's value hidden, none of
+// toolgate's own or of those it removes. The approved call still sends
+// them all, as before, and the policy input still holds no credential.
+func TestParkListsHeaders(t *testing.T) {
+	pe := newParkEnv(t)
+	approved := make(chan callinfo.Info, 1)
+	go func() {
+		pc := pe.nextParked(t)
+		approved <- callinfo.Decode(pc.Info)
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+			t.Error(err)
+		}
+	}()
+	body := `{"path":"notes/a.txt","content":"innocent"}`
+	res := post(t, pe.url+"/tools/Write", body, "Authorization", "Bearer agent-key",
+		"X-Target-Override", "/etc/shadow", "X-Api-Key", "someone-elses-key", "Cookie", "session=admin",
+		"X-Forwarded-For", "6.6.6.6", "X-Toolgate-Subject", "root")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want the approved call's 200", res.StatusCode)
+	}
+	info := <-approved
+
+	if info.Headers == nil {
+		t.Fatal("the parked call lists no headers")
+	}
+	got := map[string]callinfo.Header{}
+	for _, h := range info.Headers.List {
+		got[h.Name] = h
+	}
+	for name, want := range map[string]callinfo.Header{
+		"X-Target-Override": {Name: "X-Target-Override", Value: "/etc/shadow"},
+		"X-Api-Key":         {Name: "X-Api-Key", Hidden: true, Size: len("someone-elses-key")},
+		"Cookie":            {Name: "Cookie", Hidden: true, Size: len("session=admin")},
+		"Content-Type":      {Name: "Content-Type", Value: "application/json"},
+	} {
+		if got[name] != want {
+			t.Errorf("header %s listed as %+v, want %+v", name, got[name], want)
+		}
+	}
+	for _, name := range []string{"Authorization", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Toolgate-Subject", "Content-Length"} {
+		if _, ok := got[name]; ok {
+			t.Errorf("header %s listed: toolgate's own, or never sent", name)
+		}
+	}
+	if strings.Contains(string(callinfo.MarshalNoEscape(info)), "someone-elses-key") || strings.Contains(string(callinfo.MarshalNoEscape(info)), "session=admin") {
+		t.Error("a credential's value is in the display record")
+	}
+	if in := string(info.PolicyInput); strings.Contains(in, "someone-elses-key") || strings.Contains(in, "session=admin") || !strings.Contains(in, "/etc/shadow") {
+		t.Errorf("the policy input changed: %s", in)
+	}
+
+	reqs := pe.upstream.Requests()
+	if len(reqs) != 1 || string(reqs[0].Body) != body {
+		t.Fatalf("upstream got %d requests: %+v", len(reqs), reqs)
+	}
+	h := reqs[0].Header
+	if h.Get("X-Target-Override") != "/etc/shadow" || h.Get("X-Api-Key") != "someone-elses-key" || h.Get("Cookie") != "session=admin" {
+		t.Errorf("the approved call did not send the agent's headers: %v", h)
+	}
+	if h.Get("Authorization") != "" || h.Get("X-Toolgate-Subject") == "root" || h.Get("X-Forwarded-For") == "6.6.6.6" {
+		t.Errorf("the approved call sent what toolgate removes: %v", h)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sort"
+	"strings"
 )
 
 // storedRequest is a parked call's request exactly as it was evaluated and
@@ -40,6 +41,16 @@ func (c *call) stored(r *http.Request, fwdHost string) storedRequest {
 	}
 	return storedRequest{Method: r.Method, Path: c.rawRel, Query: r.URL.RawQuery, Header: h, Body: c.body}
 }
+
+// forwardedHeader reports the headers of a stored request that toolgate
+// wrote itself (setForwarded); an agent's X-Forwarded-* never get there
+// (sanitizeHeaders). Approvers are shown every other header.
+func forwardedHeader(k string) bool { return strings.HasPrefix(k, "X-Forwarded-") }
+
+// hiddenHeader reports the headers whose values approvers are not shown:
+// those kept out of the policy input (secretHeader), another system's
+// credentials. Approvers see that they are sent, and how long they are.
+func hiddenHeader(k string) bool { return secretHeader(strings.ToLower(k)) }
 
 // storedBinary opens the binary encoding. Calls parked by earlier
 // versions hold JSON, which opens with '{'; decodeStored reads both.

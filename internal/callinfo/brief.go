@@ -2,7 +2,6 @@ package callinfo
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 )
 
 // Limits of a Brief: a list of calls reads one per call, so none of its
@@ -92,17 +91,7 @@ func (b Brief) Info() Info {
 
 // cut returns s cut to MaxBriefText bytes, at a rune boundary, ending with
 // "…" when it was cut.
-func cut(s string) string {
-	if len(s) <= MaxBriefText {
-		return s
-	}
-	const ellipsis = "…"
-	n := MaxBriefText - len(ellipsis)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + ellipsis
-}
+func cut(s string) string { return cutTo(s, MaxBriefText) }
 
 func cutAll(ss []string) []string {
 	if len(ss) == 0 {

@@ -39,6 +39,11 @@ type Info struct {
 	// cannot read as a path): pages say so, as Target alone would mislead,
 	// and no grant is remembered for Target, which would not cover it.
 	TargetsBeyond bool `json:"targets_beyond,omitempty"`
+	// Headers are the request headers the call will send upstream once
+	// approved, but for those toolgate writes itself, with credentials'
+	// values hidden (HeadersOf). Nil for a call parked before toolgate
+	// listed them: pages then say nothing of its headers.
+	Headers *Headers `json:"headers,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.

@@ -78,6 +78,37 @@ func (info Info) Encode() []byte {
 	if info.TargetsBeyond {
 		b.WriteString(`,"targets_beyond":true`)
 	}
+	if h := info.Headers; h != nil {
+		b.WriteString(`,"headers":{"list":`)
+		if h.List == nil {
+			b.WriteString("null")
+		} else {
+			b.WriteByte('[')
+			for i, hd := range h.List {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				str(`{"name":`, hd.Name)
+				if hd.Value != "" {
+					str(`,"value":`, hd.Value)
+				}
+				if hd.Hidden {
+					b.WriteString(`,"hidden":true`)
+				}
+				if hd.Size != 0 {
+					b.WriteString(`,"size":`)
+					b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(hd.Size), 10))
+				}
+				b.WriteByte('}')
+			}
+			b.WriteByte(']')
+		}
+		if h.Omitted != 0 {
+			b.WriteString(`,"omitted":`)
+			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(h.Omitted), 10))
+		}
+		b.WriteByte('}')
+	}
 	if len(info.PolicyInput) > 0 {
 		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
 			return nil // no compact JSON object: not the proxy's
@@ -107,7 +138,7 @@ func (info Info) asDecoded(args []byte) (Info, bool) {
 			return Info{}, false
 		}
 	}
-	if !allUTF8(info.Reasons) || !allUTF8(info.RuleIDs) {
+	if !allUTF8(info.Reasons) || !allUTF8(info.RuleIDs) || !info.Headers.validUTF8() {
 		return Info{}, false
 	}
 	as := info

@@ -57,6 +57,21 @@ func randomInfos(n int) []Info {
 			Arguments: raws[r.IntN(len(raws))], Reasons: lists(r), RuleIDs: lists(r), Method: text(), Path: text(),
 			MCPMethod: text(), HookAsked: r.IntN(2) == 0, TargetsBeyond: r.IntN(2) == 0, PolicyInput: inputs[r.IntN(len(inputs))],
 		}
+		switch r.IntN(4) {
+		case 1:
+			info.Headers = &Headers{}
+		case 2:
+			info.Headers = &Headers{List: []Header{}, Omitted: r.IntN(3)}
+		case 3:
+			info.Headers = &Headers{Omitted: r.IntN(2)}
+			for range 1 + r.IntN(3) {
+				hd := Header{Name: text(), Value: text(), Size: r.IntN(3) * 700}
+				if r.IntN(2) == 0 {
+					hd.Value, hd.Hidden = "", true
+				}
+				info.Headers.List = append(info.Headers.List, hd)
+			}
+		}
 		switch r.IntN(3) {
 		case 1:
 			info.Approvers = []Approvers{}

@@ -16,6 +16,7 @@ func memoSample(i int) Info {
 		Arguments: json.RawMessage(`{"path":"notes/today.txt","content":"` + strings.Repeat("x", 150) + `"}`),
 		Reasons:   []string{"writing notes needs a human"}, RuleIDs: []string{"notes-ask"}, Method: "POST", Path: "/mcp",
 		MCPMethod: "tools/call", HookAsked: true,
+		Headers:     &Headers{List: []Header{{Name: "X-Api-Key", Hidden: true, Size: 12}, {Name: "X-Mode", Value: "fast"}}, Omitted: 1},
 		Approvers:   []Approvers{{Reason: "notes-ask", Groups: []string{"sre"}, Subjects: []string{"alice"}, Min: 2}},
 		PolicyInput: json.RawMessage(`{"tool":{"name":"write_note"},"subject":{"id":"agent-42"}}`),
 	}
@@ -86,6 +87,7 @@ func scribble(info Info) {
 	info.Arguments[0], info.PolicyInput[0] = 'X', 'X'
 	info.Reasons[0], info.RuleIDs[0] = "changed", "changed"
 	info.Approvers[0].Groups[0], info.Approvers[0].Subjects[0], info.Approvers[0].Min = "changed", "changed", 9
+	info.Headers.List[0].Value, info.Headers.Omitted = "changed", 9
 }
 
 func decodedHas(h uint64, enc []byte) bool {

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+)
+
+// TestApproverSeesHeaders: an agent asks with an innocent body and headers
+// that change what the tool does. The approvals API and the approval page
+// show the headers approving sends, a credential's value hidden; once
+// approved, the tool server gets them all, unchanged.
+func TestApproverSeesHeaders(t *testing.T) {
+	redisAddr := testRedis(t)
+	files, up := newNotes(t)
+	ev := newEvents(t)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), ev.URL),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/today.txt","content":"reviewed"}`,
+		"Prefer", "respond-async", "X-Target-Override", "/etc/shadow", "X-Api-Key", "someone-elses-key")
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("write: %d %s", res.StatusCode, body)
+	}
+	id := res.Header.Get("X-Toolgate-Call-Id")
+
+	// The approvals API lists them in the call's info.
+	req, _ := http.NewRequest("GET", a.approvals+"/api/approvals/"+id, nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	detail, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(detail.Body)
+	detail.Body.Close()
+	var d struct {
+		Info struct {
+			Headers struct {
+				List []map[string]any `json:"list"`
+			} `json:"headers"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil || detail.StatusCode != 200 {
+		t.Fatalf("API detail: %d %v %s", detail.StatusCode, err, raw)
+	}
+	var names []string
+	byName := map[string]map[string]any{}
+	for _, h := range d.Info.Headers.List {
+		names = append(names, h["name"].(string))
+		byName[h["name"].(string)] = h
+	}
+	if diff := cmp.Diff([]string{"Accept-Encoding", "Content-Type", "User-Agent", "X-Api-Key", "X-Target-Override"}, names); diff != "" {
+		t.Errorf("API headers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"name": "X-Api-Key", "hidden": true, "size": float64(len("someone-elses-key"))}, byName["X-Api-Key"]); diff != "" {
+		t.Errorf("X-Api-Key (-want +got):\n%s", diff)
+	}
+	if byName["X-Target-Override"]["value"] != "/etc/shadow" {
+		t.Errorf("X-Target-Override listed as %v", byName["X-Target-Override"])
+	}
+	if strings.Contains(string(raw), "someone-elses-key") {
+		t.Error("the API shows the credential's value")
+	}
+
+	// The page, opened by the notified link, shows them too.
+	link, token := relink(t, ev.approvalURL(t, id), a.approvals)
+	pg, err := http.Get(link + "?token=" + url.QueryEscape(token))
+	if err != nil || pg.StatusCode != 200 {
+		t.Fatalf("approval page: %v %v", pg, err)
+	}
+	html, _ := io.ReadAll(pg.Body)
+	pg.Body.Close()
+	for _, want := range []string{
+		`<h2 id="headers">Headers sent</h2>`,
+		"<b>X-Api-Key</b>: <span class=\"mark\">(hidden: 17 bytes)</span>\n",
+		"<b>X-Target-Override</b>: /etc/shadow\n",
+		"Approving forwards exactly the request above: its arguments and headers, once.",
+	} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("approval page lacks %q", want)
+		}
+	}
+	if strings.Contains(string(html), "someone-elses-key") {
+		t.Error("the page shows the credential's value")
+	}
+
+	// Approved, the call sends the agent's headers as before.
+	if status := approveAPI(t, a.approvals, id, "alice-key"); status != 200 {
+		t.Fatalf("approve: %d", status)
+	}
+	testkit.WaitFor(t, "the approved write", func() bool { return len(up.Requests()) == 1 })
+	got := up.Requests()[0].Header
+	if got.Get("X-Target-Override") != "/etc/shadow" || got.Get("X-Api-Key") != "someone-elses-key" {
+		t.Errorf("the tool server got headers %v", got)
+	}
+	if content, _ := files.Read("notes/today.txt"); content != "reviewed" {
+		t.Errorf("after approval the file is %q", content)
+	}
+}

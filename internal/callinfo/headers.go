@@ -1,0 +1,140 @@
+package callinfo
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of the headers an Info lists: an agent chooses how many headers
+// it sends and how long they are (up to the listener's 64 KiB), and every
+// page, message and API answer shows the list.
+const (
+	// MaxHeaders is how many headers (one per value) an Info lists.
+	MaxHeaders = 64
+	// MaxHeaderName is the longest name listed; MaxHeaderValue the
+	// longest value. Longer ones are cut and end with "…"; a cut value
+	// has its Size.
+	MaxHeaderName  = 256
+	MaxHeaderValue = 1024
+	// MaxHeadersBytes bounds the names and values listed, together.
+	MaxHeadersBytes = 16 << 10
+)
+
+// Headers are the request headers a parked call will send upstream once
+// approved that its agent chose: every header of the stored request but
+// those toolgate writes itself. Headers past MaxHeaders or
+// MaxHeadersBytes are sent but not listed (the list is the first ones by
+// name): Omitted counts them.
+type Headers struct {
+	// List is sorted by name; a header sent with two values is listed
+	// twice, in the order sent.
+	List    []Header `json:"list"`
+	Omitted int      `json:"omitted,omitempty"`
+}
+
+// Header is one header line a parked call will send.
+type Header struct {
+	Name string `json:"name"`
+	// Value is the value sent, cut to MaxHeaderValue bytes; "" when
+	// Hidden.
+	Value string `json:"value,omitempty"`
+	// Hidden is true when the name marks a credential (Cookie, X-Api-Key,
+	// a name holding "token" or "secret", ...): approvers learn that it is
+	// sent and how long it is, never its value, which is another system's
+	// secret.
+	Hidden bool `json:"hidden,omitempty"`
+	// Size is the length in bytes of a value that is hidden or cut.
+	Size int `json:"size,omitempty"`
+}
+
+// Count is how many header lines are sent: those listed and those not.
+func (h *Headers) Count() int {
+	if h == nil {
+		return 0
+	}
+	return len(h.List) + h.Omitted
+}
+
+// HeadersOf lists the headers h will send, but for the names skip
+// reports (toolgate's own), with the values of the names hide reports
+// hidden. Names and values that are not UTF-8 have U+FFFD in their place
+// (a display, not the bytes sent). It never returns nil: a call parked
+// with no headers lists none.
+func HeadersOf(h map[string][]string, skip, hide func(name string) bool) *Headers {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		if !skip(k) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	out := &Headers{List: []Header{}}
+	size := 0
+	for _, k := range names {
+		vs := h[k]
+		if out.Omitted > 0 {
+			out.Omitted += len(vs) // the list is the first headers by name
+			continue
+		}
+		hidden := hide(k)
+		name := cutTo(strings.ToValidUTF8(k, "\uFFFD"), MaxHeaderName)
+		for _, v := range vs {
+			hd := Header{Name: name, Hidden: hidden}
+			if hidden {
+				hd.Size = len(v)
+			} else {
+				hd.Value = cutTo(strings.ToValidUTF8(v, "\uFFFD"), MaxHeaderValue)
+				if hd.Value != v {
+					hd.Size = len(v)
+				}
+			}
+			if n := len(hd.Name) + len(hd.Value); len(out.List) >= MaxHeaders || size+n > MaxHeadersBytes {
+				out.Omitted++
+				continue
+			}
+			size += len(hd.Name) + len(hd.Value)
+			out.List = append(out.List, hd)
+		}
+	}
+	return out
+}
+
+// cutTo returns s cut to max bytes, at a rune boundary, ending with "…"
+// when it was cut.
+func cutTo(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const ellipsis = "…"
+	n := max - len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
+}
+
+// clone returns a deep copy of h.
+func (h *Headers) clone() *Headers {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.List = slices.Clone(h.List) // its strings are never changed in place
+	return &c
+}
+
+// validUTF8 reports whether every name and value is UTF-8 (encoding/json
+// would read any other back changed).
+func (h *Headers) validUTF8() bool {
+	if h == nil {
+		return true
+	}
+	for _, hd := range h.List {
+		if !utf8.ValidString(hd.Name) || !utf8.ValidString(hd.Value) {
+			return false
+		}
+	}
+	return true
+}
