@@ -33,13 +33,17 @@ type ceData struct {
 	Arguments     json.RawMessage `json:"arguments"`
 	Reasons       []string        `json:"reasons"`
 	RuleIDs       []string        `json:"rule_ids"`
-	ApprovalURL   *string         `json:"approval_url,omitempty"`
-	StatusURL     string          `json:"status_url"`
-	ExpiresAt     *time.Time      `json:"expires_at"`
-	Outcome       *string         `json:"outcome,omitempty"`
-	DecidedBy     *string         `json:"decided_by,omitempty"`
-	Comment       *string         `json:"comment,omitempty"`
-	Approvals     []Approval      `json:"approvals,omitempty"`
+	// HeaderNames name the headers the call sends upstream (Headers), once
+	// each: absent when it sends none of the agent's, or was parked before
+	// toolgate listed them.
+	HeaderNames []string   `json:"header_names,omitempty"`
+	ApprovalURL *string    `json:"approval_url,omitempty"`
+	StatusURL   string     `json:"status_url"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Outcome     *string    `json:"outcome,omitempty"`
+	DecidedBy   *string    `json:"decided_by,omitempty"`
+	Comment     *string    `json:"comment,omitempty"`
+	Approvals   []Approval `json:"approvals,omitempty"`
 }
 
 func cloudEvent(e *Event) ceEvent {
@@ -54,6 +58,13 @@ func cloudEvent(e *Event) ceEvent {
 		Reasons:       nonNil(e.Reasons),
 		RuleIDs:       nonNil(e.RuleIDs),
 		StatusURL:     e.StatusURL,
+	}
+	if h := e.Headers; h != nil {
+		for _, hd := range h.List {
+			if n := len(d.HeaderNames); n == 0 || d.HeaderNames[n-1] != hd.Name {
+				d.HeaderNames = append(d.HeaderNames, hd.Name)
+			}
+		}
 	}
 	switch {
 	case len(d.Arguments) == 0:

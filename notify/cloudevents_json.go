@@ -68,6 +68,10 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 	b = strictjson.AppendStringsOrNull(b, d.Reasons)
 	b = append(b, `,"rule_ids":`...)
 	b = strictjson.AppendStringsOrNull(b, d.RuleIDs)
+	if len(d.HeaderNames) > 0 {
+		b = append(b, `,"header_names":`...)
+		b = strictjson.AppendStringsOrNull(b, d.HeaderNames)
+	}
 	if d.ApprovalURL != nil {
 		b = append(b, `,"approval_url":`...)
 		b = strictjson.AppendString(b, *d.ApprovalURL)

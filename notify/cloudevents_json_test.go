@@ -48,6 +48,12 @@ func randomEvent(r *rand.Rand) *Event {
 		e.Arguments = json.RawMessage(trickyArgs[r.IntN(len(trickyArgs))])
 	}
 	if r.IntN(2) == 0 {
+		e.Headers = &Headers{}
+		for range r.IntN(3) {
+			e.Headers.List = append(e.Headers.List, Header{Name: pick(), Value: pick()})
+		}
+	}
+	if r.IntN(2) == 0 {
 		e.Type = TypeResolved
 		e.Outcome, e.DecidedBy, e.Comment = pick(), pick(), pick()
 		for range r.IntN(3) {

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -351,5 +352,116 @@ func TestCloudEventsInvalidArguments(t *testing.T) {
 	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
 	if got := data["arguments"]; got != `{"unterminated` {
 		t.Errorf("arguments = %#v, want the raw bytes as a string", got)
+	}
+}
+
+// withHeaders is requested(id) sending the usual headers, a credential
+// and a header that changes what the call does.
+func withHeaders(id string) Event {
+	e := requested(id)
+	e.Headers = &Headers{List: []Header{
+		{Name: "Accept", Value: "*/*"},
+		{Name: "Content-Type", Value: "application/json"},
+		{Name: "X-Api-Key", Hidden: true, Size: 17},
+		{Name: "X-Target-Override", Value: "/etc/shadow"},
+	}}
+	return e
+}
+
+func TestSlackHeaders(t *testing.T) {
+	m := decodeSlack(t, renderSlack(t, withHeaders("c1"), false))
+	var types []string
+	for _, b := range m.Blocks {
+		types = append(types, b.Type)
+	}
+	if diff := cmp.Diff([]string{"header", "section", "section", "section", "section", "context", "actions"}, types); diff != "" {
+		t.Fatalf("block types (-want +got):\n%s", diff)
+	}
+	want := "*Headers sent (4)*\n```\nX-Api-Key: (hidden: 17 bytes)\nX-Target-Override: /etc/shadow\n```\n_Also the usual: Accept, Content-Type._"
+	if got := m.Blocks[4].Text; got == nil || got.Text != want || !got.Verbatim {
+		t.Errorf("headers section = %+v, want verbatim %q", got, want)
+	}
+
+	// Only the usual headers, or none: one line in the context.
+	for _, tt := range []struct {
+		headers *Headers
+		want    string
+	}{
+		{&Headers{List: []Header{{Name: "Accept", Value: "*/*"}, {Name: "Accept", Value: "text/plain"}, {Name: "User-Agent", Value: "x"}}}, "Headers sent: 3, all usual: Accept, User-Agent"},
+		{&Headers{List: []Header{}}, "Headers sent: none of the agent's"},
+	} {
+		e := requested("c1")
+		e.Headers = tt.headers
+		m := decodeSlack(t, renderSlack(t, e, false))
+		if len(m.Blocks) != 6 {
+			t.Errorf("%d blocks, want 6 (no headers section)", len(m.Blocks))
+		}
+		if ctx := m.Blocks[4].Elements[0]["text"].(string); !strings.Contains(ctx, tt.want) {
+			t.Errorf("context %q lacks %q", ctx, tt.want)
+		}
+	}
+
+	// Unlisted headers are said to be sent, even with only the usual listed.
+	e := requested("c1")
+	e.Headers = &Headers{List: []Header{{Name: "Accept", Value: "*/*"}}, Omitted: 3}
+	m = decodeSlack(t, renderSlack(t, e, false))
+	if len(m.Blocks) != 7 || m.Blocks[4].Text == nil {
+		t.Fatalf("%d blocks, want 7 with a headers section", len(m.Blocks))
+	}
+	if got := m.Blocks[4].Text.Text; !strings.Contains(got, "*Headers sent (4)*") || !strings.Contains(got, "3 more headers are sent that neither this message nor the approval page lists.") {
+		t.Errorf("headers section %q does not count the unlisted headers", got)
+	}
+}
+
+func TestSlackHeadersEscapedAndBounded(t *testing.T) {
+	e := requested("c1")
+	e.Headers = &Headers{List: []Header{{Name: "X-Note", Value: "```<!channel> <https://evil.example|Approve>```"}}}
+	for i := range 40 {
+		e.Headers.List = append(e.Headers.List, Header{Name: fmt.Sprintf("X-Pad-%02d", i), Value: strings.Repeat("<", 300)})
+	}
+	m := decodeSlack(t, renderSlack(t, e, false))
+	if len(m.Blocks) != 7 || m.Blocks[4].Text == nil {
+		t.Fatalf("%d blocks, want 7 with a headers section", len(m.Blocks))
+	}
+	section := m.Blocks[4].Text.Text
+	if strings.Contains(section, "<!channel") || strings.Contains(section, "<h") || strings.Count(section, "```") != 2 {
+		t.Errorf("a header escapes its code block, links or mentions:\n%.300s", section)
+	}
+	if n := len([]rune(section)); n > 3000 || !strings.Contains(section, "Truncated: the approval page lists them all.") {
+		t.Errorf("headers section of %d characters (Slack allows 3000), truncation noted: %v", n, strings.Contains(section, "Truncated"))
+	}
+}
+
+func TestTeamsHeaders(t *testing.T) {
+	body := teamsMessage(new(withHeaders("c1"))).Attachments[0].Content.Body
+	got, _ := json.Marshal(body[len(body)-3:])
+	want := `[{"spacing":"Medium","text":"Headers sent (4)","type":"TextBlock","weight":"Bolder","wrap":true},` +
+		`{"inlines":[{"fontType":"Monospace","text":"X-Api-Key: (hidden: 17 bytes)\nX-Target-Override: /etc/shadow","type":"TextRun"}],"type":"RichTextBlock"},` +
+		`{"isSubtle":true,"size":"Small","text":"Also the usual: Accept, Content-Type.","type":"TextBlock","wrap":true}]`
+	if string(got) != want {
+		t.Errorf("headers in the card:\n got %s\nwant %s", got, want)
+	}
+
+	e := requested("c1")
+	e.Headers = &Headers{List: []Header{{Name: "Content-Type", Value: "application/json"}}}
+	body = teamsMessage(&e).Attachments[0].Content.Body
+	if last := body[len(body)-1].(map[string]any); last["text"] != "Headers sent: 1, all usual: Content-Type" {
+		t.Errorf("usual headers only: last block %v", last)
+	}
+	// A call parked before headers were listed: nothing said.
+	if n, m := len(teamsMessage(new(requested("c1"))).Attachments[0].Content.Body), len(body); n != m-1 {
+		t.Errorf("%d blocks without headers, %d with: want one less", n, m)
+	}
+}
+
+func TestCloudEventsHeaderNames(t *testing.T) {
+	e := withHeaders("c1")
+	e.Headers.List = append(e.Headers.List, Header{Name: "X-Target-Override", Value: "/root"})
+	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
+	if diff := cmp.Diff([]any{"Accept", "Content-Type", "X-Api-Key", "X-Target-Override"}, data["header_names"]); diff != "" {
+		t.Errorf("header_names (-want +got):\n%s", diff)
+	}
+	if strings.Contains(fmt.Sprint(data), "/etc/shadow") {
+		t.Errorf("the event carries header values: %v", data)
 	}
 }

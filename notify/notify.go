@@ -84,6 +84,11 @@ type Event struct {
 	Arguments json.RawMessage
 	Reasons   []string
 	RuleIDs   []string
+	// Headers are the request headers the call will send upstream once
+	// approved that its agent chose (not toolgate's own), credentials'
+	// values hidden; nil for a call parked before toolgate listed them,
+	// whose messages then say nothing of headers.
+	Headers *Headers
 
 	// ApprovalURL is the signed GET link to the approval page (requested
 	// only). It is a capability: it is sent to the targets and never logged.
@@ -100,6 +105,22 @@ type Event struct {
 
 	// Time is when it happened; Notify fills in the current time if zero.
 	Time time.Time
+}
+
+// Headers are the request headers a parked call sends.
+type Headers struct {
+	// List is sorted by name; a header sent twice is listed twice.
+	List []Header
+	// Omitted counts the headers sent past the display bounds: not listed.
+	Omitted int
+}
+
+// Header is one header line. A Hidden one is a credential: its Value is
+// empty and Size its length.
+type Header struct {
+	Name, Value string
+	Hidden      bool
+	Size        int
 }
 
 // Approval is one approver's approval of a call that took several.

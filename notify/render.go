@@ -129,3 +129,64 @@ func outcomeIcon(outcome string) string {
 	}
 	return "🚫"
 }
+
+// headersLimit bounds the header lines a Slack or Teams message shows:
+// with argumentsLimit, well within Slack's 3,000 characters a section and
+// Teams' ~28 KB a card. The approval page lists every header it keeps.
+const headersLimit = 1500
+
+// usualHeaders are the headers most clients send with every call. A
+// message names them only; a call that sends no others gets one line.
+var usualHeaders = map[string]bool{
+	"Accept": true, "Accept-Encoding": true, "Accept-Language": true, "Content-Type": true, "User-Agent": true,
+	"Idempotency-Key": true, "Mcp-Protocol-Version": true, "Mcp-Session-Id": true, "Traceparent": true, "Tracestate": true,
+}
+
+// headerParts splits h for a message: a line "Name: value" for every
+// header beyond the usual ("Name: (hidden: N bytes)" for a credential),
+// and the names of the usual ones, once each.
+func headerParts(h *Headers) (lines, usual []string) {
+	for _, hd := range h.List {
+		if usualHeaders[hd.Name] {
+			if len(usual) == 0 || usual[len(usual)-1] != hd.Name {
+				usual = append(usual, hd.Name)
+			}
+			continue
+		}
+		name := truncateRunes(oneLine(hd.Name), 100)
+		switch {
+		case hd.Hidden:
+			lines = append(lines, name+": "+hiddenText(hd.Size))
+		default:
+			lines = append(lines, name+": "+truncateRunes(oneLine(hd.Value), 200))
+		}
+	}
+	return lines, usual
+}
+
+func hiddenText(size int) string {
+	if size == 1 {
+		return "(hidden: 1 byte)"
+	}
+	return fmt.Sprintf("(hidden: %d bytes)", size)
+}
+
+// headersSummary is the one line of a call that sends only the usual
+// headers, or none.
+func headersSummary(h *Headers, usual []string) string {
+	if len(usual) == 0 {
+		return "Headers sent: none of the agent's"
+	}
+	return fmt.Sprintf("Headers sent: %d, all usual: %s", h.Count(), strings.Join(usual, ", "))
+}
+
+// omittedText says how many headers are sent that nothing lists.
+func omittedText(h *Headers) string {
+	if h.Omitted == 1 {
+		return "1 more header is sent that neither this message nor the approval page lists."
+	}
+	return fmt.Sprintf("%d more headers are sent that neither this message nor the approval page lists.", h.Omitted)
+}
+
+// Count is how many header lines are sent: those listed and those not.
+func (h *Headers) Count() int { return len(h.List) + h.Omitted }

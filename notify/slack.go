@@ -147,6 +147,14 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
 
 	var ctx []string
+	if h := e.Headers; h != nil {
+		lines, usual := headerParts(h)
+		if len(lines) == 0 && h.Omitted == 0 {
+			ctx = append(ctx, slackEsc(headersSummary(h, usual), 1000))
+		} else {
+			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(slackHeaders(h, lines, usual)))})
+		}
+	}
 	if !e.ExpiresAt.IsZero() {
 		// <!date^…> shows the time in each reader's own time zone.
 		ctx = append(ctx, fmt.Sprintf("Expires <!date^%d^{date_short_pretty} at {time}|%s>",
@@ -176,6 +184,32 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 			slackEsc(e.Tool, 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
 		Blocks: blocks,
 	}
+}
+
+// slackHeaders is the section of a call that sends headers beyond the
+// usual: those in a code block, values and all, and the usual by name.
+func slackHeaders(h *Headers, lines, usual []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*Headers sent (%d)*", h.Count())
+	if len(lines) > 0 {
+		text := strings.Join(lines, "\n")
+		shown, truncated := cut(text, headersLimit, slackCodeRune)
+		b.WriteString("\n```\n")
+		for _, r := range shown {
+			b.WriteString(slackCodeRune(r))
+		}
+		b.WriteString("\n```")
+		if truncated {
+			b.WriteString("\n_Truncated: the approval page lists them all._")
+		}
+	}
+	if len(usual) > 0 {
+		b.WriteString("\n_Also the usual: " + slackEsc(strings.Join(usual, ", "), 500) + "._")
+	}
+	if h.Omitted > 0 {
+		b.WriteString("\n_" + omittedText(h) + "_")
+	}
+	return b.String()
 }
 
 // slackInteractiveActions is the actions block of an interactive message:

@@ -143,11 +143,40 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 			len([]rune(shown)), len([]rune(pretty)))))
 	}
 
+	if h := e.Headers; h != nil {
+		body = append(body, teamsHeaders(h)...)
+	}
+
 	var actions []teamsAction
 	if e.ApprovalURL != "" {
 		actions = []teamsAction{{Type: "Action.OpenUrl", Title: "Review & approve", URL: e.ApprovalURL, Style: "positive"}}
 	}
 	return body, actions
+}
+
+// teamsHeaders shows the headers of a call: those beyond the usual with
+// their values, in a text run (never markdown), and the usual by name.
+func teamsHeaders(h *Headers) []any {
+	lines, usual := headerParts(h)
+	if len(lines) == 0 && h.Omitted == 0 {
+		return []any{teamsSubtle(teamsMarkdown.Replace(headersSummary(h, usual)))}
+	}
+	body := []any{teamsLabel(fmt.Sprintf("Headers sent (%d)", h.Count()))}
+	if len(lines) > 0 {
+		text := strings.Join(lines, "\n")
+		shown, truncated := cut(text, headersLimit, nil)
+		body = append(body, teamsRich(shown, true))
+		if truncated {
+			body = append(body, teamsSubtle("Truncated: the approval page lists them all."))
+		}
+	}
+	if len(usual) > 0 {
+		body = append(body, teamsSubtle(teamsMarkdown.Replace("Also the usual: "+strings.Join(usual, ", ")+".")))
+	}
+	if h.Omitted > 0 {
+		body = append(body, teamsSubtle(omittedText(h)))
+	}
+	return body
 }
 
 func teamsResolved(e *Event) []any {

@@ -358,6 +358,19 @@ func (p *parking) resolved(c pending.Call) {
 	p.notifier.Notify(p.event(notify.TypeResolved, c, ""))
 }
 
+// notifyHeaders is a call's headers as notifications show them; nil for a
+// call parked before toolgate listed them.
+func notifyHeaders(h *callinfo.Headers) *notify.Headers {
+	if h == nil {
+		return nil
+	}
+	out := &notify.Headers{List: make([]notify.Header, 0, len(h.List)), Omitted: h.Omitted}
+	for _, hd := range h.List {
+		out.List = append(out.List, notify.Header{Name: hd.Name, Value: hd.Value, Hidden: hd.Hidden, Size: hd.Size})
+	}
+	return out
+}
+
 func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	info := callinfo.Decode(c.Info)
 	var approvals []notify.Approval
@@ -369,7 +382,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	return notify.Event{
 		Approvals: approvals,
 		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, TargetsBeyond: info.TargetsBeyond, Upstream: c.Upstream, Subject: c.Subject,
-		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, ApprovalURL: link,
+		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), ApprovalURL: link,
 		StatusURL: proxy.StatusURL(p.proxyPublic, c.ID), ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,9 +16,9 @@ import (
 )
 
 // TestApproverSeesHeaders: an agent asks with an innocent body and headers
-// that change what the tool does. The approvals API and the approval page
-// show the headers approving sends, a credential's value hidden; once
-// approved, the tool server gets them all, unchanged.
+// that change what the tool does. The approvals API, the approval page
+// and the notification show the headers approving sends, a credential's
+// value hidden; once approved, the tool server gets them all, unchanged.
 func TestApproverSeesHeaders(t *testing.T) {
 	redisAddr := testRedis(t)
 	files, up := newNotes(t)
@@ -93,6 +94,14 @@ func TestApproverSeesHeaders(t *testing.T) {
 	}
 	if strings.Contains(string(html), "someone-elses-key") {
 		t.Error("the page shows the credential's value")
+	}
+	for _, data := range ev.requested(t) {
+		if data["call_id"] == id {
+			names, _ := data["header_names"].([]any)
+			if !slices.Contains(names, any("X-Target-Override")) || !slices.Contains(names, any("X-Api-Key")) {
+				t.Errorf("the event names headers %v", data["header_names"])
+			}
+		}
 	}
 
 	// Approved, the call sends the agent's headers as before.
