@@ -67,7 +67,13 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		}
 	}
 	stringTarget := func(k, s string) TargetArg {
-		norm, rel, escapes := normalizeTarget(k, s, fold)
+		norm, rel, escapes, unreadable := normalizeTarget(k, s, fold)
+		if unreadable {
+			// A URL whose host clients read in more than one way, or
+			// not at all as toolgate can: no row can name it, so deny
+			// and ask rows count it as matching, allow rows as not.
+			return TargetArg{Arg: k, Raw: s, Escapes: escapes, Opaque: true}
+		}
 		return TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes}
 	}
 	for _, k := range targetArgs {
@@ -78,6 +84,9 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			if !t.HasTarget {
 				t.HasTarget = true
 				t.Target, t.TargetRaw, t.TargetEscapes = a.Target, v, a.Escapes
+				if a.Opaque {
+					t.Target = v // unreadable: as sent
+				}
 			}
 			add(a)
 		case []any:
@@ -243,7 +252,10 @@ func ParseFold(s string) (Fold, error) {
 // directory itself or as its parent) makes the target count as escaping,
 // so that the shipped library denies it. URLs and commands are not folded.
 func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes bool) {
-	target, _, escapes = normalizeTarget(arg, raw, fold)
+	target, _, escapes, unreadable := normalizeTarget(arg, raw, fold)
+	if unreadable {
+		return raw, escapes
+	}
 	return target, escapes
 }
 
@@ -255,11 +267,13 @@ func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes boo
 // when its relative spelling does ("/../x" is "../x" under a root). For a
 // URL, relative is its spelling without the "/" asURL puts before a query
 // (see there), which deny and ask rows written before it must still see.
-func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escapes bool) {
+// unreadable reports a URL no row can name (asURL): the target is then
+// opaque.
+func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escapes, unreadable bool) {
 	if raw == "" || arg == "command" {
-		return raw, "", false
+		return raw, "", false, false
 	}
-	if u, written, ok := asURL(arg, raw); ok {
+	if u, written, isURL, readable := asURL(arg, raw); isURL {
 		// A value of a path argument that parses as a URL
 		// ("x://../../etc/passwd": host "..") is still a path to a tool
 		// that joins it to its root: it escapes when, cleaned as a path,
@@ -268,7 +282,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
 			escapes = climbs(p)
 		}
-		return u, written, escapes
+		return u, written, escapes, !readable
 	}
 	p := strings.ReplaceAll(raw, `\`, "/")
 	ambiguous := false
@@ -277,7 +291,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 		if drive(p) && len(p) > 2 && p[2] == '/' {
 			// "c:/../secrets" is c:/secrets: no ".." climbs above a
 			// drive's root, and path.Clean would take "c:" for a directory.
-			return p[:2] + path.Clean(p[2:]), "", ambiguous
+			return p[:2] + path.Clean(p[2:]), "", ambiguous, false
 		}
 	}
 	if strings.HasPrefix(p, "/") {
@@ -285,7 +299,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 	}
 	p = path.Clean(p)
 	escapes = ambiguous || climbs(p) || climbs(relative)
-	return p, relative, escapes
+	return p, relative, escapes, false
 }
 
 // drive reports whether p starts with a (folded) drive letter and colon.
@@ -323,24 +337,40 @@ func foldWindows(p string) (folded string, ambiguous bool) {
 	return strings.Join(segs, "/"), ambiguous
 }
 
-// asURL normalises raw as a URL when it is one; written is its spelling
-// before a "/" was put ahead of its query, or "" when none was.
-func asURL(arg, raw string) (target, written string, ok bool) {
+// asURL normalises raw as a URL when it is one (isURL: an argument named
+// url or uri, or a value with a scheme and "://", or a special scheme and
+// a slash); written is its spelling before a "/" was put ahead of its
+// query, or "" when none was. readable is false for a URL whose host
+// cannot be read as every client reads it (readableAuthority,
+// canonicalAuthority) or that does not parse.
+func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 	urlArg := arg == "url" || arg == "uri"
 	// Backslashes are slashes to a WHATWG URL parser (browsers, Node's
 	// fetch): "https://evil.com\.example.com/x" goes to evil.com. So are
 	// any number of them after a special scheme ("https:/evil.com"), and
 	// spaces around a URL are dropped.
-	s := specialSlashes(strings.ReplaceAll(strings.Trim(raw, " "), `\`, "/"), urlArg)
+	trimmed := strings.Trim(raw, " ")
+	s := specialSlashes(strings.ReplaceAll(trimmed, `\`, "/"), urlArg)
 	if i := strings.Index(s, "://"); i <= 0 && !urlArg {
-		return "", "", false
+		return "", "", false, false
+	}
+	if !readableAuthority(trimmed) {
+		return "", "", true, false
 	}
 	// The host as it is reached (urlhost.go); deny and ask rows also see
 	// an internationalised host in Unicode.
-	s, unicodeHost := canonicalAuthority(s)
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || u.Opaque != "" {
-		return "", "", false
+	s, unicodeHost, ok := canonicalAuthority(s)
+	if !ok {
+		return "", "", true, false
+	}
+	u, err := url.Parse(escapeStrayPercents(s))
+	switch {
+	case err != nil && strings.Contains(s, "://"):
+		return "", "", true, false
+	case err != nil || u.Scheme == "" || u.Opaque != "":
+		// A url argument without a scheme ("docs/a.md") or without
+		// "//" ("urn:isbn:…") is read as a path.
+		return "", "", false, false
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = strings.ToLower(u.Host)
@@ -367,5 +397,5 @@ func asURL(arg, raw string) (target, written string, ok bool) {
 		}
 		written = strings.Replace(written, "://"+u.Hostname(), "://"+unicodeHost, 1)
 	}
-	return u.String(), written, true
+	return u.String(), written, true, true
 }

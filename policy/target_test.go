@@ -30,7 +30,7 @@ func TestNormalizeTarget(t *testing.T) {
 		{"uri", "https://example.com", "https://example.com", false},
 		{"url", "https://evil.com?.example.com/x", "https://evil.com/?.example.com/x", false},
 		{"url", "https://evil.com#.example.com/x", "https://evil.com/#.example.com/x", false},
-		{"url", `https://evil.com\.example.com/x`, "https://evil.com/.example.com/x", false},
+		{"url", `https://evil.com\.example.com/x`, `https://evil.com\.example.com/x`, false}, // clients disagree on its host: opaque, as sent
 		{"path", "file:///etc/../passwd", "file:///passwd", false},
 		// A path argument shaped like a URL is still a path to a tool that
 		// joins it to its root; a url argument is a URL.

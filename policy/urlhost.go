@@ -19,10 +19,14 @@ import (
 // defaultPorts are the ports a special scheme's URL goes to without one.
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
 
-// hostProfile maps a host as a lookup does (UTS #46, non-transitional, as
-// browsers do), without STD3's refusal of underscores, which real hosts
-// have.
-var hostProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(false))
+// hostProfile maps a host as the WHATWG URL standard's "domain to ASCII"
+// does (UTS #46, non-transitional, joiners and bidi checked, hyphens and
+// lengths not, no STD3 rules: real hosts have underscores). A host it
+// refuses (a joiner where UTS #46 allows none) is unreadable: curl's
+// transitional retry deletes such characters ("local\u200dhost" reaches
+// localhost).
+var hostProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(false),
+	idna.CheckHyphens(false), idna.CheckJoiners(true), idna.BidiRule(), idna.VerifyDNSLength(false))
 
 // specialSlashes rewrites "https:/x", "https:x" (the latter in a url or uri
 // argument only) and "https:///x" as "https://x": a WHATWG parser skips any
@@ -53,11 +57,12 @@ func specialSlashes(s string, urlArg bool) string {
 // dotted decimal, an IPv6 address in its canonical form (an IPv4-mapped
 // one as the IPv4 address it reaches), and a special scheme's default
 // port dropped. unicode is the host in Unicode when that differs from
-// its ASCII form, else "". A host it cannot read is left as written.
-func canonicalAuthority(s string) (out, unicode string) {
+// its ASCII form, else "". ok is false for a host it cannot read, and for
+// a special scheme without a host.
+func canonicalAuthority(s string) (out, unicode string, ok bool) {
 	i := strings.Index(s, "://")
 	if i <= 0 {
-		return s, ""
+		return s, "", true
 	}
 	scheme := strings.ToLower(s[:i])
 	rest := s[i+3:]
@@ -70,17 +75,57 @@ func canonicalAuthority(s string) (out, unicode string) {
 		authority = authority[at+1:]
 	}
 	host, port := splitHostPort(authority)
-	host, unicode, ok := canonicalHost(host)
-	if !ok {
-		return s, ""
+	host, unicode, ok = canonicalHost(host)
+	if !ok || host == "" && defaultPorts[scheme] != "" {
+		return "", "", false // no host that every client reads alike
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
 		port = strconv.FormatUint(p, 10) // "0443" is 443
 	}
 	if port == "" || port == defaultPorts[scheme] {
-		return scheme + "://" + host + tail, unicode
+		return scheme + "://" + host + tail, unicode, true
 	}
-	return scheme + "://" + host + ":" + port + tail, unicode
+	return scheme + "://" + host + ":" + port + tail, unicode, true
+}
+
+// readableAuthority reports whether clients agree on where the authority
+// of raw (a URL as sent, backslashes and all) ends. A WHATWG parser ends
+// it at a backslash, as at a slash; curl and RFC 3986 parsers do not, so
+// "http://good.com\@evil.com/" goes to good.com in a browser and to
+// evil.com with curl. A backslash before the authority's end ("/", "?"
+// or "#") makes the URL unreadable.
+func readableAuthority(raw string) bool {
+	i := strings.Index(raw, ":")
+	if i < 0 {
+		return true
+	}
+	rest := strings.TrimLeft(raw[i+1:], `/\`)
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	return !strings.Contains(rest, `\`)
+}
+
+// escapeStrayPercents writes a "%" that starts no escape ("/a%zz", "#%")
+// as "%25", as clients send it or read it, rather than let the URL go
+// unparsed.
+func escapeStrayPercents(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && (i+2 >= len(s) || !ishex(s[i+1]) || !ishex(s[i+2])) {
+			b.WriteString("%25")
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // splitHostPort splits an authority without user information into its
@@ -105,9 +150,12 @@ func splitHostPort(a string) (host, port string) {
 func canonicalHost(h string) (ascii, unicode string, ok bool) {
 	if strings.HasPrefix(h, "[") {
 		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
-		if err != nil || a.Zone() != "" {
+		if err != nil {
 			return "", "", false
 		}
+		// A zone scopes a link-local address to an interface; the
+		// address is what a row names.
+		a = a.WithZone("")
 		if a.Is4In6() {
 			return a.Unmap().String(), "", true
 		}
