@@ -194,13 +194,14 @@ func (h *Handler) routes() http.Handler {
 // the origins the sign-out form's answer redirects to (browsers check
 // form-action on a form's redirects too).
 func (h *Handler) formAction() string {
-	fa := "'self'"
+	var fa strings.Builder
+	fa.WriteString("'self'")
 	if h.identity != nil {
 		for _, o := range h.identity.LogoutOrigins() {
-			fa += " " + o
+			fa.WriteString(" " + o)
 		}
 	}
-	return fa
+	return fa.String()
 }
 
 // securityHeaders go on every answer, errors included. The token travels in

@@ -95,11 +95,11 @@ func canonicalAuthority(s string) (out, unicode string, ok bool) {
 // evil.com with curl. A backslash before the authority's end ("/", "?"
 // or "#") makes the URL unreadable.
 func readableAuthority(raw string) bool {
-	i := strings.Index(raw, ":")
-	if i < 0 {
+	_, after, ok := strings.Cut(raw, ":")
+	if !ok {
 		return true
 	}
-	rest := strings.TrimLeft(raw[i+1:], `/\`)
+	rest := strings.TrimLeft(after, `/\`)
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
 		rest = rest[:end]
 	}
@@ -148,8 +148,8 @@ func splitHostPort(a string) (host, port string) {
 // canonicalHost is the host h reaches, in ASCII, and in Unicode when that
 // differs; ok is false for a host it cannot read.
 func canonicalHost(h string) (ascii, unicode string, ok bool) {
-	if strings.HasPrefix(h, "[") {
-		a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+	if inner, bracketed := strings.CutPrefix(h, "["); bracketed {
+		a, err := netip.ParseAddr(strings.TrimSuffix(inner, "]"))
 		if err != nil {
 			return "", "", false
 		}
