@@ -137,6 +137,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
 			}
+			if !isResponse(o, method) {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member without "method" is a response: exactly one of "result" and "error", and no "params"`)
+			}
 			// Tool calls are decided one per request, a tools/list
 			// answer is filtered per caller, which a batch's is not, and
 			// task methods and answers to toolgate's own requests may be
@@ -172,12 +175,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
 	}
 	c.mcp.method = method
-	_, isResult := msg["result"]
-	_, isError := msg["error"]
-	if _, hasParams := msg["params"]; method == "" && (isResult == isError || hasParams) {
-		// Without a method the message is a response (JSON-RPC 2.0 §5):
-		// anything else, a call with its method left out say, would be
-		// read by a lenient server as what it is not.
+	if !isResponse(msg, method) {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a message without "method" is a response: exactly one of "result" and "error", and no "params"`)
 	}
 	if id, isString := msg["id"].(string); isString && method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
@@ -245,6 +243,22 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		in.Tool.Annotations = ann.(map[string]any)
 	}
 	return nil
+}
+
+// isResponse reports whether msg, whose method is method, is what a
+// message without a method must be: a response (JSON-RPC 2.0 §5), with
+// exactly one of result and error and no params. Anything else, a call
+// with its method left out say, would be read by a lenient server as what
+// it is not. A message with a method passes. A single message and every
+// member of a batch are held to it.
+func isResponse(msg map[string]any, method string) bool {
+	if method != "" {
+		return true
+	}
+	_, isResult := msg["result"]
+	_, isError := msg["error"]
+	_, hasParams := msg["params"]
+	return isResult != isError && !hasParams
 }
 
 // checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method and Mcp-Name, which

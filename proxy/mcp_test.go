@@ -809,6 +809,40 @@ func TestMCPBatchRefused(t *testing.T) {
 	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
 }
 
+// TestMCPBatchMembersAreResponses: a batch member without a method is
+// held to the rule a single message is (TestMCPResponsesAreResponses): a
+// response, with exactly one of result and error and no params. A batch
+// with any other such member is refused whole and nothing of it reaches
+// the upstream; a batch of real responses is forwarded.
+func TestMCPBatchMembersAreResponses(t *testing.T) {
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	for name, member := range map[string]string{
+		"params and result": `{"jsonrpc":"2.0","id":5,"params":{"name":"delete_file","arguments":{"path":"a"}},"result":{}}`,
+		"params alone":      `{"jsonrpc":"2.0","id":5,"params":{"name":"delete_file","arguments":{"path":"a"}}}`,
+		"result and error":  `{"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}}`,
+		"neither":           `{"jsonrpc":"2.0","id":5}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := newMCPEnv(t, mcpRawEra, func(c *Config) { c.Decider = allowAll })
+			for _, body := range []string{"[" + ping + "," + member + "]", "[" + member + "," + ping + "]"} {
+				res, msg, raw := postMCP(t, env, body)
+				mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidRequest)
+			}
+		})
+	}
+	t.Run("responses are forwarded", func(t *testing.T) {
+		env := newMCPEnv(t, mcpRawEra, func(c *Config) { c.Decider = allowAll })
+		body := `[{"jsonrpc":"2.0","id":5,"result":{}},{"jsonrpc":"2.0","id":6,"error":{"code":-32601,"message":"no"}}]`
+		res, _, raw := postMCP(t, env, body)
+		if res.StatusCode == http.StatusBadRequest {
+			t.Fatalf("a batch of responses was refused: %s", raw)
+		}
+		if reqs := env.up.got(); len(reqs) != 1 || reqs[0].RPCMethod != "batch" {
+			t.Errorf("upstream saw:%s, want the batch", describeMCP(reqs))
+		}
+	})
+}
+
 // TestMCPHeaderMismatch: in the 2026-07-28 revision Mcp-Method and
 // Mcp-Name must match the body, else 400 with JSON-RPC error -32020 and
 // nothing forwarded; matching headers are forwarded.
