@@ -81,6 +81,12 @@ type MCP struct {
 	Method          string `json:"method"`
 	ID              any    `json:"id,omitempty"`
 	ProtocolVersion string `json:"protocol_version,omitempty"`
+	// Params are, for a message decided as a tool call (tools/call,
+	// resources/read, prompts/get), the members of its params that Tool
+	// does not hold and the upstream receives all the same: a tools/call's
+	// _meta, inputResponses, requestState, task, ...; the pseudo-tools'
+	// _meta. Absent when there are none, and for other messages.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // HTTP describes the request as it arrived. Headers are lower-cased and
@@ -165,6 +171,13 @@ func (in *Input) valueFor(r *inputReads) (ast.Value, error) {
 		}
 		if in.MCP.ProtocolVersion != "" {
 			obj.Insert(term("protocol_version"), term(in.MCP.ProtocolVersion))
+		}
+		if len(in.MCP.Params) > 0 && r.sub("mcp", "params") {
+			params, err := objectTerm(in.MCP.Params)
+			if err != nil {
+				return nil, fmt.Errorf("policy: input mcp.params: %w", err)
+			}
+			obj.Insert(term("params"), params)
 		}
 		add("mcp", ast.NewTerm(obj))
 	}
@@ -320,7 +333,7 @@ var constTerms = func() map[string]*ast.Term {
 		// keys of the input document
 		"version", "call_id", "kind", "time", "mode", "phase", "upstream", "name", "protocol",
 		"subject", "id", "groups", "claims", "authenticated", "tool", "arguments", "target",
-		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "opaque", "relative", "annotations", "mcp", "method", "protocol_version",
+		"target_raw", "target_escapes", "targets", "arg", "raw", "escapes", "opaque", "relative", "annotations", "mcp", "method", "protocol_version", "params",
 		"http", "path", "query", "headers",
 		// values from closed sets
 		InputVersion, KindREST, KindMCP, KindHTTP, PhaseCall, PhaseList,

@@ -24,8 +24,11 @@ func inputs() map[string]*policy.Input {
 		CallID: "m1", Kind: policy.KindMCP, Mode: policy.ModePlan, Phase: policy.PhaseList,
 		Upstream: policy.Upstream{Name: "notes-mcp", Protocol: "mcp"},
 		Tool:     &policy.Tool{Name: "write_note", Annotations: map[string]any{"readOnlyHint": false}},
-		MCP:      &policy.MCP{Method: "tools/call", ID: json.Number("9"), ProtocolVersion: "2025-06-18"},
-		HTTP:     policy.HTTP{Method: "POST", Path: "/mcp", Headers: map[string][]string{"mcp-session-id": {"s"}}},
+		MCP: &policy.MCP{
+			Method: "tools/call", ID: json.Number("9"), ProtocolVersion: "2025-06-18",
+			Params: map[string]any{"_meta": map[string]any{"progressToken": "p1", "acme/path": "/etc"}, "requestState": "s", "n": json.Number("1.50")},
+		},
+		HTTP: policy.HTTP{Method: "POST", Path: "/mcp", Headers: map[string][]string{"mcp-session-id": {"s"}}},
 	}
 	plain := &policy.Input{CallID: "h1", Kind: policy.KindHTTP, HTTP: policy.HTTP{Method: "GET", Path: "/health"}}
 	return map[string]*policy.Input{"rest": rest, "mcp": mcp, "http": plain}
@@ -46,7 +49,8 @@ var wantInputs = map[string]string{
 		"mode": "plan", "phase": "list", "upstream": {"name": "notes-mcp", "protocol": "mcp"},
 		"subject": {"id": "", "groups": [], "claims": {}, "authenticated": false},
 		"tool": {"name": "write_note", "arguments": {}, "annotations": {"readOnlyHint": false}},
-		"mcp": {"method": "tools/call", "id": 9, "protocol_version": "2025-06-18"},
+		"mcp": {"method": "tools/call", "id": 9, "protocol_version": "2025-06-18",
+			"params": {"_meta": {"progressToken": "p1", "acme/path": "/etc"}, "requestState": "s", "n": 1.50}},
 		"http": {"method": "POST", "path": "/mcp", "query": {}, "headers": {"mcp-session-id": ["s"]}}}`,
 	"http": `{"version": "toolgate/v1", "call_id": "h1", "kind": "http", "time": "0001-01-01T00:00:00Z",
 		"mode": "default", "phase": "call", "upstream": {"name": "", "protocol": ""},

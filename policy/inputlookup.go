@@ -134,6 +134,9 @@ func (in *Input) convertible(r *inputReads) bool {
 	if in.MCP != nil && in.MCP.ID != nil && r.top("mcp") && !convertible(in.MCP.ID) {
 		return false
 	}
+	if in.MCP != nil && len(in.MCP.Params) > 0 && r.sub("mcp", "params") && !convertible(in.MCP.Params) {
+		return false
+	}
 	return true
 }
 

@@ -80,6 +80,10 @@ allow_x if input.a == 1`, []string{"*"}},
 		[]string{"tool", "kind", "phase", "mcp.method"},
 	},
 	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mcp.method", "mcp.id"}},
+	{
+		"mcp params", `deny contains "meta path" if startswith(input.mcp.params._meta["acme/path"], "/etc/")`,
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
+	},
 }
 
 // TestAnalyseInputReads: the analysis finds what each policy reads and
@@ -223,7 +227,7 @@ func readsInputs() map[string]*Input {
 	write.Subject = Subject{ID: "anon"}
 	mcp := base()
 	mcp.Kind, mcp.Mode = KindMCP, ModePlan
-	mcp.MCP = &MCP{Method: "tools/call", ID: json.Number("7"), ProtocolVersion: "2025-11-25"}
+	mcp.MCP = &MCP{Method: "tools/call", ID: json.Number("7"), ProtocolVersion: "2025-11-25", Params: map[string]any{"_meta": map[string]any{"acme/path": "/etc/passwd"}}}
 	mcp.Upstream = Upstream{Name: "other", Protocol: "mcp"}
 	get := &Input{CallID: "c2", Kind: KindHTTP, HTTP: HTTP{Method: "GET", Path: "/health"}}
 	return map[string]*Input{"rest": base(), "etc": etc, "write": write, "mcp": mcp, "get": get}

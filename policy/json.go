@@ -12,8 +12,8 @@ import (
 
 // AppendJSON appends the document's JSON: the document MarshalJSON writes,
 // in one pass from the struct rather than through its OPA value. With
-// redact, tool.arguments and http.query, the free-form part the caller
-// chose, are left out (a log that must not carry them).
+// redact, tool.arguments, mcp.params and http.query, the free-form part the
+// caller chose, are left out (a log that must not carry them).
 func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 	args := !redact
 	var err error
@@ -76,6 +76,12 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 		if m.ProtocolVersion != "" {
 			b = appendKey(b, "protocol_version")
 			b = strictjson.AppendString(b, m.ProtocolVersion)
+		}
+		if args && len(m.Params) > 0 {
+			b = append(b, `,"params":`...)
+			if b, err = appendObject(b, m.Params); err != nil {
+				return nil, err
+			}
 		}
 		b = append(b, '}')
 	}

@@ -217,6 +217,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", err.Error())
 		}
 		in.Tool = tool
+		if tool != nil {
+			in.MCP.Params = otherParams(method, params)
+		}
 		return nil
 	}
 	name, _ := params["name"].(string)
@@ -239,10 +242,33 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	}
 	c.mcp.isToolCall = true
 	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
+	in.MCP.Params = otherParams(method, params)
 	if ann, ok := c.up.annotations.Load(name); ok {
 		in.Tool.Annotations = ann.(map[string]any)
 	}
 	return nil
+}
+
+// otherParams are the members of a tool call's params that its tool does
+// not hold, and that the upstream receives all the same (policy.MCP.Params):
+// every member but name and arguments for tools/call, _meta for
+// resources/read and prompts/get (whose other params are their pseudo-tool's
+// arguments). nil when there are none. The values are params' own, shared.
+func otherParams(method string, params map[string]any) map[string]any {
+	var other map[string]any
+	for k, v := range params {
+		switch {
+		case method == "tools/call" && (k == "name" || k == "arguments"):
+			continue
+		case method != "tools/call" && k != "_meta":
+			continue
+		}
+		if other == nil {
+			other = make(map[string]any, len(params))
+		}
+		other[k] = v
+	}
+	return other
 }
 
 // isResponse reports whether msg, whose method is method, is what a
