@@ -72,6 +72,11 @@ func TestScreenshots(t *testing.T) {
 		Arguments: json.RawMessage(`{"repo":"acme/payments","title":"Rotate the staging keys","body":"Steps:\n1. revoke\n2. reissue","labels":["security"]}`),
 		Reasons:   []string{"issues in acme/payments need a second pair of eyes"}, RuleIDs: []string{"gh-2"},
 		Method: "POST", Path: "/mcp", MCPMethod: "tools/call",
+		OtherParams: &callinfo.Params{List: []callinfo.Param{
+			{Name: "_meta", Value: json.RawMessage(`{"acme/labels_override":["public"]}`)},
+			{Name: "inputResponses", Value: json.RawMessage(`{"confirm_repo":{"action":"accept","content":{"ok":true}}}`)},
+			{Name: "requestState", Value: json.RawMessage(`"eyJzdGVwIjoyfQ"`)},
+		}},
 	}
 	quorum := h.view(viewCall("01JDX3K6T0C8Q9QUORUM00002", pending.Waiting, mcp))
 	quorum.Approvals = []approvalView{approvalOf("alice@example.com", viewNow.Add(-time.Minute), "Looks right; the keys are due.")}

@@ -114,6 +114,13 @@ type callView struct {
 	// them).
 	Headers *headersView
 
+	// Params are the other members of an MCP tool call's params that
+	// approving sends (callinfo.Info.OtherParams); nil when it sends none.
+	// ParamsUnlisted: an MCP call parked before toolgate listed them (the
+	// form then does not claim to show them).
+	Params         *paramsView
+	ParamsUnlisted bool
+
 	// Approvals are the approvals counted so far; Progress says how far
 	// they are ("1 of 2 approvals", empty when one approval decides) and
 	// Approvers who may give them ("" when anyone who may decide may).
@@ -168,6 +175,64 @@ func headersOf(h *callinfo.Headers) *headersView {
 			}
 		}
 		v.List = append(v.List, hv)
+	}
+	return v
+}
+
+// paramsView is the other members of an MCP tool call's params, as the
+// page shows them: those listed with their value as one JSON object,
+// decoded as the arguments are, then those listed without it.
+type paramsView struct {
+	Decoded   []argSpan
+	HasHidden bool
+	NotShown  []paramNotShown
+	Omitted   int // sent, not listed (callinfo.MaxParams)
+}
+
+// paramNotShown is a member whose value did not fit in
+// callinfo.MaxParamsBytes: its name, and a marker of the page's own.
+type paramNotShown struct {
+	Name   []argSpan
+	Marker string // "value not shown: 20000 bytes"
+}
+
+// OmittedText warns of the members sent that the page does not list.
+func (v *paramsView) OmittedText() string {
+	if v.Omitted == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s sent that this page does not list: it lists the first %d by name. Reject the call unless you expected so many.",
+		plural(v.Omitted, "1 more parameter is", strconv.Itoa(v.Omitted)+" more parameters are"), callinfo.MaxParams)
+}
+
+// paramsOf is p as the page shows it; nil when p lists nothing.
+func paramsOf(p *callinfo.Params) *paramsView {
+	if p.Count() == 0 {
+		return nil
+	}
+	v := &paramsView{Omitted: p.Omitted}
+	obj := []byte{'{'}
+	for _, m := range p.List {
+		if len(m.Value) == 0 {
+			name, hid := revealSpans(m.Name)
+			v.HasHidden = v.HasHidden || hid
+			v.NotShown = append(v.NotShown, paramNotShown{Name: name, Marker: "value not shown: " + plural(m.Size, "1 byte", strconv.Itoa(m.Size)+" bytes")})
+			continue
+		}
+		if len(obj) > 1 {
+			obj = append(obj, ',')
+		}
+		name, _ := json.Marshal(m.Name) // a string: never fails
+		obj = append(append(obj, name...), ':')
+		obj = append(obj, m.Value...)
+	}
+	if len(obj) > 1 {
+		var hid bool
+		if v.Decoded, hid = decodeArgs(append(obj, '}')); v.Decoded == nil {
+			// Not JSON (never from the proxy): shown as stored text.
+			v.Decoded, hid = revealSpans(string(obj) + "}")
+		}
+		v.HasHidden = v.HasHidden || hid
 	}
 	return v
 }
@@ -257,6 +322,8 @@ func (h *Handler) view(c pending.Call) *callView {
 		v.Decoded, v.HasHidden = decodeArgs(info.Arguments)
 	}
 	v.Headers = headersOf(info.Headers)
+	v.Params = paramsOf(info.OtherParams)
+	v.ParamsUnlisted = info.OtherParams == nil && info.Kind == "mcp" && info.Tool != ""
 	if info.Method != "" || info.Path != "" {
 		v.Request = strings.TrimSpace(info.Method + " " + info.Path)
 	}

@@ -647,7 +647,7 @@ func TestPage_Headers(t *testing.T) {
 	if a, hd, f := strings.Index(body, `<pre class="args"`), strings.Index(body, `id="headers"`), strings.Index(body, "<form"); a > hd || hd > f {
 		t.Errorf("arguments at %d, headers at %d, form at %d: want them in that order", a, hd, f)
 	}
-	if !strings.Contains(body, "Approving forwards exactly the request above: its arguments and headers, once.") {
+	if !strings.Contains(body, "Approving forwards the request above, as stored: its arguments and headers, once.") {
 		t.Error("the form does not say that approving sends the headers")
 	}
 
@@ -665,13 +665,92 @@ func TestPage_Headers(t *testing.T) {
 	if strings.Contains(body, "Headers sent") || strings.Contains(body, "its arguments and headers") {
 		t.Errorf("a call without listed headers shows a headers section or claims to:\n%s", between(t, body, `<h2 id="arguments">`, "</form>"))
 	}
-	if !strings.Contains(body, "Approving forwards exactly the arguments above, with the headers the agent sent (this call's record does not list them), once.") {
+	if !strings.Contains(body, "Approving forwards the arguments above, with the headers the agent sent (this call's record does not list them), once.") {
 		t.Error("the form of a call without listed headers does not say what approving sends")
 	}
 	// The requester's confirmation says the same.
 	info.Headers = &callinfo.Headers{List: []callinfo.Header{{Name: "X-Mode", Value: "fast"}}}
 	body = renderPage(t, h, pageData{Title: "Confirm", Call: h.view(viewCall("CALL4", pending.Waiting, info)), Forms: true, Confirm: true, Token: "t", Action: "./CALL4"})
-	if !strings.Contains(body, "Confirming forwards exactly the request above: its arguments and headers, once.") || !strings.Contains(body, "<b>X-Mode</b>: fast") {
+	if !strings.Contains(body, "Confirming forwards the request above, as stored: its arguments and headers, once.") || !strings.Contains(body, "<b>X-Mode</b>: fast") {
 		t.Error("the confirmation page does not show the headers or say that confirming sends them")
+	}
+}
+
+// TestPage_OtherParams: the other members of an MCP tool call's params
+// have their own section, between the arguments and the headers, decoded
+// and escaped as the arguments are, hidden characters spelled out; a
+// value too large to list is named with its size, members past the list
+// are counted, and the form says approving sends them. A call that sends
+// none shows no section; an MCP call parked before they were listed
+// shows none and its form does not claim to show them.
+func TestPage_OtherParams(t *testing.T) {
+	h := newViewHandler(t)
+	info := callinfo.Info{
+		Kind: "mcp", Tool: "write_note", Upstream: "notes-mcp", Subject: "agent-42", MCPMethod: "tools/call",
+		Method: "POST", Path: "/mcp", Arguments: json.RawMessage(`{"path":"notes/a.txt","content":"hi"}`),
+		Headers: &callinfo.Headers{List: []callinfo.Header{{Name: "Accept", Value: "*/*"}}},
+		OtherParams: &callinfo.Params{List: []callinfo.Param{
+			{Name: "_meta", Value: json.RawMessage(`{"acme/overwrite_path":"/etc/pass\u202ewd","note":"<script>x</script>"}`)},
+			{Name: "big", Size: 20000},
+			{Name: "inputResponses", Value: json.RawMessage(`{"confirm":{"action":"accept","content":{"ok":true}}}`)},
+			{Name: "requestState", Value: json.RawMessage(`"s1"`)},
+		}, Omitted: 3},
+	}
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL1", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL1"})
+
+	section := between(t, body, `<h2 id="params">Other parameters sent</h2>`, `<h2 id="headers">`)
+	for _, want := range []string{
+		`<pre class="args" aria-labelledby="params">{
+  &#34;_meta&#34;: {
+    &#34;acme/overwrite_path&#34;: <span class="str">&#34;/etc/pass</span><span class="hid">\u202e</span><span class="str">wd&#34;</span>,
+    &#34;note&#34;: <span class="str">&#34;&lt;script&gt;x&lt;/script&gt;&#34;</span>
+  },
+  &#34;inputResponses&#34;: {
+    &#34;confirm&#34;: {
+      &#34;action&#34;: <span class="str">&#34;accept&#34;</span>,
+      &#34;content&#34;: {
+        &#34;ok&#34;: true
+      }
+    }
+  },
+  &#34;requestState&#34;: <span class="str">&#34;s1&#34;</span>
+}</pre>`,
+		`<b>big</b>: <span class="mark">(value not shown: 20000 bytes)</span>`,
+		"Hidden characters (invisible or changing the text's direction)",
+		"3 more parameters are sent that this page does not list: it lists the first 32 by name.",
+		"a <code>progressToken</code> in <code>_meta</code> is not shown",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("params section lacks\n%s\ngot\n%s", want, section)
+		}
+	}
+	if strings.Contains(body, "\u202e") || strings.Contains(body, "<script") {
+		t.Error("a parameter reached the page unescaped")
+	}
+	if a, p, hd := strings.Index(body, `id="arguments"`), strings.Index(body, `id="params"`), strings.Index(body, `id="headers"`); a > p || p > hd {
+		t.Errorf("arguments at %d, params at %d, headers at %d: want them in that order", a, p, hd)
+	}
+	if !strings.Contains(body, "Approving forwards the request above, as stored: its arguments, other parameters and headers, once.") {
+		t.Error("the form does not say that approving sends the other parameters")
+	}
+
+	// None sent: no section, and the form names none.
+	info.OtherParams = &callinfo.Params{List: []callinfo.Param{}}
+	body = renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL2", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL2"})
+	if strings.Contains(body, "Other parameters sent") || !strings.Contains(body, "Approving forwards the request above, as stored: its arguments and headers, once.") {
+		t.Errorf("a call with no other parameters shows:\n%s", between(t, body, `<h2 id="arguments">`, "</form>"))
+	}
+
+	// Parked before they were listed: no section, and the form says so.
+	info.OtherParams = nil
+	body = renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL3", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL3"})
+	if strings.Contains(body, "Other parameters sent") ||
+		!strings.Contains(body, "its arguments and headers, with any other parameters of its MCP message (this call's record does not list them), once.") {
+		t.Errorf("an MCP call without listed parameters shows:\n%s", between(t, body, `<h2 id="arguments">`, "</form>"))
+	}
+	info.Headers = nil
+	body = renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL4", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL4"})
+	if !strings.Contains(body, "Approving forwards the arguments above, with the headers and any other parameters of its MCP message the agent sent (this call's record does not list them), once.") {
+		t.Errorf("an old MCP call's form says:\n%s", between(t, body, `<form`, "</form>"))
 	}
 }

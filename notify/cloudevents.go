@@ -36,7 +36,10 @@ type ceData struct {
 	// HeaderNames name the headers the call sends upstream (Headers), once
 	// each: absent when it sends none of the agent's, or was parked before
 	// toolgate listed them.
-	HeaderNames []string   `json:"header_names,omitempty"`
+	HeaderNames []string `json:"header_names,omitempty"`
+	// ParamNames name the other members of an MCP tool call's params
+	// that it sends (OtherParams): absent when there are none.
+	ParamNames  []string   `json:"param_names,omitempty"`
 	ApprovalURL *string    `json:"approval_url,omitempty"`
 	StatusURL   string     `json:"status_url"`
 	ExpiresAt   *time.Time `json:"expires_at"`
@@ -58,6 +61,7 @@ func cloudEvent(e *Event) ceEvent {
 		Reasons:       nonNil(e.Reasons),
 		RuleIDs:       nonNil(e.RuleIDs),
 		StatusURL:     e.StatusURL,
+		ParamNames:    e.OtherParams,
 	}
 	if h := e.Headers; h != nil {
 		for _, hd := range h.List {

@@ -72,6 +72,10 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"header_names":`...)
 		b = strictjson.AppendStringsOrNull(b, d.HeaderNames)
 	}
+	if len(d.ParamNames) > 0 {
+		b = append(b, `,"param_names":`...)
+		b = strictjson.AppendStringsOrNull(b, d.ParamNames)
+	}
 	if d.ApprovalURL != nil {
 		b = append(b, `,"approval_url":`...)
 		b = strictjson.AppendString(b, *d.ApprovalURL)

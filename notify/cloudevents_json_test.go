@@ -54,6 +54,11 @@ func randomEvent(r *rand.Rand) *Event {
 		}
 	}
 	if r.IntN(2) == 0 {
+		for range r.IntN(3) {
+			e.OtherParams = append(e.OtherParams, pick())
+		}
+	}
+	if r.IntN(2) == 0 {
 		e.Type = TypeResolved
 		e.Outcome, e.DecidedBy, e.Comment = pick(), pick(), pick()
 		for range r.IntN(3) {

@@ -465,3 +465,43 @@ func TestCloudEventsHeaderNames(t *testing.T) {
 		t.Errorf("the event carries header values: %v", data)
 	}
 }
+
+// TestOtherParams: an MCP tool call that sends other members of params
+// (_meta, inputResponses, ...) names them in Slack and Teams messages,
+// after the arguments, and in CloudEvents as param_names; a call without
+// any gets the message it got before.
+func TestOtherParams(t *testing.T) {
+	e := requested("c1")
+	e.OtherParams = []string{"_meta", "inputResponses", "x<!channel>", "…"}
+
+	m := decodeSlack(t, renderSlack(t, e, false))
+	plain := decodeSlack(t, renderSlack(t, requested("c1"), false))
+	if len(m.Blocks) != len(plain.Blocks)+1 {
+		t.Fatalf("%d blocks, want %d: one more than without", len(m.Blocks), len(plain.Blocks)+1)
+	}
+	want := "*Other parameters sent:* _meta, inputResponses, x&lt;!channel&gt;, …\n_Approving sends them with the arguments; the approval page shows their values._"
+	if got := m.Blocks[4].Text; got == nil || got.Text != want || !got.Verbatim || !strings.HasPrefix(m.Blocks[3].Text.Text, "*Arguments*") {
+		t.Errorf("block after the arguments = %+v, want verbatim %q", got, want)
+	}
+
+	body := teamsMessage(&e).Attachments[0].Content.Body
+	got, _ := json.Marshal(body[len(body)-3:])
+	wantTeams := `[{"spacing":"Medium","text":"Other parameters sent","type":"TextBlock","weight":"Bolder","wrap":true},` +
+		`{"inlines":[{"fontType":"Monospace","text":"_meta, inputResponses, x\u003c!channel\u003e, …","type":"TextRun"}],"type":"RichTextBlock"},` +
+		`{"isSubtle":true,"size":"Small","text":"Approving sends them with the arguments; the approval page shows their values.","type":"TextBlock","wrap":true}]`
+	if string(got) != wantTeams {
+		t.Errorf("other parameters in the card:\n got %s\nwant %s", got, wantTeams)
+	}
+	if n, m := len(teamsMessage(new(requested("c1"))).Attachments[0].Content.Body), len(body); n != m-3 {
+		t.Errorf("%d blocks without other parameters, %d with: want three less", n, m)
+	}
+
+	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
+	if diff := cmp.Diff([]any{"_meta", "inputResponses", "x<!channel>", "…"}, data["param_names"]); diff != "" {
+		t.Errorf("param_names (-want +got):\n%s", diff)
+	}
+	data = decode(t, deliverOne(t, FormatCloudEvents, "", requested("c1")).Body)["data"].(map[string]any)
+	if _, has := data["param_names"]; has {
+		t.Errorf("a call without other parameters has param_names: %v", data)
+	}
+}

@@ -89,6 +89,12 @@ type Event struct {
 	// values hidden; nil for a call parked before toolgate listed them,
 	// whose messages then say nothing of headers.
 	Headers *Headers
+	// OtherParams name the other members of an MCP tool call's params
+	// that approving sends beside its arguments (_meta, inputResponses,
+	// requestState, ...), in order, ending with "…" when some are not
+	// listed; the approval page shows their values. Empty when there are
+	// none, or for a call parked before toolgate listed them.
+	OtherParams []string
 
 	// ApprovalURL is the signed GET link to the approval page (requested
 	// only). It is a capability: it is sent to the targets and never logged.

@@ -190,3 +190,6 @@ func omittedText(h *Headers) string {
 
 // Count is how many header lines are sent: those listed and those not.
 func (h *Headers) Count() int { return len(h.List) + h.Omitted }
+
+// otherParamsNote follows the names of a call's other parameters.
+const otherParamsNote = "Approving sends them with the arguments; the approval page shows their values."

@@ -145,6 +145,10 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 			len([]rune(shown)), len([]rune(pretty)))
 	}
 	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
+	if len(e.OtherParams) > 0 {
+		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(
+			"*Other parameters sent:* " + slackEsc(strings.Join(e.OtherParams, ", "), 500) + "\n_" + otherParamsNote + "_"))})
+	}
 
 	var ctx []string
 	if h := e.Headers; h != nil {

@@ -143,6 +143,10 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 			len([]rune(shown)), len([]rune(pretty)))))
 	}
 
+	if len(e.OtherParams) > 0 {
+		body = append(body, teamsLabel("Other parameters sent"),
+			teamsRich(truncateRunes(oneLine(strings.Join(e.OtherParams, ", ")), 500), true), teamsSubtle(otherParamsNote))
+	}
 	if h := e.Headers; h != nil {
 		body = append(body, teamsHeaders(h)...)
 	}

@@ -194,7 +194,7 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.KeyReused:
 		return answer{
 			kind: refusal, status: http.StatusConflict, outcome: outcomeInvalid, callID: pc.ID,
-			title: "Idempotency-Key reused", detail: "this Idempotency-Key belongs to a call with other arguments",
+			title: "Idempotency-Key reused", detail: "this Idempotency-Key belongs to a call with other arguments (or, for MCP, other params)",
 		}
 	case lifecycle.NotParked:
 		a.kind, a.status, a.outcome, a.title = refusal, http.StatusServiceUnavailable, outcomeUnavailable, "Approval store unavailable"

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,7 +96,8 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		info.Path += "?" + q // the approver sees everything that will be sent
 	}
 	// argsForm is what an Idempotency-Key is bound to: the request line and
-	// the arguments (canonical for a tool call, the raw body otherwise).
+	// the arguments (canonical for a tool call, the raw body otherwise),
+	// with an MCP tool call's other params (attachParams).
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
@@ -115,12 +117,24 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		info.Target = t.Target
 		info.TargetsBeyond = len(t.AllTargets()) > 0 && !t.SoleTarget(t.Target)
 		if c.mcp != nil {
-			// The body is the whole JSON-RPC message; show the arguments.
+			// The body is the whole JSON-RPC message; show the arguments,
+			// and the other members of params, which approving sends too.
 			info.Arguments = callinfo.MarshalNoEscape(t.Arguments)
+			var other map[string]any
+			if c.input.MCP != nil {
+				other = c.input.MCP.Params
+			}
+			info.OtherParams = callinfo.ParamsOf(shownParams(other))
+			argsForm += canonicalArgs(t.Arguments)
+			if key := attachParams(other, c.mcp.confirmAnswered); len(key) > 0 {
+				// An identical retry carries the same other params; a
+				// call without any keeps the form it always had.
+				argsForm += "\x00params\x00" + canonicalArgs(key)
+			}
 		} else {
 			info.Arguments = json.RawMessage(c.body)
+			argsForm += canonicalArgs(t.Arguments)
 		}
-		argsForm += canonicalArgs(t.Arguments)
 	} else {
 		if len(c.body) > 0 {
 			// A plain HTTP call's body: shown as JSON when it is, else as text.
@@ -166,6 +180,54 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		pc.AttachKey = digest("idem", c.subject.Principal, c.up.Name, key)
 	}
 	return pc, nil
+}
+
+// shownParams is what approvers are shown of a tool call's other params
+// (policy.MCP.Params): all of them but a progressToken in _meta, the
+// plumbing of the progress notifications toolgate relays (a _meta it
+// leaves empty goes too). m is never changed.
+func shownParams(m map[string]any) map[string]any {
+	meta, ok := m["_meta"].(map[string]any)
+	if !ok {
+		return m
+	}
+	if _, has := meta["progressToken"]; !has {
+		return m
+	}
+	out, meta := maps.Clone(m), maps.Clone(meta)
+	delete(meta, "progressToken")
+	if len(meta) == 0 {
+		delete(out, "_meta")
+	} else {
+		out["_meta"] = meta
+	}
+	return out
+}
+
+// attachParams is what of a tool call's other params an identical retry
+// must carry alike: those shown (shownParams) but for toolgate's own. A
+// requester's retry that answers toolgate's confirmation input request
+// (confirm.go) carries inputResponses["toolgate.confirm"] and the
+// requestState toolgate handed out with it: both are addressed to
+// toolgate, and the retry attaches to the call it answers. m is never
+// changed.
+func attachParams(m map[string]any, confirmAnswered bool) map[string]any {
+	m = shownParams(m)
+	if !confirmAnswered {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, "requestState")
+	if answers, ok := out["inputResponses"].(map[string]any); ok {
+		answers = maps.Clone(answers)
+		delete(answers, confirmKey)
+		if len(answers) == 0 {
+			delete(out, "inputResponses")
+		} else {
+			out["inputResponses"] = answers
+		}
+	}
+	return out
 }
 
 // holdFor is how long to hold the agent: pending.hold, shortened by

@@ -61,7 +61,7 @@ func (s *Server) confirmRequest(c *call, pc pending.Call) (req map[string]any, o
 		"method": "elicitation/create",
 		"params": map[string]any{
 			"mode": "url",
-			"message": "Your agent asks to call " + tool + ". Open the page to review its exact arguments and confirm or decline it. " +
+			"message": "Your agent asks to call " + tool + ". Open the page to review the call, its arguments and all it sends, and confirm or decline it. " +
 				"Answering here does not confirm it; the call waits until it is decided on the page or expires.",
 			"url":           s.cfg.ConfirmURL(pc),
 			"elicitationId": pc.ID,

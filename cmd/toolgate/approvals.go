@@ -382,7 +382,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	return notify.Event{
 		Approvals: approvals,
 		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, TargetsBeyond: info.TargetsBeyond, Upstream: c.Upstream, Subject: c.Subject,
-		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), ApprovalURL: link,
+		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), OtherParams: info.OtherParams.Names(), ApprovalURL: link,
 		StatusURL: proxy.StatusURL(p.proxyPublic, c.ID), ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
 	}

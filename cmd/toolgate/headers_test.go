@@ -86,7 +86,7 @@ func TestApproverSeesHeaders(t *testing.T) {
 		`<h2 id="headers">Headers sent</h2>`,
 		"<b>X-Api-Key</b>: <span class=\"mark\">(hidden: 17 bytes)</span>\n",
 		"<b>X-Target-Override</b>: /etc/shadow\n",
-		"Approving forwards exactly the request above: its arguments and headers, once.",
+		"Approving forwards the request above, as stored: its arguments and headers, once.",
 	} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("approval page lacks %q", want)

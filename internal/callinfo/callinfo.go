@@ -44,6 +44,14 @@ type Info struct {
 	// values hidden (HeadersOf). Nil for a call parked before toolgate
 	// listed them: pages then say nothing of its headers.
 	Headers *Headers `json:"headers,omitempty"`
+	// OtherParams are, for an MCP call of a tool (tools/call, and the
+	// pseudo-tools of resources/read and prompts/get), the members of the
+	// message's params that Tool and Arguments do not show and that the
+	// approved call sends all the same (ParamsOf): a tools/call's _meta,
+	// inputResponses, requestState, task, ... A progressToken in _meta is
+	// left out (the proxy's plumbing for progress notifications). Nil for
+	// other calls and for a call parked before toolgate listed them.
+	OtherParams *Params `json:"other_params,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.

@@ -109,6 +109,37 @@ func (info Info) Encode() []byte {
 		}
 		b.WriteByte('}')
 	}
+	if p := info.OtherParams; p != nil {
+		b.WriteString(`,"other_params":{"list":`)
+		if p.List == nil {
+			b.WriteString("null")
+		} else {
+			b.WriteByte('[')
+			for i, m := range p.List {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				str(`{"name":`, m.Name)
+				if len(m.Value) > 0 {
+					b.WriteString(`,"value":`)
+					if err := json.Compact(&b, m.Value); err != nil {
+						return nil // as MarshalNoEscape: values are JSON ParamsOf wrote
+					}
+				}
+				if m.Size != 0 {
+					b.WriteString(`,"size":`)
+					b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(m.Size), 10))
+				}
+				b.WriteByte('}')
+			}
+			b.WriteByte(']')
+		}
+		if p.Omitted != 0 {
+			b.WriteString(`,"omitted":`)
+			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(p.Omitted), 10))
+		}
+		b.WriteByte('}')
+	}
 	if len(info.PolicyInput) > 0 {
 		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
 			return nil // no compact JSON object: not the proxy's
@@ -130,15 +161,15 @@ func (info Info) Encode() []byte {
 // arguments as encoded, when that is info itself but for the forms JSON
 // does not keep: an empty list of approvers, groups or subjects is
 // omitted, so it reads back as none, and arguments absent read back as
-// null. A string that is not UTF-8 would read back changed: then ok is
-// false. TestEncodeKeepsWhatDecodeGives holds it to encoding/json.
+// null. A string that is not UTF-8, or another parameter's value that is
+// not compact JSON, would read back changed: then ok is false. TestEncodeKeepsWhatDecodeGives holds it to encoding/json.
 func (info Info) asDecoded(args []byte) (Info, bool) {
 	for _, s := range [...]string{info.Kind, info.Tool, info.Upstream, info.Subject, info.Target, info.Method, info.Path, info.MCPMethod} {
 		if !utf8.ValidString(s) {
 			return Info{}, false
 		}
 	}
-	if !allUTF8(info.Reasons) || !allUTF8(info.RuleIDs) || !info.Headers.validUTF8() {
+	if !allUTF8(info.Reasons) || !allUTF8(info.RuleIDs) || !info.Headers.validUTF8() || !info.OtherParams.asDecoded() {
 		return Info{}, false
 	}
 	as := info

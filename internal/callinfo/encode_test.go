@@ -72,6 +72,21 @@ func randomInfos(n int) []Info {
 				info.Headers.List = append(info.Headers.List, hd)
 			}
 		}
+		switch r.IntN(4) {
+		case 1:
+			info.OtherParams = &Params{}
+		case 2:
+			info.OtherParams = &Params{List: []Param{}, Omitted: r.IntN(3)}
+		case 3:
+			info.OtherParams = &Params{Omitted: r.IntN(2)}
+			for range 1 + r.IntN(3) {
+				p := Param{Name: text(), Value: raws[r.IntN(len(raws))]}
+				if len(p.Value) == 0 {
+					p.Size = r.IntN(3) * 9000
+				}
+				info.OtherParams.List = append(info.OtherParams.List, p)
+			}
+		}
 		switch r.IntN(3) {
 		case 1:
 			info.Approvers = []Approvers{}

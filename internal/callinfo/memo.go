@@ -71,12 +71,15 @@ func (m *memo) put(h uint64, enc []byte, info Info) {
 }
 
 // size is about what e holds: its encoding, the decoded copy's bytes, and
-// a slice entry or more for every string of its lists, every header and
-// every approver (which a few bytes of JSON can name by the thousand).
+// a slice entry or more for every string of its lists, every header, every
+// other parameter and every approver (which a few bytes of JSON can name by the thousand).
 func (e memoEntry) size() int {
 	n := 2*len(e.enc) + 16*(len(e.info.Reasons)+len(e.info.RuleIDs))
 	if h := e.info.Headers; h != nil {
 		n += 48 * len(h.List)
+	}
+	if p := e.info.OtherParams; p != nil {
+		n += 64 * len(p.List) // the values are in the encoding, counted twice above
 	}
 	for _, a := range e.info.Approvers {
 		n += 96 + 16*(len(a.Groups)+len(a.Subjects))
@@ -93,6 +96,7 @@ func (info Info) clone() Info {
 	c.Reasons = slices.Clone(info.Reasons)
 	c.RuleIDs = slices.Clone(info.RuleIDs)
 	c.Headers = info.Headers.clone()
+	c.OtherParams = info.OtherParams.clone()
 	if info.Approvers != nil {
 		c.Approvers = make([]Approvers, len(info.Approvers))
 		for i, a := range info.Approvers {

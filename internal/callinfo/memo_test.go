@@ -17,6 +17,7 @@ func memoSample(i int) Info {
 		Reasons:   []string{"writing notes needs a human"}, RuleIDs: []string{"notes-ask"}, Method: "POST", Path: "/mcp",
 		MCPMethod: "tools/call", HookAsked: true,
 		Headers:     &Headers{List: []Header{{Name: "X-Api-Key", Hidden: true, Size: 12}, {Name: "X-Mode", Value: "fast"}}, Omitted: 1},
+		OtherParams: &Params{List: []Param{{Name: "_meta", Value: json.RawMessage(`{"acme/path":"/etc/passwd"}`)}, {Name: "big", Size: 20000}}, Omitted: 1},
 		Approvers:   []Approvers{{Reason: "notes-ask", Groups: []string{"sre"}, Subjects: []string{"alice"}, Min: 2}},
 		PolicyInput: json.RawMessage(`{"tool":{"name":"write_note"},"subject":{"id":"agent-42"}}`),
 	}
@@ -88,6 +89,7 @@ func scribble(info Info) {
 	info.Reasons[0], info.RuleIDs[0] = "changed", "changed"
 	info.Approvers[0].Groups[0], info.Approvers[0].Subjects[0], info.Approvers[0].Min = "changed", "changed", 9
 	info.Headers.List[0].Value, info.Headers.Omitted = "changed", 9
+	info.OtherParams.List[0].Value[0], info.OtherParams.List[1].Name, info.OtherParams.Omitted = 'X', "changed", 9
 }
 
 func decodedHas(h uint64, enc []byte) bool {
