@@ -61,7 +61,7 @@ func cloudEvent(e *Event) ceEvent {
 		Reasons:       nonNil(e.Reasons),
 		RuleIDs:       nonNil(e.RuleIDs),
 		StatusURL:     e.StatusURL,
-		ParamNames:    e.OtherParams,
+		ParamNames:    e.OtherParams.names(),
 	}
 	if h := e.Headers; h != nil {
 		for _, hd := range h.List {

@@ -54,8 +54,9 @@ func randomEvent(r *rand.Rand) *Event {
 		}
 	}
 	if r.IntN(2) == 0 {
+		e.OtherParams = &Params{Omitted: r.IntN(2)}
 		for range r.IntN(3) {
-			e.OtherParams = append(e.OtherParams, pick())
+			e.OtherParams.List = append(e.OtherParams.List, Param{Name: pick(), Value: pick()})
 		}
 	}
 	if r.IntN(2) == 0 {

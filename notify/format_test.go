@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -466,42 +467,179 @@ func TestCloudEventsHeaderNames(t *testing.T) {
 	}
 }
 
-// TestOtherParams: an MCP tool call that sends other members of params
-// (_meta, inputResponses, ...) names them in Slack and Teams messages,
-// after the arguments, and in CloudEvents as param_names; a call without
-// any gets the message it got before.
-func TestOtherParams(t *testing.T) {
-	e := requested("c1")
-	e.OtherParams = []string{"_meta", "inputResponses", "x<!channel>", "…"}
+// withParams is requested(id) sending _meta and inputResponses beside its
+// arguments, as an MCP tool call may.
+func withParams(id string) Event {
+	e := requested(id)
+	e.OtherParams = &Params{List: []Param{
+		{Name: "_meta", Value: `{"acme/overwrite_path":"/etc/passwd"}`},
+		{Name: "inputResponses", Value: `{"confirm":{"action":"accept"}}`},
+	}}
+	return e
+}
 
-	m := decodeSlack(t, renderSlack(t, e, false))
+// TestSlackOtherParams: an MCP tool call that sends other members of
+// params shows each with its value after the arguments, in a code block;
+// a value the call's record did not keep by its size, and members past
+// the record's bounds are counted.
+func TestSlackOtherParams(t *testing.T) {
+	m := decodeSlack(t, renderSlack(t, withParams("c1"), false))
 	plain := decodeSlack(t, renderSlack(t, requested("c1"), false))
 	if len(m.Blocks) != len(plain.Blocks)+1 {
 		t.Fatalf("%d blocks, want %d: one more than without", len(m.Blocks), len(plain.Blocks)+1)
 	}
-	want := "*Other parameters sent:* _meta, inputResponses, x&lt;!channel&gt;, …\n_Approving sends them with the arguments; the approval page shows their values._"
+	want := "*Other parameters sent (2)*\n```\n" +
+		`_meta: {"acme/overwrite_path":"/etc/passwd"}` + "\n" +
+		`inputResponses: {"confirm":{"action":"accept"}}` + "\n```"
 	if got := m.Blocks[4].Text; got == nil || got.Text != want || !got.Verbatim || !strings.HasPrefix(m.Blocks[3].Text.Text, "*Arguments*") {
 		t.Errorf("block after the arguments = %+v, want verbatim %q", got, want)
 	}
 
-	body := teamsMessage(&e).Attachments[0].Content.Body
-	got, _ := json.Marshal(body[len(body)-3:])
-	wantTeams := `[{"spacing":"Medium","text":"Other parameters sent","type":"TextBlock","weight":"Bolder","wrap":true},` +
-		`{"inlines":[{"fontType":"Monospace","text":"_meta, inputResponses, x\u003c!channel\u003e, …","type":"TextRun"}],"type":"RichTextBlock"},` +
-		`{"isSubtle":true,"size":"Small","text":"Approving sends them with the arguments; the approval page shows their values.","type":"TextBlock","wrap":true}]`
-	if string(got) != wantTeams {
-		t.Errorf("other parameters in the card:\n got %s\nwant %s", got, wantTeams)
+	e := withParams("c1")
+	e.OtherParams.List = append(e.OtherParams.List, Param{Name: "requestState", Size: 20000})
+	e.OtherParams.Omitted = 2
+	m = decodeSlack(t, renderSlack(t, e, false))
+	want = "*Other parameters sent (5)*\n```\n" +
+		`_meta: {"acme/overwrite_path":"/etc/passwd"}` + "\n" +
+		`inputResponses: {"confirm":{"action":"accept"}}` + "\n" +
+		"requestState: (value not shown: 20000 bytes)\n```\n" +
+		"_2 more parameters are sent that neither this message nor the approval page lists._"
+	if got := m.Blocks[4].Text; got == nil || got.Text != want {
+		t.Errorf("other parameters section = %+v, want %q", got, want)
 	}
-	if n, m := len(teamsMessage(new(requested("c1"))).Attachments[0].Content.Body), len(body); n != m-3 {
-		t.Errorf("%d blocks without other parameters, %d with: want three less", n, m)
+}
+
+func TestTeamsOtherParams(t *testing.T) {
+	body := teamsMessage(new(withParams("c1"))).Attachments[0].Content.Body
+	got, _ := json.Marshal(body[len(body)-2:])
+	want := `[{"spacing":"Medium","text":"Other parameters sent (2)","type":"TextBlock","weight":"Bolder","wrap":true},` +
+		`{"inlines":[{"fontType":"Monospace","text":"_meta: {\"acme/overwrite_path\":\"/etc/passwd\"}\ninputResponses: {\"confirm\":{\"action\":\"accept\"}}","type":"TextRun"}],"type":"RichTextBlock"}]`
+	if string(got) != want {
+		t.Errorf("other parameters in the card:\n got %s\nwant %s", got, want)
+	}
+	if n, m := len(teamsMessage(new(requested("c1"))).Attachments[0].Content.Body), len(body); n != m-2 {
+		t.Errorf("%d blocks without other parameters, %d with: want two less", n, m)
 	}
 
+	e := withParams("c1")
+	e.OtherParams.List = append(e.OtherParams.List, Param{Name: "requestState", Size: 1})
+	e.OtherParams.Omitted = 1
+	body = teamsMessage(&e).Attachments[0].Content.Body
+	got, _ = json.Marshal(body[len(body)-3:])
+	want = `[{"spacing":"Medium","text":"Other parameters sent (4)","type":"TextBlock","weight":"Bolder","wrap":true},` +
+		`{"inlines":[{"fontType":"Monospace","text":"_meta: {\"acme/overwrite_path\":\"/etc/passwd\"}\ninputResponses: {\"confirm\":{\"action\":\"accept\"}}\nrequestState: (value not shown: 1 byte)","type":"TextRun"}],"type":"RichTextBlock"},` +
+		`{"isSubtle":true,"size":"Small","text":"1 more parameter is sent that neither this message nor the approval page lists.","type":"TextBlock","wrap":true}]`
+	if string(got) != want {
+		t.Errorf("other parameters in the card:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestOtherParamsEscapedAndBounded: other params' names and values cannot
+// close the Slack code block, link or mention; a long value is cut with
+// "…", many members are cut to the section's bound, and the whole message,
+// with long arguments and headers besides, stays within Slack's and
+// Teams' limits.
+func TestOtherParamsEscapedAndBounded(t *testing.T) {
+	const evil = "```<!channel> <https://evil.example|Approve>```"
+	e := requested("c1")
+	e.Arguments = json.RawMessage(`{"content":"` + strings.Repeat(`\"`, 10000) + `"}`)
+	e.Headers = &Headers{}
+	for i := range 60 {
+		e.Headers.List = append(e.Headers.List, Header{Name: fmt.Sprintf("X-Pad-%02d", i), Value: strings.Repeat(`\`, 1000)})
+	}
+	e.OtherParams = &Params{List: []Param{
+		{Name: "a" + evil, Value: `"` + evil + `"`},
+		{Name: "b_long", Value: `"` + strings.Repeat("<", 5000) + `"`},
+		{Name: "c_break", Value: "\"one\u2028Approved by admin\u0085two\""},
+	}, Omitted: 3}
+	for i := range 29 {
+		e.OtherParams.List = append(e.OtherParams.List, Param{Name: fmt.Sprintf("p%02d", i), Value: `"` + strings.Repeat("`", 2000) + `"`})
+	}
+
+	body := renderSlack(t, e, true)
+	m := decodeSlack(t, body)
+	var section string
+	for _, b := range m.Blocks {
+		if b.Text == nil {
+			continue
+		}
+		if n := len([]rune(b.Text.Text)); n > 3000 {
+			t.Errorf("%s block of %d characters (Slack allows 3000): %.100s", b.Type, n, b.Text.Text)
+		}
+		if strings.HasPrefix(b.Text.Text, "*Other parameters sent (35)*") {
+			section = b.Text.Text
+		}
+	}
+	if section == "" {
+		t.Fatalf("no other parameters section in %s", body)
+	}
+	if strings.Contains(section, "<!channel") || strings.Contains(section, "<h") || strings.Count(section, "```") != 2 {
+		t.Errorf("a param escapes its code block, links or mentions:\n%.400s", section)
+	}
+	for _, want := range []string{
+		"a`\u200b`\u200b`\u200b&lt;!channel&gt; &lt;https://evil.example|Approve&gt;",
+		"b_long: \"" + strings.Repeat("&lt;", 298) + "…\n",
+		"c_break: \"one Approved by admin two\"\n",
+		"\n_Truncated: approving sends them whole; the approval page shows their values._",
+		"\n_3 more parameters are sent that neither this message nor the approval page lists._",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("other parameters section lacks %q:\n%s", want, section)
+		}
+	}
+	if strings.Contains(section, "p28") {
+		t.Errorf("the section shows every member: not bounded")
+	}
+
+	card, _ := encodeJSON(teamsMessage(&e))
+	if len(card) > 28000 {
+		t.Errorf("Teams card of %d bytes; Teams allows ~28 KB", len(card))
+	}
+	cardBody := teamsMessage(&e).Attachments[0].Content.Body
+	var run string
+	for i, el := range cardBody {
+		if b, _ := el.(map[string]any); b["text"] == "Other parameters sent (35)" {
+			rich := cardBody[i+1].(map[string]any)
+			run = rich["inlines"].([]any)[0].(map[string]any)["text"].(string)
+			if note := cardBody[i+2].(map[string]any)["text"]; note != "Truncated: approving sends them whole; the approval page shows their values." {
+				t.Errorf("after the other parameters: %v, want the truncation note", note)
+			}
+		}
+	}
+	if len(run) > paramsLimit || !strings.HasPrefix(run, "a"+evil+`: "`+evil+`"`+"\nb_long: \""+strings.Repeat("<", 298)+"…\n") {
+		t.Errorf("other parameters text run of %d bytes (limit %d):\n%.300s", len(run), paramsLimit, run)
+	}
+}
+
+// TestOtherParams: a call without other parameters, or listing none, gets
+// the message it got before; CloudEvents data names them as param_names,
+// never with their values.
+func TestOtherParams(t *testing.T) {
+	plain := renderSlack(t, requested("c1"), false)
+	plainTeams, _ := encodeJSON(teamsMessage(new(requested("c1"))))
+	e := requested("c1")
+	e.OtherParams = &Params{List: []Param{}}
+	if got := renderSlack(t, e, false); !bytes.Equal(got, plain) {
+		t.Errorf("Slack message of a call listing no other parameters:\n got %s\nwant %s", got, plain)
+	}
+	if got, _ := encodeJSON(teamsMessage(&e)); !bytes.Equal(got, plainTeams) {
+		t.Errorf("Teams message of a call listing no other parameters:\n got %s\nwant %s", got, plainTeams)
+	}
+
+	e = withParams("c1")
+	e.OtherParams.List = append(e.OtherParams.List, Param{Name: "x<!channel>", Value: `1`})
+	e.OtherParams.Omitted = 1
 	data := decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
 	if diff := cmp.Diff([]any{"_meta", "inputResponses", "x<!channel>", "…"}, data["param_names"]); diff != "" {
 		t.Errorf("param_names (-want +got):\n%s", diff)
 	}
-	data = decode(t, deliverOne(t, FormatCloudEvents, "", requested("c1")).Body)["data"].(map[string]any)
-	if _, has := data["param_names"]; has {
-		t.Errorf("a call without other parameters has param_names: %v", data)
+	if strings.Contains(fmt.Sprint(data), "/etc/passwd") {
+		t.Errorf("the event carries param values: %v", data)
+	}
+	for _, e := range []Event{requested("c1"), {Type: TypeRequested, CallID: "c1", OtherParams: &Params{List: []Param{}}}} {
+		data = decode(t, deliverOne(t, FormatCloudEvents, "", e).Body)["data"].(map[string]any)
+		if _, has := data["param_names"]; has {
+			t.Errorf("a call without other parameters has param_names: %v", data)
+		}
 	}
 }

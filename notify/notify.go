@@ -89,12 +89,11 @@ type Event struct {
 	// values hidden; nil for a call parked before toolgate listed them,
 	// whose messages then say nothing of headers.
 	Headers *Headers
-	// OtherParams name the other members of an MCP tool call's params
+	// OtherParams are the other members of an MCP tool call's params
 	// that approving sends beside its arguments (_meta, inputResponses,
-	// requestState, ...), in order, ending with "…" when some are not
-	// listed; the approval page shows their values. Empty when there are
-	// none, or for a call parked before toolgate listed them.
-	OtherParams []string
+	// requestState, ...), with their values; nil (or listing none) when
+	// there are none, or for a call parked before toolgate listed them.
+	OtherParams *Params
 
 	// ApprovalURL is the signed GET link to the approval page (requested
 	// only). It is a capability: it is sent to the targets and never logged.
@@ -126,6 +125,22 @@ type Headers struct {
 type Header struct {
 	Name, Value string
 	Hidden      bool
+	Size        int
+}
+
+// Params are the other members of an MCP tool call's params.
+type Params struct {
+	// List is sorted by name.
+	List []Param
+	// Omitted counts the members sent past the display bounds: not listed.
+	Omitted int
+}
+
+// Param is one member of params. Value is its value as compact JSON;
+// empty when the call's record did not keep it (too large), and then
+// Size is its length in bytes.
+type Param struct {
+	Name, Value string
 	Size        int
 }
 

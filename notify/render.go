@@ -130,10 +130,21 @@ func outcomeIcon(outcome string) string {
 	return "🚫"
 }
 
-// headersLimit bounds the header lines a Slack or Teams message shows:
-// with argumentsLimit, well within Slack's 3,000 characters a section and
-// Teams' ~28 KB a card. The approval page lists every header it keeps.
-const headersLimit = 1500
+// headersLimit and paramsLimit bound the header lines and the other
+// params' lines a Slack or Teams message shows, in bytes (as escaped, for
+// Slack). Each of them and argumentsLimit is a Slack section of its own,
+// well within Slack's 3,000 characters a section, and the three together,
+// 5,500 bytes, are well within Teams' ~28 KB a card. The approval page
+// lists every header and param it keeps.
+const (
+	headersLimit = 1500
+	paramsLimit  = 1500
+)
+
+// paramValueMax is the longest value of one param a message shows, in
+// runes; a longer one is cut and ends with "…", so that one large value
+// cannot crowd the others out of paramsLimit.
+const paramValueMax = 300
 
 // usualHeaders are the headers most clients send with every call. A
 // message names them only; a call that sends no others gets one line.
@@ -156,7 +167,7 @@ func headerParts(h *Headers) (lines, usual []string) {
 		name := truncateRunes(oneLine(hd.Name), 100)
 		switch {
 		case hd.Hidden:
-			lines = append(lines, name+": "+hiddenText(hd.Size))
+			lines = append(lines, name+": "+sizeText("hidden", hd.Size))
 		default:
 			lines = append(lines, name+": "+truncateRunes(oneLine(hd.Value), 200))
 		}
@@ -164,11 +175,12 @@ func headerParts(h *Headers) (lines, usual []string) {
 	return lines, usual
 }
 
-func hiddenText(size int) string {
+// sizeText is "(what: N bytes)".
+func sizeText(what string, size int) string {
 	if size == 1 {
-		return "(hidden: 1 byte)"
+		return "(" + what + ": 1 byte)"
 	}
-	return fmt.Sprintf("(hidden: %d bytes)", size)
+	return fmt.Sprintf("(%s: %d bytes)", what, size)
 }
 
 // headersSummary is the one line of a call that sends only the usual
@@ -180,16 +192,100 @@ func headersSummary(h *Headers, usual []string) string {
 	return fmt.Sprintf("Headers sent: %d, all usual: %s", h.Count(), strings.Join(usual, ", "))
 }
 
-// omittedText says how many headers are sent that nothing lists.
-func omittedText(h *Headers) string {
-	if h.Omitted == 1 {
-		return "1 more header is sent that neither this message nor the approval page lists."
+// omittedText says how many headers or params (one, many: the word for
+// each) are sent that nothing lists.
+func omittedText(n int, one, many string) string {
+	if n == 1 {
+		return "1 more " + one + " is sent that neither this message nor the approval page lists."
 	}
-	return fmt.Sprintf("%d more headers are sent that neither this message nor the approval page lists.", h.Omitted)
+	return fmt.Sprintf("%d more %s are sent that neither this message nor the approval page lists.", n, many)
 }
 
 // Count is how many header lines are sent: those listed and those not.
 func (h *Headers) Count() int { return len(h.List) + h.Omitted }
 
-// otherParamsNote follows the names of a call's other parameters.
-const otherParamsNote = "Approving sends them with the arguments; the approval page shows their values."
+// A listing is a message's section of "name: value" lines that approving
+// sends beside the arguments: a call's headers or its other params. Its
+// lines go in a code block (Slack) or a text run (Teams), cut to limit
+// bytes; the title and notes are toolgate's words, or escaped by each
+// format.
+type listing struct {
+	title   string
+	lines   []string
+	limit   int
+	cut     bool   // a line is shortened already
+	cutNote string // said when anything is cut
+	notes   []string
+}
+
+// headersListing is the section of a call that sends headers beyond the
+// usual: those with their values, and the usual by name.
+func headersListing(h *Headers, lines, usual []string) listing {
+	l := listing{
+		title: fmt.Sprintf("Headers sent (%d)", h.Count()), lines: lines, limit: headersLimit,
+		cutNote: "Truncated: the approval page lists them all.",
+	}
+	if len(usual) > 0 {
+		l.notes = append(l.notes, "Also the usual: "+strings.Join(usual, ", ")+".")
+	}
+	if h.Omitted > 0 {
+		l.notes = append(l.notes, omittedText(h.Omitted, "header", "headers"))
+	}
+	return l
+}
+
+// paramsListing is the section of a call that sends other params: each
+// member with its value, cut to paramValueMax ("(value not shown: N
+// bytes)" for a value the call's record did not keep, as the approval
+// page shows it).
+func paramsListing(p *Params) listing {
+	l := listing{
+		title: fmt.Sprintf("Other parameters sent (%d)", p.Count()), limit: paramsLimit,
+		cutNote: "Truncated: approving sends them whole; the approval page shows their values.",
+	}
+	for _, m := range p.List {
+		name := truncateRunes(oneLine(m.Name), 100)
+		if m.Value == "" {
+			l.lines = append(l.lines, name+": "+sizeText("value not shown", m.Size))
+			continue
+		}
+		v := lineBreaks.Replace(m.Value)
+		if utf8.RuneCountInString(v) > paramValueMax {
+			v, l.cut = truncateRunes(v, paramValueMax), true
+		}
+		l.lines = append(l.lines, name+": "+v)
+	}
+	if p.Omitted > 0 {
+		l.notes = append(l.notes, omittedText(p.Omitted, "parameter", "parameters"))
+	}
+	return l
+}
+
+// lineBreaks folds the line breaks a value may hold (compact JSON escapes
+// \n and \r, and encoding/json U+2028 and U+2029, but not U+0085), so a
+// value keeps to its line; its spaces are left as they are, unlike
+// oneLine's, as they are part of what approving sends.
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\v", " ", "\f", " ", "\u0085", " ", "\u2028", " ", "\u2029", " ")
+
+// Count is how many members are sent: those listed and those not.
+func (p *Params) Count() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.List) + p.Omitted
+}
+
+// names are the names of the members listed, then "…" when some are not.
+func (p *Params) names() []string {
+	if p.Count() == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(p.List)+1)
+	for _, m := range p.List {
+		names = append(names, m.Name)
+	}
+	if p.Omitted > 0 {
+		names = append(names, "…")
+	}
+	return names
+}

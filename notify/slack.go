@@ -134,20 +134,15 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	}
 
 	pretty := prettyArguments(e.Arguments)
-	shown, truncated := cut(pretty, argumentsLimit, slackCodeRune)
-	var code strings.Builder
-	for _, r := range shown {
-		code.WriteString(slackCodeRune(r))
-	}
-	args := "*Arguments*\n```\n" + code.String() + "\n```"
+	code, shown, truncated := slackCode(pretty, argumentsLimit)
+	args := "*Arguments*\n" + code
 	if truncated {
 		args += fmt.Sprintf("\n_Truncated: %d of %d characters shown. The approval page shows them all._",
 			len([]rune(shown)), len([]rune(pretty)))
 	}
 	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
-	if len(e.OtherParams) > 0 {
-		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(
-			"*Other parameters sent:* " + slackEsc(strings.Join(e.OtherParams, ", "), 500) + "\n_" + otherParamsNote + "_"))})
+	if e.OtherParams.Count() > 0 {
+		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(paramsListing(e.OtherParams).slack()))})
 	}
 
 	var ctx []string
@@ -156,7 +151,7 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		if len(lines) == 0 && h.Omitted == 0 {
 			ctx = append(ctx, slackEsc(headersSummary(h, usual), 1000))
 		} else {
-			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(slackHeaders(h, lines, usual)))})
+			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(headersListing(h, lines, usual).slack()))})
 		}
 	}
 	if !e.ExpiresAt.IsZero() {
@@ -190,28 +185,34 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	}
 }
 
-// slackHeaders is the section of a call that sends headers beyond the
-// usual: those in a code block, values and all, and the usual by name.
-func slackHeaders(h *Headers, lines, usual []string) string {
+// slackCode is text in a code block, escaped and cut to limit bytes as
+// escaped; shown is what of text it shows.
+func slackCode(text string, limit int) (code, shown string, truncated bool) {
+	shown, truncated = cut(text, limit, slackCodeRune)
 	var b strings.Builder
-	fmt.Fprintf(&b, "*Headers sent (%d)*", h.Count())
-	if len(lines) > 0 {
-		text := strings.Join(lines, "\n")
-		shown, truncated := cut(text, headersLimit, slackCodeRune)
-		b.WriteString("\n```\n")
-		for _, r := range shown {
-			b.WriteString(slackCodeRune(r))
-		}
-		b.WriteString("\n```")
-		if truncated {
-			b.WriteString("\n_Truncated: the approval page lists them all._")
-		}
+	b.WriteString("```\n")
+	for _, r := range shown {
+		b.WriteString(slackCodeRune(r))
 	}
-	if len(usual) > 0 {
-		b.WriteString("\n_Also the usual: " + slackEsc(strings.Join(usual, ", "), 500) + "._")
+	b.WriteString("\n```")
+	return b.String(), shown, truncated
+}
+
+// slack is l as a section's mrkdwn text.
+func (l listing) slack() string {
+	var b strings.Builder
+	b.WriteString("*" + l.title + "*")
+	truncated := l.cut
+	if len(l.lines) > 0 {
+		code, _, over := slackCode(strings.Join(l.lines, "\n"), l.limit)
+		b.WriteString("\n" + code)
+		truncated = truncated || over
 	}
-	if h.Omitted > 0 {
-		b.WriteString("\n_" + omittedText(h) + "_")
+	if truncated {
+		b.WriteString("\n_" + l.cutNote + "_")
+	}
+	for _, n := range l.notes {
+		b.WriteString("\n_" + slackEsc(n, 500) + "_")
 	}
 	return b.String()
 }

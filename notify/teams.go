@@ -143,9 +143,8 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 			len([]rune(shown)), len([]rune(pretty)))))
 	}
 
-	if len(e.OtherParams) > 0 {
-		body = append(body, teamsLabel("Other parameters sent"),
-			teamsRich(truncateRunes(oneLine(strings.Join(e.OtherParams, ", ")), 500), true), teamsSubtle(otherParamsNote))
+	if e.OtherParams.Count() > 0 {
+		body = append(body, paramsListing(e.OtherParams).teams()...)
 	}
 	if h := e.Headers; h != nil {
 		body = append(body, teamsHeaders(h)...)
@@ -165,20 +164,24 @@ func teamsHeaders(h *Headers) []any {
 	if len(lines) == 0 && h.Omitted == 0 {
 		return []any{teamsSubtle(teamsMarkdown.Replace(headersSummary(h, usual)))}
 	}
-	body := []any{teamsLabel(fmt.Sprintf("Headers sent (%d)", h.Count()))}
-	if len(lines) > 0 {
-		text := strings.Join(lines, "\n")
-		shown, truncated := cut(text, headersLimit, nil)
+	return headersListing(h, lines, usual).teams()
+}
+
+// teams is l as card elements: a label, the lines in a text run (never
+// markdown), and the notes.
+func (l listing) teams() []any {
+	body := []any{teamsLabel(l.title)}
+	truncated := l.cut
+	if len(l.lines) > 0 {
+		shown, over := cut(strings.Join(l.lines, "\n"), l.limit, nil)
 		body = append(body, teamsRich(shown, true))
-		if truncated {
-			body = append(body, teamsSubtle("Truncated: the approval page lists them all."))
-		}
+		truncated = truncated || over
 	}
-	if len(usual) > 0 {
-		body = append(body, teamsSubtle(teamsMarkdown.Replace("Also the usual: "+strings.Join(usual, ", ")+".")))
+	if truncated {
+		body = append(body, teamsSubtle(l.cutNote))
 	}
-	if h.Omitted > 0 {
-		body = append(body, teamsSubtle(omittedText(h)))
+	for _, n := range l.notes {
+		body = append(body, teamsSubtle(teamsMarkdown.Replace(n)))
 	}
 	return body
 }

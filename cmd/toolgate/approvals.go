@@ -371,6 +371,19 @@ func notifyHeaders(h *callinfo.Headers) *notify.Headers {
 	return out
 }
 
+// notifyParams is an MCP call's other params as notifications show them;
+// nil when it sends none.
+func notifyParams(op *callinfo.Params) *notify.Params {
+	if op.Count() == 0 {
+		return nil
+	}
+	out := &notify.Params{List: make([]notify.Param, 0, len(op.List)), Omitted: op.Omitted}
+	for _, m := range op.List {
+		out.List = append(out.List, notify.Param{Name: m.Name, Value: string(m.Value), Size: m.Size})
+	}
+	return out
+}
+
 func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	info := callinfo.Decode(c.Info)
 	var approvals []notify.Approval
@@ -382,7 +395,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	return notify.Event{
 		Approvals: approvals,
 		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, TargetsBeyond: info.TargetsBeyond, Upstream: c.Upstream, Subject: c.Subject,
-		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), OtherParams: info.OtherParams.Names(), ApprovalURL: link,
+		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), OtherParams: notifyParams(info.OtherParams), ApprovalURL: link,
 		StatusURL: proxy.StatusURL(p.proxyPublic, c.ID), ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
 	}

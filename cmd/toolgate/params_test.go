@@ -43,6 +43,7 @@ func TestApproverSeesOtherParams(t *testing.T) {
 	up := testkit.NewUpstream(t, testkit.Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})))
 	ev := newEvents(t)
+	slack := testkit.NewUpstream(t, nil)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 public_url: http://approvals.invalid
@@ -57,7 +58,7 @@ pending:
 approvals:
   secret: ` + testSecret + `
   approvers: [{name: alice, key: alice-key}, {name: bot, key: bot-key}]
-  notify: [{url: ` + ev.URL + `, format: cloudevents}]
+  notify: [{url: ` + ev.URL + `, format: cloudevents}, {url: ` + slack.URL + `, format: slack}]
 shutdown_grace: 2s
 `,
 		"rules.yaml": "rules:\n  - {id: notes, effect: ask, tool: write_note, target: \"notes/*\"}\n",
@@ -147,6 +148,29 @@ shutdown_grace: 2s
 				t.Errorf("the event's param_names (-want +got):\n%s", diff)
 			}
 		}
+	}
+
+	// The Slack message shows them with their values, as the record
+	// holds them.
+	testkit.WaitFor(t, "the Slack message", func() bool { return len(slack.Requests()) > 0 })
+	var msg struct {
+		Blocks []struct {
+			Text *struct{ Text string } `json:"text"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal(slack.Requests()[0].Body, &msg); err != nil {
+		t.Fatalf("Slack message: %v", err)
+	}
+	wantSlack := "*Other parameters sent (3)*\n```\n" +
+		`_meta: {"acme/overwrite_path":"/etc/passwd"}` + "\n" +
+		`inputResponses: {"confirm":{"action":"accept","content":{"ok":true}}}` + "\n" +
+		`requestState: "rs-1"` + "\n```"
+	found := false
+	for _, b := range msg.Blocks {
+		found = found || b.Text != nil && b.Text.Text == wantSlack
+	}
+	if !found {
+		t.Errorf("the Slack message lacks %q:\n%s", wantSlack, slack.Requests()[0].Body)
 	}
 
 	// Approved, the call sends the message as parked.

@@ -76,22 +76,6 @@ func ParamsOf(m map[string]any) *Params {
 	return out
 }
 
-// Names are the names of the members listed, in order, then "…" when some
-// are omitted.
-func (p *Params) Names() []string {
-	if p == nil {
-		return nil
-	}
-	names := make([]string, 0, len(p.List)+1)
-	for _, m := range p.List {
-		names = append(names, m.Name)
-	}
-	if p.Omitted > 0 {
-		names = append(names, "…")
-	}
-	return names
-}
-
 // Count is how many members are sent: those listed and those not.
 func (p *Params) Count() int {
 	if p == nil {
