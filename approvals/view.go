@@ -142,7 +142,7 @@ type headersView struct {
 type headerView struct {
 	Name, Value []argSpan
 	Marker      string // "hidden: 12 bytes", for a credential's value
-	Cut         string // "cut: 1024 of 4000 bytes shown", for a long value
+	Cut         string // "cut: 1024 of 4000 bytes shown", for a long value; a value not UTF-8 says so
 }
 
 // OmittedText warns of the headers sent that the page does not list.
@@ -170,9 +170,14 @@ func headersOf(h *callinfo.Headers) *headersView {
 		default:
 			hv.Value, hid = revealSpans(hd.Value)
 			v.HasHidden = v.HasHidden || hid
-			if hd.Size > 0 {
-				hv.Cut = fmt.Sprintf("cut: %d of %d bytes shown", len(strings.TrimSuffix(hd.Value, "…")), hd.Size)
+			var notes []string
+			if hd.NotUTF8 {
+				notes = append(notes, `not UTF-8: such bytes are shown as \xNN`)
 			}
+			if hd.Size > 0 && strings.HasSuffix(hd.Value, "…") {
+				notes = append(notes, fmt.Sprintf("cut: %d of %d bytes shown", len(strings.TrimSuffix(hd.Value, "…")), hd.Size))
+			}
+			hv.Cut = strings.Join(notes, "; ")
 		}
 		v.List = append(v.List, hv)
 	}

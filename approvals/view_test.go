@@ -615,6 +615,7 @@ func TestPage_Headers(t *testing.T) {
 		{Name: "X-Api-Key", Hidden: true, Size: 1},
 		{Name: "X-Long", Value: "aaaa…", Size: 5000},
 		{Name: "X-Note", Value: "<script>alert(1)</script>\tx"},
+		{Name: "X-Raw", Value: `\xFF\xFE`, NotUTF8: true},
 		{Name: "X-Target-Override", Value: "/etc/sha\u202edow"},
 	}, Omitted: 2}
 	c := viewCall("CALL1", pending.Waiting, info)
@@ -626,6 +627,7 @@ func TestPage_Headers(t *testing.T) {
 <b>X-Api-Key</b>: <span class="mark">(hidden: 1 byte)</span>
 <b>X-Long</b>: aaaa… <span class="mark">(cut: 4 of 5000 bytes shown)</span>
 <b>X-Note</b>: &lt;script&gt;alert(1)&lt;/script&gt;<span class="esc">\t</span>x
+<b>X-Raw</b>: \xFF\xFE <span class="mark">(not UTF-8: such bytes are shown as \xNN)</span>
 <b>X-Target-Override</b>: /etc/sha<span class="hid">\u202e</span>dow
 </pre>`
 	if !strings.Contains(section, want) {

@@ -99,6 +99,9 @@ func (info Info) Encode() []byte {
 					b.WriteString(`,"size":`)
 					b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(hd.Size), 10))
 				}
+				if hd.NotUTF8 {
+					b.WriteString(`,"not_utf8":true`)
+				}
 				b.WriteByte('}')
 			}
 			b.WriteByte(']')

@@ -65,7 +65,7 @@ func randomInfos(n int) []Info {
 		case 3:
 			info.Headers = &Headers{Omitted: r.IntN(2)}
 			for range 1 + r.IntN(3) {
-				hd := Header{Name: text(), Value: text(), Size: r.IntN(3) * 700}
+				hd := Header{Name: text(), Value: text(), Size: r.IntN(3) * 700, NotUTF8: r.IntN(3) == 0}
 				if r.IntN(2) == 0 {
 					hd.Value, hd.Hidden = "", true
 				}

@@ -47,6 +47,9 @@ type Header struct {
 	Hidden bool `json:"hidden,omitempty"`
 	// Size is the length in bytes of a value that is hidden or cut.
 	Size int `json:"size,omitempty"`
+	// NotUTF8 is true when the value sent holds bytes that are not UTF-8:
+	// Value shows each of them as \xNN (showBytes).
+	NotUTF8 bool `json:"not_utf8,omitempty"`
 }
 
 // Count is how many header lines are sent: those listed and those not.
@@ -59,9 +62,10 @@ func (h *Headers) Count() int {
 
 // HeadersOf lists the headers h will send, but for the names skip
 // reports (toolgate's own), with the values of the names hide reports
-// hidden. Names and values that are not UTF-8 have U+FFFD in their place
-// (a display, not the bytes sent). It never returns nil: a call parked
-// with no headers lists none.
+// hidden. A value's bytes that are not UTF-8 are shown as \xNN, and the
+// header is marked NotUTF8; a name's have U+FFFD in their place (Go's
+// server refuses such names). It never returns nil: a call parked with no
+// headers lists none.
 func HeadersOf(h map[string][]string, skip, hide func(name string) bool) *Headers {
 	names := make([]string, 0, len(h))
 	for k := range h {
@@ -85,8 +89,9 @@ func HeadersOf(h map[string][]string, skip, hide func(name string) bool) *Header
 			if hidden {
 				hd.Size = len(v)
 			} else {
-				hd.Value = cutTo(strings.ToValidUTF8(v, "\uFFFD"), MaxHeaderValue)
-				if hd.Value != v {
+				shown, bad := showBytes(v)
+				hd.Value, hd.NotUTF8 = cutTo(shown, MaxHeaderValue), bad
+				if len(shown) > MaxHeaderValue {
 					hd.Size = len(v)
 				}
 			}
@@ -99,6 +104,27 @@ func HeadersOf(h map[string][]string, skip, hide func(name string) bool) *Header
 		}
 	}
 	return out
+}
+
+// showBytes is v with each byte that is not UTF-8 written as \xNN, and
+// whether there was one: replacing a run of them with one U+FFFD would
+// show an approver neither what is sent nor how much.
+func showBytes(v string) (string, bool) {
+	if utf8.ValidString(v) {
+		return v, false
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, 0, len(v)+8)
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, '\\', 'x', hex[v[i]>>4], hex[v[i]&0xf])
+		} else {
+			b = append(b, v[i:i+n]...)
+		}
+		i += n
+	}
+	return string(b), true
 }
 
 // cutTo returns s cut to max bytes, at a rune boundary, ending with "…"

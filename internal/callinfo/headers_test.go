@@ -27,7 +27,7 @@ func TestHeadersOf(t *testing.T) {
 		{Name: "Cookie", Hidden: true, Size: len("session=admin")},
 		{Name: "Cookie", Hidden: true, Size: len("b=2")},
 		{Name: "X-Api-Key", Hidden: true, Size: len("someone-elses-key")},
-		{Name: "X-Bad", Value: "a\uFFFDb", Size: 3},
+		{Name: "X-Bad", Value: `a\xFFb`, NotUTF8: true}, // each byte shown, nothing cut
 		{Name: "X-Target-Override", Value: "/etc/shadow"},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -93,5 +93,20 @@ func TestHeadersOfBounds(t *testing.T) {
 	var back Info
 	if err := json.Unmarshal(info.Encode(), &back); err != nil || !cmp.Equal(info.Headers, back.Headers) {
 		t.Errorf("headers read back %v (%v)", back.Headers, err)
+	}
+}
+
+// TestHeadersOfNotUTF8: every byte that is not UTF-8 is shown, as \xNN,
+// and a value is marked cut only when it was.
+func TestHeadersOfNotUTF8(t *testing.T) {
+	long := strings.Repeat("\xff", MaxHeaderValue)
+	h := HeadersOf(map[string][]string{"X-A": {"\xff\xff\xff\xff\xff\xff"}, "X-B": {long}},
+		func(string) bool { return false }, func(string) bool { return false })
+	a, b := h.List[0], h.List[1]
+	if a.Value != strings.Repeat(`\xFF`, 6) || !a.NotUTF8 || a.Size != 0 {
+		t.Errorf("X-A: %+v, want six \\xFF, not UTF-8, not cut", a)
+	}
+	if !strings.HasSuffix(b.Value, "…") || len(b.Value) > MaxHeaderValue || !b.NotUTF8 || b.Size != len(long) {
+		t.Errorf("X-B: %d bytes, not UTF-8 %v, size %d; want cut to %d with its size", len(b.Value), b.NotUTF8, b.Size, MaxHeaderValue)
 	}
 }
