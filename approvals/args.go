@@ -164,18 +164,28 @@ func (w *argWriter) str(s, class string) {
 		case r == '\n':
 			w.add("esc", `\n`)
 			w.add(class, "\n")
-		case r == '\t':
-			w.add("esc", `\t`)
-		case r == '\r':
-			w.add("esc", `\r`)
-		case hidden(r):
-			w.hidden = true
-			w.add("hid", reveal(string(r)))
 		default:
-			w.add(class, string(r))
+			w.char(r, class)
 		}
 	}
 	w.add(class, `"`)
+}
+
+// char writes r in class, tabs and carriage returns as escapes (class
+// "esc") and characters that hide or reorder text spelled out as reveal
+// spells them (class "hid").
+func (w *argWriter) char(r rune, class string) {
+	switch {
+	case r == '\t':
+		w.add("esc", `\t`)
+	case r == '\r':
+		w.add("esc", `\r`)
+	case hidden(r):
+		w.hidden = true
+		w.add("hid", reveal(string(r)))
+	default:
+		w.add(class, string(r))
+	}
 }
 
 // revealSpans is s in spans as the page shows a header: every character
@@ -186,19 +196,11 @@ func (w *argWriter) str(s, class string) {
 func revealSpans(s string) (spans []argSpan, revealed bool) {
 	var w argWriter
 	for _, r := range s {
-		switch {
-		case r == '\t':
-			w.add("esc", `\t`)
-		case r == '\n':
-			w.add("esc", `\n`)
-		case r == '\r':
-			w.add("esc", `\r`)
-		case hidden(r):
-			w.hidden = true
-			w.add("hid", reveal(string(r)))
-		default:
-			w.add("", string(r))
+		if r == '\n' {
+			w.add("esc", `\n`) // one line
+			continue
 		}
+		w.char(r, "")
 	}
 	return w.done(), w.hidden
 }

@@ -40,8 +40,8 @@ func specialSlashes(s string, urlArg bool) string {
 	if _, special := defaultPorts[strings.ToLower(scheme)]; !special {
 		return s
 	}
-	if !urlArg && !strings.HasPrefix(rest, "/") {
-		return s
+	if !urlArg && !strings.HasPrefix(rest, "/") || strings.HasPrefix(rest, "//") && !strings.HasPrefix(rest, "///") {
+		return s // not a URL, or two slashes already: nothing to rewrite
 	}
 	if trimmed := strings.TrimLeft(rest, "/"); trimmed != rest || urlArg {
 		return scheme + "://" + trimmed
@@ -71,18 +71,26 @@ func canonicalAuthority(s string) (out, unicode string, ok bool) {
 		end = len(rest)
 	}
 	authority, tail := rest[:end], rest[end:]
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+	at := strings.LastIndexByte(authority, '@')
+	if at >= 0 {
 		authority = authority[at+1:]
 	}
-	host, port := splitHostPort(authority)
-	host, unicode, ok = canonicalHost(host)
+	written, writtenPort := splitHostPort(authority)
+	host, unicode, ok := canonicalHost(written)
 	if !ok || host == "" && defaultPorts[scheme] != "" {
 		return "", "", false // no host that every client reads alike
 	}
+	port := writtenPort
 	if p, err := strconv.ParseUint(port, 10, 16); err == nil {
 		port = strconv.FormatUint(p, 10) // "0443" is 443
 	}
-	if port == "" || port == defaultPorts[scheme] {
+	if port == defaultPorts[scheme] {
+		port = ""
+	}
+	if s[:i] == scheme && at < 0 && host == written && port == writtenPort && !strings.HasSuffix(authority, ":") {
+		return s, unicode, true // as written already: the common case allocates nothing
+	}
+	if port == "" {
 		return scheme + "://" + host + tail, unicode, true
 	}
 	return scheme + "://" + host + ":" + port + tail, unicode, true
@@ -161,16 +169,19 @@ func canonicalHost(h string) (ascii, unicode string, ok bool) {
 		}
 		return "[" + a.String() + "]", "", true
 	}
-	if strings.Contains(h, "%") {
-		d, err := url.PathUnescape(h)
-		if err != nil {
+	ascii = h
+	if !plainHost(h) {
+		if strings.Contains(h, "%") {
+			d, err := url.PathUnescape(h)
+			if err != nil {
+				return "", "", false
+			}
+			h = d
+		}
+		var err error
+		if ascii, err = hostProfile.ToASCII(h); err != nil {
 			return "", "", false
 		}
-		h = d
-	}
-	ascii, err := hostProfile.ToASCII(h)
-	if err != nil {
-		return "", "", false
 	}
 	// One trailing dot is the root of the DNS: "evil.com." is evil.com.
 	if t := strings.TrimSuffix(ascii, "."); t != "" && !strings.HasSuffix(t, ".") {
@@ -179,10 +190,27 @@ func canonicalHost(h string) (ascii, unicode string, ok bool) {
 	if a, ok := whatwgIPv4(ascii); ok {
 		return a, "", true
 	}
-	if u, err := hostProfile.ToUnicode(ascii); err == nil && u != ascii {
-		unicode = u
+	if strings.Contains(ascii, "xn--") {
+		if u, err := hostProfile.ToUnicode(ascii); err == nil && u != ascii {
+			unicode = u
+		}
 	}
 	return ascii, unicode, true
+}
+
+// plainHost reports whether h is a host the lookup mapping leaves as it
+// is, so that it need not run: lower-case ASCII letters, digits, "-", "_"
+// and dots between labels, no xn-- label (which the mapping checks).
+func plainHost(h string) bool {
+	if h == "" || h[0] == '.' || strings.Contains(h, "..") || strings.Contains(h, "xn--") {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // whatwgIPv4 reads h as the WHATWG URL standard reads an IPv4 host, when
@@ -191,6 +219,9 @@ func canonicalHost(h string) (ascii, unicode string, ok bool) {
 // ("0x7f.1" is 127.0.0.1, "2130706433" too). It returns the address in
 // dotted decimal.
 func whatwgIPv4(h string) (string, bool) {
+	if last := h[strings.LastIndexByte(h, '.')+1:]; last == "" || last[0] < '0' || last[0] > '9' {
+		return "", false // a name: its last label is no number
+	}
 	parts := strings.Split(h, ".")
 	if last := parts[len(parts)-1]; last == "" || !isIPv4Number(last) {
 		return "", false

@@ -51,15 +51,8 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		return a
 	}
 	ctx := withHeld(c.withRelay(r.Context(), w, r), pc.ID, c.input)
-	hold := s.holdFor(r)
-	if hold > 0 {
-		if !s.held.take(c.subject.Principal) {
-			hold = 0 // its principal has enough held: answered at once, as with respond-async
-			s.metrics.notHeld.Inc()
-		} else {
-			defer s.held.done(c.subject.Principal)
-		}
-	}
+	hold, release := s.holdPlace(c.subject.Principal, s.holdFor(r))
+	defer release()
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{
 		For:           hold,
 		Progress:      c.progressReporter(w, r),

@@ -1,6 +1,9 @@
 package proxy
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // heldLimit bounds how many of one principal's requests this replica holds
 // open at once waiting for a decision: held asks (retries that attach to a
@@ -45,4 +48,18 @@ func (l *heldLimit) done(principal string) {
 	if l.n[principal]--; l.n[principal] <= 0 {
 		delete(l.n, principal) // the map holds only principals with held requests
 	}
+}
+
+// holdPlace is how long a request of principal may be held: d, when the
+// principal has a place left (release gives it back), else 0, so that the
+// request is answered at once with its call as it stands.
+func (s *Server) holdPlace(principal string, d time.Duration) (time.Duration, func()) {
+	if d <= 0 {
+		return d, func() {}
+	}
+	if !s.held.take(principal) {
+		s.metrics.notHeld.Inc()
+		return 0, func() {}
+	}
+	return d, func() { s.held.done(principal) }
 }

@@ -75,15 +75,8 @@ func (s *Server) status(r *http.Request, id string) answer {
 	if !ok {
 		return *invalid(http.StatusBadRequest, "Bad wait", "wait is a duration such as 30s, or a number of seconds")
 	}
-	wait = min(wait, s.cfg.Hold)
-	if wait > 0 {
-		if !s.held.take(subj.Principal) {
-			wait = 0 // its principal has enough held: the call as it stands
-			s.metrics.notHeld.Inc()
-		} else {
-			defer s.held.done(subj.Principal)
-		}
-	}
+	wait, release := s.holdPlace(subj.Principal, min(wait, s.cfg.Hold))
+	defer release()
 	pc, err := s.life.Status(r.Context(), subj.Principal, id, wait, r.Method == http.MethodGet)
 	if err != nil {
 		return storeFailed(err)

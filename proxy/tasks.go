@@ -247,13 +247,8 @@ func taskNotFound(c *call) answer {
 // so that an identical call after it parks anew rather than attaching;
 // its result stays readable here.
 func (s *Server) taskResultWait(ctx context.Context, principal, id string) (pending.Call, error) {
-	hold := s.cfg.Hold
-	if !s.held.take(principal) {
-		hold = 0 // its principal has enough held: the task as it stands
-		s.metrics.notHeld.Inc()
-	} else {
-		defer s.held.done(principal)
-	}
+	hold, release := s.holdPlace(principal, s.cfg.Hold)
+	defer release()
 	deadline := time.Now().Add(hold)
 	var prev pending.State
 	for {

@@ -23,6 +23,37 @@ func (info Info) Encode() []byte {
 		b.WriteString(key)
 		b.Write(strictjson.AppendString(b.AvailableBuffer(), s))
 	}
+	// num writes key and n, unless n is 0 (omitempty).
+	num := func(key string, n int) {
+		if n != 0 {
+			b.WriteString(key)
+			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(n), 10))
+		}
+	}
+	// list writes key and {"list":[…],"omitted":n} (a nil list as null),
+	// each entry by item, which reports false on a value it cannot write;
+	// list then reports false.
+	list := func(key string, isNil bool, n, omitted int, item func(i int) bool) bool {
+		b.WriteString(key)
+		b.WriteString(`{"list":`)
+		if isNil {
+			b.WriteString("null")
+		} else {
+			b.WriteByte('[')
+			for i := range n {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				if !item(i) {
+					return false
+				}
+			}
+			b.WriteByte(']')
+		}
+		num(`,"omitted":`, omitted)
+		b.WriteByte('}')
+		return true
+	}
 	str(`{"kind":`, info.Kind)
 	str(`,"tool":`, info.Tool)
 	str(`,"upstream":`, info.Upstream)
@@ -79,69 +110,40 @@ func (info Info) Encode() []byte {
 		b.WriteString(`,"targets_beyond":true`)
 	}
 	if h := info.Headers; h != nil {
-		b.WriteString(`,"headers":{"list":`)
-		if h.List == nil {
-			b.WriteString("null")
-		} else {
-			b.WriteByte('[')
-			for i, hd := range h.List {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				str(`{"name":`, hd.Name)
-				if hd.Value != "" {
-					str(`,"value":`, hd.Value)
-				}
-				if hd.Hidden {
-					b.WriteString(`,"hidden":true`)
-				}
-				if hd.Size != 0 {
-					b.WriteString(`,"size":`)
-					b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(hd.Size), 10))
-				}
-				if hd.NotUTF8 {
-					b.WriteString(`,"not_utf8":true`)
-				}
-				b.WriteByte('}')
+		list(`,"headers":`, h.List == nil, len(h.List), h.Omitted, func(i int) bool {
+			hd := h.List[i]
+			str(`{"name":`, hd.Name)
+			if hd.Value != "" {
+				str(`,"value":`, hd.Value)
 			}
-			b.WriteByte(']')
-		}
-		if h.Omitted != 0 {
-			b.WriteString(`,"omitted":`)
-			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(h.Omitted), 10))
-		}
-		b.WriteByte('}')
+			if hd.Hidden {
+				b.WriteString(`,"hidden":true`)
+			}
+			num(`,"size":`, hd.Size)
+			if hd.NotUTF8 {
+				b.WriteString(`,"not_utf8":true`)
+			}
+			b.WriteByte('}')
+			return true
+		})
 	}
 	if p := info.OtherParams; p != nil {
-		b.WriteString(`,"other_params":{"list":`)
-		if p.List == nil {
-			b.WriteString("null")
-		} else {
-			b.WriteByte('[')
-			for i, m := range p.List {
-				if i > 0 {
-					b.WriteByte(',')
+		ok := list(`,"other_params":`, p.List == nil, len(p.List), p.Omitted, func(i int) bool {
+			m := p.List[i]
+			str(`{"name":`, m.Name)
+			if len(m.Value) > 0 {
+				b.WriteString(`,"value":`)
+				if err := json.Compact(&b, m.Value); err != nil {
+					return false // as MarshalNoEscape: values are JSON ParamsOf wrote
 				}
-				str(`{"name":`, m.Name)
-				if len(m.Value) > 0 {
-					b.WriteString(`,"value":`)
-					if err := json.Compact(&b, m.Value); err != nil {
-						return nil // as MarshalNoEscape: values are JSON ParamsOf wrote
-					}
-				}
-				if m.Size != 0 {
-					b.WriteString(`,"size":`)
-					b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(m.Size), 10))
-				}
-				b.WriteByte('}')
 			}
-			b.WriteByte(']')
+			num(`,"size":`, m.Size)
+			b.WriteByte('}')
+			return true
+		})
+		if !ok {
+			return nil
 		}
-		if p.Omitted != 0 {
-			b.WriteString(`,"omitted":`)
-			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(p.Omitted), 10))
-		}
-		b.WriteByte('}')
 	}
 	if len(info.PolicyInput) > 0 {
 		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
