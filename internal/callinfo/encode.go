@@ -18,7 +18,7 @@ import (
 // Decode will give for the encoding is kept (memo.go).
 func (info Info) Encode() []byte {
 	var b bytes.Buffer
-	b.Grow(256 + len(info.Arguments) + len(info.PolicyInput))
+	b.Grow(info.sizeHint())
 	str := func(key, s string) {
 		b.WriteString(key)
 		b.Write(strictjson.AppendString(b.AvailableBuffer(), s))
@@ -160,6 +160,24 @@ func (info Info) Encode() []byte {
 		decoded.put(decoded.hash(enc), enc, as)
 	}
 	return enc
+}
+
+// sizeHint is about the length of info's encoding, so that Encode grows
+// its buffer once: the policy input, the arguments and the headers are most
+// of it.
+func (info Info) sizeHint() int {
+	n := 256 + len(info.Arguments) + len(info.PolicyInput) + len(info.Target)
+	if h := info.Headers; h != nil {
+		for _, hd := range h.List {
+			n += 48 + len(hd.Name) + len(hd.Value)
+		}
+	}
+	if p := info.OtherParams; p != nil {
+		for _, m := range p.List {
+			n += 32 + len(m.Name) + len(m.Value)
+		}
+	}
+	return n
 }
 
 // asDecoded returns what decoding info's encoding gives, args being its
