@@ -45,6 +45,12 @@ type Options struct {
 	// bounded walk over the call and needs no clock, so a call decided
 	// there sets no timer.
 	Timeout time.Duration
+	// ErrorDetail keeps an evaluation error's whole text. Off, what a
+	// built-in function's error says beyond the function's name is cut,
+	// since it may quote the call's arguments (evalerr.go). Turn it on
+	// where the arguments may be shown: with log.arguments, and in the
+	// policy commands, which evaluate an input the author wrote.
+	ErrorDetail bool
 	// Logger receives reload reports. Nil discards them.
 	Logger *slog.Logger
 	// OnReload, if set, is called after every load attempt with the
@@ -254,6 +260,20 @@ func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Ca
 // Decision is then Deny with the error as its reason, and callers must not
 // forward the call.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
+	return e.told(e.decide(ctx, in))
+}
+
+// told is a decision and its error as the engine hands them on: without
+// Options.ErrorDetail, an evaluation error is cut (evalerr.go), in the
+// error and in the deny's reason alike.
+func (e *Engine) told(d Decision, err error) (Decision, error) {
+	if err != nil && !e.opts.ErrorDetail {
+		return failed(redactEvalError(err))
+	}
+	return d, err
+}
+
+func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 	p := e.current.Load()
 	if p.native == nil {
 		v, err := in.valueFor(p.reads)
@@ -318,7 +338,7 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			mode = string(s)
 		}
 	}
-	return e.current.Load().decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil)
+	return e.told(e.current.Load().decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil))
 }
 
 // decideRego decides with every rule evaluated by OPA.

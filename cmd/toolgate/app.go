@@ -101,7 +101,11 @@ func policySourceOf(cfg *config.Config) policySource {
 }
 
 // newEngine builds the policy engine a configuration describes.
-func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, onReload func(string, error)) (*policy.Engine, error) {
+//
+// errorDetail keeps evaluation errors whole (policy.Options.ErrorDetail):
+// the server keeps them so only with log.arguments, since they may quote
+// a call's arguments; the policy commands always do.
+func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, onReload func(string, error), errorDetail bool) (*policy.Engine, error) {
 	if src.dir != "" {
 		if st, err := os.Stat(src.dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("policy.dir: %s is not a readable directory (point it at the folder of your .rego files)", src.dir)
@@ -118,6 +122,7 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 		NativeLibrary: true,
 		Default:       def,
 		Capabilities:  cfg.Policy.Capabilities,
+		ErrorDetail:   errorDetail,
 		Logger:        log,
 		OnReload:      onReload,
 	})
@@ -135,7 +140,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	}()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reloaded, inForce := a.policyMetrics()
-	if a.engine, err = newEngine(ctx, cfg, src, log, reloaded); err != nil {
+	if a.engine, err = newEngine(ctx, cfg, src, log, reloaded, cfg.Log.Arguments); err != nil {
 		return nil, err
 	}
 	inForce(a.engine.Revision())

@@ -113,7 +113,7 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: --input: %v\n", err)
 		return exitUsage
 	}
-	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil)
+	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil, true)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
 		return exitUsage

@@ -1,0 +1,64 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/topdown"
+)
+
+// hiddenDetail stands where an evaluation error's detail was cut.
+const hiddenDetail = "(detail hidden: it may quote the call's input; log.arguments shows it)"
+
+// redactEvalError returns err as the engine hands it on when
+// Options.ErrorDetail is off. OPA's built-in functions quote their
+// operands in their errors (`to_number: strconv.ParseFloat: parsing
+// "…"`), and an operand is often one of the call's arguments, which the
+// logs, the decision log and the traces keep only with log.arguments. The
+// error's code, its location (the policy's own text, where an author
+// looks), the built-in's or the rule's name stay; the rest goes. Only a
+// cancellation (a timeout) names no value and stays whole.
+func redactEvalError(err error) error {
+	var te *topdown.Error
+	if !errors.As(err, &te) || te.Code == topdown.CancelErr {
+		return err
+	}
+	msg := hiddenDetail
+	head, _, cut := strings.Cut(te.Message, ":")
+	switch te.Code {
+	case topdown.BuiltinErr, topdown.TypeErr:
+		// A built-in's message starts with its name: "to_number: …".
+		if cut && isBuiltinName(head) {
+			msg = head + ": " + hiddenDetail
+		}
+	case topdown.ConflictErr:
+		// "rule data.x produced conflicting values:" and then the values,
+		// which may be the input's; the fixed messages have no colon.
+		if cut {
+			msg = head + ": " + hiddenDetail
+		} else {
+			msg = te.Message
+		}
+	}
+	return &evalError{&topdown.Error{Code: te.Code, Message: msg, Location: te.Location}}
+}
+
+// isBuiltinName reports whether s reads as a built-in function's name
+// (letters, digits, '_' and '.'), so that no quoted text passes as one.
+func isBuiltinName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// evalError is a redacted evaluation error. It does not unwrap to the
+// original, whose text holds what was cut.
+type evalError struct{ te *topdown.Error }
+
+func (e *evalError) Error() string { return "policy: evaluating: " + e.te.Error() }
