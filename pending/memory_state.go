@@ -81,6 +81,7 @@ func (s *MemoryStore) move(m *memCall, to State, now time.Time) {
 	case to == Executing:
 		s.dropAt(m, later(m.c.ExpiresAt, m.c.LeaseUntil).Add(s.resultTTL))
 	case to.Terminal():
+		m.c.Request = nil // see Call.Request
 		s.dropAt(m, now.Add(s.resultTTL))
 		if !attachable(m.c) {
 			s.unattach(m) // nothing left to hand a retry

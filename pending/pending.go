@@ -125,6 +125,10 @@ type Call struct {
 
 	// Request is the request to forward once approved, exactly as it was
 	// evaluated; RequestDigest is its digest (approval tokens bind it).
+	// A call that reaches a terminal state no longer has its Request: it
+	// will never be sent, and it may carry credentials for the upstream
+	// (a cookie, an API key) that should not outlive their use by
+	// ResultTTL. RequestDigest stays.
 	Request       []byte
 	RequestDigest string
 	// Info is what approvers and the status endpoint show (JSON).

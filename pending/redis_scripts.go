@@ -284,6 +284,16 @@ local function save(id, h, at)
   end
 end
 
+-- droprequest leaves Request out of h's next save: its Brief and Info
+-- stay where they lie, and its length becomes 0.
+local function droprequest(h)
+  local bf, inl, rq = string.match(h._lens, '^(%d+) (%d+) (%d+)$')
+  if not rq or rq == '0' then return end
+  local tail = h._tail or string.sub(h._val, h._t0, h._t1)
+  h._tail = string.sub(tail, 1, tonumber(bf) + tonumber(inl))
+  h._lens = bf .. ' ' .. inl .. ' 0'
+end
+
 -- value is what a script replies for a call: its stored value, as it
 -- was just read or written (an earlier release's call, encoded).
 local function value(h)
@@ -477,6 +487,7 @@ local function move(id, h, to, fields, deadline, at)
   h.st = to
   for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
   if terminal[to] then
+    droprequest(h) -- never sent now (Call.Request)
     save(id, h, now + rttl) -- a terminal call lasts ResultTTL
     -- terminal index entries live as long as their calls: trim on insert
     call('ZREMRANGEBYSCORE', statekey(to), '-inf', '(' .. num(now - rttl))

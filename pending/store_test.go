@@ -140,6 +140,10 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := sampleCall()
+		if string(c.Request) != string(want.Request) {
+			t.Errorf("the claimed request changed with the caller's: %q", c.Request)
+		}
 		c.Approvals[0].By = "mallory"
 		res := Result{Status: 200, Header: map[string][]string{"X-One": {"a"}}, Body: []byte("ok")}
 		f, err := s.Finish(ctx, c.ID, c.Fence, Executed, res)
@@ -149,10 +153,9 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		res.Header["X-One"][0], res.Body[0] = "z", 'z'
 		f.Result.Header["X-One"] = []string{"y"}
 		f.Result.Status = 500
-		got := get(t, s, p.ID)
-		want := sampleCall()
-		if string(got.Request) != string(want.Request) || string(got.Info) != string(want.Info) || string(got.Brief) != string(want.Brief) {
-			t.Errorf("the parked bytes changed with the caller's: %q %q %q", got.Request, got.Info, got.Brief)
+		got := get(t, s, p.ID) // executed: its request is forgotten (ForgetsRequest)
+		if string(got.Info) != string(want.Info) || string(got.Brief) != string(want.Brief) {
+			t.Errorf("the parked bytes changed with the caller's: %q %q", got.Info, got.Brief)
 		}
 		if len(got.Approvals) != 1 || got.Approvals[0].By != "alice" {
 			t.Errorf("approvals %+v: changed with a returned call's", got.Approvals)
@@ -792,7 +795,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			if err != nil || got.ID != c.ID || got.State != to {
 				t.Fatalf("WaitHeld = %s %s, %v; want %s", got.ID, got.State, err, to)
 			}
-			if to != Approved && (got.DecidedBy != "alice" || got.Comment != "why" || string(got.Request) != string(c.Request)) {
+			if to != Approved && (got.DecidedBy != "alice" || got.Comment != "why" || string(got.Info) != string(c.Info)) {
 				t.Errorf("WaitHeld after %s = %+v; want the call whole", to, got)
 			}
 		}
@@ -830,6 +833,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("EndedCapped", func(t *testing.T) { testEndedCapped(t, newStore) })
 	t.Run("ApprovedWindow", func(t *testing.T) { testApprovedWindow(t, newStore) })
 	t.Run("Overdue", func(t *testing.T) { testOverdue(t, newStore) })
+	t.Run("ForgetsRequest", func(t *testing.T) { testForgetsRequest(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
 	t.Run("Nonces", func(t *testing.T) { testNonces(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
