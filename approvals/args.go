@@ -206,7 +206,8 @@ func revealSpans(s string) (spans []argSpan, revealed bool) {
 }
 
 // reveal spells out characters that hide or reorder text (bidi overrides,
-// zero-width and other format characters, controls, line separators) as
+// zero-width and other format characters, tag characters, variation
+// selectors, controls, line separators: hidden) as
 // \uXXXX, so an approver sees the bytes that will run, not a disguise. In
 // JSON that is a valid escape of the same character. Newlines, tabs and
 // carriage returns stay (comments span lines); invalid UTF-8 shows as
@@ -231,10 +232,18 @@ func reveal(s string) string {
 	return b.String()
 }
 
+// hidden reports whether the page spells r out: controls, format
+// characters (bidi, zero-width, tag characters), line and paragraph
+// separators, private-use characters, the unassigned rest of the Tags
+// block, and variation selectors. Policy refuses some of these only in
+// targets, or only where they select nothing (an emoji's U+FE0F passes);
+// the page marks every one wherever it is, as it marks the joiners
+// emoji use, so that what shows as nothing is never silent.
 func hidden(r rune) bool {
 	switch r {
 	case '\n', '\t', '\r':
 		return false
 	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co)
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Variation_Selector) ||
+		0xE0000 <= r && r <= 0xE007F
 }

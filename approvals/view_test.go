@@ -19,13 +19,17 @@ func TestReveal(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain", "plain"},
 		{"line one\nline two\r\n\ttabbed", "line one\nline two\r\n\ttabbed"},
-		{"a\u202etxt.exe", `a\u202etxt.exe`},   // right-to-left override
-		{"zero\u200bwidth", `zero\u200bwidth`}, // zero-width space
-		{"bell\x07", `bell\u0007`},             // control
-		{"line\u2028sep", `line\u2028sep`},     // line separator
-		{"tag\U000E0041", `tag\udb40\udc41`},   // tag character, as a JSON surrogate pair
-		{"bad\xffbyte", "bad\ufffdbyte"},       // invalid UTF-8
-		{"émoji 👍 日本", "émoji 👍 日本"},           // ordinary text stays
+		{"a\u202etxt.exe", `a\u202etxt.exe`},     // right-to-left override
+		{"zero\u200bwidth", `zero\u200bwidth`},   // zero-width space
+		{"bell\x07", `bell\u0007`},               // control
+		{"line\u2028sep", `line\u2028sep`},       // line separator
+		{"tag\U000E0041", `tag\udb40\udc41`},     // tag character, as a JSON surrogate pair
+		{"tag\U000E0002", `tag\udb40\udc02`},     // unassigned, in the Tags block
+		{"report\uFE0F.txt", `report\ufe0f.txt`}, // variation selector
+		{"\u2764\uFE0F", `❤\ufe0f`},              // even after an emoji, as joiners are
+		{"\u845B\U000E0100", `葛\udb40\udd00`},    // ideographic variation selector
+		{"bad\xffbyte", "bad\ufffdbyte"},         // invalid UTF-8
+		{"émoji 👍 日本", "émoji 👍 日本"},             // ordinary text stays
 	}
 	for _, tt := range tests {
 		if got := reveal(tt.in); got != tt.want {
@@ -365,6 +369,27 @@ func TestPage_RevealsHiddenCharacters(t *testing.T) {
 	}
 	decoded := between(t, body, `<pre class="args"`, "</pre>")
 	for _, want := range []string{`a</span><span class="hid">\u202e</span>`, `x</span><span class="hid">\u202e</span>`} {
+		if !strings.Contains(decoded, want) {
+			t.Errorf("decoded arguments lack %q:\n%s", want, decoded)
+		}
+	}
+	if !strings.Contains(body, "Hidden characters (invisible or changing the text's direction)") {
+		t.Error("page does not warn of the hidden characters")
+	}
+}
+
+// TestPage_RevealsSelectorsAndTags: tag characters and variation
+// selectors show as nothing, so the page spells them out in any value,
+// a target or not, as it does bidi controls.
+func TestPage_RevealsSelectorsAndTags(t *testing.T) {
+	h := newViewHandler(t)
+	c := viewCall("CALL1", pending.Waiting, restInfo(`{"path":"notes/a.txt","content":"see report`+"\uFE0F"+`.txt`+"\U000E0049\U000E0047"+`"}`))
+	body := renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(c), Forms: true, Token: "t", Action: "./CALL1"})
+	if strings.ContainsAny(body, "\uFE0F\U000E0049\U000E0047") {
+		t.Error("page shows a raw variation selector or tag character")
+	}
+	decoded := between(t, body, `<pre class="args"`, "</pre>")
+	for _, want := range []string{`report</span><span class="hid">\ufe0f</span>`, `<span class="hid">\udb40\udc49\udb40\udc47</span>`} {
 		if !strings.Contains(decoded, want) {
 			t.Errorf("decoded arguments lack %q:\n%s", want, decoded)
 		}

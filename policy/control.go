@@ -3,14 +3,16 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
 
 // ControlError reports a character toolgate refuses in an argument key or
-// a target: a control character, or in a target a bidi control or an
-// invisible format character.
+// a target: a control character, or in a target a bidi control, an
+// invisible format character, a tag character or a variation selector
+// where it selects nothing.
 type ControlError struct {
 	What  string // "argument key" or "target"
 	Value string // the key or the target string
@@ -24,8 +26,35 @@ func (e *ControlError) Error() string {
 		kind = "bidi control character"
 	case isInvisible(e.Char):
 		kind = "invisible format character"
+	case isTag(e.Char):
+		kind = "tag character"
+	case isVariationSelector(e.Char):
+		return fmt.Sprintf("%s %s holds the variation selector U+%04X where it selects nothing", e.What, quote(e.Value), e.Char)
 	}
-	return fmt.Sprintf("%s %q holds the %s U+%04X", e.What, e.Value, kind, e.Char)
+	return fmt.Sprintf("%s %s holds the %s U+%04X", e.What, quote(e.Value), kind, e.Char)
+}
+
+// quote is s quoted as %q quotes it, but with variation selectors
+// escaped too: %q leaves them as they are (they are marks, which Go counts
+// as printable), and the message would then show nothing where the
+// refused character is.
+func quote(s string) string {
+	q := strconv.Quote(s)
+	if !strings.ContainsFunc(q, isVariationSelector) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case r > 0xFFFF && isVariationSelector(r):
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case isVariationSelector(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // CheckControl refuses arguments that a tool server could read otherwise
@@ -40,7 +69,8 @@ func (e *ControlError) Error() string {
 //     U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069: they reorder
 //     how the text shows, "Trojan Source") or an invisible format
 //     character (isInvisible: soft hyphen, zero-width space, word joiner,
-//     invisible operators, BOM).
+//     invisible operators, BOM), a tag character (U+E0000 to U+E007F) or a
+//     variation selector that selects nothing (strayVariationSelector).
 //
 // String values other than targets may hold any of them (text with
 // newlines, right-to-left prose). When several strings do, the error names
@@ -48,13 +78,15 @@ func (e *ControlError) Error() string {
 // error is a *ControlError.
 func CheckControl(args map[string]any, targetArgs []string) error {
 	var worst *ControlError
-	note := func(what, v string, refused func(rune) bool) {
-		if i := strings.IndexFunc(v, refused); i >= 0 && (worst == nil || v < worst.Value) {
+	// refused returns the byte offset of the first refused character, or -1.
+	note := func(what, v string, refused func(string) int) {
+		if i := refused(v); i >= 0 && (worst == nil || v < worst.Value) {
 			r, _ := utf8.DecodeRuneInString(v[i:])
 			worst = &ControlError{What: what, Value: v, Char: r}
 		}
 	}
-	checkKeys(args, func(what, v string) { note(what, v, unicode.IsControl) })
+	control := func(s string) int { return strings.IndexFunc(s, unicode.IsControl) }
+	checkKeys(args, func(what, v string) { note(what, v, control) })
 	if worst != nil {
 		return worst
 	}
@@ -103,10 +135,56 @@ func checkKeys(v any, note func(what, v string)) {
 	}
 }
 
-// refusedInTarget reports whether a target may not hold r: a control
-// character, a bidi control or an invisible format character.
-func refusedInTarget(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || isInvisible(r)
+// refusedInTarget returns the byte offset in s of the first character a
+// target may not hold, or -1: a control character, a bidi control, an
+// invisible format character, a tag character, or a variation selector
+// that selects nothing.
+func refusedInTarget(s string) int {
+	prev := rune(-1) // none: s starts here
+	for i, r := range s {
+		switch {
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r), isInvisible(r), isTag(r):
+			return i
+		case isVariationSelector(r) && strayVariationSelector(prev, r):
+			return i
+		}
+		prev = r
+	}
+	return -1
+}
+
+// isTag reports whether r is in the Tags block, U+E0000 to U+E007F. Tag
+// characters show as nothing, yet each stands for an ASCII character that
+// a model reads ("ASCII smuggling"): a target could carry instructions an
+// approver never sees, or be a name that looks like another. Their one use
+// a target might see, an emoji flag of a region (England's), is not worth
+// that.
+func isTag(r rune) bool { return 0xE0000 <= r && r <= 0xE007F }
+
+// isVariationSelector reports whether r is a variation selector: U+FE00
+// to U+FE0F, or U+E0100 to U+E01EF (the ideographic ones).
+func isVariationSelector(r rune) bool {
+	return 0xFE00 <= r && r <= 0xFE0F || 0xE0100 <= r && r <= 0xE01EF
+}
+
+// strayVariationSelector reports whether the variation selector vs, right
+// after prev (-1: nothing), selects nothing. A selector picks a form of
+// the character before it and shows as nothing itself, so after a letter
+// or a digit it only makes two names look alike (report\uFE0F.txt passes
+// for report.txt). The rule, simple over exact: U+FE00 to U+FE0F may
+// follow a symbol outside ASCII (emoji are symbols: text or emoji
+// presentation with U+FE0E or U+FE0F, as in a heart with U+FE0F) or an
+// ideograph; U+E0100 to U+E01EF, which select regional glyphs of CJK
+// ideographs, may follow only an ideograph. The few emoji that are not
+// symbols (keycaps such as 1 U+FE0F U+20E3, U+203C, U+2139) are refused
+// with a selector; their bare forms pass.
+func strayVariationSelector(prev, vs rune) bool {
+	ideograph := prev >= 0 && unicode.Is(unicode.Ideographic, prev)
+	if vs >= 0xE0100 {
+		return !ideograph
+	}
+	symbol := prev > unicode.MaxASCII && unicode.IsSymbol(prev)
+	return !symbol && !ideograph
 }
 
 // isInvisible reports whether r is one of the format characters that

@@ -37,6 +37,26 @@ func TestCheckControl(t *testing.T) {
 		{"invisible plus", map[string]any{"path": "a\u2064b"}, "U+2064"},
 		{"bidi in an opaque target's key", map[string]any{"path": map[string]any{"a\u202eb": "x"}}, `argument key "a\u202eb" holds the bidi control character U+202E`},
 		{"bidi in a nested array", map[string]any{"path": []any{[]any{"a\u2067"}}}, "U+2067"},
+		// Tag characters: invisible ASCII a model reads ("ASCII smuggling").
+		{"tag letters", map[string]any{"path": "notes.txt\U000E0049\U000E0047\U000E004E"}, `target "notes.txt\U000e0049\U000e0047\U000e004e" holds the tag character U+E0049`},
+		{"cancel tag", map[string]any{"url": "https://x/\U000E007F"}, "tag character U+E007F"},
+		{"unassigned tag", map[string]any{"path": "a\U000E0000"}, "tag character U+E0000"},
+		{"flag tag sequence", map[string]any{"file": []any{"\U0001F3F4\U000E0067\U000E0062\U000E007F.png"}}, "tag character U+E0067"},
+		{"tag in an opaque target's key", map[string]any{"path": map[string]any{"k\U000E0041": "x"}}, `argument key "k\U000e0041" holds the tag character U+E0041`},
+		// Variation selectors that select nothing.
+		{"FE0F after a letter", map[string]any{"path": "report\uFE0F.txt"}, `target "report\ufe0f.txt" holds the variation selector U+FE0F where it selects nothing`},
+		{"FE0E after a digit", map[string]any{"path": "v2\uFE0E"}, "variation selector U+FE0E"},
+		{"FE00 after ASCII punctuation", map[string]any{"command": "rm -rf .\uFE00/x"}, "variation selector U+FE00"},
+		{"at the start", map[string]any{"path": "\uFE0Fa"}, "variation selector U+FE0F"},
+		{"after a non-ASCII letter", map[string]any{"path": "café\uFE0F.txt"}, "variation selector U+FE0F"},
+		{"after another selector", map[string]any{"path": "\u2764\uFE0F\uFE0F"}, "variation selector U+FE0F"},
+		{"ideographic selector after an emoji", map[string]any{"path": "\u2764\U000E0100"}, `target "❤\U000e0100" holds the variation selector U+E0100`},
+		{"ideographic selector after a letter", map[string]any{"path": "a\U000E01EF"}, "variation selector U+E01EF"},
+		{"tag and selector in a non-target value", map[string]any{"content": "a\uFE0F\U000E0041"}, ""},
+		// Selectors that pick a form: emoji presentation, a CJK glyph.
+		{"emoji with FE0F", map[string]any{"path": "\u2764\uFE0F/notes.md", "file": "\u263A\uFE0E.txt"}, ""},
+		{"emoji ZWJ sequence with FE0F", map[string]any{"path": "\U0001F3F3\uFE0F\u200D\U0001F308.png"}, ""},
+		{"ideograph with a selector", map[string]any{"path": "\u845B\U000E0100城.txt", "file": "\u8FBB\uFE00"}, ""},
 		// Right-to-left names need no controls; joiners are letters' business.
 		{"Hebrew and Arabic names", map[string]any{"path": "מסמכים/דוח.txt", "file": "تقارير/ملف.pdf"}, ""},
 		{"Persian with a zero-width non-joiner", map[string]any{"path": "می\u200cخواهم.txt"}, ""},

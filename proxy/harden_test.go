@@ -348,13 +348,19 @@ func TestControlCharacters(t *testing.T) {
 
 // TestHiddenCharactersInTargets: DEL and the C1 controls are control
 // characters too, refused in keys and targets; a target holding a bidi
-// control or an invisible format character would show as another string to
-// an approver than the tool reads (report\u202etxt.exe shows as
-// reportexe.txt), so it is refused as well. The answer names the
-// character, and nothing reaches the upstream. Right-to-left names, the
-// joiners Persian and emoji need, and such characters outside targets pass.
+// control, an invisible format character, a tag character (invisible
+// ASCII a model reads) or a variation selector that selects nothing would
+// show as another string to an approver than the tool reads
+// (report\u202etxt.exe shows as reportexe.txt, report\ufe0f.txt as
+// report.txt), so it is refused as well, before a real policy that allows
+// every read. The answer names the character, and nothing reaches the
+// upstream. Right-to-left names, the joiners Persian and emoji need, emoji
+// and ideographs with their variation selectors, and such characters
+// outside targets reach it byte for byte.
 func TestHiddenCharactersInTargets(t *testing.T) {
-	env := newTestServer(t, allowAll)
+	env := newTestServer(t, seedEngineRules(t, `rules:
+  - {id: all, effect: allow, tool: read_file, target: "**"}
+`))
 	for _, tc := range []struct{ body, want string }{
 		{`{"path":"a\u007fb"}`, `target "a\x7fb" holds the control character U+007F`},
 		{`{"path":"a\u0085b"}`, `target "a\u0085b" holds the control character U+0085`},
@@ -367,6 +373,11 @@ func TestHiddenCharactersInTargets(t *testing.T) {
 		{`{"url":"https://ev\u00adil.com/"}`, "invisible format character U+00AD"},
 		{`{"path":".e\u200bnv"}`, "invisible format character U+200B"},
 		{`{"path":{"\ufeffk":"v"}}`, `argument key "\ufeffk" holds the invisible format character U+FEFF`},
+		{`{"path":"notes.txt\udb40\udc49\udb40\udc47\udb40\udc4e"}`, `target "notes.txt\U000e0049\U000e0047\U000e004e" holds the tag character U+E0049`},
+		{`{"file":["a.md","b\udb40\udc7f"]}`, "tag character U+E007F"},
+		{`{"path":"report\ufe0f.txt"}`, `target "report\ufe0f.txt" holds the variation selector U+FE0F where it selects nothing`},
+		{`{"path":"v2\ufe0e"}`, "variation selector U+FE0E"},
+		{`{"path":"a\udb40\udd00"}`, "variation selector U+E0100"},
 	} {
 		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
 		p := readProblem(t, res)
@@ -377,18 +388,28 @@ func TestHiddenCharactersInTargets(t *testing.T) {
 	if n := len(env.upstream.Requests()); n != 0 {
 		t.Fatalf("the upstream got %d requests", n)
 	}
-	for _, body := range []string{
+	pass := []string{
 		`{"path":"מסמכים/דוח.txt","file":"تقارير/ملف.pdf"}`,
 		`{"path":"می\u200cخواهم.txt"}`,
 		`{"path":"👩\u200d💻/notes.md"}`,
-		`{"path":"a.txt","content":"x\u202ey\u200b\u007f\u0085"}`,
-	} {
+		`{"path":"a.txt","content":"x\u202ey\u200b\u007f\u0085\ufe0f\udb40\udc41"}`,
+		"{\"path\":\"\u2764\uFE0F/notes.md\"}",                                   // a heart, emoji style
+		"{\"path\":\"\U0001F3F3\uFE0F\u200D\U0001F308 flags/\u263A\uFE0E.txt\"}", // a rainbow flag; a smiley, text style
+		`{"path":"葛\udb40\udd00城.txt"}`,
+	}
+	for _, body := range pass {
 		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {
 			t.Errorf("%s: %d, want 200", body, res.StatusCode)
 		}
 	}
-	if n := len(env.upstream.Requests()); n != 4 {
-		t.Fatalf("the upstream got %d requests, want 4", n)
+	got := env.upstream.Requests()
+	if len(got) != len(pass) {
+		t.Fatalf("the upstream got %d requests, want %d", len(got), len(pass))
+	}
+	for i, r := range got {
+		if string(r.Body) != pass[i] {
+			t.Errorf("upstream got %s, want %s", r.Body, pass[i])
+		}
 	}
 }
 

@@ -924,10 +924,11 @@ func TestMCPDuplicateKeys(t *testing.T) {
 }
 
 // TestMCPHiddenCharacters: a tools/call whose target holds DEL, a C1
-// control, a bidi control or an invisible format character, or whose key
-// holds DEL or a C1 control, is an invalid-params error naming the
-// character; so is a resources/read whose URI does. Nothing reaches the
-// upstream.
+// control, a bidi control, an invisible format character, a tag character
+// or a variation selector that selects nothing, or whose key holds DEL or
+// a C1 control, is an invalid-params error naming the character; so is a
+// resources/read whose URI does. Nothing reaches the upstream. An emoji
+// with U+FE0F and Hebrew and Persian names reach the tool.
 func TestMCPHiddenCharacters(t *testing.T) {
 	call := func(args string) string {
 		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":` + args + `}}`
@@ -939,6 +940,10 @@ func TestMCPHiddenCharacters(t *testing.T) {
 		"override":     {call(`{"path":"report\u202etxt.exe"}`), "bidi control character U+202E"},
 		"zero-width":   {call(`{"file":[".e\u200bnv"]}`), "invisible format character U+200B"},
 		"resource URI": {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\u2067b"}}`, "bidi control character U+2067"},
+		"tags":         {call(`{"path":"a.txt\udb40\udc49\udb40\udc47"}`), `target "a.txt\U000e0049\U000e0047" holds the tag character U+E0049`},
+		"selector":     {call(`{"path":"report\ufe0f.txt"}`), `target "report\ufe0f.txt" holds the variation selector U+FE0F`},
+		"in an array":  {call(`{"file":["ok.md","x\ufe00"]}`), "variation selector U+FE00"},
+		"tag in a URI": {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\udb40\udc41"}}`, "tag character U+E0041"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -950,6 +955,17 @@ func TestMCPHiddenCharacters(t *testing.T) {
 			}
 		})
 	}
+	t.Run("legitimate names pass", func(t *testing.T) {
+		env := newMCPEnv(t, mcpRawEra)
+		cs := env.connect(t, mcpRawEra)
+		names := []string{"\u2764\uFE0Fnotes.md", "\u263A\uFE0E.txt", "דוח.txt", "می\u200cخواهم.txt"}
+		for _, p := range names {
+			mcpWantResult(t, mcpCall(t, cs, "read_file", map[string]any{"path": p}), "contents of "+p)
+		}
+		if n := env.up.invoked("read_file"); n != len(names) {
+			t.Fatalf("read_file ran %d times, want %d", n, len(names))
+		}
+	})
 }
 
 // TestMCPBadToolName: a tools/call whose params.name fails the tool-name
