@@ -135,10 +135,18 @@ func checkComment(s string) error {
 // so "%2F" and the like end here too.
 func callID(r *http.Request) (string, error) {
 	id := chi.URLParam(r, "id")
-	if id == "" || len(id) > maxCallIDBytes || strings.IndexFunc(id, notIDRune) >= 0 {
+	if !validCallID(id) {
 		return "", pending.ErrNotFound
 	}
 	return id, nil
+}
+
+// validCallID reports whether id is one a store could hold: 1 to
+// maxCallIDBytes of A-Z a-z 0-9 - _ . :. Every entry point checks it
+// before the store sees id, so a Redis key never holds a byte toolgate
+// did not mean to put there.
+func validCallID(id string) bool {
+	return id != "" && len(id) <= maxCallIDBytes && strings.IndexFunc(id, notIDRune) < 0
 }
 
 // callIDParam is the route's {id} as sent, for logs.

@@ -41,6 +41,7 @@ type env struct {
 	signer *approvals.Signer
 	clock  *testkit.Clock
 	logs   *testkit.Buffer // the handler's JSON log
+	h      *approvals.Handler
 	srv    *httptest.Server
 
 	mu        sync.Mutex
@@ -77,6 +78,7 @@ func newEnv(t *testing.T, edit ...func(*approvals.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -22,6 +22,11 @@ func (h *Handler) DecideAs(ctx context.Context, callID, name string, approve boo
 		to = pending.Approved
 	}
 	who := h.known(signin.Approver{Name: name, Via: viaSlack})
+	// The ID is a button's value from a signed payload, but the page and
+	// the API check its form before the store sees it, and so does this.
+	if !validCallID(callID) {
+		return slackapp.Outcome{}, &slackError{classify(pending.ErrNotFound, "POST").msg}
+	}
 	c, err := h.store.Get(ctx, callID)
 	if err == nil {
 		c, err = h.decide(ctx, "slack", decision{call: c, info: callinfo.Decode(c.Info), who: &who, to: to, via: viaSlack})
