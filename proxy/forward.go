@@ -25,11 +25,11 @@ type upstream struct {
 	proxy     *httputil.ReverseProxy
 	transport http.RoundTripper // timed, pooled: allowed calls
 	once      http.RoundTripper // timed, a fresh connection per request: approved calls
-	// annotations are the MCP tool annotations last listed by the
-	// upstream (tool name -> map), offered to the policy as hints;
-	// annotated counts the names, which maxAnnotated bounds.
-	annotations sync.Map
-	annotated   atomic.Int64
+	// listed is what toolgate keeps of the MCP tools the upstream last
+	// listed (tool name -> listedTool); listedNames counts the names,
+	// which maxListed bounds.
+	listed      sync.Map
+	listedNames atomic.Int64
 	fold        policy.Fold // how targets are normalised (TargetFold)
 	// sessions binds MCP sessions to principals (session.go); nil: not bound.
 	sessions *sessionGuard

@@ -18,7 +18,7 @@ const (
 	rpcParseError     = -32700
 	rpcInvalidRequest = -32600
 	rpcInvalidParams  = -32602
-	rpcHeaderMismatch = -32020 // MCP 2026-07-28: Mcp-Method / Mcp-Name disagree with the body
+	rpcHeaderMismatch = -32020 // MCP 2026-07-28: Mcp-Method, Mcp-Name or Mcp-Param-* disagree with the body
 	rpcDenied         = -31001
 	rpcUnavailable    = -31003
 )
@@ -97,6 +97,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		if cerr == nil && len(body) > 0 {
 			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
 		}
+		if cerr == nil {
+			cerr = c.checkParamHeaders(r.Header, "", nil) // no tools/call: none is allowed
+		}
 		return cerr
 	default:
 		a := invalid(http.StatusMethodNotAllowed, "Method not allowed", "the MCP endpoint takes POST, GET and DELETE")
@@ -121,6 +124,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		// is refused whole rather than split.
 		if _, has := r.Header["Mcp-Method"]; has {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
+		}
+		if a := c.checkParamHeaders(r.Header, "", nil); a != nil {
+			return a // a batch holds no tools/call
 		}
 		if len(msg) > maxBatch {
 			return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch holds at most "+strconv.Itoa(maxBatch)+" messages")
@@ -243,8 +249,8 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	c.mcp.isToolCall = true
 	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	in.MCP.Params = otherParams(method, params)
-	if ann, ok := c.up.annotations.Load(name); ok {
-		in.Tool.Annotations = ann.(map[string]any)
+	if lt, ok := c.up.listed.Load(name); ok {
+		in.Tool.Annotations = lt.(listedTool).annotations
 	}
 	return nil
 }
@@ -285,37 +291,6 @@ func isResponse(msg map[string]any, method string) bool {
 	_, isError := msg["error"]
 	_, hasParams := msg["params"]
 	return isResult != isError && !hasParams
-}
-
-// checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method and Mcp-Name, which
-// intermediaries may route on, must agree with the body; from that
-// revision on, Mcp-Method is required.
-func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *answer {
-	hm, hasMethod := h["Mcp-Method"]
-	if !hasMethod && version >= "2026-07-28" && method != "" {
-		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
-	}
-	if hasMethod && (len(hm) != 1 || hm[0] != method) {
-		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Method header does not match the message's method")
-	}
-	hn, hasName := h["Mcp-Name"]
-	want, named := "", false
-	switch method {
-	case "tools/call", "prompts/get":
-		want, named = stringOf(params["name"]), true
-	case "resources/read":
-		want, named = stringOf(params["uri"]), true
-	case "tasks/get", "tasks/update", "tasks/cancel":
-		// The Tasks extension routes its methods by task ID.
-		want, named = stringOf(params["taskId"]), version >= statelessEra
-	}
-	if hasName && (len(hn) != 1 || !named || hn[0] != want) {
-		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")
-	}
-	if !hasName && named && version >= "2026-07-28" {
-		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
-	}
-	return nil
 }
 
 func stringOf(v any) string {

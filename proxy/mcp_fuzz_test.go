@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -227,6 +228,12 @@ func FuzzMCPMessage(f *testing.F) {
 		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"rm"}}`, "tools/call", "rm", v2026},
 		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"rm"}}`, " ", " ", ""},
 		{`{"jsonrpc":"2.0","id":1,"result":{}}`, "tools/call", "rm", v2026},
+		// Mcp-Name in the Base64 sentinel: decoded before it is compared.
+		{call("read_file", `{}`), "tools/call", "=?base64?cmVhZF9maWxl?=", v2026},
+		{call("read_file", `{}`), "tools/call", "=?base64?cm0=?=", v2026},
+		{call("read_file", `{}`), "tools/call", "=?base64?cmVhZF9maWxl", v2026},
+		{call("read_file", `{}`), "tools/call", "=?base64?!!?=", v2026},
+		{`{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"résumé"}}`, "prompts/get", "=?base64?csOpc3Vtw6k=?=", v2026},
 		// 2026-07-28 without headers; odd versions.
 		{call("read_file", `{}`), "", "", v2026},
 		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "", "", v2026},
@@ -399,7 +406,7 @@ func FuzzMCPMessage(f *testing.F) {
 				want, _ = params["uri"].(string)
 				named = true
 			}
-			if !named || len(names) != 1 || names[0] != want {
+			if !named || len(names) != 1 || unsentinel(names[0]) != want {
 				t.Fatalf("Mcp-Name %q reached the upstream with body method %q, name %q", names, method, want)
 			}
 		}
@@ -470,4 +477,19 @@ func FuzzMCPMessage(f *testing.F) {
 			t.Fatalf("arguments the policy saw (-) and the upstream decodes (+) differ:\n%s", cmp.Diff(in.Tool.Arguments, args))
 		}
 	})
+}
+
+// unsentinel is a mirrored header's value as MCP 2026-07-28 says to read
+// it: a value in the Base64 sentinel =?base64?…?= decoded, anything else as
+// it is; for a sentinel that is not Base64, invalid UTF-8, which no body
+// toolgate accepts holds.
+func unsentinel(v string) string {
+	if len(v) < len("=?base64??=") || !strings.HasPrefix(v, "=?base64?") || !strings.HasSuffix(v, "?=") {
+		return v
+	}
+	b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-len("?=")])
+	if err != nil {
+		return "\xff"
+	}
+	return string(b)
 }

@@ -159,6 +159,14 @@ func newMCPUpstream(t *testing.T, opts mcp.StreamableHTTPOptions) *mcpUpstream {
 			up.ran("echo")
 			return mcpText("echo: " + in.Message), nil, nil
 		})
+	up.serve(t, srv, opts)
+	return up
+}
+
+// serve starts srv at /mcp with the given transport options, behind the
+// recording upstream.
+func (up *mcpUpstream) serve(t *testing.T, srv *mcp.Server, opts mcp.StreamableHTTPOptions) {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts))
 	up.Upstream = testkit.NewUpstream(t, testkit.Handler(mux))
@@ -166,7 +174,6 @@ func newMCPUpstream(t *testing.T, opts mcp.StreamableHTTPOptions) *mcpUpstream {
 	// streams would keep Close waiting.
 	t.Cleanup(up.CloseClientConnections)
 	up.url, _ = url.Parse(up.URL)
-	return up
 }
 
 // mcpEngine is the real policy engine with the MCP rules table.
@@ -231,8 +238,14 @@ type mcpEnv struct {
 // the MCP rules table, with a memory store for asks (hold 2s).
 func newMCPEnv(t *testing.T, era mcpEra, mutate ...func(*Config)) *mcpEnv {
 	t.Helper()
+	return newMCPEnvWith(t, newMCPUpstream(t, era.opts), mutate...)
+}
+
+// newMCPEnvWith is newMCPEnv in front of up.
+func newMCPEnvWith(t *testing.T, up *mcpUpstream, mutate ...func(*Config)) *mcpEnv {
+	t.Helper()
 	env := &mcpEnv{
-		up:     newMCPUpstream(t, era.opts),
+		up:     up,
 		store:  pending.NewMemory(pending.Options{}),
 		parked: make(chan pending.Call, 16),
 	}
@@ -1035,22 +1048,21 @@ func TestMCPRawPlumbing(t *testing.T) {
 	}
 }
 
-// TestAnnotationsBounded: however many tools an upstream lists, toolgate
-// remembers the annotations of at most maxAnnotated names, and never of a
-// name that is not a tool name.
-func TestAnnotationsBounded(t *testing.T) {
+// TestListedToolsBounded: however many tools an upstream lists, toolgate
+// remembers at most maxListed names; a known name is updated all the same.
+func TestListedToolsBounded(t *testing.T) {
 	up := &upstream{}
 	ann := map[string]any{"readOnlyHint": true}
-	for i := range maxAnnotated + 50 {
-		up.rememberAnnotations("tool"+strconv.Itoa(i), ann)
+	for i := range maxListed + 50 {
+		up.rememberTool("tool"+strconv.Itoa(i), listedTool{annotations: ann})
 	}
-	up.rememberAnnotations("tool0", map[string]any{"readOnlyHint": false})
+	up.rememberTool("tool0", listedTool{annotations: map[string]any{"readOnlyHint": false}})
 	n := 0
-	up.annotations.Range(func(any, any) bool { n++; return true })
-	if n != maxAnnotated || up.annotated.Load() != maxAnnotated {
-		t.Errorf("%d names remembered (counted %d), want %d", n, up.annotated.Load(), maxAnnotated)
+	up.listed.Range(func(any, any) bool { n++; return true })
+	if n != maxListed || up.listedNames.Load() != maxListed {
+		t.Errorf("%d names remembered (counted %d), want %d", n, up.listedNames.Load(), maxListed)
 	}
-	if got, _ := up.annotations.Load("tool0"); got.(map[string]any)["readOnlyHint"] != false {
+	if got, _ := up.listed.Load("tool0"); got.(listedTool).annotations["readOnlyHint"] != false {
 		t.Error("a known name's annotations were not updated once the bound was reached")
 	}
 }

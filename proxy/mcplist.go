@@ -23,7 +23,9 @@ const maxListBytes = 8 << 20
 // a tool it can never run; a tool decided ask is marked in its _meta
 // ("toolgate/may_ask": true), so a model can plan for the wait. The
 // tools' annotations are remembered for the upstream and offered to later
-// decisions as tool.annotations (untrusted hints: the upstream wrote them).
+// decisions as tool.annotations (untrusted hints: the upstream wrote them),
+// and so are the Mcp-Param-{Name} headers their inputSchemas declare, which
+// later calls' headers are held to (mcpheaders.go).
 func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	return answerProxy(c, func(res *http.Response) error { return s.filterToolsList(r.Context(), res, c) })
 }
@@ -89,8 +91,8 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		if a, ok := m["annotations"]; ok && json.Unmarshal(a, &t.Annotations) != nil {
 			continue
 		}
-		if t.Annotations != nil && toolName.MatchString(t.Name) {
-			c.up.rememberAnnotations(t.Name, t.Annotations)
+		if toolName.MatchString(t.Name) {
+			c.up.rememberTool(t.Name, listedTool{annotations: t.Annotations, params: paramHeaders(m["inputSchema"])})
 		}
 		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
 		case policy.Allow:
@@ -210,25 +212,30 @@ func markedMeta(meta []byte) ([]byte, bool) {
 	return b, err == nil
 }
 
-// maxAnnotated bounds the tool names whose annotations an upstream's
-// listings may make toolgate remember: an upstream listing ever new names
-// must not grow toolgate's memory without end.
-const maxAnnotated = 10000
+// maxListed bounds the tool names an upstream's listings may make toolgate
+// remember: an upstream listing ever new names must not grow toolgate's
+// memory without end.
+const maxListed = 10000
 
-// rememberAnnotations keeps a listed tool's annotations: updated for a
-// name already known, added while fewer than maxAnnotated are.
-func (up *upstream) rememberAnnotations(name string, ann map[string]any) {
-	if _, known := up.annotations.Load(name); known {
-		up.annotations.Store(name, ann)
+// rememberTool keeps what toolgate needs of a listed tool: updated for a
+// name already known (a listing that drops a tool's annotations or headers
+// is believed too), added while fewer than maxListed names are known and
+// there is something to keep.
+func (up *upstream) rememberTool(name string, lt listedTool) {
+	if _, known := up.listed.Load(name); known {
+		up.listed.Store(name, lt)
 		return
 	}
-	if up.annotated.Add(1) > maxAnnotated {
-		up.annotated.Add(-1)
+	if lt.annotations == nil && lt.params == nil {
 		return
 	}
-	if _, loaded := up.annotations.LoadOrStore(name, ann); loaded {
-		up.annotated.Add(-1)
-		up.annotations.Store(name, ann)
+	if up.listedNames.Add(1) > maxListed {
+		up.listedNames.Add(-1)
+		return
+	}
+	if _, loaded := up.listed.LoadOrStore(name, lt); loaded {
+		up.listedNames.Add(-1)
+		up.listed.Store(name, lt)
 	}
 }
 

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The request metadata headers of MCP 2026-07-28 (Streamable HTTP, "Request
+// Metadata"): Mcp-Method, Mcp-Name and Mcp-Param-{Name} mirror parts of the
+// body so that load balancers, gateways and servers can route on them
+// without reading it. toolgate decides on the body; a header that says
+// something else would let whatever routes on it act on a value no policy
+// saw. So every one of them must agree with the body, else 400 with
+// JSON-RPC error -32020 (HeaderMismatch), before any decision.
+
+// paramPrefix starts the name of every Mcp-Param-{Name} header, lower-cased.
+const paramPrefix = "mcp-param-"
+
+// maxParamDepth bounds how deep in an inputSchema's properties toolgate
+// looks for x-mcp-header: tool arguments are shallow, and a listing is an
+// upstream's to write. A header mirroring a deeper argument is refused.
+const maxParamDepth = 32
+
+// listedTool is what toolgate keeps of a tool an upstream listed.
+type listedTool struct {
+	// annotations are the tool's annotations, offered to the policy as
+	// hints (tool.annotations).
+	annotations map[string]any
+	// params maps the name of each Mcp-Param-{Name} header the tool's
+	// inputSchema declares (x-mcp-header), lower-cased, to the argument
+	// it mirrors: its chain of properties keys. nil when it declares none.
+	params map[string][]string
+}
+
+// checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method, Mcp-Name and
+// Mcp-Param-{Name}, which intermediaries may route on, must agree with the
+// body; from that revision on, Mcp-Method is required, and Mcp-Name where
+// the method names something.
+func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *answer {
+	hm, hasMethod := h["Mcp-Method"]
+	if !hasMethod && version >= "2026-07-28" && method != "" {
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
+	}
+	if hasMethod && (len(hm) != 1 || hm[0] != method) {
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Method header does not match the message's method")
+	}
+	hn, hasName := h["Mcp-Name"]
+	want, named := "", false
+	switch method {
+	case "tools/call", "prompts/get":
+		want, named = stringOf(params["name"]), true
+	case "resources/read":
+		want, named = stringOf(params["uri"]), true
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// The Tasks extension routes its methods by task ID.
+		want, named = stringOf(params["taskId"]), version >= statelessEra
+	}
+	if hasName && (len(hn) != 1 || !named || !sameValue(hn[0], want)) {
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the Mcp-Name header does not match the message's name")
+	}
+	if !hasName && named && version >= "2026-07-28" {
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
+	}
+	return c.checkParamHeaders(h, method, params)
+}
+
+// checkParamHeaders holds every Mcp-Param-{Name} header to the tools/call
+// argument it mirrors. Which argument that is, the tool's inputSchema says
+// (x-mcp-header); toolgate knows it from the upstream's tools/list answers
+// it relayed. A header toolgate cannot tie to an argument is refused like
+// one that disagrees: a conforming client sends only the headers the schema
+// declares, so it is a schema that changed (the client lists the tools
+// again and retries, as MCP asks it to after -32020) or a value meant for
+// an intermediary that no policy would see. Headers are checked on any
+// revision; their absence is the upstream's to judge.
+func (c *call) checkParamHeaders(h http.Header, method string, params map[string]any) *answer {
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		if !strings.HasPrefix(lk, paramPrefix) {
+			continue
+		}
+		if method != "tools/call" {
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "an "+k+" header mirrors a tools/call argument; this message is no tools/call")
+		}
+		name := stringOf(params["name"])
+		var path []string
+		if lt, ok := c.up.listed.Load(name); ok {
+			path = lt.(listedTool).params[lk[len(paramPrefix):]]
+		}
+		if path == nil {
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
+				"the "+k+" header mirrors no argument of "+name+" that toolgate knows of: list the tools through toolgate (tools/list), then retry")
+		}
+		arg, ok := argumentAt(params["arguments"], path)
+		if len(vs) != 1 || !ok || !sameValue(vs[0], arg) {
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the "+k+" header does not match the argument "+strings.Join(path, ".")+" it mirrors")
+		}
+	}
+	return nil
+}
+
+// argumentAt is the value at path in a tool call's arguments.
+func argumentAt(args any, path []string) (any, bool) {
+	v := args
+	for _, key := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = obj[key]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// sameValue reports whether a mirrored header's value h stands for v, the
+// body's value, as MCP 2026-07-28 encodes it: a string as is, a boolean as
+// true or false, an integer in decimal; any value in the Base64 sentinel
+// =?base64?…?= (the form for what is not plain ASCII), decoded first.
+// Nothing else stands for anything: null, an object, an array, a fraction.
+func sameValue(h string, v any) bool {
+	if inner, ok := strings.CutPrefix(h, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			b, err := base64.StdEncoding.Strict().DecodeString(inner)
+			if err != nil {
+				return false
+			}
+			h = string(b)
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		return h == v
+	case bool:
+		return h == strconv.FormatBool(v)
+	case json.Number:
+		// An integer's decimal form, as clients write it (the body may
+		// write 3 as 3.0): a router reading "+3" or "03" as text would
+		// not see what the body says. Beyond 2^53 float64 readers
+		// confuse integers, and MCP allows none there.
+		f, err := v.Float64()
+		const maxSafe = 1<<53 - 1
+		return err == nil && f == math.Trunc(f) && math.Abs(f) <= maxSafe && h == strconv.FormatInt(int64(f), 10)
+	}
+	return false
+}
+
+// paramHeaders reads the x-mcp-header declarations of a tool's inputSchema:
+// header name (lower-cased) -> the argument it mirrors. Only properties
+// reachable from the root through "properties" alone count, as MCP allows.
+// Two names that differ only in case make MCP clients drop the tool, and
+// toolgate honour none of its headers (an empty map). nil: none declared.
+func paramHeaders(schema json.RawMessage) map[string][]string {
+	var root any
+	if len(schema) == 0 || json.Unmarshal(schema, &root) != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	if !collectParamHeaders(root, nil, out) {
+		return map[string][]string{}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// collectParamHeaders adds the declarations under schema, at path, to out;
+// false on a duplicate name.
+func collectParamHeaders(schema any, path []string, out map[string][]string) bool {
+	node, _ := schema.(map[string]any)
+	props, _ := node["properties"].(map[string]any)
+	if len(path) >= maxParamDepth {
+		return true
+	}
+	for key, sub := range props {
+		p := append(path[:len(path):len(path)], key)
+		prop, _ := sub.(map[string]any)
+		if name, _ := prop["x-mcp-header"].(string); name != "" {
+			lname := strings.ToLower(name)
+			if _, dup := out[lname]; dup {
+				return false
+			}
+			out[lname] = p
+		}
+		if !collectParamHeaders(prop, p, out) {
+			return false
+		}
+	}
+	return true
+}
