@@ -13,9 +13,9 @@ import (
 // request's own capabilities; a tools/call that declares it and is
 // decided ask is answered at once with a CreateTaskResult (resultType
 // "task", the task's fields flat in the result) whose taskId is the call
-// ID. toolgate answers tasks/get, tasks/update and tasks/cancel for its own
-// call IDs from the store, so any replica answers any task; other task IDs
-// go to the upstream untouched.
+// ID. toolgate answers tasks/get, tasks/update and tasks/cancel for the
+// caller's own call IDs from the store, so any replica answers any task;
+// other task IDs (another principal's too) go to the upstream untouched.
 //
 // Statuses, as the extension defines them:
 //
@@ -91,8 +91,8 @@ func (s *Server) extTaskAnswer(c *call, pc pending.Call) answer {
 	return rpcAnswer(c, d)
 }
 
-// missingTasksCapability answers an extension task method from a request
-// that does not declare the extension.
+// missingTasksCapability answers an extension task method about the
+// caller's own call from a request that does not declare the extension.
 func missingTasksCapability(c *call) answer {
 	return answer{kind: document, status: http.StatusOK, doc: map[string]any{
 		"jsonrpc": "2.0", "id": c.mcp.rpcID(), "error": map[string]any{

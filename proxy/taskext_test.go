@@ -148,9 +148,19 @@ func TestMCPTaskExtension(t *testing.T) {
 	if res.StatusCode != http.StatusBadRequest || msg.Error == nil || msg.Error.Code != rpcHeaderMismatch {
 		t.Errorf("tasks/get with another Mcp-Name: status %d body %s, want 400 and %d", res.StatusCode, raw, rpcHeaderMismatch)
 	}
-	other := &extClient{t: t, env: env, caps: capsTasks}
-	other.fails("tasks/get", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
-	other.fails("tasks/cancel", pc.ID, `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+	// Another principal, with the extension declared or not: answered as
+	// a task ID nobody was given.
+	for _, caps := range []string{capsTasks, capsNone} {
+		other := &extClient{t: t, env: env, caps: caps}
+		for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
+			wantAsUnknown(t, func(id string) (*http.Response, mcpRPC, []byte) {
+				return other.post(method, id, `{"taskId":"`+id+`"}`)
+			}, method, pc.ID)
+		}
+	}
+	if got, _ := env.store.Get(mcpCtx(t), pc.ID); got.State != pending.Waiting {
+		t.Fatalf("another principal's tasks/cancel left the call %s, want waiting", got.State)
+	}
 	if env.up.sawToolCall("write_note") {
 		t.Fatal("the parked call reached the upstream before approval")
 	}

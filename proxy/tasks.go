@@ -23,9 +23,10 @@ import (
 // params.task and is decided ask is parked as any ask, and answered at once
 // with a CreateTaskResult whose taskId is the call ID. toolgate answers
 // tasks/get, tasks/result, tasks/list and tasks/cancel for its own call
-// IDs, from the store alone, so any replica answers any task; a taskId that
-// is not one of toolgate's calls (a task the upstream created for an
-// allowed call) goes to the upstream untouched.
+// IDs, from the store alone, so any replica answers any task, and only to
+// the call's principal; a taskId that is not one of toolgate's calls (a task
+// the upstream created for an allowed call) goes to the upstream untouched,
+// and so does another principal's.
 //
 // Task statuses of a parked call:
 //
@@ -84,10 +85,10 @@ func (m *mcpMessage) readTaskParams(params map[string]any) {
 	}
 }
 
-// taskAnswer answers a task method for one of toolgate's own calls; ok is
-// false when the message is something else (forward it): not a task
-// method of the message's revision, no parked calls here, or a taskId
-// toolgate never gave out.
+// taskAnswer answers a task method for one of the caller's own calls; ok
+// is false when the message is something else (forward it): not a task
+// method of the message's revision, no parked calls here, a taskId
+// toolgate never gave out, or one it gave another principal.
 func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a answer, ok bool) {
 	m := c.mcp
 	if s.life == nil || m == nil {
@@ -98,56 +99,41 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 		return answer{}, false
 	}
 	ctx := r.Context()
-	if m.id == nil {
-		// A task method sent as a notification asks for no answer and
-		// acts on nothing of toolgate's: one that names a call of
-		// toolgate's is acknowledged (202, as MCP answers notifications)
-		// and goes no further; the upstream would only see an ID it never
-		// gave out.
-		if _, err := s.cfg.Pending.Get(ctx, m.taskID); err != nil {
-			if errors.Is(err, pending.ErrNotFound) {
-				return answer{}, false
-			}
-			return taskStoreFailed(c), true
-		}
+	// Only the caller's own calls are answered here. Another principal's
+	// call answers exactly as an ID toolgate never gave out: it goes to
+	// the upstream, which knows neither. An answer of toolgate's own for
+	// it (not found, a missing capability, an acknowledgement) would tell
+	// the caller that someone else's task exists.
+	pc, err := s.life.Status(ctx, c.subject.Principal, m.taskID, 0, false)
+	switch {
+	case errors.Is(err, pending.ErrNotFound):
+		return answer{}, false
+	case err != nil:
+		return taskStoreFailed(c), true
+	case m.id == nil:
+		// A task method sent as a notification asks for no answer: one
+		// that names the caller's call is acknowledged (202, as MCP
+		// answers notifications) and goes no further.
 		w.WriteHeader(http.StatusAccepted)
 		return answer{kind: written}, true
-	}
-	if m.method == "tasks/cancel" || m.method == "tasks/result" {
+	case (m.method == "tasks/cancel" || m.method == "tasks/result") && !isTaskOf(pc, c):
 		// These act on the call (cancel it, run it once approved): a
 		// call of the caller's that is not a task here (a REST call,
 		// another upstream's) is not found, and left as it is.
-		if pc, err := s.life.Status(ctx, c.subject.Principal, m.taskID, 0, false); err == nil && !isTaskOf(pc, c) {
-			return taskNotFound(c), true
-		}
-	}
-	if stateless && !m.tasksExt {
+		return taskNotFound(c), true
+	case stateless && !m.tasksExt:
 		// The extension's methods from a request that does not declare
-		// it: refused before anything is read or done, when the task is
-		// toolgate's.
-		if _, err := s.cfg.Pending.Get(ctx, m.taskID); err != nil {
-			if errors.Is(err, pending.ErrNotFound) {
-				return answer{}, false
-			}
-			return taskStoreFailed(c), true
-		}
+		// it: refused before anything is read or done.
 		return missingTasksCapability(c), true
 	}
 	if m.method == "tasks/result" {
 		s.offerTaskConfirmation(ctx, w, r, c)
 	}
-	pc, err := s.taskCall(ctx, c)
+	pc, err = s.taskCall(ctx, c)
 	switch {
 	case errors.Is(err, pending.ErrNotFound):
-		// Another principal's call, a call gone, or not toolgate's at
-		// all: only the last goes to the upstream.
-		if _, gerr := s.cfg.Pending.Get(ctx, m.taskID); gerr != nil {
-			if errors.Is(gerr, pending.ErrNotFound) {
-				return answer{}, false
-			}
-			return taskStoreFailed(c), true
-		}
-		return taskNotFound(c), true
+		// Gone since it was read: as unknown.
+		return answer{}, false
 	case errors.Is(err, pending.ErrConflict) && stateless:
 		// tasks/cancel of a call already decided: cancellation is
 		// cooperative in the extension, and acknowledged all the same.

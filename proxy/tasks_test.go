@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,20 @@ func wantTask(t *testing.T, task map[string]any, id, status, msgPart string) {
 	}
 }
 
+// wantAsUnknown checks that post answers a task method naming id exactly
+// as it answers one naming a task ID nobody was given: the same status and
+// JSON-RPC message, but for its id.
+func wantAsUnknown(t *testing.T, post func(id string) (*http.Response, mcpRPC, []byte), method, id string) {
+	t.Helper()
+	res, msg, raw := post(id)
+	unknown := "tg-" + strings.ToLower(rand.Text())
+	ures, umsg, uraw := post(unknown)
+	msg.ID, umsg.ID = nil, nil
+	if res.StatusCode != ures.StatusCode || !reflect.DeepEqual(msg, umsg) {
+		t.Errorf("%s of another principal's task: status %d %s\nof an unknown one: status %d %s", method, res.StatusCode, raw, ures.StatusCode, uraw)
+	}
+}
+
 func resultText(r map[string]any) string {
 	content, _ := r["content"].([]any)
 	if len(content) == 0 {
@@ -191,10 +206,20 @@ func TestMCPTasks(t *testing.T) {
 				t.Fatal("the parked call reached the upstream before approval")
 			}
 
-			// Another principal: not found, and not listed.
+			// Another principal: answered as a task ID nobody was given,
+			// and not listed.
 			other, _ := connectTasks(t, env, false)
-			other.fails("tasks/get", `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
-			other.fails("tasks/cancel", `{"taskId":"`+pc.ID+`"}`, rpcInvalidParams)
+			for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/result"} {
+				wantAsUnknown(t, func(id string) (*http.Response, mcpRPC, []byte) {
+					return other.post(`"`+method+`"`, `{"taskId":"`+id+`"}`)
+				}, method, pc.ID)
+			}
+			if got, _ := env.store.Get(mcpCtx(t), pc.ID); got.State != pending.Waiting {
+				t.Fatalf("another principal's tasks/cancel left the call %s, want waiting", got.State)
+			}
+			// Those went to the upstream, as unknown IDs do; from here
+			// on, none of the caller's own task methods may.
+			env.up.Reset()
 			if l := other.call("tasks/list", `{}`); len(l["tasks"].([]any)) != 0 {
 				t.Errorf("another principal lists %v", l)
 			}
