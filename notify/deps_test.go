@@ -8,9 +8,10 @@ import (
 
 // TestDeps keeps notify on the standard library: it announces calls and
 // knows nothing of policy, proxying, the store or any third-party module.
-// Its toolgate imports are the webhook signer it shares with hooks and
-// the JSON string encoder it shares with the rest, both standard library
-// only.
+// Its toolgate imports are the webhook signer it shares with hooks, the
+// JSON string encoder it shares with the rest, and the display document
+// of a parked call, for the one list of usual headers it shares with
+// remembered grants; all standard library only.
 func TestDeps(t *testing.T) {
-	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson")
+	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson", "github.com/toolgate/toolgate/internal/callinfo")
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/callinfo"
 )
 
 // argumentsLimit bounds the arguments shown in a Slack or Teams message:
@@ -146,19 +148,12 @@ const (
 // cannot crowd the others out of paramsLimit.
 const paramValueMax = 300
 
-// usualHeaders are the headers most clients send with every call. A
-// message names them only; a call that sends no others gets one line.
-var usualHeaders = map[string]bool{
-	"Accept": true, "Accept-Encoding": true, "Accept-Language": true, "Content-Type": true, "User-Agent": true,
-	"Idempotency-Key": true, "Mcp-Protocol-Version": true, "Mcp-Session-Id": true, "Traceparent": true, "Tracestate": true,
-}
-
 // headerParts splits h for a message: a line "Name: value" for every
 // header beyond the usual ("Name: (hidden: N bytes)" for a credential),
 // and the names of the usual ones, once each.
 func headerParts(h *Headers) (lines, usual []string) {
 	for _, hd := range h.List {
-		if usualHeaders[hd.Name] {
+		if callinfo.UsualHeader(hd.Name) {
 			if len(usual) == 0 || usual[len(usual)-1] != hd.Name {
 				usual = append(usual, hd.Name)
 			}

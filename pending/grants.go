@@ -30,6 +30,14 @@ type Grant struct {
 	Target    string
 	AnyTarget bool
 
+	// Extras binds the grant to what its call sent beyond the scope
+	// (the proxy's digest of its headers and other params, opaque to
+	// the store): not part of the scope, the store only keeps it, and
+	// the proxy lets the grant cover only calls that send the same. ""
+	// for a call that sent none, and for a grant made before grants were
+	// bound to them.
+	Extras string
+
 	Approver string // who granted it
 	CallID   string // the call whose approval made it
 	Comment  string
@@ -118,6 +126,7 @@ func CheckGrant(g Grant, lifetime time.Duration) error {
 		{"upstream", g.Upstream},
 		{"tool", g.Tool},
 		{"target", g.Target},
+		{"extras", g.Extras},
 		{"approver", g.Approver},
 		{"call ID", g.CallID},
 		{"comment", g.Comment},

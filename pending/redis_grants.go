@@ -35,7 +35,7 @@ var _ Grants = (*RedisStore)(nil)
 // its ExpiresAt exactly, whether Redis has expired its keys yet or not.
 //
 // Hash fields: sb Subject, up Upstream, tl Tool, tg Target, an AnyTarget
-// ("1"), by Approver, ci CallID, cm Comment, ca CreatedAt, ea ExpiresAt
+// ("1"), ex Extras, by Approver, ci CallID, cm Comment, ca CreatedAt, ea ExpiresAt
 // (ms), sc the scope; rv the revoking nonce (grantrevoked only).
 
 func (s *RedisStore) grantKey(id string) string { return s.base + "grant:" + id }
@@ -218,6 +218,7 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 		{"up", g.Upstream},
 		{"tl", g.Tool},
 		{"tg", g.Target},
+		{"ex", g.Extras},
 		{"by", g.Approver},
 		{"ci", g.CallID},
 		{"cm", g.Comment},
@@ -373,6 +374,8 @@ func decodeGrant(id string, v any) (Grant, error) {
 			g.Target = v
 		case "an":
 			g.AnyTarget = v == "1"
+		case "ex":
+			g.Extras = v
 		case "by":
 			g.Approver = v
 		case "ci":

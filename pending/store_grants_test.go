@@ -131,6 +131,30 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("Extras", func(t *testing.T) {
+		// A grant's extras are kept as given, seen by every replica and in
+		// the list, and are no part of its scope: a grant for the same
+		// scope with other extras (or none) replaces it, and FindGrant
+		// finds a grant whatever its extras (the caller compares them).
+		s, _ := newGrants(t, newStore)
+		other := replicaOf(t, s)
+		in := sampleGrant()
+		in.Extras = "headers\x00params\x00\xff" // any bytes
+		first := grant(t, s, in, long)
+		if found := findGrant(t, other, in.Subject, in.Upstream, in.Tool, in.Target); found.ID != first.ID || found.Extras != in.Extras {
+			t.Errorf("FindGrant on a replica = %s with extras %q, want %s with %q", found.ID, found.Extras, first.ID, in.Extras)
+		}
+		in.Extras = ""
+		second := grant(t, s, in, long)
+		found := findGrant(t, other, in.Subject, in.Upstream, in.Tool, in.Target)
+		if found.ID != second.ID || found.Extras != "" {
+			t.Errorf("FindGrant after a grant without extras for the same scope = %s with extras %q, want %s with none", found.ID, found.Extras, second.ID)
+		}
+		if got := grantIDs(listGrants(t, other, 10)); !slices.Equal(got, []string{second.ID}) {
+			t.Errorf("Grants = %v, want only the replacement %s", got, second.ID)
+		}
+	})
+
 	t.Run("SeveralTargets", func(t *testing.T) {
 		// A call that acts on more than its target: only a grant for any
 		// target covers it, and an exact grant for its target does not
@@ -322,6 +346,7 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 			"long approver":       {with(func(g *Grant) { g.Approver = long }), time.Minute},
 			"long call ID":        {with(func(g *Grant) { g.CallID = long }), time.Minute},
 			"long comment":        {with(func(g *Grant) { g.Comment = long }), time.Minute},
+			"long extras":         {with(func(g *Grant) { g.Extras = long }), time.Minute},
 			"NUL in subject":      {with(func(g *Grant) { g.Subject = "key:a\x00b" }), time.Minute},
 			"NUL in upstream":     {with(func(g *Grant) { g.Upstream = "a\x00" }), time.Minute},
 			"NUL in tool":         {with(func(g *Grant) { g.Tool = "\x00a" }), time.Minute},
@@ -592,6 +617,7 @@ func sampleGrant() Grant {
 		Upstream: "notes",
 		Tool:     "notes.delete",
 		Target:   "/notes/42",
+		Extras:   "3f1c0de5a7b24e09", // opaque to the store
 		Approver: "alice@example.com",
 		CallID:   "call-" + rand.Text(),
 		Comment:  "fine for today",

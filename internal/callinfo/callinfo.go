@@ -52,6 +52,14 @@ type Info struct {
 	// left out (the proxy's plumbing for progress notifications). Nil for
 	// other calls and for a call parked before toolgate listed them.
 	OtherParams *Params `json:"other_params,omitempty"`
+	// GrantExtras binds a grant remembered from this call to what the
+	// call sends beyond its tool, target and arguments: the proxy's
+	// digest of its headers but the usual ones (UsualHeader) and of its
+	// other params (docs/policy.md, remembered grants). The grant keeps
+	// it, and covers only later calls with the same. "" when the call
+	// sends none of them, or was parked before toolgate bound grants:
+	// its grant then covers only calls that send none.
+	GrantExtras string `json:"grant_extras,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.
