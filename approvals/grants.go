@@ -75,7 +75,7 @@ func grantable(c pending.Call) bool { return c.Principal != "" && c.Tool != "" }
 func (h *Handler) grant(ctx context.Context, c pending.Call, info callinfo.Info, who string, rm *remember, life time.Duration) (*pending.Grant, error) {
 	g := pending.Grant{
 		Subject: c.Principal, Upstream: c.Upstream, Tool: c.Tool, Target: info.Target,
-		AnyTarget: rm.Scope == scopeTool, Approver: who, CallID: c.ID,
+		AnyTarget: rm.Scope == scopeTool, Extras: info.GrantExtras, Approver: who, CallID: c.ID,
 	}
 	if g.AnyTarget {
 		g.Target = ""
@@ -94,12 +94,15 @@ func (h *Handler) grant(ctx context.Context, c pending.Call, info callinfo.Info,
 
 // grantJSON is a grant as the API shows it.
 type grantJSON struct {
-	ID        string `json:"grant_id"`
-	Subject   string `json:"subject"`
-	Upstream  string `json:"upstream"`
-	Tool      string `json:"tool"`
-	Target    string `json:"target,omitempty"`
-	Scope     string `json:"scope"`
+	ID       string `json:"grant_id"`
+	Subject  string `json:"subject"`
+	Upstream string `json:"upstream"`
+	Tool     string `json:"tool"`
+	Target   string `json:"target,omitempty"`
+	Scope    string `json:"scope"`
+	// Covers says, in words, which calls in its scope it covers: a grant
+	// is bound to the headers and params of the call it was made from.
+	Covers    string `json:"covers"`
 	Approver  string `json:"approver"`
 	CallID    string `json:"call_id"`
 	CreatedAt string `json:"created_at"`
@@ -112,9 +115,19 @@ func grantOf(g pending.Grant) grantJSON {
 		scope = scopeTool
 	}
 	return grantJSON{
-		ID: g.ID, Subject: g.Subject, Upstream: g.Upstream, Tool: g.Tool, Target: g.Target, Scope: scope,
+		ID: g.ID, Subject: g.Subject, Upstream: g.Upstream, Tool: g.Tool, Target: g.Target, Scope: scope, Covers: grantCovers(g),
 		Approver: g.Approver, CallID: g.CallID, CreatedAt: apiTime(g.CreatedAt), ExpiresAt: apiTime(g.ExpiresAt),
 	}
+}
+
+// grantCovers says, for approvers, which calls in its scope a grant
+// covers: the proxy compares a digest (pending.Grant.Extras) that nobody
+// can read.
+func grantCovers(g pending.Grant) string {
+	if g.Extras == "" {
+		return "calls in its scope that send no headers but the usual ones (User-Agent, Accept, …) and no other params"
+	}
+	return "calls in its scope that send the same headers and other params as call " + g.CallID + " (the usual headers, such as User-Agent, may differ)"
 }
 
 // listGrants serves GET /api/grants?limit=100: live grants, newest first.

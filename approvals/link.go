@@ -209,7 +209,7 @@ func (h *Handler) decideByLink(w http.ResponseWriter, r *http.Request) error {
 			by = who.Name
 		}
 		if g, err := h.grant(r.Context(), decided, info, by, rm, life); err == nil {
-			granted = " Later calls in the same scope are allowed until " + g.ExpiresAt.UTC().Format(timeLayout) + " (grant " + g.ID + ")."
+			granted = " Later calls in the same scope that send the same headers and params are allowed until " + g.ExpiresAt.UTC().Format(timeLayout) + " (grant " + g.ID + ")."
 		} else {
 			granted = " The grant could not be stored: later calls will ask again."
 		}

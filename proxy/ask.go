@@ -154,6 +154,9 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	info.PolicyInput, _ = in.AppendJSON(make([]byte, 0, 1024), false)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
+	// What a grant remembered from this call is bound to, beside its
+	// scope: the same headers and params as it sends (grantExtras).
+	info.GrantExtras = grantExtras(sr.Header, c.otherParams())
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),

@@ -204,7 +204,7 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	if c.mcp != nil && len(c.mcp.batch) > 0 {
 		d = s.decideBatch(r.Context(), c, d)
 	}
-	d = s.applyGrant(r.Context(), c, d)
+	d = s.applyGrant(r, c, d)
 	c.decision = d
 	s.tracing.endDecide(span, r, c, err)
 	s.metrics.observeDecision(c, elapsed)

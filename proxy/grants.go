@@ -2,10 +2,16 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"net/http"
 	"slices"
+	"sort"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -19,8 +25,10 @@ const grantLookupTimeout = 5 * time.Second
 // grants). It never touches a deny, an ask a hook forced, or an ask whose
 // reasons name approvers (a grant cannot stand in for them or their
 // quorum). The grant's ID and approver become the reason, so the decision
-// log records every use. A store that cannot answer leaves the ask.
-func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) policy.Decision {
+// log records every use. A store that cannot answer leaves the ask, and
+// so does a grant whose call sent other headers or params than this one
+// (grantExtras): its approver was not shown what this call sends.
+func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.Decision {
 	t := c.input.Tool
 	if s.cfg.Grants == nil || d.Action != policy.Ask || d.Forced || t == nil || (c.mcp != nil && len(c.mcp.batch) > 0) {
 		return d
@@ -38,7 +46,7 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 	// looks for that one alone, so an exact grant for the first target
 	// does not hide it.
 	q.SoleTarget = t.SoleTarget(q.Target)
-	ctx, cancel := context.WithTimeout(ctx, grantLookupTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), grantLookupTimeout)
 	defer cancel()
 	g, err := s.cfg.Grants.FindGrant(ctx, q)
 	if err != nil {
@@ -52,8 +60,67 @@ func (s *Server) applyGrant(ctx context.Context, c *call, d policy.Decision) pol
 		// grant for one target must not cover a call on another.
 		return d
 	}
+	// Only now, with a grant found: an ask without one costs nothing more.
+	if g.Extras != grantExtras(c.stored(r, s.fwdHost).Header, c.otherParams()) {
+		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
+			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
+		})
+		return d
+	}
 	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
 	}}, d.Reasons...)}
+}
+
+// grantExtras is what a grant is bound to beyond its scope
+// (callinfo.Info.GrantExtras): a digest of the headers the call sends
+// upstream (h, as stored) but the usual ones (callinfo.UsualHeader,
+// which differ from call to call) and toolgate's own, and of an MCP tool
+// call's other params as an identical retry must carry them
+// (attachParams). An approver sees exactly these on the approval page;
+// a later call that sends one more, one fewer or another value is not
+// the call approved. A credential's header counts by name and number of
+// values only: its value is never stored nor shown, so the approver saw
+// that it is sent, not what, and a rotated token must not void the
+// grant. "" when the call sends none of them, so that a grant made
+// before grants were bound (no extras) covers only such calls.
+func grantExtras(h http.Header, params map[string]any) string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		if !forwardedHeader(k) && !callinfo.UsualHeader(k) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 && len(params) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	// Length-prefixed, as the stored request (appendField): no value,
+	// whatever its bytes, reads as another header or the params.
+	b := binary.AppendUvarint(nil, uint64(len(names)))
+	for _, k := range names {
+		b = appendField(b, k)
+		b = binary.AppendUvarint(b, uint64(len(h[k])))
+		if !hiddenHeader(k) {
+			for _, v := range h[k] {
+				b = appendField(b, v)
+			}
+		}
+	}
+	if len(params) > 0 {
+		b = appendField(b, canonicalArgs(params))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// otherParams are an MCP tool call's other params as grantExtras weighs
+// them: those an identical retry must carry alike (attachParams). Nil
+// for any other call.
+func (c *call) otherParams() map[string]any {
+	if c.mcp == nil || c.input.MCP == nil {
+		return nil
+	}
+	return attachParams(c.input.MCP.Params, c.mcp.confirmAnswered)
 }

@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -154,4 +157,88 @@ func (d *decisionRecords) lastRule() string {
 		return ""
 	}
 	return d.recs[len(d.recs)-1].Decision.Reasons[0].ID
+}
+
+// TestGrantsBoundToOtherParams: a grant remembered from an MCP tools/call
+// covers a later call of the tool on its target only when it carries the
+// same other params (a progressToken aside) and headers (the usual ones
+// aside): one with another _meta, an added or a missing param, or an
+// added header asks, and the upstream never gets it. The park record's
+// GrantExtras is what the grant stores (approvals copies it).
+func TestGrantsBoundToOtherParams(t *testing.T) {
+	env := newMCPEnv(t, mcpRawEra, func(c *Config) {
+		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth, c.Grants, c.Hold = auth, c.Pending.(pending.Grants), 20*time.Millisecond
+	})
+	store := env.store.(pending.Grants)
+	// send makes a call of write_note on notes/a.txt with others beside
+	// its arguments; it reports whether the upstream ran it, and the call
+	// as parked when it did not.
+	send := func(others string, header ...string) (ran bool, parked pending.Call) {
+		t.Helper()
+		before := env.up.invoked("write_note")
+		res, msg, raw := postMCP(t, env, paramsCall("1", `{"path":"notes/a.txt","content":"c`+rand.Text()+`"}`, others),
+			append([]string{"Authorization", "Bearer agent-key"}, header...)...)
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d: %s", res.StatusCode, raw)
+		}
+		ran = env.up.invoked("write_note") > before
+		if ran == (msg.Result["isError"] == true) {
+			t.Fatalf("upstream ran %v, answer %s", ran, raw)
+		}
+		if !ran {
+			var ok bool
+			if parked, ok = env.nextParked(time.Second); !ok {
+				t.Fatalf("neither forwarded nor parked: %s", raw)
+			}
+		}
+		return ran, parked
+	}
+	meta := `,"_meta":{"progressToken":"p-1","acme/mode":"draft"}`
+	ran, pc := send(meta, "X-Env", "staging", "Cookie", "sid=1")
+	if ran {
+		t.Fatal("the first call ran without a grant")
+	}
+	// The grant as an approval remembers it (approvals copies GrantExtras).
+	info := callinfo.Decode(pc.Info)
+	if info.GrantExtras == "" {
+		t.Fatal("a call with other params and headers parked without GrantExtras")
+	}
+	if _, err := store.Grant(t.Context(), pending.Grant{
+		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
+		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
+	}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, others string
+		header       []string
+		want         bool
+	}{
+		{"the same params and headers", meta, []string{"X-Env", "staging", "Cookie", "sid=1"}, true},
+		{
+			"another progressToken, credential and usual headers",
+			`,"_meta":{"acme/mode":"draft","progressToken":"p-2"}`,
+			[]string{"X-Env", "staging", "Cookie", "sid=2", "User-Agent", "other/2", "Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+			true,
+		},
+		{"another _meta", `,"_meta":{"progressToken":"p-1","acme/mode":"publish"}`, []string{"X-Env", "staging", "Cookie", "sid=1"}, false},
+		{"a param more", meta + `,"requestState":"rs-1"`, []string{"X-Env", "staging", "Cookie", "sid=1"}, false},
+		{"no _meta", "", []string{"X-Env", "staging", "Cookie", "sid=1"}, false},
+		{"a header more", meta, []string{"X-Env", "staging", "Cookie", "sid=1", "X-Target-Override", "/etc/shadow"}, false},
+		{"another header value", meta, []string{"X-Env", "prod", "Cookie", "sid=1"}, false},
+		{"no credential", meta, []string{"X-Env", "staging"}, false},
+	} {
+		if got, _ := send(tc.others, tc.header...); got != tc.want {
+			t.Errorf("%s: forwarded %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, r := range env.up.got() {
+		if r.Header.Get("X-Target-Override") != "" || r.Header.Get("X-Env") == "prod" || bytes.Contains(r.Body, []byte("publish")) {
+			t.Errorf("the upstream received a call no grant covered: %s %v", r.Body, r.Header)
+		}
+	}
 }

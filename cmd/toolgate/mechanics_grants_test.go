@@ -39,6 +39,7 @@ type grantDoc struct {
 	Tool      string `json:"tool"`
 	Target    string `json:"target"`
 	Scope     string `json:"scope"`
+	Covers    string `json:"covers"`
 	Approver  string `json:"approver"`
 	CallID    string `json:"call_id"`
 	ExpiresAt string `json:"expires_at"`
@@ -170,6 +171,71 @@ func TestGrantScopes(t *testing.T) {
 		}
 	}
 	toolCall(t, e.proxy, "agent-key", "deploy", `{"seq":0}`, async...).want(t, "deploy without a target", 202, "ask")
+}
+
+// TestGrantBoundToHeaders: a grant remembered through the approvals API
+// covers a later call in its scope only when it sends the headers its
+// call sent: the usual ones (User-Agent, Accept, a trace) may differ, and
+// a credential's value, never shown, too; a header more (one that could
+// steer the upstream), another value or a header fewer asks, the
+// decision log says which grant was not used, and the upstream never
+// gets the call. A grant made from a call with only the usual headers
+// covers only calls without others.
+func TestGrantBoundToHeaders(t *testing.T) {
+	e := startMech(t, mechSetup{rules: grantRules})
+	sent := func(more ...string) []string {
+		return append([]string{"Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-1"}, more...)
+	}
+	p := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), sent()...).want(t, "deploy alpha before any grant", 202, "ask")
+	code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h")
+	if code != 200 || g == nil || !strings.Contains(g.Covers, "the same headers and other params as call "+p.id) {
+		t.Fatalf("approve and remember: %d %s", code, body)
+	}
+	if gs := listGrants(t, e.approvals); len(gs) != 1 || gs[0].Covers != g.Covers {
+		t.Errorf("GET /api/grants lists %+v, want the grant with covers %q", gs, g.Covers)
+	}
+
+	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), sent()...).want(t, "the same headers", 200, "allow")
+	allowedBy(t, e.replica, r, g.ID)
+	r = toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-2",
+		"User-Agent", "agent/2.0", "Accept", "text/plain", "Accept-Encoding", "identity", "Idempotency-Key", "k-"+p.id,
+		"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").want(t, "other usual headers and another token", 200, "allow")
+	allowedBy(t, e.replica, r, g.ID)
+
+	for _, tc := range []struct {
+		name   string
+		header []string
+	}{
+		{"a header more", sent("X-Target-Override", "/etc/shadow")},
+		{"another value", []string{"Prefer", "respond-async", "X-Env", "prod", "X-Service-Token", "t-1"}},
+		{"a header fewer", []string{"Prefer", "respond-async", "X-Service-Token", "t-1"}},
+		{"no credential", []string{"Prefer", "respond-async", "X-Env", "staging"}},
+	} {
+		r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), tc.header...).want(t, tc.name, 202, "ask")
+		reasons := strs(resultOf(decisionEvent(t, e.replica, r.id))["reasons"])
+		if !slices.Contains(reasons, "grant "+g.ID+" not used: the call sends headers or params its approval did not show") {
+			t.Errorf("%s: reasons %q, want the grant named as not used", tc.name, reasons)
+		}
+	}
+	reqs := e.up.Requests()
+	for _, req := range reqs {
+		if req.Header.Get("X-Target-Override") != "" || req.Header.Get("X-Env") != "staging" || req.Header.Get("X-Service-Token") == "" {
+			t.Errorf("the upstream received a call the grant did not cover: %s %v", req.Body, req.Header)
+		}
+	}
+	if len(reqs) < 2 {
+		t.Errorf("the upstream received %d requests, want the two covered calls", len(reqs))
+	}
+
+	// From a call with only the usual headers: other usual ones are
+	// covered, any other header is not.
+	plain := toolCall(t, e.proxy, "agent-key", "restart", targetBody("r1"), "Prefer", "respond-async", "User-Agent", "agent/1.0").want(t, "restart r1", 202, "ask")
+	code, g, body = remember(t, e.approvals, plain.id, "alice-key", "subject+tool", "1h")
+	if code != 200 || g == nil || !strings.Contains(g.Covers, "no headers but the usual ones") {
+		t.Fatalf("approve and remember restart: %d %s", code, body)
+	}
+	toolCall(t, e.proxy, "agent-key", "restart", targetBody("r2"), "Prefer", "respond-async", "User-Agent", "agent/9", "Accept-Language", "fr").want(t, "restart r2, usual headers", 200, "allow")
+	toolCall(t, e.proxy, "agent-key", "restart", targetBody("r2"), "Prefer", "respond-async", "X-Env", "staging").want(t, "restart r2 with X-Env", 202, "ask")
 }
 
 // TestGrantNeverOverridesDenyOrQuorum: a subject+tool grant made while the
