@@ -319,6 +319,8 @@ func TestGrantsAcrossReplicas(t *testing.T) {
 	}
 	r := toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B, granted on A", 200, "allow")
 	allowedBy(t, b, r, g.ID)
+	// The grant keeps its call's headers in Redis: one more asks.
+	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Target-Override", "/etc/shadow").want(t, "deploy alpha on B with a header more", 202, "ask")
 	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta on B", 202, "ask")
 	if got := grantIDs(listGrants(t, b.approvals)); !slices.Equal(got, []string{g.ID}) {
 		t.Fatalf("B lists grants %v, want %s", got, g.ID)
