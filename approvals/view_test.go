@@ -623,6 +623,10 @@ func TestPage_TargetsBeyond(t *testing.T) {
 		if got := strings.Count(body, `value="subject+tool"`); got != 1 {
 			t.Errorf("beyond %v: the grant for the tool is offered %d times, want 1", beyond, got)
 		}
+		// Before remembering, the approver learns what a grant is bound to.
+		if !strings.Contains(body, "only if it sends the same headers and other parameters as this one") {
+			t.Errorf("beyond %v: the page does not say a grant is bound to this call's headers and parameters", beyond)
+		}
 	}
 }
 
