@@ -801,3 +801,32 @@ func TestCredentialsNeverInThePolicyInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretHeader: the names that mark a credential, whichever vendor
+// spelled them, and those that look alike but that toolgate, policies
+// and approvers need to see.
+func TestSecretHeader(t *testing.T) {
+	for name, hidden := range map[string]bool{
+		// credentials
+		"Authorization": true, "Proxy-Authorization": true, "X-Authorization": true, "Authentication": true,
+		"Cookie": true, "X-Api-Key": true, "X-Auth-Token": true, "X-Auth-Key": true, "X-Functions-Key": true,
+		"DD-Application-Key": true, "DD-API-Key": true, "X-Sentry-Auth": true, "X-Jwt-Assertion": true,
+		"X-Session-Id": true, "X-Access-Key": true, "X-Private-Key": true, "Private-Token": true,
+		"X-Goog-Api-Key": true, "Api-Key": true, "Apikey": true, "X-Amz-Security-Token": true,
+		"Ocp-Apim-Subscription-Key": true, "X-Client-Secret": true, "X-Password": true, "X-Credentials": true,
+		"X-Hub-Signature-256": true, "X-Csrf-Token": true, "X-Secret-Keys": true,
+		// not secrets
+		"Idempotency-Key": false, "X-Idempotency-Key": false, "Mcp-Session-Id": false, "Mcp-Protocol-Version": false,
+		"Mcp-Method": false, "Mcp-Name": false, "Content-Type": false, "Content-Length": false,
+		"Content-Encoding": false, "Content-Digest": false, "Accept": false, "Accept-Encoding": false,
+		"Accept-Language": false, "Keep-Alive": false, "User-Agent": false, "Traceparent": false,
+		"X-Toolgate-Mode": false, "X-Target-Override": false, "Prefer": false, "Last-Event-Id": false,
+	} {
+		if got := secretHeader(strings.ToLower(name)); got != hidden {
+			t.Errorf("secretHeader(%q) = %v, want %v", name, got, hidden)
+		}
+		if got := hiddenHeader(name); got != hidden {
+			t.Errorf("hiddenHeader(%q) = %v, want %v", name, got, hidden)
+		}
+	}
+}

@@ -9,33 +9,54 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// secretHeaders never reach the policy input: credentials and cookies.
-// Nor does any header whose name says it carries one (secretWords): the
-// input is stored with a parked call, shown to every approver through the
-// approvals API and written to the decision log.
-var secretHeaders = map[string]bool{
-	"authorization":       true,
-	"proxy-authorization": true,
-	"cookie":              true,
-	"x-api-key":           true,
-	"x-auth-token":        true,
-}
-
-// secretWords, within a lower-cased header name, mark a credential:
-// Private-Token, X-Goog-Api-Key, Api-Key, X-Amz-Security-Token,
-// Ocp-Apim-Subscription-Key, X-Client-Secret and their kind.
-var secretWords = []string{"token", "secret", "passw", "apikey", "api-key", "subscription-key", "credential"}
-
+// secretHeader reports whether a header, by its lower-cased name, carries
+// a credential: such a header never reaches the policy input, and its
+// value is hidden from approvers (hiddenHeader), so from everything that
+// shows a parked call (the approvals API and page, Slack and Teams, hooks,
+// the store's record) and from the decision log. This is the one list;
+// the header itself is still forwarded.
+//
+// Vendors name their credentials freely (X-Auth-Key, X-Functions-Key,
+// DD-Application-Key, X-Sentry-Auth, X-Jwt-Assertion, X-Session-Id), so
+// the rule is wide: a name holding one of secretWords, or one of whose
+// words (between "-") is or ends in "key". A header that is not a
+// secret and is hidden costs an approver its value; a secret that is
+// shown is leaked to everyone who reads the log. notSecretHeaders are
+// the few names the rule would hide that toolgate and policies need to
+// see.
 func secretHeader(lk string) bool {
-	if secretHeaders[lk] {
-		return true
+	if notSecretHeaders[lk] {
+		return false
 	}
 	for _, w := range secretWords {
 		if strings.Contains(lk, w) {
 			return true
 		}
 	}
+	for w := range strings.SplitSeq(lk, "-") {
+		if strings.HasSuffix(w, "key") || strings.HasSuffix(w, "keys") {
+			return true
+		}
+	}
 	return false
+}
+
+// secretWords, within a lower-cased header name, mark a credential:
+// Authorization, Proxy-Authorization, Authentication, X-Auth-Token,
+// Private-Token, X-Amz-Security-Token, X-Client-Secret, X-Password,
+// Cookie, X-Csrf-Token, X-Hub-Signature-256 and their kind.
+var secretWords = []string{
+	"auth", "token", "secret", "passw", "pwd", "credential", "jwt", "session", "cookie", "signature",
+}
+
+// notSecretHeaders hold no secret although their names look as if they
+// did: Idempotency-Key (and X-Idempotency-Key) name a call, so that a
+// retry attaches to it and the upstream deduplicates on it; Mcp-Session-Id
+// names an MCP session, bound to its principal (session.go).
+var notSecretHeaders = map[string]bool{
+	"idempotency-key":   true,
+	"x-idempotency-key": true,
+	"mcp-session-id":    true,
 }
 
 // overrideHeaders ask some frameworks to act as if the method or path were

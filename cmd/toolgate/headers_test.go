@@ -117,3 +117,82 @@ func TestApproverSeesHeaders(t *testing.T) {
 		t.Errorf("after approval the file is %q", content)
 	}
 }
+
+// TestVendorCredentialHidden: a credential header whose name is a
+// vendor's own (Cloudflare's X-Auth-Key) is neither shown by the
+// approvals API nor written to the decision log, and is still sent once
+// approved; Idempotency-Key, which looks like one, stays visible and
+// still attaches a retry to its call.
+func TestVendorCredentialHidden(t *testing.T) {
+	const secret = "cf-global-key-0123"
+	redisAddr := testRedis(t)
+	_, up := newNotes(t)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": e2eConfig(up.URL, "redis://"+redisAddr, newPrefix(), "http://127.0.0.1:1"),
+		"rules.yaml":    seedRulesYAML,
+	})
+	a := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+
+	call := func(key string) string {
+		t.Helper()
+		res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/k.txt","content":"k"}`,
+			"Prefer", "respond-async", "X-Auth-Key", secret, "Idempotency-Key", key)
+		if res.StatusCode != http.StatusAccepted {
+			t.Fatalf("write with key %s: %d %s", key, res.StatusCode, body)
+		}
+		return res.Header.Get("X-Toolgate-Call-Id")
+	}
+	id := call("idem-1")
+	if again := call("idem-1"); again != id {
+		t.Errorf("a retry with the same Idempotency-Key is call %s, want %s", again, id)
+	}
+	if other := call("idem-2"); other == id {
+		t.Error("a call with another Idempotency-Key attached to the first")
+	}
+
+	code, raw := apiRequest(t, "GET", a.approvals+"/api/approvals/"+id, "alice-key", "")
+	var d struct {
+		Info struct {
+			Headers struct {
+				List []map[string]any `json:"list"`
+			} `json:"headers"`
+			PolicyInput struct {
+				HTTP struct {
+					Headers map[string][]string `json:"headers"`
+				} `json:"http"`
+			} `json:"policy_input"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(raw), &d); err != nil || code != 200 {
+		t.Fatalf("API detail: %d %v %s", code, err, raw)
+	}
+	if strings.Contains(raw, secret) {
+		t.Errorf("the approvals API shows X-Auth-Key's value: %s", raw)
+	}
+	byName := map[string]map[string]any{}
+	for _, h := range d.Info.Headers.List {
+		byName[h["name"].(string)] = h
+	}
+	if h := byName["X-Auth-Key"]; h["hidden"] != true {
+		t.Errorf("X-Auth-Key listed as %v, want hidden", h)
+	}
+	if h := byName["Idempotency-Key"]; h["value"] != "idem-1" {
+		t.Errorf("Idempotency-Key listed as %v, want shown", h)
+	}
+	if in := d.Info.PolicyInput.HTTP.Headers; in["idempotency-key"] == nil || in["x-auth-key"] != nil {
+		t.Errorf("policy input headers %v: want idempotency-key, no x-auth-key", in)
+	}
+
+	testkit.WaitFor(t, "the decision event", func() bool { ev, _ := eventsOf(a.stderr.String(), id); return ev != nil })
+	if strings.Contains(a.stderr.String(), secret) {
+		t.Error("the decision log holds X-Auth-Key's value")
+	}
+
+	if status := approveAPI(t, a.approvals, id, "alice-key"); status != 200 {
+		t.Fatalf("approve: %d", status)
+	}
+	testkit.WaitFor(t, "the approved write", func() bool { return len(up.Requests()) == 1 })
+	if h := up.Requests()[0].Header; h.Get("X-Auth-Key") != secret || h.Get("Idempotency-Key") != "idem-1" {
+		t.Errorf("the tool server got headers %v", h)
+	}
+}

@@ -41,7 +41,8 @@ type Header struct {
 	// Hidden.
 	Value string `json:"value,omitempty"`
 	// Hidden is true when the name marks a credential (Cookie, X-Api-Key,
-	// a name holding "token" or "secret", ...): approvers learn that it is
+	// X-Auth-Key, a name holding "token", "session" or "secret", ...: the
+	// proxy's rule, which the caller passes as hide): approvers learn that it is
 	// sent and how long it is, never its value, which is another system's
 	// secret.
 	Hidden bool `json:"hidden,omitempty"`
