@@ -117,7 +117,14 @@ func (v *validator) listen(c *Config) {
 	}
 	switch {
 	case c.PublicURL != "":
-		v.httpURL("public_url", c.PublicURL)
+		n := len(v.errs)
+		if v.httpURL("public_url", c.PublicURL); len(v.errs) > n {
+			break
+		}
+		// Every approval link (the page, CloudEvents, Slack, Teams, the
+		// approvals API) starts with it, so a password in it would reach
+		// every channel approvers are notified on.
+		v.noUserInfo("public_url", c.PublicURL, "approval links, in every notification, carry this URL")
 	case len(ok) == 3:
 		// With a bad listen.approvals there is no default to derive, and
 		// that error already says what to fix.
@@ -132,11 +139,16 @@ func (v *validator) listen(c *Config) {
 // URL other URLs are built under: a path may follow the host, but no
 // query, fragment or credentials, which would end up in every URL built.
 func (v *validator) baseURL(key, val string) {
-	if !v.pathURL(key, val) {
-		return
+	if v.pathURL(key, val) {
+		v.noUserInfo(key, val, "agents see this URL")
 	}
-	if u, _ := url.Parse(val); u.User != nil {
-		v.add(key, "carries credentials", "remove the user and password before the host: agents see this URL")
+}
+
+// noUserInfo refuses val, the value of key, when it carries a user or
+// password before its host; who says who would see them.
+func (v *validator) noUserInfo(key, val, who string) {
+	if u, err := url.Parse(val); err == nil && u.User != nil {
+		v.add(key, "carries credentials", "remove the user and password before the host: "+who)
 	}
 }
 
