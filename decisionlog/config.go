@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"time"
 )
 
@@ -18,7 +19,11 @@ func managerConfig(opts Options) ([]byte, error) {
 		cfg["labels"] = maps.Clone(opts.Labels)
 	}
 	if s := opts.Service; s.URL != "" {
-		svc := map[string]any{"name": serviceName, "url": s.URL}
+		origin, _, err := uploadTarget(s)
+		if err != nil {
+			return nil, err
+		}
+		svc := map[string]any{"name": serviceName, "url": origin}
 		if s.Timeout > 0 {
 			svc["response_header_timeout_seconds"] = seconds(s.Timeout)
 		}
@@ -45,9 +50,7 @@ func pluginConfig(opts Options) []byte {
 	}
 	if s := opts.Service; s.URL != "" {
 		cfg["service"] = serviceName
-		if s.Resource != "" {
-			cfg["resource"] = s.Resource
-		}
+		_, cfg["resource"], _ = uploadTarget(s) // managerConfig saw it parse
 		rep := map[string]any{}
 		if s.BufferBytes > 0 {
 			rep["buffer_size_limit_bytes"] = s.BufferBytes
@@ -60,6 +63,30 @@ func pluginConfig(opts Options) []byte {
 	}
 	b, _ := json.Marshal(cfg) // only strings, numbers and maps: cannot fail
 	return b
+}
+
+// uploadTarget splits where events are POSTed for OPA's REST client, which
+// joins its service's URL, "/" and the resource as strings: a query in the
+// URL would end up before the resource (/svc?token=x/logs). The target is
+// built here instead, the resource joined to the URL's path and the query
+// kept after them, and handed over as the origin (scheme, user
+// information, host) and the rest.
+func uploadTarget(s Service) (origin, resource string, err error) {
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return "", "", fmt.Errorf("decisionlog: the service URL does not parse") // the error would repeat it
+	}
+	res := s.Resource
+	if res == "" {
+		res = "/logs"
+	}
+	t := u.JoinPath(res)
+	origin = (&url.URL{Scheme: t.Scheme, User: t.User, Host: t.Host}).String()
+	resource = t.RequestURI()
+	if n := len(resource); t.RawQuery != "" && resource[n-1] == '/' {
+		resource = resource[:n-1] + "%2F" // OPA trims a trailing "/" off the resource
+	}
+	return origin, resource, nil
 }
 
 // seconds is d in whole seconds, at least one: OPA counts in seconds.

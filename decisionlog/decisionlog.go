@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolgate/toolgate/internal/logurl"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -142,7 +144,14 @@ func New(ctx context.Context, opts Options) (*Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	pluginLog := logging.NewLoggerFromSlogHandler(opts.Logger.Handler(), logging.Info)
+	pluginHandler := opts.Logger.Handler()
+	if u, err := url.Parse(opts.Service.URL); err == nil && opts.Service.URL != "" {
+		// The plugin reports a failed upload, and at debug level every
+		// one, with the URL posted to: its query and user information
+		// may be the service's credentials.
+		pluginHandler = logurl.Handler(pluginHandler, u)
+	}
+	pluginLog := logging.NewLoggerFromSlogHandler(pluginHandler, logging.Info)
 	var console logging.Logger = logging.NewNoOpLogger()
 	if opts.Console != nil {
 		console = logging.NewLoggerFromSlogHandler(opts.Console, logging.Info)

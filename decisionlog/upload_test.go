@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +146,43 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) fl
 	}
 	t.Fatalf("no series %s{%s}", name, label)
 	return 0
+}
+
+// TestUploadURLWithQuery: a service URL with a path and a query (a token
+// there is common) gets its events at the path joined with the resource,
+// the query after them; and a failed upload's report names the URL
+// without its query or password.
+func TestUploadURLWithQuery(t *testing.T) {
+	const token, pass = "DL-QUERY-TOKEN", "DL-PASS"
+	up := testkit.NewUpstream(t, nil)
+	e := newEngine(t, map[string]string{"p.rego": testPolicy})
+	in := policy.Input{CallID: "call-1", Kind: policy.KindREST, Tool: policy.NewTool("login", nil, nil)}
+	logOne := func(l *decisionlog.Logger) {
+		l.LogDecision(context.Background(), decisionlog.Decision{
+			ID: "call-1", Time: time.Now(), Input: in, Result: policy.Decision{Action: policy.Allow}, Revision: e.Revision(),
+		})
+	}
+
+	l, _ := newLogger(t, e, decisionlog.Options{Service: decisionlog.Service{
+		URL: up.URL + "/svc/?token=" + token, MinDelay: time.Second, MaxDelay: time.Second,
+	}})
+	logOne(l)
+	testkit.WaitFor(t, "the upload", func() bool { return len(up.Requests()) > 0 })
+	if r := up.Requests()[0]; r.Method != http.MethodPost || r.Path != "/svc/logs" || r.Query != "token="+token {
+		t.Errorf("upload to %s %s?%s, want POST /svc/logs?token=%s", r.Method, r.Path, r.Query, token)
+	}
+
+	gone := testkit.FreeAddrs(t, 1)[0] // nothing listens there
+	reports := &testkit.Buffer{}
+	l, _ = newLogger(t, e, decisionlog.Options{
+		Logger: slog.New(slog.NewJSONHandler(reports, nil)),
+		Service: decisionlog.Service{
+			URL: "http://dl:" + pass + "@" + gone + "/svc?token=" + token, MinDelay: time.Second, MaxDelay: time.Second,
+		},
+	})
+	logOne(l)
+	testkit.WaitFor(t, "the failure's report", func() bool { return strings.Contains(reports.String(), "upload failed") })
+	if s := reports.String(); strings.Contains(s, token) || strings.Contains(s, pass) || !strings.Contains(s, "/svc/logs?REDACTED") {
+		t.Errorf("the report shows the query or the password, or not the path: %s", s)
+	}
 }

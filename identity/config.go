@@ -3,7 +3,8 @@ package identity
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
+
+	"github.com/toolgate/toolgate/internal/logurl"
 )
 
 // String describes c with every API key redacted.
@@ -30,17 +31,19 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// String describes j; a password in the JWKS URL is redacted.
+// String describes j; the JWKS URL's user information and query are
+// redacted.
 func (j JWT) String() string {
 	return fmt.Sprintf("{JWKSFile:%s JWKSURL:%s Issuer:%s Audience:%v SubjectClaim:%s SubjectPrefix:%s GroupsClaim:%s Leeway:%s}",
-		j.JWKSFile, redactURL(j.JWKSURL), j.Issuer, j.Audience, j.SubjectClaim, j.SubjectPrefix, j.GroupsClaim, j.Leeway)
+		j.JWKSFile, logurl.String(j.JWKSURL), j.Issuer, j.Audience, j.SubjectClaim, j.SubjectPrefix, j.GroupsClaim, j.Leeway)
 }
 
-// LogValue describes j; a password in the JWKS URL is redacted.
+// LogValue describes j; the JWKS URL's user information and query are
+// redacted.
 func (j JWT) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("jwks_file", j.JWKSFile),
-		slog.String("jwks_url", redactURL(j.JWKSURL)),
+		slog.String("jwks_url", logurl.String(j.JWKSURL)),
 		slog.String("issuer", j.Issuer),
 		slog.Any("audience", j.Audience),
 		slog.String("subject_claim", j.SubjectClaim),
@@ -48,12 +51,4 @@ func (j JWT) LogValue() slog.Value {
 		slog.String("groups_claim", j.GroupsClaim),
 		slog.Duration("leeway", j.Leeway),
 	)
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return redacted // it may be anything, including a secret
-	}
-	return u.Redacted()
 }

@@ -10,7 +10,8 @@ import (
 
 // TestDeps keeps identity a leaf: it says who is calling and knows nothing
 // of policy, proxying, parked calls or Redis. Of toolgate's own packages it
-// uses only internal/strictjson, a leaf itself, to read JWT claims.
+// uses only internal/strictjson, a leaf itself, to read JWT claims, and
+// internal/logurl, another, to write the JWKS URL.
 func TestDeps(t *testing.T) {
 	forbidden := []string{
 		"github.com/open-policy-agent/opa/...",
@@ -25,7 +26,8 @@ func TestDeps(t *testing.T) {
 	}
 	for p := range strings.FieldsSeq(string(out)) {
 		switch p {
-		case "github.com/toolgate/toolgate/identity", "github.com/toolgate/toolgate/internal/strictjson":
+		case "github.com/toolgate/toolgate/identity", "github.com/toolgate/toolgate/internal/strictjson",
+			"github.com/toolgate/toolgate/internal/logurl":
 		default:
 			forbidden = append(forbidden, p)
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/lestrrat-go/httprc/v3"
 	"github.com/lestrrat-go/httprc/v3/errsink"
 	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/toolgate/toolgate/internal/logurl"
 )
 
 const (
@@ -31,6 +33,7 @@ const (
 // previous keys instead of replacing them).
 type remoteKeys struct {
 	url  string
+	u    *url.URL // url parsed, to keep it out of logs (logurl)
 	ctrl httprc.Controller
 	res  *httprc.ResourceBase[jwk.Set]
 	// lastForced is when an unknown kid last caused a fetch (Unix ns); it
@@ -66,7 +69,9 @@ func newRemoteKeys(rawURL string, client *http.Client, logger *slog.Logger) (*re
 	defer cancel()
 	var firstErr atomic.Pointer[error]
 	sink := errsink.NewFunc(func(ctx context.Context, err error) {
-		logger.WarnContext(ctx, "identity: JWKS fetch failed; keeping the previous keys, if any", "url", u.Redacted(), "err", err)
+		// The client's errors repeat the URL, query and all (a token there
+		// is common): both are written without them.
+		logger.WarnContext(ctx, "identity: JWKS fetch failed; keeping the previous keys, if any", "url", logurl.URL(u), "err", logurl.Error(err, u))
 		if firstErr.CompareAndSwap(nil, &err) {
 			cancel()
 		}
@@ -76,13 +81,13 @@ func newRemoteKeys(rawURL string, client *http.Client, logger *slog.Logger) (*re
 	if err != nil {
 		return nil, err
 	}
-	r := &remoteKeys{url: rawURL, ctrl: ctrl, res: res, forcedRefresh: jwksForcedRefresh, logger: logger}
+	r := &remoteKeys{url: rawURL, u: u, ctrl: ctrl, res: res, forcedRefresh: jwksForcedRefresh, logger: logger}
 	if err := ctrl.Add(ctx, res); err != nil {
 		if p := firstErr.Load(); p != nil {
 			err = *p
 		}
 		r.close()
-		return nil, fmt.Errorf("fetching %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("fetching %s: %w", logurl.URL(u), logurl.Error(err, u))
 	}
 	return r, nil
 }
@@ -130,7 +135,7 @@ func (r *remoteKeys) refresh(ctx context.Context) bool {
 	defer cancel()
 	// A synchronous refresh reports to us, not to the error sink.
 	if err := r.ctrl.Refresh(ctx, r.url); err != nil {
-		r.logger.WarnContext(ctx, "identity: JWKS refresh for an unknown kid failed; keeping the previous keys", "err", err)
+		r.logger.WarnContext(ctx, "identity: JWKS refresh for an unknown kid failed; keeping the previous keys", "err", logurl.Error(err, r.u))
 		return false
 	}
 	return true

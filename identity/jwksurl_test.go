@@ -132,3 +132,33 @@ func TestJWKSURLRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestJWKSURLQueryNotShown: a JWKS URL's query and user information (a
+// token there is common) are in neither the start-up error nor the
+// warning of a failed refresh, though the client's errors repeat the URL.
+func TestJWKSURLQueryNotShown(t *testing.T) {
+	const token, pass = "JWKS-QUERY-TOKEN", "JWKS-PASS"
+	k1, k2 := testkit.NewKeys(t), testkit.NewKeys(t)
+	srv := newJWKSServer(t, testkit.KeySet(t, testkit.PublicJWK(t, &k1.RSA.PublicKey, "k1", "RS256")))
+	cfg := srv.config()
+	logs := &testkit.Buffer{}
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.JWT.JWKSURL = strings.Replace(srv.URL, "https://", "https://ju:"+pass+"@", 1) + "/jwks?jwkstoken=" + token
+	a := newAuthenticator(t, cfg)
+
+	// A refresh fails (an unknown kid asks for one) with the server gone.
+	srv.Close()
+	a.Authenticate(request("Bearer " + testkit.Sign(t, jwa.RS256(), k2.RSA, "k2", claims(), nil)))
+	testkit.WaitFor(t, "the warning", func() bool { return strings.Contains(logs.String(), "failed") })
+
+	// Starting against the server gone fails.
+	_, err := identity.New(cfg)
+	if err == nil {
+		t.Fatal("New() with the server gone succeeded")
+	}
+	for what, text := range map[string]string{"the warning": logs.String(), "the start-up error": err.Error()} {
+		if strings.Contains(text, token) || strings.Contains(text, pass) || !strings.Contains(text, "/jwks?REDACTED") {
+			t.Errorf("%s shows the URL's query or password, or not its path: %s", what, text)
+		}
+	}
+}

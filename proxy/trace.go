@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolgate/toolgate/internal/logurl"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -91,9 +92,7 @@ type redactQuery struct{ base http.RoundTripper }
 func (t redactQuery) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.RawQuery != "" {
 		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
-			u := *r.URL
-			u.User, u.RawQuery = nil, "REDACTED"
-			span.SetAttributes(attribute.String("url.full", u.String()))
+			span.SetAttributes(attribute.String("url.full", logurl.URL(r.URL)))
 		}
 	}
 	return t.base.RoundTrip(r)

@@ -10,16 +10,20 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/logurl"
 )
 
-// urlKeys hold URLs that may carry a password (https://user:pass@host);
-// Redacted prints them with the password replaced by "xxxxx".
+// urlKeys hold URLs that may carry a credential in their user information
+// (https://user:pass@host) or query (?token=); Redacted prints them as
+// logs do (logurl), with REDACTED in place of either.
 var urlKeys = map[string]bool{
 	"public_url":                true,
 	"proxy_public_url":          true,
 	"upstreams[].url":           true,
 	"identity.jwt.jwks_url":     true,
 	"log.decisions.service.url": true,
+	"hooks[].url":               true,
 }
 
 // notifyURLKey holds webhook URLs. Slack, Teams and most webhook receivers
@@ -30,7 +34,7 @@ const notifyURLKey = "approvals.notify[].url"
 // Redacted returns the configuration as YAML, every key in file order and
 // with the file's key names, so it reads like a complete configuration file.
 // Every Secret that is set prints as "[redacted]" (an empty one as ""),
-// passwords inside URLs as "xxxxx", and approvals.notify URLs as
+// URLs' user information and queries as REDACTED, and approvals.notify URLs as
 // scheme://host/[redacted] when they have a path or query.
 func (c *Config) Redacted() ([]byte, error) {
 	var buf bytes.Buffer
@@ -120,8 +124,9 @@ func stringNode(s string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 }
 
-// redactURL hides the password of a URL and, with hidePath, everything after
-// the host. A URL that does not parse is hidden entirely.
+// redactURL hides the user information and query of a URL and, with
+// hidePath, everything after the host. A URL that does not parse is
+// hidden entirely.
 func redactURL(s string, hidePath bool) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -130,5 +135,5 @@ func redactURL(s string, hidePath bool) string {
 	if hidePath && (u.User != nil || u.Opaque != "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "") {
 		return u.Scheme + "://" + u.Host + "/" + redacted
 	}
-	return u.Redacted()
+	return logurl.URL(u)
 }

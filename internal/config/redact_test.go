@@ -87,7 +87,7 @@ public_url: http://127.0.0.1:8081
 proxy_public_url: ""
 upstreams:
   - name: notes
-    url: http://user:xxxxx@127.0.0.1:9001
+    url: http://REDACTED@127.0.0.1:9001
     protocol: rest
     prefix: /
     mcp_path: /mcp
@@ -196,7 +196,9 @@ func TestRedactURL(t *testing.T) {
 		want     string
 	}{
 		{"http://127.0.0.1:9001", false, "http://127.0.0.1:9001"},
-		{"https://u:p@host/x", false, "https://u:xxxxx@host/x"},
+		{"https://u:p@host/x", false, "https://REDACTED@host/x"},
+		{"https://token@host/x", false, "https://REDACTED@host/x"},
+		{"https://host/jwks.json?token=abc", false, "https://host/jwks.json?REDACTED"},
 		{"https://host/hook?token=abc", true, "https://host/[redacted]"},
 		{"https://host/services/T/B/X", true, "https://host/[redacted]"},
 		{"https://u:p@host", true, "https://host/[redacted]"},
@@ -222,5 +224,30 @@ func TestRedacted_PreviousSecrets(t *testing.T) {
 	}
 	if strings.Contains(string(out), old) || !strings.Contains(string(out), "previous_secrets: ['[redacted]']") {
 		t.Errorf("Redacted() shows previous_secrets as:\n%s", out)
+	}
+}
+
+// TestRedacted_URLQueries: a token in the query of a hook's, the JWKS's
+// or the log service's URL is not printed; what the URL names is.
+func TestRedacted_URLQueries(t *testing.T) {
+	c := Config{
+		Hooks:    []Hook{{Name: "h", URL: "https://hooks.example.com/pre?hooktoken=HOOK-QS"}},
+		Identity: Identity{JWT: &JWT{JWKSURL: "https://idp.example.com/jwks?jwkstoken=JWKS-QS"}},
+		Log:      Log{Decisions: Decisions{Service: DecisionService{URL: "https://logs.example.com/svc?dltoken=DL-QS"}}},
+	}
+	c.ApplyDefaults()
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"HOOK-QS", "JWKS-QS", "DL-QS"} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("Redacted() shows %q:\n%s", s, out)
+		}
+	}
+	for _, s := range []string{"https://hooks.example.com/pre?REDACTED", "https://idp.example.com/jwks?REDACTED", "https://logs.example.com/svc?REDACTED"} {
+		if !strings.Contains(string(out), s) {
+			t.Errorf("Redacted() lacks %q:\n%s", s, out)
+		}
 	}
 }
