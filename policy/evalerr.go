@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -20,7 +21,10 @@ const hiddenDetail = "(detail hidden: it may quote the call's input; log.argumen
 // cancellation (a timeout) names no value and stays whole.
 func redactEvalError(err error) error {
 	var te *topdown.Error
-	if !errors.As(err, &te) || te.Code == topdown.CancelErr {
+	if !errors.As(err, &te) {
+		return quotedHidden(err)
+	}
+	if te.Code == topdown.CancelErr {
 		return err
 	}
 	msg := hiddenDetail
@@ -42,6 +46,31 @@ func redactEvalError(err error) error {
 	}
 	return &evalError{&topdown.Error{Code: te.Code, Message: msg, Location: te.Location}}
 }
+
+// quoted is a Go-quoted string (%q) in an error's text.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// quotedHidden is err with every quoted string in its text cut: the
+// engine's own errors about a result of the wrong shape quote what the
+// policy gave (an approvers key, an action), which a rule may have taken
+// from the input.
+func quotedHidden(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, `"`) {
+		return err
+	}
+	return &cutError{msg: quoted.ReplaceAllLiteralString(msg, `"(hidden)"`), err: err}
+}
+
+// cutError is an error whose text was cut; errors.Is and errors.As still
+// see the original.
+type cutError struct {
+	msg string
+	err error
+}
+
+func (e *cutError) Error() string { return e.msg }
+func (e *cutError) Unwrap() error { return e.err }
 
 // isBuiltinName reports whether s reads as a built-in function's name
 // (letters, digits, '_' and '.'), so that no quoted text passes as one.
