@@ -787,17 +787,44 @@ func TestCredentialsNeverInThePolicyInput(t *testing.T) {
 	if res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, hdr...); res.StatusCode != 200 {
 		t.Fatalf("status %d", res.StatusCode)
 	}
+	if _, ok := seen.HTTP.Headers["authorization"]; ok {
+		t.Errorf("toolgate's own credential is in the policy input")
+	}
 	if got := seen.HTTP.Headers["x-trace-note"]; len(got) != 1 || got[0] != "kept" {
 		t.Errorf("an ordinary header is missing from the input: %v", seen.HTTP.Headers)
 	}
 	got := env.upstream.Requests()
 	h := got[len(got)-1].Header
 	for _, k := range secrets {
-		if v, ok := seen.HTTP.Headers[strings.ToLower(k)]; ok {
-			t.Errorf("%s is in the policy input: %q", k, v)
+		// The name stays, so that a policy can deny a header named like a
+		// credential (TestHiddenHeaderNamedForThePolicy); the value never.
+		if v := seen.HTTP.Headers[strings.ToLower(k)]; len(v) != 1 || v[0] != hiddenValue {
+			t.Errorf("%s in the policy input: %q, want its name with %q", k, v, hiddenValue)
 		}
 		if h.Get(k) != "SECRET-"+k {
 			t.Errorf("%s did not reach the upstream", k)
+		}
+	}
+}
+
+// TestHiddenHeaderNamedForThePolicy: a header an agent names like a
+// credential is hidden from approvers and the log, yet still forwarded;
+// the policy sees its name, so a rule can deny it, with the real engine.
+func TestHiddenHeaderNamedForThePolicy(t *testing.T) {
+	engine := regoEngine(t, "rules: []\n", `deny contains "no override headers" if {
+	some name, _ in input.http.headers
+	contains(name, "override")
+}
+allow contains "ok" if input.tool.name == "read_file"`)
+	env := newTestServer(t, engine)
+	for hdr, want := range map[string]int{"X-Note": 200, "X-Override": 403, "X-Override-Key": 403, "X-Override-Token": 403} {
+		before := len(env.upstream.Requests())
+		res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, "Authorization", "Bearer agent-key", hdr, "delete-all")
+		if res.StatusCode != want {
+			t.Errorf("%s: status %d, want %d", hdr, res.StatusCode, want)
+		}
+		if reached := len(env.upstream.Requests()) > before; reached != (want == 200) {
+			t.Errorf("%s: reached the upstream %v", hdr, reached)
 		}
 	}
 }

@@ -121,18 +121,45 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	return false
 }
 
-// policyHeaders is h lower-cased, without credentials and cookies.
+// hiddenValue stands in the policy input for each value of a credential's
+// header.
+const hiddenValue = "[hidden]"
+
+// policyHeaders is h lower-cased, with the values of credentials and
+// cookies hidden. Their names stay, with one hiddenValue for each value:
+// the header is forwarded, so the policy must be able to see that it is
+// sent (an agent may name any header like a credential) and deny it.
+// Authorization alone is left out: it is the agent's credential for
+// toolgate, and never forwarded (outboundHeader).
 func policyHeaders(h http.Header) map[string][]string {
 	out := make(map[string][]string, len(h))
 	for k, vs := range h {
 		lk := strings.ToLower(k)
 		if secretHeader(lk) {
+			if lk != "authorization" {
+				out[lk] = hiddenValues(len(vs))
+			}
 			continue
 		}
 		out[lk] = vs
 	}
 	return out
 }
+
+// hiddenValues is n hiddenValue, shared: nothing changes an input's
+// header values.
+func hiddenValues(n int) []string {
+	if n <= len(hiddenRun) {
+		return hiddenRun[:n:n]
+	}
+	vs := make([]string, n)
+	for i := range vs {
+		vs[i] = hiddenValue
+	}
+	return vs
+}
+
+var hiddenRun = []string{hiddenValue, hiddenValue, hiddenValue, hiddenValue}
 
 func policySubject(s identity.Subject) policy.Subject {
 	return policy.Subject{ID: s.ID, Groups: s.Groups, Claims: s.Claims, Authenticated: s.Authenticated}

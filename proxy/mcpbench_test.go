@@ -76,7 +76,7 @@ func benchUpstream(b *testing.B, h http.HandlerFunc) *httptest.Server {
 
 // regoEngine is the real engine with a rules table and one module of
 // package toolgate.
-func regoEngine(b *testing.B, rules, rego string) *policy.Engine {
+func regoEngine(b testing.TB, rules, rego string) *policy.Engine {
 	path := filepath.Join(b.TempDir(), "rules.yaml")
 	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
 		b.Fatal(err)
