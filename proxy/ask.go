@@ -156,7 +156,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// instead of Info, which holds the arguments and the policy input.
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
-	info.GrantExtras = grantExtras(sr.Header, c.otherParams())
+	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, c.otherParams())
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),

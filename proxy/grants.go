@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -61,7 +62,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
-	if g.Extras != grantExtras(c.stored(r, s.fwdHost).Header, c.otherParams()) {
+	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParams()) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
@@ -80,12 +81,16 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 // call's other params as an identical retry must carry them
 // (attachParams). An approver sees exactly these on the approval page;
 // a later call that sends one more, one fewer or another value is not
-// the call approved. A credential's header counts by name and number of
-// values only: its value is never stored nor shown, so the approver saw
-// that it is sent, not what, and a rotated token must not void the
-// grant. "" when the call sends none of them, so that a grant made
-// before grants were bound (no extras) covers only such calls.
-func grantExtras(h http.Header, params map[string]any) string {
+// the call approved. That holds for a header named like a credential too,
+// whose value the approver saw only the size of: an agent may give any
+// header such a name, and what it carries is not the approver's to
+// guess. So the digest is keyed (an HMAC with key): a grant's store never
+// holds what a guess of such a value could be checked against. A rotated
+// token, or a new key, asks again. Without a key (no approvals secret, so
+// no grants), such headers count by name and number of values. "" when
+// the call sends none of them, so that a grant made before grants were
+// bound (no extras) covers only such calls.
+func grantExtras(key []byte, h http.Header, params map[string]any) string {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		if !forwardedHeader(k) && !callinfo.UsualHeader(k) {
@@ -102,7 +107,7 @@ func grantExtras(h http.Header, params map[string]any) string {
 	for _, k := range names {
 		b = appendField(b, k)
 		b = binary.AppendUvarint(b, uint64(len(h[k])))
-		if !hiddenHeader(k) {
+		if key != nil || !hiddenHeader(k) {
 			for _, v := range h[k] {
 				b = appendField(b, v)
 			}
@@ -111,8 +116,13 @@ func grantExtras(h http.Header, params map[string]any) string {
 	if len(params) > 0 {
 		b = appendField(b, canonicalArgs(params))
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	if key == nil {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:])
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // otherParams are an MCP tool call's other params as grantExtras weighs

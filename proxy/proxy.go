@@ -95,6 +95,11 @@ type Config struct {
 	// Grants, if set, are remembered approvals that turn a later ask in
 	// their scope into allow (usually the Pending store).
 	Grants pending.Grants
+	// GrantKey keys the digest that binds a grant to the credentials'
+	// values its call sent (grantExtras): the same on every replica (the
+	// approvals secret), so that a grant made through one is honoured by
+	// all. Without it a grant binds those headers by name alone.
+	GrantKey []byte
 	// SubjectModes are modes by subject ID, before the upstream's Mode.
 	SubjectModes map[string]string
 	// ModeHeader, when set, is a request header that sets the call's mode,

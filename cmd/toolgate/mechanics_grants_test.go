@@ -175,9 +175,10 @@ func TestGrantScopes(t *testing.T) {
 
 // TestGrantBoundToHeaders: a grant remembered through the approvals API
 // covers a later call in its scope only when it sends the headers its
-// call sent: the usual ones (User-Agent, Accept, a trace) may differ, and
-// a credential's value, never shown, too; a header more (one that could
-// steer the upstream), another value or a header fewer asks, the
+// call sent: the usual ones (User-Agent, Accept, a trace) may differ; a
+// header more (one that could steer the upstream), another value (a
+// credential's too: its value was never shown, and any header can be
+// named like one) or a header fewer asks, the
 // decision log says which grant was not used, and the upstream never
 // gets the call. A grant made from a call with only the usual headers
 // covers only calls without others.
@@ -197,9 +198,9 @@ func TestGrantBoundToHeaders(t *testing.T) {
 
 	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), sent()...).want(t, "the same headers", 200, "allow")
 	allowedBy(t, e.replica, r, g.ID)
-	r = toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-2",
+	r = toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-1",
 		"User-Agent", "agent/2.0", "Accept", "text/plain", "Accept-Encoding", "identity", "Idempotency-Key", "k-"+p.id,
-		"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").want(t, "other usual headers and another token", 200, "allow")
+		"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").want(t, "other usual headers", 200, "allow")
 	allowedBy(t, e.replica, r, g.ID)
 
 	for _, tc := range []struct {
@@ -210,6 +211,7 @@ func TestGrantBoundToHeaders(t *testing.T) {
 		{"another value", []string{"Prefer", "respond-async", "X-Env", "prod", "X-Service-Token", "t-1"}},
 		{"a header fewer", []string{"Prefer", "respond-async", "X-Service-Token", "t-1"}},
 		{"no credential", []string{"Prefer", "respond-async", "X-Env", "staging"}},
+		{"another credential value", []string{"Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "/etc/shadow"}},
 	} {
 		r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), tc.header...).want(t, tc.name, 202, "ask")
 		reasons := strs(resultOf(decisionEvent(t, e.replica, r.id))["reasons"])
