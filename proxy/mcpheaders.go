@@ -118,20 +118,33 @@ func argumentAt(args any, path []string) (any, bool) {
 	return v, true
 }
 
+// sentinelOpen starts MCP's Base64 form of a header value.
+const sentinelOpen = "=?base64?"
+
 // sameValue reports whether a mirrored header's value h stands for v, the
 // body's value, as MCP 2026-07-28 encodes it: a string as is, a boolean as
 // true or false, an integer in decimal; any value in the Base64 sentinel
 // =?base64?…?= (the form for what is not plain ASCII), decoded first.
 // Nothing else stands for anything: null, an object, an array, a fraction.
+//
+// A value that starts like the sentinel in any case (=?BASE64?…, or with
+// no closing ?=) stands for nothing: a router that reads encoded words
+// as RFC 2047 does, without regard to case, or leniently, would decode
+// it where toolgate compared it as text.
 func sameValue(h string, v any) bool {
-	if inner, ok := strings.CutPrefix(h, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			b, err := base64.StdEncoding.Strict().DecodeString(inner)
-			if err != nil {
-				return false
-			}
-			h = string(b)
+	if len(h) >= len(sentinelOpen) && strings.EqualFold(h[:len(sentinelOpen)], sentinelOpen) {
+		inner, ok := strings.CutPrefix(h, sentinelOpen)
+		if ok {
+			inner, ok = strings.CutSuffix(inner, "?=")
 		}
+		if !ok {
+			return false
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(inner)
+		if err != nil {
+			return false
+		}
+		h = string(b)
 	}
 	switch v := v.(type) {
 	case string:

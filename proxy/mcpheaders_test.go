@@ -129,6 +129,11 @@ func TestMCPParamHeaders(t *testing.T) {
 			[]string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "ping", "Mcp-Param-Path", "notes/a.txt"},
 		},
 		{"an Mcp-Name in the sentinel naming another tool", note, head("=?base64?ZWNobw==?=")},
+		// Look-alikes of the sentinel, the same text in the body: a router
+		// that decodes without regard to case, or leniently, reads another
+		// path than the one the policy saw.
+		{"a sentinel in upper case", call("read_file", `{"path":"=?BASE64?L2V0Yy9zaGFkb3c=?="}`), head("read_file", "Mcp-Param-Path", "=?BASE64?L2V0Yy9zaGFkb3c=?=")},
+		{"a sentinel not closed", call("read_file", `{"path":"=?base64?L2V0Yy9zaGFkb3c="}`), head("read_file", "Mcp-Param-Path", "=?base64?L2V0Yy9zaGFkb3c=")},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
