@@ -59,8 +59,19 @@ func quotedHidden(err error) error {
 	if !strings.Contains(msg, `"`) {
 		return err
 	}
-	return &cutError{msg: quoted.ReplaceAllLiteralString(msg, `"(hidden)"`), err: err}
+	cut := quoted.ReplaceAllStringFunc(msg, func(q string) string {
+		if ownWords[q] {
+			return q
+		}
+		return `"(hidden)"`
+	})
+	return &cutError{msg: cut, err: err}
 }
+
+// ownWords are the quoted words of the engine's own messages (a reason
+// object needs a string "message"): names of the decision's members, not
+// values.
+var ownWords = map[string]bool{`"approvers"`: true, `"id"`: true, `"message"`: true, `"must_ask"`: true}
 
 // cutError is an error whose text was cut; errors.Is and errors.As still
 // see the original.
