@@ -79,10 +79,12 @@ func (c *call) checkMCPHeaders(h http.Header, version, method string, params map
 // revision; their absence is the upstream's to judge.
 func (c *call) checkParamHeaders(h http.Header, method string, params map[string]any) *answer {
 	for k, vs := range h {
-		lk := strings.ToLower(k)
-		if !strings.HasPrefix(lk, paramPrefix) {
+		// Compared without lowering every name first: most calls carry
+		// no such header, and ToLower would copy each one.
+		if len(k) < len(paramPrefix) || !strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
 			continue
 		}
+		lk := strings.ToLower(k)
 		if method != "tools/call" {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "an "+k+" header mirrors a tools/call argument; this message is no tools/call")
 		}
