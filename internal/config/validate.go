@@ -202,7 +202,12 @@ func (v *validator) upstreams(us []Upstream) {
 		default:
 			names[u.Name] = at
 		}
-		v.pathURL(at+".url", u.URL)
+		if v.pathURL(at+".url", u.URL) {
+			// Not sent: an allowed call and an approved one would not
+			// agree on whether the user and password go as Basic auth, and
+			// the operator would believe the upstream protected.
+			v.noUserInfo(at+".url", u.URL, "toolgate does not send them; keep the upstream reachable by toolgate alone (its network, a NetworkPolicy)")
+		}
 		v.oneOf(at+".protocol", u.Protocol, "rest", "mcp")
 		switch err := proxy.CheckPrefix(u.Prefix); {
 		case err != nil:

@@ -53,6 +53,7 @@ func TestValidate(t *testing.T) {
 
 		{"no upstream", func(c *Config) { c.Upstreams = nil }, []string{"upstreams"}},
 		{"upstream name empty", func(c *Config) { c.Upstreams[0].Name = "" }, []string{"upstreams[0].name"}},
+		{"upstream url with credentials", func(c *Config) { c.Upstreams[0].URL = "http://tool:pw@127.0.0.1:9000" }, []string{"upstreams[0].url"}},
 		{"upstream name upper case", func(c *Config) { c.Upstreams[0].Name = "Notes" }, []string{"upstreams[0].name"}},
 		{"upstream name starts with -", func(c *Config) { c.Upstreams[0].Name = "-notes" }, []string{"upstreams[0].name"}},
 		{"upstream name too long", func(c *Config) { c.Upstreams[0].Name = strings.Repeat("a", 64) }, []string{"upstreams[0].name"}},
