@@ -77,7 +77,7 @@ func canonicalAuthority(s string) (out, unicode string, ok bool) {
 	}
 	written, writtenPort := splitHostPort(authority)
 	host, unicode, ok := canonicalHost(written)
-	if !ok || host == "" && defaultPorts[scheme] != "" {
+	if !ok || host == "" && defaultPorts[scheme] != "" || unspecifiedHost(host) {
 		return "", "", false // no host that every client reads alike
 	}
 	port := writtenPort
@@ -95,6 +95,13 @@ func canonicalAuthority(s string) (out, unicode string, ok bool) {
 	}
 	return scheme + "://" + host + ":" + port + tail, unicode, true
 }
+
+// unspecifiedHost reports whether host, as canonicalHost writes it, is the
+// unspecified address (0.0.0.0, [::], and their other spellings, which
+// canonicalHost writes so): Linux and macOS connect to it as to the local
+// host, Windows refuses it, so it is no host a row can name: a row on
+// "http://127.0.0.1/**" would not see "http://0:8080/admin".
+func unspecifiedHost(host string) bool { return host == "0.0.0.0" || host == "[::]" }
 
 // readableAuthority reports whether clients agree on where the authority
 // of raw (a URL as sent, backslashes and all) ends. A WHATWG parser ends

@@ -69,6 +69,9 @@ func TestURLUnreadable(t *testing.T) {
 		"https://evi\u200cl.com/x",
 		"https://",
 		"http://@/x",
+		// the unspecified address reaches the local host on Linux and macOS
+		"http://0/admin", "http://0.0.0.0:8080/admin", "http://0x0.0/", "http://[::]/", "http://[::ffff:0.0.0.0]/",
+		"http://[0:0:0:0:0:0:0:0]:80/",
 	} {
 		tool := policy.NewTool("fetch", map[string]any{"url": raw}, policy.DefaultTargetArgs)
 		if a := tool.Targets[0]; !a.Opaque || a.Target != "" || tool.Target != raw {
