@@ -117,8 +117,9 @@ func (v *validator) listen(c *Config) {
 	}
 	switch {
 	case c.PublicURL != "":
-		n := len(v.errs)
-		if v.httpURL("public_url", c.PublicURL); len(v.errs) > n {
+		// Paths are joined to it (/approve/…, the sign-in callback): a
+		// query or fragment would swallow them.
+		if !v.pathURL("public_url", c.PublicURL) {
 			break
 		}
 		// Every approval link (the page, CloudEvents, Slack, Teams, the

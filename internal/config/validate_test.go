@@ -99,6 +99,8 @@ func TestValidate(t *testing.T) {
 		{"public_url empty", func(c *Config) { c.PublicURL = "" }, []string{"public_url"}},
 		{"public_url with credentials", func(c *Config) { c.PublicURL = "https://alice:pw@toolgate.example.com" }, []string{"public_url"}},
 		{"public_url with a user", func(c *Config) { c.PublicURL = "https://alice@toolgate.example.com" }, []string{"public_url"}},
+		{"public_url with a query", func(c *Config) { c.PublicURL = "https://toolgate.example.com/?team=a" }, []string{"public_url"}},
+		{"public_url with a fragment", func(c *Config) { c.PublicURL = "https://toolgate.example.com/#x" }, []string{"public_url"}},
 		{"proxy_public_url", func(c *Config) { c.ProxyPublicURL = "https://gw.example.com" }, nil},
 		{"proxy_public_url with a path prefix", func(c *Config) { c.ProxyPublicURL = "https://gw.example.com/tg/" }, nil},
 		{"proxy_public_url with a port", func(c *Config) { c.ProxyPublicURL = "http://10.0.0.1:8080" }, nil},
