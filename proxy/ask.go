@@ -92,6 +92,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// the arguments (canonical for a tool call, the raw body otherwise),
 	// with an MCP tool call's other params (attachParams).
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
+	params := c.otherParamsForm() // once: the attach key and the grant digest both weigh it
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
 	}
@@ -119,10 +120,10 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 			}
 			info.OtherParams = callinfo.ParamsOf(shownParams(other))
 			argsForm += canonicalArgs(t.Arguments)
-			if key := attachParams(other, c.mcp.confirmAnswered); len(key) > 0 {
+			if params != "" {
 				// An identical retry carries the same other params; a
 				// call without any keeps the form it always had.
-				argsForm += "\x00params\x00" + canonicalArgs(key)
+				argsForm += "\x00params\x00" + params
 			}
 		} else {
 			info.Arguments = json.RawMessage(c.body)
@@ -152,11 +153,11 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// buffer starts at the size of a typical input (a few headers, no
 	// arguments) rather than growing to it through ten copies.
 	info.PolicyInput, _ = in.AppendJSON(make([]byte, 0, 1024), false)
-	// The Brief is what lists of calls (the approver's inbox) read
-	// instead of Info, which holds the arguments and the policy input.
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
-	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, c.otherParams())
+	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, params)
+	// The Brief is what lists of calls (the approver's inbox) read
+	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),

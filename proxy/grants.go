@@ -62,7 +62,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
-	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParams()) {
+	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParamsForm()) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
@@ -90,7 +90,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 // no grants), such headers count by name and number of values. "" when
 // the call sends none of them, so that a grant made before grants were
 // bound (no extras) covers only such calls.
-func grantExtras(key []byte, h http.Header, params map[string]any) string {
+func grantExtras(key []byte, h http.Header, params string) string {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		if !forwardedHeader(k) && !callinfo.UsualHeader(k) {
@@ -113,8 +113,8 @@ func grantExtras(key []byte, h http.Header, params map[string]any) string {
 			}
 		}
 	}
-	if len(params) > 0 {
-		b = appendField(b, canonicalArgs(params))
+	if params != "" {
+		b = appendField(b, params)
 	}
 	if key == nil {
 		sum := sha256.Sum256(b)
@@ -125,12 +125,15 @@ func grantExtras(key []byte, h http.Header, params map[string]any) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// otherParams are an MCP tool call's other params as grantExtras weighs
-// them: those an identical retry must carry alike (attachParams). Nil
-// for any other call.
-func (c *call) otherParams() map[string]any {
+// otherParamsForm is an MCP tool call's other params as an identical
+// retry must carry them alike (attachParams), in canonical form; "" for
+// none, and for any other call.
+func (c *call) otherParamsForm() string {
 	if c.mcp == nil || c.input.MCP == nil {
-		return nil
+		return ""
 	}
-	return attachParams(c.input.MCP.Params, c.mcp.confirmAnswered)
+	if key := attachParams(c.input.MCP.Params, c.mcp.confirmAnswered); len(key) > 0 {
+		return canonicalArgs(key)
+	}
+	return ""
 }
