@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/logurl"
 	"github.com/toolgate/toolgate/internal/strictjson"
 )
 
@@ -64,7 +64,7 @@ func (r *Runner) post(ctx context.Context, h *hook, input []byte) (Opinion, *fai
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, h.url, bytes.NewReader(input))
 	if err != nil {
-		return Opinion{}, &failure{why: "request could not be built", err: stripURL(err)}
+		return Opinion{}, &failure{why: "request could not be built", err: logurl.WithoutURL(err)}
 	}
 	id := "msg_" + rand.Text()
 	ts := strconv.FormatInt(r.now().Unix(), 10)
@@ -107,7 +107,7 @@ func (r *Runner) post(ctx context.Context, h *hook, input []byte) (Opinion, *fai
 // interrupted names the failure of a request that did not complete: the
 // hook's own timeout, the call's end (ctx), or anything else (why).
 func (r *Runner) interrupted(ctx, hctx context.Context, h *hook, why string, err error) *failure {
-	err = stripURL(err)
+	err = logurl.WithoutURL(err)
 	switch {
 	case ctx.Err() != nil:
 		return &failure{why: "the call ended before the hook answered", err: err}
@@ -115,16 +115,6 @@ func (r *Runner) interrupted(ctx, hctx context.Context, h *hook, why string, err
 		return &failure{why: "timeout after " + h.timeout.String(), err: err}
 	}
 	return &failure{why: why, err: err}
-}
-
-// stripURL drops the *url.Error wrapper, whose text repeats the hook's
-// URL and with it any token in its query.
-func stripURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // parseAnswer reads a hook's answer strictly. The whole text must pass

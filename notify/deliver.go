@@ -10,11 +10,12 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/logurl"
 )
 
 // worker delivers one target's events over a few lanes, each a queue
@@ -167,7 +168,7 @@ func (w *worker) post(ctx context.Context, deadline time.Time, id string, body [
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return result{err: stripURL(err), retryAfter: -1}
+		return result{err: logurl.WithoutURL(err), retryAfter: -1}
 	}
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req.Header.Set("Content-Type", contentType)
@@ -180,7 +181,7 @@ func (w *worker) post(ctx context.Context, deadline time.Time, id string, body [
 
 	resp, err := w.n.client.Do(req)
 	if err != nil {
-		return result{retry: true, err: stripURL(err), retryAfter: -1}
+		return result{retry: true, err: logurl.WithoutURL(err), retryAfter: -1}
 	}
 	defer resp.Body.Close()
 	r := result{status: resp.StatusCode, retryAfter: -1}
@@ -256,16 +257,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// stripURL drops the *url.Error wrapper, whose text repeats the target URL
-// and with it the credential Slack and Teams put in the path.
-func stripURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // printable keeps printable ASCII of b so a receiver's answer cannot forge

@@ -6,6 +6,7 @@
 package logurl
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 )
@@ -91,3 +92,16 @@ type scrubbed struct {
 
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
+
+// WithoutURL drops the *url.Error wrapper net/http puts around a request's
+// error, whose text repeats the whole URL and with it any credential in
+// its query or path (a webhook's token, a hook's ?token=): for callers
+// that log what went wrong and name the URL's host themselves, or not at
+// all.
+func WithoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

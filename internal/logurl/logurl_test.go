@@ -51,3 +51,14 @@ func TestError(t *testing.T) {
 		t.Error("an error without the URL is not returned as it is")
 	}
 }
+
+func TestWithoutURL(t *testing.T) {
+	inner := errors.New("connection refused")
+	err := &url.Error{Op: "Post", URL: "https://hooks.example.com/h?token=s3cret", Err: inner}
+	if got := WithoutURL(err); got != inner {
+		t.Errorf("WithoutURL = %v, want the wrapped error alone", got)
+	}
+	if got := WithoutURL(inner); got != inner {
+		t.Errorf("WithoutURL(plain) = %v, want it unchanged", got)
+	}
+}
