@@ -18,14 +18,14 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: files, url: ` + upstream + `}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
   ttl: 1m
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}]
   notify: [{url: ` + notifyURL + `, format: cloudevents, concurrency: 1}]
 shutdown_grace: 2s
 `
@@ -182,7 +182,7 @@ func TestReresolve(t *testing.T) {
 	open()
 	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", 1, "event", "resolved")
 	testkit.WaitFor(t, "the call to run", func() bool {
-		_, body := apiRequest(t, "GET", tg.approvals+"/api/approvals/"+first, "alice-key", "")
+		_, body := apiRequest(t, "GET", tg.approvals+"/api/approvals/"+first, "alice-key-0123456789", "")
 		return strings.Contains(body, `"status":"executed"`)
 	})
 	time.Sleep(reannounceAfter + 10*reannounceEvery) // nothing more is sent

@@ -60,7 +60,7 @@ type approverEnv struct {
 }
 
 // writeApproverConfig writes the config (and rules) of s and returns the
-// config file. Agents: agent-key (agent-42) and alice-agent-key, whose
+// config file. Agents: agent-key-0123456789 (agent-42) and alice-agent-key-0123456789, whose
 // subject is the approver alice@example.com. Approvers with API keys:
 // bot (no groups), alice@example.com, bob@example.com (dba); without a
 // key: carol@example.com (sre).
@@ -77,8 +77,8 @@ func writeApproverConfig(t *testing.T, upstream, notifyURL string, s approverSet
   - {name: ops, url: ` + upstream + `}
 identity:
   api_keys:
-    - {key: agent-key, subject: agent-42}
-    - {key: alice-agent-key, subject: alice@example.com}
+    - {key: agent-key-0123456789, subject: agent-42}
+    - {key: alice-agent-key-0123456789, subject: alice@example.com}
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -86,9 +86,9 @@ pending:
 ` + s.pending + `approvals:
   secret: ` + testSecret + `
   approvers:
-    - {name: bot, key: bot-key}
-    - {name: alice@example.com, key: alice-key}
-    - {name: bob@example.com, key: bob-key, groups: [dba]}
+    - {name: bot, key: bot-key-0123456789}
+    - {name: alice@example.com, key: alice-key-0123456789}
+    - {name: bob@example.com, key: bob-key-0123456789, groups: [dba]}
     - {name: carol@example.com, groups: [sre]}
   notify: [{url: ` + notifyURL + `, format: cloudevents}]
 ` + s.approvals + `shutdown_grace: 2s
@@ -289,7 +289,7 @@ func (c apiCall) approvers() []string {
 func getAPICall(t *testing.T, approvalsBase, id string) apiCall {
 	t.Helper()
 	req, _ := http.NewRequest("GET", approvalsBase+"/api/approvals/"+id, nil)
-	req.Header.Set("Authorization", "Bearer bot-key")
+	req.Header.Set("Authorization", "Bearer bot-key-0123456789")
 	code, body := send(t, http.DefaultClient, req)
 	var c apiCall
 	if err := json.Unmarshal([]byte(body), &c); code != 200 || err != nil {

@@ -59,10 +59,10 @@ func TestApproverInbox(t *testing.T) {
 	alice := signedIn("alice@example.com", "sre")
 	dba1 := signedIn("dba1@example.com", "dba")
 
-	sre := e.park(t, "agent-key", "deploy", "inbox-sre")
-	dba := e.park(t, "agent-key", "drop_table", "inbox-dba")
-	own := e.park(t, "alice-agent-key", "restart", "inbox-own") // alice's own call
-	plain := e.park(t, "agent-key", "restart", "inbox-plain")
+	sre := e.park(t, "agent-key-0123456789", "deploy", "inbox-sre")
+	dba := e.park(t, "agent-key-0123456789", "drop_table", "inbox-dba")
+	own := e.park(t, "alice-agent-key-0123456789", "restart", "inbox-own") // alice's own call
+	plain := e.park(t, "agent-key-0123456789", "restart", "inbox-plain")
 
 	if got, want := inbox(t, e.approvals, alice), sortedIDs(sre.id, plain.id); !slices.Equal(got, want) {
 		t.Errorf("alice's inbox lists %v, want %v (sre %s, plain %s; not dba %s, not her own %s)", got, want, sre.id, plain.id, dba.id, own.id)
@@ -149,7 +149,7 @@ func TestApproverOIDC(t *testing.T) {
     allowed_groups: [sre, dev]
 `, idp.URL),
 	})
-	p := e.park(t, "agent-key", "deploy", "oidc-prod")
+	p := e.park(t, "agent-key-0123456789", "deploy", "oidc-prod")
 	page := p.link + "?token=" + url.QueryEscape(p.token)
 
 	// browse opens the page in a fresh browser signed in as u, and returns

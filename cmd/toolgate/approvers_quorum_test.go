@@ -20,7 +20,7 @@ func TestApproverQuorum(t *testing.T) {
 	e := startApprovers(t, approverSetup{approvals: trustedHeaderIdentity})
 	dba1 := signedIn("dba1@example.com", "dba")
 
-	p := e.park(t, "agent-key", "drop_table", "users")
+	p := e.park(t, "agent-key-0123456789", "drop_table", "users")
 	for range 2 { // the second is the same approver again
 		if code, body := postForm(t, p.link, decideForm(p.token, "approve"), dba1.header()); code != 200 {
 			t.Fatalf("approve as dba1: %d\n%s", code, body)
@@ -30,7 +30,7 @@ func TestApproverQuorum(t *testing.T) {
 			t.Fatalf("after dba1's approval the API shows %s, approvals %v, progress %q; want waiting, [dba1@example.com], \"1 of 2 approvals\"",
 				c.Status, c.approvers(), c.Progress)
 		}
-		st := callStatus(t, e.proxy, p.id, "agent-key")
+		st := callStatus(t, e.proxy, p.id, "agent-key-0123456789")
 		approvals, _ := st["approvals"].([]any)
 		if st["status"] != "waiting" || len(approvals) != 1 || fmt.Sprint(st["approvals_needed"]) != "[2]" {
 			t.Fatalf("after dba1's approval the agent's status shows %v", st)
@@ -52,7 +52,7 @@ func TestApproverQuorum(t *testing.T) {
 	}
 
 	// bob is in dba through approvals.approvers and approves by API key.
-	code, ans := decideAs(t, e.approvals, p.id, "bob-key", "approve")
+	code, ans := decideAs(t, e.approvals, p.id, "bob-key-0123456789", "approve")
 	if code != 200 || ans.Status != "approved" || ans.DecidedBy != "bob@example.com" {
 		t.Fatalf("approve as bob: %d %+v", code, ans)
 	}
@@ -70,7 +70,7 @@ func TestApproverQuorum(t *testing.T) {
 	}
 
 	// One approval in, then a rejection by an eligible approver.
-	q := e.park(t, "agent-key", "drop_table", "orders")
+	q := e.park(t, "agent-key-0123456789", "drop_table", "orders")
 	if code, _ := postForm(t, q.link, decideForm(q.token, "approve"), dba1.header()); code != 200 {
 		t.Fatalf("approve as dba1: %d", code)
 	}
@@ -117,7 +117,7 @@ func TestApproverQuorumTwoReplicas(t *testing.T) {
 	for i := range rounds {
 		holder := reps[i%2] // the agent waits on each replica in turn
 		target := fmt.Sprintf("t%d", i)
-		p := parkOn(t, holder.proxy, holder.approvals, ev, "agent-key", "drop_table", target)
+		p := parkOn(t, holder.proxy, holder.approvals, ev, "agent-key-0123456789", "drop_table", target)
 
 		type result struct {
 			code int
@@ -129,7 +129,7 @@ func TestApproverQuorumTwoReplicas(t *testing.T) {
 			wg      sync.WaitGroup
 			results [2]result
 		)
-		for j, key := range []string{"alice-key", "bob-key"} {
+		for j, key := range []string{"alice-key-0123456789", "bob-key-0123456789"} {
 			wg.Go(func() {
 				<-start
 				code, ans, err := tryDecide(reps[j].approvals, p.id, key, "approve")

@@ -91,7 +91,7 @@ func (c slackClick) send(t *testing.T, approvalsBase string) int {
 // nothing either.
 func TestApproverSlack(t *testing.T) {
 	e := startApprovers(t, approverSetup{approvals: slackApprovals})
-	p := e.park(t, "agent-key", "deploy", "slack-prod")
+	p := e.park(t, "agent-key-0123456789", "deploy", "slack-prod")
 	const approve, reject = "toolgate_approve", "toolgate_reject"
 
 	unsigned := click(t, "U0CAROL", approve, p.id)
@@ -169,7 +169,7 @@ func TestApproverSlack(t *testing.T) {
 	}
 
 	// The Reject button rejects; its click, replayed, is refused too.
-	q := e.park(t, "agent-key", "deploy", "slack-staging")
+	q := e.park(t, "agent-key-0123456789", "deploy", "slack-staging")
 	rej := click(t, "U0CAROL", reject, q.id)
 	if code := rej.send(t, e.approvals); code != 200 {
 		t.Fatalf("carol's reject click: %d", code)
@@ -189,7 +189,7 @@ func TestApproverSlack(t *testing.T) {
 
 	// bob's entry has an API key and the group dba: his Slack click is
 	// one of the two dba approvals a drop_table needs.
-	d := e.park(t, "agent-key", "drop_table", "slack-dba")
+	d := e.park(t, "agent-key-0123456789", "drop_table", "slack-dba")
 	if code := click(t, "U0BOB", approve, d.id).send(t, e.approvals); code != 200 {
 		t.Fatalf("bob's click: %d", code)
 	}
@@ -211,7 +211,7 @@ func TestApproverSlackReplayTwoReplicas(t *testing.T) {
 		pending:   "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
 	})
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
-	p := parkOn(t, a.proxy, a.approvals, ev, "agent-key", "deploy", "slack-replicas")
+	p := parkOn(t, a.proxy, a.approvals, ev, "agent-key-0123456789", "deploy", "slack-replicas")
 
 	carol := click(t, "U0CAROL", "toolgate_approve", p.id)
 	if code := carol.send(t, a.approvals); code != 200 {

@@ -14,7 +14,7 @@ import (
 // approver, whose name the decision records everywhere.
 func TestApproverTrustedHeader(t *testing.T) {
 	e := startApprovers(t, approverSetup{approvals: trustedHeaderIdentity})
-	p := e.park(t, "agent-key", "restart", "web-1")
+	p := e.park(t, "agent-key-0123456789", "restart", "web-1")
 	page := p.link + "?token=" + url.QueryEscape(p.token)
 	dave := signedIn("dave@example.com", "")
 
@@ -65,7 +65,7 @@ func TestApproverTrustedHeader(t *testing.T) {
 	if c := getAPICall(t, e.approvals, p.id); c.DecidedBy != "dave@example.com" || c.Status != "executed" {
 		t.Errorf("the API shows the call %s, decided by %q; want executed by dave@example.com", c.Status, c.DecidedBy)
 	}
-	if st := callStatus(t, e.proxy, p.id, "agent-key"); st["decided_by"] != "dave@example.com" || st["status"] != "executed" {
+	if st := callStatus(t, e.proxy, p.id, "agent-key-0123456789"); st["decided_by"] != "dave@example.com" || st["status"] != "executed" {
 		t.Errorf("the agent's status endpoint: %v", st)
 	}
 	if a := audits(t, e.replica, p.id, 1)[0]; a["decided_by"] != "dave@example.com" || a["via"] != "header" || a["outcome"] != "approved" {
@@ -82,7 +82,7 @@ func TestApproverTrustedHeader(t *testing.T) {
 // waiting. Rejecting their own call is allowed.
 func TestApproverSelfApproval(t *testing.T) {
 	e := startApprovers(t, approverSetup{approvals: trustedHeaderIdentity})
-	p := e.park(t, "alice-agent-key", "restart", "web-2")
+	p := e.park(t, "alice-agent-key-0123456789", "restart", "web-2")
 	if s := getAPICall(t, e.approvals, p.id).Subject; s != "alice@example.com" {
 		t.Fatalf("the call's subject is %q, want alice@example.com", s)
 	}
@@ -97,7 +97,7 @@ func TestApproverSelfApproval(t *testing.T) {
 			t.Errorf("approve her own call as %s: %d, want 403\n%s", name, code, body)
 		}
 	}
-	if code, _ := decideAs(t, e.approvals, p.id, "alice-key", "approve"); code != http.StatusForbidden {
+	if code, _ := decideAs(t, e.approvals, p.id, "alice-key-0123456789", "approve"); code != http.StatusForbidden {
 		t.Errorf("approve her own call with her API key: %d, want 403", code)
 	}
 	if c := getAPICall(t, e.approvals, p.id); c.Status != "waiting" || len(c.Approvals) != 0 {
@@ -128,7 +128,7 @@ func TestApproverGroups(t *testing.T) {
 
 	for i, who := range []approver{signedIn("erin@example.com", "dev, sre"), signedIn("carol@example.com", "")} {
 		target := fmt.Sprintf("prod-%d", i)
-		p := e.park(t, "agent-key", "deploy", target)
+		p := e.park(t, "agent-key-0123456789", "deploy", target)
 		for _, other := range []approver{signedIn("dave@example.com", "dev,qa"), signedIn("dave@example.com", "")} {
 			for _, decision := range []string{"approve", "reject"} {
 				if code, body := postForm(t, p.link, decideForm(p.token, decision), other.header()); code != http.StatusForbidden {
@@ -137,7 +137,7 @@ func TestApproverGroups(t *testing.T) {
 			}
 		}
 		// An API key without groups is no member either.
-		if code, _ := decideAs(t, e.approvals, p.id, "bot-key", "approve"); code != http.StatusForbidden {
+		if code, _ := decideAs(t, e.approvals, p.id, "bot-key-0123456789", "approve"); code != http.StatusForbidden {
 			t.Errorf("approve with the bot's key: %d, want 403", code)
 		}
 		if c := getAPICall(t, e.approvals, p.id); c.Status != "waiting" || len(c.Approvals) != 0 {

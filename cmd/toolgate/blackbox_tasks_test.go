@@ -203,7 +203,7 @@ func TestBlackBoxTasks(t *testing.T) {
 upstreams:
   - {name: tasks, url: http://127.0.0.1:%d, protocol: mcp, prefix: /, mcp_path: /mcp}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -211,7 +211,7 @@ pending:
   hold: 1s
 approvals:
   secret: %s
-  approvers: [{name: alice, key: alice-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}]
 shutdown_grace: 2s
 `, port, testSecret),
 		// Protocol plumbing (server/discover, tasks/*) is allowed by the
@@ -237,7 +237,7 @@ shutdown_grace: 2s
 	}
 	start := func(t *testing.T, tool, message, waiting string, extra ...string) run {
 		t.Helper()
-		args := append([]string{clientJS, "--bearer=agent-key"}, extra...)
+		args := append([]string{clientJS, "--bearer=agent-key-0123456789"}, extra...)
 		args = append(args, endpoint, tool, fmt.Sprintf(`{"message":%q}`, message))
 		c := startNode(t, "tasks-client.mjs", node, args...)
 		r := run{client: c}
@@ -284,7 +284,7 @@ shutdown_grace: 2s
 			}
 		}
 		r.taskID, _ = created["taskId"].(string)
-		if st := callStatus(t, tg.proxy, r.taskID, "agent-key"); st["call_id"] != r.taskID || st["status"] != "waiting" || st["tool"] != tool {
+		if st := callStatus(t, tg.proxy, r.taskID, "agent-key-0123456789"); st["call_id"] != r.taskID || st["status"] != "waiting" || st["tool"] != tool {
 			t.Fatalf("GET /_toolgate/calls/%s: %s, want the waiting %s call whose ID is the taskId\n%s", r.taskID, asJSON(st), tool, r.report())
 		}
 
@@ -375,7 +375,7 @@ shutdown_grace: 2s
 
 	t.Run("approved call completes with the upstream's result", func(t *testing.T) {
 		r := start(t, "echo", approved, "working")
-		if code, body := apiRequest(t, "POST", tg.approvals+"/api/approvals/"+r.taskID, "alice-key", `{"decision":"approve"}`); code != http.StatusOK {
+		if code, body := apiRequest(t, "POST", tg.approvals+"/api/approvals/"+r.taskID, "alice-key-0123456789", `{"decision":"approve"}`); code != http.StatusOK {
 			t.Fatalf("approve %s: %d %s", r.taskID, code, body)
 		}
 		outcome, final := finish(t, r)
@@ -393,7 +393,7 @@ shutdown_grace: 2s
 		if res := resultOf(t, r, outcome["result"]); res.IsError || res.text() != want {
 			t.Fatalf("ext-tasks handed the application %s, want the upstream's %q\n%s", asJSON(outcome["result"]), want, r.report())
 		}
-		if st := callStatus(t, tg.proxy, r.taskID, "agent-key"); st["status"] != "executed" {
+		if st := callStatus(t, tg.proxy, r.taskID, "agent-key-0123456789"); st["status"] != "executed" {
 			t.Fatalf("GET /_toolgate/calls/%s: %s, want executed\n%s", r.taskID, asJSON(st), r.report())
 		}
 		if n := executions(up, "echo", approved); n != 1 {
@@ -404,7 +404,7 @@ shutdown_grace: 2s
 	t.Run("rejected call completes with isError and the comment", func(t *testing.T) {
 		r := start(t, "echo", rejected, "working")
 		comment := "not today " + rand.Text()[:8]
-		if code, body := apiRequest(t, "POST", tg.approvals+"/api/approvals/"+r.taskID, "alice-key",
+		if code, body := apiRequest(t, "POST", tg.approvals+"/api/approvals/"+r.taskID, "alice-key-0123456789",
 			fmt.Sprintf(`{"decision":"reject","comment":%q}`, comment)); code != http.StatusOK {
 			t.Fatalf("reject %s: %d %s", r.taskID, code, body)
 		}
@@ -422,7 +422,7 @@ shutdown_grace: 2s
 		if res := resultOf(t, r, outcome["result"]); !res.IsError || !strings.Contains(res.text(), comment) {
 			t.Fatalf("ext-tasks handed the application %s, want isError with the comment %q\n%s", asJSON(outcome["result"]), comment, r.report())
 		}
-		if st := callStatus(t, tg.proxy, r.taskID, "agent-key"); st["status"] != "rejected" {
+		if st := callStatus(t, tg.proxy, r.taskID, "agent-key-0123456789"); st["status"] != "rejected" {
 			t.Fatalf("GET /_toolgate/calls/%s: %s, want rejected\n%s", r.taskID, asJSON(st), r.report())
 		}
 	})
@@ -450,7 +450,7 @@ shutdown_grace: 2s
 		if final == nil || final.Result["status"] != "cancelled" || final.Result["taskId"] != r.taskID {
 			t.Fatalf("tasks/get after tasks/cancel answered %s, want the task cancelled\n%s", asJSON(final), r.report())
 		}
-		if st := callStatus(t, tg.proxy, r.taskID, "agent-key"); st["status"] != "cancelled" {
+		if st := callStatus(t, tg.proxy, r.taskID, "agent-key-0123456789"); st["status"] != "cancelled" {
 			t.Fatalf("GET /_toolgate/calls/%s: %s, want cancelled\n%s", r.taskID, asJSON(st), r.report())
 		}
 	})
@@ -501,7 +501,7 @@ shutdown_grace: 2s
 		if res := resultOf(t, r, outcome["result"]); outcome["status"] != "completed" || res.IsError || res.text() != want {
 			t.Fatalf("ext-tasks settled the call as %s, want completed with the upstream's %q\n%s", asJSON(outcome), want, r.report())
 		}
-		if st := callStatus(t, tg.proxy, r.taskID, "agent-key"); st["status"] != "executed" || st["decided_by"] != "requester:agent-42" {
+		if st := callStatus(t, tg.proxy, r.taskID, "agent-key-0123456789"); st["status"] != "executed" || st["decided_by"] != "requester:agent-42" {
 			t.Fatalf("GET /_toolgate/calls/%s: %s, want executed, decided by requester:agent-42\n%s", r.taskID, asJSON(st), r.report())
 		}
 	})

@@ -67,7 +67,7 @@ upstreams:
   - {name: notes, url: ` + upURL + `, protocol: mcp, prefix: /, mcp_path: /mcp}
 identity:
   api_keys:
-    - {key: agent-key, subject: agent-42}
+    - {key: agent-key-0123456789, subject: agent-42}
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -75,7 +75,7 @@ pending:
 approvals:
   secret: ` + testSecret + `
   approvers:
-    - {name: bot, key: bot-key}
+    - {name: bot, key: bot-key-0123456789}
 shutdown_grace: 2s
 `,
 				"rules.yaml": confirmRules,
@@ -107,7 +107,7 @@ shutdown_grace: 2s
 			})
 			cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
 				Endpoint:   r.proxy + "/mcp",
-				HTTPClient: &http.Client{Transport: bearer{"agent-key"}},
+				HTTPClient: &http.Client{Transport: bearer{"agent-key-0123456789"}},
 				MaxRetries: -1,
 			}, nil)
 			if err != nil {

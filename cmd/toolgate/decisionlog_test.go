@@ -27,7 +27,7 @@ func TestDecisionLogStream(t *testing.T) {
 upstreams:
   - {name: notes, url: ` + up.URL + `}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   dir: ./policy
   rules_file: ./rules.yaml
@@ -35,7 +35,7 @@ pending:
   hold: 1s
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}]
 log:
   arguments: true
   decisions:
@@ -52,7 +52,7 @@ shutdown_grace: 2s
 	if res.StatusCode != http.StatusAccepted || id == "" {
 		t.Fatalf("write_note: %d, call %q", res.StatusCode, id)
 	}
-	if code := approveAPI(t, a.approvals, id, "alice-key"); code != 200 {
+	if code := approveAPI(t, a.approvals, id, "alice-key-0123456789"); code != 200 {
 		t.Fatalf("approve: %d", code)
 	}
 

@@ -92,7 +92,7 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: notes, url: ` + upstream + `}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -102,7 +102,7 @@ pending:
   hold: 10s
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}, {name: agent-42, key: self-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}, {name: agent-42, key: self-key-0123456789}]
   notify: [{url: ` + notifyURL + `, format: cloudevents}]
 shutdown_grace: 2s
 `
@@ -137,7 +137,7 @@ func agentCall(t *testing.T, base, tool, body string, header ...string) (*http.R
 	t.Helper()
 	req, _ := http.NewRequest("POST", base+"/tools/"+tool, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -207,7 +207,7 @@ func TestSeedWalkthrough(t *testing.T) {
 	var doc map[string]any
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		req, _ := http.NewRequest("GET", a.proxy+"/_toolgate/calls/"+id+"?wait=2s", nil)
-		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 		st, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -272,12 +272,12 @@ func twoReplicas(t *testing.T, redisURL string) {
 		id := waitingCall(t, b.approvals)
 		if i == 0 {
 			// Self-approval is refused.
-			if code := approveAPI(t, b.approvals, id, "self-key"); code != 403 {
+			if code := approveAPI(t, b.approvals, id, "self-key-0123456789"); code != 403 {
 				t.Fatalf("self-approval: %d, want 403", code)
 			}
 		}
 		before := len(up.Requests())
-		if code := approveAPI(t, b.approvals, id, "alice-key"); code != 200 {
+		if code := approveAPI(t, b.approvals, id, "alice-key-0123456789"); code != 200 {
 			t.Fatalf("approve on B: %d", code)
 		}
 		approvedAt := time.Now()
@@ -384,7 +384,7 @@ func TestAskOutcomes(t *testing.T) {
 	if res.StatusCode != 403 {
 		t.Fatalf("denied call: %d", res.StatusCode)
 	}
-	if code := approveAPI(t, a.approvals, res.Header.Get("X-Toolgate-Call-Id"), "alice-key"); code != 404 {
+	if code := approveAPI(t, a.approvals, res.Header.Get("X-Toolgate-Call-Id"), "alice-key-0123456789"); code != 404 {
 		t.Fatalf("approving a denied call's ID: %d, want 404", code)
 	}
 	if n := len(ev.Requests()); n != 0 {
@@ -405,7 +405,7 @@ func TestAskOutcomes(t *testing.T) {
 		return id != ""
 	})
 	req, _ := http.NewRequest("POST", a.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"reject","comment":"not now"}`))
-	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 	rej, err := http.DefaultClient.Do(req)
 	if err != nil || rej.StatusCode != 200 {
 		t.Fatalf("reject: %v %v", rej, err)
@@ -424,7 +424,7 @@ func TestAskOutcomes(t *testing.T) {
 	var doc map[string]any
 	for deadline := time.Now().Add(10 * time.Second); doc["status"] != "expired" && time.Now().Before(deadline); {
 		st, _ := http.NewRequest("GET", a.proxy+"/_toolgate/calls/"+late+"?wait=2s", nil)
-		st.Header.Set("Authorization", "Bearer agent-key")
+		st.Header.Set("Authorization", "Bearer agent-key-0123456789")
 		sr, err := http.DefaultClient.Do(st)
 		if err != nil {
 			t.Fatal(err)
@@ -467,7 +467,7 @@ func TestShutdownWithHeldCalls(t *testing.T) {
 	}
 	waitingOnB := func() int {
 		req, _ := http.NewRequest("GET", b.approvals+"/api/approvals?status=waiting", nil)
-		req.Header.Set("Authorization", "Bearer alice-key")
+		req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

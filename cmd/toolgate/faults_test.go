@@ -268,7 +268,7 @@ func (w *faultWorld) agent(ctx context.Context, seq *atomic.Int64) {
 		r := w.replicas[rand.IntN(len(w.replicas))]
 		req, _ := http.NewRequest("POST", r.proxy+"/tools/write_note", strings.NewReader(fmt.Sprintf(`{"path":"notes/%d.txt","content":"%d"}`, n, n)))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 		mode := rand.IntN(3)
 		switch mode {
 		case 0:
@@ -312,7 +312,7 @@ func (w *faultWorld) approver(ctx context.Context) {
 			} `json:"calls"`
 		}
 		if req, _ := http.NewRequest("GET", r.approvals+"/api/approvals?limit=1000", nil); req != nil {
-			req.Header.Set("Authorization", "Bearer alice-key")
+			req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 			if res, err := client.Do(req); err == nil {
 				_ = json.NewDecoder(res.Body).Decode(&list)
 				res.Body.Close()
@@ -339,7 +339,7 @@ func (w *faultWorld) approver(ctx context.Context) {
 
 func (w *faultWorld) decide(ctx context.Context, client *http.Client, id, decision string) {
 	code, status := w.send(ctx, client, "POST", func(r *tgProc) string { return r.approvals + "/api/approvals/" + id },
-		"alice-key", `{"decision":"`+decision+`"}`)
+		"alice-key-0123456789", `{"decision":"`+decision+`"}`)
 	if code == 200 {
 		w.h.update(id, func(c *callRecord) {
 			c.ackedAs, c.ackedAt = status, time.Now()
@@ -349,7 +349,7 @@ func (w *faultWorld) decide(ctx context.Context, client *http.Client, id, decisi
 }
 
 func (w *faultWorld) cancel(ctx context.Context, client *http.Client, id string) {
-	code, _ := w.send(ctx, client, "DELETE", func(r *tgProc) string { return r.proxy + "/_toolgate/calls/" + id }, "agent-key", "")
+	code, _ := w.send(ctx, client, "DELETE", func(r *tgProc) string { return r.proxy + "/_toolgate/calls/" + id }, "agent-key-0123456789", "")
 	if code/100 == 2 {
 		w.h.update(id, func(c *callRecord) { c.refused = true })
 	}
@@ -403,7 +403,7 @@ func (w *faultWorld) snapshot() {
 func (w *faultWorld) state(client *http.Client, id string) string {
 	r := w.replicas[rand.IntN(len(w.replicas))]
 	req, _ := http.NewRequest("GET", r.approvals+"/api/approvals/"+id, nil)
-	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 	res, err := client.Do(req)
 	if err != nil {
 		return ""
@@ -488,7 +488,7 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: notes, url: ` + upstream + `}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -501,7 +501,7 @@ pending:
   ttl: 6s
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}]
 # The history check reads every call's final state after the run, and a
 # call gone without a data loss to explain it is an anomaly: the one agent's
 # ended calls must all be kept (the cap also bounds how many are).

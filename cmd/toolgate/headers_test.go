@@ -38,7 +38,7 @@ func TestApproverSeesHeaders(t *testing.T) {
 
 	// The approvals API lists them in the call's info.
 	req, _ := http.NewRequest("GET", a.approvals+"/api/approvals/"+id, nil)
-	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 	detail, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestApproverSeesHeaders(t *testing.T) {
 	}
 
 	// Approved, the call sends the agent's headers as before.
-	if status := approveAPI(t, a.approvals, id, "alice-key"); status != 200 {
+	if status := approveAPI(t, a.approvals, id, "alice-key-0123456789"); status != 200 {
 		t.Fatalf("approve: %d", status)
 	}
 	testkit.WaitFor(t, "the approved write", func() bool { return len(up.Requests()) == 1 })
@@ -150,7 +150,7 @@ func TestVendorCredentialHidden(t *testing.T) {
 		t.Error("a call with another Idempotency-Key attached to the first")
 	}
 
-	code, raw := apiRequest(t, "GET", a.approvals+"/api/approvals/"+id, "alice-key", "")
+	code, raw := apiRequest(t, "GET", a.approvals+"/api/approvals/"+id, "alice-key-0123456789", "")
 	var d struct {
 		Info struct {
 			Headers struct {
@@ -188,7 +188,7 @@ func TestVendorCredentialHidden(t *testing.T) {
 		t.Error("the decision log holds X-Auth-Key's value")
 	}
 
-	if status := approveAPI(t, a.approvals, id, "alice-key"); status != 200 {
+	if status := approveAPI(t, a.approvals, id, "alice-key-0123456789"); status != 200 {
 		t.Fatalf("approve: %d", status)
 	}
 	testkit.WaitFor(t, "the approved write", func() bool { return len(up.Requests()) == 1 })

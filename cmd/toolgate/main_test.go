@@ -119,16 +119,16 @@ func TestServe(t *testing.T) {
 		"policy/p.rego":      "package toolgate\n\ndeny contains {\"id\": \"nope\", \"message\": \"no deleting\"} if input.tool.name == \"Delete\"\n",
 		"policy/p_test.rego": "package toolgate_test\n\ntest_x if true\n",
 	})
-	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
 
-	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1"); code != 200 || !strings.HasPrefix(body, "allow ") {
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1-0123456789"); code != 200 || !strings.HasPrefix(body, "allow ") {
 		t.Fatalf("allowed call: %d %s", code, body)
 	}
-	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"secrets.txt"}`, "agent-key-1"); code != 403 || !strings.Contains(body, `"rule_ids":["r2"]`) {
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"secrets.txt"}`, "agent-key-1-0123456789"); code != 403 || !strings.Contains(body, `"rule_ids":["r2"]`) {
 		t.Fatalf("denied call: %d %s", code, body)
 	}
-	if code, body := doPost(t, r.proxy+"/tools/Delete", `{"path":"a"}`, "agent-key-1"); code != 403 || !strings.Contains(body, "no deleting") {
+	if code, body := doPost(t, r.proxy+"/tools/Delete", `{"path":"a"}`, "agent-key-1-0123456789"); code != 403 || !strings.Contains(body, "no deleting") {
 		t.Fatalf("user policy: %d %s", code, body)
 	}
 	if code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, ""); code != 401 {
@@ -146,7 +146,7 @@ func TestServe(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"rules.yaml": "rules:\n  - {id: r1, effect: deny, tool: Read, target: \"*\"}\n"})
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1")
+		code, _ := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1-0123456789")
 		if code == 403 {
 			break
 		}
@@ -186,7 +186,7 @@ func TestServe(t *testing.T) {
 	if n := strings.Count(logs, `"path":"toolgate/decision"`); n < 4 {
 		t.Errorf("%d decision events, want one per decided call", n)
 	}
-	if strings.Contains(logs, `"path":"a.txt"`) || strings.Contains(logs, "agent-key-1") {
+	if strings.Contains(logs, `"path":"a.txt"`) || strings.Contains(logs, "agent-key-1-0123456789") {
 		t.Error("the log holds arguments or a credential")
 	}
 
@@ -207,7 +207,7 @@ func TestRunRefusesBadStarts(t *testing.T) {
 		"rules.yaml":    "rules: []\n",
 		"policy/p.rego": "package toolgate\n",
 	}
-	environ := []string{"AGENT_KEY=k", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	cases := []struct {
 		name    string
 		files   map[string]string
@@ -216,8 +216,8 @@ func TestRunRefusesBadStarts(t *testing.T) {
 		want    string
 	}{
 		{"unknown key", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1") + "pending:\n  redis_ur: x\n"}, environ, nil, "pending.redis_ur"},
-		{"no secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=k"}, nil, "TOOLGATE_APPROVALS_SECRET"},
-		{"short secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=k", "TOOLGATE_APPROVALS_SECRET=short"}, nil, "approvals.secret"},
+		{"no secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=agent-key-1-0123456789"}, nil, "TOOLGATE_APPROVALS_SECRET"},
+		{"short secret", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=short"}, nil, "approvals.secret"},
 		{"broken policy", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1"), "policy/p.rego": "package toolgate\nallow if {"}, environ, nil, "p.rego"},
 		{"bad rules", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1"), "rules.yaml": "rules: [{id: a, effect: maybe, tool: x, target: y}]"}, environ, nil, "effect"},
 		{"bad flag value", map[string]string{"toolgate.yaml": testConfig("http://127.0.0.1:1")}, environ, []string{"--policy-mode", "yolo"}, "policy.mode"},
@@ -416,13 +416,13 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 		"rules.yaml":    "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n",
 		"policy/p.rego": "package toolgate\n",
 	})
-	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
 	inFlight := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, r.proxy+"/tools/Read", strings.NewReader(`{"path":"slow.txt"}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer agent-key-1")
+		req.Header.Set("Authorization", "Bearer agent-key-1-0123456789")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			inFlight <- 0
@@ -448,7 +448,7 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"late.txt"}`, "agent-key-1"); code != http.StatusServiceUnavailable {
+	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"late.txt"}`, "agent-key-1-0123456789"); code != http.StatusServiceUnavailable {
 		t.Fatalf("a new call while draining: %d %s, want 503", code, body)
 	}
 	select {

@@ -63,8 +63,8 @@ func remember(t *testing.T, approvalsBase, id, key, scope, lifetime string) (int
 // approves it as alice with a grant; it returns the grant.
 func askAndRemember(t *testing.T, proxyBase, approvalsBase, tool, target, scope, lifetime string) grantDoc {
 	t.Helper()
-	p := toolCall(t, proxyBase, "agent-key", tool, targetBody(target), async...).want(t, tool+" "+target+" before any grant", 202, "ask")
-	code, g, body := remember(t, approvalsBase, p.id, "alice-key", scope, lifetime)
+	p := toolCall(t, proxyBase, "agent-key-0123456789", tool, targetBody(target), async...).want(t, tool+" "+target+" before any grant", 202, "ask")
+	code, g, body := remember(t, approvalsBase, p.id, "alice-key-0123456789", scope, lifetime)
 	if code != 200 || g == nil || g.ID == "" || g.Scope != scope || g.Tool != tool || g.Approver != "alice" || g.CallID != p.id {
 		t.Fatalf("approve and remember %s %s: %d %s", tool, target, code, body)
 	}
@@ -74,7 +74,7 @@ func askAndRemember(t *testing.T, proxyBase, approvalsBase, tool, target, scope,
 // listGrants is GET /api/grants.
 func listGrants(t *testing.T, approvalsBase string) []grantDoc {
 	t.Helper()
-	code, body := apiRequest(t, "GET", approvalsBase+"/api/grants", "bob-key", "")
+	code, body := apiRequest(t, "GET", approvalsBase+"/api/grants", "bob-key-0123456789", "")
 	var list struct {
 		Grants []grantDoc `json:"grants"`
 	}
@@ -113,44 +113,44 @@ func TestGrantScopes(t *testing.T) {
 	if exact.Target != "alpha" || !strings.Contains(exact.Subject, "agent-42") {
 		t.Errorf("grant %+v, want target alpha for agent-42", exact)
 	}
-	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha, granted", 200, "allow")
+	r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha, granted", 200, "allow")
 	allowedBy(t, e.replica, r, exact.ID)
-	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta (another target)", 202, "ask")
-	toolCall(t, e.proxy, "other-key", "deploy", targetBody("alpha"), async...).want(t, "agent-7 deploy alpha (another subject)", 202, "ask")
-	toolCall(t, e.proxy, "agent-key", "restart", targetBody("alpha"), async...).want(t, "restart alpha (another tool)", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("beta"), async...).want(t, "deploy beta (another target)", 202, "ask")
+	toolCall(t, e.proxy, "other-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "agent-7 deploy alpha (another subject)", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "restart", targetBody("alpha"), async...).want(t, "restart alpha (another tool)", 202, "ask")
 
 	wide := askAndRemember(t, e.proxy, e.approvals, "restart", "r1", "subject+tool", "1h")
 	if wide.Target != "" {
 		t.Errorf("subject+tool grant %+v names a target", wide)
 	}
 	for _, target := range []string{"r1", "r2", "anything/else"} {
-		r := toolCall(t, e.proxy, "agent-key", "restart", targetBody(target), async...).want(t, "restart "+target+", granted for the tool", 200, "allow")
+		r := toolCall(t, e.proxy, "agent-key-0123456789", "restart", targetBody(target), async...).want(t, "restart "+target+", granted for the tool", 200, "allow")
 		allowedBy(t, e.replica, r, wide.ID)
 	}
-	toolCall(t, e.proxy, "other-key", "restart", targetBody("r2"), async...).want(t, "agent-7 restart r2 (another subject)", 202, "ask")
-	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("r2"), async...).want(t, "deploy r2 (another tool)", 202, "ask")
+	toolCall(t, e.proxy, "other-key-0123456789", "restart", targetBody("r2"), async...).want(t, "agent-7 restart r2 (another subject)", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("r2"), async...).want(t, "deploy r2 (another tool)", 202, "ask")
 
 	if got, want := grantIDs(listGrants(t, e.approvals)), grantIDs([]grantDoc{exact, wide}); !slices.Equal(got, want) {
 		t.Fatalf("GET /api/grants lists %v, want %v", got, want)
 	}
-	code, body := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key", "")
+	code, body := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key-0123456789", "")
 	if code != 200 || !strings.Contains(body, exact.ID) {
 		t.Fatalf("DELETE /api/grants/%s: %d %s", exact.ID, code, body)
 	}
-	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the revocation", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the revocation", 202, "ask")
 	if got := grantIDs(listGrants(t, e.approvals)); !slices.Equal(got, []string{wide.ID}) {
 		t.Fatalf("GET /api/grants after the revocation lists %v, want only %s", got, wide.ID)
 	}
-	if code, _ := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key", ""); code != 404 {
+	if code, _ := apiRequest(t, "DELETE", e.approvals+"/api/grants/"+exact.ID, "bob-key-0123456789", ""); code != 404 {
 		t.Errorf("revoking twice: %d, want 404", code)
 	}
 
 	// A quorum ask cannot be remembered: 400, and the call is untouched.
-	q := toolCall(t, e.proxy, "agent-key", "drop_table", targetBody("users"), async...).want(t, "drop_table", 202, "ask")
-	if code, g, body := remember(t, e.approvals, q.id, "bob-key", "subject+tool", "1h"); code != 400 || g != nil {
+	q := toolCall(t, e.proxy, "agent-key-0123456789", "drop_table", targetBody("users"), async...).want(t, "drop_table", 202, "ask")
+	if code, g, body := remember(t, e.approvals, q.id, "bob-key-0123456789", "subject+tool", "1h"); code != 400 || g != nil {
 		t.Fatalf("approve and remember a quorum ask: %d %s, want 400", code, body)
 	}
-	code, body = apiRequest(t, "GET", e.approvals+"/api/approvals/"+q.id, "alice-key", "")
+	code, body = apiRequest(t, "GET", e.approvals+"/api/approvals/"+q.id, "alice-key-0123456789", "")
 	var c apiCall
 	if err := json.Unmarshal([]byte(body), &c); code != 200 || err != nil || c.Status != "waiting" || len(c.Approvals) != 0 {
 		t.Fatalf("the quorum call after a refused remember: %d %s, want waiting with no approvals", code, body)
@@ -158,19 +158,19 @@ func TestGrantScopes(t *testing.T) {
 	if got := grantIDs(listGrants(t, e.approvals)); !slices.Equal(got, []string{wide.ID}) {
 		t.Fatalf("grants after the refused remember: %v", got)
 	}
-	toolCall(t, e.proxy, "agent-key", "drop_table", targetBody("users"), async...).want(t, "drop_table again", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "drop_table", targetBody("users"), async...).want(t, "drop_table again", 202, "ask")
 
 	// A call that names more than its target (a second target argument,
 	// an array) cannot be remembered for its target: the grant would
 	// cover calls on that target alone, or, from an array alone, calls
 	// with no target at all. For the tool it can.
 	for _, args := range []string{`{"target":"gamma","path":"delta"}`, `{"path":["gamma"]}`} {
-		p := toolCall(t, e.proxy, "agent-key", "deploy", args, async...).want(t, "deploy "+args, 202, "ask")
-		if code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "more than its target") {
+		p := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", args, async...).want(t, "deploy "+args, 202, "ask")
+		if code, g, body := remember(t, e.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "more than its target") {
 			t.Fatalf("remember %s for its target: %d %s, want 400", args, code, body)
 		}
 	}
-	toolCall(t, e.proxy, "agent-key", "deploy", `{"seq":0}`, async...).want(t, "deploy without a target", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"seq":0}`, async...).want(t, "deploy without a target", 202, "ask")
 }
 
 // TestGrantBoundToHeaders: a grant remembered through the approvals API
@@ -187,8 +187,8 @@ func TestGrantBoundToHeaders(t *testing.T) {
 	sent := func(more ...string) []string {
 		return append([]string{"Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-1"}, more...)
 	}
-	p := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), sent()...).want(t, "deploy alpha before any grant", 202, "ask")
-	code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1h")
+	p := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), sent()...).want(t, "deploy alpha before any grant", 202, "ask")
+	code, g, body := remember(t, e.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1h")
 	if code != 200 || g == nil || !strings.Contains(g.Covers, "the same headers and other params as call "+p.id) {
 		t.Fatalf("approve and remember: %d %s", code, body)
 	}
@@ -196,9 +196,9 @@ func TestGrantBoundToHeaders(t *testing.T) {
 		t.Errorf("GET /api/grants lists %+v, want the grant with covers %q", gs, g.Covers)
 	}
 
-	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), sent()...).want(t, "the same headers", 200, "allow")
+	r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), sent()...).want(t, "the same headers", 200, "allow")
 	allowedBy(t, e.replica, r, g.ID)
-	r = toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-1",
+	r = toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "t-1",
 		"User-Agent", "agent/2.0", "Accept", "text/plain", "Accept-Encoding", "identity", "Idempotency-Key", "k-"+p.id,
 		"Traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").want(t, "other usual headers", 200, "allow")
 	allowedBy(t, e.replica, r, g.ID)
@@ -213,7 +213,7 @@ func TestGrantBoundToHeaders(t *testing.T) {
 		{"no credential", []string{"Prefer", "respond-async", "X-Env", "staging"}},
 		{"another credential value", []string{"Prefer", "respond-async", "X-Env", "staging", "X-Service-Token", "/etc/shadow"}},
 	} {
-		r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), tc.header...).want(t, tc.name, 202, "ask")
+		r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), tc.header...).want(t, tc.name, 202, "ask")
 		reasons := strs(resultOf(decisionEvent(t, e.replica, r.id))["reasons"])
 		if !slices.Contains(reasons, "grant "+g.ID+" not used: the call sends headers or params its approval did not show") {
 			t.Errorf("%s: reasons %q, want the grant named as not used", tc.name, reasons)
@@ -231,13 +231,13 @@ func TestGrantBoundToHeaders(t *testing.T) {
 
 	// From a call with only the usual headers: other usual ones are
 	// covered, any other header is not.
-	plain := toolCall(t, e.proxy, "agent-key", "restart", targetBody("r1"), "Prefer", "respond-async", "User-Agent", "agent/1.0").want(t, "restart r1", 202, "ask")
-	code, g, body = remember(t, e.approvals, plain.id, "alice-key", "subject+tool", "1h")
+	plain := toolCall(t, e.proxy, "agent-key-0123456789", "restart", targetBody("r1"), "Prefer", "respond-async", "User-Agent", "agent/1.0").want(t, "restart r1", 202, "ask")
+	code, g, body = remember(t, e.approvals, plain.id, "alice-key-0123456789", "subject+tool", "1h")
 	if code != 200 || g == nil || !strings.Contains(g.Covers, "no headers but the usual ones") {
 		t.Fatalf("approve and remember restart: %d %s", code, body)
 	}
-	toolCall(t, e.proxy, "agent-key", "restart", targetBody("r2"), "Prefer", "respond-async", "User-Agent", "agent/9", "Accept-Language", "fr").want(t, "restart r2, usual headers", 200, "allow")
-	toolCall(t, e.proxy, "agent-key", "restart", targetBody("r2"), "Prefer", "respond-async", "X-Env", "staging").want(t, "restart r2 with X-Env", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "restart", targetBody("r2"), "Prefer", "respond-async", "User-Agent", "agent/9", "Accept-Language", "fr").want(t, "restart r2, usual headers", 200, "allow")
+	toolCall(t, e.proxy, "agent-key-0123456789", "restart", targetBody("r2"), "Prefer", "respond-async", "X-Env", "staging").want(t, "restart r2 with X-Env", 202, "ask")
 }
 
 // TestGrantNeverOverridesDenyOrQuorum: a subject+tool grant made while the
@@ -247,7 +247,7 @@ func TestGrantBoundToHeaders(t *testing.T) {
 func TestGrantNeverOverridesDenyOrQuorum(t *testing.T) {
 	e := startMech(t, mechSetup{rules: "rules:\n  - {id: deploys, effect: ask, tool: deploy, target: \"*\"}\n"})
 	g := askAndRemember(t, e.proxy, e.approvals, "deploy", "alpha", "subject+tool", "1h")
-	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta, granted", 200, "allow")
+	r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("beta"), async...).want(t, "deploy beta, granted", 200, "allow")
 	allowedBy(t, e.replica, r, g.ID)
 
 	reload := func(rules string) {
@@ -260,10 +260,10 @@ func TestGrantNeverOverridesDenyOrQuorum(t *testing.T) {
 	}
 
 	reload("rules:\n  - {id: deploys, effect: ask, tool: deploy, target: \"*\", approvers: {groups: [sre], min: 2}}\n")
-	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("gamma"), async...).want(t, "deploy gamma under a quorum rule, grant live", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("gamma"), async...).want(t, "deploy gamma under a quorum rule, grant live", 202, "ask")
 
 	reload("rules:\n  - {id: no-deploy, effect: deny, tool: deploy, target: \"*\"}\n")
-	d := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("delta"), async...).want(t, "deploy delta under a deny rule, grant live", 403, "deny")
+	d := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("delta"), async...).want(t, "deploy delta under a deny rule, grant live", 403, "deny")
 	if ids := d.ruleIDs(t); !slices.Equal(ids, []string{"no-deploy"}) {
 		t.Errorf("deploy delta denied by %v, want no-deploy alone", ids)
 	}
@@ -281,14 +281,14 @@ func TestGrantNeverOverridesDenyOrQuorum(t *testing.T) {
 // not after its expiry.
 func TestGrantExpires(t *testing.T) {
 	e := startMech(t, mechSetup{rules: grantRules})
-	p := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha", 202, "ask")
+	p := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha", 202, "ask")
 	start := time.Now()
-	code, g, body := remember(t, e.approvals, p.id, "alice-key", "subject+tool+target", "1s")
+	code, g, body := remember(t, e.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1s")
 	stored := time.Now() // the grant was made between start and stored
 	if code != 200 || g == nil {
 		t.Fatalf("approve and remember for 1s: %d %s", code, body)
 	}
-	r := toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...)
+	r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...)
 	if time.Since(start) < 900*time.Millisecond {
 		r.want(t, "deploy alpha within the grant's second", 200, "allow")
 		allowedBy(t, e.replica, r, g.ID)
@@ -296,7 +296,7 @@ func TestGrantExpires(t *testing.T) {
 		t.Logf("the call came %v after the grant; not checking that it was allowed", time.Since(start))
 	}
 	time.Sleep(time.Until(stored.Add(time.Second + 50*time.Millisecond)))
-	toolCall(t, e.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the grant expired", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha after the grant expired", 202, "ask")
 	if gs := listGrants(t, e.approvals); len(gs) != 0 {
 		t.Errorf("GET /api/grants after expiry lists %v", gs)
 	}
@@ -314,24 +314,24 @@ func TestGrantsAcrossReplicas(t *testing.T) {
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
 
 	// Parked through B, approved and remembered through A.
-	p := toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B", 202, "ask")
-	code, g, body := remember(t, a.approvals, p.id, "alice-key", "subject+tool+target", "1h")
+	p := toolCall(t, b.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B", 202, "ask")
+	code, g, body := remember(t, a.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1h")
 	if code != 200 || g == nil {
 		t.Fatalf("approve and remember on A: %d %s", code, body)
 	}
-	r := toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B, granted on A", 200, "allow")
+	r := toolCall(t, b.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B, granted on A", 200, "allow")
 	allowedBy(t, b, r, g.ID)
 	// The grant keeps its call's headers in Redis: one more asks.
-	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Target-Override", "/etc/shadow").want(t, "deploy alpha on B with a header more", 202, "ask")
-	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("beta"), async...).want(t, "deploy beta on B", 202, "ask")
+	toolCall(t, b.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), "Prefer", "respond-async", "X-Target-Override", "/etc/shadow").want(t, "deploy alpha on B with a header more", 202, "ask")
+	toolCall(t, b.proxy, "agent-key-0123456789", "deploy", targetBody("beta"), async...).want(t, "deploy beta on B", 202, "ask")
 	if got := grantIDs(listGrants(t, b.approvals)); !slices.Equal(got, []string{g.ID}) {
 		t.Fatalf("B lists grants %v, want %s", got, g.ID)
 	}
 
-	if code, body := apiRequest(t, "DELETE", a.approvals+"/api/grants/"+g.ID, "bob-key", ""); code != 200 {
+	if code, body := apiRequest(t, "DELETE", a.approvals+"/api/grants/"+g.ID, "bob-key-0123456789", ""); code != 200 {
 		t.Fatalf("revoke on A: %d %s", code, body)
 	}
-	toolCall(t, b.proxy, "agent-key", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B right after A revoked", 202, "ask")
+	toolCall(t, b.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha on B right after A revoked", 202, "ask")
 	if gs := listGrants(t, b.approvals); len(gs) != 0 {
 		t.Fatalf("B lists grants %v after the revocation", gs)
 	}
@@ -349,7 +349,7 @@ func TestMeasureGrantAndHookLatency(t *testing.T) {
 		out := map[string][]time.Duration{}
 		for i := range n + 20 {
 			for name, tool := range kinds {
-				r := toolCall(t, base, "agent-key", tool, targetBody("t1"), async...).want(t, name, 200, "allow")
+				r := toolCall(t, base, "agent-key-0123456789", tool, targetBody("t1"), async...).want(t, name, 200, "allow")
 				if i >= 20 { // warm-up
 					out[name] = append(out[name], r.took)
 				}

@@ -39,8 +39,8 @@ type mechSetup struct {
 	files     map[string]string // more files beside the config
 }
 
-// writeMechConfig writes the config (and rules) of s. Agents: agent-key
-// (agent-42), other-key (agent-7) and boss-key (boss). Approvers with API
+// writeMechConfig writes the config (and rules) of s. Agents: agent-key-0123456789
+// (agent-42), other-key-0123456789 (agent-7) and boss-key-0123456789 (boss). Approvers with API
 // keys: alice (no groups), bob and carol (sre).
 func writeMechConfig(t *testing.T, upstream string, s mechSetup) string {
 	t.Helper()
@@ -51,9 +51,9 @@ func writeMechConfig(t *testing.T, upstream string, s mechSetup) string {
 upstreams:
 ` + s.upstreams + `identity:
   api_keys:
-    - {key: agent-key, subject: agent-42}
-    - {key: other-key, subject: agent-7}
-    - {key: boss-key, subject: boss}
+    - {key: agent-key-0123456789, subject: agent-42}
+    - {key: other-key-0123456789, subject: agent-7}
+    - {key: boss-key-0123456789, subject: boss}
 policy:
   rules_file: ./rules.yaml
 ` + s.policy + `pending:
@@ -61,9 +61,9 @@ policy:
 ` + s.pending + `approvals:
   secret: ` + testSecret + `
   approvers:
-    - {name: alice, key: alice-key}
-    - {name: bob, key: bob-key, groups: [sre]}
-    - {name: carol, key: carol-key, groups: [sre]}
+    - {name: alice, key: alice-key-0123456789}
+    - {name: bob, key: bob-key-0123456789, groups: [sre]}
+    - {name: carol, key: carol-key-0123456789, groups: [sre]}
 ` + s.top + `shutdown_grace: 2s
 `
 	files := map[string]string{"toolgate.yaml": cfg, "rules.yaml": s.rules}
@@ -210,7 +210,7 @@ func strs(v any) []string {
 // waitingCalls lists the calls the approvals API shows as waiting.
 func waitingCalls(t *testing.T, approvalsBase string) []string {
 	t.Helper()
-	code, body := apiRequest(t, "GET", approvalsBase+"/api/approvals?status=waiting", "alice-key", "")
+	code, body := apiRequest(t, "GET", approvalsBase+"/api/approvals?status=waiting", "alice-key-0123456789", "")
 	var list struct {
 		Calls []struct {
 			CallID string `json:"call_id"`
@@ -303,7 +303,7 @@ func TestDenyBeatsBypassAndHookAllow(t *testing.T) {
 `,
 	})
 
-	rm := toolCall(t, e.proxy, "agent-key", "rm", `{"path":"build"}`).want(t, "rm", 403, "deny")
+	rm := toolCall(t, e.proxy, "agent-key-0123456789", "rm", `{"path":"build"}`).want(t, "rm", 403, "deny")
 	if ids := rm.ruleIDs(t); !slices.Contains(ids, "no-rm") {
 		t.Errorf("rm denied by %v, want no-rm", ids)
 	}
@@ -314,8 +314,8 @@ func TestDenyBeatsBypassAndHookAllow(t *testing.T) {
 		t.Errorf("decision log of rm: %v, want action deny by no-rm alone", r)
 	}
 	// Controls: bypass and the hook's allow do work on this toolgate.
-	toolCall(t, e.proxy, "agent-key", "deploy", `{"target":"prod"}`).want(t, "deploy under bypass", 200, "allow")
-	toolCall(t, e.proxy, "agent-key", "ls", `{"path":"src"}`).want(t, "ls, allowed by the hook alone", 200, "allow")
+	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"target":"prod"}`).want(t, "deploy under bypass", 200, "allow")
+	toolCall(t, e.proxy, "agent-key-0123456789", "ls", `{"path":"src"}`).want(t, "ls, allowed by the hook alone", 200, "allow")
 	if n := reached(e.up, "build"); n != 0 {
 		t.Fatalf("the upstream received rm %d times", n)
 	}
@@ -336,11 +336,11 @@ func TestDryRunDeny(t *testing.T) {
 				rules:  "rules:\n  - {id: no-rm, effect: deny, tool: rm, target: \"*\"}\n",
 			}))
 
-			dry := toolCall(t, e.proxy+"/ops", "agent-key", "rm", `{"path":"build"}`).want(t, "rm in dry run", 200, "dry-run:deny")
+			dry := toolCall(t, e.proxy+"/ops", "agent-key-0123456789", "rm", `{"path":"build"}`).want(t, "rm in dry run", 200, "dry-run:deny")
 			if reqs := up.Requests(); len(reqs) != 1 || string(reqs[0].Body) != `{"path":"build"}` {
 				t.Fatalf("dry run: the upstream received %v, want the rm call once", reqs)
 			}
-			toolCall(t, e.proxy+"/prod", "agent-key", "rm", `{"path":"build"}`).want(t, "rm where enforce: true", 403, "deny")
+			toolCall(t, e.proxy+"/prod", "agent-key-0123456789", "rm", `{"path":"build"}`).want(t, "rm where enforce: true", 403, "deny")
 			if n := len(enforced.Requests()); n != 0 {
 				t.Fatalf("the enforced upstream received %d requests", n)
 			}
@@ -366,7 +366,7 @@ func TestDontAskNeverWaits(t *testing.T) {
 `,
 	})
 
-	r := toolCall(t, e.proxy, "agent-key", "deploy", `{"target":"prod"}`).want(t, "deploy under dont_ask", 403, "deny")
+	r := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"target":"prod"}`).want(t, "deploy under dont_ask", 403, "deny")
 	if r.took > 3*time.Second {
 		t.Errorf("dont_ask took %v to deny, want well under the 15s hold", r.took)
 	}
@@ -379,7 +379,7 @@ func TestDontAskNeverWaits(t *testing.T) {
 	t.Logf("dont_ask answered in %v", r.took)
 
 	// The hook's forced ask is not the mode's to refuse.
-	toolCall(t, e.proxy, "agent-key", "release", `{"target":"v2"}`, async...).want(t, "release with a hook ask under dont_ask", 202, "ask")
+	toolCall(t, e.proxy, "agent-key-0123456789", "release", `{"target":"v2"}`, async...).want(t, "release with a hook ask under dont_ask", 202, "ask")
 	if n := len(e.up.Requests()); n != 0 {
 		t.Fatalf("the upstream received %d requests", n)
 	}
@@ -396,12 +396,12 @@ func TestPlanMode(t *testing.T) {
   - {id: writes, effect: allow, tool: write_file, target: "*"}
 `,
 	})
-	w := toolCall(t, e.proxy, "agent-key", "write_file", `{"path":"a.txt","content":"x"}`).want(t, "write in plan", 403, "deny")
+	w := toolCall(t, e.proxy, "agent-key-0123456789", "write_file", `{"path":"a.txt","content":"x"}`).want(t, "write in plan", 403, "deny")
 	if ids := w.ruleIDs(t); len(ids) == 0 || ids[0] != "toolgate.mode.plan" {
 		t.Errorf("write denied by %v, want toolgate.mode.plan first", ids)
 	}
-	toolCall(t, e.proxy, "agent-key", "read_file", `{"path":"a.txt"}`).want(t, "read_only read in plan", 200, "allow")
-	s := toolCall(t, e.proxy, "agent-key", "read_file", `{"path":"secrets.txt"}`).want(t, "denied read in plan", 403, "deny")
+	toolCall(t, e.proxy, "agent-key-0123456789", "read_file", `{"path":"a.txt"}`).want(t, "read_only read in plan", 200, "allow")
+	s := toolCall(t, e.proxy, "agent-key-0123456789", "read_file", `{"path":"secrets.txt"}`).want(t, "denied read in plan", 403, "deny")
 	if ids := s.ruleIDs(t); !slices.Contains(ids, "secrets") {
 		t.Errorf("secrets.txt denied by %v, want secrets", ids)
 	}
@@ -430,25 +430,25 @@ func TestModeScopes(t *testing.T) {
 	opsBase, labBase := e.proxy+"/ops", e.proxy+"/lab"
 
 	// Per upstream: ops is dont_ask, lab is default.
-	toolCall(t, opsBase, "agent-key", "deploy", `{"target":"u1"}`, async...).want(t, "agent-42 on ops (dont_ask)", 403, "deny")
-	toolCall(t, labBase, "agent-key", "deploy", `{"target":"u2"}`, async...).want(t, "agent-42 on lab (default)", 202, "ask")
+	toolCall(t, opsBase, "agent-key-0123456789", "deploy", `{"target":"u1"}`, async...).want(t, "agent-42 on ops (dont_ask)", 403, "deny")
+	toolCall(t, labBase, "agent-key-0123456789", "deploy", `{"target":"u2"}`, async...).want(t, "agent-42 on lab (default)", 202, "ask")
 	// Per subject: agent-7 is bypass everywhere, before the upstream's mode.
-	toolCall(t, opsBase, "other-key", "deploy", `{"target":"s1"}`, async...).want(t, "agent-7 on ops (bypass)", 200, "allow")
-	toolCall(t, labBase, "other-key", "deploy", `{"target":"s2"}`, async...).want(t, "agent-7 on lab (bypass)", 200, "allow")
+	toolCall(t, opsBase, "other-key-0123456789", "deploy", `{"target":"s1"}`, async...).want(t, "agent-7 on ops (bypass)", 200, "allow")
+	toolCall(t, labBase, "other-key-0123456789", "deploy", `{"target":"s2"}`, async...).want(t, "agent-7 on lab (bypass)", 200, "allow")
 	// boss has no mode of its own: lab's default.
-	toolCall(t, labBase, "boss-key", "deploy", `{"target":"b1"}`, async...).want(t, "boss on lab without the header", 202, "ask")
+	toolCall(t, labBase, "boss-key-0123456789", "deploy", `{"target":"b1"}`, async...).want(t, "boss on lab without the header", 202, "ask")
 
 	// The header from an untrusted subject: ignored, and not forwarded.
-	toolCall(t, labBase, "agent-key", "deploy", `{"target":"h1"}`, "X-Toolgate-Mode", "bypass", async[0], async[1]).
+	toolCall(t, labBase, "agent-key-0123456789", "deploy", `{"target":"h1"}`, "X-Toolgate-Mode", "bypass", async[0], async[1]).
 		want(t, "agent-42 sending bypass", 202, "ask")
-	toolCall(t, opsBase, "agent-key", "deploy", `{"target":"h2"}`, "X-Toolgate-Mode", "default", async[0], async[1]).
+	toolCall(t, opsBase, "agent-key-0123456789", "deploy", `{"target":"h2"}`, "X-Toolgate-Mode", "default", async[0], async[1]).
 		want(t, "agent-42 sending default on ops", 403, "deny")
-	toolCall(t, labBase, "agent-key", "read_file", `{"path":"h3"}`, "X-Toolgate-Mode", "plan").want(t, "agent-42 read with the header", 200, "allow")
+	toolCall(t, labBase, "agent-key-0123456789", "read_file", `{"path":"h3"}`, "X-Toolgate-Mode", "plan").want(t, "agent-42 read with the header", 200, "allow")
 	// From the trusted subject: honoured, in both directions.
-	toolCall(t, labBase, "boss-key", "deploy", `{"target":"h4"}`, "X-Toolgate-Mode", "bypass").want(t, "boss sending bypass", 200, "allow")
-	toolCall(t, opsBase, "boss-key", "deploy", `{"target":"h5"}`, "X-Toolgate-Mode", "default", async[0], async[1]).
+	toolCall(t, labBase, "boss-key-0123456789", "deploy", `{"target":"h4"}`, "X-Toolgate-Mode", "bypass").want(t, "boss sending bypass", 200, "allow")
+	toolCall(t, opsBase, "boss-key-0123456789", "deploy", `{"target":"h5"}`, "X-Toolgate-Mode", "default", async[0], async[1]).
 		want(t, "boss sending default on ops", 202, "ask")
-	toolCall(t, labBase, "boss-key", "deploy", `{"target":"h6"}`, "X-Toolgate-Mode", "sudo").want(t, "boss sending an unknown mode", 400, "invalid")
+	toolCall(t, labBase, "boss-key-0123456789", "deploy", `{"target":"h6"}`, "X-Toolgate-Mode", "sudo").want(t, "boss sending an unknown mode", 400, "invalid")
 
 	for name, up := range map[string]*testkit.Upstream{"ops": ops, "lab": lab} {
 		for _, r := range up.Requests() {
@@ -527,28 +527,28 @@ func TestHooks(t *testing.T) {
 	})
 
 	t.Run("allow does not beat a rules ask", func(t *testing.T) {
-		toolCall(t, e.proxy, "agent-key", "deploy", `{"target":"a1"}`, async...).want(t, "deploy, hook allow", 202, "ask")
+		toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"target":"a1"}`, async...).want(t, "deploy, hook allow", 202, "ask")
 		// Control: the same call under bypass is allowed, so the hook did
 		// not ask of its own.
-		toolCall(t, e.proxy, "other-key", "deploy", `{"target":"a2"}`).want(t, "deploy under bypass, hook allow", 200, "allow")
+		toolCall(t, e.proxy, "other-key-0123456789", "deploy", `{"target":"a2"}`).want(t, "deploy under bypass, hook allow", 200, "allow")
 		if gate.asked(t, "deploy") != 2 {
 			t.Errorf("the gate hook was asked %d times about deploy, want 2", gate.asked(t, "deploy"))
 		}
 	})
 
 	t.Run("ask holds under bypass", func(t *testing.T) {
-		r := toolCall(t, e.proxy, "other-key", "status", `{"target":"b1"}`, async...).want(t, "status, hook ask, bypass", 202, "ask")
+		r := toolCall(t, e.proxy, "other-key-0123456789", "status", `{"target":"b1"}`, async...).want(t, "status, hook ask, bypass", 202, "ask")
 		if ev := resultOf(decisionEvent(t, e.replica, r.id)); ev["action"] != "ask" || !slices.Contains(strs(ev["rule_ids"]), "hook.gate") {
 			t.Errorf("decision log: %v, want the gate hook's ask", ev)
 		}
 	})
 
 	t.Run("timeout answers on_failure", func(t *testing.T) {
-		r := toolCall(t, e.proxy, "agent-key", "slow_op", `{"target":"c1"}`).want(t, "slow hook, default on_failure", 403, "deny")
+		r := toolCall(t, e.proxy, "agent-key-0123456789", "slow_op", `{"target":"c1"}`).want(t, "slow hook, default on_failure", 403, "deny")
 		if !strings.Contains(r.body, "hook slow failed: timeout") || r.took > 3*time.Second {
 			t.Errorf("slow hook: after %v: %s, want a timeout deny soon after 300ms", r.took, r.body)
 		}
-		toolCall(t, e.proxy, "agent-key", "lazy_op", `{"target":"c2"}`, async...).want(t, "slow hook, on_failure ask", 202, "ask")
+		toolCall(t, e.proxy, "agent-key-0123456789", "lazy_op", `{"target":"c2"}`, async...).want(t, "slow hook, on_failure ask", 202, "ask")
 		if n := len(slow.Requests()); n != 2 {
 			t.Errorf("the slow hooks were asked %d times, want 2", n)
 		}
@@ -563,7 +563,7 @@ func TestHooks(t *testing.T) {
 			if r.Header.Get("Authorization") != "" || r.Header.Get("Cookie") != "" {
 				t.Errorf("a hook received Authorization %q, Cookie %q", r.Header.Get("Authorization"), r.Header.Get("Cookie"))
 			}
-			for _, key := range []string{"agent-key", "other-key"} {
+			for _, key := range []string{"agent-key-0123456789", "other-key-0123456789"} {
 				if strings.Contains(string(r.Body), key) || strings.Contains(fmt.Sprint(r.Header), key) {
 					t.Errorf("a hook received the agent's key %q: %v %s", key, r.Header, r.Body)
 				}
@@ -620,8 +620,8 @@ func TestHookUpdatedArguments(t *testing.T) {
 			}))
 			const rewritten = `{"path":"b.txt","mode":"rewritten"}`
 
-			a := toolCall(t, e.proxy, "agent-key", "read_file", `{"path":"a.txt"}`).want(t, "read a.txt", 200, "allow")
-			c := toolCall(t, e.proxy, "agent-key", "read_file", `{"path":"c.txt"}`).want(t, "read c.txt", 200, "allow")
+			a := toolCall(t, e.proxy, "agent-key-0123456789", "read_file", `{"path":"a.txt"}`).want(t, "read a.txt", 200, "allow")
+			c := toolCall(t, e.proxy, "agent-key-0123456789", "read_file", `{"path":"c.txt"}`).want(t, "read c.txt", 200, "allow")
 			reqs := e.up.Requests()
 			if len(reqs) != 2 || string(reqs[0].Body) != rewritten || string(reqs[1].Body) != rewritten {
 				t.Fatalf("the upstream received %v, want the rewritten arguments twice", reqs)
@@ -647,7 +647,7 @@ func TestHookUpdatedArguments(t *testing.T) {
 				t.Errorf("digests %v: want different digests before the rewrite and equal after", digests)
 			}
 
-			x := toolCall(t, e.proxy, "agent-key", "read_file", `{"path":"x.txt"}`).want(t, "read x.txt rewritten to secrets.txt", 403, "deny")
+			x := toolCall(t, e.proxy, "agent-key-0123456789", "read_file", `{"path":"x.txt"}`).want(t, "read x.txt rewritten to secrets.txt", 403, "deny")
 			if ids := x.ruleIDs(t); !slices.Contains(ids, "secrets") {
 				t.Errorf("the rewritten read was denied by %v, want secrets", ids)
 			}
@@ -659,7 +659,7 @@ func TestHookUpdatedArguments(t *testing.T) {
 			// rewrite.
 			held := make(chan reply, 1)
 			go func() {
-				held <- toolCall(t, e.proxy, "agent-key", "write_file", `{"path":"notes/orig.txt","content":"evil"}`)
+				held <- toolCall(t, e.proxy, "agent-key-0123456789", "write_file", `{"path":"notes/orig.txt","content":"evil"}`)
 			}()
 			var id string
 			testkit.WaitFor(t, "the write to wait", func() bool {
@@ -669,7 +669,7 @@ func TestHookUpdatedArguments(t *testing.T) {
 				}
 				return id != ""
 			})
-			code, body := apiRequest(t, "GET", e.approvals+"/api/approvals/"+id, "alice-key", "")
+			code, body := apiRequest(t, "GET", e.approvals+"/api/approvals/"+id, "alice-key-0123456789", "")
 			var shown struct {
 				Info struct {
 					Arguments json.RawMessage `json:"arguments"`
@@ -683,7 +683,7 @@ func TestHookUpdatedArguments(t *testing.T) {
 			if string(shown.Info.Arguments) != write || shown.Info.Target != "notes/rewritten.txt" {
 				t.Errorf("the approver sees arguments %s, target %q, want %s", shown.Info.Arguments, shown.Info.Target, write)
 			}
-			if code := approveAPI(t, e.approvals, id, "alice-key"); code != 200 {
+			if code := approveAPI(t, e.approvals, id, "alice-key-0123456789"); code != 200 {
 				t.Fatalf("approve: %d", code)
 			}
 			select {

@@ -31,7 +31,7 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: files, url: ` + upstream + `}
 identity:
-  api_keys: [{key: agent-key, subject: ` + secretMark + `-subject}]
+  api_keys: [{key: agent-key-0123456789, subject: ` + secretMark + `-subject}]
 policy:
   dir: ./policy
   rules_file: ./rules.yaml
@@ -40,7 +40,7 @@ pending:
   ttl: 4s
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}]
   notify: [{url: ` + notifyURL + `, format: cloudevents}]
 shutdown_grace: 2s
 `
@@ -117,7 +117,7 @@ func TestMetrics(t *testing.T) {
 	// Asked, then cancelled by the agent.
 	id = call("zq7_write", `{"path":"zq7-c.txt","content":"zq7"}`, 202, "Prefer", "respond-async")
 	req, _ := http.NewRequest("DELETE", tg.proxy+"/_toolgate/calls/"+id, nil)
-	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// No label value, in any family, carries what an agent sent.
-	secrets := append([]string{secretMark, "agent-key", "alice"}, callIDs...)
+	secrets := append([]string{secretMark, "agent-key-0123456789", "alice"}, callIDs...)
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {
@@ -253,7 +253,7 @@ func holdCall(t *testing.T, tg replica, body string) <-chan *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("POST", tg.proxy+"/tools/zq7_write", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 	done := make(chan *http.Response, 1)
 	go func() {
 		res, err := http.DefaultClient.Do(req)
@@ -272,7 +272,7 @@ func waitingCall(t *testing.T, approvalsBase string) string {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		req, _ := http.NewRequest("GET", approvalsBase+"/api/approvals?status=waiting", nil)
-		req.Header.Set("Authorization", "Bearer alice-key")
+		req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +303,7 @@ func waitingCall(t *testing.T, approvalsBase string) string {
 func decideAPI(t *testing.T, base, id, decision string) int {
 	t.Helper()
 	req, _ := http.NewRequest("POST", base+"/api/approvals/"+id, strings.NewReader(`{"decision":"`+decision+`"}`))
-	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

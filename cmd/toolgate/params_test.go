@@ -50,14 +50,14 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: notes, url: ` + up.URL + `, protocol: mcp, prefix: /, mcp_path: /mcp}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
   hold: 1s
 approvals:
   secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key}, {name: bot, key: bot-key}]
+  approvers: [{name: alice, key: alice-key-0123456789}, {name: bot, key: bot-key-0123456789}]
   notify: [{url: ` + ev.URL + `, format: cloudevents}, {url: ` + slack.URL + `, format: slack}]
 shutdown_grace: 2s
 `,
@@ -71,7 +71,7 @@ shutdown_grace: 2s
 	post := func(body string) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest("POST", a.proxy+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Prefer", "respond-async")
@@ -97,7 +97,7 @@ shutdown_grace: 2s
 
 	// The approvals API shows them in the call's info.
 	req, _ := http.NewRequest("GET", a.approvals+"/api/approvals/"+id, nil)
-	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
 	code, raw := send(t, http.DefaultClient, req)
 	var d struct {
 		Info struct {
@@ -174,7 +174,7 @@ shutdown_grace: 2s
 	}
 
 	// Approved, the call sends the message as parked.
-	if status := approveAPI(t, a.approvals, id, "alice-key"); status != 200 {
+	if status := approveAPI(t, a.approvals, id, "alice-key-0123456789"); status != 200 {
 		t.Fatalf("approve: %d", status)
 	}
 	testkit.WaitFor(t, "the approved write", func() bool {

@@ -41,7 +41,7 @@ pending: {hold: 1s}
 	cfg = strings.Replace(cfg, "approvals:\n", "approvals:\n  notify: [{url: "+ev.URL+", format: cloudevents}]\n", 1)
 	dir := writeFiles(t, t.TempDir(), map[string]string{"toolgate.yaml": cfg, "rules.yaml": seedRulesYAML, "policy/.keep": ""})
 	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")},
-		[]string{"AGENT_KEY=agent-key", "TOOLGATE_APPROVALS_SECRET=" + testSecret})
+		[]string{"AGENT_KEY=agent-key-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret})
 
 	res, body := agentCall(t, r.proxy, "write_note", `{"path":"notes/today.txt","content":"x"}`, "Prefer", "respond-async")
 	id := res.Header.Get("X-Toolgate-Call-Id")

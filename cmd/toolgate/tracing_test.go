@@ -131,14 +131,14 @@ func TestServeExportsTraces(t *testing.T) {
 		"rules.yaml":    "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n  - {id: r2, effect: deny, tool: Read, target: secrets.txt}\n",
 		"policy/p.rego": "package toolgate\n",
 	})
-	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
 
 	const agentTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	call := func(path string) string {
 		req, _ := http.NewRequest("POST", r.proxy+"/tools/Read", strings.NewReader(`{"path":"`+path+`"}`))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer agent-key-1")
+		req.Header.Set("Authorization", "Bearer agent-key-1-0123456789")
 		req.Header.Set("Traceparent", "00-"+agentTrace+"-00f067aa0ba902b7-01")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -121,8 +121,31 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 			nil, "identity.api_keys[0].key: contains whitespace",
 		},
 		{
+			"api key shorter than 16 bytes",
+			map[string]string{"toolgate.yaml": validateConfig("/", "  api_keys: [{key: \"${SHORT_KEY}\", subject: agent}]", "policy")},
+			nil,
+			"identity.api_keys[0].key: is shorter than 16 bytes (generate one with: openssl rand -hex 32)",
+		},
+		{
+			"approver key shorter than 16 bytes",
+			map[string]string{"toolgate.yaml": strings.Replace(validateConfig("/", anonymous, "policy"),
+				"approvals:\n", "approvals:\n  approvers: [{name: alice, key: alice-key}]\n", 1)},
+			nil, "approvals.approvers[0].key: is shorter than 16 bytes (generate one with: openssl rand -hex 32)",
+		},
+		{
+			"slack signing secret shorter than 16 bytes",
+			map[string]string{"toolgate.yaml": strings.Replace(validateConfig("/", anonymous, "policy"),
+				"approvals:\n", "approvals:\n  slack: {signing_secret: 0123abcd, users: {U1: alice}}\n", 1)},
+			nil, "approvals.slack.signing_secret: is shorter than 16 bytes",
+		},
+		{
+			"hook secret shorter than 16 bytes",
+			map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy") + "hooks: [{name: freeze, url: \"http://127.0.0.1:1/hook\", secret: hook-secret}]\n"},
+			nil, "hooks[0].secret: is shorter than 16 bytes",
+		},
+		{
 			"api key subject reserved",
-			map[string]string{"toolgate.yaml": validateConfig("/", "  api_keys: [{key: k1, subject: anonymous}]", "policy")},
+			map[string]string{"toolgate.yaml": validateConfig("/", "  api_keys: [{key: agent-key-0123456789, subject: anonymous}]", "policy")},
 			nil, `identity.api_keys[0].subject: "anonymous" is reserved`,
 		},
 		{"unknown mode", map[string]string{"toolgate.yaml": validateConfig("/", anonymous, "policy")}, []string{"--policy-mode", "yolo"}, `policy.mode: "yolo" is not allowed`},
@@ -137,7 +160,8 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 			nil, "pending.redis_url: redis: invalid max_retries",
 		},
 	}
-	environ := []string{"TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	// SHORT_KEY is expanded after loading, as a secret passed by ${NAME} is.
+	environ := []string{"TOOLGATE_APPROVALS_SECRET=" + testSecret, "SHORT_KEY=agent-key-1"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{}
@@ -206,7 +230,7 @@ func TestMisshapenRuleStartsAndDenies(t *testing.T) {
 		"rules.yaml":    "rules: []\n",
 		"policy/p.rego": "package toolgate\n\nallow := 5\n",
 	})
-	environ := []string{"AGENT_KEY=agent-key-1", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	args := []string{"--config", filepath.Join(dir, "toolgate.yaml")}
 	var vout, verr bytes.Buffer
 	if code := run(t.Context(), append([]string{"config", "validate"}, args...), environ, &vout, &verr); code != exitOK ||
@@ -230,7 +254,7 @@ func TestMisshapenRuleStartsAndDenies(t *testing.T) {
 	if res.StatusCode != 200 || !strings.Contains(string(ready), `"misshapen_rules":"policy: p.rego:3: rule allow`) {
 		t.Errorf("readyz: %d %s, want 200 naming the misshapen rule", res.StatusCode, ready)
 	}
-	code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1")
+	code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"a.txt"}`, "agent-key-1-0123456789")
 	if code != 403 || !strings.Contains(body, "toolgate.policy_error") {
 		t.Fatalf("a call allow := 5 reaches: %d %s, want a policy error's 403", code, body)
 	}

@@ -44,7 +44,7 @@ const (
 	approvalsSvc   = "toolgate-approvals"
 	shippedPolicy  = "../../rego/example/notes.rego"
 	testSecret40   = "0123456789abcdefghijklmnopqrstuvwxyzABCD"
-	testAgentKey   = "x"
+	testAgentKey   = "agent-key-0123456789"
 	toolListenHost = "127.0.0.1"
 )
 

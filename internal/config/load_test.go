@@ -369,7 +369,7 @@ func TestLoad_Expansion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeConfig(t, minimalYAML+"identity:\n  api_keys:\n    - key: k\n      subject: "+tt.yaml+"\n")
+			path := writeConfig(t, minimalYAML+"identity:\n  api_keys:\n    - key: "+testAgentKey+"\n      subject: "+tt.yaml+"\n")
 			c := mustLoad(t, Source{File: path, Environ: withEnv(tt.env...)})
 			if got := c.Identity.APIKeys[0].Subject; got != tt.want {
 				t.Errorf("subject = %q, want %q", got, tt.want)

@@ -125,8 +125,14 @@ func (v *validator) approvalsIdentity(a *ApprovalsIdentity, publicURL string) {
 }
 
 func (v *validator) slack(s *Slack) {
-	if s.SigningSecret == "" {
-		v.add("approvals.slack.signing_secret", "is not set", "copy the Signing Secret from the Slack app's Basic Information page, e.g. signing_secret: ${SLACK_SIGNING_SECRET}")
+	const key, from = "approvals.slack.signing_secret", "copy the Signing Secret from the Slack app's Basic Information page"
+	switch sec := s.SigningSecret.Reveal(); {
+	case sec == "":
+		v.add(key, "is not set", from+", e.g. signing_secret: ${SLACK_SIGNING_SECRET}")
+	case strings.IndexFunc(sec, notTokenChar) >= 0:
+		v.add(key, "contains whitespace or control characters", "strip them; a trailing newline from a file?")
+	case len(sec) < MinKeyBytes:
+		v.add(key, fmt.Sprintf("is shorter than %d bytes", MinKeyBytes), from+": 32 hexadecimal characters")
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.Users)) {
 		name := s.Users[id]

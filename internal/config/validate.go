@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/webhooksig"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )
@@ -36,6 +37,45 @@ func (e *FieldError) Error() string {
 	}
 	return e.Key + ": " + e.Msg + " (" + e.Fix + ")"
 }
+
+// MinKeyBytes is the shortest bearer key (identity.api_keys,
+// approvals.approvers) and the shortest signing secret (hooks, approvals.notify,
+// approvals.slack) toolgate starts with: anything shorter could be guessed
+// or searched for. Slack's own signing secrets are 32 hexadecimal characters.
+const MinKeyBytes = 16
+
+// keyFix is how to make a bearer key long enough.
+const keyFix = "generate one with: openssl rand -hex 32"
+
+// keyLength refuses val, the (expanded) value of key, when it is shorter
+// than MinKeyBytes. It never quotes the value.
+func (v *validator) keyLength(key, val, fix string) {
+	if len(val) < MinKeyBytes {
+		v.add(key, fmt.Sprintf("is shorter than %d bytes", MinKeyBytes), fix)
+	}
+}
+
+// webhookSecret checks val, the value of key: unset (requests go
+// unsigned), or a Standard Webhooks secret ("whsec_" + base64, or the raw
+// bytes) whose key is at least MinKeyBytes long. who says who verifies.
+func (v *validator) webhookSecret(key, val, who string) {
+	if val == "" {
+		return
+	}
+	k, err := webhooksig.ParseSecret(val)
+	switch {
+	case err != nil:
+		v.add(key, strings.TrimPrefix(err.Error(), "secret: "), "write whsec_ and the base64 of the key, or the key itself; "+who)
+	case len(k) < MinKeyBytes && strings.HasPrefix(val, webhooksig.SecretPrefix):
+		v.add(key, fmt.Sprintf("holds a key shorter than %d bytes after whsec_", MinKeyBytes), "generate one with: echo whsec_$(openssl rand -base64 32); "+who)
+	case len(k) < MinKeyBytes:
+		v.add(key, fmt.Sprintf("is shorter than %d bytes", MinKeyBytes), "generate one with: openssl rand -base64 32; "+who)
+	}
+}
+
+// notTokenChar reports the characters a bearer key cannot hold:
+// whitespace and control characters (as identity refuses in agent keys).
+func notTokenChar(r rune) bool { return r <= ' ' || r == 0x7f }
 
 var upstreamName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
@@ -247,6 +287,12 @@ func (v *validator) identity(id *Identity) {
 		}
 		v.add("identity", err.Error(), "")
 	}
+	for i, k := range id.APIKeys {
+		// Empty keys and unusable characters are reported above.
+		if k.Key != "" && strings.IndexFunc(k.Key.Reveal(), notTokenChar) < 0 {
+			v.keyLength(fmt.Sprintf("identity.api_keys[%d].key", i), k.Key.Reveal(), keyFix)
+		}
+	}
 	if len(id.APIKeys) == 0 && id.JWT == nil && !id.Anonymous {
 		v.add("identity", "every call would be refused with 401", "add identity.api_keys or identity.jwt, or set identity.anonymous: true")
 	}
@@ -287,6 +333,7 @@ func (v *validator) hooks(hs []Hook) {
 		if d := h.Timeout.Std(); d < 0 || d > 30*time.Second {
 			v.add(at+".timeout", fmt.Sprintf("%v is outside 0 to 30s", d), "a hook is asked while the agent waits: keep it short, e.g. timeout: 2s")
 		}
+		v.webhookSecret(at+".secret", h.Secret.Reveal(), "the hook's receiver verifies with the same secret")
 	}
 }
 
@@ -440,6 +487,11 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 		case k == "" && len(ap.Groups) == 0:
 			v.add(at+".key", "is empty, and the entry has no groups either", "set key for access to the approvals API, groups for an approver known by approvals.identity or Slack, or remove the entry")
 		case k == "":
+		case strings.IndexFunc(k, notTokenChar) >= 0:
+			// Such a key could never arrive as one bearer token.
+			v.add(at+".key", "contains whitespace or control characters", "strip them; a trailing newline from a file?")
+		case len(k) < MinKeyBytes:
+			v.add(at+".key", fmt.Sprintf("is shorter than %d bytes", MinKeyBytes), keyFix)
 		case agentKeys[k] != "":
 			v.add(at+".key", "is the same key as "+agentKeys[k], "an agent must never be able to approve its own calls; give the approver a different key")
 		case keys[k] != "":
@@ -453,6 +505,7 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 		at := fmt.Sprintf("approvals.notify[%d]", i)
 		v.httpURL(at+".url", n.URL)
 		v.oneOf(at+".format", n.Format, "cloudevents", "slack", "teams")
+		v.webhookSecret(at+".secret", n.Secret.Reveal(), "the receiver verifies with the same secret")
 		if n.Concurrency < 1 || n.Concurrency > 64 {
 			v.add(at+".concurrency", fmt.Sprintf("%d is outside 1..64", n.Concurrency), "write a whole number from 1 to 64; 1 sends every event in order")
 		}
