@@ -70,7 +70,8 @@ func quote(s string) string {
 //     how the text shows, "Trojan Source") or an invisible format
 //     character (isInvisible: soft hyphen, zero-width space, word joiner,
 //     invisible operators, BOM), a tag character (U+E0000 to U+E007F) or a
-//     variation selector that selects nothing (strayVariationSelector).
+//     variation selector (Mongolian ones included) that selects nothing
+//     (strayVariationSelector).
 //
 // String values other than targets may hold any of them (text with
 // newlines, right-to-left prose). When several strings do, the error names
@@ -162,10 +163,15 @@ func refusedInTarget(s string) int {
 func isTag(r rune) bool { return 0xE0000 <= r && r <= 0xE007F }
 
 // isVariationSelector reports whether r is a variation selector: U+FE00
-// to U+FE0F, or U+E0100 to U+E01EF (the ideographic ones).
+// to U+FE0F, U+E0100 to U+E01EF (the ideographic ones), or a Mongolian
+// free variation selector (U+180B to U+180D, U+180F).
 func isVariationSelector(r rune) bool {
-	return 0xFE00 <= r && r <= 0xFE0F || 0xE0100 <= r && r <= 0xE01EF
+	return 0xFE00 <= r && r <= 0xFE0F || 0xE0100 <= r && r <= 0xE01EF || isMongolianFVS(r)
 }
+
+// isMongolianFVS reports whether r is a Mongolian free variation selector,
+// U+180B to U+180D or U+180F (U+180E is the vowel separator).
+func isMongolianFVS(r rune) bool { return 0x180B <= r && r <= 0x180D || r == 0x180F }
 
 // strayVariationSelector reports whether the variation selector vs, right
 // after prev (-1: nothing), selects nothing. A selector picks a form of
@@ -175,10 +181,15 @@ func isVariationSelector(r rune) bool {
 // follow a symbol outside ASCII (emoji are symbols: text or emoji
 // presentation with U+FE0E or U+FE0F, as in a heart with U+FE0F) or an
 // ideograph; U+E0100 to U+E01EF, which select regional glyphs of CJK
-// ideographs, may follow only an ideograph. The few emoji that are not
+// ideographs, may follow only an ideograph; the Mongolian free variation
+// selectors, which pick a contextual form of a Mongolian letter, may follow
+// only a letter of the Mongolian script. The few emoji that are not
 // symbols (keycaps such as 1 U+FE0F U+20E3, U+203C, U+2139) are refused
 // with a selector; their bare forms pass.
 func strayVariationSelector(prev, vs rune) bool {
+	if isMongolianFVS(vs) {
+		return prev < 0 || !unicode.Is(unicode.Mongolian, prev) || !unicode.IsLetter(prev)
+	}
 	ideograph := prev >= 0 && unicode.Is(unicode.Ideographic, prev)
 	if vs >= 0xE0100 {
 		return !ideograph

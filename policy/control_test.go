@@ -52,7 +52,19 @@ func TestCheckControl(t *testing.T) {
 		{"after another selector", map[string]any{"path": "\u2764\uFE0F\uFE0F"}, "variation selector U+FE0F"},
 		{"ideographic selector after an emoji", map[string]any{"path": "\u2764\U000E0100"}, `target "❤\U000e0100" holds the variation selector U+E0100`},
 		{"ideographic selector after a letter", map[string]any{"path": "a\U000E01EF"}, "variation selector U+E01EF"},
-		{"tag and selector in a non-target value", map[string]any{"content": "a\uFE0F\U000E0041"}, ""},
+		// Mongolian free variation selectors select nothing outside Mongolian.
+		{"FVS1 after a letter", map[string]any{"path": "report\u180B.txt"}, `target "report\u180b.txt" holds the variation selector U+180B where it selects nothing`},
+		{"FVS2 after a digit", map[string]any{"path": "v2\u180C"}, "variation selector U+180C"},
+		{"FVS3 in a host", map[string]any{"url": "https://ev\u180Dil.com/"}, "variation selector U+180D"},
+		{"FVS4 at the start", map[string]any{"file": "\u180Fa"}, "variation selector U+180F"},
+		{"FVS after an emoji", map[string]any{"path": "\u2764\u180B"}, "variation selector U+180B"},
+		{"FVS after an ideograph", map[string]any{"path": "\u845B\u180B"}, "variation selector U+180B"},
+		{"FVS after a Mongolian digit", map[string]any{"path": "\u1811\u180B"}, "variation selector U+180B"},
+		{"FVS after another FVS", map[string]any{"path": "\u1820\u180B\u180C"}, "variation selector U+180C"},
+		{"FVS in an opaque target's key", map[string]any{"path": map[string]any{"k\u180F": "x"}}, `argument key "k\u180f" holds the variation selector U+180F where it selects nothing`},
+		{"tag and selector in a non-target value", map[string]any{"content": "a\uFE0F\U000E0041\u180B"}, ""},
+		// A Mongolian letter's free variation selector picks its form.
+		{"Mongolian word with FVS", map[string]any{"path": "\u1824\u180B\u1837\u1822\u180C\u182D\u180D.txt", "file": "\u1820\u180F"}, ""},
 		// Selectors that pick a form: emoji presentation, a CJK glyph.
 		{"emoji with FE0F", map[string]any{"path": "\u2764\uFE0F/notes.md", "file": "\u263A\uFE0E.txt"}, ""},
 		{"emoji ZWJ sequence with FE0F", map[string]any{"path": "\U0001F3F3\uFE0F\u200D\U0001F308.png"}, ""},

@@ -378,6 +378,8 @@ func TestHiddenCharactersInTargets(t *testing.T) {
 		{`{"path":"report\ufe0f.txt"}`, `target "report\ufe0f.txt" holds the variation selector U+FE0F where it selects nothing`},
 		{`{"path":"v2\ufe0e"}`, "variation selector U+FE0E"},
 		{`{"path":"a\udb40\udd00"}`, "variation selector U+E0100"},
+		{`{"path":"report\u180b.txt"}`, `target "report\u180b.txt" holds the variation selector U+180B where it selects nothing`},
+		{`{"url":"https://ev\u180fil.com/"}`, "variation selector U+180F"},
 	} {
 		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
 		p := readProblem(t, res)
@@ -396,6 +398,7 @@ func TestHiddenCharactersInTargets(t *testing.T) {
 		"{\"path\":\"\u2764\uFE0F/notes.md\"}",                                   // a heart, emoji style
 		"{\"path\":\"\U0001F3F3\uFE0F\u200D\U0001F308 flags/\u263A\uFE0E.txt\"}", // a rainbow flag; a smiley, text style
 		`{"path":"葛\udb40\udd00城.txt"}`,
+		`{"path":"\u1824\u180b\u1837\u1822\u180c.txt"}`, // Mongolian letters with free variation selectors
 	}
 	for _, body := range pass {
 		if res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key"); res.StatusCode != 200 {

@@ -947,16 +947,17 @@ func TestMCPHiddenCharacters(t *testing.T) {
 		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":` + args + `}}`
 	}
 	cases := map[string]struct{ body, want string }{
-		"DEL":          {call(`{"path":"a\u007fb"}`), `target "a\x7fb" holds the control character U+007F`},
-		"C1":           {call(`{"path":"a\u0085b"}`), `target "a\u0085b" holds the control character U+0085`},
-		"C1 in a key":  {call(`{"path":"a","o":{"k\u009f":1}}`), "argument key \"k\\u009f\" holds the control character U+009F"},
-		"override":     {call(`{"path":"report\u202etxt.exe"}`), "bidi control character U+202E"},
-		"zero-width":   {call(`{"file":[".e\u200bnv"]}`), "invisible format character U+200B"},
-		"resource URI": {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\u2067b"}}`, "bidi control character U+2067"},
-		"tags":         {call(`{"path":"a.txt\udb40\udc49\udb40\udc47"}`), `target "a.txt\U000e0049\U000e0047" holds the tag character U+E0049`},
-		"selector":     {call(`{"path":"report\ufe0f.txt"}`), `target "report\ufe0f.txt" holds the variation selector U+FE0F`},
-		"in an array":  {call(`{"file":["ok.md","x\ufe00"]}`), "variation selector U+FE00"},
-		"tag in a URI": {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\udb40\udc41"}}`, "tag character U+E0041"},
+		"DEL":                {call(`{"path":"a\u007fb"}`), `target "a\x7fb" holds the control character U+007F`},
+		"C1":                 {call(`{"path":"a\u0085b"}`), `target "a\u0085b" holds the control character U+0085`},
+		"C1 in a key":        {call(`{"path":"a","o":{"k\u009f":1}}`), "argument key \"k\\u009f\" holds the control character U+009F"},
+		"override":           {call(`{"path":"report\u202etxt.exe"}`), "bidi control character U+202E"},
+		"zero-width":         {call(`{"file":[".e\u200bnv"]}`), "invisible format character U+200B"},
+		"resource URI":       {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\u2067b"}}`, "bidi control character U+2067"},
+		"tags":               {call(`{"path":"a.txt\udb40\udc49\udb40\udc47"}`), `target "a.txt\U000e0049\U000e0047" holds the tag character U+E0049`},
+		"selector":           {call(`{"path":"report\ufe0f.txt"}`), `target "report\ufe0f.txt" holds the variation selector U+FE0F`},
+		"in an array":        {call(`{"file":["ok.md","x\ufe00"]}`), "variation selector U+FE00"},
+		"tag in a URI":       {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\udb40\udc41"}}`, "tag character U+E0041"},
+		"Mongolian selector": {call(`{"path":"report\u180b.txt"}`), `target "report\u180b.txt" holds the variation selector U+180B`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -971,7 +972,7 @@ func TestMCPHiddenCharacters(t *testing.T) {
 	t.Run("legitimate names pass", func(t *testing.T) {
 		env := newMCPEnv(t, mcpRawEra)
 		cs := env.connect(t, mcpRawEra)
-		names := []string{"\u2764\uFE0Fnotes.md", "\u263A\uFE0E.txt", "דוח.txt", "می\u200cخواهم.txt"}
+		names := []string{"\u2764\uFE0Fnotes.md", "\u263A\uFE0E.txt", "דוח.txt", "می\u200cخواهم.txt", "\u1824\u180B\u1837.txt"}
 		for _, p := range names {
 			mcpWantResult(t, mcpCall(t, cs, "read_file", map[string]any{"path": p}), "contents of "+p)
 		}
