@@ -296,7 +296,10 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	o.cookies.clearLogin(w)
 	again += "?return=" + url.QueryEscape(st.Return)
 	if e := q.Get("error"); e != "" {
-		o.log.Warn("sign-in refused by the identity provider", "error", e, "description", q.Get("error_description"))
+		// Whatever reached the browser's address bar: shown and logged
+		// only as a short error code.
+		e = errorCode(e)
+		o.log.Warn("sign-in refused by the identity provider", "error", e, "description", excerpt(nqschar(q.Get("error_description")), maxDescription))
 		o.page(w, http.StatusForbidden, "Sign-in refused",
 			"The identity provider did not sign you in ("+e+").", again)
 		return
@@ -323,13 +326,13 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	case err != nil && (!errors.As(err, &refused) || refused.Response != nil && refused.Response.StatusCode >= 500):
 		// No answer from the provider (down, too slow, or failing
 		// itself): as when discovery fails, a retry may work.
-		o.log.Warn("sign-in unavailable: exchanging the code", "err", err)
+		o.log.Warn("sign-in unavailable: exchanging the code", exchangeFailure(err)...)
 		w.Header().Set("Retry-After", "5")
 		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
 			"toolgate cannot reach the identity provider just now. Try again in a minute.", again)
 		return
 	case err != nil:
-		o.log.Warn("sign-in failed: exchanging the code", "err", err)
+		o.log.Warn("sign-in failed: exchanging the code", exchangeFailure(err)...)
 		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider did not accept the sign-in's code.", again)
 		return
 	}
@@ -388,6 +391,61 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	// public URL's host leaves nothing for http.Redirect or the browser to
 	// interpret.
 	http.Redirect(w, r, o.home+localPath(st.Return), http.StatusSeeOther)
+}
+
+// maxErrorCode and maxDescription bound what is logged of an identity
+// provider's error: its text is another system's, unverified, and may
+// carry what a caller put into the request.
+const (
+	maxErrorCode   = 64
+	maxDescription = 200
+)
+
+// exchangeFailure returns the log attributes of a failed code exchange.
+// Of a provider's answer it keeps the HTTP status and the OAuth 2.0 error
+// code (errorCode), never the body: RetrieveError's message holds the
+// whole of it, up to a MiB, and the description it quotes.
+func exchangeFailure(err error) []any {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) {
+		return []any{"err", err} // no answer: a transport error or a timeout
+	}
+	var attrs []any
+	if re.Response != nil {
+		attrs = append(attrs, "status", re.Response.StatusCode)
+	}
+	if re.ErrorCode != "" {
+		attrs = append(attrs, "error", errorCode(re.ErrorCode))
+	}
+	return attrs
+}
+
+// errorCode is s as an OAuth 2.0 error code may be written (RFC 6749
+// section 5.2), cut to maxErrorCode bytes: see nqschar.
+func errorCode(s string) string { return excerpt(nqschar(s), maxErrorCode) }
+
+// nqschar is s with every character an OAuth 2.0 error code or
+// description may not hold (anything but printable ASCII, and " and \)
+// replaced with ?.
+func nqschar(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// excerpt is s cut to at most n bytes on a character boundary, with "…"
+// when cut.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // admitted reports whether a may sign in: a is in one of allowed_groups,

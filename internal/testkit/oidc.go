@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/cookiejar"
@@ -56,6 +57,8 @@ type OIDCProvider struct {
 	now   func() time.Time
 	codes map[string]oidcGrant
 	hits  map[string]int
+
+	tokenAnswer *cannedAnswer // what POST /token answers instead, when set
 
 	endSession string       // the advertised end_session_endpoint; "" for none
 	postLogout string       // the one registered post_logout_redirect_uri
@@ -123,6 +126,23 @@ func (p *OIDCProvider) SetDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = down
+}
+
+// cannedAnswer is a fixed HTTP answer.
+type cannedAnswer struct {
+	status            int
+	contentType, body string
+}
+
+// SetTokenAnswer makes POST /token answer status with the given
+// Content-Type and body, whatever it is asked (status 0: serve again).
+func (p *OIDCProvider) SetTokenAnswer(status int, contentType, body string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tokenAnswer = nil
+	if status != 0 {
+		p.tokenAnswer = &cannedAnswer{status, contentType, body}
+	}
 }
 
 // SetNow sets the clock of the ID tokens' iat and exp (time.Now by
@@ -271,6 +291,15 @@ func (p *OIDCProvider) authorize(w http.ResponseWriter, r *http.Request) {
 // token exchanges a code for tokens, checking everything a real provider
 // checks, and answers errors as RFC 6749 section 5.2 does.
 func (p *OIDCProvider) token(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	canned := p.tokenAnswer
+	p.mu.Unlock()
+	if canned != nil {
+		w.Header().Set("Content-Type", canned.contentType)
+		w.WriteHeader(canned.status)
+		_, _ = io.WriteString(w, canned.body)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		tokenError(w, http.StatusBadRequest, "invalid_request")
 		return
