@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -103,5 +105,48 @@ func TestOIDCProviderErrorNotEchoed(t *testing.T) {
 	}
 	if line := logs.String(); strings.Contains(line, strings.Repeat("B", 100)) || strings.Contains(line, strings.Repeat("D", 300)) {
 		t.Errorf("log holds the whole query:\n%.800s", line)
+	}
+}
+
+// TestOIDCDiscoveryAnswerBounded: an issuer whose discovery endpoint
+// answers an error with an endless body is read no further than
+// maxProviderBody, and the log quotes at most maxProviderText bytes of it,
+// control characters replaced; the page says only that sign-in is
+// unavailable.
+func TestOIDCDiscoveryAnswerBounded(t *testing.T) {
+	var sent atomic.Int64
+	chunk := []byte("<html>\n" + strings.Repeat("X", 64<<10-7))
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusInternalServerError)
+		for range 1024 { // 64 MiB
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer idp.Close()
+	var logs bytes.Buffer
+	a, err := New(Config{Type: TypeOIDC, OIDC: OIDCConfig{
+		Issuer: idp.URL, ClientID: "toolgate", ClientSecret: "client-secret-0123", PublicURL: "http://toolgate.test",
+		CookieSecret: cookieSecret, AllowedGroups: []string{"dev"}, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	a.Routes().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/auth/login", nil))
+	if w.Code != http.StatusServiceUnavailable || strings.Contains(w.Body.String(), "XXXX") {
+		t.Errorf("login with a failing discovery: %d\n%s", w.Code, w.Body.String())
+	}
+	idp.CloseClientConnections()
+	if n := sent.Load(); n > 16<<20 {
+		t.Errorf("the provider got %d bytes of its answer read, want about %d", n, 1<<20)
+	}
+	line := logs.String()
+	if len(line) > 600 || !strings.Contains(line, "500 Internal Server Error") || strings.Contains(line, `\n`) {
+		t.Errorf("log line of %d bytes:\n%.800s", len(line), line)
 	}
 }

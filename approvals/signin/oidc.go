@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -91,6 +92,12 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	if o.client == nil {
 		o.client = &http.Client{Timeout: discoveryTimeout}
 	}
+	// go-oidc reads a discovery document or key set whole, and quotes all
+	// of a failed one in its error: the provider's answers are cut at
+	// maxProviderBody (a copy: the caller's client stays as it was).
+	limited := *o.client
+	limited.Transport = limitBodies{base: o.client.Transport}
+	o.client = &limited
 	if o.now == nil {
 		o.now = time.Now
 	}
@@ -218,7 +225,7 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 	}
 	if err := p.Claims(&meta); err == nil && meta.EndSession != "" && !o.cfg.KeepProviderSession {
 		if u, err := endSessionURL(meta.EndSession, o.cfg.Issuer); err != nil {
-			o.log.Warn("sign-out will not end the identity provider's session", "err", err)
+			o.log.Warn("sign-out will not end the identity provider's session", "err", providerText(err))
 		} else {
 			d.endSession = u
 		}
@@ -252,7 +259,7 @@ func (o *oidcAuth) login(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
 	p, err := o.discover(r.Context())
 	if err != nil {
-		o.log.Warn("sign-in unavailable", "err", err)
+		o.log.Warn("sign-in unavailable", "err", providerText(err))
 		w.Header().Set("Retry-After", "5")
 		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
 			"toolgate cannot reach the identity provider just now. Try again in a minute.", "")
@@ -311,7 +318,7 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := o.discover(r.Context())
 	if err != nil {
-		o.log.Warn("sign-in unavailable", "err", err)
+		o.log.Warn("sign-in unavailable", "err", providerText(err))
 		w.Header().Set("Retry-After", "5")
 		o.page(w, http.StatusServiceUnavailable, "Sign-in unavailable",
 			"toolgate cannot reach the identity provider just now. Try again in a minute.", again)
@@ -344,7 +351,8 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	idt, err := p.verifier.Verify(ctx, raw)
 	if err != nil {
-		o.log.Warn("sign-in failed: verifying the ID token", "err", err)
+		// A key set the provider failed to serve is quoted in err.
+		o.log.Warn("sign-in failed: verifying the ID token", "err", providerText(err))
 		o.page(w, http.StatusBadGateway, "Sign-in failed", "The identity provider's ID token is not valid.", again)
 		return
 	}
@@ -434,6 +442,45 @@ func nqschar(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// maxProviderBody bounds what is read of any answer of the identity
+// provider (the token endpoint's oauth2 bounds itself, at 1 MiB); a
+// larger discovery document or key set fails to parse.
+const maxProviderBody = 1 << 20
+
+// limitBodies cuts every response body at maxProviderBody.
+type limitBodies struct{ base http.RoundTripper }
+
+func (l limitBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := l.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	res, err := base.RoundTrip(r)
+	if err == nil {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(res.Body, maxProviderBody), res.Body}
+	}
+	return res, err
+}
+
+// maxProviderText bounds an error quoting the identity provider's answer
+// in the log.
+const maxProviderText = 300
+
+// providerText is err's message for the log: go-oidc quotes the body of
+// a failed discovery or key set fetch in it, so it is cut to
+// maxProviderText bytes, control and non-ASCII characters replaced with ?.
+func providerText(err error) string {
+	return excerpt(strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, err.Error()), maxProviderText)
 }
 
 // excerpt is s cut to at most n bytes on a character boundary, with "…"
@@ -538,7 +585,7 @@ func (o *oidcAuth) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := o.discover(r.Context())
 	if err != nil {
-		o.log.Warn("signed out of toolgate only: the identity provider's session is not ended", "err", err)
+		o.log.Warn("signed out of toolgate only: the identity provider's session is not ended", "err", providerText(err))
 		o.page(w, http.StatusOK, "Signed out of toolgate only",
 			"You are signed out of toolgate's approvals, but toolgate cannot reach the identity provider just now to end your session there: close the browser, or sign out at the identity provider.", signIn)
 		return
