@@ -59,6 +59,8 @@ type MemoryStore struct {
 	rates  memRates  // principals' arrival times (rate.go)
 	grants memGrants // remembered grants (memory_grants.go)
 	nonces memNonces // one-time values (nonce.go)
+
+	listings memListings // what listings told (memory_listings.go)
 }
 
 var _ Store = (*MemoryStore)(nil)

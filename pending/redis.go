@@ -47,6 +47,7 @@ import (
 //	{toolgate}:unannounced     sorted set of waiting IDs not yet Announced, by CreatedAt
 //	{toolgate}:unresolved      sorted set of "<state>:<ID>" ends not yet Resolved, by when reached
 //	{toolgate}:session:<id>    string: the owner of an MCP session (redis_session.go)
+//	{toolgate}:listed:<upstream>  hash: what listings told of each tool (redis_listings.go)
 //	{toolgate}:layout          string: the number of shards (checkLayout)
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {

@@ -599,7 +599,7 @@ func replicaOf(t *testing.T, s Grants) Grants {
 	prefix := strings.TrimSuffix(strings.TrimPrefix(rs.base, "{"), "}:") + ":"
 	// Another store on the same Redis (the same topology: standalone,
 	// Sentinel or Cluster), as another replica of toolgate has.
-	r, err := NewRedis(rs.rdb, Options{Prefix: prefix})
+	r, err := NewRedis(rs.rdb, Options{Prefix: prefix, Shards: len(rs.bases)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -838,6 +838,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Nonces", func(t *testing.T) { testNonces(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
 	t.Run("Grants", func(t *testing.T) { testGrants(t, newStore) })
+	t.Run("Listings", func(t *testing.T) { testListings(t, newStore) })
 	t.Run("Ends", func(t *testing.T) { testEnds(t, newStore) })
 
 	t.Run("Retention", func(t *testing.T) {

@@ -1,0 +1,186 @@
+package pending
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testListings checks the Listings half of the contract: what Remember
+// keeps, Recall returns, on every replica, byte for byte; a later entry
+// replaces an earlier one of the same tool and leaves the others; entries
+// CheckListing refuses, and new tools beyond MaxListedTools, are skipped.
+func testListings(t *testing.T, newStore newStoreFunc) {
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := newListings(t, newStore)
+		ctx := t.Context()
+		up := "notes-" + randomName()
+		read, del := []byte(`{"a":{"readOnlyHint":true}}`), []byte(`{"p":{"region":["region"]}}`)
+		in := map[string][]byte{"notes.read": read, "notes.delete": del, "notes.empty": {}}
+		if n, err := s.Remember(ctx, up, in); err != nil || n != 3 {
+			t.Fatalf("Remember = %d, %v; want 3 kept", n, err)
+		}
+		read[0] = 'X' // the store must not keep the caller's slices
+		for _, r := range []Listings{s, replicaOf(t, s.(Grants)).(Listings)} {
+			wantRecall(t, r, up, "notes.read", `{"a":{"readOnlyHint":true}}`)
+			wantRecall(t, r, up, "notes.delete", string(del))
+			wantRecall(t, r, up, "notes.empty", "")
+			wantMissing(t, r, up, "notes.write")
+			wantMissing(t, r, "other-"+up, "notes.read")
+		}
+		got, _ := s.Recall(ctx, up, "notes.delete")
+		got[0] = 'X' // nor hand out its own
+		wantRecall(t, s, up, "notes.delete", string(del))
+	})
+
+	t.Run("Replace", func(t *testing.T) {
+		s := newListings(t, newStore)
+		ctx := t.Context()
+		up := "notes-" + randomName()
+		remember(t, s, up, map[string][]byte{"a": []byte("1"), "b": []byte("1")})
+		remember(t, s, up, map[string][]byte{"a": []byte("2")})
+		wantRecall(t, s, up, "a", "2")
+		wantRecall(t, s, up, "b", "1")
+		if n, err := s.Remember(ctx, up, nil); err != nil || n != 0 {
+			t.Errorf("Remember(nothing) = %d, %v; want 0, nil", n, err)
+		}
+	})
+
+	t.Run("Refused", func(t *testing.T) {
+		s := newListings(t, newStore)
+		ctx := t.Context()
+		up := "notes-" + randomName()
+		in := map[string][]byte{
+			"ok":  []byte("1"),
+			"big": bytes.Repeat([]byte("x"), MaxListingBytes+1),
+			"":    []byte("1"),
+			strings.Repeat("n", MaxListingNameBytes+1): []byte("1"),
+			"max": bytes.Repeat([]byte("x"), MaxListingBytes),
+		}
+		if n, err := s.Remember(ctx, up, in); err != nil || n != 2 {
+			t.Fatalf("Remember = %d, %v; want the 2 valid entries kept", n, err)
+		}
+		wantRecall(t, s, up, "ok", "1")
+		wantMissing(t, s, up, "big")
+		wantMissing(t, s, up, "")
+		if v, err := s.Recall(ctx, up, "max"); err != nil || len(v) != MaxListingBytes {
+			t.Errorf("Recall(max) = %d bytes, %v; want %d", len(v), err, MaxListingBytes)
+		}
+		if n, err := s.Remember(ctx, "", map[string][]byte{"t": nil}); err != nil || n != 0 {
+			t.Errorf("Remember(no upstream) = %d, %v; want 0, nil", n, err)
+		}
+		if CheckListing("u", "t", in["big"]) == nil {
+			t.Error("CheckListing accepts an entry over MaxListingBytes")
+		}
+	})
+
+	t.Run("MaxListedTools", func(t *testing.T) {
+		s := newListings(t, newStore)
+		ctx := t.Context()
+		up := "notes-" + randomName()
+		all := make(map[string][]byte, MaxListedTools)
+		for i := range MaxListedTools {
+			all["tool"+strconv.Itoa(i)] = []byte("1")
+		}
+		remember(t, s, up, all)
+		n, err := s.Remember(ctx, up, map[string][]byte{"new": []byte("1"), "tool7": []byte("2")})
+		if err != nil || n != 1 {
+			t.Fatalf("Remember beyond MaxListedTools = %d, %v; want the known tool alone kept", n, err)
+		}
+		wantMissing(t, s, up, "new")
+		wantRecall(t, s, up, "tool7", "2")
+		// Another upstream has room of its own.
+		remember(t, s, "other-"+up, map[string][]byte{"new": []byte("1")})
+	})
+}
+
+func randomName() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+// newListings returns a contract store as Listings; for a RedisStore the
+// keys it writes (which live ListingTTL) are deleted at the end.
+func newListings(t *testing.T, newStore newStoreFunc) Listings {
+	t.Helper()
+	s, _ := newStore(t)
+	l, ok := s.(Listings)
+	if !ok {
+		t.Fatalf("%T keeps no listings", s)
+	}
+	if rs, ok := s.(*RedisStore); ok {
+		t.Cleanup(func() { deleteListings(rs) })
+	}
+	return l
+}
+
+// deleteListings deletes the listing keys of rs.
+func deleteListings(rs *RedisStore) {
+	ctx := context.Background()
+	for _, b := range rs.bases {
+		iter := rs.rdb.Scan(ctx, 0, b+"listed:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rs.rdb.Del(ctx, iter.Val())
+		}
+	}
+}
+
+func remember(t *testing.T, s Listings, upstream string, entries map[string][]byte) {
+	t.Helper()
+	if n, err := s.Remember(t.Context(), upstream, entries); err != nil || n != len(entries) {
+		t.Fatalf("Remember(%s, %d entries) = %d, %v", upstream, len(entries), n, err)
+	}
+}
+
+func wantRecall(t *testing.T, s Listings, upstream, tool, want string) {
+	t.Helper()
+	got, err := s.Recall(t.Context(), upstream, tool)
+	if err != nil || string(got) != want {
+		t.Errorf("Recall(%s, %s) = %q, %v; want %q", upstream, tool, got, err, want)
+	}
+}
+
+func wantMissing(t *testing.T, s Listings, upstream, tool string) {
+	t.Helper()
+	if got, err := s.Recall(t.Context(), upstream, tool); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Recall(%s, %q) = %q, %v; want ErrNotFound", upstream, tool, got, err)
+	}
+}
+
+// TestMemoryListingsLapse: an upstream's entries go ListingTTL after the
+// last write, and each write gives them all that long again.
+func TestMemoryListingsLapse(t *testing.T) {
+	now := time.Now()
+	s := NewMemory(Options{Now: func() time.Time { return now }})
+	remember(t, s, "notes", map[string][]byte{"a": []byte("1")})
+	now = now.Add(ListingTTL - time.Minute)
+	remember(t, s, "notes", map[string][]byte{"b": []byte("1")})
+	now = now.Add(ListingTTL - time.Minute)
+	wantRecall(t, s, "notes", "a", "1") // refreshed by b's write
+	now = now.Add(time.Minute)
+	wantMissing(t, s, "notes", "a")
+	wantMissing(t, s, "notes", "b")
+}
+
+// TestRedisListingsTTL: an upstream's hash lives ListingTTL from each
+// write, and its key carries the hash tag of a shard of the store.
+func TestRedisListingsTTL(t *testing.T) {
+	rdb := newRedisClient(t)
+	s := newRedisStoreOn(t, rdb, Options{Shards: 4})
+	t.Cleanup(func() { deleteListings(s) })
+	ctx := t.Context()
+	remember(t, s, "notes", map[string][]byte{"a": []byte("1")})
+	key := s.listingKey("notes")
+	if !strings.HasPrefix(key, "{") || !strings.Contains(key, "}:listed:notes") {
+		t.Errorf("listing key %q, want a shard's hash tag then listed:notes", key)
+	}
+	if d := rdb.PTTL(ctx, key).Val(); d < ListingTTL-time.Minute || d > ListingTTL {
+		t.Errorf("PTTL after Remember = %v, want about %v", d, ListingTTL)
+	}
+	rdb.PExpire(ctx, key, time.Minute)
+	remember(t, s, "notes", map[string][]byte{"a": []byte("1")})
+	if d := rdb.PTTL(ctx, key).Val(); d < ListingTTL-time.Minute {
+		t.Errorf("PTTL after a second Remember = %v, want it refreshed to about %v", d, ListingTTL)
+	}
+}
