@@ -30,7 +30,10 @@ type upstream struct {
 	// which maxListed bounds.
 	listed      sync.Map
 	listedNames atomic.Int64
-	fold        policy.Fold // how targets are normalised (TargetFold)
+	// shared is the upstream's side of the listings every replica reads
+	// (listings.go); nil without Config.Listings.
+	shared *sharedListings
+	fold   policy.Fold // how targets are normalised (TargetFold)
 	// sessions binds MCP sessions to principals (session.go); nil: not bound.
 	sessions *sessionGuard
 	decided  *decisionSeries
@@ -41,6 +44,12 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 	up.fold, _ = policy.ParseFold(u.TargetFold) // checked by withDefaults
 	up.sessions = s.sessionGuard(u)
 	up.decided = newDecisionSeries(s.metrics, u.Name)
+	if s.cfg.Listings != nil {
+		up.shared = &sharedListings{
+			store: s.cfg.Listings, upstream: u.Name, now: s.cfg.Now, log: s.log,
+			failed: s.metrics.notShared.WithLabelValues(u.Name),
+		}
+	}
 	rt, once := u.Transport, u.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()

@@ -98,7 +98,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
 		}
 		if cerr == nil {
-			cerr = c.checkParamHeaders(r.Header, "", nil) // no tools/call: none is allowed
+			cerr = c.checkParamHeaders(r.Context(), r.Header, "", nil) // no tools/call: none is allowed
 		}
 		return cerr
 	default:
@@ -125,7 +125,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		if _, has := r.Header["Mcp-Method"]; has {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
 		}
-		if a := c.checkParamHeaders(r.Header, "", nil); a != nil {
+		if a := c.checkParamHeaders(r.Context(), r.Header, "", nil); a != nil {
 			return a // a batch holds no tools/call
 		}
 		if len(msg) > maxBatch {
@@ -195,7 +195,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
 	}
 	version := r.Header.Get("Mcp-Protocol-Version")
-	if cerr := c.checkMCPHeaders(r.Header, version, method, params); cerr != nil {
+	if cerr := c.checkMCPHeaders(r.Context(), r.Header, version, method, params); cerr != nil {
 		return cerr
 	}
 	in.MCP = &policy.MCP{Method: method, ProtocolVersion: version}
@@ -249,9 +249,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	c.mcp.isToolCall = true
 	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	in.MCP.Params = otherParams(method, params)
-	if lt, ok := c.up.listed.Load(name); ok {
-		in.Tool.Annotations = lt.(listedTool).annotations
+	// The policy sees what the tool's listing told, through whichever
+	// replica it went.
+	lt, _, err := c.up.listing(r.Context(), name)
+	if err != nil {
+		return c.listingsUnavailable(err)
 	}
+	in.Tool.Annotations = lt.annotations
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"math"
@@ -34,13 +35,16 @@ type listedTool struct {
 	// inputSchema declares (x-mcp-header), lower-cased, to the argument
 	// it mirrors: its chain of properties keys. nil when it declares none.
 	params map[string][]string
+	// enc is the tool's entry in the shared listings (listings.go):
+	// two listings told the same of the tool when their encs are equal.
+	enc []byte
 }
 
 // checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method, Mcp-Name and
 // Mcp-Param-{Name}, which intermediaries may route on, must agree with the
 // body; from that revision on, Mcp-Method is required, and Mcp-Name where
 // the method names something.
-func (c *call) checkMCPHeaders(h http.Header, version, method string, params map[string]any) *answer {
+func (c *call) checkMCPHeaders(ctx context.Context, h http.Header, version, method string, params map[string]any) *answer {
 	hm, hasMethod := h["Mcp-Method"]
 	if !hasMethod && version >= "2026-07-28" && method != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Method header")
@@ -65,34 +69,67 @@ func (c *call) checkMCPHeaders(h http.Header, version, method string, params map
 	if !hasName && named && version >= "2026-07-28" {
 		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "MCP 2026-07-28 requests need an Mcp-Name header for "+method)
 	}
-	return c.checkParamHeaders(h, method, params)
+	return c.checkParamHeaders(ctx, h, method, params)
 }
 
 // checkParamHeaders holds every Mcp-Param-{Name} header to the tools/call
 // argument it mirrors. Which argument that is, the tool's inputSchema says
 // (x-mcp-header); toolgate knows it from the upstream's tools/list answers
-// it relayed. A header toolgate cannot tie to an argument is refused like
-// one that disagrees: a conforming client sends only the headers the schema
-// declares, so it is a schema that changed (the client lists the tools
-// again and retries, as MCP asks it to after -32020) or a value meant for
-// an intermediary that no policy would see. Headers are checked on any
-// revision; their absence is the upstream's to judge.
-func (c *call) checkParamHeaders(h http.Header, method string, params map[string]any) *answer {
-	for k, vs := range h {
+// it or another replica relayed (listings.go). A header toolgate cannot
+// tie to an argument is refused like one that disagrees: a conforming
+// client sends only the headers the schema declares, so it is a schema
+// that changed (the client lists the tools again and retries, as MCP asks
+// it to after -32020) or a value meant for an intermediary that no policy
+// would see. Before refusing, a replica reads the shared listing again,
+// once: another replica may have relayed a newer one. Headers are checked
+// on any revision; their absence is the upstream's to judge.
+func (c *call) checkParamHeaders(ctx context.Context, h http.Header, method string, params map[string]any) *answer {
+	k := firstParamHeader(h)
+	if k == "" {
+		return nil
+	}
+	if method != "tools/call" {
+		return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "an "+k+" header mirrors a tools/call argument; this message is no tools/call")
+	}
+	name := stringOf(params["name"])
+	lt, from, err := c.up.listing(ctx, name)
+	if err != nil {
+		return c.listingsUnavailable(err)
+	}
+	a := paramHeadersAgree(h, name, lt, params)
+	if a == nil || from != fromMemory {
+		return a
+	}
+	newer, ok, err := c.up.relisting(ctx, name, lt)
+	if err != nil {
+		return c.listingsUnavailable(err)
+	}
+	if !ok {
+		return a
+	}
+	return paramHeadersAgree(h, name, newer, params)
+}
+
+// firstParamHeader is the name of an Mcp-Param-{Name} header of h, or "".
+func firstParamHeader(h http.Header) string {
+	for k := range h {
 		// Compared without lowering every name first: most calls carry
 		// no such header, and ToLower would copy each one.
+		if len(k) >= len(paramPrefix) && strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
+			return k
+		}
+	}
+	return ""
+}
+
+// paramHeadersAgree checks every Mcp-Param-{Name} header of h against
+// the tools/call of the tool name, whose listing is lt.
+func paramHeadersAgree(h http.Header, name string, lt listedTool, params map[string]any) *answer {
+	for k, vs := range h {
 		if len(k) < len(paramPrefix) || !strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
 			continue
 		}
-		lk := strings.ToLower(k)
-		if method != "tools/call" {
-			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "an "+k+" header mirrors a tools/call argument; this message is no tools/call")
-		}
-		name := stringOf(params["name"])
-		var path []string
-		if lt, ok := c.up.listed.Load(name); ok {
-			path = lt.(listedTool).params[lk[len(paramPrefix):]]
-		}
+		path := lt.params[strings.ToLower(k)[len(paramPrefix):]]
 		if path == nil {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
 				"the "+k+" header mirrors no argument of "+name+" that toolgate knows of: list the tools through toolgate (tools/list), then retry")
@@ -103,6 +140,15 @@ func (c *call) checkParamHeaders(h http.Header, method string, params map[string
 		}
 	}
 	return nil
+}
+
+// listingsUnavailable refuses a call that needs the shared listings when
+// the store cannot be read: its headers cannot be checked, nor can it be
+// decided as other replicas would.
+func (c *call) listingsUnavailable(err error) *answer {
+	c.up.shared.log.Error("listing store unavailable; MCP request refused", "call_id", c.id, "upstream", c.up.Name, "error", err)
+	a := unavailable("Listing store unavailable", "the store that shares the upstream's tool listings could not be reached; retry later")
+	return &a
 }
 
 // argumentAt is the value at path in a tool call's arguments.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -77,6 +78,12 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	// large numbers in their schemas and reorder their keys. A tool that is
 	// not an object with a string name is hidden.
 	kept := make([]json.RawMessage, 0, len(tools))
+	// What the listing told of each tool kept, and of those that changed,
+	// for the shared listings.
+	var told, changed map[string][]byte
+	if c.up.shared != nil {
+		told, changed = make(map[string][]byte, len(tools)), map[string][]byte{}
+	}
 	for _, raw := range tools {
 		// Members by their exact names, as an MCP client reads them (a
 		// struct would also take "Name" for "name").
@@ -92,7 +99,14 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 			continue
 		}
 		if toolName.MatchString(t.Name) {
-			c.up.rememberTool(t.Name, listedTool{annotations: t.Annotations, params: paramHeaders(m["inputSchema"])})
+			lt := newListedTool(t.Annotations, paramHeaders(m["inputSchema"]))
+			kept, diff := c.up.rememberTool(t.Name, lt)
+			if kept && told != nil {
+				told[t.Name] = lt.enc
+				if diff {
+					changed[t.Name] = lt.enc
+				}
+			}
 		}
 		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
 		case policy.Allow:
@@ -104,6 +118,9 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 			}
 			kept = append(kept, raw)
 		}
+	}
+	if c.up.shared != nil {
+		c.up.shared.share(ctx, told, changed)
 	}
 	result["tools"], _ = json.Marshal(kept)
 	return withResult(msg, result, b)
@@ -214,29 +231,30 @@ func markedMeta(meta []byte) ([]byte, bool) {
 
 // maxListed bounds the tool names an upstream's listings may make toolgate
 // remember: an upstream listing ever new names must not grow toolgate's
-// memory without end.
-const maxListed = 10000
+// memory without end. The shared listings keep as many.
+const maxListed = pending.MaxListedTools
 
 // rememberTool keeps what toolgate needs of a listed tool: updated for a
 // name already known (a listing that drops a tool's annotations or headers
-// is believed too), added while fewer than maxListed names are known and
-// there is something to keep.
-func (up *upstream) rememberTool(name string, lt listedTool) {
-	if _, known := up.listed.Load(name); known {
+// is believed too), added while fewer than maxListed names are known. A
+// tool with nothing to keep is kept too, so that a listing that took a
+// tool's headers away is told to the other replicas. kept: the tool is
+// kept; changed: what is kept differs from what was.
+func (up *upstream) rememberTool(name string, lt listedTool) (kept, changed bool) {
+	if old, known := up.listed.Load(name); known {
 		up.listed.Store(name, lt)
-		return
-	}
-	if lt.annotations == nil && lt.params == nil {
-		return
+		return true, !bytes.Equal(old.(listedTool).enc, lt.enc)
 	}
 	if up.listedNames.Add(1) > maxListed {
 		up.listedNames.Add(-1)
-		return
+		return false, false
 	}
-	if _, loaded := up.listed.LoadOrStore(name, lt); loaded {
+	if old, loaded := up.listed.LoadOrStore(name, lt); loaded {
 		up.listedNames.Add(-1)
 		up.listed.Store(name, lt)
+		return true, !bytes.Equal(old.(listedTool).enc, lt.enc)
 	}
+	return true, true
 }
 
 // decideBatch folds the decisions of a batch's members into d, the batch's

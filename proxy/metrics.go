@@ -20,6 +20,7 @@ type Metrics struct {
 	notHeld          prometheus.Counter
 	approvedExecuted prometheus.Counter
 	dryRun           *prometheus.CounterVec
+	notShared        *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -68,7 +69,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_dry_run_calls_total",
 		Help: "Calls forwarded under dry run (enforce: false), by the action the policy decided (allow, ask, deny) and upstream.",
 	}, []string{"action", "upstream"})
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.approvedExecuted, m.dryRun)
+	m.notShared = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_listings_not_shared_total",
+		Help: "MCP tools/list answers relayed whose tools could not be written to the shared listings (the store failed), by upstream.",
+	}, []string{"upstream"})
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.approvedExecuted, m.dryRun, m.notShared)
 	// Every outcome is exported from the start, so a rate over it has a
 	// zero to begin from rather than a series that appears mid-incident.
 	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {

@@ -95,6 +95,11 @@ type Config struct {
 	// Grants, if set, are remembered approvals that turn a later ask in
 	// their scope into allow (usually the Pending store).
 	Grants pending.Grants
+	// Listings, if set, share what tools/list answers told of MCP tools
+	// with the other replicas (listings.go): a store they all read, such
+	// as a Redis Pending store. Unset, each replica knows the listings it
+	// relayed itself.
+	Listings pending.Listings
 	// GrantKey keys the digest that binds a grant to the credentials'
 	// values its call sent (grantExtras): the same on every replica (the
 	// approvals secret), so that a grant made through one is honoured by

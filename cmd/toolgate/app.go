@@ -180,6 +180,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	pcfg := proxy.Config{
 		Hooks:             hookRunner,
 		Grants:            a.parking.grants(),
+		Listings:          a.parking.listings(),
 		GrantKey:          []byte(cfg.Approvals.Secret.Reveal()),
 		TracerProvider:    a.tracing.provider,
 		Propagator:        a.tracing.propagator,

@@ -230,6 +230,16 @@ func (p *parking) grants() pending.Grants {
 	return g
 }
 
+// listings is where the replicas share what MCP tools/list answers told:
+// a Redis store, which all of them read. The memory store is this
+// process's alone, and the proxy already keeps the listings it relayed.
+func (p *parking) listings() pending.Listings {
+	if rs, ok := p.store.(*pending.RedisStore); ok {
+		return rs
+	}
+	return nil
+}
+
 // parked announces a newly parked call.
 func (p *parking) parked(c pending.Call) {
 	link := p.signer.ApprovalURL(p.public, c)

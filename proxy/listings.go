@@ -1,0 +1,232 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// Listings shared by the replicas. What a tools/list answer tells of each
+// tool (listedTool) decides how later calls of the tool are checked and
+// what the policy sees of it. Each replica keeps it in memory
+// (upstream.listed) and, when Config.Listings is set, in the shared store
+// too: a client may list the tools through one replica and call them
+// through another, or through one restarted since, and every replica must
+// check and decide the call the same way.
+//
+// A listing writes the tools whose entry changed from what the replica
+// kept, in one round trip, before the answer goes on (so that a client
+// that lists then calls through another replica finds it there), and all
+// of its tools every pending.ListingRefresh so that the shared entries do
+// not lapse. A call of a tool the replica knows nothing of reads the shared
+// entry once, then keeps it; a call whose Mcp-Param headers disagree with
+// the kept entry reads it again, once, since another replica may have
+// relayed a newer listing. "Nothing shared" is kept briefly (missTTL).
+//
+// Failures: a listing whose write fails is relayed all the same (logged,
+// counted in toolgate_listings_not_shared_total), and the next one writes
+// all its tools. A call that needs the shared entry when the store fails
+// is refused, 503 (JSON-RPC -31003), and never forwarded.
+
+// missTTL is how long a replica believes that no listing told of a tool,
+// after the store said so: a flood of calls of unknown tools reads the
+// store once per tool and missTTL, and a tool a listing through another
+// replica just told of is known here after missTTL at most.
+const missTTL = 3 * time.Second
+
+// maxMisses bounds the tools a replica keeps misses for, per upstream.
+const maxMisses = 1024
+
+// listingWriteTimeout bounds a listing's write to the store: a slow store
+// delays the listing no longer than this.
+const listingWriteTimeout = 2 * time.Second
+
+// sharedListings is an upstream's side of the shared listings.
+type sharedListings struct {
+	store    pending.Listings
+	upstream string
+	now      func() time.Time
+	log      *slog.Logger
+	failed   prometheus.Counter
+	// writtenAt is when a listing last wrote all its tools (Unix ns), 0
+	// when a write failed since.
+	writtenAt atomic.Int64
+
+	mu     sync.Mutex
+	misses map[string]time.Time // tool -> until when nothing is shared
+}
+
+// wireTool is a listedTool as the store keeps it. Neither member is
+// omitted when empty: nil and empty differ (no annotations, and an empty
+// object; no headers, and headers none of which is honoured).
+type wireTool struct {
+	Annotations map[string]any      `json:"a"`
+	Params      map[string][]string `json:"p"`
+}
+
+// newListedTool is a listedTool with its encoding.
+func newListedTool(ann map[string]any, params map[string][]string) listedTool {
+	enc, err := json.Marshal(wireTool{Annotations: ann, Params: params})
+	if err != nil {
+		enc = nil // annotations read from JSON encode again; never reached
+	}
+	return listedTool{annotations: ann, params: params, enc: enc}
+}
+
+// decodeListedTool reads a listedTool the store kept.
+func decodeListedTool(b []byte) (listedTool, bool) {
+	var w wireTool
+	if err := json.Unmarshal(b, &w); err != nil {
+		return listedTool{}, false
+	}
+	return listedTool{annotations: w.Annotations, params: w.Params, enc: bytes.Clone(b)}, true
+}
+
+// Where a listing came from (listing).
+type listingSource uint8
+
+const (
+	fromNowhere listingSource = iota // no listing told of the tool
+	fromMemory                       // kept by this replica
+	fromStore                        // read from the shared store just now
+)
+
+// listing is what toolgate knows of the tool name of up: what this replica
+// keeps, else what the shared listings hold (then kept here). An error is
+// the store's: nothing is known, and the call must not go on.
+func (up *upstream) listing(ctx context.Context, name string) (listedTool, listingSource, error) {
+	if v, ok := up.listed.Load(name); ok {
+		return v.(listedTool), fromMemory, nil
+	}
+	sh := up.shared
+	if sh == nil || !toolName.MatchString(name) || sh.missed(name) {
+		return listedTool{}, fromNowhere, nil
+	}
+	lt, ok, err := sh.recall(ctx, name)
+	if err != nil || !ok {
+		return listedTool{}, fromNowhere, err
+	}
+	return up.keepRecalled(name, lt), fromStore, nil
+}
+
+// relisting reads the shared entry of name again, for a call whose
+// headers disagree with kept, the entry this replica keeps: the entry, if
+// the store holds another, which is kept here from now on.
+func (up *upstream) relisting(ctx context.Context, name string, kept listedTool) (listedTool, bool, error) {
+	sh := up.shared
+	if sh == nil {
+		return listedTool{}, false, nil
+	}
+	lt, ok, err := sh.recall(ctx, name)
+	if err != nil || !ok || bytes.Equal(lt.enc, kept.enc) {
+		return listedTool{}, false, err
+	}
+	up.rememberTool(name, lt)
+	return lt, true, nil
+}
+
+// keepRecalled keeps lt, read from the store, unless a listing through
+// this replica got there first; it returns what is kept.
+func (up *upstream) keepRecalled(name string, lt listedTool) listedTool {
+	if up.listedNames.Add(1) > maxListed {
+		up.listedNames.Add(-1)
+		return lt // used for this call, not kept
+	}
+	if v, loaded := up.listed.LoadOrStore(name, lt); loaded {
+		up.listedNames.Add(-1)
+		return v.(listedTool)
+	}
+	return lt
+}
+
+// recall reads the shared entry of name. ok is false when there is none
+// (remembered as a miss for missTTL) or it cannot be read.
+func (sh *sharedListings) recall(ctx context.Context, name string) (listedTool, bool, error) {
+	b, err := sh.store.Recall(ctx, sh.upstream, name)
+	if errors.Is(err, pending.ErrNotFound) {
+		sh.miss(name)
+		return listedTool{}, false, nil
+	}
+	if err != nil {
+		return listedTool{}, false, err
+	}
+	lt, ok := decodeListedTool(b)
+	if !ok {
+		sh.log.Warn("shared listing unreadable; the tool is taken as never listed", "upstream", sh.upstream, "tool", name)
+		sh.miss(name)
+	}
+	return lt, ok, nil
+}
+
+// missed reports whether the store said lately that no listing told of
+// name.
+func (sh *sharedListings) missed(name string) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	until, ok := sh.misses[name]
+	if ok && sh.now().After(until) {
+		delete(sh.misses, name)
+		return false
+	}
+	return ok
+}
+
+// miss remembers, for missTTL, that no listing told of name. At most
+// maxMisses names: the lapsed ones go first, then all of them.
+func (sh *sharedListings) miss(name string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := sh.now()
+	if sh.misses == nil {
+		sh.misses = make(map[string]time.Time)
+	}
+	if len(sh.misses) >= maxMisses {
+		for n, until := range sh.misses {
+			if now.After(until) {
+				delete(sh.misses, n)
+			}
+		}
+		if len(sh.misses) >= maxMisses {
+			clear(sh.misses)
+		}
+	}
+	sh.misses[name] = now.Add(missTTL)
+}
+
+// share writes what a listing told to the shared store: changed, the
+// entries that differ from what this replica kept, or all of them when
+// the last full write is ListingRefresh old (or failed). A failure is
+// logged and counted, never the listing's: its answer goes on.
+func (sh *sharedListings) share(ctx context.Context, all, changed map[string][]byte) {
+	now := sh.now()
+	full := now.UnixNano()-sh.writtenAt.Load() >= int64(pending.ListingRefresh)
+	entries := changed
+	if full {
+		entries = all
+	}
+	if len(entries) == 0 {
+		return
+	}
+	// The client hanging up must not cut the write short: the replica
+	// keeps the listing, and would not write it again.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listingWriteTimeout)
+	defer cancel()
+	if _, err := sh.store.Remember(wctx, sh.upstream, entries); err != nil {
+		sh.writtenAt.Store(0) // the next listing writes all of its tools
+		sh.failed.Inc()
+		sh.log.Error("listing not shared: other replicas may refuse or decide its tools' calls differently until it is", "upstream", sh.upstream, "tools", len(entries), "error", err)
+		return
+	}
+	if full {
+		sh.writtenAt.Store(now.UnixNano())
+	}
+}
