@@ -252,6 +252,7 @@ func New(cfg Config) (*Server, error) {
 		for _, a := range []policy.Action{policy.Allow, policy.Ask, policy.Deny} {
 			s.metrics.dryRun.WithLabelValues(a.String(), u.Name) // series from the start, at zero
 		}
+		s.metrics.notShared.WithLabelValues(u.Name)
 	}
 	slices.SortFunc(s.upstreams, func(a, b *upstream) int { return len(b.Prefix) - len(a.Prefix) })
 	if cfg.serverHook != nil {

@@ -182,6 +182,8 @@ func TestMetrics(t *testing.T) {
 		"toolgate_dry_run_calls_total": {
 			"action=allow,upstream=files": 0, "action=ask,upstream=files": 0, "action=deny,upstream=files": 0,
 		},
+		// The memory store shares no listings: nothing fails to be written.
+		"toolgate_listings_not_shared_total": {"upstream=files": 0},
 		"toolgate_approval_decisions_total": func() map[string]float64 {
 			// Every way of deciding is there from the start, at zero.
 			m := map[string]float64{}
