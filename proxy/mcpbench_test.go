@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -59,6 +60,25 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		}
 		b.Run(mode+"/direct", func(b *testing.B) { run(b, up.URL+"/mcp") })
 		b.Run(mode+"/toolgate", func(b *testing.B) { run(b, env.url+"/mcp") })
+		if mode != "json" {
+			continue
+		}
+		// With shared listings (a counting memory store in Redis's place)
+		// and read_file listed here: the calls read no store.
+		store := &countingListings{Listings: pending.NewMemory(pending.Options{})}
+		var shared *Server
+		senv := newTestServer(b, engine, func(c *Config) {
+			c.Upstreams = []Upstream{{Name: "tools", URL: u, Protocol: "mcp", MCPPath: "/mcp"}}
+			c.Listings = store
+			c.serverHook = func(s *Server) { shared = s }
+		})
+		shared.upstreams[0].rememberTool("read_file", newListedTool(map[string]any{"readOnlyHint": true}, nil))
+		b.Run(mode+"/toolgate-shared-listings", func(b *testing.B) {
+			run(b, senv.url+"/mcp")
+			if n := store.recalls.Load(); n != 0 {
+				b.Fatalf("calls of a tool listed here read the store %d times", n)
+			}
+		})
 	}
 }
 
