@@ -39,7 +39,7 @@ public_url: http://approvals.invalid
 upstreams:
   - {name: files, url: ` + up.URL + `, protocol: mcp, prefix: /, mcp_path: /mcp}
 identity:
-  api_keys: [{key: agent-key, subject: agent-42}]
+  api_keys: [{key: agent-key-0123456789, subject: agent-42}]
 policy:
   rules_file: ./rules.yaml
 pending:
@@ -59,7 +59,7 @@ shutdown_grace: 2s
 	post := func(base, method, body string, header ...string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
