@@ -252,7 +252,9 @@ type Store interface {
 	// overdue. When the call is Executing with this fence but its lease
 	// ran out (and Expire has not ended it yet), the result is refused,
 	// the call becomes Unknown without a result, and Finish returns it
-	// with ErrLapsed.
+	// with ErrLapsed. The call it returns has res as Get would read it
+	// back, whose Body may be res.Body itself: like any byte slice a
+	// store returns, neither is modified after.
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
 	// FinishDeliver is Finish and then, when Finish succeeds, Deliver, as

@@ -387,7 +387,10 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 
 // Finish implements [Store.Finish]. A Finish after the lease ran out (by
 // Redis' clock) is fenced even if Expire has not run yet: the call becomes
-// Unknown, since others may already have given it up.
+// Unknown, since others may already have given it up. Redis replies the
+// finished call without the result, which it puts back from res
+// (storedResult): a result as large as the largest kept would otherwise
+// come back to the replica that just sent it.
 func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
 	return s.finish(ctx, id, fence, to, res, false)
 }
@@ -404,12 +407,13 @@ func (s *RedisStore) finish(ctx context.Context, id string, fence int64, to Stat
 		return Call{}, err
 	}
 	args := []any{strconv.FormatInt(fence, 10), string(to), nonce(), "rs", res.Status}
+	var header []byte
 	if len(res.Header) > 0 {
-		h, err := json.Marshal(res.Header)
-		if err != nil {
+		var err error
+		if header, err = json.Marshal(res.Header); err != nil {
 			return Call{}, fmt.Errorf("pending: finishing %s: %w", id, err)
 		}
-		args = append(args, "rh", h)
+		args = append(args, "rh", header)
 	}
 	if len(res.Body) > 0 {
 		args = append(args, "rb", res.Body)
@@ -430,6 +434,12 @@ func (s *RedisStore) finish(ctx context.Context, id string, fence int64, to Stat
 	}
 	switch code {
 	case "ok":
+		// The reply leaves the result out (finishScript): it is the one
+		// sent, as the store now holds it.
+		c.Result, err = storedResult(res, header)
+		if err != nil {
+			return Call{}, fmt.Errorf("pending: finishing %s: %w", id, err)
+		}
 		return c, nil
 	case "fenced":
 		return Call{}, fenced(id, fence)

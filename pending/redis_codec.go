@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // reply splits a per-call script's reply into its code and call.
@@ -158,6 +160,47 @@ func decodeCall(id string, fields func(yield func(field, value string) bool)) (C
 		c.AttachKey = c.ArgsKey
 	}
 	return c, nil
+}
+
+// storedResult is res as a finish stores it and Get reads it back (rs,
+// rh, rb and rt): an empty header or body is none, and the header is what
+// its JSON, header, decodes to. That is a copy of res.Header unless a
+// name or value is not valid UTF-8 (JSON has replaced those bytes), which
+// only decoding shows. The body is res.Body itself, not a copy: a result
+// may be as large as the largest one kept, and the caller of Finish
+// already holds it (see RedisStore.Finish).
+func storedResult(res Result, header []byte) (*Result, error) {
+	r := &Result{Status: res.Status, Truncated: res.Truncated}
+	if len(res.Body) > 0 {
+		r.Body = res.Body
+	}
+	if len(res.Header) == 0 {
+		return r, nil
+	}
+	if !validHeader(res.Header) {
+		return r, json.Unmarshal(header, &r.Header)
+	}
+	r.Header = make(map[string][]string, len(res.Header))
+	for k, v := range res.Header {
+		r.Header[k] = slices.Clone(v) // nil stays nil (null), empty stays empty ([])
+	}
+	return r, nil
+}
+
+// validHeader reports whether every name and value of h is valid UTF-8:
+// what JSON keeps as it is.
+func validHeader(h map[string][]string) bool {
+	for k, vs := range h {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // packDigest stores a digest of 64 lowercase hex digits (as the proxy

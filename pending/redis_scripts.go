@@ -254,12 +254,18 @@ end
 -- encode returns the value that stores h, and where its Brief, Info and
 -- Request lie in it. Every value is a string (cmsgpack would pack a Lua
 -- number as a number).
-local function encode(h)
+-- header packs h's short fields but those of omit (nil: none): every
+-- field of two characters but st and rb, which have their own places.
+local function header(h, omit)
   local t = {}
   for f, x in pairs(h) do
-    if #f == 2 and f ~= 'st' and f ~= 'rb' and not (f == 'ak' and h.aa) then t[f] = x end
+    if #f == 2 and f ~= 'st' and f ~= 'rb' and not (f == 'ak' and h.aa) and not (omit and omit[f]) then t[f] = x end
   end
-  local hd = cmsgpack.pack(t)
+  return cmsgpack.pack(t)
+end
+
+local function encode(h)
+  local hd = header(h)
   local tail = h._tail or string.sub(h._val, h._t0, h._t1)
   local rb = h.rb or ''
   local ln = h.st .. ' ' .. #hd .. ' ' .. h._lens .. ' ' .. #rb .. '\n'
@@ -299,6 +305,24 @@ end
 local function value(h)
   if h._old then return (encode(h)) end
   return h._val
+end
+
+-- lean is what a script replies for a call to a caller that has some of
+-- it already: the call's value (value) without its Request and
+-- Result.Body (rq and rb, the large fields: such a caller holds them, or
+-- never reads them), and, when omit names some (a set of field names),
+-- without those header fields either (the header is packed again for
+-- that, nothing else is). It is laid out as a stored value, with the two
+-- lengths 0, so the store decodes it as one. A reply copies its bytes
+-- out of Redis and the store decodes them again: a request or a result
+-- sent back to the replica that just sent it was a large part of what
+-- an ask cost both.
+local function lean(h, omit)
+  local v = value(h)
+  local st, hl, n, at = line(v)
+  local hd = omit and header(h, omit) or string.sub(v, at, at + hl - 1)
+  local t0 = at + hl
+  return st .. ' ' .. #hd .. ' ' .. n[1] .. ' ' .. n[2] .. ' 0 0\n' .. hd .. string.sub(v, t0, t0 + n[1] + n[2] - 1)
 end
 
 -- head returns a call's header fields without its large fields, and its
@@ -754,24 +778,31 @@ return {'ok', value(h)}
 `)
 
 // finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
-// field, value pairs. Replies {'ok', call}, {'fenced', call},
-// {'lapsed', call} or {'notfound'}. A finish with the fence after the lease
-// ran out is refused and the call becomes unknown, swept or not: others may
-// have given it up already; 'lapsed' says this finish is what made it
-// unknown. A stale fence never moves the call.
+// field, value pairs. Replies {'ok', call} (lean: without the result,
+// which the caller sent), {'fenced'}, {'lapsed', call} or {'notfound'}. A
+// finish with the fence after the lease ran out is refused and the call
+// becomes unknown, swept or not: others may have given it up already;
+// 'lapsed' says this finish is what made it unknown. A stale fence never
+// moves the call.
 var finishScript = newScript(`
+-- what an 'ok' leaves out beside Request and Result.Body: the rest of the
+-- result (the finish's caller sent it, and puts it back in the call it
+-- returns) and the nonce (read by no caller)
+local sent = {rs = true, rh = true, rt = true, op = true}
 local id, fence, to, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local h = load(id)
 if not h then return {'notfound'} end
 local r = needed(id, h)
 if r then return r end
 if h.st ~= 'executing' or h.fe ~= fence then
-  if h.op == nonce and h.st == to then return {'ok', value(h)} end
+  -- a retry of this very finish: the result stored is the one it sends
+  if h.op == nonce and h.st == to then return {'ok', lean(h, sent)} end
   -- a retry of the finish that made the call unknown answers as it did
   if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', value(h)} end
   -- left as it stands even when overdue: its end is for the fence
-  -- holder's finish or for Expire to report
-  return {'fenced', value(h)}
+  -- holder's finish or for Expire to report. No call: a fenced finish
+  -- returns none.
+  return {'fenced'}
 end
 if overdue(h) then
   move(id, h, 'unknown', {'op', nonce .. ':lapsed'}, nil)
@@ -781,7 +812,7 @@ local f = {'op', nonce}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
 h._quiet = true -- the executor's own outcome: its decision was the end
 move(id, h, to, f, nil)
-return {'ok', value(h)}
+return {'ok', lean(h, sent)}
 `)
 
 // deliverScript: ARGV[4] id, [5] nonce. Replies {'first', call}, {'again',

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // testAttachKeys checks the two attach keys of a call: a call parked with
@@ -86,6 +88,8 @@ func testAttachKeys(t *testing.T, newStore newStoreFunc) {
 		}
 		if got, err := s.Get(ctx, c.ID); err != nil || !got.Delivered || got.State != Executed {
 			t.Errorf("Get after FinishDeliver = %s delivered %v, %v", got.State, got.Delivered, err)
+		} else if diff := cmp.Diff(got, done); diff != "" {
+			t.Errorf("FinishDeliver returned (-get +finish):\n%s", diff)
 		}
 		if first, _, err := s.Deliver(ctx, c.ID); err != nil || first {
 			t.Errorf("Deliver after FinishDeliver = %v, %v; want not first", first, err)

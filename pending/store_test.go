@@ -466,6 +466,15 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 				if diff := cmp.Diff(&res, get(t, s, c.ID).Result); diff != "" {
 					t.Errorf("stored result (-want +got):\n%s", diff)
 				}
+				// The call Finish returns is the call as stored, field for
+				// field: its result, and all the rest (but the request,
+				// which an ended call no longer has).
+				if diff := cmp.Diff(get(t, s, c.ID), got); diff != "" {
+					t.Errorf("Finish returned (-get +finish):\n%s", diff)
+				}
+				if got.Request != nil {
+					t.Errorf("Finish returned the request of an ended call")
+				}
 				if _, err := s.Finish(ctx, c.ID, c.Fence, Executed, Result{Status: 500}); !errors.Is(err, ErrFenced) {
 					t.Errorf("second Finish = %v, want ErrFenced", err)
 				}
@@ -477,11 +486,36 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		t.Run("empty result", func(t *testing.T) {
 			s, _ := newStore(t)
 			c := claimed(t, s, long)
-			if _, err := s.Finish(t.Context(), c.ID, c.Fence, Executed, Result{Status: 204}); err != nil {
+			got, err := s.Finish(t.Context(), c.ID, c.Fence, Executed, Result{Status: 204})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(&Result{Status: 204}, get(t, s, c.ID).Result, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("stored result (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(get(t, s, c.ID), got); diff != "" {
+				t.Errorf("Finish returned (-get +finish):\n%s", diff)
+			}
+		})
+		// A header as an upstream may send it: the result Finish returns
+		// is the one Get reads back, whatever a store makes of it.
+		t.Run("odd header", func(t *testing.T) {
+			s, _ := newStore(t)
+			c := claimed(t, s, long)
+			res := Result{
+				Status: 200,
+				Header: map[string][]string{"X-Latin1": {"caf\xe9"}, "X-Empty": {}, "X-None": nil, "X-Html": {"<a&b>\u2028"}},
+				Body:   []byte{},
+			}
+			got, err := s.Finish(t.Context(), c.ID, c.Fence, Executed, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(get(t, s, c.ID), got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Finish returned (-get +finish):\n%s", diff)
+			}
+			if diff := cmp.Diff(get(t, s, c.ID).Result.Header, got.Result.Header); diff != "" {
+				t.Errorf("Finish returned the header (-get +finish):\n%s", diff)
 			}
 		})
 		t.Run("not executing", func(t *testing.T) {
@@ -608,6 +642,9 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 			late, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200})
 			if !errors.Is(err, ErrLapsed) || !errors.Is(err, ErrFenced) || late.ID != unswept.ID || late.State != Unknown {
 				t.Errorf("Finish(past lease) = %s %s, %v; want the call unknown and ErrLapsed", late.ID, late.State, err)
+			}
+			if diff := cmp.Diff(get(t, s, unswept.ID), late); diff != "" {
+				t.Errorf("Finish(past lease) returned (-get +finish):\n%s", diff)
 			}
 			if _, err := s.Finish(ctx, unswept.ID, unswept.Fence, Executed, Result{Status: 200}); !errors.Is(err, ErrFenced) || errors.Is(err, ErrLapsed) {
 				t.Errorf("Finish(past lease) again = %v, want ErrFenced, not ErrLapsed", err)
