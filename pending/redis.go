@@ -255,18 +255,25 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 		}
 		return Call{}, false, tooMany(c.ID, c.Principal, false, s.maxParked)
 	}
-	code, got, err := reply(c.ID, v)
+	var code string
+	var got Call
+	if len(v) == 3 && v[0] == "new" {
+		code = "new"
+		got, err = parkedCall(c, data, v[1], v[2])
+	} else {
+		code, got, err = reply(c.ID, v)
+	}
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
 	}
-	if heard && (code == "ok" || code == "attached") {
+	if heard && (code == "new" || code == "ok" || code == "attached") {
 		s.parkedHeard(got.ID, mark, got.State)
 	}
-	if heard && code == "ok" && got.State == Waiting {
+	if heard && (code == "new" || code == "ok") && got.State == Waiting {
 		s.keepPeek(got, mark)
 	}
 	switch code {
-	case "ok":
+	case "new", "ok":
 		return got, false, nil
 	case "attached":
 		return got, true, nil

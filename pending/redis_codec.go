@@ -1,6 +1,7 @@
 package pending
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -233,6 +234,43 @@ func cmpErr(old, e error) error {
 		return old
 	}
 	return e
+}
+
+// parkedCall is the call a park stored for c, as Get reads it back, from
+// the times the park script replied (created, expires: ms on Redis'
+// clock): the script stores c's fields as Park sends them, and nothing
+// else but its state and those times. Brief, Info and Request are
+// sliced out of data (largeFields), a copy of them, so the call shares
+// no bytes with c; an empty one is none, as Get reads it.
+func parkedCall(c Call, data []byte, created, expires any) (Call, error) {
+	cs, _ := created.(string)
+	es, _ := expires.(string)
+	ca, err1 := strconv.ParseInt(cs, 10, 64)
+	ea, err2 := strconv.ParseInt(es, 10, 64)
+	if err := cmp.Or(err1, err2); err != nil {
+		return Call{}, fmt.Errorf("pending: unexpected park reply: %w", err)
+	}
+	large := func(n int) []byte {
+		b := data[:n:n]
+		data = data[n:]
+		if n == 0 {
+			return nil
+		}
+		return b
+	}
+	p := Call{
+		ID: c.ID, State: Waiting,
+		// as stored by packDigest and read by unpackDigest
+		AttachKey: unpackDigest(c.AttachKey), ArgsKey: unpackDigest(c.ArgsKey), ArgsDigest: unpackDigest(c.ArgsDigest),
+		Subject: c.Subject, Upstream: c.Upstream, Tool: c.Tool, Principal: c.Principal,
+		RequestDigest: unpackDigest(c.RequestDigest),
+		Brief:         large(len(c.Brief)), Info: large(len(c.Info)), Request: large(len(c.Request)),
+		CreatedAt: time.UnixMilli(ca), ExpiresAt: time.UnixMilli(ea),
+	}
+	if len(c.Quorum) > 0 {
+		p.Quorum = slices.Clone(c.Quorum)
+	}
+	return p, nil
 }
 
 // largeFields is how Park hands a call's Brief, Info and Request to its

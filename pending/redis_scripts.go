@@ -546,7 +546,9 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 // counts them too), [13] the lengths of Brief, Info and Request
 // ("<bf> <in> <rq>"), [14] the three one after another, [15] ParkEvery
 // in ms (0: no rate), [16] ParkBurst, [17…] field, value pairs. Replies
-// {'ok', call}, {'attached', call, id}, {'taken'}, {'toomany', 'principal'
+// {'new', CreatedAt, ExpiresAt} (in ms) for a call it parked, {'ok',
+// call} for a retried park (the call as it stands), {'attached', call,
+// id}, {'taken'}, {'toomany', 'principal'
 // or 'all'} when a new call would pass a cap, or {'toomany', 'rate', ms}
 // when the principal parks too often (rate.go), with the ms until its next
 // new call would be let in. Only AttachKey is looked up; a new call
@@ -670,7 +672,10 @@ if ag ~= '' and ag ~= ak then
   local o = cur and load(cur)
   if not (o and attachable(o)) then call('SET', attachkey(ag), id, 'PX', num(ttl + rttl)) end
 end
-return {'ok', value(h)}
+-- The call is the caller's, stored as it sent it (waiting, no fence):
+-- only its times, from Redis' clock, are news to it. Its request and
+-- information are not sent back.
+return {'new', h.ca, h.ea}
 `)
 
 // fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,

@@ -97,13 +97,14 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		in.Fence, in.LeaseUntil, in.Delivered = 9, time.Now(), true
 		in.Result = &Result{Status: 200}
 		in.CreatedAt, in.ExpiresAt = time.Unix(1, 0), time.Unix(2, 0)
-		req := in.Request
+		req, info, brief := in.Request, in.Info, in.Brief
 
 		stored, attached, err := s.Park(ctx, in, time.Minute)
 		if err != nil || attached {
 			t.Fatalf("Park = attached %v, %v; want a new call", attached, err)
 		}
-		req[0] = 'X' // the store must not keep the caller's slices
+		// the store must not keep the caller's slices
+		req[0], info[0], brief[0] = 'X', 'X', 'X'
 
 		want := sampleCall()
 		want.ID, want.ArgsKey = in.ID, in.ArgsKey
@@ -120,8 +121,33 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(stored, got, cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(stored, got); diff != "" {
 			t.Errorf("Get after Park (-park +get):\n%s", diff)
+		}
+	})
+
+	// The call Park returns is the call as stored, field for field,
+	// whatever the fields hold: digests as the proxy makes them, an
+	// Idempotency-Key's or not, a quorum, fields left empty.
+	t.Run("ParkReturnsTheStoredCall", func(t *testing.T) {
+		s, _ := newStore(t)
+		ctx := t.Context()
+		hex := func() string { return fmt.Sprintf("%x", [32]byte([]byte(rand.Text()+rand.Text()))) }
+		keyed := sampleCall()
+		keyed.AttachKey, keyed.ArgsKey, keyed.ArgsDigest, keyed.RequestDigest = hex(), hex(), hex(), hex()
+		keyed.Quorum = []int{2, 1}
+		keyless := sampleCall()
+		keyless.ArgsKey = hex()
+		keyless.AttachKey = keyless.ArgsKey
+		bare := Call{ID: "call-" + rand.Text(), Request: []byte{}, Info: []byte{}, Quorum: []int{}}
+		for _, in := range []Call{keyed, keyless, bare} {
+			stored, attached, err := s.Park(ctx, in, time.Minute)
+			if err != nil || attached {
+				t.Fatalf("Park = attached %v, %v; want a new call", attached, err)
+			}
+			if diff := cmp.Diff(get(t, s, in.ID), stored, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Park returned (-get +park):\n%s", diff)
+			}
 		}
 	})
 
