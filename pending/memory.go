@@ -239,11 +239,11 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	}
 	if d.To == Approved {
 		if ApprovedBy(m.c.Approvals, d.By) || full(m.c.Approvals) {
-			return m.c.out(), nil // counted once; or as many as a call may hold
+			return m.c.decided(), nil // counted once; or as many as a call may hold
 		}
 		m.c.Approvals = append(m.c.Approvals, Approval{By: d.By, At: now, Comment: d.Comment, Counts: slices.Clone(d.Counts)})
 		if !quorumMet(m.c.Quorum, m.c.Approvals) {
-			return m.c.out(), nil // still waiting for more approvers
+			return m.c.decided(), nil // still waiting for more approvers
 		}
 		// An approval just before the expiry must still run: the call
 		// stays claimable for the approved window.
@@ -253,7 +253,7 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
 	s.move(m, d.To, now)
 	s.owe(m, now)
-	return m.c.out(), nil
+	return m.c.decided(), nil
 }
 
 // Claim implements [Store.Claim].

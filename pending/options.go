@@ -258,6 +258,14 @@ func (c Call) out() Call {
 	return c
 }
 
+// decided returns the copy of a stored call that Decide and Cancel
+// return: out, without Request (see Store.Decide).
+func (c Call) decided() Call {
+	c = c.out()
+	c.Request = nil
+	return c
+}
+
 // brief returns the fields of c that ListBrief returns, copied.
 func (c Call) brief() Call {
 	b := Call{

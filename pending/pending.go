@@ -230,12 +230,14 @@ type Store interface {
 	// Waiting call past its expiry becomes Expired and gives a
 	// *StateError with it (see "Overdue calls"). An approval moves the call's expiry to at least now +
 	// Options.ApprovedWindow, so that an approved call can still be
-	// claimed.
+	// claimed. The call Decide returns has no Request: a decision's
+	// callers show and report the call, and Claim returns it whole (a
+	// *StateError's call is whole).
 	Decide(ctx context.Context, id string, d Decision) (Call, error)
 
 	// Cancel moves a Waiting call to Cancelled, else *StateError; a
 	// Waiting call past its expiry becomes Expired instead, as with
-	// Decide.
+	// Decide. The call it returns, ended, has no Request.
 	Cancel(ctx context.Context, id string) (Call, error)
 
 	// Claim moves an Approved call to Executing for one executor: the

@@ -56,8 +56,11 @@ func TestRedisEarlierLayout(t *testing.T) {
 	}
 
 	approved, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice", Comment: "fine"})
-	if err != nil || approved.State != Approved || string(approved.Request) != string(c.Request) {
-		t.Fatalf("Decide = %s, %v; want approved with its request", approved.State, err)
+	if err != nil || approved.State != Approved || string(approved.Info) != string(c.Info) {
+		t.Fatalf("Decide = %s, %v; want approved with its info", approved.State, err)
+	}
+	if got := get(t, s, c.ID); string(got.Request) != string(c.Request) {
+		t.Fatalf("the approved call's request reads as %q, want %q", got.Request, c.Request)
 	}
 	if typ := rdb.Type(ctx, key).Val(); typ != "string" {
 		t.Errorf("after its first transition the call is a %s, want one string key", typ)
@@ -74,8 +77,8 @@ func TestRedisEarlierLayout(t *testing.T) {
 		t.Fatalf("Approved = %+v, %v; want the call", swept, err)
 	}
 	claimed, err := s.Claim(ctx, c.ID, time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || string(claimed.Request) != string(c.Request) {
+		t.Fatalf("Claim = %q, %v; want the call with its request", claimed.Request, err)
 	}
 	res := Result{Status: 201, Body: []byte("made"), Header: map[string][]string{"X-A": {"1"}}}
 	done, err := s.Finish(ctx, c.ID, claimed.Fence, Executed, res)

@@ -682,7 +682,8 @@ return {'new', h.ca, h.ea}
 // cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce, [9] the
 // approved window in ms (an approval keeps the call at least that long),
 // [10] the Quorum entries the approval counts towards ("0,2").
-// Replies {'ok', call}, {'conflict', call} or {'notfound'}. An approval is
+// Replies {'ok', call} (without Request), {'conflict', call},
+// {'ended', call} or {'notfound'}. An approval is
 // first added to the call's approvals (once per approver); the call moves
 // only when they meet its quorum, all in this one step, so two approvers on
 // two replicas are both counted, once each.
@@ -704,6 +705,9 @@ local function met(qm, aps)
   end
   return true
 end
+-- An 'ok' replies the call lean, without its request: a decision's
+-- callers show and report the call, and the executor's Claim reads the
+-- request. A conflict replies the call as it stands.
 local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local window = tonumber(ARGV[9]) or 0
 local counts = ARGV[10] or ''
@@ -713,7 +717,7 @@ local r = needed(id, h)
 if r then return r end
 if h.st ~= 'waiting' then
   -- a retry of this very write, if nothing has moved the call since
-  if h.op == nonce and h.st == to then return {'ok', value(h)} end
+  if h.op == nonce and h.st == to then return {'ok', lean(h)} end
   return {'conflict', value(h)}
 end
 -- past its expiry the call is expired, swept or not (docs/security.md, R14);
@@ -728,16 +732,16 @@ if to == 'approved' then
   if h.ap and h.ap ~= '' and h.ap ~= '{}' then aps = cjson.decode(h.ap) end
   -- counted once (or a retry), by name ignoring ASCII case; and at most
   -- maxApprover approvals per call
-  if #aps >= 64 then return {'ok', value(h)} end
+  if #aps >= 64 then return {'ok', lean(h)} end
   for _, a in ipairs(aps) do
-    if string.lower(a.b) == string.lower(by) then return {'ok', value(h)} end
+    if string.lower(a.b) == string.lower(by) then return {'ok', lean(h)} end
   end
   aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
   local ap = cjson.encode(aps)
   if not met(h.qm, aps) then
     h.ap, h.op = ap, nonce
     save(id, h)
-    return {'ok', value(h)}
+    return {'ok', lean(h)}
   end
   f[#f + 1] = 'ap'; f[#f + 1] = ap
 end
@@ -754,7 +758,7 @@ if to == 'approved' then
   end
 end
 move(id, h, to, f, deadline, at)
-return {'ok', value(h)}
+return {'ok', lean(h)}
 `)
 
 // claimScript: ARGV[4] id, [5] lease ms, [6] nonce. Replies {'ok', call},

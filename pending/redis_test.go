@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -570,6 +571,11 @@ func TestRedisRetriedWrites(t *testing.T) {
 	a, b = twice(finishScript, c.ID, "1", string(Executed), nonce(), "rs", 200)
 	if a.State != Executed || b.State != Executed {
 		t.Errorf("retried Finish: %s then %s", a.State, b.State)
+	}
+	// a retry answers as the first run did: the call without the result
+	// the finish sent (RedisStore.finish puts it back)
+	if diff := cmp.Diff(a, b); diff != "" || a.Result != nil {
+		t.Errorf("retried Finish (-first +retry):\n%s; result %v", diff, a.Result)
 	}
 	twice(deliverScript, c.ID, nonce())
 

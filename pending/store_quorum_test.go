@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // testQuorum checks approvals by several approvers: each approver counts
@@ -16,6 +18,12 @@ func testQuorum(t *testing.T, newStore newStoreFunc) {
 		c, err := s.Decide(t.Context(), id, Decision{To: Approved, By: by, Comment: "ok " + by, Counts: counts})
 		if err != nil {
 			t.Fatalf("Decide(approve by %s) = %v", by, err)
+		}
+		// the call as stored, field for field, but its request
+		stored := get(t, s, id)
+		stored.Request = nil
+		if diff := cmp.Diff(stored, c); diff != "" {
+			t.Errorf("Decide(approve by %s) returned (-get without request +decide):\n%s", by, diff)
 		}
 		return c
 	}

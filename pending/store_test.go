@@ -373,6 +373,15 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 				if d := time.Since(got.DecidedAt).Abs(); d > slack {
 					t.Errorf("DecidedAt is %v from now", d)
 				}
+				// The call as stored, field for field, but its request.
+				stored := get(t, s, c.ID)
+				if to == Approved && len(stored.Request) == 0 {
+					t.Errorf("the approved call lost its request")
+				}
+				stored.Request = nil
+				if diff := cmp.Diff(stored, got); diff != "" {
+					t.Errorf("Decide returned (-get without request +decide):\n%s", diff)
+				}
 				for _, second := range []State{Approved, Rejected} {
 					_, err := s.Decide(ctx, c.ID, Decision{To: second, By: "bob", Comment: ""})
 					var se *StateError
