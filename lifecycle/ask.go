@@ -203,6 +203,9 @@ func (l *Lifecycle) finish(ctx context.Context, pc pending.Call, state pending.S
 	done, err := finish(ctx, pc.ID, pc.Fence, state, res)
 	switch {
 	case err == nil:
+		// The store leaves out what the claim gave (pending.Store.Finish),
+		// and never changes once parked.
+		done.Info, done.Brief = pc.Info, pc.Brief
 		return done, nil
 	case errors.Is(err, pending.ErrLapsed):
 		l.log.Warn("executor outlived its lease: the call is unknown", "call_id", pc.ID)

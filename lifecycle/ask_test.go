@@ -55,6 +55,11 @@ func testAskApproved(t *testing.T, s pending.Store) {
 	if diff := cmp.Diff(want, o.Result, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("delivered result (-executor's +delivered):\n%s", diff)
 	}
+	// the call delivered is the call as it ended, its information
+	// included (which Finish leaves to the claim's)
+	if diff := cmp.Diff(get(t, s, in.ID), o.Call, cmpopts.EquateEmpty()); diff != "" || len(o.Call.Info) == 0 {
+		t.Errorf("delivered call (-stored +delivered):\n%s", diff)
+	}
 	if n := exec.count(in.ID); n != 1 {
 		t.Errorf("executed %d times, want once", n)
 	}

@@ -319,7 +319,9 @@ func (s *MemoryStore) finish(ctx context.Context, id string, fence int64, to Sta
 		m.c.Delivered = true
 		s.unattach(m)
 	}
-	return m.c.out(), nil
+	done := m.c.out()
+	done.Info, done.Brief = nil, nil // see Store.Finish
+	return done, nil
 }
 
 // Deliver implements [Store.Deliver]. Any terminal call can be delivered

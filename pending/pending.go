@@ -256,7 +256,10 @@ type Store interface {
 	// the call becomes Unknown without a result, and Finish returns it
 	// with ErrLapsed. The call it returns has res as Get would read it
 	// back, whose Body may be res.Body itself: like any byte slice a
-	// store returns, neither is modified after.
+	// store returns, neither is modified after. It has neither Info nor
+	// Brief: they never change once parked, and the executor that
+	// finishes has them from its Claim (the call returned with ErrLapsed
+	// has them: its end is reported).
 	Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error)
 
 	// FinishDeliver is Finish and then, when Finish succeeds, Deliver, as

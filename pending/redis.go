@@ -395,9 +395,10 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 // Finish implements [Store.Finish]. A Finish after the lease ran out (by
 // Redis' clock) is fenced even if Expire has not run yet: the call becomes
 // Unknown, since others may already have given it up. Redis replies the
-// finished call without the result, which it puts back from res
-// (storedResult): a result as large as the largest kept would otherwise
-// come back to the replica that just sent it.
+// finished call's short fields but the result, which it puts back from
+// res (storedResult): a result as large as the largest kept, and the
+// call's information, would otherwise come back to the replica that
+// just sent or claimed them.
 func (s *RedisStore) Finish(ctx context.Context, id string, fence int64, to State, res Result) (Call, error) {
 	return s.finish(ctx, id, fence, to, res, false)
 }

@@ -310,17 +310,18 @@ end
 -- lean is what a script replies for a call to a caller that has some of
 -- it already: the call's value (value) without its Request and
 -- Result.Body (rq and rb, the large fields: such a caller holds them, or
--- never reads them), and, when omit names some (a set of field names),
+-- never reads them); when omit names some (a set of field names),
 -- without those header fields either (the header is packed again for
--- that, nothing else is). It is laid out as a stored value, with the two
--- lengths 0, so the store decodes it as one. A reply copies its bytes
--- out of Redis and the store decodes them again: a request or a result
--- sent back to the replica that just sent it was a large part of what
--- an ask cost both.
-local function lean(h, omit)
+-- that, nothing else is); and when short, without Brief and Info too.
+-- It is laid out as a stored value, with the lengths left out 0, so the
+-- store decodes it as one. A reply copies its bytes out of Redis and the
+-- store decodes them again: a request or a result sent back to the
+-- replica that just sent it was a large part of what an ask cost both.
+local function lean(h, omit, short)
   local v = value(h)
   local st, hl, n, at = line(v)
   local hd = omit and header(h, omit) or string.sub(v, at, at + hl - 1)
+  if short then return st .. ' ' .. #hd .. ' 0 0 0 0\n' .. hd end
   local t0 = at + hl
   return st .. ' ' .. #hd .. ' ' .. n[1] .. ' ' .. n[2] .. ' 0 0\n' .. hd .. string.sub(v, t0, t0 + n[1] + n[2] - 1)
 end
@@ -787,14 +788,15 @@ return {'ok', value(h)}
 `)
 
 // finishScript: ARGV[4] id, [5] fence, [6] state, [7] nonce, [8…] result
-// field, value pairs. Replies {'ok', call} (lean: without the result,
-// which the caller sent), {'fenced'}, {'lapsed', call} or {'notfound'}. A
+// field, value pairs. Replies {'ok', call} (lean: its short fields but
+// the result: the caller sent the result, and holds Brief and Info from
+// its claim), {'fenced'}, {'lapsed', call} or {'notfound'}. A
 // finish with the fence after the lease ran out is refused and the call
 // becomes unknown, swept or not: others may have given it up already;
 // 'lapsed' says this finish is what made it unknown. A stale fence never
 // moves the call.
 var finishScript = newScript(`
--- what an 'ok' leaves out beside Request and Result.Body: the rest of the
+-- what an 'ok' leaves out beside the large fields: the rest of the
 -- result (the finish's caller sent it, and puts it back in the call it
 -- returns) and the nonce (read by no caller)
 local sent = {rs = true, rh = true, rt = true, op = true}
@@ -805,7 +807,7 @@ local r = needed(id, h)
 if r then return r end
 if h.st ~= 'executing' or h.fe ~= fence then
   -- a retry of this very finish: the result stored is the one it sends
-  if h.op == nonce and h.st == to then return {'ok', lean(h, sent)} end
+  if h.op == nonce and h.st == to then return {'ok', lean(h, sent, true)} end
   -- a retry of the finish that made the call unknown answers as it did
   if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', value(h)} end
   -- left as it stands even when overdue: its end is for the fence
@@ -821,7 +823,7 @@ local f = {'op', nonce}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
 h._quiet = true -- the executor's own outcome: its decision was the end
 move(id, h, to, f, nil)
-return {'ok', lean(h, sent)}
+return {'ok', lean(h, sent, true)}
 `)
 
 // deliverScript: ARGV[4] id, [5] nonce. Replies {'first', call}, {'again',
