@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -35,7 +36,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(context.Background(), []string{"serve", "--config", cfg}, environ, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The replicas run in this process share callinfo's memo: no reader
+	// may have written to an Info that Decode shares.
+	if err := callinfo.CheckKept(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // TestFaultInjection is toolgate's fault-injection checker. Three toolgate

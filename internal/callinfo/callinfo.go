@@ -114,7 +114,15 @@ func (info Info) NamesApprovers() bool {
 // Decode reads a stored Info. An unreadable one reads as empty: a display
 // document never stops a call from being shown or decided. The Infos it
 // decoded last are kept (memo.go), so reading the same call again costs a
-// copy, not a decoding.
+// lookup, not a decoding.
+//
+// What Decode returns is read only: every reader of the same encoding gets
+// the same slices and pointers (Arguments, Reasons, RuleIDs, Approvers and
+// their lists, Headers, OtherParams, PolicyInput), and a write to any of
+// them would change what the others read, without a lock. A caller that
+// wants to change a part copies it first (slices.Clone, bytes.Clone);
+// assigning the Info's own fields (info.Tool = …) changes only the
+// caller's copy of the struct. CheckKept finds a reader that wrote.
 func Decode(b []byte) Info {
 	h := decoded.hash(b)
 	if info, ok := decoded.get(h, b); ok {
@@ -124,7 +132,7 @@ func Decode(b []byte) Info {
 	if err := json.Unmarshal(b, &info); err != nil {
 		return info // as far as it could be read, and not kept
 	}
-	decoded.put(h, b, info)
+	decoded.put(h, bytes.Clone(b), info) // info is this decoding's own
 	return info
 }
 

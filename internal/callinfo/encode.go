@@ -15,7 +15,8 @@ import (
 // as policy.Input.AppendJSON writes it (one that does not start and end
 // as one gives nil); the arguments are compacted. Every
 // parked call is encoded once, and a policy input is most of an Info. What
-// Decode will give for the encoding is kept (memo.go).
+// Decode will give for the encoding is kept (memo.go), with the encoding
+// itself: it is read only, as a stored call's bytes are (pending.Store).
 func (info Info) Encode() []byte {
 	var b bytes.Buffer
 	b.Grow(info.sizeHint())
@@ -157,9 +158,16 @@ func (info Info) Encode() []byte {
 	}
 	b.WriteByte('}')
 	enc := b.Bytes()
-	if as, ok := info.asDecoded(enc[argsAt:argsEnd]); ok {
+	if as, ok := info.asDecoded(enc[argsAt:argsEnd:argsEnd]); ok {
 		// The replica that parks a call reads it again at once (its
-		// announcement): what Decode would give is known already.
+		// announcement): what Decode would give is known already. The
+		// memo keeps enc itself, and reads the arguments and the policy
+		// input (written last, before the closing brace) from it.
+		as = as.withOwnLists()
+		if n := len(as.PolicyInput); n > 0 {
+			end := len(enc) - 1
+			as.PolicyInput = enc[end-n : end : end]
+		}
 		decoded.put(decoded.hash(enc), enc, as)
 	}
 	return enc

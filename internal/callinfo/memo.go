@@ -2,7 +2,11 @@ package callinfo
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"hash/maphash"
+	"maps"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -22,7 +26,9 @@ const (
 // before it runs and its resolved announcement each read the stored call,
 // and encoding/json spends ~7 µs on a small Info. An entry is found by
 // the whole encoding, compared byte for byte, so nothing but the same
-// bytes ever gives the same Info; every caller gets its own copy.
+// bytes ever gives the same Info. Every caller gets the same Info, its
+// slices and pointers shared: a decoded Info is read, never written
+// (Decode).
 type memo struct {
 	seed    maphash.Seed
 	mu      sync.Mutex
@@ -39,7 +45,8 @@ var decoded = memo{seed: maphash.MakeSeed()}
 
 func (m *memo) hash(enc []byte) uint64 { return maphash.Bytes(m.seed, enc) }
 
-// get returns a copy of the Info decoded from enc, if it is kept.
+// get returns the Info decoded from enc, if it is kept; it is shared with
+// every other caller, and read only.
 func (m *memo) get(h uint64, enc []byte) (Info, bool) {
 	m.mu.Lock()
 	e, ok := m.entries[h]
@@ -47,16 +54,18 @@ func (m *memo) get(h uint64, enc []byte) (Info, bool) {
 	if !ok || !bytes.Equal(e.enc, enc) {
 		return Info{}, false
 	}
-	return e.info.clone(), true
+	return e.info, true
 }
 
-// put keeps info, decoded from enc. A full memo is emptied: the calls in
-// flight fill it again at the cost of one decoding each.
+// put keeps info, decoded from enc. Both are the memo's from then on:
+// nobody writes to them again (the caller has them cloned, or decoded them
+// itself). A full memo is emptied: the calls in flight fill it again at
+// the cost of one decoding each.
 func (m *memo) put(h uint64, enc []byte, info Info) {
 	if len(enc) > memoMaxInfo {
 		return
 	}
-	e := memoEntry{enc: bytes.Clone(enc), info: info.clone()}
+	e := memoEntry{enc: enc, info: info}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.entries[h]; ok {
@@ -87,12 +96,11 @@ func (e memoEntry) size() int {
 	return n
 }
 
-// clone returns a deep copy of info: callers may change what they get
-// without touching what the memo keeps.
-func (info Info) clone() Info {
+// withOwnLists returns info with every list, header and parameter copied
+// (its arguments and policy input are left as they are): what Encode
+// keeps must not share what its caller may still change.
+func (info Info) withOwnLists() Info {
 	c := info
-	c.Arguments = bytes.Clone(info.Arguments)
-	c.PolicyInput = bytes.Clone(info.PolicyInput)
 	c.Reasons = slices.Clone(info.Reasons)
 	c.RuleIDs = slices.Clone(info.RuleIDs)
 	c.Headers = info.Headers.clone()
@@ -105,4 +113,28 @@ func (info Info) clone() Info {
 		}
 	}
 	return c
+}
+
+// CheckKept decodes every kept encoding again and returns an error naming
+// the first whose kept Info differs from its decoding: some reader wrote
+// to an Info that Decode shares. Tests call it after running the code
+// that reads Infos (a package's TestMain); it takes a decoding per entry.
+func CheckKept() error {
+	decoded.mu.Lock()
+	entries := slices.Collect(maps.Values(decoded.entries))
+	decoded.mu.Unlock()
+	for _, e := range entries {
+		var want Info
+		if err := json.Unmarshal(e.enc, &want); err != nil {
+			return fmt.Errorf("callinfo: a kept Info's encoding no longer reads: %w: %.80q", err, e.enc)
+		}
+		kept, fresh := reflect.ValueOf(e.info), reflect.ValueOf(want)
+		for i := range kept.NumField() {
+			if !reflect.DeepEqual(kept.Field(i).Interface(), fresh.Field(i).Interface()) {
+				return fmt.Errorf("callinfo: a reader changed the %s of a kept Info (call %s of %s, tool %q)",
+					kept.Type().Field(i).Name, want.Kind, want.Upstream, want.Tool)
+			}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,28 +25,78 @@ func memoSample(i int) Info {
 }
 
 // TestDecodeKept checks that an Info read again is the one decoded, and
-// that no reader can change what the next one gets.
+// that what the memo keeps shares nothing its callers own: neither the
+// bytes Decode was given nor the Info that Encode encoded. Readers share
+// what Decode gives, and write to none of it (Decode).
 func TestDecodeKept(t *testing.T) {
-	enc := memoSample(1).Encode()
+	info := memoSample(1)
+	enc := info.Encode()
 	var want Info
 	if err := json.Unmarshal(enc, &want); err != nil {
 		t.Fatal(err)
 	}
-	first := Decode(enc)
-	if diff := cmp.Diff(want, first); diff != "" {
-		t.Fatalf("first Decode (-want +got):\n%s", diff)
+	// Encode kept what Decode gives: the encoder's Info is its own to
+	// change (its encoding is read only, as a stored call's bytes are).
+	scribble(info)
+	if diff := cmp.Diff(want, Decode(bytes.Clone(enc))); diff != "" {
+		t.Fatalf("Decode after the encoder changed its Info (-want +got):\n%s", diff)
 	}
-	// Every part a reader could write to, written to, by the reader of
-	// the decoding and by a reader of the kept copy.
-	scribble(first)
-	scribble(Decode(bytes.Clone(enc)))
-	again := Decode(bytes.Clone(enc))
-	if diff := cmp.Diff(want, again); diff != "" {
-		t.Fatalf("Decode after readers changed their copies (-want +got):\n%s", diff)
+
+	// Decode kept what it decoded from bytes the caller may change.
+	other := memoSample(2)
+	other.Approvers = nil
+	enc2 := other.Encode()
+	clear(decoded.entries) // so that Decode decodes
+	b := bytes.Clone(enc2)
+	first := Decode(b)
+	clear(b)
+	again := Decode(bytes.Clone(enc2))
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("Decode after its caller changed the bytes it decoded (-first +again):\n%s", diff)
 	}
-	if h := decoded.hash(enc); !decodedHas(h, enc) {
+	if h := decoded.hash(enc2); !decodedHas(h, enc2) {
 		t.Fatal("the decoded Info was not kept: the test above checked nothing of the memo")
 	}
+	if &first.Reasons[0] != &again.Reasons[0] {
+		t.Fatal("two Decodes of the same bytes gave different Reasons: the memo copies what it could share")
+	}
+}
+
+// TestCheckKept checks that CheckKept finds a reader's write to a shared
+// Info, in any part a reader could write to, and nothing where no reader
+// wrote.
+func TestCheckKept(t *testing.T) {
+	for i, write := range []func(Info){
+		func(info Info) { info.Arguments[0] = 'X' },
+		func(info Info) { info.PolicyInput[0] = 'X' },
+		func(info Info) { info.Reasons[0] = "changed" },
+		func(info Info) { slices.Reverse(info.RuleIDs) },
+		func(info Info) { info.Approvers[0].Groups[0] = "changed" },
+		func(info Info) { info.Approvers[0].Min = 9 },
+		func(info Info) { info.Headers.List[0].Value = "changed" },
+		func(info Info) { info.Headers.Omitted = 9 },
+		func(info Info) { info.OtherParams.List[0].Value[0] = 'X' },
+		func(info Info) { info.OtherParams.List[1].Name = "changed" },
+	} {
+		clear(decoded.entries)
+		sample := memoSample(i)
+		sample.RuleIDs = []string{"notes-ask", "other"}
+		// A copy: the memo shares Encode's own. The Info is kept by
+		// Encode, then by Decode.
+		enc := bytes.Clone(sample.Encode())
+		for range 2 {
+			if err := CheckKept(); err != nil {
+				t.Fatalf("write %d: before any write: %v", i, err)
+			}
+			write(Decode(enc))
+			if CheckKept() == nil {
+				t.Fatalf("write %d: CheckKept found nothing", i)
+			}
+			clear(decoded.entries)
+			Decode(enc)
+		}
+	}
+	clear(decoded.entries)
 }
 
 // TestDecodeSameHashOtherBytes checks that an entry is found by the whole
