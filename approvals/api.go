@@ -139,12 +139,23 @@ type decisionRequest struct {
 // trailing data or invalid UTF-8 is refused rather than read one way
 // (encoding/json alone keeps the last of two "decision" keys).
 func parseDecisionRequest(body []byte) (decisionRequest, error) {
-	bad := func(msg string) (decisionRequest, error) {
-		return decisionRequest{}, badRequest(msg + `; send {"decision":"approve"|"reject","comment":"…"}`)
-	}
 	if !utf8.Valid(body) {
-		return bad("the body is not valid UTF-8")
+		return decisionRequest{}, badDecisionRequest("the body is not valid UTF-8")
 	}
+	if req, ok := plainDecisionRequest(body); ok {
+		return req, nil
+	}
+	return decodeDecisionRequest(body)
+}
+
+func badDecisionRequest(msg string) error {
+	return badRequest(msg + `; send {"decision":"approve"|"reject","comment":"…"}`)
+}
+
+// decodeDecisionRequest is parseDecisionRequest of any UTF-8 body, token
+// by token.
+func decodeDecisionRequest(body []byte) (decisionRequest, error) {
+	bad := func(msg string) (decisionRequest, error) { return decisionRequest{}, badDecisionRequest(msg) }
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return bad("the body is not a JSON object")
@@ -189,6 +200,83 @@ func parseDecisionRequest(body []byte) (decisionRequest, error) {
 		return bad("data after the JSON object")
 	}
 	return req, nil
+}
+
+// plainDecisionRequest reads the body every client sends, a JSON object of
+// "decision" and "comment" strings without escapes, as
+// parseDecisionRequest would, without a json.Decoder and its tokens. ok is
+// false for any other body (another key, a repeated one, null, an escape,
+// a remember): parseDecisionRequest reads it, and gives its error. body is
+// valid UTF-8.
+func plainDecisionRequest(body []byte) (req decisionRequest, ok bool) {
+	i := skipJSONSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return decisionRequest{}, false
+	}
+	i = skipJSONSpace(body, i+1)
+	var seenDecision, seenComment bool
+	for first := true; ; first = false {
+		if i < len(body) && body[i] == '}' && first {
+			break
+		}
+		key, next, ok := plainJSONString(body, i)
+		if !ok {
+			return decisionRequest{}, false
+		}
+		if i = skipJSONSpace(body, next); i == len(body) || body[i] != ':' {
+			return decisionRequest{}, false
+		}
+		v, next, ok := plainJSONString(body, skipJSONSpace(body, i+1))
+		if !ok {
+			return decisionRequest{}, false
+		}
+		switch {
+		case key == "decision" && !seenDecision:
+			req.decision, seenDecision = v, true
+		case key == "comment" && !seenComment:
+			req.comment, seenComment = v, true
+		default:
+			return decisionRequest{}, false
+		}
+		if i = skipJSONSpace(body, next); i < len(body) && body[i] == ',' {
+			i = skipJSONSpace(body, i+1)
+			continue
+		}
+		if i == len(body) || body[i] != '}' {
+			return decisionRequest{}, false
+		}
+		break
+	}
+	if skipJSONSpace(body, i+1) != len(body) {
+		return decisionRequest{}, false
+	}
+	return req, true
+}
+
+// plainJSONString reads the JSON string at body[i] when it holds no
+// escape and no control character: its text, and the offset past it.
+func plainJSONString(body []byte, i int) (s string, next int, ok bool) {
+	if i >= len(body) || body[i] != '"' {
+		return "", 0, false
+	}
+	for j := i + 1; j < len(body); j++ {
+		switch c := body[j]; {
+		case c == '"':
+			return string(body[i+1 : j]), j + 1, true
+		case c == '\\' || c < 0x20:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// skipJSONSpace returns the offset of the first byte at or after i that
+// is not JSON whitespace.
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // callSummary is one call in a list.

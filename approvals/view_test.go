@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
@@ -571,6 +572,34 @@ func TestParseDecisionRequest(t *testing.T) {
 			t.Errorf("parseDecisionRequest(%q) = %+v, %v; want %+v, error %v", tt.body, got, err, tt.want, tt.wantErr)
 		}
 	}
+}
+
+// FuzzPlainDecisionRequest holds the fast reading of a decision request to
+// the decoder's: whatever it reads, the decoder reads the same, without
+// an error.
+func FuzzPlainDecisionRequest(f *testing.F) {
+	for _, body := range []string{
+		`{"decision":"approve"}`, ` {"comment":"c","decision":"reject"} `, "{\n\t\"decision\" : \"approve\" ,\r\"comment\":\"\"}\n",
+		`{}`, `{ }`, `{"decision":"approve","comment":null}`, `{"decision":"a","decision":"b"}`, `{"decision":"a\"b"}`,
+		`{"comment":"héllo <b> & \u00e9"}`, `{"decision":"approve"} x`, `{"decision":"approve",}`, `{,}`, `{"decision":"approve"}}`,
+		`{"remember":{"scope":"subject+tool","lifetime":"8h"},"decision":"approve"}`, "{\"comment\":\"a\tb\"}", `{"comment":"\u2028"}`,
+		`{"DECISION":"approve"}`, `{"decision" "approve"}`, `{"decision":"approve" "comment":"c"}`, "\ufeff{}",
+	} {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) {
+			return // parseDecisionRequest refuses it before either reading
+		}
+		fast, ok := plainDecisionRequest(body)
+		if !ok {
+			return
+		}
+		slow, err := decodeDecisionRequest(body)
+		if err != nil || fast != slow {
+			t.Fatalf("%q: plainDecisionRequest = %+v, decodeDecisionRequest = %+v, %v", body, fast, slow, err)
+		}
+	})
 }
 
 func TestNew_ChecksConfig(t *testing.T) {
