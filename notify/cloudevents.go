@@ -63,7 +63,8 @@ func cloudEvent(e *Event) ceEvent {
 		StatusURL:     e.StatusURL,
 		ParamNames:    e.OtherParams.names(),
 	}
-	if h := e.Headers; h != nil {
+	if h := e.Headers; h != nil && len(h.List) > 0 {
+		d.HeaderNames = make([]string, 0, len(h.List))
 		for _, hd := range h.List {
 			if n := len(d.HeaderNames); n == 0 || d.HeaderNames[n-1] != hd.Name {
 				d.HeaderNames = append(d.HeaderNames, hd.Name)

@@ -196,13 +196,17 @@ func (w *worker) post(ctx context.Context, deadline time.Time, id string, body [
 		}
 	}
 	// Reading the rest lets the connection be reused; the limit keeps a
-	// hostile receiver from making us read forever.
-	head := make([]byte, 256)
-	k, _ := io.ReadFull(resp.Body, head)
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// hostile receiver from making us read forever. Only a failed
+	// response's head is kept, for the debug log.
+	const headBytes = 256
+	rest := int64(headBytes + 64<<10)
 	if !r.ok {
+		head := make([]byte, headBytes)
+		k, _ := io.ReadFull(resp.Body, head)
 		r.detail = printable(head[:k])
+		rest -= headBytes
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, rest))
 	return r
 }
 
