@@ -121,6 +121,9 @@ type Logger struct {
 	// render writes the other events' records into line, as the console
 	// handler would write them (emit). Worker only.
 	render slog.Handler
+	// rec is the record of the event being written (newRecord). Worker
+	// only.
+	rec record
 }
 
 // entry is one event waiting for the worker.

@@ -52,7 +52,7 @@ func (l *Logger) writeDirect(ctx context.Context, info *server.Info) {
 	if !l.consoleOn(ctx) {
 		return
 	}
-	r := newRecord(info.Timestamp, info.DecisionID, info.TraceID, info.SpanID)
+	r := l.newRecord(info.Timestamp, info.DecisionID, info.TraceID, info.SpanID)
 	if labels := l.manager.Labels(); len(labels) > 0 {
 		r.any("labels", labels)
 	}
@@ -119,7 +119,7 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		l.writeLine(ctx, w, d, b, n, m, k)
 		return
 	}
-	r := newRecord(d.Time, d.ID, d.TraceID, d.SpanID)
+	r := l.newRecord(d.Time, d.ID, d.TraceID, d.SpanID)
 	r.any("labels", l.labels)
 	if len(b) > k {
 		r.any("bundles", json.RawMessage(b[k:]))
@@ -216,9 +216,14 @@ func appendField(b []byte, k, v string) []byte {
 // record is a console record's fields.
 type record struct{ attrs []slog.Attr }
 
-// newRecord starts a record with the fields every event opens with.
-func newRecord(ts time.Time, id, traceID, spanID string) *record {
-	r := &record{attrs: make([]slog.Attr, 0, 14)}
+// newRecord starts the worker's record with the fields every event opens
+// with. There is one record, reused for every event (emit empties it): the
+// worker writes one event at a time.
+func (l *Logger) newRecord(ts time.Time, id, traceID, spanID string) *record {
+	r := &l.rec
+	if r.attrs == nil {
+		r.attrs = make([]slog.Attr, 0, 14)
+	}
 	r.str("type", logs.DecisionLogType)
 	r.str("timestamp", ts.UTC().Format(time.RFC3339Nano))
 	r.str("decision_id", id)
@@ -247,6 +252,8 @@ func (l *Logger) consoleOn(ctx context.Context) bool {
 func (l *Logger) emit(ctx context.Context, id string, r *record) {
 	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "Decision Log", 0)
 	rec.AddAttrs(r.attrs...)
+	clear(r.attrs) // the record copied them; the next event starts afresh
+	r.attrs = r.attrs[:0]
 	h := l.opts.Console
 	if w := l.opts.ConsoleWriter; w != nil {
 		l.lineTo(ctx, w)
