@@ -110,9 +110,11 @@ type Logger struct {
 	// service, and no mask or drop rules in the revision synced. Worker only.
 	direct bool
 	// labels is the events' labels as JSON, and buf the direct path's
-	// encoding buffer. Worker only.
-	labels json.RawMessage
-	buf    []byte
+	// encoding buffer. auditLabels are the labels as an audit record
+	// shows them (writeAudit). Worker only.
+	labels      json.RawMessage
+	auditLabels []byte
+	buf         []byte
 	// line holds the direct lines (ConsoleWriter) not yet written: lines
 	// of them, for lineW. Worker only.
 	line  []byte
@@ -274,6 +276,10 @@ func (l *Logger) log(ctx context.Context, e entry) {
 	}
 	if d, ok := e.(*Decision); ok && l.direct {
 		l.writeDecision(ctx, d)
+		return
+	}
+	if a, ok := e.(*Audit); ok && l.direct {
+		l.writeAudit(ctx, a)
 		return
 	}
 	info, err := e.info(&l.opts)

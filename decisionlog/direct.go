@@ -1,6 +1,7 @@
 package decisionlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,6 +131,95 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 	r.str("requested_by", d.RequestedBy)
 	r.any("metrics", json.RawMessage(b[m:k]))
 	l.emit(ctx, d.ID, r)
+}
+
+// writeAudit writes an approval's audit event on the direct path: the
+// record writeDirect writes for Audit.info, its input and result encoded
+// straight from a (their keys in the order encoding/json sorts a map's),
+// and with a ConsoleWriter the line the console handler would write.
+func (l *Logger) writeAudit(ctx context.Context, a *Audit) {
+	if !l.consoleOn(ctx) {
+		return
+	}
+	if l.auditLabels == nil {
+		// As the console handler writes the labels map writeDirect
+		// gives it: without HTML escaping; none when there are none.
+		l.auditLabels = []byte{}
+		if labels := l.manager.Labels(); len(labels) > 0 {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(labels); err != nil {
+				l.auditLabels = nil
+				l.counts.errs.Add(1)
+				return
+			}
+			l.auditLabels = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		}
+	}
+	b := append(l.buf[:0], `{"call_id":`...)
+	b = appendString(b, a.CallID)
+	b = append(b, `,"subject":`...)
+	b = appendString(b, a.Subject)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, a.Tool)
+	b = append(b, `,"upstream":`...)
+	b = appendString(b, a.Upstream)
+	b = append(b, '}')
+	n := len(b)
+	b = append(b, `{"comment":`...)
+	b = appendString(b, a.Comment)
+	b = append(b, `,"decided_by":`...)
+	b = appendString(b, a.DecidedBy)
+	b = append(b, `,"groups":[`...)
+	for i, g := range a.Groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, g)
+	}
+	b = append(b, `],"outcome":`...)
+	b = appendString(b, a.Outcome)
+	b = append(b, `,"partial":`...)
+	b = strconv.AppendBool(b, a.Partial)
+	b = append(b, `,"progress":`...)
+	b = appendString(b, a.Progress)
+	b = append(b, `,"via":`...)
+	b = appendString(b, a.Via)
+	b = append(b, '}')
+	l.buf = b
+	if w := l.opts.ConsoleWriter; w != nil {
+		l.lineTo(ctx, w)
+		line := append(l.line, `{"time":"`...)
+		line = time.Now().AppendFormat(line, time.RFC3339Nano)
+		line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
+		line = appendString(line, logs.DecisionLogType)
+		line = append(line, `,"timestamp":`...)
+		line = appendString(line, a.At.UTC().Format(time.RFC3339Nano))
+		line = appendField(line, "decision_id", a.CallID)
+		if len(l.auditLabels) > 0 {
+			line = append(line, `,"labels":`...)
+			line = append(line, l.auditLabels...)
+		}
+		line = appendField(line, "path", PathApproval)
+		line = append(line, `,"input":`...)
+		line = append(line, b[:n]...)
+		line = append(line, `,"result":`...)
+		line = append(line, b[n:]...)
+		line = appendField(line, "requested_by", a.RequestedBy)
+		l.line = append(line, "}\n"...)
+		l.lineAdded(ctx)
+		return
+	}
+	r := l.newRecord(a.At, a.CallID, "", "")
+	if len(l.auditLabels) > 0 {
+		r.any("labels", json.RawMessage(l.auditLabels))
+	}
+	r.str("path", PathApproval)
+	r.any("input", json.RawMessage(b[:n]))
+	r.any("result", json.RawMessage(b[n:]))
+	r.str("requested_by", a.RequestedBy)
+	l.emit(ctx, a.CallID, r)
 }
 
 // writeLine writes a decision as the console handler's JSON line, with

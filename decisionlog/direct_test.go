@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"regexp"
+	stdstrings "strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -244,5 +246,61 @@ func TestLinesWrittenInBatches(t *testing.T) {
 	l.flush(ctx)
 	if got := l.counts.errs.Load() - before; got != uint64(len(evs)) {
 		t.Errorf("a failed write counted %d errors, want %d", got, len(evs))
+	}
+}
+
+// TestAuditWrittenAsItsRecord: an approval's audit event written from its
+// fields (writeAudit) is, byte for byte but the time it was written, the
+// record writeDirect writes for Audit.info, as a record and as a line.
+func TestAuditWrittenAsItsRecord(t *testing.T) {
+	at := time.Date(2026, 11, 30, 1, 2, 3, 5, time.UTC)
+	audits := []*Audit{
+		{CallID: "c3", Outcome: "approved", DecidedBy: "ann", Comment: "fine", Via: "api", At: at, Tool: "write_note", Upstream: "notes", Subject: "agent"},
+		{
+			CallID: "c4", Outcome: "rejected", DecidedBy: "b\"o<b>&", Comment: "tab\tnl\n<&>\u2028\u2029 caf\xe9 \x01", Via: "oidc",
+			At: at.In(time.FixedZone("x", 3600)), Groups: []string{"sre", "</script>"}, Progress: "1 of 2 approvals", Partial: true,
+			Tool: "t\u00e9", Upstream: "u", Subject: "s&", RequestedBy: "127.0.0.1:5000",
+		},
+		{CallID: "c5", Outcome: "approved", Groups: []string{}},
+	}
+	e := testEngine(t, map[string]string{"p.rego": "package toolgate\n\nallow := true\n"})
+	ctx := t.Context()
+	for _, lines := range []bool{false, true} {
+		var viaInfo, direct testkit.Buffer
+		opts := func(b *testkit.Buffer) Options {
+			o := Options{Console: slog.NewJSONHandler(b, nil), Labels: map[string]string{"env": "a&b<c>", "team": "x"}}
+			if lines {
+				o.ConsoleWriter = b
+			}
+			return o
+		}
+		li, ld := testLogger(t, e, opts(&viaInfo)), testLogger(t, e, opts(&direct))
+		for _, l := range []*Logger{li, ld} {
+			if err := l.sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !l.direct {
+				t.Fatal("a policy without mask or drop rules does not take the direct path")
+			}
+		}
+		for _, a := range audits {
+			info, err := a.info(&li.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			li.writeDirect(ctx, info)
+			li.flush(ctx)
+			ld.writeAudit(ctx, a)
+			ld.flush(ctx)
+		}
+		untimed := regexp.MustCompile(`(?m)^\{"time":"[^"]*",`)
+		want := untimed.ReplaceAllString(viaInfo.String(), "{")
+		got := untimed.ReplaceAllString(direct.String(), "{")
+		if stdstrings.Count(want, "\n") != len(audits) {
+			t.Fatalf("lines %v: writeDirect wrote %q, want %d lines", lines, want, len(audits))
+		}
+		if got != want {
+			t.Errorf("lines %v: writeAudit wrote\n%s\nwant (writeDirect of Audit.info)\n%s", lines, got, want)
+		}
 	}
 }
