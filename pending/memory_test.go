@@ -2,8 +2,11 @@ package pending
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolgate/toolgate/internal/testkit"
 )
@@ -93,5 +96,24 @@ func TestMemoryEndedBounded(t *testing.T) {
 	s.forgetDue(s.now())
 	if s.endedAll.n != 0 || len(s.endedBy) != 0 || len(s.calls) != 0 {
 		t.Fatalf("after retention: %d counted, principals %v, %d calls; want none", s.endedAll.n, s.endedBy, len(s.calls))
+	}
+}
+
+// TestCloneHeader: a copied header shares nothing with the original, and
+// no list of values reaches into another's, even when appended to.
+func TestCloneHeader(t *testing.T) {
+	h := map[string][]string{"A": {"1", "2"}, "B": {"3"}, "C": {}, "D": nil}
+	c := cloneHeader(h)
+	want := map[string][]string{"A": {"1", "2"}, "B": {"3"}, "C": {}, "D": nil}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Fatalf("cloneHeader (-want +got):\n%s", diff)
+	}
+	c["A"] = append(c["A"], "x")
+	c["B"][0] = "y"
+	if !slices.Equal(c["B"], []string{"y"}) || !slices.Equal(h["A"], []string{"1", "2"}) || !slices.Equal(h["B"], []string{"3"}) {
+		t.Fatalf("after writes to the copy: copy %v, original %v", c, h)
+	}
+	if cloneHeader(nil) != nil {
+		t.Fatal("cloneHeader(nil) is not nil")
 	}
 }

@@ -221,12 +221,16 @@ func (c Call) clone() Call {
 	c.Request = cloneBytes(c.Request)
 	c.Info = cloneBytes(c.Info)
 	c.Brief = cloneBytes(c.Brief)
-	if c.Result != nil {
-		r := *c.Result
+	res := c.Result
+	c.Result = nil
+	c = c.out()
+	if res != nil {
+		r := *res
 		r.Body = cloneBytes(r.Body)
+		r.Header = cloneHeader(r.Header)
 		c.Result = &r
 	}
-	return c.out()
+	return c
 }
 
 // out returns the copy of a stored call the memory store hands out: what
@@ -246,13 +250,7 @@ func (c Call) out() Call {
 	}
 	if c.Result != nil {
 		r := *c.Result
-		if r.Header != nil {
-			h := make(map[string][]string, len(r.Header))
-			for k, v := range r.Header {
-				h[k] = append([]string(nil), v...)
-			}
-			r.Header = h
-		}
+		r.Header = cloneHeader(r.Header)
 		c.Result = &r
 	}
 	return c
@@ -261,9 +259,33 @@ func (c Call) out() Call {
 // decided returns the copy of a stored call that Decide and Cancel
 // return: out, without Request (see Store.Decide).
 func (c Call) decided() Call {
-	c = c.out()
-	c.Request = nil
-	return c
+	c.Request = nil // before out: it is not copied only to be dropped
+	return c.out()
+}
+
+// cloneHeader copies h: its values share one backing array, each capped
+// at its own length so that an append to one never reaches another. A
+// nil or empty list of values stays nil or empty.
+func cloneHeader(h map[string][]string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	all := make([]string, 0, n)
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		if len(v) == 0 {
+			out[k] = v[:0:0]
+			continue
+		}
+		i := len(all)
+		all = append(all, v...)
+		out[k] = all[i:len(all):len(all)]
+	}
+	return out
 }
 
 // brief returns the fields of c that ListBrief returns, copied.
