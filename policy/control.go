@@ -34,21 +34,21 @@ func (e *ControlError) Error() string {
 	return fmt.Sprintf("%s %s holds the %s U+%04X", e.What, quote(e.Value), kind, e.Char)
 }
 
-// quote is s quoted as %q quotes it, but with variation selectors
-// escaped too: %q leaves them as they are (they are marks, which Go counts
-// as printable), and the message would then show nothing where the
-// refused character is.
+// quote is s quoted as %q quotes it, but with variation selectors and
+// the invisible characters Go counts as printable (isInvisible: the
+// grapheme joiner, a mark; the Hangul fillers, letters) escaped too: the
+// message would otherwise show nothing where the refused character is.
 func quote(s string) string {
 	q := strconv.Quote(s)
-	if !strings.ContainsFunc(q, isVariationSelector) {
+	if !strings.ContainsFunc(q, shownAsNothing) {
 		return q
 	}
 	var b strings.Builder
 	for _, r := range q {
 		switch {
-		case r > 0xFFFF && isVariationSelector(r):
+		case r > 0xFFFF && shownAsNothing(r):
 			fmt.Fprintf(&b, `\U%08x`, r)
-		case isVariationSelector(r):
+		case shownAsNothing(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)
@@ -56,6 +56,8 @@ func quote(s string) string {
 	}
 	return b.String()
 }
+
+func shownAsNothing(r rune) bool { return isVariationSelector(r) || isInvisible(r) }
 
 // CheckControl refuses arguments that a tool server could read otherwise
 // than the policy does, or that would read otherwise to an approver than
