@@ -43,6 +43,13 @@ import (
 // replica just told of is known here after missTTL at most.
 const missTTL = 3 * time.Second
 
+// freshFor is how long a replica uses what it learned of a tool without
+// reading the shared entry again: a listing relayed by another replica
+// (a tool's new annotations, or headers that now mirror another argument)
+// reaches every replica's decisions within freshFor, at the cost of one
+// store read per tool and freshFor on each replica.
+const freshFor = 3 * time.Second
+
 // maxMisses bounds the tools a replica keeps misses for, per upstream.
 const maxMisses = 1024
 
@@ -104,10 +111,14 @@ const (
 // keeps, else what the shared listings hold (then kept here). An error is
 // the store's: nothing is known, and the call must not go on.
 func (up *upstream) listing(ctx context.Context, name string) (listedTool, listingSource, error) {
-	if v, ok := up.listed.Load(name); ok {
-		return v.(listedTool), fromMemory, nil
-	}
 	sh := up.shared
+	if v, ok := up.listed.Load(name); ok {
+		lt := v.(listedTool)
+		if sh == nil || sh.now().UnixNano()-lt.at < int64(freshFor) {
+			return lt, fromMemory, nil
+		}
+		return up.refreshed(ctx, name, lt), fromMemory, nil
+	}
 	if sh == nil || !toolName.MatchString(name) || sh.missed(name) {
 		return listedTool{}, fromNowhere, nil
 	}
@@ -116,6 +127,27 @@ func (up *upstream) listing(ctx context.Context, name string) (listedTool, listi
 		return listedTool{}, fromNowhere, err
 	}
 	return up.keepRecalled(name, lt), fromStore, nil
+}
+
+// refreshed is kept, the entry of name this replica learned more than
+// freshFor ago, checked against the shared listings: the shared entry when
+// it differs (another replica relayed a newer listing), kept otherwise,
+// and kept again for freshFor. When the store cannot be read, kept is
+// used all the same, as it would be within freshFor, and read again
+// after freshFor: the call is checked against what a listing told, and a
+// store outage does not stop the tools this replica knows.
+func (up *upstream) refreshed(ctx context.Context, name string, kept listedTool) listedTool {
+	sh := up.shared
+	lt, ok, err := sh.recall(ctx, name)
+	if err != nil {
+		sh.log.Warn("shared listing not read; the tool's entry this replica keeps is used", "upstream", sh.upstream, "tool", name, "error", err)
+	}
+	if err != nil || !ok || bytes.Equal(lt.enc, kept.enc) {
+		lt = kept
+	}
+	lt.at = sh.now().UnixNano()
+	up.listed.Store(name, lt)
+	return lt
 }
 
 // relisting reads the shared entry of name again, for a call whose
@@ -137,6 +169,7 @@ func (up *upstream) relisting(ctx context.Context, name string, kept listedTool)
 // keepRecalled keeps lt, read from the store, unless a listing through
 // this replica got there first; it returns what is kept.
 func (up *upstream) keepRecalled(name string, lt listedTool) listedTool {
+	lt.at = up.shared.now().UnixNano()
 	if up.listedNames.Add(1) > maxListed {
 		up.listedNames.Add(-1)
 		return lt // used for this call, not kept
@@ -220,11 +253,20 @@ func (sh *sharedListings) share(ctx context.Context, all, changed map[string][]b
 	// keeps the listing, and would not write it again.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listingWriteTimeout)
 	defer cancel()
-	if _, err := sh.store.Remember(wctx, sh.upstream, entries); err != nil {
+	kept, err := sh.store.Remember(wctx, sh.upstream, entries)
+	if err != nil {
 		sh.writtenAt.Store(0) // the next listing writes all of its tools
 		sh.failed.Inc()
 		sh.log.Error("listing not shared: other replicas may refuse or decide its tools' calls differently until it is", "upstream", sh.upstream, "tools", len(entries), "error", err)
 		return
+	}
+	if kept < len(entries) {
+		// The store keeps at most pending.MaxListedTools tools of an
+		// upstream (and skips names or entries past its bounds): the
+		// others' calls are checked and decided only where they were
+		// listed, as before the listings were shared.
+		sh.failed.Inc()
+		sh.log.Warn("listing shared in part: the store is full of this upstream's tools, or some are past its bounds", "upstream", sh.upstream, "tools", len(entries), "kept", kept)
 	}
 	if full {
 		sh.writtenAt.Store(now.UnixNano())

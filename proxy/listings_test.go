@@ -42,12 +42,16 @@ func sharedRedis(t *testing.T) func() *pending.RedisStore {
 		}
 		if first {
 			first = false
-			// The listing keys live a day: gone with the test instead.
+			// The listing keys live a day: gone with the test instead,
+			// through a client of its own (cleanups run last first, and
+			// the stores' clients are closed by then).
 			t.Cleanup(func() {
 				ctx := context.Background()
-				iter := rdb.Scan(ctx, 0, "{"+strings.TrimSuffix(prefix, ":")+"}:*", 1000).Iterator()
+				c := redis.NewClient(&redis.Options{Addr: addr})
+				defer c.Close()
+				iter := c.Scan(ctx, 0, "{"+strings.TrimSuffix(prefix, ":")+"}:*", 1000).Iterator()
 				for iter.Next(ctx) {
-					rdb.Del(ctx, iter.Val())
+					c.Del(ctx, iter.Val())
 				}
 			})
 		}
@@ -338,5 +342,90 @@ func TestSharedListingsReads(t *testing.T) {
 	call("never_listed")
 	if n := store.recalls.Load(); n != 2 {
 		t.Errorf("after missTTL the store was read %d times in all, want 2", n)
+	}
+}
+
+// advance moves env's shared-listings clock by d: what its replica
+// learned of a tool is as old as that.
+func advance(env *mcpEnv, d time.Duration) {
+	up := env.server.upstreams[0]
+	up.shared.now = func() time.Time { return time.Now().Add(d) }
+}
+
+// TestSharedListingsStaleAnnotations: A relayed a listing without hints,
+// then the upstream marked the tool destructive and B relayed that. Past
+// freshFor, A decides with the shared annotations, as B does.
+func TestSharedListingsStaleAnnotations(t *testing.T) {
+	up := &mcpUpstream{calls: map[string]int{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v0.0.1"}, nil)
+	obj := map[string]any{"type": "object"}
+	wipe := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		up.ran("wipe")
+		return mcpText("wiped"), nil
+	}
+	srv.AddTool(&mcp.Tool{Name: "wipe", InputSchema: obj}, wipe)
+	up.serve(t, srv, extEra.opts)
+	a, b := replicas(t, up, &annotationsPolicy{seen: map[string]map[string]any{}})
+	csA := connectBalanced(t, a, a)
+	if _, err := csA.ListTools(mcpCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	srv.AddTool(&mcp.Tool{Name: "wipe", InputSchema: obj, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}}, wipe)
+	csB := connectBalanced(t, b, b)
+	if _, err := csB.ListTools(mcpCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	advance(a, freshFor+time.Second)
+	res, err := csA.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: "wipe", Arguments: map[string]any{}})
+	if err == nil && !res.IsError {
+		t.Errorf("A forwarded wipe with the annotations of its own older listing; the shared listing marks it destructive")
+	}
+	if n := up.invoked("wipe"); n != 0 {
+		t.Errorf("wipe ran %d times, want 0", n)
+	}
+}
+
+// TestSharedListingsStaleSchema: A relayed a listing whose Mcp-Param-Path
+// mirrors "path"; B then relayed one where it mirrors "target". Past
+// freshFor, A holds the header to "target", as B does: a call whose header
+// agrees with the old schema only is refused and never forwarded.
+func TestSharedListingsStaleSchema(t *testing.T) {
+	up := &mcpUpstream{calls: map[string]int{}}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v0.0.1"}, nil)
+	read := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		up.ran("read_file")
+		return mcpText("ok"), nil
+	}
+	schema := func(mirrored string) map[string]any {
+		return map[string]any{"type": "object", "properties": map[string]any{
+			"path":   map[string]any{"type": "string"},
+			"target": map[string]any{"type": "string"},
+			mirrored: map[string]any{"type": "string", "x-mcp-header": "Path"},
+		}}
+	}
+	srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: schema("path")}, read)
+	up.serve(t, srv, extEra.opts)
+	a, b := replicas(t, up, nil)
+	list := func(env *mcpEnv) {
+		t.Helper()
+		res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+mcpMeta2026+`}}`,
+			"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("tools/list: %d %s", res.StatusCode, raw)
+		}
+	}
+	list(a)
+	srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: schema("target")}, read)
+	list(b)
+	advance(a, freshFor+time.Second)
+	up.Reset()
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"notes/a.txt","target":"/etc/shadow"},` + mcpMeta2026 + `}}`
+	res, _, raw := postMCP(t, a, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "read_file", "Mcp-Param-Path", "notes/a.txt")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "-32020") {
+		t.Errorf("A: %d %s, want 400 with -32020 (the header mirrors target now)", res.StatusCode, raw)
+	}
+	if got := up.got(); len(got) != 0 {
+		t.Errorf("the upstream received %d requests through A, want none", len(got))
 	}
 }

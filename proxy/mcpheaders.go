@@ -38,6 +38,10 @@ type listedTool struct {
 	// enc is the tool's entry in the shared listings (listings.go):
 	// two listings told the same of the tool when their encs are equal.
 	enc []byte
+	// at is when this replica last learned the entry, from a listing it
+	// relayed or from the shared listings (Unix ns; kept only with them):
+	// past freshFor, the shared entry is read again before it is used.
+	at int64
 }
 
 // checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method, Mcp-Name and

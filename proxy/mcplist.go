@@ -241,6 +241,9 @@ const maxListed = pending.MaxListedTools
 // tool's headers away is told to the other replicas. kept: the tool is
 // kept; changed: what is kept differs from what was.
 func (up *upstream) rememberTool(name string, lt listedTool) (kept, changed bool) {
+	if up.shared != nil {
+		lt.at = up.shared.now().UnixNano()
+	}
 	if old, known := up.listed.Load(name); known {
 		up.listed.Store(name, lt)
 		return true, !bytes.Equal(old.(listedTool).enc, lt.enc)

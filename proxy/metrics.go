@@ -71,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"action", "upstream"})
 	m.notShared = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_listings_not_shared_total",
-		Help: "MCP tools/list answers relayed whose tools could not be written to the shared listings (the store failed), by upstream.",
+		Help: "MCP tools/list answers relayed whose tools could not all be written to the shared listings (the store failed, or is full of the upstream's tools), by upstream.",
 	}, []string{"upstream"})
 	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.approvedExecuted, m.dryRun, m.notShared)
 	// Every outcome is exported from the start, so a rate over it has a
