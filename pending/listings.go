@@ -16,14 +16,22 @@ import (
 // Listings keeps what replicas learned from listings. Both stores
 // implement it, safe for concurrent use.
 //
-// An upstream's entries last ListingTTL after the last Remember that wrote
-// any of them, then go all at once: a listing nobody relays any more is
-// forgotten. Remember refreshes the lifetime of all of them.
+// Each tool's entry lasts ListingTTL after the last Remember that wrote
+// it, whatever else of its upstream is remembered: a tool no listing
+// mentions any more is forgotten, and so is an upstream nobody lists any
+// more. Listings come in pages, one Remember per page, so Remember never
+// takes the tools it is not given for gone: they lapse on their own.
+// A tool past its lifetime may still be recalled until a later Remember
+// of its upstream drops it (each drops at most maxListingDrops, the
+// oldest first) and, for a full upstream, the room it held is free again
+// once it is dropped.
 type Listings interface {
 	// Remember keeps entries (tool name -> bytes) for upstream, each
 	// replacing what the tool had, in one atomic step. An entry that
 	// CheckListing refuses is skipped, and so is a tool new to upstream
-	// once MaxListedTools tools are kept for it; the others are kept.
+	// once MaxListedTools tools are kept for it (those past their
+	// lifetime that this Remember drops first no longer count); the
+	// others are kept, each seen now.
 	// It returns how many entries it kept. An error means nothing
 	// is known to have been kept.
 	Remember(ctx context.Context, upstream string, entries map[string][]byte) (int, error)
@@ -35,12 +43,13 @@ type Listings interface {
 
 // Bounds of listings, the same for every store.
 const (
-	// ListingTTL is how long an upstream's entries last after the last
-	// write. A day: every client lists the tools when it starts and the
+	// ListingTTL is how long a tool's entry lasts after the last write
+	// of it. A day: every client lists the tools when it starts and the
 	// proxy rewrites its entries at least every ListingRefresh, so the
-	// entries of an upstream in use never lapse; a tool no listing
-	// mentions any more leaves within a day, and so do the entries of an
-	// upstream taken out of service, without anyone deleting them.
+	// entries of tools still listed never lapse; a tool no listing
+	// mentions any more is forgotten a day after it was last listed,
+	// and so are the entries of an upstream taken out of service,
+	// without anyone deleting them.
 	ListingTTL = 24 * time.Hour
 	// ListingRefresh is how often a writer should rewrite entries that
 	// did not change, to keep them from lapsing: well within ListingTTL.
@@ -54,6 +63,9 @@ const (
 	MaxListingBytes = 16 << 10
 	// MaxListingNameBytes caps an upstream's and a tool's name.
 	MaxListingNameBytes = 1024
+	// maxListingDrops caps the lapsed tools one Remember drops, so that
+	// its work stays bounded; the rest go at the upstream's next ones.
+	maxListingDrops = 1000
 	// maxListingUpstreams caps the upstreams a MemoryStore keeps entries
 	// for (a Redis store's keys expire by themselves).
 	maxListingUpstreams = 1024

@@ -1,6 +1,7 @@
 package pending
 
 import (
+	"container/list"
 	"context"
 	"slices"
 	"sync"
@@ -11,17 +12,26 @@ var _ Listings = (*MemoryStore)(nil)
 
 // memListings are the listings of a MemoryStore, with a mutex of their
 // own: they never touch parked calls. Its zero value is ready for use.
-// At most maxListingUpstreams upstreams and MaxListedTools tools each;
-// an upstream's entries go ListingTTL after its last write, dropped when
-// met or when room is needed for another upstream.
+// At most maxListingUpstreams upstreams and MaxListedTools tools each.
+// A tool goes ListingTTL after its last write: it is no longer recalled,
+// and a Remember of its upstream drops it (at most maxListingDrops at a
+// time, oldest first). An upstream goes ListingTTL after its last write,
+// dropped when met or when room is needed for another upstream.
 type memListings struct {
 	mu sync.Mutex
 	by map[string]*memListing // upstream -> its entries
 }
 
 type memListing struct {
-	tools   map[string][]byte
+	tools   map[string]*list.Element // tool -> its *memTool in bySeen
+	bySeen  list.List                // of *memTool, the least recently written first
 	expires time.Time
+}
+
+type memTool struct {
+	name  string
+	value []byte
+	seen  time.Time // its last write
 }
 
 // Remember implements [Listings.Remember].
@@ -52,20 +62,46 @@ func (s *MemoryStore) Remember(ctx context.Context, upstream string, entries map
 				return 0, nil
 			}
 		}
-		l = &memListing{tools: make(map[string][]byte, len(entries))}
+		l = &memListing{tools: make(map[string]*list.Element, len(entries))}
 		ls.by[upstream] = l
 	}
+	l.dropLapsed(now)
 	kept := 0
 	for tool, v := range entries {
-		if _, known := l.tools[tool]; !known && len(l.tools) >= MaxListedTools {
+		v = slices.Clone(v) // not the caller's slice
+		if e, known := l.tools[tool]; known {
+			t := e.Value.(*memTool)
+			t.value, t.seen = v, now
+			l.bySeen.MoveToBack(e)
+		} else if len(l.tools) < MaxListedTools {
+			l.tools[tool] = l.bySeen.PushBack(&memTool{name: tool, value: v, seen: now})
+		} else {
 			continue
 		}
-		l.tools[tool] = slices.Clone(v) // not the caller's slice
 		kept++
 	}
-	l.expires = now.Add(ListingTTL)
+	if kept > 0 {
+		l.expires = now.Add(ListingTTL)
+	}
 	return kept, nil
 }
+
+// dropLapsed drops up to maxListingDrops tools not written for
+// ListingTTL, oldest first. bySeen is in the order of the writes, made
+// under the mutex with a clock that does not go back.
+func (l *memListing) dropLapsed(now time.Time) {
+	for range maxListingDrops {
+		e := l.bySeen.Front()
+		if e == nil || !e.Value.(*memTool).lapsed(now) {
+			return
+		}
+		delete(l.tools, e.Value.(*memTool).name)
+		l.bySeen.Remove(e)
+	}
+}
+
+// lapsed reports whether t was last written ListingTTL or more before now.
+func (t *memTool) lapsed(now time.Time) bool { return !now.Before(t.seen.Add(ListingTTL)) }
 
 // Recall implements [Listings.Recall].
 func (s *MemoryStore) Recall(ctx context.Context, upstream, tool string) ([]byte, error) {
@@ -75,9 +111,10 @@ func (s *MemoryStore) Recall(ctx context.Context, upstream, tool string) ([]byte
 	ls := &s.listings
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if l := ls.live(upstream, s.now()); l != nil {
-		if v, ok := l.tools[tool]; ok {
-			return slices.Clone(v), nil
+	now := s.now()
+	if l := ls.live(upstream, now); l != nil {
+		if e, ok := l.tools[tool]; ok && !e.Value.(*memTool).lapsed(now) {
+			return slices.Clone(e.Value.(*memTool).value), nil
 		}
 	}
 	return nil, listingMiss{upstream: upstream, tool: tool}

@@ -96,6 +96,81 @@ func testListings(t *testing.T, newStore newStoreFunc) {
 		// Another upstream has room of its own.
 		remember(t, s, "other-"+up, map[string][]byte{"new": []byte("1")})
 	})
+
+	// A listing comes in pages, one Remember each: a tool not remembered
+	// for ListingTTL is forgotten, whatever else of its upstream is.
+	t.Run("Forget", func(t *testing.T) {
+		s, age := newAgingListings(t, newStore)
+		up := "notes-" + randomName()
+		remember(t, s, up, map[string][]byte{"gone": []byte("1"), "kept": []byte("1")})
+		age(up, ListingTTL/2)
+		remember(t, s, up, map[string][]byte{"kept": []byte("2")})
+		age(up, ListingTTL/2)
+		remember(t, s, up, map[string][]byte{"page2": []byte("1")})
+		wantMissing(t, s, up, "gone")
+		wantRecall(t, s, up, "kept", "2")
+		wantRecall(t, s, up, "page2", "1")
+	})
+
+	// A full upstream makes room once its old tools lapse, a bounded
+	// number of them per Remember.
+	t.Run("FullLapses", func(t *testing.T) {
+		s, age := newAgingListings(t, newStore)
+		ctx := t.Context()
+		up := "notes-" + randomName()
+		all := make(map[string][]byte, MaxListedTools)
+		for i := range MaxListedTools {
+			all["tool"+strconv.Itoa(i)] = []byte("1")
+		}
+		remember(t, s, up, all)
+		age(up, ListingTTL/2)
+		remember(t, s, up, map[string][]byte{"tool7": []byte("2")})
+		if n, err := s.Remember(ctx, up, map[string][]byte{"new": []byte("1")}); err != nil || n != 0 {
+			t.Fatalf("Remember to a full upstream = %d, %v; want 0 kept", n, err)
+		}
+		age(up, ListingTTL/2)
+		more := make(map[string][]byte, maxListingDrops+1)
+		for i := range maxListingDrops + 1 {
+			more["new"+strconv.Itoa(i)] = []byte("1")
+		}
+		if n, err := s.Remember(ctx, up, more); err != nil || n != maxListingDrops {
+			t.Fatalf("Remember after the tools lapsed = %d, %v; want %d kept (one Remember drops that many)", n, err, maxListingDrops)
+		}
+		if n, err := s.Remember(ctx, up, map[string][]byte{"new": []byte("1")}); err != nil || n != 1 {
+			t.Fatalf("Remember after the next drops = %d, %v; want 1 kept", n, err)
+		}
+		wantRecall(t, s, up, "new", "1")
+		wantRecall(t, s, up, "tool7", "2")
+	})
+}
+
+// newAgingListings is newListings with a function that makes what
+// Remember wrote of an upstream d older: the store's clock moves, or in
+// Redis, which has its own, the last-seen times go back by d.
+func newAgingListings(t *testing.T, newStore newStoreFunc) (Listings, func(upstream string, d time.Duration)) {
+	t.Helper()
+	s, advance := newStore(t)
+	l := asListings(t, s)
+	rs, ok := s.(*RedisStore)
+	if !ok {
+		return l, func(_ string, d time.Duration) { advance(d) }
+	}
+	return l, func(upstream string, d time.Duration) {
+		ctx := t.Context()
+		key := rs.listingSeenKey(upstream)
+		seen, err := rs.rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range seen {
+			seen[i].Score -= float64(d.Milliseconds())
+		}
+		if len(seen) > 0 {
+			if err := rs.rdb.ZAdd(ctx, key, seen...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 func randomName() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
@@ -105,6 +180,13 @@ func randomName() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
 func newListings(t *testing.T, newStore newStoreFunc) Listings {
 	t.Helper()
 	s, _ := newStore(t)
+	return asListings(t, s)
+}
+
+// asListings returns s as Listings; for a RedisStore the listing keys are
+// deleted at the end.
+func asListings(t *testing.T, s Store) Listings {
+	t.Helper()
 	l, ok := s.(Listings)
 	if !ok {
 		t.Fatalf("%T keeps no listings", s)
@@ -115,11 +197,11 @@ func newListings(t *testing.T, newStore newStoreFunc) Listings {
 	return l
 }
 
-// deleteListings deletes the listing keys of rs.
+// deleteListings deletes the listing keys of rs (listed: and listed-seen:).
 func deleteListings(rs *RedisStore) {
 	ctx := context.Background()
 	for _, b := range rs.bases {
-		iter := rs.rdb.Scan(ctx, 0, b+"listed:*", 1000).Iterator()
+		iter := rs.rdb.Scan(ctx, 0, b+"listed*", 1000).Iterator()
 		for iter.Next(ctx) {
 			rs.rdb.Del(ctx, iter.Val())
 		}
@@ -148,23 +230,27 @@ func wantMissing(t *testing.T, s Listings, upstream, tool string) {
 	}
 }
 
-// TestMemoryListingsLapse: an upstream's entries go ListingTTL after the
-// last write, and each write gives them all that long again.
+// TestMemoryListingsLapse: a tool's entry goes ListingTTL after its last
+// write, whether or not its upstream is written since, and is no longer
+// recalled even before a Remember drops it.
 func TestMemoryListingsLapse(t *testing.T) {
 	now := time.Now()
 	s := NewMemory(Options{Now: func() time.Time { return now }})
 	remember(t, s, "notes", map[string][]byte{"a": []byte("1")})
 	now = now.Add(ListingTTL - time.Minute)
 	remember(t, s, "notes", map[string][]byte{"b": []byte("1")})
-	now = now.Add(ListingTTL - time.Minute)
-	wantRecall(t, s, "notes", "a", "1") // refreshed by b's write
+	wantRecall(t, s, "notes", "a", "1")
 	now = now.Add(time.Minute)
-	wantMissing(t, s, "notes", "a")
+	wantMissing(t, s, "notes", "a") // b's write did not refresh it
+	wantRecall(t, s, "notes", "b", "1")
+	now = now.Add(ListingTTL - time.Minute)
 	wantMissing(t, s, "notes", "b")
 }
 
-// TestRedisListingsTTL: an upstream's hash lives ListingTTL from each
-// write, and its key carries the hash tag of a shard of the store.
+// TestRedisListingsTTL: an upstream's hash and last-seen set live
+// ListingTTL from each write, and their keys carry the hash tag of a shard
+// of the store, the same one; a field written without a last-seen time
+// (by an earlier version) is given one, so that it lapses too.
 func TestRedisListingsTTL(t *testing.T) {
 	rdb := newRedisClient(t)
 	s := newRedisStoreOn(t, rdb, Options{Shards: 4})
@@ -178,9 +264,23 @@ func TestRedisListingsTTL(t *testing.T) {
 	if d := rdb.PTTL(ctx, key).Val(); d < ListingTTL-time.Minute || d > ListingTTL {
 		t.Errorf("PTTL after Remember = %v, want about %v", d, ListingTTL)
 	}
+	seen := s.listingSeenKey("notes")
+	if tag := key[:strings.Index(key, "}")+1]; !strings.HasPrefix(seen, tag) || !strings.HasSuffix(seen, "}:listed-seen:notes") {
+		t.Errorf("last-seen key %q, want %s then listed-seen:notes", seen, tag)
+	}
+	if d := rdb.PTTL(ctx, seen).Val(); d < ListingTTL-time.Minute || d > ListingTTL {
+		t.Errorf("PTTL of the last-seen set after Remember = %v, want about %v", d, ListingTTL)
+	}
 	rdb.PExpire(ctx, key, time.Minute)
+	rdb.PExpire(ctx, seen, time.Minute)
+	rdb.HSet(ctx, key, "earlier", "1")
 	remember(t, s, "notes", map[string][]byte{"a": []byte("1")})
-	if d := rdb.PTTL(ctx, key).Val(); d < ListingTTL-time.Minute {
-		t.Errorf("PTTL after a second Remember = %v, want it refreshed to about %v", d, ListingTTL)
+	for _, k := range []string{key, seen} {
+		if d := rdb.PTTL(ctx, k).Val(); d < ListingTTL-time.Minute {
+			t.Errorf("PTTL of %s after a second Remember = %v, want it refreshed to about %v", k, d, ListingTTL)
+		}
+	}
+	if err := rdb.ZScore(ctx, seen, "earlier").Err(); err != nil {
+		t.Errorf("ZSCORE of a field written without a last-seen time: %v, want one given", err)
 	}
 }
