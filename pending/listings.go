@@ -51,8 +51,10 @@ const (
 	// and so are the entries of an upstream taken out of service,
 	// without anyone deleting them.
 	ListingTTL = 24 * time.Hour
-	// ListingRefresh is how often a writer should rewrite entries that
-	// did not change, to keep them from lapsing: well within ListingTTL.
+	// ListingRefresh is how often a writer should rewrite each tool's
+	// entry, changed or not, to keep it from lapsing: well within
+	// ListingTTL. Each tool's: a listing comes in pages, and rewriting
+	// the tools of one page leaves the others to lapse.
 	ListingRefresh = ListingTTL / 4
 	// MaxListedTools caps the tools kept per upstream: an upstream that
 	// lists ever new names must not grow the store without end.
