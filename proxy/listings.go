@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,18 +22,20 @@ import (
 // through another, or through one restarted since, and every replica must
 // check and decide the call the same way.
 //
-// A listing writes the tools whose entry changed from what the replica
-// kept, in one round trip, before the answer goes on (so that a client
-// that lists then calls through another replica finds it there), and all
-// of its tools every pending.ListingRefresh so that the shared entries do
-// not lapse. A call of a tool the replica knows nothing of reads the shared
-// entry once, then keeps it; a call whose Mcp-Param headers disagree with
-// the kept entry reads it again, once, since another replica may have
-// relayed a newer listing. "Nothing shared" is kept briefly (missTTL).
+// A listing (one page of one) writes the tools whose entry changed from
+// what the replica kept, or that it last wrote pending.ListingRefresh ago
+// (each tool's entry lapses on its own), in one round trip, before the
+// answer goes on (so that a client that lists then calls through another
+// replica finds it there). A call of a tool the replica knows nothing of
+// reads the shared entry once, then keeps it, and reads it again once
+// what it keeps is freshFor old; a call whose Mcp-Param headers disagree
+// with the kept entry reads it again, once, since another replica may
+// have relayed a newer listing. "Nothing shared" is kept briefly
+// (missTTL).
 //
 // Failures: a listing whose write fails is relayed all the same (logged,
-// counted in toolgate_listings_not_shared_total), and the next one writes
-// all its tools. A call that needs the shared entry when the store fails
+// counted in toolgate_listings_not_shared_total), and its tools stay due
+// for the next listing. A call that needs the shared entry when the store fails
 // is refused, 503 (JSON-RPC -31003), and never forwarded.
 
 // missTTL is how long a replica believes that no listing told of a tool,
@@ -64,12 +65,8 @@ type sharedListings struct {
 	now      func() time.Time
 	log      *slog.Logger
 	failed   prometheus.Counter
-	// writtenAt is when a listing last wrote all its tools (Unix ns), 0
-	// when a write failed since.
-	writtenAt atomic.Int64
-
-	mu     sync.Mutex
-	misses map[string]time.Time // tool -> until when nothing is shared
+	mu       sync.Mutex
+	misses   map[string]time.Time // tool -> until when nothing is shared
 }
 
 // wireTool is a listedTool as the store keeps it. Neither member is
@@ -235,27 +232,22 @@ func (sh *sharedListings) miss(name string) {
 	sh.misses[name] = now.Add(missTTL)
 }
 
-// share writes what a listing told to the shared store: changed, the
-// entries that differ from what this replica kept, or all of them when
-// the last full write is ListingRefresh old (or failed). A failure is
-// logged and counted, never the listing's: its answer goes on.
-func (sh *sharedListings) share(ctx context.Context, all, changed map[string][]byte) {
-	now := sh.now()
-	full := now.UnixNano()-sh.writtenAt.Load() >= int64(pending.ListingRefresh)
-	entries := changed
-	if full {
-		entries = all
-	}
+// share writes entries, what a listing told of the tools due
+// (rememberTool), to the shared store in one round trip, and marks them
+// written. A failure is logged and counted, never the listing's: its
+// answer goes on, and the tools stay due for the next listing.
+func (up *upstream) share(ctx context.Context, entries map[string][]byte) {
 	if len(entries) == 0 {
 		return
 	}
+	sh := up.shared
+	now := sh.now().UnixNano()
 	// The client hanging up must not cut the write short: the replica
 	// keeps the listing, and would not write it again.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listingWriteTimeout)
 	defer cancel()
 	kept, err := sh.store.Remember(wctx, sh.upstream, entries)
 	if err != nil {
-		sh.writtenAt.Store(0) // the next listing writes all of its tools
 		sh.failed.Inc()
 		sh.log.Error("listing not shared: other replicas may refuse or decide its tools' calls differently until it is", "upstream", sh.upstream, "tools", len(entries), "error", err)
 		return
@@ -264,11 +256,17 @@ func (sh *sharedListings) share(ctx context.Context, all, changed map[string][]b
 		// The store keeps at most pending.MaxListedTools tools of an
 		// upstream (and skips names or entries past its bounds): the
 		// others' calls are checked and decided only where they were
-		// listed, as before the listings were shared.
+		// listed, as before the listings were shared. They stay due.
 		sh.failed.Inc()
 		sh.log.Warn("listing shared in part: the store is full of this upstream's tools, or some are past its bounds", "upstream", sh.upstream, "tools", len(entries), "kept", kept)
+		return
 	}
-	if full {
-		sh.writtenAt.Store(now.UnixNano())
+	for name, enc := range entries {
+		if v, ok := up.listed.Load(name); ok {
+			if lt := v.(listedTool); bytes.Equal(lt.enc, enc) {
+				lt.sharedAt = now
+				up.listed.Store(name, lt)
+			}
+		}
 	}
 }

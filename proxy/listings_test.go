@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -294,10 +295,25 @@ func TestSharedListingsStoreDown(t *testing.T) {
 	}
 }
 
-// countingListings counts the reads of a real store.
+// countingListings counts the reads and writes of a real store.
 type countingListings struct {
 	pending.Listings
-	recalls atomic.Int64
+	recalls  atomic.Int64
+	mu       sync.Mutex
+	remember []int // the number of entries of each Remember
+}
+
+func (c *countingListings) Remember(ctx context.Context, upstream string, entries map[string][]byte) (int, error) {
+	c.mu.Lock()
+	c.remember = append(c.remember, len(entries))
+	c.mu.Unlock()
+	return c.Listings.Remember(ctx, upstream, entries)
+}
+
+func (c *countingListings) writes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.remember)
 }
 
 func (c *countingListings) Recall(ctx context.Context, upstream, tool string) ([]byte, error) {
@@ -427,5 +443,37 @@ func TestSharedListingsStaleSchema(t *testing.T) {
 	}
 	if got := up.got(); len(got) != 0 {
 		t.Errorf("the upstream received %d requests through A, want none", len(got))
+	}
+}
+
+// TestSharedListingsRefresh: a listing writes its tools to the shared
+// listings when they are new, not when the next listing tells the same,
+// and again once pending.ListingRefresh passed since, changed or not:
+// each tool's shared entry lapses on its own, and the tools of a page
+// that is listed must never lapse.
+func TestSharedListingsRefresh(t *testing.T) {
+	store := &countingListings{Listings: pending.NewMemory(pending.Options{})}
+	env := newMCPEnvWith(t, newParamUpstream(t), func(c *Config) { c.Listings = store })
+	list := func() {
+		t.Helper()
+		res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+mcpMeta2026+`}}`,
+			"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("tools/list: %d %s", res.StatusCode, raw)
+		}
+	}
+	list()
+	first := store.writes()
+	if len(first) != 1 || first[0] == 0 {
+		t.Fatalf("the first listing wrote %v, want one write of its tools", first)
+	}
+	list()
+	if got := store.writes(); len(got) != 1 {
+		t.Errorf("a listing that told the same again wrote %v, want nothing more", got[1:])
+	}
+	advance(env, pending.ListingRefresh+time.Second)
+	list()
+	if got := store.writes(); len(got) != 2 || got[1] != first[0] {
+		t.Errorf("a listing after ListingRefresh wrote %v, want all %d tools again", got[1:], first[0])
 	}
 }

@@ -42,6 +42,10 @@ type listedTool struct {
 	// relayed or from the shared listings (Unix ns; kept only with them):
 	// past freshFor, the shared entry is read again before it is used.
 	at int64
+	// sharedAt is when this replica last wrote enc to the shared listings
+	// (Unix ns), 0 if it never did: a listing writes a tool again once
+	// that is pending.ListingRefresh old, so that its entry never lapses.
+	sharedAt int64
 }
 
 // checkMCPHeaders enforces MCP 2026-07-28: Mcp-Method, Mcp-Name and

@@ -78,11 +78,11 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	// large numbers in their schemas and reorder their keys. A tool that is
 	// not an object with a string name is hidden.
 	kept := make([]json.RawMessage, 0, len(tools))
-	// What the listing told of each tool kept, and of those that changed,
-	// for the shared listings.
-	var told, changed map[string][]byte
+	// The entries of the tools kept that the shared listings are to be
+	// told of: changed, or not written for pending.ListingRefresh.
+	var due map[string][]byte
 	if c.up.shared != nil {
-		told, changed = make(map[string][]byte, len(tools)), map[string][]byte{}
+		due = map[string][]byte{}
 	}
 	for _, raw := range tools {
 		// Members by their exact names, as an MCP client reads them (a
@@ -100,12 +100,8 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		}
 		if toolName.MatchString(t.Name) {
 			lt := newListedTool(t.Annotations, paramHeaders(m["inputSchema"]))
-			kept, diff := c.up.rememberTool(t.Name, lt)
-			if kept && told != nil {
-				told[t.Name] = lt.enc
-				if diff {
-					changed[t.Name] = lt.enc
-				}
+			if kept, write := c.up.rememberTool(t.Name, lt); kept && write && due != nil {
+				due[t.Name] = lt.enc
 			}
 		}
 		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
@@ -120,7 +116,7 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		}
 	}
 	if c.up.shared != nil {
-		c.up.shared.share(ctx, told, changed)
+		c.up.share(ctx, due)
 	}
 	result["tools"], _ = json.Marshal(kept)
 	return withResult(msg, result, b)
@@ -239,14 +235,27 @@ const maxListed = pending.MaxListedTools
 // is believed too), added while fewer than maxListed names are known. A
 // tool with nothing to keep is kept too, so that a listing that took a
 // tool's headers away is told to the other replicas. kept: the tool is
-// kept; changed: what is kept differs from what was.
-func (up *upstream) rememberTool(name string, lt listedTool) (kept, changed bool) {
+// kept; write: the shared listings are to be told of it (what is kept
+// differs from what was, or was written pending.ListingRefresh ago or
+// never).
+func (up *upstream) rememberTool(name string, lt listedTool) (kept, write bool) {
+	var now int64
 	if up.shared != nil {
-		lt.at = up.shared.now().UnixNano()
+		now = up.shared.now().UnixNano()
+		lt.at = now
+	}
+	// due carries over when the unchanged entry was last written.
+	due := func(old listedTool) bool {
+		if !bytes.Equal(old.enc, lt.enc) {
+			return true
+		}
+		lt.sharedAt = old.sharedAt
+		return now-old.sharedAt >= int64(pending.ListingRefresh)
 	}
 	if old, known := up.listed.Load(name); known {
+		write = due(old.(listedTool))
 		up.listed.Store(name, lt)
-		return true, !bytes.Equal(old.(listedTool).enc, lt.enc)
+		return true, write
 	}
 	if up.listedNames.Add(1) > maxListed {
 		up.listedNames.Add(-1)
@@ -254,8 +263,9 @@ func (up *upstream) rememberTool(name string, lt listedTool) (kept, changed bool
 	}
 	if old, loaded := up.listed.LoadOrStore(name, lt); loaded {
 		up.listedNames.Add(-1)
+		write = due(old.(listedTool))
 		up.listed.Store(name, lt)
-		return true, !bytes.Equal(old.(listedTool).enc, lt.enc)
+		return true, write
 	}
 	return true, true
 }
