@@ -190,13 +190,7 @@ func (l *Logger) writeAudit(ctx context.Context, a *Audit) {
 	l.buf = b
 	if w := l.opts.ConsoleWriter; w != nil {
 		l.lineTo(ctx, w)
-		line := append(l.line, `{"time":"`...)
-		line = time.Now().AppendFormat(line, time.RFC3339Nano)
-		line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
-		line = appendString(line, logs.DecisionLogType)
-		line = append(line, `,"timestamp":`...)
-		line = appendString(line, a.At.UTC().Format(time.RFC3339Nano))
-		line = appendField(line, "decision_id", a.CallID)
+		line := appendLineHead(l.line, a.At, a.CallID)
 		if len(l.auditLabels) > 0 {
 			line = append(line, `,"labels":`...)
 			line = append(line, l.auditLabels...)
@@ -222,18 +216,25 @@ func (l *Logger) writeAudit(ctx context.Context, a *Audit) {
 	l.emit(ctx, a.CallID, r)
 }
 
+// appendLineHead appends the start of a console line, as the console
+// handler writes it: the time of writing, level, message and type, then
+// the event's own time and ID.
+func appendLineHead(line []byte, at time.Time, id string) []byte {
+	line = append(line, `{"time":"`...)
+	line = time.Now().AppendFormat(line, time.RFC3339Nano)
+	line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
+	line = appendString(line, logs.DecisionLogType)
+	line = append(line, `,"timestamp":`...)
+	line = appendString(line, at.UTC().Format(time.RFC3339Nano))
+	return appendField(line, "decision_id", id)
+}
+
 // writeLine writes a decision as the console handler's JSON line, with
 // the fields in the order of the record writeDecision builds; b holds the
 // input, result, metrics and bundles JSON at the offsets n, m and k.
 func (l *Logger) writeLine(ctx context.Context, w io.Writer, d *Decision, b []byte, n, m, k int) {
 	l.lineTo(ctx, w)
-	line := append(l.line, `{"time":"`...)
-	line = time.Now().AppendFormat(line, time.RFC3339Nano)
-	line = append(line, `","level":"INFO","msg":"Decision Log","type":`...)
-	line = appendString(line, logs.DecisionLogType)
-	line = append(line, `,"timestamp":`...)
-	line = appendString(line, d.Time.UTC().Format(time.RFC3339Nano))
-	line = appendField(line, "decision_id", d.ID)
+	line := appendLineHead(l.line, d.Time, d.ID)
 	line = appendField(line, "trace_id", d.TraceID)
 	line = appendField(line, "span_id", d.SpanID)
 	line = append(line, `,"labels":`...)

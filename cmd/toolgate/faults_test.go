@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/internal/callinfo/callinfotest"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -36,14 +36,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(context.Background(), []string{"serve", "--config", cfg}, environ, os.Stdout, os.Stderr))
 	}
-	code := m.Run()
 	// The replicas run in this process share callinfo's memo: no reader
 	// may have written to an Info that Decode shares.
-	if err := callinfo.CheckKept(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	os.Exit(callinfotest.RunCheckingKept(m))
 }
 
 // TestFaultInjection is toolgate's fault-injection checker. Three toolgate
