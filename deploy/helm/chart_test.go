@@ -260,7 +260,7 @@ func TestExistingObjects(t *testing.T) {
 	given := map[string]string{
 		"TOOLGATE_APPROVALS_SECRET":  "0123456789abcdefghijklmnopqrstuvwxyzABCD",
 		"TOOLGATE_PENDING_REDIS_URL": "redis://redis:6379/0",
-		"AGENT_KEY":                  "agent-key",
+		"AGENT_KEY":                  "agent-key-0123456789",
 	}
 	g := checkGate(t, r, fullname, given)
 	for _, e := range g.c.Env {
