@@ -143,6 +143,10 @@ func paramHeadersAgree(h http.Header, name string, lt listedTool, params map[str
 				"the "+k+" header mirrors no argument of "+name+" that toolgate knows of: list the tools through toolgate (tools/list), then retry")
 		}
 		arg, ok := argumentAt(params["arguments"], path)
+		if len(vs) == 1 && !printableASCII(vs[0]) {
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
+				"the "+k+" header holds bytes outside printable ASCII: send such a value Base64-encoded (=?base64?…?=)")
+		}
 		if len(vs) != 1 || !ok || !sameValue(vs[0], arg) {
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the "+k+" header does not match the argument "+strings.Join(path, ".")+" it mirrors")
 		}
@@ -186,8 +190,14 @@ const sentinelOpen = "=?base64?"
 // A value that starts like the sentinel in any case (=?BASE64?…, or with
 // no closing ?=) stands for nothing: a router that reads encoded words
 // as RFC 2047 does, without regard to case, or leniently, would decode
-// it where toolgate compared it as text.
+// it where toolgate compared it as text. So does a value with a byte
+// outside printable ASCII (0x20 to 0x7E): MCP sends such values in the
+// sentinel, and a router would read raw bytes past ASCII in a charset of
+// its own (ISO-8859-1 by HTTP's history), not as the body's UTF-8.
 func sameValue(h string, v any) bool {
+	if !printableASCII(h) {
+		return false
+	}
 	if len(h) >= len(sentinelOpen) && strings.EqualFold(h[:len(sentinelOpen)], sentinelOpen) {
 		inner, ok := strings.CutPrefix(h, sentinelOpen)
 		if ok {
@@ -258,6 +268,17 @@ func collectParamHeaders(schema any, path []string, out map[string][]string) boo
 			out[lname] = p
 		}
 		if !collectParamHeaders(prop, p, out) {
+			return false
+		}
+	}
+	return true
+}
+
+// printableASCII reports whether every byte of s is printable ASCII, 0x20
+// to 0x7E: what MCP 2026-07-28 sends in a header as it is.
+func printableASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] < 0x20 || s[i] > 0x7E {
 			return false
 		}
 	}

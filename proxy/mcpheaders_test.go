@@ -134,6 +134,10 @@ func TestMCPParamHeaders(t *testing.T) {
 		// path than the one the policy saw.
 		{"a sentinel in upper case", call("read_file", `{"path":"=?BASE64?L2V0Yy9zaGFkb3c=?="}`), head("read_file", "Mcp-Param-Path", "=?BASE64?L2V0Yy9zaGFkb3c=?=")},
 		{"a sentinel not closed", call("read_file", `{"path":"=?base64?L2V0Yy9zaGFkb3c="}`), head("read_file", "Mcp-Param-Path", "=?base64?L2V0Yy9zaGFkb3c=")},
+		// A value past printable ASCII goes in the sentinel: raw, a router
+		// reads its bytes in a charset of its own, not as the body's UTF-8.
+		{"a non-ASCII value sent raw, the same in the body", call("read_file", `{"path":"notes/café.txt"}`), head("read_file", "Mcp-Param-Path", "notes/café.txt")},
+		{"a tab in a value sent raw, the same in the body", call("read_file", `{"path":"notes/a\tb.txt"}`), head("read_file", "Mcp-Param-Path", "notes/a\tb.txt")},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,7 +187,8 @@ func TestMCPParamHeaders(t *testing.T) {
 }
 
 // TestMCPNameSentinel: an Mcp-Name that is not plain ASCII comes in the
-// Base64 sentinel, and is decoded before it is compared with the body.
+// Base64 sentinel, and is decoded before it is compared with the body;
+// sent raw, it is refused.
 func TestMCPNameSentinel(t *testing.T) {
 	env := newMCPEnvWith(t, newParamUpstream(t), func(c *Config) { c.Decider = allowAll })
 	body := `{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"résumé",` + mcpMeta2026 + `}}`
@@ -194,6 +199,9 @@ func TestMCPNameSentinel(t *testing.T) {
 	}
 	env.up.Reset()
 	res, msg, raw := postMCP(t, env, body, append(h, "Mcp-Name", "=?base64?cmVzdW1l?=")...) // "resume"
+	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcHeaderMismatch)
+	// The same name sent raw: not in the form MCP sends it, refused.
+	res, msg, raw = postMCP(t, env, body, append(h, "Mcp-Name", "résumé")...)
 	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcHeaderMismatch)
 }
 
