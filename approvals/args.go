@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/reveal"
 )
 
 // argSpan is a run of the decoded arguments with one look. Class is ""
@@ -45,7 +43,7 @@ var errArgsTooDeep = errors.New("arguments nested too deeply to show decoded")
 // has its own colour, so a line of a value cannot pass for a key of the
 // object. Tabs and carriage returns stay escapes (one would be blank, the
 // other would move the text back). Invisible and bidi characters show as
-// \uXXXX, as reveal spells them.
+// \uXXXX, as reveal.String spells them.
 func decodeArgs(raw []byte) (spans []argSpan, revealed bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -172,17 +170,17 @@ func (w *argWriter) str(s, class string) {
 }
 
 // char writes r in class, tabs and carriage returns as escapes (class
-// "esc") and characters that hide or reorder text spelled out as reveal
-// spells them (class "hid").
+// "esc") and characters that hide or reorder text spelled out as
+// reveal.String spells them (class "hid").
 func (w *argWriter) char(r rune, class string) {
 	switch {
 	case r == '\t':
 		w.add("esc", `\t`)
 	case r == '\r':
 		w.add("esc", `\r`)
-	case hidden(r):
+	case reveal.Hidden(r):
 		w.hidden = true
-		w.add("hid", reveal(string(r)))
+		w.add("hid", reveal.String(string(r)))
 	default:
 		w.add(class, string(r))
 	}
@@ -203,47 +201,4 @@ func revealSpans(s string) (spans []argSpan, revealed bool) {
 		w.char(r, "")
 	}
 	return w.done(), w.hidden
-}
-
-// reveal spells out characters that hide or reorder text (bidi overrides,
-// zero-width and other format characters, tag characters, variation
-// selectors, controls, line separators: hidden) as
-// \uXXXX, so an approver sees the bytes that will run, not a disguise. In
-// JSON that is a valid escape of the same character. Newlines, tabs and
-// carriage returns stay (comments span lines); invalid UTF-8 shows as
-// U+FFFD.
-func reveal(s string) string {
-	if strings.IndexFunc(s, hidden) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !hidden(r) {
-			b.WriteRune(r)
-			continue
-		}
-		if r > 0xFFFF {
-			r1, r2 := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-			continue
-		}
-		fmt.Fprintf(&b, `\u%04x`, r)
-	}
-	return b.String()
-}
-
-// hidden reports whether the page spells r out: controls, format
-// characters (bidi, zero-width, tag characters), line and paragraph
-// separators, private-use characters, the unassigned rest of the Tags
-// block, and variation selectors. Policy refuses some of these only in
-// targets, or only where they select nothing (an emoji's U+FE0F passes);
-// the page marks every one wherever it is, as it marks the joiners
-// emoji use, so that what shows as nothing is never silent.
-func hidden(r rune) bool {
-	switch r {
-	case '\n', '\t', '\r':
-		return false
-	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Variation_Selector) ||
-		0xE0000 <= r && r <= 0xE007F
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/internal/reveal"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -22,7 +23,7 @@ var pageFS embed.FS
 // Execute runs) and the inbox ("inbox.html") into one set: they share the
 // style sheet page.html defines.
 func parsePages() (*template.Template, error) {
-	t, err := template.New("page.html").Funcs(template.FuncMap{"reveal": reveal}).ParseFS(pageFS, "page.html", "inbox.html")
+	t, err := template.New("page.html").Funcs(template.FuncMap{"reveal": reveal.String}).ParseFS(pageFS, "page.html", "inbox.html")
 	if err != nil {
 		return nil, fmt.Errorf("approvals: parsing the page templates: %w", err)
 	}
@@ -63,7 +64,7 @@ type pageData struct {
 func (d pageData) Heading() string {
 	var label string
 	if d.Call != nil {
-		label = reveal(d.Call.Label())
+		label = reveal.String(d.Call.Label())
 	}
 	switch {
 	case d.RejectOnly && label != "":

@@ -13,5 +13,5 @@ import (
 // of a parked call, for the one list of usual headers it shares with
 // remembered grants; all standard library only.
 func TestDeps(t *testing.T) {
-	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson", "github.com/toolgate/toolgate/internal/callinfo", "github.com/toolgate/toolgate/internal/logurl")
+	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson", "github.com/toolgate/toolgate/internal/callinfo", "github.com/toolgate/toolgate/internal/logurl", "github.com/toolgate/toolgate/internal/reveal")
 }

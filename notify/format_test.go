@@ -643,3 +643,52 @@ func TestOtherParams(t *testing.T) {
 		}
 	}
 }
+
+// TestChatRevealsHiddenCharacters: a right-to-left override or a
+// zero-width space in an argument, a header value or another param is
+// spelled out in Slack and Teams messages, as on the approval page: a
+// chat message must not show an approver a disguise of what will run.
+func TestChatRevealsHiddenCharacters(t *testing.T) {
+	e := requested("c1")
+	e.Arguments = json.RawMessage("{\"path\":\"notes/today.txt\",\"content\":\"pay\u202egnp.exe\"}")
+	e.Headers = &Headers{List: []Header{{Name: "X-Note", Value: "a\u200bb"}}}
+	e.OtherParams = &Params{List: []Param{{Name: "task", Value: "\"t\u2066x\""}}}
+	for _, format := range []string{FormatSlack, FormatTeams} {
+		body, _, err := render(format, &e, false)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		// The bodies are JSON: a revealed \u202e is written \\u202e there,
+		// the character itself \u202e or raw.
+		var text strings.Builder
+		var walk func(any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case string:
+				text.WriteString(v + "\n")
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			case map[string]any:
+				for _, x := range v {
+					walk(x)
+				}
+			}
+		}
+		var doc any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		walk(doc)
+		shown := text.String()
+		for _, want := range []string{`pay\u202egnp.exe`, `a\u200bb`, `t\u2066x`} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("%s: the message does not spell out %s", format, want)
+			}
+		}
+		if strings.ContainsAny(shown, "\u202e\u200b\u2066") {
+			t.Errorf("%s: the message holds a hidden character itself", format)
+		}
+	}
+}

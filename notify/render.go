@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/internal/reveal"
 )
 
 // argumentsLimit bounds the arguments shown in a Slack or Teams message:
@@ -54,17 +55,21 @@ func encodeJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// prettyArguments indents the arguments for people. Arguments that are not
-// JSON are shown as they are: a message is a display, not a contract.
+// prettyArguments indents the arguments for people, with what hides or
+// reorders text spelled out (reveal.String: a right-to-left override or a
+// zero-width space in a value must not pass unseen in a chat message as
+// it would not on the approval page). Arguments that are not JSON are
+// shown as they are, spelled out too: a message is a display, not a
+// contract.
 func prettyArguments(args json.RawMessage) string {
 	if len(args) == 0 {
 		return "(none)"
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, args, "", "  "); err != nil {
-		return string(args)
+		return reveal.String(string(args))
 	}
-	return buf.String()
+	return reveal.String(buf.String())
 }
 
 // cut returns the longest prefix of s whose escaped form, escape applied
@@ -159,12 +164,12 @@ func headerParts(h *Headers) (lines, usual []string) {
 			}
 			continue
 		}
-		name := truncateRunes(oneLine(hd.Name), 100)
+		name := reveal.String(truncateRunes(oneLine(hd.Name), 100))
 		switch {
 		case hd.Hidden:
 			lines = append(lines, name+": "+sizeText("hidden", hd.Size))
 		default:
-			lines = append(lines, name+": "+truncateRunes(oneLine(hd.Value), 200))
+			lines = append(lines, name+": "+reveal.String(truncateRunes(oneLine(hd.Value), 200)))
 		}
 	}
 	return lines, usual
@@ -239,7 +244,7 @@ func paramsListing(p *Params) listing {
 		cutNote: "Truncated: approving sends them whole; the approval page shows their values.",
 	}
 	for _, m := range p.List {
-		name := truncateRunes(oneLine(m.Name), 100)
+		name := reveal.String(truncateRunes(oneLine(m.Name), 100))
 		if m.Value == "" {
 			l.lines = append(l.lines, name+": "+sizeText("value not shown", m.Size))
 			continue
@@ -248,7 +253,7 @@ func paramsListing(p *Params) listing {
 		if utf8.RuneCountInString(v) > paramValueMax {
 			v, l.cut = truncateRunes(v, paramValueMax), true
 		}
-		l.lines = append(l.lines, name+": "+v)
+		l.lines = append(l.lines, name+": "+reveal.String(v))
 	}
 	if p.Omitted > 0 {
 		l.notes = append(l.notes, omittedText(p.Omitted, "parameter", "parameters"))
