@@ -47,7 +47,12 @@ type Options struct {
 	// apply to every event. *policy.Engine's Compiled method fits.
 	Policy func() policy.Compiled
 	// Console, if set, receives every event as one record (message
-	// "Decision Log"), as OPA's console decision logger writes it.
+	// "Decision Log"), as OPA's console decision logger writes it. Its
+	// Handle must be done with a record when it returns, as slog's text
+	// and JSON handlers are: the record's raw JSON values (input, result)
+	// are slices of a buffer the next event reuses, so a handler that
+	// kept records to write later (a batching exporter) would write the
+	// next event's bytes. Such a handler must copy them in Handle.
 	Console slog.Handler
 	// ConsoleWriter, if set, is where Console's JSON handler writes, whole
 	// lines at a time and never interleaved (a locked writer). Toolgate's
