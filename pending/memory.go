@@ -319,9 +319,9 @@ func (s *MemoryStore) finish(ctx context.Context, id string, fence int64, to Sta
 		m.c.Delivered = true
 		s.unattach(m)
 	}
-	done := m.c.out()
-	done.Info, done.Brief = nil, nil // see Store.Finish
-	return done, nil
+	done := m.c
+	done.Info, done.Brief = nil, nil // see Store.Finish; dropped before out copies them
+	return done.out(), nil
 }
 
 // Deliver implements [Store.Deliver]. Any terminal call can be delivered

@@ -82,11 +82,7 @@ func testListings(t *testing.T, newStore newStoreFunc) {
 		s := newListings(t, newStore)
 		ctx := t.Context()
 		up := "notes-" + randomName()
-		all := make(map[string][]byte, MaxListedTools)
-		for i := range MaxListedTools {
-			all["tool"+strconv.Itoa(i)] = []byte("1")
-		}
-		remember(t, s, up, all)
+		remember(t, s, up, fullListing())
 		n, err := s.Remember(ctx, up, map[string][]byte{"new": []byte("1"), "tool7": []byte("2")})
 		if err != nil || n != 1 {
 			t.Fatalf("Remember beyond MaxListedTools = %d, %v; want the known tool alone kept", n, err)
@@ -118,11 +114,7 @@ func testListings(t *testing.T, newStore newStoreFunc) {
 		s, age := newAgingListings(t, newStore)
 		ctx := t.Context()
 		up := "notes-" + randomName()
-		all := make(map[string][]byte, MaxListedTools)
-		for i := range MaxListedTools {
-			all["tool"+strconv.Itoa(i)] = []byte("1")
-		}
-		remember(t, s, up, all)
+		remember(t, s, up, fullListing())
 		age(up, ListingTTL/2)
 		remember(t, s, up, map[string][]byte{"tool7": []byte("2")})
 		if n, err := s.Remember(ctx, up, map[string][]byte{"new": []byte("1")}); err != nil || n != 0 {
@@ -283,4 +275,13 @@ func TestRedisListingsTTL(t *testing.T) {
 	if err := rdb.ZScore(ctx, seen, "earlier").Err(); err != nil {
 		t.Errorf("ZSCORE of a field written without a last-seen time: %v, want one given", err)
 	}
+}
+
+// fullListing is MaxListedTools tools, tool0 onwards, each "1".
+func fullListing() map[string][]byte {
+	all := make(map[string][]byte, MaxListedTools)
+	for i := range MaxListedTools {
+		all["tool"+strconv.Itoa(i)] = []byte("1")
+	}
+	return all
 }

@@ -435,9 +435,13 @@ func errorCode(s string) string { return excerpt(nqschar(s), maxErrorCode) }
 // nqschar is s with every character an OAuth 2.0 error code or
 // description may not hold (anything but printable ASCII, and " and \)
 // replaced with ?.
-func nqschar(s string) string {
+func nqschar(s string) string { return asciiText(s, `"\`) }
+
+// asciiText is s with every character outside printable ASCII, and each
+// of also, replaced with ?: text from another system, for the log.
+func asciiText(s, also string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+		if r < 0x20 || r > 0x7e || strings.ContainsRune(also, r) {
 			return '?'
 		}
 		return r
@@ -474,14 +478,7 @@ const maxProviderText = 300
 // providerText is err's message for the log: go-oidc quotes the body of
 // a failed discovery or key set fetch in it, so it is cut to
 // maxProviderText bytes, control and non-ASCII characters replaced with ?.
-func providerText(err error) string {
-	return excerpt(strings.Map(func(r rune) rune {
-		if r < 0x20 || r > 0x7e {
-			return '?'
-		}
-		return r
-	}, err.Error()), maxProviderText)
-}
+func providerText(err error) string { return excerpt(asciiText(err.Error(), ""), maxProviderText) }
 
 // excerpt is s cut to at most n bytes on a character boundary, with "…"
 // when cut.

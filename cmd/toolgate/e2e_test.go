@@ -135,7 +135,14 @@ func startReplica(t *testing.T, cfgFile string) replica {
 
 func agentCall(t *testing.T, base, tool, body string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/tools/"+tool, strings.NewReader(body))
+	return agentPost(t, base+"/tools/"+tool, body, header...)
+}
+
+// agentPost POSTs body to url as the agent (JSON, its API key), with
+// header's name, value pairs set, and returns the answer and its body.
+func agentPost(t *testing.T, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer agent-key-0123456789")
 	for i := 0; i+1 < len(header); i += 2 {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -58,22 +57,10 @@ shutdown_grace: 2s
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	post := func(base, method, body string, header ...string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", method)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(raw)
+		res, raw := agentPost(t, base+"/mcp", body, append([]string{
+			"Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method,
+		}, header...)...)
+		return res.StatusCode, raw
 	}
 	if code, raw := post(a.proxy, "tools/list", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+meta+`}}`); code != 200 || !strings.Contains(raw, "read_file") {
 		t.Fatalf("tools/list through A: %d %s", code, raw)
