@@ -35,8 +35,9 @@ import (
 //
 // Failures: a listing whose write fails is relayed all the same (logged,
 // counted in toolgate_listings_not_shared_total), and its tools stay due
-// for the next listing. A call that needs the shared entry when the store fails
-// is refused, 503 (JSON-RPC -31003), and never forwarded.
+// for the next listing. A call whose Mcp-Param headers need the shared
+// entry when the store fails is refused, 503 (JSON-RPC -31003), and never
+// forwarded; one without them is decided without annotations (mcp.go).
 
 // missTTL is how long a replica believes that no listing told of a tool,
 // after the store said so: a flood of calls of unknown tools reads the

@@ -278,20 +278,25 @@ func TestSharedListingsStoreDown(t *testing.T) {
 		t.Errorf("a call of a tool listed here: status %d body %s, want it forwarded", res.StatusCode, raw)
 	}
 
-	for name, header := range map[string][]string{
-		"with Mcp-Param":    {"Mcp-Param-Path", "a"},
-		"without Mcp-Param": nil,
-	} {
-		env.up.Reset()
-		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"other_tool","arguments":{"path":"a"},` + mcpMeta2026 + `}}`
-		h := append([]string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "other_tool"}, header...)
-		res, msg, raw := postMCP(t, env, body, h...)
-		if res.StatusCode != http.StatusServiceUnavailable || msg.Error == nil || msg.Error.Code != rpcUnavailable {
-			t.Errorf("%s: status %d body %s, want 503 and %d", name, res.StatusCode, raw, rpcUnavailable)
-		}
-		if got := env.up.got(); len(got) != 0 {
-			t.Errorf("%s: the call reached the upstream:%s", name, describeMCP(got))
-		}
+	// A tool no listing told this replica of: its Mcp-Param headers
+	// cannot be checked, so such a call is refused and not forwarded.
+	env.up.Reset()
+	other := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"other_tool","arguments":{"path":"a"},` + mcpMeta2026 + `}}`
+	h := []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "other_tool"}
+	res, msg, raw = postMCP(t, env, other, append(h, "Mcp-Param-Path", "a")...)
+	if res.StatusCode != http.StatusServiceUnavailable || msg.Error == nil || msg.Error.Code != rpcUnavailable {
+		t.Errorf("with Mcp-Param: status %d body %s, want 503 and %d", res.StatusCode, raw, rpcUnavailable)
+	}
+	if got := env.up.got(); len(got) != 0 {
+		t.Errorf("with Mcp-Param: the call reached the upstream:%s", describeMCP(got))
+	}
+	// Without them it is decided without annotations, as a replica that
+	// saw no listing decided before listings were shared: allow and deny
+	// keep working without Redis.
+	allowing := newMCPEnvWith(t, newParamUpstream(t), func(c *Config) { c.Listings = deadRedis(t); c.Decider = allowAll })
+	res, _, raw = postMCP(t, allowing, other, h...)
+	if res.StatusCode == http.StatusServiceUnavailable || len(allowing.up.got()) != 1 {
+		t.Errorf("without Mcp-Param: status %d body %s, upstream saw %d; want it decided (allowed) and forwarded", res.StatusCode, raw, len(allowing.up.got()))
 	}
 }
 

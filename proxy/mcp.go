@@ -250,10 +250,14 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	in.Tool = policy.NewToolWith(name, args, c.up.TargetArgs, c.up.fold)
 	in.MCP.Params = otherParams(method, params)
 	// The policy sees what the tool's listing told, through whichever
-	// replica it went.
+	// replica it went. With the store away, a tool this replica saw no
+	// listing of is decided without annotations, as before any replica
+	// shared them: allow and deny keep working without Redis, and
+	// annotations are the upstream's hints, never a grant (a call with
+	// Mcp-Param headers was refused above, its headers uncheckable).
 	lt, _, err := c.up.listing(r.Context(), name)
 	if err != nil {
-		return c.listingsUnavailable(err)
+		c.up.shared.log.Warn("listing store unavailable; the tool is decided without its annotations", "call_id", c.id, "upstream", c.up.Name, "tool", name, "error", err)
 	}
 	in.Tool.Annotations = lt.annotations
 	return nil
