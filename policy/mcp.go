@@ -29,7 +29,8 @@ func IsMCPToolMethod(method string) bool {
 // For any other method it returns nil, nil: the message is protocol
 // plumbing, decided on its method alone. A resources/read without a string
 // params.uri, a prompts/get without a string params.name, or params whose
-// keys or target hold a control character (CheckControl) are an error, for
+// keys or target hold a control character (CheckControl) or a spelling a
+// tool may read as other path syntax (CheckTargetSpelling) are an error, for
 // a JSON-RPC invalid-params answer.
 func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
 	if !IsMCPToolMethod(method) || method == "tools/call" {
@@ -50,6 +51,9 @@ func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
 	args := maps.Clone(params)
 	delete(args, "_meta")
 	if err := CheckControl(args, []string{key}); err != nil {
+		return nil, err
+	}
+	if err := CheckTargetSpelling(args, []string{key}, fold); err != nil {
 		return nil, err
 	}
 	return NewToolWith(name, args, nil, fold), nil

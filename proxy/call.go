@@ -169,6 +169,9 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return invalid(http.StatusBadRequest, "Control character", err.Error())
 	}
+	if err := policy.CheckTargetSpelling(args, c.up.TargetArgs, c.up.fold); err != nil {
+		return invalid(http.StatusBadRequest, "Ambiguous target", err.Error())
+	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return invalid(http.StatusBadRequest, "Too many targets", err.Error())
 	}

@@ -860,3 +860,45 @@ func TestSecretHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestAmbiguousTargets: a file-path target that a tool may read as other
+// path syntax than the policy does is refused before any decision, and
+// the upstream never sees it: a percent-escape of "." "/" or "\" on every
+// upstream (a tool that decodes its path opens secrets/key for
+// "notes/%2e%2e/secrets/key"), and with target_fold windows a look-alike
+// a best-fit conversion makes path syntax (the WorstFit attacks). Other
+// percent-escapes are decided in both spellings: "%73ecrets/key" is
+// denied by the row for secrets/**.
+func TestAmbiguousTargets(t *testing.T) {
+	rules := `rules:
+  - {id: any, effect: allow, tool: read_file, target: "*"}
+  - {id: secrets, effect: deny, tool: read_file, target: "secrets/**"}
+`
+	for _, tc := range []struct {
+		name, fold, body string
+		code             int
+		want             string
+	}{
+		{"encoded dots", "", `{"path":"notes/%2e%2e/secrets/key"}`, 400, `holds \"%2e\", a percent-encoded \".\"`},
+		{"encoded twice", "", `{"path":"notes/%252E%252E/secrets/key"}`, 400, `holds \"%252E\"`},
+		{"encoded slash", "", `{"file_path":"..%2fsecrets"}`, 400, `holds \"%2f\", a percent-encoded \"/\"`},
+		{"decoded spelling denied", "", `{"path":"%73ecrets/key"}`, 403, ""},
+		{"harmless escape", "", `{"path":"docs/My%20Report.pdf"}`, 200, ""},
+		{"fullwidth without fold", "", `{"path":"notes\uff0e\uff0e\uff3csecrets"}`, 200, ""},
+		{"fullwidth dots, windows", "windows", `{"path":"notes\uff0e\uff0e\uff3csecrets\uff3ckey"}`, 400, `holds U+FF0E, which a Windows tool may read as \".\"`},
+		{"yen, windows", "windows", `{"path":"..\u00a5secrets"}`, 400, `holds U+00A5`},
+		{"CJK name, windows", "windows", `{"path":"資料/第１回　議事録.docx"}`, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestServer(t, seedEngineRules(t, rules), func(c *Config) { c.Upstreams[0].TargetFold = tc.fold })
+			res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("%d %s, want %d naming %s", res.StatusCode, b, tc.code, tc.want)
+			}
+			if n, want := len(env.upstream.Requests()), map[bool]int{true: 1, false: 0}[tc.code == 200]; n != want {
+				t.Fatalf("the upstream received %d requests, want %d", n, want)
+			}
+		})
+	}
+}

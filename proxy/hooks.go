@@ -85,6 +85,9 @@ func (s *Server) rewriteArguments(c *call, updated json.RawMessage) error {
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return err
 	}
+	if err := policy.CheckTargetSpelling(args, c.up.TargetArgs, c.up.fold); err != nil {
+		return err
+	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return err
 	}

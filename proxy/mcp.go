@@ -243,6 +243,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Control character", err.Error())
 	}
+	if err := policy.CheckTargetSpelling(args, c.up.TargetArgs, c.up.fold); err != nil {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Ambiguous target", err.Error())
+	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Too many targets", err.Error())
 	}

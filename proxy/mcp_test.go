@@ -941,7 +941,8 @@ func TestMCPDuplicateKeys(t *testing.T) {
 // or a variation selector that selects nothing, or whose key holds DEL or
 // a C1 control, is an invalid-params error naming the character; so is a
 // resources/read whose URI does. Nothing reaches the upstream. An emoji
-// with U+FE0F and Hebrew and Persian names reach the tool.
+// with U+FE0F, Hebrew and Persian names and a harmless percent-escape
+// reach the tool; a percent-escape of ".", "/" or "\" does not.
 func TestMCPHiddenCharacters(t *testing.T) {
 	call := func(args string) string {
 		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":` + args + `}}`
@@ -958,6 +959,8 @@ func TestMCPHiddenCharacters(t *testing.T) {
 		"in an array":        {call(`{"file":["ok.md","x\ufe00"]}`), "variation selector U+FE00"},
 		"tag in a URI":       {`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///a\udb40\udc41"}}`, "tag character U+E0041"},
 		"Mongolian selector": {call(`{"path":"report\u180b.txt"}`), `target "report\u180b.txt" holds the variation selector U+180B`},
+		"encoded dots":       {call(`{"path":"notes/%2e%2e/secrets/key"}`), `holds "%2e", a percent-encoded "."`},
+		"encoded twice":      {call(`{"file":["ok.md","a%252Fb"]}`), `holds "%252F", a percent-encoded "/"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -972,7 +975,7 @@ func TestMCPHiddenCharacters(t *testing.T) {
 	t.Run("legitimate names pass", func(t *testing.T) {
 		env := newMCPEnv(t, mcpRawEra)
 		cs := env.connect(t, mcpRawEra)
-		names := []string{"\u2764\uFE0Fnotes.md", "\u263A\uFE0E.txt", "דוח.txt", "می\u200cخواهم.txt", "\u1824\u180B\u1837.txt"}
+		names := []string{"\u2764\uFE0Fnotes.md", "\u263A\uFE0E.txt", "דוח.txt", "می\u200cخواهم.txt", "\u1824\u180B\u1837.txt", "My%20Report.pdf"}
 		for _, p := range names {
 			mcpWantResult(t, mcpCall(t, cs, "read_file", map[string]any{"path": p}), "contents of "+p)
 		}
