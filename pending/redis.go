@@ -59,6 +59,10 @@ type RedisStore struct {
 	// with '{' before it, their mark for SPUBLISH (redis_scripts.go). Made
 	// once, not at every script call.
 	scriptChannel string
+	// common holds, by key base, the arguments every script takes first
+	// (scriptArgs), made into interface values once: boxing them again
+	// was three allocations of every round trip.
+	common map[string][]any
 	// shardedPubSub: on a Cluster, transitions are published on their
 	// shard's channel ("{tag:i}:events", SPUBLISH), which stays on the
 	// shard's nodes; a message on the global channel crosses the cluster
@@ -138,6 +142,10 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 		minReplicas:     opts.MinReplicas,
 		replicaTimeout:  opts.ReplicaTimeout,
 	}
+	s.common = map[string][]any{s.base: s.commonArgs(s.base)}
+	for _, b := range s.bases {
+		s.common[b] = s.commonArgs(b)
+	}
 	if cluster {
 		s.shardKeys = make(map[string][]string, len(s.bases))
 		for _, b := range s.bases {
@@ -168,11 +176,20 @@ func (s *RedisStore) eval(ctx context.Context, sc *redis.Script, replicated bool
 // call's ID first among those of a script on one call (id not empty).
 func (s *RedisStore) scriptArgs(base, id string, args []any) []any {
 	all := make([]any, 0, 4+len(args))
-	all = append(all, base, s.resultTTL.Milliseconds(), s.scriptChannel)
+	common, ok := s.common[base]
+	if !ok {
+		common = s.commonArgs(base)
+	}
+	all = append(all, common...)
 	if id != "" {
 		all = append(all, id)
 	}
 	return append(all, args...)
+}
+
+// commonArgs are the arguments every script on base takes first.
+func (s *RedisStore) commonArgs(base string) []any {
+	return []any{base, s.resultTTL.Milliseconds(), s.scriptChannel}
 }
 
 // scriptChannel is channel as the scripts take it (RedisStore.scriptChannel).

@@ -79,88 +79,106 @@ func decodePairs[T any](v []any, what string, decode func(id string, v any) (T, 
 
 // decodeCall builds a call from its fields (see redis_scripts.go).
 func decodeCall(id string, fields func(yield func(field, value string) bool)) (Call, error) {
-	c := Call{ID: id}
-	var res Result
-	hasResult := false
-	var err error
-	ms := func(v string) time.Time {
-		n, e := strconv.ParseInt(v, 10, 64)
-		err = cmpErr(err, e)
-		return time.UnixMilli(n)
+	// One value the fields are decoded into, not locals that the loop
+	// body (a closure) captures: each of those was an allocation of every
+	// call decoded.
+	d := &callDecoder{c: Call{ID: id}}
+	fields(d.field)
+	if d.err != nil {
+		return Call{}, fmt.Errorf("pending: decoding call %s: %w", id, d.err)
 	}
-	same := false // "aa": AttachKey is ArgsKey
-	for f, v := range fields {
-		switch f {
-		case "st":
-			c.State = State(v)
-		case "aa":
-			same = true
-		case "ak":
-			c.AttachKey = unpackDigest(v)
-		case "ag":
-			c.ArgsKey = unpackDigest(v)
-		case "ad":
-			c.ArgsDigest = unpackDigest(v)
-		case "sb":
-			c.Subject = v
-		case "up":
-			c.Upstream = v
-		case "tl":
-			c.Tool = v
-		case "pr":
-			c.Principal = v
-		case "rq":
-			c.Request = []byte(v)
-		case "rd":
-			c.RequestDigest = unpackDigest(v)
-		case "in":
-			c.Info = []byte(v)
-		case "bf":
-			c.Brief = []byte(v)
-		case "ca":
-			c.CreatedAt = ms(v)
-		case "ea":
-			c.ExpiresAt = ms(v)
-		case "by":
-			c.DecidedBy = v
-		case "cm":
-			c.Comment = v
-		case "da":
-			c.DecidedAt = ms(v)
-		case "qm":
-			n, e := decodeInts(v)
-			c.Quorum, err = n, cmpErr(err, e)
-		case "ap":
-			as, e := decodeApprovals(v)
-			c.Approvals, err = as, cmpErr(err, e)
-		case "fe":
-			n, e := strconv.ParseInt(v, 10, 64)
-			c.Fence, err = n, cmpErr(err, e)
-		case "lu":
-			c.LeaseUntil = ms(v)
-		case "rs":
-			n, e := strconv.Atoi(v)
-			res.Status, hasResult, err = n, true, cmpErr(err, e)
-		case "rh":
-			err = cmpErr(err, json.Unmarshal([]byte(v), &res.Header))
-		case "rb":
-			res.Body = []byte(v)
-		case "rt":
-			res.Truncated = v == "1"
-		case "dl":
-			c.Delivered = v == "1"
-		}
-	}
-	if err != nil {
-		return Call{}, fmt.Errorf("pending: decoding call %s: %w", id, err)
-	}
-	if hasResult {
+	c := d.c
+	if d.hasResult {
+		res := d.res
 		c.Result = &res
 	}
-	if same {
+	if d.same {
 		c.AttachKey = c.ArgsKey
 	}
 	return c, nil
+}
+
+// callDecoder is a call being decoded (decodeCall).
+type callDecoder struct {
+	c         Call
+	res       Result
+	hasResult bool
+	same      bool // "aa": AttachKey is ArgsKey
+	err       error
+}
+
+func (d *callDecoder) ms(v string) time.Time {
+	n, e := strconv.ParseInt(v, 10, 64)
+	d.err = cmpErr(d.err, e)
+	return time.UnixMilli(n)
+}
+
+// field decodes one field; it always asks for the next.
+func (d *callDecoder) field(f, v string) bool {
+	c, res := &d.c, &d.res
+	var err error
+	switch f {
+	case "st":
+		c.State = State(v)
+	case "aa":
+		d.same = true
+	case "ak":
+		c.AttachKey = unpackDigest(v)
+	case "ag":
+		c.ArgsKey = unpackDigest(v)
+	case "ad":
+		c.ArgsDigest = unpackDigest(v)
+	case "sb":
+		c.Subject = v
+	case "up":
+		c.Upstream = v
+	case "tl":
+		c.Tool = v
+	case "pr":
+		c.Principal = v
+	case "rq":
+		c.Request = []byte(v)
+	case "rd":
+		c.RequestDigest = unpackDigest(v)
+	case "in":
+		c.Info = []byte(v)
+	case "bf":
+		c.Brief = []byte(v)
+	case "ca":
+		c.CreatedAt = d.ms(v)
+	case "ea":
+		c.ExpiresAt = d.ms(v)
+	case "by":
+		c.DecidedBy = v
+	case "cm":
+		c.Comment = v
+	case "da":
+		c.DecidedAt = d.ms(v)
+	case "qm":
+		n, e := decodeInts(v)
+		c.Quorum, err = n, cmpErr(err, e)
+	case "ap":
+		as, e := decodeApprovals(v)
+		c.Approvals, err = as, cmpErr(err, e)
+	case "fe":
+		n, e := strconv.ParseInt(v, 10, 64)
+		c.Fence, err = n, cmpErr(err, e)
+	case "lu":
+		c.LeaseUntil = d.ms(v)
+	case "rs":
+		n, e := strconv.Atoi(v)
+		res.Status, d.hasResult, err = n, true, cmpErr(err, e)
+	case "rh":
+		err = cmpErr(err, json.Unmarshal([]byte(v), &res.Header))
+	case "rb":
+		res.Body = []byte(v)
+	case "rt":
+		res.Truncated = v == "1"
+	case "dl":
+		c.Delivered = v == "1"
+	}
+	d.err = cmpErr(d.err, err)
+	return true
 }
 
 // storedResult is res as a finish stores it and Get reads it back (rs,
