@@ -374,10 +374,10 @@ end
 
 -- attachname is the name of an attach key: the hex digest, stored in a
 -- call as its 32 bytes behind a 0 byte (packDigest in Go). One format
--- of 32 bytes: a loop over them would cost Redis more time.
-local hex32 = string.rep('%02x', 32)
+-- of 32 bytes: a loop over them would cost Redis more time. The format
+-- is a constant of the script, not made at every call.
 local function attachname(d)
-  if #d == 33 and string.byte(d, 1) == 0 then return string.format(hex32, string.byte(d, 2, 33)) end
+  if #d == 33 and string.byte(d, 1) == 0 then return string.format('` + hex32 + `', string.byte(d, 2, 33)) end
   return d
 end
 
@@ -538,6 +538,12 @@ local function move(id, h, to, fields, deadline, at)
   publish(id, to)
 end
 `
+
+// hex32 formats 32 bytes as 64 hex digits (attachname).
+const (
+	hex8  = "%02x%02x%02x%02x%02x%02x%02x%02x"
+	hex32 = hex8 + hex8 + hex8 + hex8
+)
 
 func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
 
