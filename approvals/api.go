@@ -230,11 +230,13 @@ func plainDecisionRequest(body []byte) (req decisionRequest, ok bool) {
 		if !ok {
 			return decisionRequest{}, false
 		}
+		// Compared and kept without a copy where it can be: the key, and
+		// the decision when it is one of the two there are.
 		switch {
-		case key == "decision" && !seenDecision:
-			req.decision, seenDecision = v, true
-		case key == "comment" && !seenComment:
-			req.comment, seenComment = v, true
+		case string(key) == "decision" && !seenDecision:
+			req.decision, seenDecision = decisionText(v), true
+		case string(key) == "comment" && !seenComment:
+			req.comment, seenComment = string(v), true
 		default:
 			return decisionRequest{}, false
 		}
@@ -253,21 +255,34 @@ func plainDecisionRequest(body []byte) (req decisionRequest, ok bool) {
 	return req, true
 }
 
+// decisionText is v as a string, the constant when v is "approve" or
+// "reject".
+func decisionText(v []byte) string {
+	switch string(v) {
+	case "approve":
+		return "approve"
+	case "reject":
+		return "reject"
+	}
+	return string(v)
+}
+
 // plainJSONString reads the JSON string at body[i] when it holds no
-// escape and no control character: its text, and the offset past it.
-func plainJSONString(body []byte, i int) (s string, next int, ok bool) {
+// escape and no control character: its text (body's bytes), and the
+// offset past it.
+func plainJSONString(body []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(body) || body[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	for j := i + 1; j < len(body); j++ {
 		switch c := body[j]; {
 		case c == '"':
-			return string(body[i+1 : j]), j + 1, true
+			return body[i+1 : j], j + 1, true
 		case c == '\\' || c < 0x20:
-			return "", 0, false
+			return nil, 0, false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // skipJSONSpace returns the offset of the first byte at or after i that
@@ -395,7 +410,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil { // only strings, times and raw JSON that was checked
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }

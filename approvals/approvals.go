@@ -210,16 +210,31 @@ func (h *Handler) formAction() string {
 // go to formAction only.
 func securityHeaders(formAction string) func(http.Handler) http.Handler {
 	csp := "default-src 'none'; style-src 'unsafe-inline'; form-action " + formAction + "; frame-ancestors 'none'"
+	headers := []struct {
+		name  string // in canonical form, as Set would store it
+		value []string
+	}{
+		{"Content-Security-Policy", []string{csp}},
+		{"X-Frame-Options", []string{"DENY"}},
+		{"Referrer-Policy", []string{"no-referrer"}},
+		{"Cache-Control", []string{"no-store"}},
+		{"X-Content-Type-Options", []string{"nosniff"}},
+		{"X-Robots-Tag", []string{"noindex, nofollow"}},
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			hd := w.Header()
-			hd.Set("Content-Security-Policy", csp)
-			hd.Set("X-Frame-Options", "DENY")
-			hd.Set("Referrer-Policy", "no-referrer")
-			hd.Set("Cache-Control", "no-store")
-			hd.Set("X-Content-Type-Options", "nosniff")
-			hd.Set("X-Robots-Tag", "noindex, nofollow")
+			for _, h := range headers {
+				hd[h.name] = h.value
+			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
+
+// Every answer shares the value slices of the headers its handlers always
+// send (securityHeaders, jsonType) rather than allocating its own: no code
+// writes a header's values in place (Set and Del replace the slice, and
+// net/http clones the map before it adds its own), and a slice with no
+// room past its one value is copied by an Add.
+var jsonType = []string{"application/json"}

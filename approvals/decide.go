@@ -71,6 +71,10 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
 	defer cancel()
 	c, err := h.store.Decide(ctx, d.call.ID, pending.Decision{To: d.to, By: by, Comment: d.comment, Counts: counts})
+	if err == nil {
+		h.recorded(ctx, remote, c, d, by)
+		return c, nil
+	}
 	if se := (*pending.StateError)(nil); errors.As(err, &se) && se.Ended && h.onDecision != nil {
 		// The call was past its expiry, and this refused decision ended
 		// it: its end is reported here, as no sweep will.
@@ -85,13 +89,8 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 			(now.State != d.call.State || len(now.Approvals) != len(d.call.Approvals)) {
 			h.recorded(ctx, remote, now, d, by)
 		}
-		return pending.Call{}, err
 	}
-	if err != nil {
-		return pending.Call{}, err
-	}
-	h.recorded(ctx, remote, c, d, by)
-	return c, nil
+	return pending.Call{}, err
 }
 
 // recorded audits a decision the store recorded, and reports a call it
