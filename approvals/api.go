@@ -125,7 +125,7 @@ func (h *Handler) decideByAPI(w http.ResponseWriter, r *http.Request, who signin
 			ans.Error = "approved, but the grant was not stored (see toolgate's log)" // the store's error may name its addresses
 		}
 	}
-	writeJSON(w, http.StatusOK, ans)
+	writeAnswer(w, http.StatusOK, &ans)
 	return nil
 }
 
@@ -399,7 +399,7 @@ func (h *Handler) writeAPIError(w http.ResponseWriter, a answer) {
 		}
 		ans := answerOf(*a.call, callinfo.Decode(a.call.Info))
 		ans.Status, ans.Error = string(status), a.msg
-		writeJSON(w, a.status, ans)
+		writeAnswer(w, a.status, &ans)
 		return
 	}
 	writeJSON(w, a.status, map[string]string{"error": a.msg})
@@ -407,6 +407,12 @@ func (h *Handler) writeAPIError(w http.ResponseWriter, a answer) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
+	writeJSONBytes(w, status, b, err)
+}
+
+// writeJSONBytes writes b, v encoded, or an internal error when v's
+// encoding failed.
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil { // only strings, times and raw JSON that was checked
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
 	}
