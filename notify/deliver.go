@@ -28,9 +28,12 @@ import (
 // up only its own lane, bounded by MaxElapsed, while that lane's queue
 // absorbs the backlog.
 type worker struct {
-	n      *Notifier
-	index  int
-	url    string // never logged: Slack and Teams URLs are credentials
+	n     *Notifier
+	index int
+	// req is a POST to the target's URL, without body, headers or
+	// context, that each attempt copies. The URL is never logged: Slack
+	// and Teams URLs are credentials.
+	req    *http.Request
 	host   string
 	format string
 	key    []byte // nil: unsigned
@@ -164,19 +167,32 @@ type result struct {
 // post makes one attempt. Each attempt has a fresh webhook-timestamp and
 // signature but the same webhook-id, as Standard Webhooks asks.
 func (w *worker) post(ctx context.Context, deadline time.Time, id string, body []byte, contentType string) result {
-	ctx, cancel := context.WithDeadline(ctx, deadline) // a hanging receiver cannot outlast MaxElapsed
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-	if err != nil {
-		return result{err: logurl.WithoutURL(err), retryAfter: -1}
+	// A hanging receiver cannot outlast MaxElapsed. When the client's own
+	// timeout ends first it bounds the attempt already, the response's
+	// body included, and a context of ours would only cost a timer.
+	if t := w.n.client.Timeout; t <= 0 || time.Now().Add(t).After(deadline) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
+	// The request is what http.NewRequestWithContext would make of the
+	// URL and a bytes.Reader of body, without parsing the URL again.
+	req := w.req.WithContext(ctx)
+	req.ContentLength = int64(len(body))
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("User-Agent", "toolgate-notify")
-	req.Header.Set("webhook-id", id)
-	req.Header.Set("webhook-timestamp", ts)
+	// Stored as Set would store them (canonical names, one value each),
+	// but with the values in one array rather than a slice each.
+	vals := [...]string{contentType, "toolgate-notify", id, ts, ""}
+	req.Header = make(http.Header, len(vals))
+	req.Header["Content-Type"] = vals[0:1:1]
+	req.Header["User-Agent"] = vals[1:2:2]
+	req.Header["Webhook-Id"] = vals[2:3:3]
+	req.Header["Webhook-Timestamp"] = vals[3:4:4]
 	if w.key != nil {
-		req.Header.Set("webhook-signature", sign(w.key, id, ts, body))
+		vals[4] = sign(w.key, id, ts, body)
+		req.Header["Webhook-Signature"] = vals[4:5:5]
 	}
 
 	resp, err := w.n.client.Do(req)
@@ -206,7 +222,9 @@ func (w *worker) post(ctx context.Context, deadline time.Time, id string, body [
 		r.detail = printable(head[:k])
 		rest -= headBytes
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, rest))
+	if resp.Body != http.NoBody { // a 204's, for one
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, rest))
+	}
 	return r
 }
 

@@ -36,6 +36,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/logurl"
 )
 
 // Event types, used as the CloudEvents "type" attribute.
@@ -359,7 +361,11 @@ func newWorker(index int, t Target, lanes, laneSize int) (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{index: index, url: t.URL, host: u.Host, format: format, key: key, lanes: make([]chan queued, lanes)}
+	req, err := http.NewRequest(http.MethodPost, t.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", logurl.WithoutURL(err))
+	}
+	w := &worker{index: index, req: req, host: u.Host, format: format, key: key, lanes: make([]chan queued, lanes)}
 	for i := range w.lanes {
 		w.lanes[i] = make(chan queued, laneSize)
 	}
