@@ -60,7 +60,7 @@ func (w *worker) run(ctx context.Context, lane chan queued) {
 			q.s.done(w.n, &q.e, ResultDropped)
 			continue
 		}
-		res := w.deliver(ctx, q.e)
+		res := w.deliver(ctx, q.e, q.s.id)
 		if res == ResultFailed && ctx.Err() != nil {
 			// Abandoned at shutdown (counted failed): it did not get its
 			// attempts, so it does not settle, and another replica sends it.
@@ -86,10 +86,10 @@ func (w *worker) dropped(e Event) {
 	}
 }
 
-// deliver sends e until it is delivered, fails permanently, or runs out of
-// attempts, time or (at shutdown) context. It returns the final result,
-// ResultDelivered or ResultFailed.
-func (w *worker) deliver(ctx context.Context, e Event) string {
+// deliver sends e, whose id is id, until it is delivered, fails
+// permanently, or runs out of attempts, time or (at shutdown) context. It
+// returns the final result, ResultDelivered or ResultFailed.
+func (w *worker) deliver(ctx context.Context, e Event, id string) string {
 	opts := &w.n.opts
 	// The delivery's logger is made on first use: a delivery that goes
 	// through logs nothing at info level, and With costs allocations.
@@ -108,7 +108,6 @@ func (w *worker) deliver(ctx context.Context, e Event) string {
 		w.n.report(w, ResultFailed)
 		return ResultFailed
 	}
-	id := e.id()
 	deadline := time.Now().Add(opts.MaxElapsed)
 
 	for attempt := 1; ; attempt++ {

@@ -36,7 +36,7 @@ func BenchmarkDeliver(b *testing.B) {
 			cpu0 := processCPU(b)
 			for b.Loop() {
 				for _, e := range []*Event{&req, &res} {
-					if got := w.deliver(b.Context(), *e); got != ResultDelivered {
+					if got := w.deliver(b.Context(), *e, e.id()); got != ResultDelivered {
 						b.Fatalf("deliver: %s", got)
 					}
 				}

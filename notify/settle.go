@@ -62,6 +62,7 @@ type queued struct {
 // InFlight and Options.OnSettled. It lives as long as the event is queued
 // somewhere.
 type settlement struct {
+	id              string // the event's id, made once for every target
 	remaining       atomic.Int64
 	failed, dropped atomic.Bool
 }
@@ -70,11 +71,11 @@ type settlement struct {
 // still to finish with (dropped: an earlier target dropped it), and counts
 // e in flight until done has been called once per target.
 func (n *Notifier) settlement(e *Event, targets int, dropped bool) *settlement {
-	s := &settlement{}
+	s := &settlement{id: e.id()}
 	s.remaining.Store(int64(targets))
 	s.dropped.Store(dropped)
 	n.inflightMu.Lock()
-	n.inflight[e.id()]++
+	n.inflight[s.id]++
 	n.inflightMu.Unlock()
 	return s
 }
@@ -99,10 +100,9 @@ func (s *settlement) done(n *Notifier, e *Event, result string) {
 	if n.opts.OnSettled != nil && !s.dropped.Load() {
 		n.opts.OnSettled(*e, !s.failed.Load())
 	}
-	id := e.id()
 	n.inflightMu.Lock()
-	if n.inflight[id]--; n.inflight[id] <= 0 {
-		delete(n.inflight, id)
+	if n.inflight[s.id]--; n.inflight[s.id] <= 0 {
+		delete(n.inflight, s.id)
 	}
 	n.inflightMu.Unlock()
 }
