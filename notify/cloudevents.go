@@ -49,7 +49,27 @@ type ceData struct {
 	Approvals   []Approval `json:"approvals,omitempty"`
 }
 
+// cloudEvent is e's event as encoding/json would encode it: arguments that
+// are not JSON are a JSON string of their bytes.
 func cloudEvent(e *Event) ceEvent {
+	ev := uncheckedCloudEvent(e)
+	if d := &ev.Data; d.Arguments != nil && !json.Valid(d.Arguments) {
+		d.Arguments = argumentsString(d.Arguments)
+	}
+	return ev
+}
+
+// argumentsString is arguments that are not JSON as what announces them
+// anyway (a person must still learn that the call waits): the bytes as a
+// JSON string, rather than a body that would not encode.
+func argumentsString(args json.RawMessage) json.RawMessage {
+	s, _ := json.Marshal(string(args))
+	return s
+}
+
+// uncheckedCloudEvent is cloudEvent without the check of the arguments,
+// which appendJSON makes as it copies them.
+func uncheckedCloudEvent(e *Event) ceEvent {
 	d := ceData{
 		CallID:        e.CallID,
 		Tool:          e.Tool,
@@ -71,14 +91,8 @@ func cloudEvent(e *Event) ceEvent {
 			}
 		}
 	}
-	switch {
-	case len(d.Arguments) == 0:
+	if len(d.Arguments) == 0 {
 		d.Arguments = nil // encodes as null; an empty RawMessage would not encode at all
-	case !json.Valid(d.Arguments):
-		// Announce the call anyway (a person must still learn that it
-		// waits), with the bytes as a JSON string rather than a body that
-		// would not encode.
-		d.Arguments, _ = json.Marshal(string(d.Arguments))
 	}
 	if !e.ExpiresAt.IsZero() {
 		t := e.ExpiresAt.UTC()

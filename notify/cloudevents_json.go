@@ -42,7 +42,8 @@ func appendFields(b []byte, fs []stringField) []byte {
 	return b
 }
 
-// appendJSON appends d as encoding/json would, omitempty included.
+// appendJSON appends d as encoding/json would, omitempty included, once
+// cloudEvent has checked the arguments.
 func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 	b = appendFields(b, []stringField{{`{"call_id":`, d.CallID}, {`,"tool":`, d.Tool}, {`,"upstream":`, d.Upstream}, {`,"subject":`, d.Subject}})
 	if d.Target != "" {
@@ -57,10 +58,12 @@ func (d *ceData) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, "null"...)
 	} else {
 		// What encoding/json does with a RawMessage: compacted, not
-		// escaped, refused when it is not JSON.
+		// escaped. Compact checks them too, so arguments that are not
+		// JSON (which cloudEvent alone would have made a string) are
+		// written as cloudEvent writes them.
 		buf := bytes.NewBuffer(b)
 		if err := json.Compact(buf, d.Arguments); err != nil {
-			return nil, err
+			buf.Write(argumentsString(d.Arguments))
 		}
 		b = buf.Bytes()
 	}

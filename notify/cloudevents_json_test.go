@@ -87,6 +87,24 @@ func TestCloudEventEncodesAsJSON(t *testing.T) {
 	}
 }
 
+// TestRenderCloudEventEncodesAsJSON: a CloudEvents body, whose arguments
+// appendJSON checks as it copies them, is byte for byte cloudEvent's
+// encoded by encoding/json, arguments that are not JSON included.
+func TestRenderCloudEventEncodesAsJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 5000 {
+		e := randomEvent(r)
+		want, werr := encodeJSON(cloudEvent(e))
+		got, _, gerr := render(FormatCloudEvents, e, false)
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("event %d: errors %v and %v", i, werr, gerr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("event %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
 // TestCloudEventEncodingRefusesWhatJSONRefuses: a time encoding/json cannot
 // write fails the hand-written encoding too.
 func TestCloudEventEncodingRefusesWhatJSONRefuses(t *testing.T) {

@@ -23,7 +23,7 @@ func render(format string, e *Event, slackInteractive bool) ([]byte, string, err
 	contentType := "application/json"
 	switch format {
 	case FormatCloudEvents:
-		ev := cloudEvent(e)
+		ev := uncheckedCloudEvent(e) // appendJSON checks the arguments as it copies them
 		body, err := ev.appendJSON(make([]byte, 0, 1024))
 		if err != nil {
 			return nil, "", fmt.Errorf("encoding %s body: %w", format, err)
