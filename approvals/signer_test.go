@@ -243,3 +243,34 @@ func TestSigner_Rotation(t *testing.T) {
 		t.Errorf("NewSigner with %d previous secrets = nil error, want an error", len(five))
 	}
 }
+
+// TestSigner_Vectors: tokens are what toolgate has always made of a secret
+// and a call, so that links, confirmation links and forms handed out by
+// one replica check on every other, whatever its version.
+func TestSigner_Vectors(t *testing.T) {
+	s := testSigner(t, testSecret)
+	c := testCall()
+	for _, tc := range []struct{ name, got, want string }{
+		{"Token", s.Token(c), "v1.1795990502.a3zt0rAFqUNGSd2hReyxaAwP67NYElesbbBexf7U46o"},
+		{"ConfirmToken", s.ConfirmToken(c), "v1.1795990502.LKWH6qZzQU5lc-zsFVFYcEjw1PDL1HJsUrgqsPzhz8I"},
+		{"FormToken", s.FormToken("alice", c.ID), "jVBTcwAJk-rqCFqai7SgqclKVLwhq8p6zO_GQogfe8g"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// BenchmarkSigner_ApprovalURL is the link every parked call is announced
+// with.
+func BenchmarkSigner_ApprovalURL(b *testing.B) {
+	s, err := approvals.NewSigner([]byte(testSecret))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := pending.Call{ID: "RLYOGGLFSOIJNCKHNTPSJUXSXP", RequestDigest: strings.Repeat("ab", 32), ExpiresAt: t0.Add(time.Hour)}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = s.ApprovalURL(publicURL, c)
+	}
+}
