@@ -7,9 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"hash"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/pending"
@@ -49,7 +51,17 @@ var (
 // handed out: they verify until they expire, and a previous secret can be
 // dropped once pending.ttl has passed since it stopped signing.
 type Signer struct {
-	keys [][]byte // keys[0], the secret, signs; every one verifies
+	keys [][]byte    // keys[0], the secret, signs; every one verifies
+	macs []sync.Pool // macs[i]: *macState keyed with keys[i]
+}
+
+// macState is an HMAC-SHA256 keyed with one of a Signer's keys, and the
+// buffer its input is gathered in. It is reused, through its key's pool,
+// because keying an HMAC costs two SHA-256 blocks and a few allocations,
+// and every parked call's link is signed.
+type macState struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // MaxPreviousSecrets bounds the previous secrets a Signer accepts: each
@@ -70,6 +82,7 @@ func NewSigner(secret []byte, previous ...[]byte) (*Signer, error) {
 		}
 		s.keys = append(s.keys, bytes.Clone(k))
 	}
+	s.macs = make([]sync.Pool, len(s.keys))
 	return s, nil
 }
 
@@ -104,8 +117,8 @@ func (s *Signer) CheckConfirm(token string, c pending.Call, now time.Time) error
 
 func (s *Signer) token(purpose string, c pending.Call) string {
 	exp := c.ExpiresAt.Unix()
-	return tokenVersion + "." + strconv.FormatInt(exp, 10) + "." +
-		base64.RawURLEncoding.EncodeToString(s.mac(purpose, c.ID, c.RequestDigest, exp))
+	mac := s.mac(purpose, c.ID, c.RequestDigest, exp)
+	return tokenVersion + "." + strconv.FormatInt(exp, 10) + "." + base64.RawURLEncoding.EncodeToString(mac[:])
 }
 
 func (s *Signer) check(purpose, token string, c pending.Call, now time.Time) error {
@@ -158,7 +171,8 @@ func (s *Signer) ConfirmURL(publicURL string, c pending.Call) string {
 // call, so another site can neither read nor forge it, and it serves no
 // other approver and no other call.
 func (s *Signer) FormToken(approver, id string) string {
-	return base64.RawURLEncoding.EncodeToString(s.macOf("toolgate-form-"+tokenVersion, approver, id))
+	mac := s.macOf("toolgate-form-"+tokenVersion, approver, id)
+	return base64.RawURLEncoding.EncodeToString(mac[:])
 }
 
 // CheckFormToken reports, in constant time, whether token is
@@ -169,15 +183,15 @@ func (s *Signer) CheckFormToken(token, approver, id string) bool {
 }
 
 // mac is the MAC of a link token of purpose.
-func (s *Signer) mac(purpose, id, digest string, exp int64) []byte {
+func (s *Signer) mac(purpose, id, digest string, exp int64) [sha256.Size]byte {
 	return s.macOf(purpose, id, digest, strconv.FormatInt(exp, 10))
 }
 
 // verify reports whether sig is the MAC of fields under the secret or a
 // previous one, each compared in constant time.
 func (s *Signer) verify(sig []byte, fields ...string) bool {
-	for _, k := range s.keys {
-		if hmac.Equal(sig, macWith(k, fields)) {
+	for i := range s.keys {
+		if mac := s.macWith(i, fields); hmac.Equal(sig, mac[:]) {
 			return true
 		}
 	}
@@ -185,19 +199,31 @@ func (s *Signer) verify(sig []byte, fields ...string) bool {
 }
 
 // macOf is the MAC of fields under the secret that signs.
-func (s *Signer) macOf(fields ...string) []byte { return macWith(s.keys[0], fields) }
+func (s *Signer) macOf(fields ...string) [sha256.Size]byte { return s.macWith(0, fields) }
 
-// macWith is HMAC-SHA256 under key over a purpose tag and fields, each
+// maxMACBuffer bounds the input buffer a macState keeps for the next MAC.
+const maxMACBuffer = 4 << 10
+
+// macWith is HMAC-SHA256 under keys[i] over a purpose tag and fields, each
 // prefixed with its length so that no two field lists encode alike
 // ("ab"+"c" and "a"+"bc" differ), and no token of one purpose is one of
 // another.
-func macWith(key []byte, fields []string) []byte {
-	m := hmac.New(sha256.New, key)
-	var buf []byte
-	for _, f := range fields {
-		buf = binary.AppendUvarint(buf[:0], uint64(len(f)))
-		m.Write(buf)
-		m.Write([]byte(f))
+func (s *Signer) macWith(i int, fields []string) (sum [sha256.Size]byte) {
+	m, _ := s.macs[i].Get().(*macState)
+	if m == nil {
+		m = &macState{h: hmac.New(sha256.New, s.keys[i])}
 	}
-	return m.Sum(nil)
+	m.buf = m.buf[:0]
+	for _, f := range fields {
+		m.buf = binary.AppendUvarint(m.buf, uint64(len(f)))
+		m.buf = append(m.buf, f...)
+	}
+	m.h.Reset()
+	m.h.Write(m.buf)
+	m.buf = m.h.Sum(m.buf[:0])
+	copy(sum[:], m.buf)
+	if cap(m.buf) <= maxMACBuffer {
+		s.macs[i].Put(m)
+	}
+	return sum
 }
