@@ -221,7 +221,7 @@ func (w *worker) post(ctx context.Context, deadline time.Time, id string, body [
 		r.detail = printable(head[:k])
 		rest -= headBytes
 	}
-	if resp.Body != http.NoBody { // a 204's, for one
+	if resp.ContentLength != 0 { // 0: there is no body to read (a 204's, for one)
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, rest))
 	}
 	return r
