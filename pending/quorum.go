@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Decision is one approver's answer to a waiting call.
@@ -132,16 +134,20 @@ func decodeInts(s string) ([]int, error) {
 	if s == "" {
 		return nil, nil
 	}
-	parts := strings.Split(s, ",")
-	out := make([]int, len(parts))
-	for i, p := range parts {
+	// Cut, not Split: no slice of the parts besides the numbers'.
+	out := make([]int, 0, strings.Count(s, ",")+1)
+	for {
+		p, rest, more := strings.Cut(s, ",")
 		n, err := strconv.Atoi(p)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = n
+		out = append(out, n)
+		if !more {
+			return out, nil
+		}
+		s = rest
 	}
-	return out, nil
 }
 
 type redisApproval struct {
@@ -151,26 +157,193 @@ type redisApproval struct {
 	N string `json:"n"`
 }
 
+// decodeApprovals decodes the field ap. What cjson writes is read by
+// scanApprovals, without encoding/json's reflection (some thirty
+// allocations an approval); anything else, by encoding/json, whose results
+// and errors scanApprovals only ever repeats (FuzzDecodeApprovals).
 func decodeApprovals(s string) ([]Approval, error) {
 	// cjson writes an empty list as {}.
 	if s == "" || s == "{}" {
 		return nil, nil
 	}
+	if out, ok := scanApprovals(s); ok {
+		return out, nil
+	}
+	return decodeApprovalsJSON(s)
+}
+
+func decodeApprovalsJSON(s string) ([]Approval, error) {
 	var raw []redisApproval
 	if err := json.Unmarshal([]byte(s), &raw); err != nil {
 		return nil, err
 	}
 	out := make([]Approval, 0, len(raw))
 	for _, r := range raw {
-		ms, err := strconv.ParseInt(r.T, 10, 64)
+		a, err := r.approval()
 		if err != nil {
 			return nil, err
 		}
-		n, err := decodeInts(r.N)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Approval{By: r.B, At: time.UnixMilli(ms), Comment: r.C, Counts: n})
+		out = append(out, a)
 	}
 	return out, nil
+}
+
+func (r redisApproval) approval() (Approval, error) {
+	ms, err := strconv.ParseInt(r.T, 10, 64)
+	if err != nil {
+		return Approval{}, err
+	}
+	n, err := decodeInts(r.N)
+	if err != nil {
+		return Approval{}, err
+	}
+	return Approval{By: r.B, At: time.UnixMilli(ms), Comment: r.C, Counts: n}, nil
+}
+
+// scanApprovals decodes s if it is what cjson.encode makes of a non-empty
+// list of approvals: [{"b":"…","t":"…","c":"…","n":"…"},…], with no
+// space, the keys in any order, each value a string. ok is false for
+// anything else, and for what would be an error (encoding/json then
+// decodes s, and says why): a key of another spelling, a number, null,
+// space, a surrogate escape, bytes not UTF-8, a t or n not numbers.
+func scanApprovals(s string) (out []Approval, ok bool) {
+	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
+		return nil, false
+	}
+	// one allocation for the usual list; a comment holding },{ only
+	// makes room for more
+	out = make([]Approval, 0, strings.Count(s, "},{")+1)
+	i := 1
+	for {
+		var r redisApproval
+		if i, ok = scanApproval(s, i, &r); !ok {
+			return nil, false
+		}
+		a, err := r.approval()
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, a)
+		switch {
+		case i == len(s)-1: // the closing ]
+			return out, true
+		case i < len(s) && s[i] == ',':
+			i++
+		default:
+			return nil, false
+		}
+	}
+}
+
+// scanApproval reads one approval at s[i:] into r, and says where it ends.
+func scanApproval(s string, i int, r *redisApproval) (int, bool) {
+	if i >= len(s) || s[i] != '{' {
+		return i, false
+	}
+	i++
+	if i < len(s) && s[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		// a key is one of four letters
+		if i+4 > len(s) || s[i] != '"' || s[i+2] != '"' || s[i+3] != ':' {
+			return i, false
+		}
+		var v *string
+		switch s[i+1] {
+		case 'b':
+			v = &r.B
+		case 't':
+			v = &r.T
+		case 'c':
+			v = &r.C
+		case 'n':
+			v = &r.N
+		default:
+			return i, false
+		}
+		var ok bool
+		// a key given twice: the last value, as encoding/json keeps it
+		if *v, i, ok = scanString(s, i+4); !ok || i >= len(s) {
+			return i, false
+		}
+		switch s[i] {
+		case ',':
+			i++
+		case '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+// scanString reads the JSON string at s[i:] and says where it ends. A
+// string without escapes is s's own bytes, not a copy: s is a field of
+// one call, which the call keeps anyway.
+func scanString(s string, i int) (string, int, bool) {
+	if i >= len(s) || s[i] != '"' {
+		return "", i, false
+	}
+	i++
+	start, ascii := i, true
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			v := s[start:i]
+			if !ascii && !utf8.ValidString(v) {
+				return "", i, false // encoding/json replaces such bytes
+			}
+			return v, i + 1, true
+		case c == '\\':
+			return unescape(s, start, i, ascii)
+		case c < 0x20:
+			return "", i, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return "", i, false
+}
+
+// unescape reads the rest of a JSON string begun at s[start:] whose first
+// escape is at s[i]; ascii is whether the bytes before it are.
+func unescape(s string, start, i int, ascii bool) (string, int, bool) {
+	b := make([]byte, 0, len(s)-start)
+	b = append(b, s[start:i]...)
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == '"':
+			if !ascii && !utf8.ValidString(s[start:i]) {
+				return "", i, false
+			}
+			return string(b), i + 1, true
+		case c < 0x20:
+			return "", i, false
+		case c != '\\':
+			ascii = ascii && c < utf8.RuneSelf
+			b = append(b, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", i, false
+		}
+		if k := strings.IndexByte(`"\/bfnrt`, s[i+1]); k >= 0 {
+			b = append(b, "\"\\/\b\f\n\r\t"[k])
+			i += 2
+			continue
+		}
+		if s[i+1] != 'u' || i+6 > len(s) {
+			return "", i, false
+		}
+		r, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+		if err != nil || utf16.IsSurrogate(rune(r)) {
+			return "", i, false
+		}
+		b = utf8.AppendRune(b, rune(r))
+		i += 6
+	}
+	return "", i, false
 }
