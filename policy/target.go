@@ -439,6 +439,14 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 // twice): a target still encoded after that is refused.
 const maxDecodes = 8
 
+// maxDecodedLen bounds the targets percent-decoding is tried on, in bytes:
+// each pass costs about seventeen bytes of allocation per byte of target,
+// so a body-sized target encoded eight deep cost some 300 MB and half a
+// second of CPU a call. A longer target that may hold a percent-escape is
+// refused, as one encoded too many times is; no file path needs more (4096
+// is Linux's PATH_MAX).
+const maxDecodedLen = 4096
+
 // misreading is a spelling in a file-path target that a tool may read as
 // other path syntax than toolgate does.
 type misreading struct {
@@ -446,6 +454,7 @@ type misreading struct {
 	escape  string // a percent-escape as written in the target, or ""
 	as      byte   // the path syntax it becomes; 0: encoded too many times
 	decoded bool   // char is in the target's percent-decoded spelling
+	long    bool   // longer than maxDecodedLen: not decoded
 }
 
 // misread reports the first misreading in raw, a value normalizeTarget
@@ -460,6 +469,9 @@ func misread(raw string, fold Fold) (misreading, bool) {
 	}
 	if !mayBeEncoded(raw, fold) {
 		return misreading{}, false
+	}
+	if len(raw) > maxDecodedLen {
+		return misreading{long: true}, true
 	}
 	dec, m, deep := decodePercent(raw, fold)
 	if m.as != 0 || deep {
@@ -658,6 +670,9 @@ func decodedTarget(k, s string, fold Fold) (TargetArg, bool) {
 	if !mayBeEncoded(s, fold) || !pathValue(k, s) {
 		return TargetArg{}, false
 	}
+	if len(s) > maxDecodedLen {
+		return TargetArg{Arg: k, Raw: s, Escapes: true, Opaque: true}, true
+	}
 	dec, _, deep := decodePercent(s, fold)
 	if dec == s {
 		return TargetArg{}, false
@@ -682,11 +697,16 @@ type SpellingError struct {
 	Escape  string
 	As      string // the path syntax Char or Escape becomes
 	Decoded bool   // Char is in Value's percent-decoded spelling
+	// Long: Value may hold a percent-escape and is longer than
+	// maxDecodedLen, too long to be decoded and judged.
+	Long bool
 }
 
 func (e *SpellingError) Error() string {
-	v := quoteLookalikes(e.Value)
+	v := quoteLookalikes(shortened(e.Value))
 	switch {
+	case e.Long:
+		return fmt.Sprintf("%s %s (%d bytes) may hold a percent-escape and is longer than %d bytes: too long to judge as a tool that decodes it reads it", e.What, v, len(e.Value), maxDecodedLen)
 	case e.Char != 0 && e.As == " ":
 		return fmt.Sprintf("%s %s ends a path segment with U+%04X, which a Windows tool may read as a space and drop (target_fold: windows)", e.What, v, e.Char)
 	case e.Char != 0:
@@ -699,6 +719,24 @@ func (e *SpellingError) Error() string {
 		return fmt.Sprintf("%s %s holds %s, a percent-encoded %q, which a tool that decodes the path reads as path syntax", e.What, v, quoteLookalikes(e.Escape), e.As)
 	}
 	return fmt.Sprintf("%s %s is percent-encoded more than %d times", e.What, v, maxDecodes)
+}
+
+// shownLen is how much of a refused value a SpellingError quotes: the
+// message goes back to the caller and into the log, and a value can be as
+// long as a body.
+const shownLen = 256
+
+// shortened is s cut to about shownLen bytes, at a character's start, with
+// "…" for what was cut.
+func shortened(s string) string {
+	if len(s) <= shownLen {
+		return s
+	}
+	i := shownLen
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // quoteLookalikes is s quoted as ControlError quotes it, with the
@@ -752,7 +790,7 @@ func CheckTargetSpelling(args map[string]any, targetArgs []string, fold Fold) er
 			return
 		}
 		if m, ok := misread(v, fold); ok {
-			worst = &SpellingError{What: what, Value: v, Char: m.char, Escape: m.escape, Decoded: m.decoded}
+			worst = &SpellingError{What: what, Value: v, Char: m.char, Escape: m.escape, Decoded: m.decoded, Long: m.long}
 			if m.as != 0 {
 				worst.As = string(rune(m.as))
 			}
