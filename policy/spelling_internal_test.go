@@ -13,7 +13,7 @@ import (
 // a tool built without the check it is an opaque target that escapes. The
 // refusal quotes the value cut short.
 func TestSpellingLongTargets(t *testing.T) {
-	long := strings.Repeat("%252525252525252541", 55000)
+	long := strings.Repeat("%252525252525252541", 300) // 5,700 bytes
 	err := CheckTargetSpelling(map[string]any{"path": long}, DefaultTargetArgs, FoldNone)
 	var se *SpellingError
 	if !errors.As(err, &se) || !se.Long {
@@ -33,6 +33,38 @@ func TestSpellingLongTargets(t *testing.T) {
 	}
 	// No percent sign: any length passes this check.
 	if err := CheckTargetSpelling(map[string]any{"path": strings.Repeat("a/", 1<<19)}, DefaultTargetArgs, FoldNone); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpellingBudget: the targets a call's check decodes are bounded in
+// all, not only one by one: 250 targets just under maxDecodedLen, each
+// encoded eight deep, cost some 450 MB a call before.
+func TestSpellingBudget(t *testing.T) {
+	one := strings.Repeat("a", 3900) + "%2525252525252541"
+	many := make([]any, 250)
+	for i := range many {
+		many[i] = one
+	}
+	err := CheckTargetSpelling(map[string]any{"path": many}, DefaultTargetArgs, FoldNone)
+	var se *SpellingError
+	if !errors.As(err, &se) || !se.Total || !strings.Contains(err.Error(), "more than 32768 bytes") {
+		t.Fatalf("error %v, want the call's total refused", err)
+	}
+	// Nested in an object, keys and values alike count.
+	obj := map[string]any{}
+	for i := range 20 {
+		obj[strings.Repeat("k", i)+one] = one
+	}
+	if err := CheckTargetSpelling(map[string]any{"path": obj}, DefaultTargetArgs, FoldNone); !errors.As(err, &se) || !se.Total {
+		t.Fatalf("error %v, want the call's total refused", err)
+	}
+	// 256 targets of 120 bytes with an escape each fit.
+	fit := make([]any, MaxTargets)
+	for i := range fit {
+		fit[i] = "docs/" + strings.Repeat("r", 112) + "%20"
+	}
+	if err := CheckTargetSpelling(map[string]any{"path": fit}, DefaultTargetArgs, FoldNone); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -35,7 +35,10 @@ func TestCheckTargetSpelling(t *testing.T) {
 		{"in an opaque target's key", none, map[string]any{"path": map[string]any{"%2e%2e/x": "y"}}, `argument key "%2e%2e/x" holds "%2e"`},
 		{"target named in another case", none, map[string]any{"PATH": "%2e%2e/x"}, `holds "%2e"`},
 		{"a url argument without a scheme is a path", none, map[string]any{"url": "docs/%2e%2e/x"}, `holds "%2e"`},
-		{"a path argument with a scheme is a URL", none, map[string]any{"path": "https://x.com/%2e%2e/a"}, ""},
+		// A tool may join a path argument's value to its root, URL or not
+		// ("a://b/%2e%2e/%2e%2e/secrets/key" is secrets/key to it).
+		{"a path argument with a scheme is a path too", none, map[string]any{"path": "https://x.com/%2e%2e/a"}, `holds "%2e"`},
+		{"a url argument is a URL", none, map[string]any{"url": "https://x.com/%2e%2e/a"}, ""},
 		{"URL", none, map[string]any{"url": "https://x.com/a%2Fb/%2e%2e"}, ""},
 		{"command", none, map[string]any{"command": "cat notes/%2e%2e/secrets"}, ""},
 		{"other escapes pass", none, map[string]any{"path": "docs/My%20Report%281%29.pdf"}, ""},

@@ -54,16 +54,16 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
 	add := func(a TargetArg) {
-		if len(t.Targets) < MaxTargets {
+		if len(t.Targets) < MaxTargetEntries {
 			t.Targets = append(t.Targets, a)
 			return
 		}
-		// MaxTargets reached: one opaque target stands for the rest, and
+		// MaxTargetEntries reached: one opaque target stands for the rest, and
 		// escapes when any of them does.
-		if len(t.Targets) == MaxTargets {
+		if len(t.Targets) == MaxTargetEntries {
 			t.Targets = append(t.Targets, TargetArg{Arg: a.Arg, Opaque: true})
 		}
-		if rest := &t.Targets[MaxTargets]; a.Escapes && !rest.Escapes {
+		if rest := &t.Targets[MaxTargetEntries]; a.Escapes && !rest.Escapes {
 			rest.Raw, rest.Escapes = a.Raw, true
 		}
 	}
@@ -80,7 +80,17 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	// A path holding percent-escapes is also its decoded spelling, the
 	// path a tool that decodes its argument opens: "%73ecrets/key" is
 	// secrets/key to it, and a deny row for secrets/** must see that.
+	//
+	// A value of a path argument that parses as a URL ("a://b/../../secrets/key")
+	// is also its path reading: a tool that joins it to its root opens
+	// secrets/key, and the URL's target (a://b/secrets/key) is not that.
 	addDecoded := func(k, s string) {
+		if k != "url" && k != "uri" && k != "command" && s != "" {
+			if _, _, isURL, _ := asURL(k, s); isURL {
+				p, rel, escapes := normalizePath(s, fold)
+				add(TargetArg{Arg: k, Target: p, Relative: rel, Raw: s, Escapes: escapes})
+			}
+		}
 		if d, ok := decodedTarget(k, s, fold); ok {
 			add(d)
 		}
@@ -124,6 +134,10 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 // opaque target for the rest, so deny and ask rows still fire, no allow
 // row but "*" covers it, and an escaping one among the rest is denied.
 const MaxTargets = 256
+
+// MaxTargetEntries bounds tool.targets' entries: a value may give three (as
+// sent, its path reading when it looks like a URL, its decoded spelling).
+const MaxTargetEntries = 3 * MaxTargets
 
 // opaqueTarget is the target of argument k holding v, a value the policy
 // cannot read as one path. It escapes when any string inside v (a value
@@ -295,6 +309,15 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 		}
 		return u, written, escapes, !readable
 	}
+	target, relative, escapes = normalizePath(raw, fold)
+	return target, relative, escapes, false
+}
+
+// normalizePath is raw read as a file path (normalizeTarget's, for a value
+// that is not a URL): slashes for backslashes, cleaned, folded as fold
+// says, escaping when it climbs above its root or a tool may read it as
+// other path syntax (misread).
+func normalizePath(raw string, fold Fold) (target, relative string, escapes bool) {
 	p := strings.ReplaceAll(raw, `\`, "/")
 	// A spelling a tool may read as other path syntax than toolgate does
 	// (misread) is refused before any policy runs (CheckTargetSpelling);
@@ -308,7 +331,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 		if drive(p) && len(p) > 2 && p[2] == '/' {
 			// "c:/../secrets" is c:/secrets: no ".." climbs above a
 			// drive's root, and path.Clean would take "c:" for a directory.
-			return p[:2] + path.Clean(p[2:]), "", ambiguous, false
+			return p[:2] + path.Clean(p[2:]), "", ambiguous
 		}
 	}
 	if strings.HasPrefix(p, "/") {
@@ -316,7 +339,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 	}
 	p = path.Clean(p)
 	escapes = ambiguous || climbs(p) || climbs(relative)
-	return p, relative, escapes, false
+	return p, relative, escapes
 }
 
 // drive reports whether p starts with a (folded) drive letter and colon.
@@ -446,6 +469,11 @@ const maxDecodes = 8
 // refused, as one encoded too many times is; no file path needs more (4096
 // is Linux's PATH_MAX).
 const maxDecodedLen = 4096
+
+// maxDecodedTotal bounds the bytes of all a call's targets that may hold a
+// percent-escape, which are decoded: many targets under maxDecodedLen each
+// would cost what one large one did. 256 targets of 128 bytes fit.
+const maxDecodedTotal = 32 << 10
 
 // misreading is a spelling in a file-path target that a tool may read as
 // other path syntax than toolgate does.
@@ -653,8 +681,12 @@ func hexAt(s string, i int, fold Fold) (v byte, n int) {
 // pathValue reports whether normalizeTarget reads raw, a value of argument
 // arg, as a file path: not empty, not a command, not a URL.
 func pathValue(arg, raw string) bool {
-	if raw == "" || arg == "command" {
+	switch {
+	case raw == "" || arg == "command":
 		return false
+	case arg != "url" && arg != "uri":
+		// Even one that parses as a URL: a tool may join it to its root.
+		return true
 	}
 	_, _, isURL, _ := asURL(arg, raw)
 	return !isURL
@@ -677,8 +709,8 @@ func decodedTarget(k, s string, fold Fold) (TargetArg, bool) {
 	if dec == s {
 		return TargetArg{}, false
 	}
-	norm, rel, escapes, unreadable := normalizeTarget(k, dec, fold)
-	if deep || unreadable || !utf8.ValidString(dec) || refusedInTarget(dec) >= 0 {
+	norm, rel, escapes := normalizePath(dec, fold)
+	if deep || !utf8.ValidString(dec) || refusedInTarget(dec) >= 0 {
 		return TargetArg{Arg: k, Raw: s, Escapes: escapes || deep, Opaque: true}, true
 	}
 	return TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes}, true
@@ -698,13 +730,17 @@ type SpellingError struct {
 	As      string // the path syntax Char or Escape becomes
 	Decoded bool   // Char is in Value's percent-decoded spelling
 	// Long: Value may hold a percent-escape and is longer than
-	// maxDecodedLen, too long to be decoded and judged.
-	Long bool
+	// maxDecodedLen, too long to be decoded and judged; with Total, the
+	// call's targets that may hold one are longer than maxDecodedTotal in
+	// all (Value is the one that went past it).
+	Long, Total bool
 }
 
 func (e *SpellingError) Error() string {
 	v := quoteLookalikes(shortened(e.Value))
 	switch {
+	case e.Total:
+		return fmt.Sprintf("the call's file-path targets that may hold a percent-escape come to more than %d bytes (%s %s went past it): too many to judge as a tool that decodes them reads them", maxDecodedTotal, e.What, v)
 	case e.Long:
 		return fmt.Sprintf("%s %s (%d bytes) may hold a percent-escape and is longer than %d bytes: too long to judge as a tool that decodes it reads it", e.What, v, len(e.Value), maxDecodedLen)
 	case e.Char != 0 && e.As == " ":
@@ -782,7 +818,17 @@ func quoteLookalikes(s string) string {
 // Call it after CheckControl, whose refusals come first.
 func CheckTargetSpelling(args map[string]any, targetArgs []string, fold Fold) error {
 	var worst *SpellingError
+	budget := maxDecodedTotal
 	note := func(what, k, v string) {
+		if worst != nil && worst.Total {
+			return
+		}
+		if mayBeEncoded(v, fold) && pathValue(k, v) {
+			if budget -= len(v); budget < 0 {
+				worst = &SpellingError{What: what, Value: v, Long: true, Total: true}
+				return
+			}
+		}
 		if worst != nil && v >= worst.Value {
 			return
 		}

@@ -129,23 +129,23 @@ func TestFoldWindows(t *testing.T) {
 }
 
 // TestTargetsBounded: a target argument holding a huge array makes at most
-// MaxTargets targets and one opaque target for the rest.
+// MaxTargetEntries targets and one opaque target for the rest.
 func TestTargetsBounded(t *testing.T) {
-	paths := make([]any, 10*policy.MaxTargets)
+	paths := make([]any, 10*policy.MaxTargetEntries)
 	for i := range paths {
 		paths[i] = "docs/" + strconv.Itoa(i)
 	}
 	tool := policy.NewTool("read_file", map[string]any{"path": paths, "file": "docs/x"}, policy.DefaultTargetArgs)
-	if n := len(tool.Targets); n != policy.MaxTargets+1 {
-		t.Fatalf("%d targets, want %d", n, policy.MaxTargets+1)
+	if n := len(tool.Targets); n != policy.MaxTargetEntries+1 {
+		t.Fatalf("%d targets, want %d", n, policy.MaxTargetEntries+1)
 	}
-	if last := tool.Targets[policy.MaxTargets]; !last.Opaque || last.Arg != "path" || last.Escapes {
+	if last := tool.Targets[policy.MaxTargetEntries]; !last.Opaque || last.Arg != "path" || last.Escapes {
 		t.Fatalf("last target %+v, want an opaque one for path", last)
 	}
 	// An escaping path among the rest makes the stand-in escape.
 	escaping := append(append([]any(nil), paths...), "../etc/passwd")
 	tool = policy.NewTool("read_file", map[string]any{"path": escaping}, policy.DefaultTargetArgs)
-	if last := tool.Targets[policy.MaxTargets]; !last.Escapes || last.Raw != "../etc/passwd" {
+	if last := tool.Targets[policy.MaxTargetEntries]; !last.Escapes || last.Raw != "../etc/passwd" {
 		t.Fatalf("last target %+v, want it to escape with ../etc/passwd", last)
 	}
 	small := policy.NewTool("read_file", map[string]any{"path": paths[:2], "file": "docs/x"}, policy.DefaultTargetArgs)

@@ -888,9 +888,17 @@ func TestAmbiguousTargets(t *testing.T) {
 		{"fullwidth dots, windows", "windows", `{"path":"notes\uff0e\uff0e\uff3csecrets\uff3ckey"}`, 400, `holds U+FF0E, which a Windows tool may read as \".\"`},
 		{"yen, windows", "windows", `{"path":"..\u00a5secrets"}`, 400, `holds U+00A5`},
 		{"CJK name, windows", "windows", `{"path":"資料/第１回　議事録.docx"}`, 200, ""},
+		// A path argument's value that parses as a URL is also read as a
+		// path: a tool that joins it to its root opens secrets/key.
+		{"URL-shaped path", "", `{"path":"a://b/../../secrets/key"}`, 403, ""},
+		{"URL-shaped path, backslashes", "", `{"path":"x://y/..\\..\\secrets\\key"}`, 403, ""},
+		{"URL-shaped path, encoded dots", "", `{"path":"a://b/%2e%2e/%2e%2e/secrets/key"}`, 400, `holds \"%2e\"`},
+		// Each value's decoded spelling is a target of its own, and does
+		// not count against the 256 values a call may name.
+		{"256 values with an escape", "", `{"path":[` + strings.TrimSuffix(strings.Repeat(`"docs/My%20Report.pdf",`, 256), ",") + `]}`, 200, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestServer(t, seedEngineRules(t, rules), func(c *Config) { c.Upstreams[0].TargetFold = tc.fold })
+			env := newTestServer(t, seedEngineRules(t, rules), func(c *Config) { c.Upstreams[0].TargetFold, c.MaxBodyBytes = tc.fold, 64<<10 })
 			res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
 			b, _ := io.ReadAll(res.Body)
 			if res.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
