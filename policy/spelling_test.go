@@ -35,6 +35,8 @@ func TestCheckTargetSpelling(t *testing.T) {
 		{"in an opaque target's key", none, map[string]any{"path": map[string]any{"%2e%2e/x": "y"}}, `argument key "%2e%2e/x" holds "%2e"`},
 		{"target named in another case", none, map[string]any{"PATH": "%2e%2e/x"}, `holds "%2e"`},
 		{"a url argument without a scheme is a path", none, map[string]any{"url": "docs/%2e%2e/x"}, `holds "%2e"`},
+		{"%u escape of a dot", none, map[string]any{"path": "notes/%u002e%u002E/secrets/key"}, `holds "%u002e", a percent-encoded "."`},
+		{"%u escape of a backslash", none, map[string]any{"file": []any{"a%U005Cb"}}, `a percent-encoded "\\"`},
 		// A tool may join a path argument's value to its root, URL or not
 		// ("a://b/%2e%2e/%2e%2e/secrets/key" is secrets/key to it).
 		{"a path argument with a scheme is a path too", none, map[string]any{"path": "https://x.com/%2e%2e/a"}, `holds "%2e"`},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -605,6 +606,31 @@ func decodePercent(raw string, fold Fold) (decoded string, first misreading, dee
 		)
 		for i := 0; i < len(s); {
 			if w := percentAt(s, i, fold); w > 0 {
+				if r, end, ok := uEscapeAt(s, i+w, fold); ok {
+					// "%u002e": the non-standard escape JavaScript's
+					// unescape and some servers decode.
+					sp := span{at(i).lo, at(end - 1).hi}
+					if (r == '.' || r == '/' || r == '\\') && first.as == 0 {
+						first = misreading{escape: raw[sp.lo:sp.hi], as: byte(r)}
+					}
+					if b == nil {
+						b, next = make([]byte, 0, len(s)), make([]span, 0, len(s))
+						for j := range i {
+							b, next = append(b, s[j]), append(next, at(j))
+						}
+					}
+					var enc []byte
+					if utf16.IsSurrogate(r) {
+						enc = []byte{0xFF} // a lone half: no character, so the spelling is unreadable
+					} else {
+						enc = utf8.AppendRune(nil, r)
+					}
+					for _, c := range enc {
+						b, next = append(b, c), append(next, sp)
+					}
+					i = end
+					continue
+				}
 				if hi, n := hexAt(s, i+w, fold); n > 0 {
 					if lo, m := hexAt(s, i+w+n, fold); m > 0 {
 						c, end := hi<<4|lo, i+w+n+m
@@ -635,6 +661,23 @@ func decodePercent(raw string, fold Fold) (decoded string, first misreading, dee
 		s, spans = string(b), next
 	}
 	return s, first, true
+}
+
+// uEscapeAt reads the "u" and four hex digits of a "%uXXXX" escape whose
+// "%" ends at i: the character and where the escape ends.
+func uEscapeAt(s string, i int, fold Fold) (r rune, end int, ok bool) {
+	if i >= len(s) || s[i] != 'u' && s[i] != 'U' {
+		return 0, 0, false
+	}
+	end = i + 1
+	for range 4 {
+		v, n := hexAt(s, end, fold)
+		if n == 0 {
+			return 0, 0, false
+		}
+		r, end = r<<4|rune(v), end+n
+	}
+	return r, end, true
 }
 
 // percentAt returns the length of the "%" starting s[i:], or 0.

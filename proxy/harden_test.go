@@ -883,6 +883,11 @@ func TestAmbiguousTargets(t *testing.T) {
 		{"encoded twice", "", `{"path":"notes/%252E%252E/secrets/key"}`, 400, `holds \"%252E\"`},
 		{"encoded slash", "", `{"file_path":"..%2fsecrets"}`, 400, `holds \"%2f\", a percent-encoded \"/\"`},
 		{"decoded spelling denied", "", `{"path":"%73ecrets/key"}`, 403, ""},
+		{"%u spelling denied", "", `{"path":"%u0073ecrets/key"}`, 403, ""},
+		// A lone surrogate decodes to no character: an opaque target,
+		// which deny rows match.
+		{"%u lone surrogate", "", `{"path":"docs/%uD800.txt"}`, 403, ""},
+		{"%u escape of a dot", "", `{"path":"notes/%u002e%u002e/secrets/key"}`, 400, `holds \"%u002e\"`},
 		{"harmless escape", "", `{"path":"docs/My%20Report.pdf"}`, 200, ""},
 		{"fullwidth without fold", "", `{"path":"notes\uff0e\uff0e\uff3csecrets"}`, 200, ""},
 		{"fullwidth dots, windows", "windows", `{"path":"notes\uff0e\uff0e\uff3csecrets\uff3ckey"}`, 400, `holds U+FF0E, which a Windows tool may read as \".\"`},
