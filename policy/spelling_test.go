@@ -163,6 +163,15 @@ func TestDecodedTarget(t *testing.T) {
 		{"fullwidth letters and percent on Windows", policy.FoldWindows, map[string]any{"path": "\uff05\uff17\uff13ecrets"}, []policy.TargetArg{
 			{Arg: "path", Target: "\uff05\uff17\uff13ecrets", Raw: "\uff05\uff17\uff13ecrets"},
 			{Arg: "path", Target: "secrets", Raw: "\uff05\uff17\uff13ecrets"},
+			// the best-fit spelling: what an ANSI tool that does not decode opens
+			{Arg: "path", Target: "%73ecrets", Raw: "\uff05\uff17\uff13ecrets"},
+		}},
+		{"fullwidth letters on Windows", policy.FoldWindows, map[string]any{"path": "\uff53\uff45\uff43\uff52\uff45\uff54\uff53/Key"}, []policy.TargetArg{
+			{Arg: "path", Target: "\uff53\uff45\uff43\uff52\uff45\uff54\uff53/key", Raw: "\uff53\uff45\uff43\uff52\uff45\uff54\uff53/Key"},
+			{Arg: "path", Target: "secrets/key", Raw: "\uff53\uff45\uff43\uff52\uff45\uff54\uff53/Key"},
+		}},
+		{"fullwidth letters without folding", policy.FoldNone, map[string]any{"path": "\uff53ecrets/key"}, []policy.TargetArg{
+			{Arg: "path", Target: "\uff53ecrets/key", Raw: "\uff53ecrets/key"},
 		}},
 		{"a control character once decoded", policy.FoldNone, map[string]any{"path": "x.env%00.txt"}, []policy.TargetArg{
 			{Arg: "path", Target: "x.env%00.txt", Raw: "x.env%00.txt"},

@@ -95,6 +95,9 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		if d, ok := decodedTarget(k, s, fold); ok {
 			add(d)
 		}
+		if f, ok := bestFitLetters(k, s, fold); ok {
+			add(f)
+		}
 	}
 	for _, k := range targetArgs {
 		switch v := argFold(args, k).(type) {
@@ -136,9 +139,10 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 // row but "*" covers it, and an escaping one among the rest is denied.
 const MaxTargets = 256
 
-// MaxTargetEntries bounds tool.targets' entries: a value may give three (as
-// sent, its path reading when it looks like a URL, its decoded spelling).
-const MaxTargetEntries = 3 * MaxTargets
+// MaxTargetEntries bounds tool.targets' entries: a value may give four (as
+// sent, its path reading when it looks like a URL, its decoded spelling, its
+// best-fit spelling with FoldWindows).
+const MaxTargetEntries = 4 * MaxTargets
 
 // opaqueTarget is the target of argument k holding v, a value the policy
 // cannot read as one path. It escapes when any string inside v (a value
@@ -566,6 +570,31 @@ func bestFitMisread(s string, fold Fold) (misreading, bool) {
 		}
 	}
 	return misreading{}, false
+}
+
+// bestFitLetters is, with FoldWindows, the target a tool that converts the
+// path s to an ANSI code page opens when s holds fullwidth forms of ASCII
+// letters, digits or punctuation (U+FF01 to U+FF5E): every best-fit table
+// makes them ASCII, so "ｓｅｃｒｅｔｓ/key" is secrets/key to such a tool, and
+// a deny row for secrets/** must see that. Those that become path syntax
+// are refused before (bestFitSyntax); other look-alikes (accented letters)
+// differ from one code page to another and are left as written.
+func bestFitLetters(k, s string, fold Fold) (TargetArg, bool) {
+	if fold != FoldWindows || isASCII(s) || !pathValue(k, s) {
+		return TargetArg{}, false
+	}
+	fullwidth := func(r rune) bool { return 0xFF01 <= r && r <= 0xFF5E }
+	if !strings.ContainsFunc(s, fullwidth) {
+		return TargetArg{}, false
+	}
+	ascii := strings.Map(func(r rune) rune {
+		if fullwidth(r) {
+			return r - 0xFEE0
+		}
+		return r
+	}, s)
+	p, rel, escapes := normalizePath(ascii, fold)
+	return TargetArg{Arg: k, Target: p, Relative: rel, Raw: s, Escapes: escapes}, true
 }
 
 func isASCII(s string) bool {

@@ -893,6 +893,10 @@ func TestAmbiguousTargets(t *testing.T) {
 		{"fullwidth dots, windows", "windows", `{"path":"notes\uff0e\uff0e\uff3csecrets\uff3ckey"}`, 400, `holds U+FF0E, which a Windows tool may read as \".\"`},
 		{"yen, windows", "windows", `{"path":"..\u00a5secrets"}`, 400, `holds U+00A5`},
 		{"CJK name, windows", "windows", `{"path":"資料/第１回　議事録.docx"}`, 200, ""},
+		// Fullwidth letters are ASCII to a tool that converts to an ANSI
+		// code page: secrets/key.
+		{"fullwidth letters, windows", "windows", `{"path":"ｓｅｃｒｅｔｓ/key"}`, 403, ""},
+		{"fullwidth letters, no folding", "", `{"path":"ｓｅｃｒｅｔｓ/key"}`, 200, ""},
 		// A path argument's value that parses as a URL is also read as a
 		// path: a tool that joins it to its root opens secrets/key.
 		{"URL-shaped path", "", `{"path":"a://b/../../secrets/key"}`, 403, ""},
