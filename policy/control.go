@@ -99,23 +99,7 @@ func CheckControl(args map[string]any, targetArgs []string) error {
 		}
 		// Every string inside: a target, an array's, or one inside an
 		// opaque value (keys too), which NewTool reads for escaping paths.
-		var strs func(v any)
-		strs = func(v any) {
-			switch v := v.(type) {
-			case string:
-				note("target", v, refusedInTarget)
-			case []any:
-				for _, e := range v {
-					strs(e)
-				}
-			case map[string]any:
-				for k, e := range v {
-					note("argument key", k, refusedInTarget)
-					strs(e)
-				}
-			}
-		}
-		strs(v)
+		eachTargetString(v, func(what, s string) { note(what, s, refusedInTarget) })
 	}
 	if worst != nil {
 		return worst
@@ -257,6 +241,25 @@ func CheckTargets(args map[string]any, targetArgs []string) error {
 
 // isTargetArg reports whether the argument called name is one of
 // targetArgs, matched as NewTool matches it (case-insensitively).
+// eachTargetString calls f with every string inside v, a target argument's
+// value: the value itself, an array's strings, and the keys ("argument
+// key") and strings of an object at any depth ("target").
+func eachTargetString(v any, f func(what, s string)) {
+	switch v := v.(type) {
+	case string:
+		f("target", v)
+	case []any:
+		for _, e := range v {
+			eachTargetString(e, f)
+		}
+	case map[string]any:
+		for k, e := range v {
+			f("argument key", k)
+			eachTargetString(e, f)
+		}
+	}
+}
+
 func isTargetArg(name string, targetArgs []string) bool {
 	return slices.ContainsFunc(targetArgs, func(k string) bool { return strings.EqualFold(name, k) })
 }

@@ -86,7 +86,9 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	// is also its path reading: a tool that joins it to its root opens
 	// secrets/key, and the URL's target (a://b/secrets/key) is not that.
 	addDecoded := func(k, s string) {
-		if k != "url" && k != "uri" && k != "command" && s != "" {
+		// A scheme needs a ':'; without one, asURL (which stringTarget
+		// ran already) is not asked again on every path.
+		if k != "url" && k != "uri" && k != "command" && strings.IndexByte(s, ':') > 0 {
 			if _, _, isURL, _ := asURL(k, s); isURL {
 				p, rel, escapes := normalizePath(s, fold)
 				add(TargetArg{Arg: k, Target: p, Relative: rel, Raw: s, Escapes: escapes})
@@ -915,23 +917,7 @@ func CheckTargetSpelling(args map[string]any, targetArgs []string, fold Fold) er
 		}
 	}
 	for _, k := range targetArgs {
-		var walk func(v any)
-		walk = func(v any) {
-			switch v := v.(type) {
-			case string:
-				note("target", k, v)
-			case []any:
-				for _, e := range v {
-					walk(e)
-				}
-			case map[string]any:
-				for key, e := range v {
-					note("argument key", k, key)
-					walk(e)
-				}
-			}
-		}
-		walk(argFold(args, k))
+		eachTargetString(argFold(args, k), func(what, s string) { note(what, k, s) })
 	}
 	if worst != nil {
 		return worst
