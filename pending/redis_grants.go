@@ -81,10 +81,10 @@ end
 -- trim drops the expired grants from both indexes; their keys expire by
 -- themselves.
 local function trim()
-  for _, id in ipairs(call('ZRANGEBYSCORE', gindex, '-inf', num(now))) do
+  for _, id in ipairs(call('ZRANGEBYSCORE', gindex, '-inf', nows)) do
     call('ZREM', gcreated, id)
   end
-  call('ZREMRANGEBYSCORE', gindex, '-inf', num(now))
+  call('ZREMRANGEBYSCORE', gindex, '-inf', nows)
 end
 
 -- unindex removes a grant from the indexes and its scope's lookup.
@@ -126,12 +126,12 @@ end
 local f = {}
 for i = 8, #ARGV do f[#f + 1] = ARGV[i] end
 local ea = now + life
-call('HSET', k, 'ca', num(now), 'ea', num(ea), 'sc', sc, unpack(f))
+call('HSET', k, 'ca', nows, 'ea', num(ea), 'sc', sc, unpack(f))
 call('PEXPIREAT', k, num(ea))
 call('SET', scopekey(sc), id)
 call('PEXPIREAT', scopekey(sc), num(ea))
 call('ZADD', gindex, num(ea), id)
-call('ZADD', gcreated, num(now), id)
+call('ZADD', gcreated, nows, id)
 lasts(gindex, ea)
 lasts(gcreated, ea)
 publish(grantsMessage, 'granted')
@@ -152,7 +152,7 @@ for i = 4, #ARGV do
     if live(flat) then return {id, flat} end
   end
 end
-return {call('ZCOUNT', gindex, '(' .. num(now), '+inf')}
+return {call('ZCOUNT', gindex, '(' .. nows, '+inf')}
 `)
 
 // listGrantsScript (read-only): ARGV[4] limit. Replies {id, grant, …},

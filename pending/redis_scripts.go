@@ -153,7 +153,8 @@ local function undeclared(ks)
   return out
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- (TIME's digits, coerced by the arithmetic: tonumber would convert each twice)
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local due = base .. 'due'
 local leases = base .. 'leases'
 local unannounced = base .. 'unannounced'
@@ -165,7 +166,13 @@ local ends = {approved = true, rejected = true, cancelled = true, expired = true
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
 local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'cancelled'}
 
-local function num(n) return string.format('%.0f', n) end
+-- num formats a time or a count. Every number a script writes is a whole
+-- number of milliseconds (or a count), so '%d' formats it: the
+-- floating-point formatting of '%.0f' (or of a number handed to
+-- redis.call, '%.17g') takes Redis several times as long.
+local function num(n) return string.format('%d', n) end
+-- now as a command argument: most scripts write it once or more
+local nows = num(now)
 local function callkey(id) return base .. 'call:' .. id end
 local function statekey(st) return base .. 'state:' .. st end
 local function attachkey(ak) return base .. 'attach:' .. ak end
@@ -186,14 +193,15 @@ local function attachkey(ak) return base .. 'attach:' .. ak end
 -- is the stored value itself (value), which the store decodes in Go. The
 -- table's own entries have names of more than two characters.
 
--- line parses a value's first line: the state, the lengths, and where
--- the header starts (1-based); nil for a value that is not a call's.
+-- line parses a value's first line: the state, the lengths, where the
+-- header starts (1-based), and the lengths of Brief, Info and Request as
+-- they are written ("<bf> <in> <rq>", which h._lens keeps without
+-- formatting the numbers again); nil for a value that is not a call's.
 local function line(v)
-  local nl = string.find(v, '\n', 1, true)
-  if not nl then return nil end
-  local st, hl, bf, inl, rq, rb = string.match(string.sub(v, 1, nl - 1), '^(%a+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  local st, hl, lens, bf, inl, rq, rb, at = string.match(v, '^(%a+) (%d+) ((%d+) (%d+) (%d+)) (%d+)\n()')
   if not st then return nil end
-  return st, tonumber(hl), {tonumber(bf), tonumber(inl), tonumber(rq), tonumber(rb)}, nl + 1
+  -- digits, coerced by '+ 0' (tonumber would convert each twice)
+  return st, hl + 0, {bf + 0, inl + 0, rq + 0, rb + 0}, at, lens
 end
 
 -- unpackheader reads a call's header; nil when it is not one.
@@ -209,11 +217,11 @@ end
 -- nor leave a sweep's moves done but unreported (Redis keeps a failed
 -- script's writes).
 local function decode(v)
-  local st, hl, n, at = line(v)
+  local st, hl, n, at, lens = line(v)
   if not st or at + hl + n[1] + n[2] + n[3] + n[4] - 1 ~= #v then return nil end
   local h = unpackheader(string.sub(v, at, at + hl - 1))
   if not h then return nil end
-  h.st, h._val, h._lens = st, v, n[1] .. ' ' .. n[2] .. ' ' .. n[3]
+  h.st, h._val, h._lens = st, v, lens
   h._t0 = at + hl
   h._t1 = h._t0 + n[1] + n[2] + n[3] - 1
   if n[4] > 0 then h.rb = string.sub(v, h._t1 + 1, h._t1 + n[4]) end
@@ -463,11 +471,16 @@ end
 -- approved), or removes it (any other state).
 local function count(id, h, st, ea)
   if not h.pr or h.pr == '' then return end
+  local counted = h.st == 'waiting' or h.st == 'approved'
   local k = base .. 'parked:' .. h.pr
   if st == 'waiting' or st == 'approved' then
+    -- an approval that keeps the expiry keeps the entry park made, and
+    -- the key's TTL that park made last for it
+    if counted and ea == tonumber(h.ea) then return end
     call('ZADD', k, num(ea), id)
     last(k, ea + rttl)
-  else
+  elseif counted then
+    -- (a call that left them before has left the index already)
     call('ZREM', k, id)
   end
 end
@@ -475,7 +488,7 @@ end
 -- parked counts the calls waiting or approved whose expiry is ahead (the
 -- count MaxParked caps): entries past it count no more, moved or not.
 local function parked()
-  local ahead = '(' .. num(now)
+  local ahead = '(' .. nows
   return call('ZCOUNT', statekey('waiting'), ahead, '+inf') + call('ZCOUNT', due, ahead, '+inf')
 end
 
@@ -491,7 +504,7 @@ local deadlines = {waiting = statekey('waiting'), approved = due, executing = le
 local function move(id, h, to, fields, deadline, at)
   call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then call('ZREM', unannounced, id) end
-  call('ZADD', statekey(to), num(now), id)
+  call('ZADD', statekey(to), nows, id)
   last(statekey(to), (deadline or now) + rttl)
   -- out of the deadline index of the state it leaves (waiting's is its
   -- state index, left above)
@@ -505,7 +518,7 @@ local function move(id, h, to, fields, deadline, at)
   -- an end owes its notification until Resolved (an executor's own finish
   -- is quiet: not an end), for endsKept at most
   if ends[to] and not h._quiet then
-    call('ZADD', unresolved, num(now), to .. ':' .. id)
+    call('ZADD', unresolved, nows, to .. ':' .. id)
     call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - endsKept))
     last(unresolved, now + endsKept, true) -- its TTL bounds how long an end is owed
   end
@@ -631,7 +644,7 @@ end
 -- principal's entries past it are trimmed first.
 if pr ~= '' then
   local pk = base .. 'parked:' .. pr
-  call('ZREMRANGEBYSCORE', pk, '-inf', num(now))
+  call('ZREMRANGEBYSCORE', pk, '-inf', nows)
   if maxpr > 0 and call('ZCARD', pk) >= maxpr then return {'toomany', 'principal'} end
 end
 if maxall > 0 and parked() + others >= maxall then return {'toomany', 'all'} end
@@ -663,12 +676,12 @@ end
 local fields = {}
 for i = 17, #ARGV do fields[#fields + 1] = ARGV[i] end
 local expires = now + ttl
-h = {st = 'waiting', ca = num(now), ea = num(expires)}
+h = {st = 'waiting', ca = nows, ea = num(expires)}
 for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
 h._lens, h._tail = ARGV[13], ARGV[14]
 save(id, h, expires + rttl)
 call('ZADD', statekey('waiting'), num(expires), id)
-call('ZADD', unannounced, num(now), id)
+call('ZADD', unannounced, nows, id)
 for _, k in ipairs({statekey('waiting'), unannounced}) do last(k, expires + rttl) end
 count(id, {pr = pr}, 'waiting', expires)
 if rk then call('SET', rk, num(tat + every), 'PX', num(tat + every - now)) end
@@ -733,7 +746,7 @@ if overdue(h) then
   move(id, h, 'expired', {}, nil)
   return {'ended', value(h)}
 end
-local f = {'da', num(now), 'op', nonce}
+local f = {'da', nows, 'op', nonce}
 if to == 'approved' then
   local aps = {}
   if h.ap and h.ap ~= '' and h.ap ~= '{}' then aps = cjson.decode(h.ap) end
@@ -743,7 +756,7 @@ if to == 'approved' then
   for _, a in ipairs(aps) do
     if string.lower(a.b) == string.lower(by) then return {'ok', lean(h)} end
   end
-  aps[#aps + 1] = {b = by, t = num(now), c = comment, n = counts}
+  aps[#aps + 1] = {b = by, t = nows, c = comment, n = counts}
   local ap = cjson.encode(aps)
   if not met(h.qm, aps) then
     h.ap, h.op = ap, nonce
@@ -929,7 +942,7 @@ local function eachdue(limit, f)
   local seen = 0
   for _, list in ipairs({statekey('waiting'), due, leases}) do
     if seen >= limit then return end
-    for _, id in ipairs(call('ZRANGEBYSCORE', list, '-inf', num(now), 'LIMIT', 0, limit - seen)) do
+    for _, id in ipairs(call('ZRANGEBYSCORE', list, '-inf', nows, 'LIMIT', 0, limit - seen)) do
       seen = seen + 1
       f(list, id)
     end
