@@ -93,6 +93,11 @@ type RedisStore struct {
 
 	viaPubSub, viaPoll atomic.Uint64
 	layoutOK           atomic.Bool // checkLayout passed
+
+	// fnState says whether the transitions run as functions
+	// (redis_functions.go); fnMu makes one load at a time.
+	fnState atomic.Int32
+	fnMu    sync.Mutex
 }
 
 var _ Store = (*RedisStore)(nil)
@@ -168,6 +173,12 @@ func (s *RedisStore) run(ctx context.Context, sc *redis.Script, base string, key
 func (s *RedisStore) eval(ctx context.Context, sc *redis.Script, replicated bool, keys []string, all []any) ([]any, error) {
 	if replicated && s.minReplicas > 0 {
 		return s.evalReplicated(ctx, sc, keys, all)
+	}
+	if fn := s.function(ctx, sc); fn != "" {
+		v, err := s.rdb.FCall(ctx, fn, keys, all...).Slice()
+		if !s.functionGone(err) {
+			return v, err
+		}
 	}
 	return sc.Run(ctx, s.rdb, keys, all...).Slice()
 }

@@ -101,7 +101,9 @@ local function lasts(k, at)
 end
 `
 
-func newGrantScript(body string) *redis.Script { return redis.NewScript(luaPrelude + luaGrants + body) }
+func newGrantScript(body string) *redis.Script {
+	return redis.NewScript(luaPrelude + luaSetup + luaGrants + body)
+}
 
 // grantScript: KEYS[1] the grant's key, ARGV[4] id, [5] lifetime ms, [6]
 // scope, [7] MaxGrants, [8…] field, value pairs. Replies {'ok', grant} or

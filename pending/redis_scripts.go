@@ -103,13 +103,15 @@ import "github.com/redis/go-redis/v9"
 // by the same nonce answers as if it had just done it, so a retry neither
 // fails nor repeats the step.
 const luaPrelude = `
-if redis.replicate_commands then redis.replicate_commands() end
-local base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+-- What a script call is about, set by setup (at the end of the prelude)
+-- from the common arguments and Redis' clock; everything else here is
+-- functions and constants, made once where the scripts run as a function
+-- library (redis_functions.go).
+local base, rttl, channel, sharded, declared, now, nows
+local due, leases, unannounced, unresolved, endsKept, deadlines
 -- On a Cluster the channel comes as '{' .. channel (a prefix never holds
 -- '{'): publish on the shard's own channel, which stays on the shard's
 -- nodes (SPUBLISH, Redis 7), and on the global one where SPUBLISH is not.
-local sharded = string.sub(channel, 1, 1) == '{'
-if sharded then channel = string.sub(channel, 2) end
 -- The message is the call's ID and, after a space, the state it moved to
 -- (a hint: see redis_wait.go).
 local function publish(id, st)
@@ -130,11 +132,6 @@ end
 -- again with them (redis_declare.go). call refuses an undeclared key
 -- outright: a script that touched one would be a bug that a reshard turns
 -- into keys split between two nodes.
-local declared = nil
-if #KEYS > 1 then
-  declared = {}
-  for _, k in ipairs(KEYS) do declared[k] = true end
-end
 local function call(cmd, k, ...)
   if declared and not declared[k] then error('toolgate: undeclared key ' .. tostring(k) .. ' in ' .. cmd) end
   return redis.call(cmd, k, ...)
@@ -152,15 +149,6 @@ local function undeclared(ks)
   end
   return out
 end
-local t = redis.call('TIME')
--- (TIME's digits, coerced by the arithmetic: tonumber would convert each twice)
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local due = base .. 'due'
-local leases = base .. 'leases'
-local unannounced = base .. 'unannounced'
-local unresolved = base .. 'unresolved'
--- how long an end is owed at most (ends.go, EndsKept): ResultTTL when shorter
-local endsKept = math.min(rttl, ` + endsKeptMS + `)
 -- the moves approvers are told of by a "resolved" notification (ends.go)
 local ends = {approved = true, rejected = true, cancelled = true, expired = true, unknown = true}
 local terminal = {executed = true, rejected = true, expired = true, failed = true, unknown = true, cancelled = true}
@@ -171,8 +159,6 @@ local terminals = {'executed', 'rejected', 'expired', 'failed', 'unknown', 'canc
 -- floating-point formatting of '%.0f' (or of a number handed to
 -- redis.call, '%.17g') takes Redis several times as long.
 local function num(n) return string.format('%d', n) end
--- now as a command argument: most scripts write it once or more
-local nows = num(now)
 local function callkey(id) return base .. 'call:' .. id end
 local function statekey(st) return base .. 'state:' .. st end
 local function attachkey(ak) return base .. 'attach:' .. ak end
@@ -492,9 +478,6 @@ local function parked()
   return call('ZCOUNT', statekey('waiting'), ahead, '+inf') + call('ZCOUNT', due, ahead, '+inf')
 end
 
--- deadlines is the index of a state's deadlines (the one Expire walks).
-local deadlines = {waiting = statekey('waiting'), approved = due, executing = leases}
-
 -- move is the one place a call changes state: the state, its indexes,
 -- its retention, its attach key and the wake-up, together. A call never
 -- moves to waiting (only park puts it there): deadline is the new
@@ -550,7 +533,35 @@ local function move(id, h, to, fields, deadline, at)
   end
   publish(id, to)
 end
+
+-- setup begins every script call: the common arguments (see the comment
+-- above), the keys declared, and the time.
+local function setup(KEYS, ARGV)
+  if redis.replicate_commands then redis.replicate_commands() end
+  base, rttl, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+  sharded = string.sub(channel, 1, 1) == '{'
+  if sharded then channel = string.sub(channel, 2) end
+  declared = nil
+  if #KEYS > 1 then
+    declared = {}
+    for _, k in ipairs(KEYS) do declared[k] = true end
+  end
+  local t = redis.call('TIME')
+  -- (TIME's digits, coerced by the arithmetic: tonumber would convert each twice)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+  nows = num(now) -- now as a command argument: most scripts write it
+  due, leases = base .. 'due', base .. 'leases'
+  unannounced, unresolved = base .. 'unannounced', base .. 'unresolved'
+  -- how long an end is owed at most (ends.go, EndsKept): ResultTTL when shorter
+  endsKept = math.min(rttl, ` + endsKeptMS + `)
+  -- the index of a state's deadlines (the one Expire walks)
+  deadlines = {waiting = statekey('waiting'), approved = due, executing = leases}
+end
 `
+
+// luaSetup is what an EVAL script runs after the prelude, before anything
+// else: a function of the library runs it first too.
+const luaSetup = "\nsetup(KEYS, ARGV)\n"
 
 // hex32 formats 32 bytes as 64 hex digits (attachname).
 const (
@@ -558,7 +569,7 @@ const (
 	hex32 = hex8 + hex8 + hex8 + hex8
 )
 
-func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + body) }
+func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + luaSetup + body) }
 
 // parkScript: ARGV[4] id, [5] ttl ms, [6] RequestDigest, [7] AttachKey,
 // [8] Principal, [9] MaxParked, [10] MaxParkedPerPrincipal (0: no cap),
@@ -574,7 +585,7 @@ func newScript(body string) *redis.Script { return redis.NewScript(luaPrelude + 
 // new call would be let in. Only AttachKey is looked up; a new call
 // is recorded under AttachKey and under ArgsKey, unless ArgsKey names
 // another attachable call already.
-var parkScript = newScript(`
+var parkScript = newFunction("park", `
 local id, ttl, digest, ak = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local pr, maxall, maxpr, ag, others = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 -- Index entries of calls whose keys expired while no sweeper ran: drop a
@@ -707,7 +718,7 @@ return {'new', h.ca, h.ea}
 // first added to the call's approvals (once per approver); the call moves
 // only when they meet its quorum, all in this one step, so two approvers on
 // two replicas are both counted, once each.
-var fromWaitingScript = newScript(`
+var fromWaitingScript = newFunction("decide", `
 -- met reports whether the approvals aps meet the quorum qm ("2,1": entry
 -- i needs that many approvals counting towards i); no quorum: any one.
 local function met(qm, aps)
@@ -784,7 +795,7 @@ return {'ok', lean(h)}
 // claimScript: ARGV[4] id, [5] lease ms, [6] nonce. Replies {'ok', call},
 // {'conflict', call}, {'ended', call} (it was overdue: now expired) or
 // {'notfound'}. The fence increases at every claim.
-var claimScript = newScript(`
+var claimScript = newFunction("claim", `
 local id, lease, nonce = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local h = load(id)
 if not h then return {'notfound'} end
@@ -814,7 +825,7 @@ return {'ok', value(h)}
 // becomes unknown, swept or not: others may have given it up already;
 // 'lapsed' says this finish is what made it unknown. A stale fence never
 // moves the call.
-var finishScript = newScript(`
+var finishScript = newFunction("finish", `
 -- what an 'ok' leaves out beside the large fields: the rest of the
 -- result (the finish's caller sent it, and puts it back in the call it
 -- returns) and the nonce (read by no caller)
@@ -847,7 +858,7 @@ return {'ok', lean(h, sent, true)}
 
 // deliverScript: ARGV[4] id, [5] nonce. Replies {'first', call}, {'again',
 // call}, {'conflict', call} or {'notfound'}.
-var deliverScript = newScript(`
+var deliverScript = newFunction("deliver", `
 local id, nonce = ARGV[4], ARGV[5]
 local h = load(id)
 if not h then return {'notfound'} end

@@ -28,20 +28,31 @@ func (s *RedisStore) evalReplicated(ctx context.Context, sc *redis.Script, keys 
 	if err != nil {
 		return nil, err
 	}
-	for loaded := false; ; loaded = true {
+	fn, loaded := s.function(ctx, sc), false
+	for {
 		var eval *redis.Cmd
 		var wait *redis.Cmd
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			eval = sc.EvalSha(ctx, p, keys, all...)
+			if fn != "" {
+				eval = p.FCall(ctx, fn, keys, all...)
+			} else {
+				eval = sc.EvalSha(ctx, p, keys, all...)
+			}
 			wait = p.Do(ctx, "WAIT", s.minReplicas, s.replicaTimeout.Milliseconds())
 			return nil
 		})
+		if err != nil && fn != "" && s.functionGone(eval.Err()) {
+			// Nothing ran: send both again with the EVAL script.
+			fn = ""
+			continue
+		}
 		if err != nil && !loaded && isNoScript(eval.Err()) {
 			// The script is not cached on this node yet (a new primary,
 			// a restart): load it and send both again; nothing ran.
 			if lerr := sc.Load(ctx, node).Err(); lerr != nil {
 				return nil, lerr
 			}
+			loaded = true
 			continue
 		}
 		if err := eval.Err(); err != nil {
