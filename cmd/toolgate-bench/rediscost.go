@@ -16,7 +16,7 @@ import (
 type redisCost struct {
 	cpuUS    float64 // Redis CPU, µs (used_cpu_user + used_cpu_sys)
 	commands float64 // commands run, those of scripts included
-	scripts  float64 // EVALSHA and EVAL: the round trips that run scripts
+	scripts  float64 // EVALSHA, EVAL and FCALL: the round trips that run scripts
 }
 
 // readRedisCost reads Redis's counters so far.
@@ -54,7 +54,7 @@ func parseRedisCost(info string) (redisCost, error) {
 				return c, fmt.Errorf("INFO %s: %w", k, err)
 			}
 			c.commands += n
-			if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
+			if k == "cmdstat_evalsha" || k == "cmdstat_eval" || k == "cmdstat_fcall" {
 				c.scripts += n
 			}
 		}
