@@ -139,12 +139,15 @@ func (s *RedisStore) functionGone(err error) bool {
 	if err == nil {
 		return false
 	}
+	// Matched whole: an error a function raised while it ran ends with
+	// " script: …", and may quote a call's data, so only Redis' own
+	// refusals of FCALL itself, before it ran anything, qualify.
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "Function not found"):
+	case msg == "ERR Function not found":
 		s.fnState.CompareAndSwap(fnLoaded, fnUnknown)
 		return true
-	case strings.HasPrefix(msg, "NOPERM") && strings.Contains(strings.ToLower(msg), "fcall"):
+	case strings.HasPrefix(msg, "NOPERM ") && strings.HasSuffix(msg, " has no permissions to run the 'fcall' command"):
 		s.fnState.Store(fnOff)
 		return true
 	}

@@ -3,6 +3,7 @@ package pending
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,5 +135,31 @@ func TestRedisFunctionsRefused(t *testing.T) {
 	lifeOfACall(t, s)
 	if s.fnState.Load() != fnOff {
 		t.Fatalf("state %d for a user refused FUNCTION LOAD, want off", s.fnState.Load())
+	}
+}
+
+// TestFunctionGone: only Redis' refusals of FCALL itself, before it ran
+// anything, send a call to its EVAL script; an error raised while a
+// function ran never does, whatever call data it quotes, lest a transition
+// run twice.
+func TestFunctionGone(t *testing.T) {
+	for _, c := range []struct {
+		err   string
+		gone  bool
+		state int32
+	}{
+		{"ERR Function not found", true, fnUnknown},
+		{"NOPERM this user has no permissions to run the 'fcall' command", true, fnOff},
+		{"NOPERM User tg has no permissions to run the 'fcall' command", true, fnOff},
+		{"ERR user_function:12: toolgate: undeclared key {t}:attach:Function not found in GET script: toolgate_x_park, on @user_function:12.", false, fnLoaded},
+		{"NOPERM this user has no permissions to run the 'zadd' command script: toolgate_x_park, on @user_function:3.", false, fnLoaded},
+		{"ERR Function not found script: x", false, fnLoaded},
+		{"OOM command not allowed when used memory > 'maxmemory'.", false, fnLoaded},
+	} {
+		s := &RedisStore{}
+		s.fnState.Store(fnLoaded)
+		if got := s.functionGone(errors.New(c.err)); got != c.gone || s.fnState.Load() != c.state {
+			t.Errorf("functionGone(%q) = %v, state %d; want %v, state %d", c.err, got, s.fnState.Load(), c.gone, c.state)
+		}
 	}
 }
