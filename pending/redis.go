@@ -98,6 +98,8 @@ type RedisStore struct {
 	// (redis_functions.go); fnMu makes one load at a time.
 	fnState atomic.Int32
 	fnMu    sync.Mutex
+	fnWhy   atomic.Pointer[string] // why Redis refused it (Scripts)
+	fnRetry atomic.Int64           // no load before this (UnixNano)
 }
 
 var _ Store = (*RedisStore)(nil)

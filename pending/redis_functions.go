@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,16 +22,21 @@ import (
 //
 // Every script stays an EVAL script as well, and the store falls back to
 // it wherever the library is not there:
-//   - on a Redis that refuses FUNCTION LOAD (Redis 6, or an ACL user
-//     without it): for the life of the store;
+//   - on a Redis that refuses FUNCTION LOAD for good (Redis 6, an ACL user
+//     without it) or FCALL: for the life of the store;
+//   - when a load fails otherwise (a timeout, Redis loading): for
+//     loadRetry, then it loads again;
 //   - when FCALL answers that the function is not found (Redis restarted
 //     without persistence, a FUNCTION FLUSH): for that call, and the next
 //     call loads the library again;
+//   - when Redis refuses FCALL as a call that may write (out of memory,
+//     too few replicas): for that call, which as an EVAL script is judged
+//     at its first write instead, as before the library (functionGone);
 //   - on a Redis Cluster, whose primaries would each need the library,
 //     loaded again after every reshard or new node: always.
 //
-// Neither answer ran anything, so running the EVAL script after it is
-// the call's first run. The library's name carries a digest of its code,
+// None of these answers ran anything, so running the EVAL script after it
+// is the call's first run. The library's name carries a digest of its code,
 // so replicas of two releases sharing a Redis during a rolling upgrade each
 // run their own; an earlier release's library stays loaded until removed
 // (FUNCTION DELETE), which costs Redis its code's memory and nothing else.
@@ -59,22 +65,22 @@ type library struct {
 	fn   map[*redis.Script]string // each script's function
 }
 
+// libraryName stands for the library's name while its code is digested.
+const libraryName = "toolgate_@@@@@@@@@@@@@@@@"
+
 var theLibrary = sync.OnceValue(func() *library {
-	h := sha256.New()
-	h.Write([]byte(luaPrelude))
-	for _, f := range fnScripts {
-		h.Write([]byte("\x00" + f.name + "\x00" + f.body))
-	}
-	name := "toolgate_" + hex.EncodeToString(h.Sum(nil))[:16]
-	lib := &library{name: name, fn: make(map[*redis.Script]string, len(fnScripts))}
 	var b strings.Builder
-	b.WriteString("#!lua name=" + name + "\n" + luaPrelude)
+	b.WriteString("#!lua name=" + libraryName + "\n" + luaPrelude)
 	for _, f := range fnScripts {
-		fn := name + "_" + f.name
-		lib.fn[f.sc] = fn
-		b.WriteString("\nredis.register_function('" + fn + "', function(KEYS, ARGV)" + luaSetup + f.body + "\nend)\n")
+		b.WriteString("\nredis.register_function('" + libraryName + "_" + f.name + "', function(KEYS, ARGV)" + luaSetup + f.body + "\nend)\n")
 	}
-	lib.code = b.String()
+	// the name is a digest of all the code it loads, wrapping included
+	sum := sha256.Sum256([]byte(b.String()))
+	name := "toolgate_" + hex.EncodeToString(sum[:])[:16]
+	lib := &library{name: name, code: strings.ReplaceAll(b.String(), libraryName, name), fn: make(map[*redis.Script]string, len(fnScripts))}
+	for _, f := range fnScripts {
+		lib.fn[f.sc] = name + "_" + f.name
+	}
 	return lib
 })
 
@@ -84,6 +90,11 @@ const (
 	fnLoaded               // FCALL
 	fnOff                  // Redis refused it: EVAL for the life of the store
 )
+
+// loadRetry is how long a store runs EVAL scripts after a load failed on
+// a passing error (a timeout, Redis loading its data or out of memory)
+// before it tries again: not at every transition, the library is ~40 KB.
+const loadRetry = 5 * time.Second
 
 // function returns the function that runs sc, loading the library first
 // if need be, or "" when sc runs as an EVAL script.
@@ -101,54 +112,97 @@ func (s *RedisStore) function(ctx context.Context, sc *redis.Script) string {
 	case fnOff:
 		return ""
 	}
-	if err := s.loadLibrary(ctx, s.rdb); err != nil {
+	if time.Now().UnixNano() < s.fnRetry.Load() || s.loadLibrary(ctx, s.rdb) != nil {
 		return ""
 	}
 	return fn
 }
 
-// loadLibrary loads the library on c. An error Redis answered (an
-// unknown command, NOPERM, a library it cannot load) turns the library
-// off for good; any other (a timeout, a connection lost) leaves it to be
-// tried again.
+// loadLibrary loads the library on c, one load at a time: a transition
+// that finds another loading runs its EVAL script rather than wait. A
+// refusal that lasts (FUNCTION unknown, as on Redis 6; NOPERM; code Redis
+// cannot load) turns the library off for the life of the store; any other
+// error leaves it to be tried again after loadRetry.
 func (s *RedisStore) loadLibrary(ctx context.Context, c redis.Cmdable) error {
-	s.fnMu.Lock()
-	defer s.fnMu.Unlock()
-	if st := s.fnState.Load(); st != fnUnknown {
-		if st == fnOff {
-			return errors.New("pending: redis functions are off")
-		}
-		return nil
+	if !s.fnMu.TryLock() {
+		return errors.New("pending: the function library is being loaded")
 	}
-	err := c.FunctionLoad(ctx, theLibrary().code).Err()
-	if err == nil || strings.Contains(err.Error(), "already exists") {
+	defer s.fnMu.Unlock()
+	switch s.fnState.Load() {
+	case fnLoaded:
+		return nil
+	case fnOff:
+		return errors.New("pending: redis functions are off")
+	}
+	lib := theLibrary()
+	err := c.FunctionLoad(ctx, lib.code).Err()
+	if err == nil || err.Error() == "ERR Library '"+lib.name+"' already exists" {
 		s.fnState.Store(fnLoaded)
 		return nil
 	}
-	if rerr := redis.Error(nil); errors.As(err, &rerr) {
-		s.fnState.Store(fnOff)
+	msg := strings.ToLower(err.Error())
+	if strings.HasPrefix(msg, "err unknown command") || strings.HasPrefix(msg, "err unknown subcommand") ||
+		strings.HasPrefix(msg, "noperm") || strings.HasPrefix(msg, "err error compiling") || strings.HasPrefix(msg, "err error registering") {
+		s.functionsOff("FUNCTION LOAD: " + err.Error())
+		return err
 	}
+	s.fnRetry.Store(time.Now().Add(loadRetry).UnixNano())
 	return err
 }
 
-// functionGone reports whether an FCALL failed because Redis does not run
-// the function, before running anything: the library is gone (it is
-// loaded again at the next call) or FCALL is refused (functions are turned
-// off). Either way the EVAL script runs instead.
+// functionsOff turns the library off for the life of the store, for why.
+func (s *RedisStore) functionsOff(why string) {
+	s.fnWhy.Store(&why)
+	s.fnState.Store(fnOff)
+}
+
+// Scripts says how the transitions run on Redis: "functions" (FCALL),
+// or "eval" and why (Redis refused the library, or it is a Cluster); ""
+// before the first transition has loaded the library.
+func (s *RedisStore) Scripts() (how, why string) {
+	switch {
+	case s.cluster:
+		return "eval", "Redis Cluster"
+	case s.fnState.Load() == fnLoaded:
+		return "functions", ""
+	case s.fnState.Load() == fnOff:
+		if w := s.fnWhy.Load(); w != nil {
+			why = *w
+		}
+		return "eval", why
+	}
+	return "", ""
+}
+
+// functionGone reports whether Redis refused an FCALL before it ran
+// anything, where the EVAL script may still run: the library is gone (it
+// is loaded again at the next call); FCALL is not a command here or is
+// refused to the user (functions are turned off); or Redis refuses the
+// call as one that may write (out of memory, too few replicas, a disk
+// error, a replica). Redis judges an EVAL script at its first write
+// instead, so its branches that only read (a conflict, a retry answered
+// again) still answer, and its writes fail there, before any is made.
+//
+// Matched whole: an error a function raised while it ran ends with
+// " script: …" and may quote a call's data, so only Redis' own refusals
+// of FCALL itself qualify.
 func (s *RedisStore) functionGone(err error) bool {
 	if err == nil {
 		return false
 	}
-	// Matched whole: an error a function raised while it ran ends with
-	// " script: …", and may quote a call's data, so only Redis' own
-	// refusals of FCALL itself, before it ran anything, qualify.
 	msg := err.Error()
 	switch {
 	case msg == "ERR Function not found":
 		s.fnState.CompareAndSwap(fnLoaded, fnUnknown)
 		return true
-	case strings.HasPrefix(msg, "NOPERM ") && strings.HasSuffix(msg, " has no permissions to run the 'fcall' command"):
-		s.fnState.Store(fnOff)
+	case strings.HasPrefix(msg, "NOPERM ") && strings.HasSuffix(msg, " has no permissions to run the 'fcall' command"),
+		strings.HasPrefix(msg, "ERR unknown command 'fcall',"):
+		s.functionsOff("FCALL: " + msg)
+		return true
+	case msg == "OOM command not allowed when used memory > 'maxmemory'.",
+		msg == "NOREPLICAS Not enough good replicas to write.",
+		msg == "READONLY You can't write against a read only replica.",
+		strings.HasPrefix(msg, "MISCONF ") && !strings.Contains(msg, " script: "):
 		return true
 	}
 	return false

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // TestRedisStoreEval runs the store contract with the transitions as EVAL
@@ -106,6 +108,9 @@ func TestRedisFunctions(t *testing.T) {
 	if s.fnState.Load() != fnLoaded || !libraryLoaded(t, rdb) {
 		t.Fatalf("library %s not loaded (state %d)", theLibrary().name, s.fnState.Load())
 	}
+	if how, why := s.Scripts(); how != "functions" || why != "" {
+		t.Errorf("Scripts() = %q, %q; want functions", how, why)
+	}
 
 	if err := rdb.FunctionDelete(t.Context(), theLibrary().name).Err(); err != nil {
 		t.Fatal(err)
@@ -136,12 +141,16 @@ func TestRedisFunctionsRefused(t *testing.T) {
 	if s.fnState.Load() != fnOff {
 		t.Fatalf("state %d for a user refused FUNCTION LOAD, want off", s.fnState.Load())
 	}
+	if how, why := s.Scripts(); how != "eval" || !strings.HasPrefix(why, "FUNCTION LOAD: NOPERM") {
+		t.Errorf("Scripts() = %q, %q; want eval, FUNCTION LOAD: NOPERM…", how, why)
+	}
 }
 
 // TestFunctionGone: only Redis' refusals of FCALL itself, before it ran
 // anything, send a call to its EVAL script; an error raised while a
 // function ran never does, whatever call data it quotes, lest a transition
-// run twice.
+// run twice. A missing library is loaded again, a refused FCALL turns
+// functions off, and a refusal to write leaves them on.
 func TestFunctionGone(t *testing.T) {
 	for _, c := range []struct {
 		err   string
@@ -154,12 +163,78 @@ func TestFunctionGone(t *testing.T) {
 		{"ERR user_function:12: toolgate: undeclared key {t}:attach:Function not found in GET script: toolgate_x_park, on @user_function:12.", false, fnLoaded},
 		{"NOPERM this user has no permissions to run the 'zadd' command script: toolgate_x_park, on @user_function:3.", false, fnLoaded},
 		{"ERR Function not found script: x", false, fnLoaded},
-		{"OOM command not allowed when used memory > 'maxmemory'.", false, fnLoaded},
+		{"ERR unknown command 'fcall', with args beginning with: 'toolgate_x_park' '1' ", true, fnOff},
+		{"OOM command not allowed when used memory > 'maxmemory'.", true, fnLoaded},
+		{"NOREPLICAS Not enough good replicas to write.", true, fnLoaded},
+		{"READONLY You can't write against a read only replica.", true, fnLoaded},
+		{"MISCONF Errors writing to the AOF file: No space left on device", true, fnLoaded},
+		{"MISCONF Errors writing to the AOF file script: toolgate_x_park, on @user_function:9.", false, fnLoaded},
+		{"OOM command not allowed when used memory > 'maxmemory'. script: toolgate_x_park, on @user_function:9.", false, fnLoaded},
 	} {
 		s := &RedisStore{}
 		s.fnState.Store(fnLoaded)
 		if got := s.functionGone(errors.New(c.err)); got != c.gone || s.fnState.Load() != c.state {
 			t.Errorf("functionGone(%q) = %v, state %d; want %v, state %d", c.err, got, s.fnState.Load(), c.gone, c.state)
 		}
+	}
+}
+
+// TestRedisFunctionsOutOfMemory: a Redis over its memory limit refuses a
+// function that may write before it runs, where it judges an EVAL script
+// at its first write. The store runs the EVAL script then, so what ran
+// before still runs: a finish (whose first write frees memory) records
+// the result of a call already executed, and a claim of an ended call is
+// answered as a conflict, not as an error.
+func TestRedisFunctionsOutOfMemory(t *testing.T) {
+	addr, _ := testkit.RedisServer(t)
+	rdb := dialRedis(t, &redis.Options{Addr: addr})
+	needFunctions(t, rdb)
+	s := newRedisStoreOn(t, rdb, Options{ResultTTL: time.Minute})
+	ctx := t.Context()
+	c, _, err := s.Park(ctx, sampleCall(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(ctx, c.ID, Decision{To: Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = s.Claim(ctx, c.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if s.fnState.Load() != fnLoaded {
+		t.Fatalf("state %d, want the library loaded", s.fnState.Load())
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	if _, err := s.Finish(ctx, c.ID, c.Fence, Executed, Result{Status: 200, Body: []byte("ok")}); err != nil {
+		t.Fatal("finish over the memory limit:", err)
+	}
+	if _, err := s.Claim(ctx, c.ID, time.Minute); !errors.Is(err, ErrConflict) {
+		t.Fatalf("claim of an executed call over the memory limit: %v, want a conflict", err)
+	}
+	if s.fnState.Load() != fnLoaded {
+		t.Errorf("state %d after refusals to write, want the library still loaded", s.fnState.Load())
+	}
+}
+
+// TestRedisFunctionsLoadFails: a load that fails on a passing error (here
+// a timeout) leaves the store on EVAL scripts for loadRetry, then loads.
+func TestRedisFunctionsLoadFails(t *testing.T) {
+	rdb := newRedisClient(t)
+	needFunctions(t, rdb)
+	s := newRedisStoreOn(t, rdb, Options{ResultTTL: time.Minute})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if fn := s.function(ctx, parkScript); fn != "" || s.fnState.Load() != fnUnknown || s.fnRetry.Load() == 0 {
+		t.Fatalf("load with a cancelled context: function %q, state %d, retry %d", fn, s.fnState.Load(), s.fnRetry.Load())
+	}
+	if fn := s.function(t.Context(), parkScript); fn != "" {
+		t.Fatalf("within loadRetry: function %q, want the EVAL script", fn)
+	}
+	s.fnRetry.Store(0) // loadRetry has passed
+	if fn := s.function(t.Context(), parkScript); fn != theLibrary().fn[parkScript] || s.fnState.Load() != fnLoaded {
+		t.Fatalf("after loadRetry: function %q, state %d", fn, s.fnState.Load())
 	}
 }

@@ -98,7 +98,19 @@ func storeCheck(st pending.Store) map[string]any {
 	if err := st.Ping(ctx); err != nil {
 		return map[string]any{"ok": false, "error": err.Error()}
 	}
-	return map[string]any{"ok": true}
+	check := map[string]any{"ok": true}
+	if sc, ok := st.(interface{ Scripts() (string, string) }); ok {
+		// how Redis runs the transitions: a Redis that refused the
+		// function library runs them slower, which an operator may want
+		// to know
+		if how, why := sc.Scripts(); how != "" {
+			check["scripts"] = how
+			if why != "" {
+				check["scripts_why"] = why
+			}
+		}
+	}
+	return check
 }
 
 func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
