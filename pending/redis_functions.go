@@ -31,9 +31,11 @@ import (
 //     call loads the library again;
 //   - when Redis refuses FCALL as a call that may write (out of memory,
 //     too few replicas): for that call, which as an EVAL script is judged
-//     at its first write instead, as before the library (functionGone);
-//   - on a Redis Cluster, whose primaries would each need the library,
-//     loaded again after every reshard or new node: always.
+//     at its first write instead, as before the library (functionGone).
+//
+// On a Redis Cluster the library is loaded on every primary; a replica has
+// it by replication when it takes over, and a primary added later answers
+// its first call "not found", which loads it on every primary again.
 //
 // None of these answers ran anything, so running the EVAL script after it
 // is the call's first run. The library's name carries a digest of its code,
@@ -99,9 +101,6 @@ const loadRetry = 5 * time.Second
 // function returns the function that runs sc, loading the library first
 // if need be, or "" when sc runs as an EVAL script.
 func (s *RedisStore) function(ctx context.Context, sc *redis.Script) string {
-	if s.cluster {
-		return ""
-	}
 	fn := theLibrary().fn[sc]
 	if fn == "" {
 		return ""
@@ -134,9 +133,14 @@ func (s *RedisStore) loadLibrary(ctx context.Context, c redis.Cmdable) error {
 	case fnOff:
 		return errors.New("pending: redis functions are off")
 	}
-	lib := theLibrary()
-	err := c.FunctionLoad(ctx, lib.code).Err()
-	if err == nil || err.Error() == "ERR Library '"+lib.name+"' already exists" {
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		// on every primary: a call's slot may be on any
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return loadOn(ctx, n) })
+	} else {
+		err = loadOn(ctx, c)
+	}
+	if err == nil {
 		s.fnState.Store(fnLoaded)
 		return nil
 	}
@@ -150,6 +154,16 @@ func (s *RedisStore) loadLibrary(ctx context.Context, c redis.Cmdable) error {
 	return err
 }
 
+// loadOn loads the library on one node; loaded already is loaded.
+func loadOn(ctx context.Context, c redis.Cmdable) error {
+	lib := theLibrary()
+	err := c.FunctionLoad(ctx, lib.code).Err()
+	if err != nil && err.Error() == "ERR Library '"+lib.name+"' already exists" {
+		return nil
+	}
+	return err
+}
+
 // functionsOff turns the library off for the life of the store, for why.
 func (s *RedisStore) functionsOff(why string) {
 	s.fnWhy.Store(&why)
@@ -157,12 +171,10 @@ func (s *RedisStore) functionsOff(why string) {
 }
 
 // Scripts says how the transitions run on Redis: "functions" (FCALL),
-// or "eval" and why (Redis refused the library, or it is a Cluster); ""
-// before the first transition has loaded the library.
+// or "eval" and why (Redis refused the library); "" before the first
+// transition has loaded the library.
 func (s *RedisStore) Scripts() (how, why string) {
 	switch {
-	case s.cluster:
-		return "eval", "Redis Cluster"
 	case s.fnState.Load() == fnLoaded:
 		return "functions", ""
 	case s.fnState.Load() == fnOff:

@@ -48,8 +48,9 @@ func TestPlaceID(t *testing.T) {
 
 // TestRedisClusterSpread: on a three-primary Cluster with 16 shards, the
 // calls of many principals spread over every primary, and what reads
-// across calls (List, Count, Expire) sees those of every shard. The
-// spread of keys and commands per primary is logged.
+// across calls (List, Count, Expire) sees those of every shard; the
+// parks run as functions on every primary. The spread of keys and
+// commands per primary is logged.
 func TestRedisClusterSpread(t *testing.T) {
 	t.Parallel()
 	nodes := testkit.RedisCluster(t)
@@ -85,15 +86,27 @@ func TestRedisClusterSpread(t *testing.T) {
 		if keys == 0 {
 			t.Errorf("primary %s holds no key: the calls did not spread", addr)
 		}
-		evals := 0
+		evals, fcalls := 0, 0
 		for line := range strings.Lines(stats) {
-			if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
-				var calls int
-				fmt.Sscanf(line[strings.Index(line, "calls=")+6:], "%d", &calls)
+			var calls int
+			if i := strings.Index(line, "calls="); i > 0 {
+				fmt.Sscanf(line[i+6:], "%d", &calls)
+			}
+			switch {
+			case strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:"):
 				evals += calls
+			case strings.HasPrefix(line, "cmdstat_fcall:"):
+				fcalls += calls
 			}
 		}
-		spread = append(spread, fmt.Sprintf("%s: %d keys, %d scripts run", addr, keys, evals))
+		if fcalls == 0 {
+			// the library is loaded on every primary, and each parks
+			t.Errorf("primary %s ran no FCALL", addr)
+		}
+		spread = append(spread, fmt.Sprintf("%s: %d keys, %d scripts and %d functions run", addr, keys, evals, fcalls))
+	}
+	if how, why := s.Scripts(); how != "functions" {
+		t.Errorf("Scripts() = %q, %q on a Cluster; want functions", how, why)
 	}
 	t.Logf("%d calls of %d principals on 16 shards: %s", principals*each, principals, strings.Join(spread, "; "))
 	time.Sleep(time.Until(last) + 100*time.Millisecond)
