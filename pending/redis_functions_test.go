@@ -27,6 +27,13 @@ func TestRedisStoreEval(t *testing.T) {
 	})
 }
 
+// TestRedisStoreDeclaredEval is TestRedisStoreDeclared (every key declared,
+// as on a Cluster, over 4 shards) with the transitions as EVAL scripts, as
+// on a Redis 6 Cluster.
+func TestRedisStoreDeclaredEval(t *testing.T) {
+	testStore(t, declaring(redisStores(t), func(s *RedisStore) { s.fnState.Store(fnOff) }))
+}
+
 // needFunctions skips on a Redis older than 7, which has no functions
 // (the EVAL scripts are all such a Redis runs; TestRedisStoreEval covers
 // them).

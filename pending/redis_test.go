@@ -131,14 +131,20 @@ func TestRedisStoreRace(t *testing.T) { testStoreRace(t, redisStores(t)) }
 // scripts declaring every key they touch, as on a Cluster
 // (redis_declare.go), over 4 shards: a script that touched a key it did
 // not declare fails (call, in the prelude), here as on a Cluster.
-func TestRedisStoreDeclared(t *testing.T) {
-	newStore := redisStores(t)
-	testStore(t, func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
+func TestRedisStoreDeclared(t *testing.T) { testStore(t, declaring(redisStores(t))) }
+
+// declaring makes newStore's stores declare their scripts' keys, as
+// on a Cluster, over 4 shards, then applies then to each.
+func declaring(newStore newStoreFunc, then ...func(*RedisStore)) newStoreFunc {
+	return func(t *testing.T, with ...func(*Options)) (Store, func(time.Duration)) {
 		t.Helper()
 		s, sleep := newStore(t, append(with, func(o *Options) { o.Shards = 4 })...)
 		declareKeys(s.(*RedisStore))
+		for _, f := range then {
+			f(s.(*RedisStore))
+		}
 		return s, sleep
-	})
+	}
 }
 
 // declareKeys makes s declare its scripts' keys, as on a Cluster.
