@@ -95,7 +95,7 @@ const (
 
 // loadRetry is how long a store runs EVAL scripts after a load failed on
 // a passing error (a timeout, Redis loading its data or out of memory)
-// before it tries again: not at every transition, the library is ~40 KB.
+// before it tries again: not at every transition, the library is ~30 KB.
 const loadRetry = 5 * time.Second
 
 // function returns the function that runs sc, loading the library first
