@@ -660,12 +660,21 @@ func (s *RedisStore) parkedElsewhere(ctx context.Context, id string) (int64, err
 }
 
 // Ping implements [Store.Ping] with PING, and checks once that the store's
-// number of shards is the one recorded under its prefix (checkLayout).
+// number of shards is the one recorded under its prefix (checkLayout). It
+// also loads the function library ahead of the first ask, if it is not
+// loaded yet (redis_functions.go): readiness checks come before asks. The
+// library's refusal is not the store's, and is not returned.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("pending: redis: %w", err)
 	}
-	return s.checkLayout(ctx)
+	if err := s.checkLayout(ctx); err != nil {
+		return err
+	}
+	if s.fnState.Load() == fnUnknown && time.Now().UnixNano() >= s.fnRetry.Load() {
+		_ = s.loadLibrary(ctx, s.rdb)
+	}
+	return nil
 }
 
 // Close stops the pub/sub subscription. Waits still running fall back to

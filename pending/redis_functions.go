@@ -171,7 +171,7 @@ func (s *RedisStore) functionsOff(why string) {
 }
 
 // Scripts says how the transitions run on Redis: "functions" (FCALL),
-// or "eval" and why (Redis refused the library); "" before the first
+// or "eval" and why (Redis refused the library); "" before a Ping or a
 // transition has loaded the library.
 func (s *RedisStore) Scripts() (how, why string) {
 	switch {

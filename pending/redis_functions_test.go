@@ -106,6 +106,15 @@ func TestRedisFunctions(t *testing.T) {
 	rdb := newRedisClient(t)
 	needFunctions(t, rdb)
 	s := newRedisStoreOn(t, rdb, Options{ResultTTL: time.Minute})
+	if how, _ := s.Scripts(); how != "" {
+		t.Fatalf("Scripts() = %q before anything loaded the library", how)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if how, _ := s.Scripts(); how != "functions" {
+		t.Fatalf("Scripts() = %q after a Ping, want functions: a readiness check loads the library", how)
+	}
 
 	before := fcalls(t, rdb)
 	lifeOfACall(t, s)

@@ -14,7 +14,7 @@ import (
 // TestRedisUnsafeSettings: on a Redis that evicts keys when full, toolgate
 // starts and serves, and says so: an error in its log, the metric
 // toolgate_redis_unsafe_settings, and the store's part of /readyz, which
-// stays ready (and, once a call is parked, says the transitions run as
+// stays ready (and says the transitions run as
 // Redis functions).
 func TestRedisUnsafeSettings(t *testing.T) {
 	testRedis(t)
@@ -54,7 +54,8 @@ func TestRedisUnsafeSettings(t *testing.T) {
 	if res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/x.txt","content":"x"}`, "Prefer", "respond-async"); res.StatusCode != 202 {
 		t.Fatalf("ask on a Redis that may evict: %d %s, want it parked all the same", res.StatusCode, body)
 	}
-	// that park loaded the function library the transitions run as
+	// the function library the transitions run as is loaded (by a
+	// readiness check or that park)
 	if _, store := readyStore(t, a.admin); store["scripts"] != "functions" {
 		t.Errorf("readyz after a park: store %v, want scripts: functions", store)
 	}
