@@ -3,7 +3,6 @@ package approvals
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/strictjson"
 )
@@ -22,11 +21,11 @@ func writeAnswer(w http.ResponseWriter, status int, a *decisionAnswer) {
 // holds both to the same bytes.
 func (a *decisionAnswer) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"call_id":`...)
-	b = appendHTMLSafeString(b, a.CallID)
+	b = strictjson.AppendHTMLString(b, a.CallID)
 	b = append(b, `,"status":`...)
-	b = appendHTMLSafeString(b, a.Status)
+	b = strictjson.AppendHTMLString(b, a.Status)
 	b = append(b, `,"decided_by":`...)
-	b = appendHTMLSafeString(b, a.DecidedBy)
+	b = strictjson.AppendHTMLString(b, a.DecidedBy)
 	if len(a.Approvals) > 0 {
 		b = append(b, `,"approvals":[`...)
 		for i, ap := range a.Approvals {
@@ -34,18 +33,18 @@ func (a *decisionAnswer) appendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"by":`...)
-			b = appendHTMLSafeString(b, ap.By)
+			b = strictjson.AppendHTMLString(b, ap.By)
 			b = append(b, `,"at":`...)
-			b = appendHTMLSafeString(b, ap.At)
+			b = strictjson.AppendHTMLString(b, ap.At)
 			b = append(b, `,"comment":`...)
-			b = appendHTMLSafeString(b, ap.Comment)
+			b = strictjson.AppendHTMLString(b, ap.Comment)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	if a.Progress != "" {
 		b = append(b, `,"progress":`...)
-		b = appendHTMLSafeString(b, a.Progress)
+		b = strictjson.AppendHTMLString(b, a.Progress)
 	}
 	if a.Grant != nil {
 		// Rare (an "approve and remember"): encoding/json's own.
@@ -58,31 +57,7 @@ func (a *decisionAnswer) appendJSON(b []byte) ([]byte, error) {
 	}
 	if a.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendHTMLSafeString(b, a.Error)
+		b = strictjson.AppendHTMLString(b, a.Error)
 	}
 	return append(b, '}'), nil
-}
-
-// appendHTMLSafeString appends s as a JSON string as encoding/json writes
-// it by default: as strictjson writes it, with <, > and & escaped.
-func appendHTMLSafeString(b []byte, s string) []byte {
-	start := len(b)
-	b = strictjson.AppendString(b, s)
-	if !strings.ContainsAny(s, "<>&") {
-		return b
-	}
-	// strictjson writes these three as they are, never as part of an
-	// escape, so each one in its output is one of s's.
-	quoted := string(b[start:])
-	b = b[:start]
-	for i := range len(quoted) {
-		switch c := quoted[i]; c {
-		case '<', '>', '&':
-			b = append(b, `\u00`...)
-			b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
 }

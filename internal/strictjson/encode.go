@@ -7,13 +7,19 @@ const hex = "0123456789abcdef"
 // AppendString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, control characters
 // and U+2028/U+2029 are escaped.
-func AppendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte { return appendString(b, s, false) }
+
+// AppendHTMLString is AppendString with <, > and & escaped too, as
+// encoding/json writes a string by default (json.Marshal).
+func AppendHTMLString(b []byte, s string) []byte { return appendString(b, s, true) }
+
+func appendString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && !(html && (c == '<' || c == '>' || c == '&')) {
 				i++
 				continue
 			}

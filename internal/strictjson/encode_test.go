@@ -6,21 +6,28 @@ import (
 	"testing"
 )
 
-// TestAppendString: the same JSON string encoding/json writes (without
-// HTML escaping), for every kind of character it treats specially.
+// TestAppendString: the same JSON string encoding/json writes, without
+// HTML escaping (AppendString) and with it (AppendHTMLString), for every
+// kind of character it treats specially.
 func TestAppendString(t *testing.T) {
 	for _, s := range []string{
 		"", "plain", `quote " and \ backslash`, "tab\tnl\nCR\r", "\b\f", "\x00\x01\x1f\x7f",
-		"<&>", "café", "caf\xe9 \xff", "\u2028\u2029", "emoji 🙂", "\xed\xa0\x80",
+		"<&>", "a<b>c&d \"<\"", "café", "caf\xe9 \xff", "\u2028\u2029", "emoji 🙂", "\xed\xa0\x80",
 	} {
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
-		if got := AppendString(nil, s); string(got) != string(bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
-			t.Errorf("AppendString(%q) = %s, want %s", s, got, want.Bytes())
+		for _, html := range []bool{false, true} {
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(html)
+			if err := enc.Encode(s); err != nil {
+				t.Fatal(err)
+			}
+			got := AppendString(nil, s)
+			if html {
+				got = AppendHTMLString(nil, s)
+			}
+			if string(got) != string(bytes.TrimSuffix(want.Bytes(), []byte("\n"))) {
+				t.Errorf("HTML escaping %v: %q = %s, want %s", html, s, got, want.Bytes())
+			}
 		}
 	}
 }
