@@ -174,10 +174,10 @@ func (s *RedisStore) functionsOff(why string) {
 // or "eval" and why (Redis refused the library); "" before a Ping or a
 // transition has loaded the library.
 func (s *RedisStore) Scripts() (how, why string) {
-	switch {
-	case s.fnState.Load() == fnLoaded:
+	switch s.fnState.Load() {
+	case fnLoaded:
 		return "functions", ""
-	case s.fnState.Load() == fnOff:
+	case fnOff:
 		if w := s.fnWhy.Load(); w != nil {
 			why = *w
 		}
