@@ -171,6 +171,11 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	pc.ArgsKey = digest("call", c.subject.Principal, c.up.Name, info.Tool, pc.ArgsDigest)
 	pc.AttachKey = pc.ArgsKey
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		// The stored request keeps one key (call.stored): two would be
+		// one call to the policy and another to the upstream.
+		if len(r.Header.Values("Idempotency-Key")) > 1 {
+			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "a call carries one Idempotency-Key")
+		}
 		if len(key) > 255 {
 			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
 		}

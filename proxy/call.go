@@ -29,6 +29,9 @@ type call struct {
 	// upstreamErr is what the reverse proxy met, if anything, instead of
 	// an upstream's answer.
 	upstreamErr error
+	// aw is the agent's answer as the reverse proxy writes it (forwardWith):
+	// part of the call, so a forward allocates no writer of its own.
+	aw answerWriter
 }
 
 // serveCall handles every request on the proxy listener.

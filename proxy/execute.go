@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
@@ -64,19 +65,11 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		s.log.Error("parked call cannot be executed", "call_id", pc.ID, "upstream", pc.Upstream, "error", err)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's upstream is not configured on this toolgate")
 	}
-	target := strings.TrimSuffix(up.URL.String(), "/") + sr.Path
-	if sr.Query != "" {
-		target += "?" + sr.Query
-	}
-	u, err := url.Parse(target)
-	if err != nil {
-		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's path cannot be sent")
-	}
 	// The whole exchange stays within the claim's lease; the wait for the
 	// response headers is bounded by the transport (the upstream timeout).
 	ctx, cancel := context.WithTimeout(ctx, executor{s}.Lease(pc))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, sr.Method, u.String(), nil)
+	req, err := storedTarget(ctx, up.URL, sr)
 	if err != nil {
 		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's request cannot be built")
 	}
@@ -175,4 +168,26 @@ func looksIdempotent(r *http.Request) bool {
 	_, k := r.Header["Idempotency-Key"]
 	_, x := r.Header["X-Idempotency-Key"]
 	return k || x
+}
+
+// storedTarget is the request line of a parked call's stored request,
+// built as the live forward builds it (httputil.ProxyRequest.SetURL on
+// the raw path and query as they came), never by parsing text again: a
+// text parse could read part of the stored query as something else (a
+// fragment), and the upstream would run a call the approver did not see.
+func storedTarget(ctx context.Context, upURL *url.URL, sr storedRequest) (*http.Request, error) {
+	path, err := url.PathUnescape(sr.Path)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, sr.Method, "/", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.URL = &url.URL{Path: path, RawQuery: sr.Query}
+	if sr.Path != path {
+		req.URL.RawPath = sr.Path
+	}
+	(&httputil.ProxyRequest{Out: req}).SetURL(upURL)
+	return req, nil
 }

@@ -178,13 +178,69 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	// No GetBody: without it net/http cannot replay a request with a body
 	// on a fresh connection, so a tool call is sent at most once.
 	out.GetBody = nil
-	h := w.Header()
-	h.Set(headerCallID, c.id)
-	h.Set(headerDecision, outcomeAllow)
+	c.aw = answerWriter{ResponseWriter: w, id: c.id, decision: outcomeAllow}
 	if c.up.DryRun {
-		h.Set(headerDecision, "dry-run:"+c.decision.Action.String())
+		c.aw.decision = "dry-run:" + c.decision.Action.String()
 	}
-	rp.ServeHTTP(w, out)
+	c.aw.own() // an answer toolgate writes instead (an upstream error) carries them too
+	rp.ServeHTTP(&c.aw, out)
+	if !c.aw.wrote {
+		c.aw.own() // an upstream's 1xx answers cleared them
+	}
+	if c.aw.trailers {
+		// Trailers the upstream did not announce are written under
+		// http.TrailerPrefix after its body (announced ones were screened
+		// by screenAnswer).
+		for k := range w.Header() {
+			if strings.HasPrefix(k, http.TrailerPrefix+"X-Toolgate-") {
+				delete(w.Header(), k)
+			}
+		}
+	}
+}
+
+// answerWriter is the agent's answer as the reverse proxy writes it, with
+// toolgate's own headers (call ID and decision) on the final answer and
+// an upstream's X-Toolgate-* headers on none of it. An upstream's 1xx
+// answers (103 Early Hints) are written by the reverse proxy with what
+// the header map then holds, which it clears after: without this,
+// toolgate's headers went out on the 1xx beside the upstream's forged
+// ones, and were gone from the final answer.
+type answerWriter struct {
+	http.ResponseWriter
+	id, decision string
+	wrote        bool // the final answer's header is written
+	trailers     bool // the upstream's answer has trailers (screenAnswer)
+}
+
+// own sets toolgate's headers on the answer.
+func (w *answerWriter) own() {
+	h := w.ResponseWriter.Header()
+	h[headerCallID] = []string{w.id}
+	h[headerDecision] = []string{w.decision}
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.own()
+		w.wrote = true
+	} else {
+		dropToolgateHeaders(w.ResponseWriter.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController (the reverse proxy's flushes) reach
+// the server's writer.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// dropToolgateHeaders deletes every X-Toolgate-* header of h.
+func dropToolgateHeaders(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(k, "X-Toolgate-") {
+			delete(h, k)
+		}
+	}
 }
 
 // outboundHeader edits the header of c's request to the upstream, a copy
@@ -216,9 +272,15 @@ func screenAnswer(res *http.Response) error {
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		return errSwitched
 	}
-	for k := range res.Header {
-		if strings.HasPrefix(k, "X-Toolgate-") {
-			delete(res.Header, k)
+	dropToolgateHeaders(res.Header)
+	if len(res.Trailer) > 0 {
+		// Trailers too: the announced ones here; their values, and any
+		// the upstream did not announce, come after the body (forwardWith).
+		dropToolgateHeaders(res.Trailer)
+		if res.Request != nil {
+			if c, ok := res.Request.Context().Value(callKey{}).(*call); ok {
+				c.aw.trailers = true
+			}
 		}
 	}
 	return bindSession(res)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -123,6 +125,68 @@ func TestNoProtocolSwitch(t *testing.T) {
 	}
 }
 
+// TestUpstreamCannotSpeakForToolgate: an upstream's X-Toolgate-* headers
+// reach the agent on no part of its answer (a 103, the final answer, an
+// announced or unannounced trailer), and toolgate's own headers stay on the
+// final answer, after a 1xx too.
+func TestUpstreamCannotSpeakForToolgate(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("Link", "</style.css>; rel=preload")
+		h.Set("X-Toolgate-Decision", "deny")
+		h.Set("X-Toolgate-Call-Id", "FORGED")
+		w.WriteHeader(http.StatusEarlyHints)
+		clear(h)
+		h.Set("Trailer", "X-Toolgate-Decision, X-Checksum")
+		h.Set("X-Toolgate-Decision", "forged-header")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "ok")
+		h.Set("X-Toolgate-Decision", "forged-trailer")
+		h.Set("X-Checksum", "abc")
+		h.Set(http.TrailerPrefix+"X-Toolgate-Subject", "forged-unannounced")
+	}))
+	t.Cleanup(up.Close)
+	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL, _ = url.Parse(up.URL) })
+	var early []http.Header
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+		early = append(early, http.Header(h).Clone())
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, env.url+"/files", nil)
+	req.Header.Set("Authorization", "Bearer agent-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("status %d body %q", res.StatusCode, body)
+	}
+	if len(early) != 1 || early[0].Get("Link") == "" {
+		t.Fatalf("1xx answers %v, want the upstream's 103", early)
+	}
+	for k := range early[0] {
+		if strings.HasPrefix(k, "X-Toolgate-") {
+			t.Errorf("the 103 carries %s: %q", k, early[0].Values(k))
+		}
+	}
+	if v := res.Header.Values(headerDecision); len(v) != 1 || v[0] != outcomeAllow {
+		t.Errorf("X-Toolgate-Decision %q, want toolgate's %q alone", v, outcomeAllow)
+	}
+	if v := res.Header.Values(headerCallID); len(v) != 1 || v[0] == "FORGED" {
+		t.Errorf("X-Toolgate-Call-Id %q", v)
+	}
+	if res.Trailer.Get("X-Checksum") != "abc" {
+		t.Errorf("the upstream's own trailer is lost: %v", res.Trailer)
+	}
+	for k := range res.Trailer {
+		if strings.HasPrefix(k, "X-Toolgate-") {
+			t.Errorf("trailer %s: %q", k, res.Trailer.Values(k))
+		}
+	}
+}
+
 // TestConnectionCannotStripToolgateHeaders: a client's Connection header
 // names hop-by-hop headers; it cannot name toolgate's own away.
 func TestConnectionCannotStripToolgateHeaders(t *testing.T) {
@@ -217,6 +281,13 @@ func TestToolQuery(t *testing.T) {
 		// PHP binds the part before "[" with "." read as "_".
 		{"a custom target argument as PHP binds it", true, "/tools/read_file?source.path%5B0%5D=x", `{}`, 400},
 		{"repeated name on a plain call", false, "/files?all=1&all=0", ``, 400},
+		{"'#' sent as %23", false, "/files?x=%23&dry_run=true", ``, 200},
+		// Names a stack binds to one parameter: a repeated name in disguise.
+		{"names differing in case", false, "/files?dry_run=true&DRY_RUN=false", ``, 400},
+		{"names PHP reads as one", false, "/files?dry_run=true&dry.run=false", ``, 400},
+		{"a name and its array", false, "/files?dry_run=true&dry_run%5B%5D=false", ``, 400},
+		{"a name and an unclosed bracket", false, "/files?dry_run=true&dry%5Brun=false", ``, 400},
+		{"nested names", false, "/files?filter%5Bname%5D=a&filter%5Bage%5D=3&page=2", ``, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll, func(c *Config) {
@@ -735,18 +806,62 @@ func TestForwardedHostIsToolgates(t *testing.T) {
 // parked; none of the agent's own.
 func TestApprovedCallForwardedAsAllowed(t *testing.T) {
 	pe := newParkEnv(t, func(c *Config) { c.ProxyPublicURL = "https://gw.example.com/tg" })
+	req, _ := http.NewRequest(http.MethodPost, pe.url+"/tools/Write", strings.NewReader(`{"path":"a"}`))
+	req.Host = "tenant-b.internal"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", "10.9.9.9")
+	req.Header.Set("X-Forwarded-Host", "evil.example")
+	h := pe.approvedAsSent(t, req).Header
+	if v := h.Values("X-Forwarded-For"); len(v) != 1 || v[0] != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q, want the agent's address alone", v)
+	}
+	if h.Get("X-Forwarded-Host") != "gw.example.com" || h.Get("X-Forwarded-Proto") != "http" {
+		t.Errorf("X-Forwarded-Host %q, -Proto %q", h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"))
+	}
+}
+
+// TestRawHashInQuery: a raw '#' in a request's query (which Go's server
+// keeps, and a Go client sends when told to) is refused: most other stacks
+// read it as the start of a fragment and would act on the names before it
+// alone, while the policy judged them all.
+func TestRawHashInQuery(t *testing.T) {
+	env := newTestServer(t, allowAll)
+	req, _ := http.NewRequest(http.MethodGet, env.url+"/files", nil)
+	req.URL.RawQuery = "x=#&dry_run=true"
+	req.Header.Set("Authorization", "Bearer agent-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 400 || len(env.upstream.Requests()) != 0 {
+		t.Fatalf("status %d, upstream got %d requests", res.StatusCode, len(env.upstream.Requests()))
+	}
+}
+
+// TestApprovedCallSentAsStored: an approved call's request line is the
+// one the agent sent, escapes and query as they came: nothing of it is
+// parsed again as text on the way out.
+func TestApprovedCallSentAsStored(t *testing.T) {
+	pe := newParkEnv(t)
+	req, _ := http.NewRequest(http.MethodPut, pe.url+"/files/My%20Notes%3F.txt?x=%23&only=staging&note=a+b%26c", strings.NewReader(`x`))
+	g := pe.approvedAsSent(t, req)
+	if g.Method != http.MethodPut || g.Path != "/files/My Notes?.txt" || g.Query != "x=%23&only=staging&note=a+b%26c" {
+		t.Errorf("upstream got %s %q (raw %q) ?%q", g.Method, g.Path, g.RawPath, g.Query)
+	}
+}
+
+// approvedAsSent sends req as the agent, approves the call it parks, and
+// returns what the upstream then received, once.
+func (pe *parkEnv) approvedAsSent(t *testing.T, req *http.Request) testkit.Request {
+	t.Helper()
 	go func() {
 		pc := pe.nextParked(t)
 		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
 			t.Error(err)
 		}
 	}()
-	req, _ := http.NewRequest(http.MethodPost, pe.url+"/tools/Write", strings.NewReader(`{"path":"a"}`))
-	req.Host = "tenant-b.internal"
 	req.Header.Set("Authorization", "Bearer agent-key")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Forwarded-For", "10.9.9.9")
-	req.Header.Set("X-Forwarded-Host", "evil.example")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -759,13 +874,7 @@ func TestApprovedCallForwardedAsAllowed(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("upstream got %d requests", len(got))
 	}
-	h := got[0].Header
-	if v := h.Values("X-Forwarded-For"); len(v) != 1 || v[0] != "127.0.0.1" {
-		t.Errorf("X-Forwarded-For %q, want the agent's address alone", v)
-	}
-	if h.Get("X-Forwarded-Host") != "gw.example.com" || h.Get("X-Forwarded-Proto") != "http" {
-		t.Errorf("X-Forwarded-Host %q, -Proto %q", h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"))
-	}
+	return got[0]
 }
 
 // TestCredentialsNeverInThePolicyInput: credential headers are forwarded

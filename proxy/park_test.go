@@ -195,6 +195,11 @@ func TestIdempotencyKey(t *testing.T) {
 	if p := readProblem(t, res); res.StatusCode != 409 {
 		t.Fatalf("same key, other arguments: %d %+v", res.StatusCode, p)
 	}
+	// The stored request keeps one key: two are refused, not one dropped.
+	res = post(t, pe.url+"/tools/Write", `{"path":"c"}`, "Idempotency-Key", "k2", "Idempotency-Key", "k3")
+	if p := readProblem(t, res); res.StatusCode != 400 {
+		t.Fatalf("two keys: %d %+v", res.StatusCode, p)
+	}
 }
 
 func TestCancelAndExpire(t *testing.T) {

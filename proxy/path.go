@@ -70,6 +70,14 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	if strings.Contains(raw, "//") {
 		return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an empty segment ('//')")
 	}
+	// Go's server keeps a raw '#' in the query, and so does the policy's
+	// reading of it; most other stacks (Node's and Python's URL parsers)
+	// read it as the start of a fragment and drop what follows: the
+	// upstream would act on fewer names than the policy judged. A client
+	// sends '#' as %23.
+	if strings.IndexByte(r.URL.RawQuery, '#') >= 0 {
+		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string holds a raw '#' (send it as %23): an upstream may read what follows as a fragment")
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
@@ -81,7 +89,34 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 			return nil, invalid(http.StatusBadRequest, "Bad query", "the query string names "+strconv.Quote(name)+" more than once")
 		}
 	}
+	if len(q) > 1 {
+		if a, b := bindsAsOne(q); a != "" {
+			return nil, invalid(http.StatusBadRequest, "Bad query", "the query string names "+strconv.Quote(a)+" and "+strconv.Quote(b)+", which a web stack may read as one name")
+		}
+	}
 	return q, nil
+}
+
+// bindsAsOne returns two names of q that a web stack may bind to one
+// parameter, or "": names that differ only in case (ASP.NET, many Java
+// binders), in punctuation PHP rewrites to "_" ("dry.run", "dry run"), or
+// in brackets PHP, Rails and qs read as the same name ("dry_run[]",
+// "dry[run"). Such a query is a repeated name in disguise: the policy
+// would judge one value, the upstream might use the other. Names made of
+// nothing but punctuation are left alone.
+func bindsAsOne(q url.Values) (string, string) {
+	seen := make(map[string]string, len(q))
+	for name := range q {
+		k := skeleton(name)
+		if k == "" {
+			continue
+		}
+		if other, ok := seen[k]; ok {
+			return min(name, other), max(name, other)
+		}
+		seen[k] = name
+	}
+	return "", ""
 }
 
 // querySkeletons are the spellings a query name may bind to where a stack

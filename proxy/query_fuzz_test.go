@@ -19,8 +19,9 @@ import (
 // none, to one on an upstream that does (tool_query), and to a plain HTTP
 // call, and checks what a 200 means: the upstream got exactly the query the
 // policy saw, which a Go upstream reads as the same names and values; no
-// name is repeated; an upstream that takes no tool query got none; and a
-// query name is never also a body argument.
+// name is repeated, not even in a spelling a stack binds to the same name,
+// and no raw '#' cuts it short; an upstream that takes no tool query got
+// none; and a query name is never also a body argument.
 func FuzzQuery(f *testing.F) {
 	fp := newFuzzRecording(f)
 	up, err := url.Parse("http://upstream.test")
@@ -61,6 +62,9 @@ func FuzzQuery(f *testing.F) {
 		{1, "Path=.env", `{"path":"a"}`},
 		{1, "p%61th=x", `{"path":"a"}`},
 		{2, "a=1&A=2", ``},
+		{2, "x=#&dry=1", ``},
+		{2, "dry_run=1&dry.run=0", ``},
+		{2, "f%5Ba%5D=1&f%5Bb%5D=2", ``},
 	} {
 		f.Add(seed.route, seed.query, seed.body)
 	}
@@ -105,6 +109,12 @@ func FuzzQuery(f *testing.F) {
 			if len(vs) > 1 {
 				t.Fatalf("query %q names %q %d times", query, name, len(vs))
 			}
+		}
+		if strings.Contains(got.Query, "#") {
+			t.Fatalf("forwarded a raw '#', which most stacks read as a fragment: %q", got.Query)
+		}
+		if a, b := bindsAsOne(goReads); a != "" {
+			t.Fatalf("query %q names %q and %q, which a stack may bind as one", query, a, b)
 		}
 		if in.Tool != nil {
 			args, err := strictjson.DecodeObject([]byte(body))
