@@ -314,10 +314,39 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
 			escapes = climbs(p)
 		}
+		escapes = escapes || fileURLMisread(raw)
 		return u, written, escapes, !readable
 	}
 	target, relative, escapes = normalizePath(raw, fold)
 	return target, relative, escapes, false
+}
+
+// fileURLMisread reports a file: URL that a tool turning it into a path
+// by string handling may read above the directory its target names: a
+// ".." segment in its query or fragment ("file:///docs/a#/../../etc/passwd"
+// is /etc/passwd once its text is cleaned as a path, while the URL's own
+// path is /docs/a), or a percent-encoded '%', which a second decoding
+// makes another character ("%252e%252e" is ".."). A URL's own path is
+// cleaned as a URL's (asURL); a file: URL rarely holds either.
+func fileURLMisread(raw string) bool {
+	s := strings.TrimLeft(raw, " ")
+	if len(s) < 5 || !strings.EqualFold(s[:5], "file:") {
+		return false
+	}
+	s = strings.ReplaceAll(s[5:], `\`, "/")
+	if strings.Contains(strings.ToLower(s), "%25") {
+		return true
+	}
+	i := strings.IndexAny(s, "?#")
+	if i < 0 {
+		return false
+	}
+	for seg := range strings.SplitSeq(s[i+1:], "/") {
+		if strings.Trim(seg, "?#") == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // normalizePath is raw read as a file path (normalizeTarget's, for a value

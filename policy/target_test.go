@@ -37,6 +37,15 @@ func TestNormalizeTarget(t *testing.T) {
 		{"path", "x://../../../etc/passwd", "x://../etc/passwd", true},
 		{"file", `x:\..\..\..\etc`, "../../etc", true},
 		{"url", "x://../../../etc/passwd", "x://../etc/passwd", false},
+		// A file: URL a tool may turn into a path by string handling: a
+		// ".." in its fragment or query climbs out of the path the URL
+		// names, and "%25" is another character once decoded again.
+		{"uri", "file:///docs/a#/../../etc/passwd", "file:///docs/a#/../../etc/passwd", true},
+		{"uri", "FILE:///docs/a?x=/../../s", "file:///docs/a?x=/../../s", true},
+		{"url", `file:///docs/a#\..\..\s`, `file:///docs/a#/../../s`, true},
+		{"uri", "file:///docs/%252e%252e/secret", "file:///docs/%252e%252e/secret", true},
+		{"uri", "file:///docs/a.txt#L10", "file:///docs/a.txt#L10", false},
+		{"uri", "https://example.com/a#/../../b", "https://example.com/a#/../../b", false},
 		{"command", "rm -rf /", "rm -rf /", false},
 	}
 	for _, tc := range cases {

@@ -351,6 +351,53 @@ func TestMCPEndpointMethods(t *testing.T) {
 	}
 }
 
+// TestMCPEndpointQuery: a query on the MCP endpoint is refused unless the
+// upstream takes one (tool_query), and then a tools/call's query may not
+// name an argument or a target argument, as a REST call's may not.
+func TestMCPEndpointQuery(t *testing.T) {
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a.txt"}}}`
+	for _, tc := range []struct {
+		name      string
+		toolQuery bool
+		method    string
+		query     string
+		body      string
+		want      int
+	}{
+		{"tools/call, no query", false, "POST", "", call, 200},
+		{"tools/call with a query", false, "POST", "path=secret.txt", call, 400},
+		{"ping with a query", false, "POST", "config=x", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 400},
+		{"the SSE stream with a query", false, "GET", "x=1", ``, 400},
+		{"tool_query: a harmless name", true, "POST", "dry=1", call, 200},
+		{"tool_query: a body argument", true, "POST", "path=secret.txt", call, 400},
+		{"tool_query: a target argument", true, "POST", "file=secret.txt", call, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestServer(t, allowAll, func(c *Config) {
+				c.Upstreams[0].Protocol = "mcp"
+				c.Upstreams[0].ToolQuery = tc.toolQuery
+			})
+			req, _ := http.NewRequest(tc.method, env.url+"/mcp?"+tc.query, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer agent-key")
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
+			}
+			if n := len(env.upstream.Requests()); (n == 1) != (tc.want == 200) {
+				t.Fatalf("the upstream got %d requests", n)
+			}
+		})
+	}
+}
+
 // TestUpstreamFailureTellsNoAddress: the agent learns that the upstream
 // failed, not where it is or what Go said.
 func TestUpstreamFailureTellsNoAddress(t *testing.T) {

@@ -86,6 +86,13 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		return cerr
 	}
 	in.Kind = policy.KindMCP
+	if r.URL.RawQuery != "" && !c.up.ToolQuery {
+		// The transport defines no query: one an MCP server reads (hosted
+		// servers take settings there) would be arguments that the rules,
+		// which judge params, never see. With tool_query a tools/call's
+		// query is checked against its arguments, as a REST call's is.
+		return invalid(http.StatusBadRequest, "Query on the MCP endpoint", "MCP messages carry their params in the body; this upstream takes no query string (upstreams[].tool_query)")
+	}
 	c.mcp = &mcpMessage{version: r.Header.Get("Mcp-Protocol-Version")}
 	c.out = &rpcResponder{msg: c.mcp}
 	switch r.Method {
@@ -239,6 +246,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", "params.arguments must be an object")
 		}
 		args = obj
+	}
+	if a := checkToolQuery(c.up, r.URL.RawQuery, in.HTTP.Query, args); a != nil {
+		return a
 	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Control character", err.Error())

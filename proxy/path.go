@@ -151,10 +151,11 @@ func skeleton(s string) string {
 	}, s))
 }
 
-// checkToolQuery refuses a REST tool call's query string unless its
-// upstream takes one: a tool's arguments are its JSON body, and a query the
-// upstream also reads would be arguments the policy judged apart from the
-// rest. Where it is taken, a name may not also be a body argument.
+// checkToolQuery refuses a tool call's query string (REST, or an MCP
+// tools/call) unless its upstream takes one: a tool's arguments are its
+// JSON body, and a query the upstream also reads would be arguments the
+// policy judged apart from the rest. Where it is taken, a name may not also
+// be a body argument.
 func checkToolQuery(up *upstream, raw string, query map[string][]string, args map[string]any) *answer {
 	if raw == "" {
 		return nil
