@@ -331,6 +331,28 @@ func TestConfirm_NotForCallsNamingApprovers(t *testing.T) {
 	}
 }
 
+// A call with a requester-only requirement beside an ask for any approver
+// (a reason that named nobody, or a hook's) is not the requester's to
+// confirm: that other ask is an approver's to answer.
+func TestConfirm_NotWithAnotherAsk(t *testing.T) {
+	for name, edit := range map[string]func(*callinfo.Info){
+		"a reason naming nobody": func(i *callinfo.Info) { i.OpenAsk = true },
+		"a hook's ask":           func(i *callinfo.Info) { i.HookAsked = true },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.parkWith("agent-42", edit, requesterOnly)
+			if infoOf := callinfo.Decode(c.Info); infoOf.RequesterConfirms() {
+				t.Error("the call is offered to its requester")
+			}
+			if res := e.confirm(c, "approve", ""); res.status != http.StatusForbidden {
+				t.Errorf("confirm = %d, want 403\n%s", res.status, res.body)
+			}
+			e.untouched(t, c)
+		})
+	}
+}
+
 // With one requirement that names only the requester and one that names
 // group sre, the confirmation counts towards the first alone: the call
 // waits for sre.

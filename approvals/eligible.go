@@ -28,12 +28,14 @@ import (
 //     rejects.
 //   - The requester, through the confirmation page, counts only towards
 //     requirements that name nobody but the requester: a confirmation
-//     never satisfies an ask that names other approvers.
+//     never satisfies an ask that names other approvers, and decides
+//     nothing on a call another ask reason (one naming nobody, or a
+//     hook's) left to an approver.
 //   - Nobody approves their own call; rejecting it is allowed.
 func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pending.State) ([]int, error) {
 	if who != nil && who.Via == viaRequester {
 		counts := requirements(info, func(a callinfo.Approvers) bool { return a.RequesterOnly() })
-		if len(counts) == 0 {
+		if len(counts) == 0 || info.OpenAsk || info.HookAsked {
 			return nil, errNotEligible
 		}
 		return counts, nil

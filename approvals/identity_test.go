@@ -47,10 +47,20 @@ func as(user string, groups ...string) http.Header {
 // parkFor parks a call of subject whose ask reasons name approvers.
 func (e *env) parkFor(subject string, approvers ...callinfo.Approvers) pending.Call {
 	e.t.Helper()
+	return e.parkWith(subject, nil, approvers...)
+}
+
+// parkWith is parkFor with the call's display document edited by edit
+// (nil: as parkFor parks it).
+func (e *env) parkWith(subject string, edit func(*callinfo.Info), approvers ...callinfo.Approvers) pending.Call {
+	e.t.Helper()
 	info := callinfo.Info{
 		Kind: "rest", Tool: "deploy", Upstream: "ops", Subject: subject, Arguments: json.RawMessage(`{"env":"prod"}`),
 		Reasons: []string{"deploys need approval"}, RuleIDs: []string{"dep"}, Method: "POST", Path: "/tools/deploy",
 		Approvers: approvers,
+	}
+	if edit != nil {
+		edit(&info)
 	}
 	var quorum []int
 	for _, a := range approvers {

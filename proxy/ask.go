@@ -99,12 +99,15 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	info.HookAsked = c.decision.Forced
 	var quorum []int
 	for _, rs := range c.decision.Reasons {
-		if a := rs.Approvers; a != nil {
-			info.Approvers = append(info.Approvers, callinfo.Approvers{
-				Reason: rs.ID, Groups: a.Groups, Subjects: a.Subjects, Min: a.Need(), Requester: a.Requester,
-			})
-			quorum = append(quorum, a.Need())
+		a := rs.Approvers
+		if a == nil {
+			info.OpenAsk = true // any approver answers it; the requester alone does not
+			continue
 		}
+		info.Approvers = append(info.Approvers, callinfo.Approvers{
+			Reason: rs.ID, Groups: a.Groups, Subjects: a.Subjects, Min: a.Need(), Requester: a.Requester,
+		})
+		quorum = append(quorum, a.Need())
 	}
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name

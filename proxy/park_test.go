@@ -531,6 +531,11 @@ func TestParkWritesBrief(t *testing.T) {
 	if diff := cmp.Diff(info.Approvers, brief.Approvers); diff != "" || len(brief.Approvers) != 1 {
 		t.Errorf("Brief approvers (-info +brief):\n%s", diff)
 	}
+	// Nine reasons named nobody: any approver answers them, and the
+	// requester alone may not (callinfo.Info.OpenAsk).
+	if !info.OpenAsk {
+		t.Error("a call with ask reasons naming nobody is not marked OpenAsk")
+	}
 }
 
 // noneParked checks that no call was parked since the last nextParked:

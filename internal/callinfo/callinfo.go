@@ -34,6 +34,12 @@ type Info struct {
 	// re-check of the approved call weighs that ask again (the approval
 	// answered it), since the input document does not carry it.
 	HookAsked bool `json:"hook_asked,omitempty"`
+	// OpenAsk is true when an ask reason named no approvers beside those
+	// that did: that reason is for any approver to answer, so the
+	// requester's own confirmation does not approve the call
+	// (RequesterConfirms), even where every named requirement is the
+	// requester's.
+	OpenAsk bool `json:"open_ask,omitempty"`
 	// TargetsBeyond is true when the call names targets other than
 	// Target (another argument in target_args, an array, a value toolgate
 	// cannot read as a path): pages say so, as Target alone would mislead,
@@ -85,11 +91,12 @@ func (a Approvers) RequesterOnly() bool {
 }
 
 // RequesterConfirms reports whether the requester's confirmation alone
-// approves the call: it names approvers, and all of them are
-// RequesterOnly. Such a call is offered to the requester (MCP URL
+// approves the call: it names approvers, all of them are RequesterOnly,
+// and no other ask (a reason naming nobody, a hook's) is left for an
+// approver to answer. Such a call is offered to the requester (MCP URL
 // elicitation, task input requests).
 func (info Info) RequesterConfirms() bool {
-	if len(info.Approvers) == 0 {
+	if len(info.Approvers) == 0 || info.OpenAsk || info.HookAsked {
 		return false
 	}
 	for _, a := range info.Approvers {
