@@ -25,13 +25,13 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 		if a.Name == "" {
 			return fmt.Errorf("approvals: approver %d has an empty name", i)
 		}
-		if names[strings.ToLower(a.Name)] {
-			return fmt.Errorf("approvals: approver %q is listed twice (names are compared ignoring case)", a.Name)
+		if names[nameKey(a.Name)] {
+			return fmt.Errorf("approvals: approver %q is listed twice (names are compared ignoring ASCII case)", a.Name)
 		}
-		names[strings.ToLower(a.Name)] = true
+		names[nameKey(a.Name)] = true
 		// The groups belong to the name however the approver is known:
 		// by this key, or signed in or clicking in Slack as this name.
-		h.groups[strings.ToLower(a.Name)] = slices.Clone(a.Groups)
+		h.groups[nameKey(a.Name)] = slices.Clone(a.Groups)
 		if a.Key == "" {
 			continue // groups only: no API access
 		}
@@ -43,6 +43,26 @@ func (h *Handler) addApprovers(approvers []Approver) error {
 		h.keys = append(h.keys, k)
 	}
 	return nil
+}
+
+// nameKey is an approver's name as names compare: ignoring ASCII case
+// alone, as the store tells approvers apart when it counts a quorum
+// (pending's asciiEqualFold and its Redis script). A Unicode folding here
+// gave "ÉLISE" the groups of "élise", whom the quorum counted as another
+// approver, and the Kelvin sign's "Karl" those of "karl".
+func nameKey(name string) string {
+	for i := 0; i < len(name); i++ {
+		if 'A' <= name[i] && name[i] <= 'Z' {
+			b := []byte(name)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return name
 }
 
 // signOutURL is where a signed-in approver's pages post to sign out, ""
@@ -60,7 +80,7 @@ func (h *Handler) signOutURL() string {
 func (h *Handler) known(a signin.Approver) signin.Approver {
 	// Names compare ignoring case, as they do everywhere else: an identity
 	// source that spells Carol@Example.com names carol@example.com.
-	for _, g := range h.groups[strings.ToLower(a.Name)] {
+	for _, g := range h.groups[nameKey(a.Name)] {
 		if !slices.Contains(a.Groups, g) {
 			a.Groups = append(a.Groups, g)
 		}

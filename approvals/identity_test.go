@@ -168,9 +168,15 @@ func TestIdentity_GroupScopedAsk(t *testing.T) {
 	if res := e.formAs(c2.ID, as("deploy-bot"), url.Values{"token": {e.signer.Token(c2)}, "decision": {"approve"}}); res.status != http.StatusOK || e.state(c2.ID) != pending.Approved {
 		t.Fatalf("signed in as a keyed approver in sre: %d, %s\n%s", res.status, e.state(c2.ID), res.body)
 	}
-	// erin is in sre through approvals.approvers[].groups, her name
-	// compared ignoring case.
+	// A name that is erin's only under Unicode case folding (U+0130,
+	// which strings.ToLower makes "i") is not erin: the quorum would count
+	// it as another approver, so it gets none of her groups.
 	form.Set("decision", "approve")
+	if res := e.formAs(c.ID, as("er\u0130n"), form); res.status != http.StatusForbidden || e.state(c.ID) != pending.Waiting {
+		t.Fatalf("a Unicode look-alike of erin: %d, %s; want 403 and waiting", res.status, e.state(c.ID))
+	}
+	// erin is in sre through approvals.approvers[].groups, her name
+	// compared ignoring (ASCII) case.
 	if res := e.formAs(c.ID, as("Erin"), form); res.status != http.StatusOK {
 		t.Fatalf("erin (sre from the configuration): %d\n%s", res.status, res.body)
 	}
