@@ -184,8 +184,8 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	}
 	c.aw.own() // an answer toolgate writes instead (an upstream error) carries them too
 	rp.ServeHTTP(&c.aw, out)
-	if !c.aw.wrote {
-		c.aw.own() // an upstream's 1xx answers cleared them
+	if !c.aw.wrote && c.aw.cleared {
+		c.aw.own() // for the answer toolgate writes instead
 	}
 	if c.aw.trailers {
 		// Trailers the upstream did not announce are written under
@@ -210,6 +210,7 @@ type answerWriter struct {
 	http.ResponseWriter
 	id, decision string
 	wrote        bool // the final answer's header is written
+	cleared      bool // a 1xx answer went out, and the header map was cleared after it
 	trailers     bool // the upstream's answer has trailers (screenAnswer)
 }
 
@@ -222,10 +223,13 @@ func (w *answerWriter) own() {
 
 func (w *answerWriter) WriteHeader(code int) {
 	if code >= 200 {
-		w.own()
+		if w.cleared {
+			w.own() // set before the forward (forwardWith), cleared after a 1xx
+		}
 		w.wrote = true
 	} else {
 		dropToolgateHeaders(w.ResponseWriter.Header())
+		w.cleared = true
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
