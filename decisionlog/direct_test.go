@@ -88,7 +88,11 @@ func events(e *policy.Engine) []entry {
 					Name: "write_note", Arguments: map[string]any{"path": "notes/\u2028x", "body": "tab\tnl\n<&>"},
 					Annotations: map[string]any{"readOnlyHint": false},
 				},
-				MCP: &policy.MCP{Method: "tools/call", ID: "req-\u00e9", ProtocolVersion: "2025-06-18"},
+				MCP: &policy.MCP{
+					Method: "tools/call", ID: "req-\u00e9", ProtocolVersion: "2025-06-18",
+					// arguments too: neither path writes them unless log.arguments
+					Params: map[string]any{"_meta": map[string]any{"api_token": "secret-meta"}, "inputResponses": map[string]any{"q": "pw"}},
+				},
 				HTTP: policy.HTTP{
 					Method: "POST", Path: "/mcp", Query: map[string][]string{"b": {"2"}, "a": {"1", "\x01"}},
 					Headers: map[string][]string{"x-bin": {"caf\xe9 \xff"}, "mcp-session-id": {"s"}, "x-sep": {"\u2029"}},

@@ -67,6 +67,14 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 			in.Tool = &t
 		}
 		in.HTTP.Query = nil
+		// An MCP call's other params (_meta, inputResponses, anything
+		// else the agent sent beside the arguments) are arguments too, as
+		// the direct path (policy.Input.AppendJSON) treats them.
+		if in.MCP != nil && in.MCP.Params != nil {
+			m := *in.MCP
+			m.Params = nil
+			in.MCP = &m
+		}
 	}
 	v, err := in.Value()
 	if err != nil {
