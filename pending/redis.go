@@ -415,11 +415,45 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	if err := checkLease(lease); err != nil {
 		return Call{}, err
 	}
-	v, err := s.runCall(ctx, claimScript, true, id, nil, max(lease.Milliseconds(), 1), nonce())
+	ms, n := max(lease.Milliseconds(), 1), nonce()
+	v, err := s.runCall(ctx, claimScript, true, id, nil, ms, n)
+	if err != nil {
+		v, err = s.claimAgain(ctx, id, ms, n, err)
+	}
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
 	}
 	return s.transition("claiming", id, v)
+}
+
+// claimRecovery bounds how long a claim without an answer is asked again.
+const claimRecovery = 5 * time.Second
+
+// claimAgain asks again, with the same nonce, for a claim that got no
+// answer (a reply lost or late, or the caller gone while it was on its
+// way). The claim may have run: the call is then executing under this
+// nonce, and nothing but its lease moves it on, so it would end unknown
+// without ever having been sent, its approval lost. The script answers
+// ok to a claim it already made with this nonce, and makes one it did not;
+// either way the caller holds the claim and runs the call. The asks run on
+// a context of their own, bounded by claimRecovery: a caller that left
+// still gets the claim, and runs the call for a retry to take, as a
+// sweeper would. err, the first ask's, is returned when none answers.
+func (s *RedisStore) claimAgain(ctx context.Context, id string, ms int64, n string, err error) ([]any, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimRecovery)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		if v, again := s.runCall(rctx, claimScript, true, id, nil, ms, n); again == nil {
+			return v, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-rctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
 }
 
 // Finish implements [Store.Finish]. A Finish after the lease ran out (by
