@@ -111,6 +111,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 	case c.mcp == nil || c.up.DryRun:
 	case c.mcp.method == "tools/list":
 		rp = s.toolsListProxy(r, c)
+	case r.Method == http.MethodGet:
+		rp = s.streamListProxy(r, c)
 	case c.mcp.method == "tasks/list" && c.mcp.version < statelessEra && s.life != nil:
 		rp = s.tasksListProxy(r, c)
 	case (c.mcp.method == "initialize" || c.mcp.method == "server/discover") && s.life != nil:

@@ -31,6 +31,21 @@ func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy
 	return answerProxy(c, func(res *http.Response) error { return s.filterToolsList(r.Context(), res, c) })
 }
 
+// streamListProxy forwards a GET of the MCP endpoint (the server's SSE
+// stream) and filters, event by event, any tools/list answer on it for the
+// caller. A stream resumed with Last-Event-ID replays the answers of
+// earlier requests as the upstream first wrote them: a tools/list answer
+// toolgate filtered on its way out would otherwise come back whole, every
+// tool the policy hides from this caller in it.
+func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
+	return answerProxy(c, func(res *http.Response) error {
+		if res.StatusCode == http.StatusOK && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte { return s.filterListMessage(r.Context(), data, c) })
+		}
+		return nil
+	})
+}
+
 // filterToolsList rewrites the tools/list answer in res.
 func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *call) error {
 	if res.StatusCode != http.StatusOK {
@@ -119,6 +134,11 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		c.up.share(ctx, due)
 	}
 	result["tools"], _ = json.Marshal(kept)
+	if _, ok := result["cacheScope"]; ok {
+		// Filtered for this caller: a cache shared between callers must
+		// not hand it to another.
+		result["cacheScope"] = json.RawMessage(`"private"`)
+	}
 	return withResult(msg, result, b)
 }
 
@@ -131,7 +151,10 @@ func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map
 	in := *c.input
 	in.Phase = policy.PhaseList
 	in.Tool = &policy.Tool{Name: name, Annotations: ann}
-	mcp := *in.MCP
+	var mcp policy.MCP // a GET's stream (streamListProxy) has none of its own
+	if in.MCP != nil {
+		mcp = *in.MCP
+	}
 	mcp.Method = "tools/list"
 	in.MCP = &mcp
 	d, err := s.cfg.Decider.Decide(ctx, &in)

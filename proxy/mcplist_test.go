@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,5 +122,63 @@ func TestToolsListMarkKeepsTools(t *testing.T) {
 		if !strings.Contains(out, `"tools":[`+tc.want+`]`) {
 			t.Errorf("%s: filtered answer %s, want the tool as %s", tc.name, out, tc.want)
 		}
+	}
+}
+
+// TestMCPStreamListFiltered: a tools/list answer on the server's GET
+// stream (a stream resumed with Last-Event-ID replays the answers of
+// earlier requests as the upstream first wrote them) is filtered for the
+// caller, event by event, as the answer to a tools/list POST is; the
+// stream's other events go on as they came.
+func TestMCPStreamListFiltered(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: l1, effect: allow, tool: read_file, target: \"*\"}\n  - {id: l5, effect: deny, tool: delete_file, target: \"*\", message: never}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stream = "event: prime\nid: s1_0\ndata: \n\n" +
+		"id: s1_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"cacheScope\":\"public\",\"tools\":[{\"name\":\"read_file\",\"inputSchema\":{\"type\":\"object\"}},\n" +
+		"data: {\"name\":\"delete_file\",\"description\":\"SECRET admin tool\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n" +
+		": keep-alive\n\n" +
+		"id: s1_2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"delete_file\"}}\n\n"
+	var gotLastID string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotLastID = r.Header.Get("Last-Event-ID")
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, stream)
+	}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, engine, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+	})
+	req, _ := http.NewRequest(http.MethodGet, env.url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", "s1_0")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || gotLastID != "s1_0" {
+		t.Fatalf("status %d, the upstream got Last-Event-ID %q\n%s", res.StatusCode, gotLastID, body)
+	}
+	evs := sseEvents(body)
+	if len(evs) != 4 {
+		t.Fatalf("%d events, want 4 (prime, the list, the comment, the notification)\n%s", len(evs), body)
+	}
+	if strings.Contains(evs[1].data, "delete_file") || !strings.Contains(evs[1].data, `"read_file"`) || !slices.Contains(evs[1].other, "id: s1_1") {
+		t.Errorf("the list event was not filtered for the caller: %q %q", evs[1].other, evs[1].data)
+	}
+	if !strings.Contains(evs[1].data, `"cacheScope":"private"`) {
+		t.Errorf("a list filtered for one caller keeps a public cache scope: %s", evs[1].data)
+	}
+	if evs[3].data != `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"delete_file"}}` || evs[2].other[0] != ": keep-alive" {
+		t.Errorf("other events changed: %+v", evs)
 	}
 }

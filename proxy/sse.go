@@ -1,6 +1,12 @@
 package proxy
 
-import "strings"
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+)
 
 // sseEvent is one event of a text/event-stream body: its data (the values
 // of its data lines joined by "\n", as the SSE specification reads them)
@@ -75,3 +81,55 @@ func rewriteSSE(body []byte, f func(data []byte) []byte) []byte {
 	}
 	return out
 }
+
+// sseFilter is an SSE body read event by event, each event's data passed
+// through f as rewriteSSE does: for a stream that stays open, which cannot
+// be read whole first.
+type sseFilter struct {
+	body  io.ReadCloser
+	br    *bufio.Reader
+	f     func([]byte) []byte
+	limit int
+	event []byte       // the event being read
+	out   bytes.Buffer // rewritten events not yet read
+	err   error
+}
+
+// errSSEEventTooLarge ends a stream whose event outgrows the filter's limit.
+var errSSEEventTooLarge = errors.New("an SSE event larger than the filter takes")
+
+func newSSEFilter(body io.ReadCloser, limit int, f func([]byte) []byte) io.ReadCloser {
+	return &sseFilter{body: body, br: bufio.NewReader(body), f: f, limit: limit}
+}
+
+func (s *sseFilter) Read(p []byte) (int, error) {
+	for s.out.Len() == 0 && s.err == nil {
+		line, err := s.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			err = nil // a long line, read on in the next slice
+		}
+		s.event = append(s.event, line...)
+		if len(s.event) > s.limit {
+			s.err = errSSEEventTooLarge
+			break
+		}
+		// An event ends with an empty line ("\n" after a line end).
+		if bytes.HasSuffix(s.event, []byte("\n\n")) || bytes.HasSuffix(s.event, []byte("\n\r\n")) || bytes.Equal(s.event, []byte("\n")) || bytes.Equal(s.event, []byte("\r\n")) {
+			s.out.Write(rewriteSSE(s.event, s.f))
+			s.event = s.event[:0]
+		}
+		if err != nil {
+			if len(s.event) > 0 {
+				s.out.Write(rewriteSSE(s.event, s.f)) // a last event without its empty line
+				s.event = s.event[:0]
+			}
+			s.err = err
+		}
+	}
+	if s.out.Len() > 0 {
+		return s.out.Read(p)
+	}
+	return 0, s.err
+}
+
+func (s *sseFilter) Close() error { return s.body.Close() }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -43,5 +44,32 @@ func TestWithRPCIDSplitData(t *testing.T) {
 	}
 	if evs[0].other[0] != "event: message" {
 		t.Errorf("the event line was lost: %q", res.Body)
+	}
+}
+
+// TestSSEFilter: a stream filtered event by event, read as it arrives in
+// pieces, is what rewriteSSE makes of it whole; a line longer than the
+// reader's buffer is read whole; an event past the limit ends the stream.
+func TestSSEFilter(t *testing.T) {
+	long := strings.Repeat("x", 10000)
+	stream := "id: 1\ndata: {\"a\":1}\n\n: comment\n\ndata: {\"b\":\"" + long + "\"}\n\r\ndata: last"
+	upper := func(b []byte) []byte { return []byte(strings.ToUpper(string(b))) }
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < len(stream); i += 7 {
+			_, _ = pw.Write([]byte(stream[i:min(i+7, len(stream))]))
+		}
+		pw.Close()
+	}()
+	got, err := io.ReadAll(newSSEFilter(pr, 1<<20, upper))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rewriteSSE([]byte(stream), upper); string(got) != string(want) {
+		t.Errorf("filtered stream\n%q\nwant\n%q", got, want)
+	}
+	_, err = io.ReadAll(newSSEFilter(io.NopCloser(strings.NewReader(stream)), 5000, upper))
+	if err != errSSEEventTooLarge {
+		t.Errorf("an event past the limit: %v, want errSSEEventTooLarge", err)
 	}
 }
