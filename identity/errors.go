@@ -48,5 +48,6 @@ const (
 	errJWTClaims          authError = "identity: jwt: invalid claims"
 	errJWTClaimType       authError = "identity: jwt: registered claim of the wrong type"
 	errJWTSubject         authError = "identity: jwt: missing subject claim"
+	errJWTBadSubject      authError = "identity: jwt: subject claim holds control characters, is blank, or is reserved"
 	errJWTGroups          authError = "identity: jwt: groups claim is not a list of strings"
 )

@@ -104,10 +104,30 @@ func transformKeySet(_ context.Context, res *http.Response) (jwk.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing: %w", err)
 	}
-	if err := checkKeySet(set, false); err != nil {
+	// A provider's set often holds keys for other uses (an encryption key,
+	// "use": "enc") or of kinds toolgate does not verify with: they are
+	// left out, not taken as a failed fetch. A failed fetch keeps the
+	// previous keys, so a provider that withdrew a key beside such a one
+	// would see it trusted on.
+	usable := jwk.NewSet()
+	var skipped []error
+	for i := range set.Len() {
+		key, _ := set.Key(i)
+		if err := keyUsable(key, false); err != nil {
+			skipped = append(skipped, fmt.Errorf("keys[%d]: %w", i, err))
+			continue
+		}
+		if err := usable.AddKey(key); err != nil {
+			return nil, fmt.Errorf("keys[%d]: %w", i, err)
+		}
+	}
+	if usable.Len() == 0 && len(skipped) > 0 {
+		return nil, fmt.Errorf("no key usable for signatures: %w", errors.Join(skipped...))
+	}
+	if err := checkKeySet(usable, false); err != nil {
 		return nil, err
 	}
-	return set, nil
+	return usable, nil
 }
 
 func httpsOnly(req *http.Request, via []*http.Request) error {

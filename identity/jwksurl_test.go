@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/testkit"
@@ -98,6 +99,30 @@ func TestJWKSURL(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close() = %v", err)
 	}
+}
+
+// TestJWKSURLOtherKeysLeftOut: a key for another use (encryption) in the
+// provider's set is left out, not a failed fetch; so the provider's
+// withdrawal of a signing key beside it takes effect at the next fetch.
+func TestJWKSURLOtherKeysLeftOut(t *testing.T) {
+	k := testkit.NewKeys(t)
+	enc := testkit.PublicJWK(t, &testkit.NewKeys(t).RSA.PublicKey, "enc1", "RSA-OAEP")
+	if err := enc.Set(jwk.KeyUsageKey, "enc"); err != nil {
+		t.Fatal(err)
+	}
+	srv := newJWKSServer(t, testkit.KeySet(t, testkit.PublicJWK(t, &k.RSA.PublicKey, "k1", "RS256"), enc))
+	a := newAuthenticator(t, srv.config())
+	if got, err := a.Authenticate(request("Bearer " + testkit.Sign(t, jwa.RS256(), k.RSA, "k1", claims(), nil))); err != nil || got.ID != "user-1" {
+		t.Fatalf("Authenticate(k1) = %+v, %v", got, err)
+	}
+	// k1 withdrawn; the first token naming a kid not known fetches again.
+	srv.set(testkit.KeySet(t, testkit.PublicJWK(t, &k.EC.PublicKey, "ec1", ""), enc))
+	if got, err := a.Authenticate(request("Bearer " + testkit.Sign(t, jwa.ES256(), k.EC, "ec1", claims(), nil))); err != nil || got.ID != "user-1" {
+		t.Fatalf("Authenticate(ec1) after the rotation = %+v, %v", got, err)
+	}
+	tok := testkit.Sign(t, jwa.RS256(), k.RSA, "k1", claims(), nil)
+	_, err := a.Authenticate(request("Bearer " + tok))
+	checkErr(t, err, "identity: jwt: unknown signing key", tok)
 }
 
 func TestJWKSURLRefused(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -183,6 +185,13 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Subject, error)
 	sub, _ := claims[v.subjectClaim].(string)
 	if sub == "" {
 		return Subject{}, errJWTSubject
+	}
+	// A subject toolgate could not send on (X-Toolgate-Subject) or that
+	// would read as another caller: control characters, text that is not
+	// UTF-8, only spaces, or the anonymous caller's ID (which API keys may
+	// not take either).
+	if !utf8.ValidString(sub) || strings.IndexFunc(sub, unicode.IsControl) >= 0 || strings.TrimSpace(sub) == "" || v.prefix+sub == AnonymousID {
+		return Subject{}, errJWTBadSubject
 	}
 	groups, err := groupsOf(claims[v.groupsClaim])
 	if err != nil {
