@@ -55,6 +55,10 @@ type MemoryStore struct {
 	maxSessions      int
 	sessionsSweepAt  int
 	sessionsFirstDue time.Time
+	// sessionsOf holds the IDs of each principal's bindings (some maybe
+	// expired), at most maxSessionsPer live ones each.
+	sessionsOf     map[string]map[string]struct{}
+	maxSessionsPer int
 
 	rates  memRates  // principals' arrival times (rate.go)
 	grants memGrants // remembered grants (memory_grants.go)
@@ -106,6 +110,8 @@ func NewMemory(opts Options) *MemoryStore {
 		endedBy:         make(map[string]*endedQueue),
 		sessions:        make(map[string]memSession),
 		maxSessions:     opts.MaxSessions,
+		sessionsOf:      make(map[string]map[string]struct{}),
+		maxSessionsPer:  opts.MaxSessionsPerPrincipal,
 	}
 }
 

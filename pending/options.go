@@ -84,6 +84,16 @@ type Options struct {
 	// ignores it: every binding is a key with a TTL.
 	MaxSessions int
 
+	// MaxSessionsPerPrincipal caps the live MCP session bindings one
+	// principal may have (default 1000), in both stores: past it a new
+	// binding is refused (ErrTooManySessions, a *SessionCapError), so one
+	// caller opening sessions in a loop cannot fill MaxSessions for every
+	// other caller, nor grow Redis without bound. In Redis the count is a
+	// sorted set per principal, apart from the session keys (a Cluster
+	// holds them on other slots): approximate by the few bindings that
+	// race the count, never unbounded.
+	MaxSessionsPerPrincipal int
+
 	// Now is MemoryStore's clock (default time.Now); tests move it.
 	// RedisStore ignores it: it uses Redis' own clock (TIME) so that
 	// replicas' clock skew changes nothing.
@@ -97,6 +107,8 @@ const (
 	DefaultPollInterval   = 500 * time.Millisecond
 	DefaultApprovedWindow = 30 * time.Second
 	DefaultMaxSessions    = 100000
+	// DefaultMaxSessionsPerPrincipal is MaxSessionsPerPrincipal's default.
+	DefaultMaxSessionsPerPrincipal = 1000
 	// DefaultReplicaTimeout is how long WAIT waits for replicas (MinReplicas).
 	DefaultReplicaTimeout = time.Second
 )
@@ -131,6 +143,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerPrincipal <= 0 {
+		o.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 	if o.MinReplicas < 0 {
 		o.MinReplicas = 0

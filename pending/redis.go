@@ -79,6 +79,7 @@ type RedisStore struct {
 	window    time.Duration // Options.ApprovedWindow
 
 	maxParked, maxPerPrincipal int
+	maxSessionsPer             int           // MaxSessionsPerPrincipal (redis_session.go)
 	parkEvery                  time.Duration // Options.ParkEvery, ParkBurst: the rate of parks (rate.go)
 	parkBurst                  int
 	minReplicas                int           // Options.MinReplicas: WAIT after transitions
@@ -144,6 +145,7 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		maxSessionsPer:  opts.MaxSessionsPerPrincipal,
 		parkEvery:       opts.ParkEvery,
 		parkBurst:       opts.ParkBurst,
 		minReplicas:     opts.MinReplicas,

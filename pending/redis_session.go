@@ -16,7 +16,11 @@ import (
 // Each method is one command or one script on that key alone (declared in
 // KEYS, no other key touched), so it is atomic and, in a Cluster, served
 // by whichever node holds the key's slot. The key's TTL is the binding's
-// expiry: nothing else bounds the number of sessions, and nothing needs to.
+// expiry. A new binding is first counted in its principal's sorted set,
+//
+//	{toolgate}:sessionsof:<principal>    zset: session IDs by expiry
+//
+// which bounds the sessions one caller can hold (MaxSessionsPerPrincipal).
 
 func (s *RedisStore) sessionKey(id string) string {
 	return s.bases[hash32(id)%uint32(len(s.bases))] + "session:" + id
@@ -53,10 +57,43 @@ if principal(owner) == principal(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], AR
 return owner
 `)
 
-// BindSession implements [Store.BindSession].
+// sessionsOfKey is the sorted set of principal's session IDs, scored by
+// when each binding was last made to expire (in the principal's shard: on
+// a Cluster apart from the session keys, so the count and the binding are
+// two steps).
+func (s *RedisStore) sessionsOfKey(principal string) string {
+	return s.bases[hash32(principal)%uint32(len(s.bases))] + "sessionsof:" + principal
+}
+
+// countSessionScript: KEYS[1] the principal's sessionsOfKey, ARGV[1] the
+// session ID, ARGV[2] ttl ms, ARGV[3] the cap. Drops the entries past their
+// expiry (by Redis' clock), then counts the ID in, or replies 0 when the
+// principal already has the cap of others; the key lasts as long as its
+// latest entry.
+var countSessionScript = redis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+`)
+
+// BindSession implements [Store.BindSession]. The binding is first counted
+// against its principal's cap (Options.MaxSessionsPerPrincipal).
 func (s *RedisStore) BindSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
 	if err := checkSession(id, principal, ttl); err != nil {
 		return "", err
+	}
+	p, _ := SplitOwner(principal)
+	ok, err := countSessionScript.Run(ctx, s.rdb, []string{s.sessionsOfKey(p)}, id, max(ttl.Milliseconds(), 1), s.maxSessionsPer).Int()
+	if err != nil {
+		return "", fmt.Errorf("pending: counting session %s: %w", id, err)
+	}
+	if ok == 0 {
+		return "", &SessionCapError{Principal: p, Max: s.maxSessionsPer}
 	}
 	owner, err := bindSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, principal, max(ttl.Milliseconds(), 1)).Text()
 	if err != nil {

@@ -37,9 +37,24 @@ func sameOwner(a, b string) bool {
 // MaxSessionIDBytes bounds a session ID the stores accept.
 const MaxSessionIDBytes = 1024
 
-// ErrTooManySessions: MemoryStore refused a new binding because it holds
-// Options.MaxSessions bindings that have not expired; nothing was bound.
+// ErrTooManySessions: a new binding was refused because the store holds
+// Options.MaxSessions bindings that have not expired (MemoryStore), or
+// because its principal has Options.MaxSessionsPerPrincipal (a
+// *SessionCapError); nothing was bound.
 var ErrTooManySessions = errors.New("pending: too many MCP sessions")
+
+// SessionCapError is ErrTooManySessions for one principal at its cap:
+// that caller's to wait out, not the store's.
+type SessionCapError struct {
+	Principal string
+	Max       int
+}
+
+func (e *SessionCapError) Error() string {
+	return fmt.Sprintf("pending: too many MCP sessions: principal %q has %d", e.Principal, e.Max)
+}
+
+func (e *SessionCapError) Unwrap() error { return ErrTooManySessions }
 
 func checkSession(id, principal string, ttl time.Duration) error {
 	if err := checkSessionID(id); err != nil {
@@ -84,11 +99,19 @@ func (s *MemoryStore) BindSession(ctx context.Context, id, principal string, ttl
 		s.prolong(id, m, principal, now.Add(ttl))
 		return m.owner, nil
 	}
+	p, _ := SplitOwner(principal)
+	if !s.principalRoom(p, now) {
+		return "", &SessionCapError{Principal: p, Max: s.maxSessionsPer}
+	}
 	if !s.sessionRoom(now) {
 		return "", fmt.Errorf("%w: binding session %s: the store holds %d", ErrTooManySessions, id, s.maxSessions)
 	}
 	until := now.Add(ttl)
 	s.sessions[id] = memSession{owner: principal, until: until}
+	if s.sessionsOf[p] == nil {
+		s.sessionsOf[p] = map[string]struct{}{}
+	}
+	s.sessionsOf[p][id] = struct{}{}
 	if s.sessionsFirstDue.IsZero() || until.Before(s.sessionsFirstDue) {
 		s.sessionsFirstDue = until
 	}
@@ -137,9 +160,21 @@ func (s *MemoryStore) session(id string, now time.Time) (memSession, bool) {
 	m, ok := s.sessions[id]
 	if ok && !now.Before(m.until) {
 		delete(s.sessions, id)
+		s.forgetOf(id, m)
 		return memSession{}, false
 	}
 	return m, ok
+}
+
+// forgetOf drops binding m of id from its principal's IDs. s.mu is held.
+func (s *MemoryStore) forgetOf(id string, m memSession) {
+	p, _ := SplitOwner(m.owner)
+	if ids := s.sessionsOf[p]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(s.sessionsOf, p)
+		}
+	}
 }
 
 // prolong makes the binding m of id last until until when principal owns
@@ -149,6 +184,25 @@ func (s *MemoryStore) prolong(id string, m memSession, principal string, until t
 		m.until = until
 		s.sessions[id] = m
 	}
+}
+
+// principalRoom reports whether principal p may have one more binding:
+// at its cap, the IDs of its bindings that expired or went are dropped
+// first (at most the cap of them to look at). s.mu is held.
+func (s *MemoryStore) principalRoom(p string, now time.Time) bool {
+	ids := s.sessionsOf[p]
+	if len(ids) < s.maxSessionsPer {
+		return true
+	}
+	for id := range ids {
+		if m, ok := s.session(id, now); !ok || !sameOwner(m.owner, p) {
+			delete(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		delete(s.sessionsOf, p)
+	}
+	return len(ids) < s.maxSessionsPer
 }
 
 // sessionRoom drops the expired bindings when the map has doubled since
@@ -165,6 +219,7 @@ func (s *MemoryStore) sessionRoom(now time.Time) bool {
 			switch {
 			case !now.Before(m.until):
 				delete(s.sessions, id)
+				s.forgetOf(id, m)
 			case first.IsZero() || m.until.Before(first):
 				first = m.until
 			}

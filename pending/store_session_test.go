@@ -71,6 +71,25 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "TouchSession(key:alic)", noted)(s.TouchSession(ctx, id, "key:alic", long))
 	})
 
+	t.Run("a principal's cap", func(t *testing.T) {
+		s, advance := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 3 })
+		ctx := t.Context()
+		ids := []string{sid(), sid(), sid()}
+		for _, id := range ids {
+			wantOwner(t, "BindSession(alice)", alice)(s.BindSession(ctx, id, alice, short))
+		}
+		var capErr *SessionCapError
+		if owner, err := s.BindSession(ctx, sid(), alice+"\x00note", long); !errors.As(err, &capErr) || !errors.Is(err, ErrTooManySessions) || capErr.Principal != alice {
+			t.Fatalf("BindSession past alice's cap = %q, %v; want a *SessionCapError for %s", owner, err, alice)
+		}
+		// Her known sessions still bind, and another principal is not held
+		// back by her.
+		wantOwner(t, "BindSession(alice, known)", alice)(s.BindSession(ctx, ids[0], alice, short))
+		wantOwner(t, "BindSession(bob)", bob)(s.BindSession(ctx, sid(), bob, long))
+		advance(beyond) // her bindings expire: room again
+		wantOwner(t, "BindSession(alice) once hers expired", alice)(s.BindSession(ctx, sid(), alice, long))
+	})
+
 	t.Run("expiry and refresh", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()

@@ -169,6 +169,14 @@ func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 	if !errors.As(err, &se) || errors.Is(err, context.Canceled) {
 		return answer{}, false // upstreamFailed: nobody is left to answer
 	}
+	if capErr := (*pending.SessionCapError)(nil); errors.As(err, &capErr) {
+		s.log.Info("MCP session refused: its principal holds too many", "call_id", c.id, "error", err)
+		return answer{
+			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "60",
+			title:  "Too many MCP sessions",
+			detail: "you hold too many open MCP sessions; end some (DELETE with their Mcp-Session-Id) or wait for them to expire",
+		}, true
+	}
 	s.log.Error("session store unavailable; the upstream's answer was not passed on", "call_id", c.id, "error", err)
 	return unavailable("Session store unavailable", "the MCP session could not be recorded; retry later"), true
 }

@@ -300,6 +300,28 @@ func TestMCPSessionStoreDown(t *testing.T) {
 	}
 }
 
+// TestMCPSessionsCappedPerCaller: a caller past its cap of sessions gets
+// 429 and no session from initialize; another caller still opens one.
+func TestMCPSessionsCappedPerCaller(t *testing.T) {
+	env := newMCPEnv(t, sessionEras()[0], twoAgents(t), func(c *Config) {
+		c.Pending = pending.NewMemory(pending.Options{MaxSessionsPerPrincipal: 2})
+	})
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for i := range 2 {
+		if res, _, raw := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyA); res.StatusCode != http.StatusOK || res.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("agent-a's initialize %d: status %d, body %s", i, res.StatusCode, raw)
+		}
+	}
+	res, _, raw := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyA)
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Mcp-Session-Id") != "" || res.Header.Get("Retry-After") == "" {
+		t.Errorf("agent-a's third initialize: status %d, session %q, Retry-After %q, body %s, want 429 and no session",
+			res.StatusCode, res.Header.Get("Mcp-Session-Id"), res.Header.Get("Retry-After"), raw)
+	}
+	if res, _, raw := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyB); res.StatusCode != http.StatusOK || res.Header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("agent-b's initialize beside agent-a at its cap: status %d, body %s", res.StatusCode, raw)
+	}
+}
+
 // TestMCPSessionNotBoundWithoutStore: a toolgate without a store binds
 // nothing (documented): the upstream alone keeps its sessions.
 func TestMCPSessionNotBoundWithoutStore(t *testing.T) {
