@@ -91,7 +91,10 @@ type Options struct {
 	// other caller, nor grow Redis without bound. In Redis the count is a
 	// sorted set per principal, apart from the session keys (a Cluster
 	// holds them on other slots): approximate by the few bindings that
-	// race the count, never unbounded.
+	// race the count, and an entry leaves it a TTL after its binding,
+	// however long the session is then kept in use (a touch would cost
+	// every MCP message a second round trip): there it bounds the sessions
+	// a principal opens per TTL.
 	MaxSessionsPerPrincipal int
 
 	// Now is MemoryStore's clock (default time.Now); tests move it.

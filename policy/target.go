@@ -341,7 +341,13 @@ func fileURLMisread(raw string) bool {
 	if i < 0 {
 		return false
 	}
-	for seg := range strings.SplitSeq(s[i+1:], "/") {
+	// Read once decoded too: a tool that decodes the URL's text reads
+	// "%2e%2e" there as "..".
+	tail := s[i+1:]
+	if d, err := url.PathUnescape(tail); err == nil {
+		tail += "/" + strings.ReplaceAll(d, `\`, "/")
+	}
+	for seg := range strings.SplitSeq(tail, "/") {
 		if strings.Trim(seg, "?#") == ".." {
 			return true
 		}

@@ -44,6 +44,8 @@ func TestNormalizeTarget(t *testing.T) {
 		{"uri", "FILE:///docs/a?x=/../../s", "file:///docs/a?x=/../../s", true},
 		{"url", `file:///docs/a#\..\..\s`, `file:///docs/a#/../../s`, true},
 		{"uri", "file:///docs/%252e%252e/secret", "file:///docs/%252e%252e/secret", true},
+		{"uri", "file:///docs/a#/%2e%2e/%2E%2E/etc/passwd", "file:///docs/a#/%2e%2e/%2E%2E/etc/passwd", true},
+		{"uri", "file:///docs/a#/.%2e/x", "file:///docs/a#/.%2e/x", true},
 		{"uri", "file:///docs/a.txt#L10", "file:///docs/a.txt#L10", false},
 		{"uri", "https://example.com/a#/../../b", "https://example.com/a#/../../b", false},
 		{"command", "rm -rf /", "rm -rf /", false},

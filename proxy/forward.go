@@ -189,14 +189,12 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	if !c.aw.wrote && c.aw.cleared {
 		c.aw.own() // for the answer toolgate writes instead
 	}
-	if c.aw.trailers {
-		// Trailers the upstream did not announce are written under
-		// http.TrailerPrefix after its body (announced ones were screened
-		// by screenAnswer).
-		for k := range w.Header() {
-			if strings.HasPrefix(k, http.TrailerPrefix+"X-Toolgate-") {
-				delete(w.Header(), k)
-			}
+	// Trailers the upstream did not announce are written under
+	// http.TrailerPrefix after its body, and come to be known only at its
+	// end (announced ones were screened by screenAnswer).
+	for k := range w.Header() {
+		if strings.HasPrefix(k, http.TrailerPrefix+"X-Toolgate-") {
+			delete(w.Header(), k)
 		}
 	}
 }
@@ -213,7 +211,6 @@ type answerWriter struct {
 	id, decision string
 	wrote        bool // the final answer's header is written
 	cleared      bool // a 1xx answer went out, and the header map was cleared after it
-	trailers     bool // the upstream's answer has trailers (screenAnswer)
 }
 
 // own sets toolgate's headers on the answer.
@@ -264,6 +261,14 @@ func outboundHeader(h http.Header, c *call) {
 	if c.subject.ID != "" {
 		h["X-Toolgate-Subject"] = []string{c.subject.ID}
 	}
+	if c.mcp != nil {
+		// toolgate reads and rewrites MCP answers (tools/list filtered per
+		// caller, tasks, initialize): the agent's Accept-Encoding would
+		// have the upstream compress what toolgate must read. Without it
+		// the transport asks for gzip itself and hands toolgate the answer
+		// decoded.
+		h.Del("Accept-Encoding")
+	}
 }
 
 // errSwitched refuses an upstream's 101: toolgate never switches
@@ -279,16 +284,9 @@ func screenAnswer(res *http.Response) error {
 		return errSwitched
 	}
 	dropToolgateHeaders(res.Header)
-	if len(res.Trailer) > 0 {
-		// Trailers too: the announced ones here; their values, and any
-		// the upstream did not announce, come after the body (forwardWith).
-		dropToolgateHeaders(res.Trailer)
-		if res.Request != nil {
-			if c, ok := res.Request.Context().Value(callKey{}).(*call); ok {
-				c.aw.trailers = true
-			}
-		}
-	}
+	// Trailers too: the announced ones here; their values, and any the
+	// upstream did not announce, come after the body (forwardWith).
+	dropToolgateHeaders(res.Trailer)
 	return bindSession(res)
 }
 

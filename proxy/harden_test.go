@@ -130,8 +130,13 @@ func TestNoProtocolSwitch(t *testing.T) {
 // announced or unannounced trailer), and toolgate's own headers stay on the
 // final answer, after a 1xx too.
 func TestUpstreamCannotSpeakForToolgate(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if r.URL.Path == "/unannounced" { // a trailer alone, known only at the body's end
+			_, _ = io.WriteString(w, "ok")
+			h.Set(http.TrailerPrefix+"X-Toolgate-Decision", "forged-unannounced")
+			return
+		}
 		h.Set("Link", "</style.css>; rel=preload")
 		h.Set("X-Toolgate-Decision", "deny")
 		h.Set("X-Toolgate-Call-Id", "FORGED")
@@ -184,6 +189,16 @@ func TestUpstreamCannotSpeakForToolgate(t *testing.T) {
 		if strings.HasPrefix(k, "X-Toolgate-") {
 			t.Errorf("trailer %s: %q", k, res.Trailer.Values(k))
 		}
+	}
+	req, _ = http.NewRequest(http.MethodGet, env.url+"/unannounced", nil)
+	req.Header.Set("Authorization", "Bearer agent-key")
+	if res, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if v := res.Trailer.Values("X-Toolgate-Decision"); len(v) != 0 || res.Header.Get(headerDecision) != outcomeAllow {
+		t.Errorf("an unannounced trailer alone: trailer %q, header %q", v, res.Header.Get(headerDecision))
 	}
 }
 
@@ -288,6 +303,8 @@ func TestToolQuery(t *testing.T) {
 		{"a name and its array", false, "/files?dry_run=true&dry_run%5B%5D=false", ``, 400},
 		{"a name and an unclosed bracket", false, "/files?dry_run=true&dry%5Brun=false", ``, 400},
 		{"nested names", false, "/files?filter%5Bname%5D=a&filter%5Bage%5D=3&page=2", ``, 200},
+		{"a matrix", false, "/files?m%5B1%5D%5B10%5D=a&m%5B11%5D%5B0%5D=b", ``, 200},
+		{"names apart but for punctuation no stack rewrites", false, "/files?%24filter=a&filter=b&_source=x&source=y", ``, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll, func(c *Config) {

@@ -39,6 +39,9 @@ func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy
 // tool the policy hides from this caller in it.
 func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	return answerProxy(c, func(res *http.Response) error {
+		if err := readable(res); err != nil {
+			return err
+		}
 		if res.StatusCode == http.StatusOK && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte { return s.filterListMessage(r.Context(), data, c) })
 		}
@@ -50,6 +53,9 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *call) error {
 	if res.StatusCode != http.StatusOK {
 		return nil
+	}
+	if err := readable(res); err != nil {
+		return err
 	}
 	ct := res.Header.Get("Content-Type")
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
@@ -69,6 +75,16 @@ func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *cal
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))
 	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// readable refuses an answer toolgate must read that is encoded (a
+// compression the transport did not undo): filtering bytes it cannot read
+// would hand them on unfiltered.
+func readable(res *http.Response) error {
+	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return listErr("an MCP answer toolgate must read came encoded (" + ce + ")")
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -180,5 +182,73 @@ func TestMCPStreamListFiltered(t *testing.T) {
 	}
 	if evs[3].data != `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"delete_file"}}` || evs[2].other[0] != ": keep-alive" {
 		t.Errorf("other events changed: %+v", evs)
+	}
+}
+
+// TestMCPToolsListEncoded: an agent's Accept-Encoding does not reach the
+// upstream of an MCP answer toolgate reads, so a compressing upstream's
+// tools/list is still filtered; one encoded anyway is refused, never
+// handed on unread.
+func TestMCPToolsListEncoded(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: l1, effect: allow, tool: read_file, target: \"*\"}\n  - {id: l5, effect: deny, tool: delete_file, target: \"*\", message: never}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const list = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_file","description":"SECRET admin tool","inputSchema":{"type":"object"}}]}}`
+	var always atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if always.Load() {
+			w.Header().Set("Content-Encoding", "br") // not one the transport undoes
+			_, _ = io.WriteString(w, list)
+			return
+		}
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = io.WriteString(w, list)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, list)
+		_ = zw.Close()
+	}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, engine, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+	})
+	ask := func() (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Accept-Encoding", "gzip")
+		res, err := http.DefaultTransport.RoundTrip(req) // no transparent decoding: the bytes as sent
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body io.Reader = res.Body
+		if res.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		return res.StatusCode, string(b)
+	}
+	if status, body := ask(); status != http.StatusOK || strings.Contains(body, "delete_file") || !strings.Contains(body, "read_file") {
+		t.Errorf("tools/list asked with Accept-Encoding: gzip: %d %s, want read_file alone", status, body)
+	}
+	always.Store(true) // an encoding toolgate cannot read: refused
+	if status, body := ask(); status != http.StatusBadGateway || strings.Contains(body, "delete_file") {
+		t.Errorf("a list encoded unasked: %d %s, want 502", status, body)
 	}
 }

@@ -99,15 +99,16 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 
 // bindsAsOne returns two names of q that a web stack may bind to one
 // parameter, or "": names that differ only in case (ASP.NET, many Java
-// binders), in punctuation PHP rewrites to "_" ("dry.run", "dry run"), or
-// in brackets PHP, Rails and qs read as the same name ("dry_run[]",
-// "dry[run"). Such a query is a repeated name in disguise: the policy
-// would judge one value, the upstream might use the other. Names made of
-// nothing but punctuation are left alone.
+// binders), in what PHP rewrites to "_" ("dry.run", "dry run", an
+// unclosed "dry[run"), or by a trailing "[]" (PHP, Rails and qs read
+// "dry_run[]" as dry_run, a list). Such a query is a repeated name in
+// disguise: the policy would judge one value, the upstream might use the
+// other. Brackets that nest ("m[1][10]", "filter[name]") keep their
+// structure, which no stack flattens.
 func bindsAsOne(q url.Values) (string, string) {
 	seen := make(map[string]string, len(q))
 	for name := range q {
-		k := skeleton(name)
+		k := bindName(name)
 		if k == "" {
 			continue
 		}
@@ -117,6 +118,18 @@ func bindsAsOne(q url.Values) (string, string) {
 		seen[k] = name
 	}
 	return "", ""
+}
+
+// bindName is name as bindsAsOne compares it: case folded, leading spaces
+// dropped, "." and " " read as "_" and an unclosed "[" too (as PHP reads
+// them), and a trailing "[]" dropped.
+func bindName(name string) string {
+	n := strings.ToLower(strings.TrimLeft(name, " "))
+	if i := strings.IndexByte(n, '['); i >= 0 && !strings.Contains(n[i:], "]") {
+		n = n[:i] + "_" + n[i+1:]
+	}
+	n = strings.NewReplacer(".", "_", " ", "_").Replace(n)
+	return strings.TrimSuffix(n, "[]")
 }
 
 // querySkeletons are the spellings a query name may bind to where a stack

@@ -174,7 +174,7 @@ func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 		return answer{
 			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "60",
 			title:  "Too many MCP sessions",
-			detail: "you hold too many open MCP sessions; end some (DELETE with their Mcp-Session-Id) or wait for them to expire",
+			detail: "you hold too many MCP sessions; reuse one you hold (each lasts until 24 h after its last use)",
 		}, true
 	}
 	s.log.Error("session store unavailable; the upstream's answer was not passed on", "call_id", c.id, "error", err)

@@ -84,15 +84,18 @@ func rewriteSSE(body []byte, f func(data []byte) []byte) []byte {
 
 // sseFilter is an SSE body read event by event, each event's data passed
 // through f as rewriteSSE does: for a stream that stays open, which cannot
-// be read whole first.
+// be read whole first. A comment or an empty line outside an event goes on
+// at once (a keep-alive must reach the client while no event comes).
 type sseFilter struct {
-	body  io.ReadCloser
-	br    *bufio.Reader
-	f     func([]byte) []byte
-	limit int
-	event []byte       // the event being read
-	out   bytes.Buffer // rewritten events not yet read
-	err   error
+	body   io.ReadCloser
+	br     *bufio.Reader
+	f      func([]byte) []byte
+	limit  int
+	event  []byte // the lines of the event being read
+	line   []byte // the line being read
+	skipLF bool   // the last line ended with "\r": a "\n" next is part of its end
+	out    bytes.Buffer
+	err    error
 }
 
 // errSSEEventTooLarge ends a stream whose event outgrows the filter's limit.
@@ -104,32 +107,56 @@ func newSSEFilter(body io.ReadCloser, limit int, f func([]byte) []byte) io.ReadC
 
 func (s *sseFilter) Read(p []byte) (int, error) {
 	for s.out.Len() == 0 && s.err == nil {
-		line, err := s.br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			err = nil // a long line, read on in the next slice
-		}
-		s.event = append(s.event, line...)
-		if len(s.event) > s.limit {
-			s.err = errSSEEventTooLarge
+		c, err := s.br.ReadByte()
+		if err != nil {
+			s.end() // a last event without its empty line
+			s.err = err
 			break
 		}
-		// An event ends with an empty line ("\n" after a line end).
-		if bytes.HasSuffix(s.event, []byte("\n\n")) || bytes.HasSuffix(s.event, []byte("\n\r\n")) || bytes.Equal(s.event, []byte("\n")) || bytes.Equal(s.event, []byte("\r\n")) {
-			s.out.Write(rewriteSSE(s.event, s.f))
-			s.event = s.event[:0]
-		}
-		if err != nil {
-			if len(s.event) > 0 {
-				s.out.Write(rewriteSSE(s.event, s.f)) // a last event without its empty line
-				s.event = s.event[:0]
+		if s.skipLF {
+			s.skipLF = false
+			if c == '\n' {
+				continue
 			}
-			s.err = err
 		}
+		if c != '\n' && c != '\r' {
+			s.line = append(s.line, c)
+			if len(s.event)+len(s.line) > s.limit {
+				s.err = errSSEEventTooLarge
+			}
+			continue
+		}
+		// A line ends: "\n", "\r\n" or "\r" (the SSE specification's three).
+		s.skipLF = c == '\r'
+		switch {
+		case len(s.line) == 0 && len(s.event) == 0:
+			s.out.WriteByte('\n') // an empty line outside an event
+		case len(s.line) == 0:
+			s.end()
+		case len(s.event) == 0 && s.line[0] == ':':
+			s.out.Write(s.line) // a comment outside an event
+			s.out.WriteByte('\n')
+		default:
+			s.event = append(append(s.event, s.line...), '\n')
+		}
+		s.line = s.line[:0]
 	}
 	if s.out.Len() > 0 {
 		return s.out.Read(p)
 	}
 	return 0, s.err
+}
+
+// end writes the event read so far, rewritten, and starts the next.
+func (s *sseFilter) end() {
+	if len(s.line) > 0 {
+		s.event = append(append(s.event, s.line...), '\n')
+		s.line = s.line[:0]
+	}
+	if len(s.event) > 0 {
+		s.out.Write(rewriteSSE(s.event, s.f))
+		s.event = s.event[:0]
+	}
 }
 
 func (s *sseFilter) Close() error { return s.body.Close() }

@@ -72,4 +72,19 @@ func TestSSEFilter(t *testing.T) {
 	if err != errSSEEventTooLarge {
 		t.Errorf("an event past the limit: %v, want errSSEEventTooLarge", err)
 	}
+	// Lines ended by "\r" alone: each event goes on when its empty line
+	// comes, not when a "\n" does.
+	pr, pw = io.Pipe()
+	fl := newSSEFilter(pr, 1<<20, upper)
+	go func() { _, _ = pw.Write([]byte("data: one\r\r")) }()
+	buf := make([]byte, 64)
+	if n, err := fl.Read(buf); err != nil || string(buf[:n]) != "data: ONE\n\n" {
+		t.Errorf("a CR-ended event: %q, %v", buf[:n], err)
+	}
+	// A keep-alive comment outside an event goes on at once.
+	go func() { _, _ = pw.Write([]byte(":keepalive\n")) }()
+	if n, err := fl.Read(buf); err != nil || string(buf[:n]) != ":keepalive\n" {
+		t.Errorf("a keep-alive: %q, %v", buf[:n], err)
+	}
+	pw.Close()
 }
