@@ -417,6 +417,11 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	if err := checkLease(lease); err != nil {
 		return Call{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Gone before asking (a replica shutting down, a caller who
+		// left): nothing was sent, and claimAgain must not claim for it.
+		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
+	}
 	ms, n := max(lease.Milliseconds(), 1), nonce()
 	v, err := s.runCall(ctx, claimScript, true, id, nil, ms, n)
 	if err != nil {

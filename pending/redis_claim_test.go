@@ -66,3 +66,22 @@ func TestRedisClaimReplyLost(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisClaimCallerGoneBefore: a claim whose caller has gone before it
+// asks (a replica shutting down) sends nothing, and is not asked again on
+// its behalf: the call stays approved for another executor.
+func TestRedisClaimCallerGoneBefore(t *testing.T) {
+	s := newRedisStoreOn(t, newRedisClient(t), Options{})
+	c := park(t, s, sampleCall(), long)
+	if _, err := s.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Claim(ctx, c.ID, long); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim with a cancelled context = %v, want context.Canceled", err)
+	}
+	if got, err := s.Get(t.Context(), c.ID); err != nil || got.State != Approved {
+		t.Errorf("after a claim whose caller had gone: %s, %v; want approved", got.State, err)
+	}
+}
