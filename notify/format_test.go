@@ -645,7 +645,8 @@ func TestOtherParams(t *testing.T) {
 }
 
 // TestChatRevealsHiddenCharacters: a right-to-left override or a
-// zero-width space in an argument, a header value or another param is
+// zero-width space in an argument, a header value, another param or a
+// reason (which may quote an argument), and a filler that shows as nothing, is
 // spelled out in Slack and Teams messages, as on the approval page: a
 // chat message must not show an approver a disguise of what will run.
 func TestChatRevealsHiddenCharacters(t *testing.T) {
@@ -653,6 +654,8 @@ func TestChatRevealsHiddenCharacters(t *testing.T) {
 	e.Arguments = json.RawMessage("{\"path\":\"notes/today.txt\",\"content\":\"pay\u202egnp.exe\"}")
 	e.Headers = &Headers{List: []Header{{Name: "X-Note", Value: "a\u200bb"}}}
 	e.OtherParams = &Params{List: []Param{{Name: "task", Value: "\"t\u2066x\""}}}
+	// A reason that quotes an argument, and a filler that shows as nothing.
+	e.Reasons = []string{"note: harmless read \u202eFDP.exe", "config\u115f.yaml"}
 	for _, format := range []string{FormatSlack, FormatTeams} {
 		body, _, err := render(format, &e, false)
 		if err != nil {
@@ -682,13 +685,29 @@ func TestChatRevealsHiddenCharacters(t *testing.T) {
 		}
 		walk(doc)
 		shown := text.String()
-		for _, want := range []string{`pay\u202egnp.exe`, `a\u200bb`, `t\u2066x`} {
+		for _, want := range []string{`pay\u202egnp.exe`, `a\u200bb`, `t\u2066x`, `read \u202eFDP.exe`, `config\u115f.yaml`} {
 			if !strings.Contains(shown, want) {
 				t.Errorf("%s: the message does not spell out %s", format, want)
 			}
 		}
-		if strings.ContainsAny(shown, "\u202e\u200b\u2066") {
+		if strings.ContainsAny(shown, "\u202e\u200b\u2066\u115f") {
 			t.Errorf("%s: the message holds a hidden character itself", format)
+		}
+	}
+}
+
+// TestChatSaysHeaderValueCut: a header value cut short in a chat message
+// says so, as a cut list does: the part cut may be what matters.
+func TestChatSaysHeaderValueCut(t *testing.T) {
+	e := requested("c1")
+	e.Headers = &Headers{List: []Header{{Name: "X-Custom", Value: strings.Repeat("a", 199) + "; rm -rf /"}}}
+	for _, format := range []string{FormatSlack, FormatTeams} {
+		body, _, err := render(format, &e, false)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if !strings.Contains(string(body), "Truncated: the approval page lists them all.") {
+			t.Errorf("%s: a header value cut short is not said to be: %s", format, body)
 		}
 	}
 }

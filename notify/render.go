@@ -156,7 +156,7 @@ const paramValueMax = 300
 // headerParts splits h for a message: a line "Name: value" for every
 // header beyond the usual ("Name: (hidden: N bytes)" for a credential),
 // and the names of the usual ones, once each.
-func headerParts(h *Headers) (lines, usual []string) {
+func headerParts(h *Headers) (lines, usual []string, shortened bool) {
 	for _, hd := range h.List {
 		if callinfo.UsualHeader(hd.Name) {
 			if len(usual) == 0 || usual[len(usual)-1] != hd.Name {
@@ -169,10 +169,12 @@ func headerParts(h *Headers) (lines, usual []string) {
 		case hd.Hidden:
 			lines = append(lines, name+": "+sizeText("hidden", hd.Size))
 		default:
-			lines = append(lines, name+": "+reveal.String(truncateRunes(oneLine(hd.Value), 200)))
+			v := truncateRunes(oneLine(hd.Value), 200)
+			shortened = shortened || v != oneLine(hd.Value)
+			lines = append(lines, name+": "+reveal.String(v))
 		}
 	}
-	return lines, usual
+	return lines, usual, shortened
 }
 
 // sizeText is "(what: N bytes)".
@@ -220,9 +222,10 @@ type listing struct {
 
 // headersListing is the section of a call that sends headers beyond the
 // usual: those with their values, and the usual by name.
-func headersListing(h *Headers, lines, usual []string) listing {
+func headersListing(h *Headers, lines, usual []string, shortened bool) listing {
 	l := listing{
 		title: fmt.Sprintf("Headers sent (%d)", h.Count()), lines: lines, limit: headersLimit,
+		cut:     shortened, // a value cut short says so, as a cut list does
 		cutNote: "Truncated: the approval page lists them all.",
 	}
 	if len(usual) > 0 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/reveal"
 )
 
 // A Slack incoming-webhook message in Block Kit. Everything shown comes
@@ -75,7 +77,9 @@ var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // slackEsc escapes s and folds it onto one line, shortened to max runes.
 func slackEsc(s string, max int) string {
-	return slackEscaper.Replace(truncateRunes(oneLine(s), max))
+	// Hidden characters spelled out (a right-to-left override in a
+	// reason that quotes an argument would reorder what the approver reads).
+	return slackEscaper.Replace(reveal.String(truncateRunes(oneLine(s), max)))
 }
 
 // slackCodeRune escapes one rune of a code block. A zero-width space after
@@ -147,11 +151,11 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 
 	var ctx []string
 	if h := e.Headers; h != nil {
-		lines, usual := headerParts(h)
+		lines, usual, shortened := headerParts(h)
 		if len(lines) == 0 && h.Omitted == 0 {
 			ctx = append(ctx, slackEsc(headersSummary(h, usual), 1000))
 		} else {
-			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(headersListing(h, lines, usual).slack()))})
+			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(headersListing(h, lines, usual, shortened).slack()))})
 		}
 	}
 	if !e.ExpiresAt.IsZero() {

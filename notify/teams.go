@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/reveal"
 )
 
 // A Microsoft Teams message for a Workflows (Power Automate) webhook: one
@@ -81,7 +83,7 @@ func teamsFactValue(s string, max int) string {
 	if s == "" {
 		return "—"
 	}
-	return teamsMarkdown.Replace(truncateRunes(oneLine(s), max))
+	return teamsMarkdown.Replace(reveal.String(truncateRunes(oneLine(s), max)))
 }
 
 func teamsMessage(e *Event) teamsMsg {
@@ -126,10 +128,10 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 	if len(e.Reasons) > 0 || len(e.RuleIDs) > 0 {
 		lines := make([]string, 0, len(e.Reasons)+1)
 		for _, r := range e.Reasons {
-			lines = append(lines, "• "+truncateRunes(oneLine(r), 500))
+			lines = append(lines, "• "+reveal.String(truncateRunes(oneLine(r), 500)))
 		}
 		if len(e.RuleIDs) > 0 {
-			lines = append(lines, "Rules: "+truncateRunes(strings.Join(e.RuleIDs, ", "), 500))
+			lines = append(lines, "Rules: "+reveal.String(truncateRunes(strings.Join(e.RuleIDs, ", "), 500)))
 		}
 		body = append(body, teamsLabel("Why"), teamsRich(strings.Join(lines, "\n"), false))
 	}
@@ -160,11 +162,11 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 // teamsHeaders shows the headers of a call: those beyond the usual with
 // their values, in a text run (never markdown), and the usual by name.
 func teamsHeaders(h *Headers) []any {
-	lines, usual := headerParts(h)
+	lines, usual, shortened := headerParts(h)
 	if len(lines) == 0 && h.Omitted == 0 {
 		return []any{teamsSubtle(teamsMarkdown.Replace(headersSummary(h, usual)))}
 	}
-	return headersListing(h, lines, usual).teams()
+	return headersListing(h, lines, usual, shortened).teams()
 }
 
 // teams is l as card elements: a label, the lines in a text run (never

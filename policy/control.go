@@ -197,12 +197,13 @@ func strayVariationSelector(prev, vs rune) bool {
 // being a space: U+034F COMBINING GRAPHEME JOINER and U+1BCA0 to U+1BCA3
 // (shorthand format controls), which UTS #46 drops as it drops a soft
 // hyphen; U+180E MONGOLIAN VOWEL SEPARATOR; U+206A to U+206F (deprecated
-// format characters); and U+3164 and U+FFA0, the Hangul fillers that pass
-// for a blank in names. The conjoining fillers U+115F and U+1160 stay:
+// format characters); U+3164 and U+FFA0, the Hangul fillers that pass
+// for a blank in names; and U+17B4 and U+17B5, Khmer vowels Unicode says
+// not to use, which show as nothing. The conjoining fillers U+115F and U+1160 stay:
 // Old Hangul syllables are written with them.
 func isInvisible(r rune) bool {
 	switch {
-	case r == 0x00AD, r == 0x034F, r == 0x180E, r == 0x200B, r == 0x3164, r == 0xFEFF, r == 0xFFA0:
+	case r == 0x00AD, r == 0x034F, r == 0x180E, r == 0x200B, r == 0x3164, r == 0xFEFF, r == 0xFFA0, r == 0x17B4, r == 0x17B5:
 		return true
 	case 0x2060 <= r && r <= 0x2064, 0x206A <= r && r <= 0x206F, 0x1BCA0 <= r && r <= 0x1BCA3:
 		return true

@@ -40,6 +40,7 @@ func TestCheckControl(t *testing.T) {
 		{"deprecated format character", map[string]any{"path": "a\u206bb"}, "U+206B"},
 		{"Hangul filler for a blank", map[string]any{"command": "rm\u3164-rf"}, `target "rm\u3164-rf" holds the invisible format character U+3164`},
 		{"halfwidth Hangul filler", map[string]any{"path": "a\uffa0b"}, "U+FFA0"},
+		{"invisible Khmer vowel", map[string]any{"path": "notes/a\u17b5.txt"}, "U+17B5"},
 		{"shorthand format control", map[string]any{"path": "a\U0001BCA0b"}, "U+1BCA0"},
 		{"bidi in an opaque target's key", map[string]any{"path": map[string]any{"a\u202eb": "x"}}, `argument key "a\u202eb" holds the bidi control character U+202E`},
 		{"bidi in a nested array", map[string]any{"path": []any{[]any{"a\u2067"}}}, "U+2067"},

@@ -48,6 +48,9 @@ func Hidden(r rune) bool {
 	case '\n', '\t', '\r':
 		return false
 	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Variation_Selector) ||
+	// Other_Default_Ignorable_Code_Point: characters filed under other
+	// categories that show as nothing (U+034F, the Hangul fillers U+115F,
+	// U+1160, U+3164 and U+FFA0, the Khmer vowels U+17B4 and U+17B5).
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) ||
 		0xE0000 <= r && r <= 0xE007F
 }
