@@ -453,12 +453,8 @@ func (s *RedisStore) claimAgain(ctx context.Context, id string, ms int64, n stri
 		if v, again := s.runCall(rctx, claimScript, true, id, nil, ms, n); again == nil {
 			return v, nil
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-rctx.Done():
-			t.Stop()
+		if !sleep(rctx, wait) {
 			return nil, err
-		case <-t.C:
 		}
 	}
 }

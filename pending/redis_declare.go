@@ -148,12 +148,8 @@ func (s *RedisStore) runMoving(ctx context.Context, sc *redis.Script, replicated
 		if c, ok := s.rdb.(*redis.ClusterClient); ok && strings.HasPrefix(err.Error(), "MOVED ") {
 			c.ReloadState(ctx) // the node path of evalReplicated reads the cached slot map
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, backoff) {
 			return nil, err
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
 	}
@@ -224,4 +220,16 @@ func (k *seenKeys) put(id string, keys []string) {
 		k.m = make(map[string][]string)
 	}
 	k.m[id] = keys
+}
+
+// sleep waits d, or less when ctx ends first; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

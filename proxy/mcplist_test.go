@@ -133,14 +133,7 @@ func TestToolsListMarkKeepsTools(t *testing.T) {
 // caller, event by event, as the answer to a tools/list POST is; the
 // stream's other events go on as they came.
 func TestMCPStreamListFiltered(t *testing.T) {
-	rules := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(rules, []byte("rules:\n  - {id: l1, effect: allow, tool: read_file, target: \"*\"}\n  - {id: l5, effect: deny, tool: delete_file, target: \"*\", message: never}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine := readNotDelete(t)
 	const stream = "event: prime\nid: s1_0\ndata: \n\n" +
 		"id: s1_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"cacheScope\":\"public\",\"tools\":[{\"name\":\"read_file\",\"inputSchema\":{\"type\":\"object\"}},\n" +
 		"data: {\"name\":\"delete_file\",\"description\":\"SECRET admin tool\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n" +
@@ -190,14 +183,7 @@ func TestMCPStreamListFiltered(t *testing.T) {
 // tools/list is still filtered; one encoded anyway is refused, never
 // handed on unread.
 func TestMCPToolsListEncoded(t *testing.T) {
-	rules := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(rules, []byte("rules:\n  - {id: l1, effect: allow, tool: read_file, target: \"*\"}\n  - {id: l5, effect: deny, tool: delete_file, target: \"*\", message: never}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine := readNotDelete(t)
 	const list = `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"delete_file","description":"SECRET admin tool","inputSchema":{"type":"object"}}]}}`
 	var always atomic.Bool
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -251,4 +237,20 @@ func TestMCPToolsListEncoded(t *testing.T) {
 	if status, body := ask(); status != http.StatusBadGateway || strings.Contains(body, "delete_file") {
 		t.Errorf("a list encoded unasked: %d %s, want 502", status, body)
 	}
+}
+
+// readNotDelete is the real engine with a rules table that allows
+// read_file and denies delete_file: a tools/list filtered by it keeps
+// read_file alone.
+func readNotDelete(t *testing.T) *policy.Engine {
+	t.Helper()
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: l1, effect: allow, tool: read_file, target: \"*\"}\n  - {id: l5, effect: deny, tool: delete_file, target: \"*\", message: never}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine
 }

@@ -128,9 +128,12 @@ func bindName(name string) string {
 	if i := strings.IndexByte(n, '['); i >= 0 && !strings.Contains(n[i:], "]") {
 		n = n[:i] + "_" + n[i+1:]
 	}
-	n = strings.NewReplacer(".", "_", " ", "_").Replace(n)
+	n = phpUnderscore.Replace(n)
 	return strings.TrimSuffix(n, "[]")
 }
+
+// phpUnderscore is what PHP reads as "_" in a query name.
+var phpUnderscore = strings.NewReplacer(".", "_", " ", "_")
 
 // querySkeletons are the spellings a query name may bind to where a stack
 // parses names, with everything but letters and digits dropped and case
