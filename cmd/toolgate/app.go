@@ -343,20 +343,25 @@ func (l *listeners) close() {
 func (a *app) serve(ctx context.Context, l *listeners) error {
 	a.log.Info("toolgate listening", "proxy", l.proxy.Addr().String(), "approvals", l.approvals.Addr().String(),
 		"admin", l.admin.Addr().String(), "policy_revision", a.engine.Revision(), "version", version)
-	newServer := func(h http.Handler) *http.Server {
+	limits := newConnLimits(a.cfg.Limits.MaxConnections, a.log, a.registry)
+	lns := []net.Listener{l.proxy, l.approvals, l.admin}
+	newServer := func(i int, name string, h http.Handler) *http.Server {
+		var state func(net.Conn, http.ConnState)
+		lns[i], state = limits.apply(name, lns[i])
 		// No WriteTimeout: answers stream and held calls wait; slow
-		// clients are bounded by ReadHeaderTimeout and the body limit.
+		// clients are bounded by ReadHeaderTimeout, the body limit and
+		// the connection cap.
 		return &http.Server{
 			Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+			ConnState: state,
 		}
 	}
 	servers := []*http.Server{
-		newServer(a.proxy.Handler()),
-		newServer(deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std())),
-		newServer(adminHandler(a.readiness, a.registry)),
+		newServer(0, "proxy", a.proxy.Handler()),
+		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std())),
+		newServer(2, "admin", adminHandler(a.readiness, a.registry)),
 	}
-	lns := []net.Listener{l.proxy, l.approvals, l.admin}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.
 	defer gctune.Start(gctune.DefaultFloor).Stop()

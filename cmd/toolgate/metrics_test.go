@@ -212,6 +212,7 @@ func TestMetrics(t *testing.T) {
 			"reason=queue_full": 0, "reason=rate_limit": 0, "reason=buffer_full": 0, "reason=encoding": 0, "reason=error": 0,
 		},
 		"toolgate_decision_log_uploads_total": {"result=success": 0, "result=failure": 0},
+		"toolgate_connections_limit":          {"listener=proxy": 10000, "listener=approvals": 10000, "listener=admin": 10000},
 	}
 	for name, series := range want {
 		got := seriesOf(t, fams, name)
@@ -224,8 +225,15 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s: sum %v, want > 0", name, h.GetSampleSum())
 		}
 	}
+	// How many connections are open depends on the clients' keep-alives,
+	// but this scrape's own is one.
+	open := seriesOf(t, fams, "toolgate_connections_open")
+	if len(open) != 3 || open["listener=admin"] < 1 || open["listener=proxy"] < 0 || open["listener=approvals"] < 0 {
+		t.Errorf("toolgate_connections_open: %v, want the three listeners, admin at least 1", open)
+	}
 	for name := range fams {
-		if strings.HasPrefix(name, "toolgate_") && want[name] == nil && name != "toolgate_build_info" && name != "toolgate_policy_revision_info" {
+		if strings.HasPrefix(name, "toolgate_") && want[name] == nil && name != "toolgate_build_info" &&
+			name != "toolgate_policy_revision_info" && name != "toolgate_connections_open" {
 			t.Errorf("%s is exported but this test does not check its value", name)
 		}
 	}

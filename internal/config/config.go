@@ -247,8 +247,12 @@ type Limits struct {
 	// MaxHeldPerSubject bounds how many of one principal's requests a
 	// replica holds open at once (asks and status long-polls); past it a
 	// request is answered at once, as with "Prefer: respond-async".
-	MaxHeldPerSubject int    `koanf:"max_held_per_subject"`
-	LossyNumbers      string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
+	MaxHeldPerSubject int `koanf:"max_held_per_subject"`
+	// MaxConnections bounds the connections each listener holds open at
+	// once, idle keep-alive ones and those still sending their headers
+	// included; past it, new connections wait until one closes.
+	MaxConnections int    `koanf:"max_connections"`
+	LossyNumbers   string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
 
 // Log configures logging.

@@ -158,6 +158,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Limits.MaxParkedPerSubject, 100)
 	setInt(&c.Limits.MaxParked, 10000)
 	setInt(&c.Limits.MaxHeldPerSubject, 100)
+	setInt(&c.Limits.MaxConnections, 10000)
 	setString(&c.Limits.LossyNumbers, "refuse")
 	setString(&c.Log.Level, "info")
 	d := &c.Log.Decisions

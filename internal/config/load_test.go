@@ -131,6 +131,7 @@ func TestLoad_SpecExample(t *testing.T) {
 			MaxParkedPerSubject: 100,
 			MaxParked:           10000,
 			MaxHeldPerSubject:   100,
+			MaxConnections:      10000,
 			LossyNumbers:        "refuse",
 		},
 		Log:           Log{Level: "info", Decisions: defaultDecisions()},
@@ -516,7 +517,7 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "unknown key with no near miss",
 			file:     minimalYAML + "limits:\n  zzz: 1\n",
 			wantKeys: []string{"limits.zzz"},
-			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, lossy_numbers)"},
+			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_connections, lossy_numbers)"},
 		},
 		{
 			name:     "several problems are reported together",

@@ -543,6 +543,9 @@ func (v *validator) limitsAndLog(c *Config) {
 	if l.MaxHeldPerSubject < 1 || l.MaxHeldPerSubject > 100000 {
 		v.add("limits.max_held_per_subject", fmt.Sprintf("%d is outside 1..100000", l.MaxHeldPerSubject), "write a whole number such as 100")
 	}
+	if l.MaxConnections < 16 || l.MaxConnections > 1000000 {
+		v.add("limits.max_connections", fmt.Sprintf("%d is outside 16..1000000", l.MaxConnections), "write a whole number such as 10000")
+	}
 	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.decisions(&c.Log.Decisions)

@@ -190,6 +190,8 @@ func TestValidate(t *testing.T) {
 		}},
 		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
 		{"max_parks_per_minute above a hundred a second", func(c *Config) { c.Limits.MaxParksPerMinute = 6001 }, []string{"limits.max_parks_per_minute"}},
+		{"max_connections too few to hold calls", func(c *Config) { c.Limits.MaxConnections = 15 }, []string{"limits.max_connections"}},
+		{"max_connections above a million", func(c *Config) { c.Limits.MaxConnections = 1000001 }, []string{"limits.max_connections"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
 		{"browser_origins without anonymous", func(c *Config) {
 			c.Identity.Anonymous = false
@@ -344,6 +346,7 @@ func TestDefault(t *testing.T) {
 			MaxParkedPerSubject: 100,
 			MaxParked:           10000,
 			MaxHeldPerSubject:   100,
+			MaxConnections:      10000,
 			LossyNumbers:        "refuse",
 		},
 		Log:           Log{Level: "info", Decisions: defaultDecisions()},
@@ -408,13 +411,13 @@ func TestApplyDefaults(t *testing.T) {
 			"limits defaults",
 			Config{},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, LossyNumbers: "refuse"},
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "refuse"},
 		},
 		{
 			"limits kept",
 			Config{Limits: Limits{BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"}},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, LossyNumbers: "allow"},
+			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "allow"},
 		},
 		{
 			"empty target_args stay empty",
