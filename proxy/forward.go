@@ -106,6 +106,17 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 // forward sends exactly the bytes the policy evaluated to the upstream and
 // streams its answer back.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer {
+	if c.mcp != nil && r.Method == http.MethodGet {
+		// The server's SSE stream stays open as long as the upstream
+		// keeps it, so it takes a held place, as an ask does: one
+		// principal's streams cannot take every connection the listener
+		// has. Past the bound a new stream is refused, not queued.
+		if !s.held.take(c.subject.Principal) {
+			s.metrics.notHeld.Inc()
+			return tooManyStreams()
+		}
+		defer s.held.done(c.subject.Principal)
+	}
 	rp := c.up.proxy
 	switch {
 	case c.mcp == nil || c.up.DryRun:

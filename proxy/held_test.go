@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +128,88 @@ func TestHeldLimitCounts(t *testing.T) {
 		if !unbounded.take("a") {
 			t.Fatal("no bound refused a place")
 		}
+	}
+}
+
+// TestMCPStreamsHeldPerSubject: an MCP GET stream, open for as long as the
+// upstream keeps it, takes one of its principal's held places: past
+// MaxHeldPerSubject a new stream is 429 and never reaches the upstream,
+// another principal's is not, and a stream closed gives its place back.
+func TestMCPStreamsHeldPerSubject(t *testing.T) {
+	var opened atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		opened.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": open\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // as a server's stream: open until its reader goes
+	}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, readNotDelete(t), func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+		c.MaxHeldPerSubject = 2
+	})
+	stream := func(key string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.url+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode == http.StatusOK {
+			if line, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil || line != ": open\n" {
+				t.Fatalf("stream: %q, %v", line, err)
+			}
+		}
+		return res, func() { cancel(); res.Body.Close() }
+	}
+	first, closeFirst := stream("agent-key")
+	second, closeSecond := stream("agent-key")
+	defer closeSecond()
+	if first.StatusCode != http.StatusOK || second.StatusCode != http.StatusOK {
+		t.Fatalf("two streams: %d, %d, want 200", first.StatusCode, second.StatusCode)
+	}
+	third, closeThird := stream("agent-key")
+	var body []byte
+	if third.StatusCode != http.StatusOK {
+		body, _ = io.ReadAll(third.Body)
+	}
+	closeThird()
+	if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream: %d (Retry-After %q) %s, want 429", third.StatusCode, third.Header.Get("Retry-After"), body)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Fatalf("the upstream opened %d streams, want 2", n)
+	}
+	var m dto.Metric
+	if err := env.server.metrics.notHeld.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("toolgate_requests_not_held_total = %v, want 1", got)
+	}
+	anon, closeAnon := stream("")
+	defer closeAnon()
+	if anon.StatusCode != http.StatusOK {
+		t.Fatalf("another principal's stream: %d, want 200", anon.StatusCode)
+	}
+	closeFirst()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		again, closeAgain := stream("agent-key")
+		closeAgain()
+		if again.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stream after one closed: %d, want 200 once its place came back", again.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.notHeld = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_requests_not_held_total",
-		Help: "Asks and status long-polls answered at once because their principal already had limits.max_held_per_subject requests held on this replica.",
+		Help: "Asks and status long-polls answered at once, and MCP GET streams refused, because their principal already had limits.max_held_per_subject requests held on this replica.",
 	})
 	m.approvedExecuted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_approved_calls_executed_total",

@@ -52,6 +52,7 @@ type testEnv struct {
 	url      string // toolgate's proxy URL
 	upstream *testkit.Upstream
 	upURL    *url.URL
+	server   *Server
 }
 
 // newTestServer starts a recording upstream and a toolgate in front of it,
@@ -82,7 +83,7 @@ func newTestServer(t testing.TB, d Decider, mutate ...func(*Config)) *testEnv {
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &testEnv{url: ts.URL, upstream: rec, upURL: u}
+	return &testEnv{url: ts.URL, upstream: rec, upURL: u, server: s}
 }
 
 // seedEngine is the real policy engine with the seed rules table.

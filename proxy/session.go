@@ -164,6 +164,16 @@ func bindSession(res *http.Response) error {
 
 // sessionFailed answers a forwarded call whose session could not be bound
 // because the store failed: 503, like a store outage on the way in.
+// tooManyStreams refuses an MCP GET stream of a principal that already
+// holds limits.max_held_per_subject requests open on this replica.
+func tooManyStreams() answer {
+	return answer{
+		kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "5",
+		title:  "Too many requests held open",
+		detail: "you hold as many requests open on this replica as you may (asks, long polls, MCP streams); close a stream you no longer read",
+	}
+}
+
 func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 	var se *sessionStoreError
 	if !errors.As(err, &se) || errors.Is(err, context.Canceled) {
