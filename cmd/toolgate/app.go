@@ -346,16 +346,15 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	limits := newConnLimits(a.cfg.Limits.MaxConnections, a.log, a.registry)
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
 	newServer := func(i int, name string, h http.Handler) *http.Server {
-		var state func(net.Conn, http.ConnState)
-		lns[i], state = limits.apply(name, lns[i])
 		// No WriteTimeout: answers stream and held calls wait; slow
 		// clients are bounded by ReadHeaderTimeout, the body limit and
 		// the connection cap.
-		return &http.Server{
+		srv := &http.Server{
 			Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-			ConnState: state,
 		}
+		lns[i] = limits.apply(name, lns[i], srv)
+		return srv
 	}
 	servers := []*http.Server{
 		newServer(0, "proxy", a.proxy.Handler()),

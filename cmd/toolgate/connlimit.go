@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,19 +20,39 @@ import (
 // keep-alive one its buffers for up to IdleTimeout. Without a cap, anyone
 // who can reach a port decides how much memory toolgate uses. At the cap a
 // listener stops accepting: new connections wait in the kernel's backlog
-// until one closes, and the slow ones close within ReadHeaderTimeout. Each
-// listener has its own cap, so a flood of the agents' port does not lock
-// approvers out of theirs.
+// until one closes. Each listener has its own cap, so a flood of the
+// agents' port does not lock approvers out of theirs.
+//
+// A cap alone would let idle connections keep the places: one request
+// every two minutes holds a keep-alive connection, credentials or not. So
+// near the cap a listener sheds (see shed).
 type connLimits struct {
-	max   int
-	log   *slog.Logger
-	open  *prometheus.GaugeVec
-	limit *prometheus.GaugeVec
+	max     int
+	shedFor time.Duration
+	log     *slog.Logger
+	open    *prometheus.GaugeVec
+	limit   *prometheus.GaugeVec
+	sheds   *prometheus.CounterVec
 }
+
+// Shedding starts when a listener holds shedAt of its cap and ends when it
+// is back under calmAt, but not before shedFor: closing the idle
+// connections brings the count down at once, and keep-alives back on at
+// once would hand the places straight back to whoever holds them idle.
+// While it lasts, what became idle or stale is closed again at most every
+// reshedEvery.
+const (
+	shedAt      = 0.9
+	calmAt      = 0.75
+	reshedEvery = time.Second
+)
+
+// shedFor is a variable so that tests need not wait it out.
+var shedFor = 10 * time.Second
 
 func newConnLimits(max int, log *slog.Logger, reg prometheus.Registerer) *connLimits {
 	c := &connLimits{
-		max: max, log: log,
+		max: max, shedFor: shedFor, log: log,
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "toolgate_connections_open",
 			Help: "Connections a listener (proxy, approvals, admin) holds open now, idle keep-alive ones included.",
@@ -40,36 +61,95 @@ func newConnLimits(max int, log *slog.Logger, reg prometheus.Registerer) *connLi
 			Name: "toolgate_connections_limit",
 			Help: "The most connections a listener holds open at once (limits.max_connections); past it, new ones wait.",
 		}, []string{"listener"}),
+		sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_connections_shed_total",
+			Help: "Times a listener near its connection cap closed its idle connections and turned keep-alives off.",
+		}, []string{"listener"}),
 	}
-	reg.MustRegister(c.open, c.limit)
+	reg.MustRegister(c.open, c.limit, c.sheds)
 	return c
 }
 
-// apply caps ln and returns it with the ConnState hook srv must use to
-// count its connections.
-func (c *connLimits) apply(name string, ln net.Listener) (net.Listener, func(net.Conn, http.ConnState)) {
+// apply caps ln for srv, which it returns limited; it sets srv's
+// ConnState hook to count srv's connections.
+func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server) net.Listener {
 	c.limit.WithLabelValues(name).Set(float64(c.max))
-	gauge := c.open.WithLabelValues(name)
-	var open atomic.Int64
-	var warned atomic.Int64 // unix nanoseconds of the last warning
-	state := func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			gauge.Inc()
-			if open.Add(1) < int64(c.max) {
-				return
-			}
-			// At most one warning a minute: a flood must not also
-			// flood the log.
-			now, last := time.Now().UnixNano(), warned.Load()
-			if now-last >= int64(time.Minute) && warned.CompareAndSwap(last, now) {
-				c.log.Warn("listener at its connection cap: new connections wait until one closes",
-					"listener", name, "max_connections", c.max)
-			}
-		case http.StateClosed, http.StateHijacked:
-			gauge.Dec()
-			open.Add(-1)
+	l := &listenerLoad{
+		name: name, srv: srv, limits: c,
+		gauge: c.open.WithLabelValues(name), sheds: c.sheds.WithLabelValues(name),
+		shedAt: max(int64(float64(c.max)*shedAt), 1), calmAt: int64(float64(c.max) * calmAt),
+	}
+	srv.ConnState = l.state
+	return netutil.LimitListener(ln, c.max)
+}
+
+// listenerLoad counts one listener's connections and sheds near its cap.
+type listenerLoad struct {
+	name           string
+	srv            *http.Server
+	limits         *connLimits
+	gauge          prometheus.Gauge
+	sheds          prometheus.Counter
+	shedAt, calmAt int64
+	open           atomic.Int64
+
+	mu        sync.Mutex // serialises the keep-alive switch
+	shedding  bool
+	shedSince time.Time
+	lastShed  time.Time
+	lastWarn  time.Time // at most one warning a minute: a flood must not flood the log too
+}
+
+func (l *listenerLoad) state(_ net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew:
+		l.gauge.Inc()
+		if n := l.open.Add(1); n >= l.shedAt {
+			l.shed(n)
+		}
+	case http.StateClosed, http.StateHijacked:
+		l.gauge.Dec()
+		if n := l.open.Add(-1); n <= l.calmAt {
+			l.calm()
 		}
 	}
-	return netutil.LimitListener(ln, c.max), state
+}
+
+// shed turns keep-alives off and closes the idle connections, and those
+// that have not sent a request's headers within 5 s (net/http's
+// SetKeepAlivesEnabled does both): near the cap, the places go to
+// connections in use. Answers then close their connections, so agents
+// reconnect for each call until the load is back under calmAt. Connections
+// held for a decision or a stream are in use and stay.
+func (l *listenerLoad) shed(open int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if l.shedding && now.Sub(l.lastShed) < reshedEvery {
+		return
+	}
+	if !l.shedding {
+		l.shedding, l.shedSince = true, now
+		if now.Sub(l.lastWarn) >= time.Minute {
+			l.lastWarn = now
+			l.limits.log.Warn("listener near its connection cap: closing idle connections, keep-alives off until the load falls",
+				"listener", l.name, "open", open, "max_connections", l.limits.max)
+		}
+	}
+	l.lastShed = now
+	l.sheds.Inc()
+	l.srv.SetKeepAlivesEnabled(false)
+}
+
+// calm turns keep-alives back on once a shedding listener's load is down
+// and it has shed for shedFor. Without keep-alives every answer closes
+// its connection, so a listener in use gets here soon after.
+func (l *listenerLoad) calm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.shedding || time.Since(l.shedSince) < l.limits.shedFor {
+		return
+	}
+	l.shedding = false
+	l.srv.SetKeepAlivesEnabled(true)
 }

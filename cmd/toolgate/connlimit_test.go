@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,19 +23,7 @@ import (
 // answers throughout.
 func TestConnectionCap(t *testing.T) {
 	const cap = 16
-	up := testkit.NewUpstream(t, nil)
-	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
-public_url: http://approvals.invalid
-upstreams: [{name: files, url: ` + up.URL + `}]
-identity: {api_keys: [{key: agent-key-0123456789, subject: agent}]}
-policy: {rules_file: ./rules.yaml}
-approvals: {secret: ` + testSecret + `}
-limits: {max_connections: 16}
-`,
-		"rules.yaml": "rules:\n  - {id: r1, effect: allow, tool: read_file, target: \"*\"}\n",
-	})
-	tg := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	tg, up := startCapped(t, cap)
 	proxyAddr := strings.TrimPrefix(tg.proxy, "http://")
 
 	// Half a request line and no headers: each holds a connection until
@@ -87,7 +77,112 @@ limits: {max_connections: 16}
 	if n := len(up.Requests()); n != 1 {
 		t.Errorf("the upstream got %d calls, want 1", n)
 	}
-	if !strings.Contains(tg.stderr.String(), "listener at its connection cap") {
+	if !strings.Contains(tg.stderr.String(), "listener near its connection cap") {
 		t.Errorf("no warning logged at the cap:\n%s", tg.stderr.String())
+	}
+}
+
+// startCapped runs a toolgate whose listeners take at most cap
+// connections, in front of a recording upstream, with read_file allowed.
+func startCapped(t *testing.T, cap int) (replica, *testkit.Upstream) {
+	t.Helper()
+	up := testkit.NewUpstream(t, nil)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+public_url: http://approvals.invalid
+upstreams: [{name: files, url: ` + up.URL + `}]
+identity: {api_keys: [{key: agent-key-0123456789, subject: agent}]}
+policy: {rules_file: ./rules.yaml}
+approvals: {secret: ` + testSecret + `}
+limits: {max_connections: ` + strconv.Itoa(cap) + `}
+`,
+		"rules.yaml": "rules:\n  - {id: r1, effect: allow, tool: read_file, target: \"*\"}\n",
+	})
+	return startReplica(t, filepath.Join(dir, "toolgate.yaml")), up
+}
+
+// keptConn is a raw keep-alive connection to the proxy listener.
+type keptConn struct {
+	net.Conn
+	rd *bufio.Reader
+}
+
+// call sends one allowed call on the connection and reads its answer.
+func (k keptConn) call(t *testing.T) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://x/tools/read_file", strings.NewReader(`{"path":"docs/a"}`))
+	req.Header.Set("Authorization", "Bearer agent-key-0123456789")
+	req.Header.Set("Content-Type", "application/json")
+	if err := req.Write(k.Conn); err != nil {
+		t.Fatal(err)
+	}
+	_ = k.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(k.rd, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// TestConnectionShedding: idle keep-alive connections, authenticated or
+// not, cannot keep a listener's places. Near the cap (90%) the listener
+// closes its idle connections and answers with Connection: close; once
+// the load is down (75%) keep-alives are back.
+func TestConnectionShedding(t *testing.T) {
+	const cap = 20 // sheds at 18, calm again at 15
+	defer func(d time.Duration) { shedFor = d }(shedFor)
+	shedFor = time.Second
+	tg, _ := startCapped(t, cap)
+	proxyAddr := strings.TrimPrefix(tg.proxy, "http://")
+	dial := func() keptConn {
+		t.Helper()
+		c, err := net.Dial("tcp", proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return keptConn{c, bufio.NewReader(c)}
+	}
+	idle := make([]keptConn, 17)
+	for i := range idle {
+		idle[i] = dial()
+		if res := idle[i].call(t); res.StatusCode != http.StatusOK || res.Close {
+			t.Fatalf("call %d: %d, close %v; want 200 kept alive", i, res.StatusCode, res.Close)
+		}
+	}
+	eventually(t, tg.admin, "toolgate_connections_open", 17, "listener", "proxy")
+	eventually(t, tg.admin, "toolgate_connections_shed_total", 0, "listener", "proxy")
+
+	// The 18th: the idle ones are closed, and its answer closes it too.
+	last := dial()
+	if res := last.call(t); res.StatusCode != http.StatusOK || !res.Close {
+		t.Fatalf("the call past 90%%: %d, close %v; want 200 and Connection: close", res.StatusCode, res.Close)
+	}
+	for i, k := range idle {
+		_ = k.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := k.rd.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Fatalf("idle connection %d: %v, want closed by toolgate", i, err)
+		}
+	}
+	eventually(t, tg.admin, "toolgate_connections_shed_total", 1, "listener", "proxy")
+	eventually(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
+	if !strings.Contains(tg.stderr.String(), "listener near its connection cap") {
+		t.Errorf("no warning logged:\n%s", tg.stderr.String())
+	}
+
+	// Within shedFor, even with the load down, answers close their
+	// connections: the places do not go straight back to idle ones.
+	if res := dial().call(t); !res.Close {
+		t.Fatal("a call while shedding was kept alive")
+	}
+	// After it, the next connection to close turns keep-alives back on.
+	time.Sleep(shedFor)
+	if res := dial().call(t); !res.Close {
+		t.Fatal("the call that ends the shedding was kept alive")
+	}
+	if res := dial().call(t); res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("a call after the load fell: %d, close %v; want 200 kept alive", res.StatusCode, res.Close)
 	}
 }
