@@ -32,13 +32,17 @@ type announcements[T comparable] struct {
 	log   *slog.Logger
 	delay time.Duration
 
-	mu      sync.Mutex
-	ids     []T
-	queued  map[T]bool // ids, for reannounce to skip
-	stopped bool
-	kick    chan struct{} // a batch has begun
-	stop    chan struct{}
-	done    chan struct{}
+	mu  sync.Mutex
+	ids []T
+	// queued holds ids, for reannounce to skip: the zero time while an id
+	// waits to be recorded, then when it was recorded, for keepRecorded;
+	// recorded lists the latter in that order, to forget them.
+	queued   map[T]time.Time
+	recorded []recordedID[T]
+	stopped  bool
+	kick     chan struct{} // a batch has begun
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // newAnnouncements batches the requested events that settle.
@@ -53,7 +57,7 @@ func newResolutions(store pending.Store, log *slog.Logger, delay time.Duration) 
 
 func newBatch[T comparable](store func(context.Context, []T) error, what string, log *slog.Logger, delay time.Duration) *announcements[T] {
 	b := &announcements[T]{
-		store: store, what: what, log: log, delay: delay, queued: map[T]bool{},
+		store: store, what: what, log: log, delay: delay, queued: map[T]time.Time{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go b.run()
@@ -70,7 +74,7 @@ func (b *announcements[T]) add(id T) {
 		return
 	}
 	b.ids = append(b.ids, id)
-	b.queued[id] = true
+	b.queued[id] = time.Time{}
 	first := len(b.ids) == 1
 	b.mu.Unlock()
 	if first {
@@ -81,12 +85,23 @@ func (b *announcements[T]) add(id T) {
 	}
 }
 
-// queuedFor reports whether id waits to be recorded: its announcement
-// settled, so it is not announced again.
+type recordedID[T comparable] struct {
+	id T
+	at time.Time
+}
+
+// keepRecorded is how long an id stays in queued once recorded: a resend
+// round that listed it before it was recorded (a round lasts at most 5 s)
+// still skips it. A variable so that tests need not wait it out.
+var keepRecorded = 10 * time.Second
+
+// queuedFor reports whether id waits to be recorded, or was recorded
+// lately: its announcement settled, so it is not announced again.
 func (b *announcements[T]) queuedFor(id T) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.queued[id]
+	at, ok := b.queued[id]
+	return ok && (at.IsZero() || time.Since(at) < keepRecorded)
 }
 
 func (b *announcements[T]) run() {
@@ -116,10 +131,25 @@ func (b *announcements[T]) flush() {
 		b.record(chunk)
 	}
 	b.mu.Lock()
-	for _, id := range ids {
-		delete(b.queued, id)
+	defer b.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for _, r := range b.recorded {
+		if now.Sub(r.at) < keepRecorded {
+			break
+		}
+		if b.queued[r.id] == r.at { // not queued again since
+			delete(b.queued, r.id)
+		}
+		n++
 	}
-	b.mu.Unlock()
+	b.recorded = slices.Delete(b.recorded, 0, n)
+	for _, id := range ids {
+		if at, ok := b.queued[id]; ok && at.IsZero() {
+			b.queued[id] = now
+			b.recorded = append(b.recorded, recordedID[T]{id, now})
+		}
+	}
 }
 
 func (b *announcements[T]) record(ids []T) {

@@ -37,10 +37,13 @@ func (s *recordedAnnounced) recorded() (requests int, ids []string) {
 }
 
 // TestAnnouncementsBatched: announcements that settle together are
-// recorded in one store request, each once; until then reannounce sees
-// them as queued; Close records what is left, and what settles after it
-// is recorded at once.
+// recorded in one store request, each once; until then, and for
+// keepRecorded after (a resend round may have listed them before they
+// were recorded), reannounce sees them as queued; Close records what is
+// left, and what settles after it is recorded at once.
 func TestAnnouncementsBatched(t *testing.T) {
+	defer func(d time.Duration) { keepRecorded = d }(keepRecorded)
+	keepRecorded = time.Second
 	st := &recordedAnnounced{MemoryStore: pending.NewMemory(pending.Options{})}
 	log := slog.New(slog.DiscardHandler)
 	b := newAnnouncements(st, log, 200*time.Millisecond)
@@ -58,7 +61,23 @@ func TestAnnouncementsBatched(t *testing.T) {
 	if n, ids := st.recorded(); n != 1 || !slices.Equal(ids, want) {
 		t.Errorf("%d store requests recorded %v, want one with the 50 calls", n, ids)
 	}
+	recordedAt := time.Now()
+	if !b.queuedFor("call-7") {
+		t.Error("a call just recorded is not skipped")
+	}
 	testkit.WaitFor(t, "the recorded calls to leave the queue", func() bool { return !b.queuedFor("call-7") })
+	if d := time.Since(recordedAt); d < keepRecorded/2 {
+		t.Errorf("a recorded call left the queue after %v, want about %v", d, keepRecorded)
+	}
+	// The next batch forgets them.
+	b.add("call-50")
+	testkit.WaitFor(t, "the next batch", func() bool { _, ids := st.recorded(); return len(ids) == 51 })
+	testkit.WaitFor(t, "the map to forget the first batch", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, kept := b.queued["call-7"]
+		return !kept && len(b.queued) == 1
+	})
 
 	b = newAnnouncements(st, log, time.Hour) // only Close records now
 	b.add("late-1")
@@ -66,11 +85,11 @@ func TestAnnouncementsBatched(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, ids := st.recorded(); !slices.Equal(ids[50:], []string{"late-1", "late-2"}) {
-		t.Errorf("Close recorded %v, want the two queued", ids[50:])
+	if _, ids := st.recorded(); !slices.Equal(ids[51:], []string{"late-1", "late-2"}) {
+		t.Errorf("Close recorded %v, want the two queued", ids[51:])
 	}
 	b.add("after-close")
-	if n, ids := st.recorded(); n != 3 || ids[len(ids)-1] != "after-close" {
+	if n, ids := st.recorded(); n != 4 || ids[len(ids)-1] != "after-close" {
 		t.Errorf("after Close: %d requests, last %v; want the call recorded at once", n, ids[len(ids)-1])
 	}
 }

@@ -347,7 +347,11 @@ func resend[T any](ctx context.Context, p *parking, kind string, list func(conte
 			continue
 		}
 		e := event(it)
-		if p.notifier.InFlight(e) {
+		// Asked again after InFlight: an event that settles in between
+		// is recorded before it leaves flight (notify's settlement), so
+		// in this order it is seen as one or the other, never neither,
+		// and is not sent a second time.
+		if p.notifier.InFlight(e) || skip(it) {
 			continue
 		}
 		p.notifier.Notify(e)
