@@ -1,12 +1,12 @@
 package identity
 
 import (
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/rebind"
 )
 
 // Anonymous access and browsers. A caller without credentials is trusted
@@ -50,7 +50,7 @@ func anonymousRefusal(r *http.Request, origins, hosts []string) error {
 	if fromBrowserPage(r, origins) {
 		return errBrowserPage
 	}
-	if !safeHost(r.Host, hosts) {
+	if !rebind.SafeHost(r.Host, hosts) {
 		return errRebindable
 	}
 	return nil
@@ -73,38 +73,6 @@ func fromBrowserPage(r *http.Request, allowed []string) bool {
 	// allowed one. "none" is the user's own navigation.
 	site := r.Header.Get("Sec-Fetch-Site")
 	return site != "" && site != "none"
-}
-
-// privateSuffixes are names no one can register in public DNS.
-var privateSuffixes = []string{".localhost", ".local", ".internal", ".home.arpa", ".test", ".invalid"}
-
-// safeHost reports whether hostport (a Host header) names toolgate in a
-// way no page could have had rebound to it.
-func safeHost(hostport string, allowed []string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	switch {
-	case host == "":
-		return false
-	case isIP(strings.Trim(host, "[]")), !strings.Contains(host, "."): // localhost is single-label
-		return true
-	}
-	for _, s := range privateSuffixes {
-		if strings.HasSuffix(host, s) {
-			return true
-		}
-	}
-	return slices.Contains(allowed, host)
-}
-
-// isIP reports whether host is an IP literal; netip, unlike net.ParseIP,
-// does not allocate on this per-request path.
-func isIP(host string) bool {
-	_, err := netip.ParseAddr(host)
-	return err == nil
 }
 
 // CanonicalOrigin returns origin (scheme "://" host [":" port]) in the form

@@ -27,7 +27,7 @@ func TestDeps(t *testing.T) {
 	for p := range strings.FieldsSeq(string(out)) {
 		switch p {
 		case "github.com/toolgate/toolgate/identity", "github.com/toolgate/toolgate/internal/strictjson",
-			"github.com/toolgate/toolgate/internal/logurl":
+			"github.com/toolgate/toolgate/internal/logurl", "github.com/toolgate/toolgate/internal/rebind":
 		default:
 			forbidden = append(forbidden, p)
 		}

@@ -76,6 +76,10 @@ type HeaderConfig struct {
 	// connections are believed without the secret. At least one of Secret
 	// and TrustedSources must be set; with both, either suffices.
 	TrustedSources []string
+	// PublicURL is the approvals listener as browsers reach it: besides
+	// addresses and names nobody can register, its host is the one a
+	// trusted source's request may name (DNS rebinding, see Identify).
+	PublicURL string
 }
 
 // OIDCConfig configures oidc: toolgate signs approvers in itself with the

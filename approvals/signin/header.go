@@ -5,7 +5,10 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/rebind"
 )
 
 // trustedHeader believes the identity headers of an authenticating proxy in
@@ -18,6 +21,7 @@ type trustedHeader struct {
 	secretHeader             string
 	secret                   *[sha256.Size]byte // nil: no secret configured
 	sources                  []netip.Prefix
+	hosts                    []string // PublicURL's host, for rebind.SafeHost
 }
 
 var _ Authenticator = (*trustedHeader)(nil)
@@ -40,6 +44,9 @@ func newTrustedHeader(c HeaderConfig) *trustedHeader {
 		p, _ := parseSource(s) // Check has refused what does not parse
 		h.sources = append(h.sources, p)
 	}
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Hostname() != "" {
+		h.hosts = []string{strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")}
+	}
 	return h
 }
 
@@ -47,8 +54,19 @@ func newTrustedHeader(c HeaderConfig) *trustedHeader {
 // "header", or an error wrapping ErrNoIdentity when r did not come through
 // that proxy or its headers do not name one approver.
 func (h *trustedHeader) Identify(r *http.Request) (Approver, error) {
-	if !h.secretMatches(r) && !h.fromTrustedSource(r) {
-		return Approver{}, noIdentity("the request came neither with the proxy's secret nor from a trusted source")
+	if !h.secretMatches(r) {
+		if !h.fromTrustedSource(r) {
+			return Approver{}, noIdentity("the request came neither with the proxy's secret nor from a trusted source")
+		}
+		// A browser on a trusted source's host (a loopback source) may
+		// send a web page's requests there, the page's own headers
+		// included, once the page's domain is rebound to that address.
+		// Such a request names the page's domain in Host; the proxy in
+		// front names toolgate by an address, a private name or
+		// public_url's host.
+		if !rebind.SafeHost(r.Host, h.hosts) {
+			return Approver{}, noIdentity("a trusted source's request names toolgate as %q: only an address, a single-label or private name, or public_url's host is believed (DNS rebinding)", r.Host)
+		}
 	}
 	users := r.Header.Values(h.userHeader)
 	switch len(users) {

@@ -182,6 +182,7 @@ func TestTrustedHeader(t *testing.T) {
 			a := newHeader(t, tt.cfg)
 			r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
 			r.RemoteAddr = tt.remote
+			r.Host = "toolgate:8081" // the proxy in front names toolgate by its service name
 			maps.Copy(r.Header, tt.header)
 			got, err := a.Identify(r)
 			if tt.want == nil {
@@ -215,6 +216,7 @@ func TestTrustedHeaderEither(t *testing.T) {
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
 		r.RemoteAddr = tt.remote
+		r.Host = "127.0.0.1:8081"
 		r.Header.Set("X-User", "carol")
 		if tt.secret != "" {
 			r.Header.Set("x-gate", tt.secret)
@@ -235,4 +237,42 @@ func manyGroups(n int) string {
 		gs[i] = "g" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
 	}
 	return strings.Join(gs, ",")
+}
+
+// TestTrustedSourceRebinding: a browser on a trusted source's host sends a
+// web page's requests there, the page's identity headers included, once
+// the page's domain is rebound to that address. Its Host names the page's
+// domain: a trusted source is believed only when Host names toolgate by an
+// address, a private or single-label name, or public_url's host. The
+// secret is proof enough whatever the Host (no page knows it).
+func TestTrustedSourceRebinding(t *testing.T) {
+	a := newHeader(t, HeaderConfig{
+		UserHeader: "X-User", SecretHeader: "X-Gate", Secret: proxySecret,
+		TrustedSources: []string{"127.0.0.0/8"}, PublicURL: "https://Approvals.example.com/toolgate",
+	})
+	for _, tt := range []struct {
+		host, secret string
+		ok           bool
+	}{
+		{"rebind.attacker.example:22041", "", false},
+		{"evil.example.com", "", false},
+		{"approvals.example.com", "", true},
+		{"APPROVALS.example.com.:443", "", true},
+		{"127.0.0.1:8081", "", true},
+		{"localhost:8081", "", true},
+		{"toolgate.toolgate.svc.cluster.local", "", true},
+		{"rebind.attacker.example:22041", proxySecret, true},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/approvals", nil)
+		r.RemoteAddr = "127.0.0.1:5000"
+		r.Host = tt.host
+		r.Header.Set("X-User", "mallory")
+		if tt.secret != "" {
+			r.Header.Set("X-Gate", tt.secret)
+		}
+		got, err := a.Identify(r)
+		if (err == nil) != tt.ok {
+			t.Errorf("Host %q, secret %v: %+v, %v; want ok %v", tt.host, tt.secret != "", got, err, tt.ok)
+		}
+	}
 }

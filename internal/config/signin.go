@@ -19,6 +19,7 @@ func (a *ApprovalsIdentity) Options(publicURL string) signin.Config {
 		Header: signin.HeaderConfig{
 			UserHeader: a.UserHeader, GroupsHeader: a.GroupsHeader,
 			SecretHeader: a.SecretHeader, Secret: a.Secret.Reveal(), TrustedSources: a.TrustedSources,
+			PublicURL: publicURL,
 		},
 		OIDC: signin.OIDCConfig{
 			Issuer: a.Issuer, ClientID: a.ClientID, ClientSecret: a.ClientSecret.Reveal(),

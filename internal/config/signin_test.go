@@ -50,6 +50,7 @@ func TestLoad_TrustedHeader(t *testing.T) {
 	want := signin.Config{Type: "trusted_header", Header: signin.HeaderConfig{
 		UserHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups",
 		SecretHeader: "X-Approvals-Proxy-Secret", Secret: testProxySecret, TrustedSources: []string{"10.0.0.0/8"},
+		PublicURL: c.PublicURL,
 	}, OIDC: signin.OIDCConfig{PublicURL: c.PublicURL}}
 	if diff := cmp.Diff(want, c.Approvals.Identity.Options(c.PublicURL)); diff != "" {
 		t.Errorf("Options (-want +got):\n%s", diff)
@@ -68,7 +69,7 @@ func TestLoad_TrustedHeader(t *testing.T) {
 
 func TestLoad_OIDC(t *testing.T) {
 	c := mustLoad(t, Source{File: writeConfig(t, oidcYAML), Environ: signinEnv})
-	want := signin.Config{Type: "oidc", OIDC: signin.OIDCConfig{
+	want := signin.Config{Type: "oidc", Header: signin.HeaderConfig{PublicURL: c.PublicURL}, OIDC: signin.OIDCConfig{
 		Issuer: "https://accounts.example.com", ClientID: "toolgate", ClientSecret: testClientSecret,
 		PublicURL: "https://toolgate.example.com", UserClaim: "email", GroupsClaim: "groups",
 		Scopes: []string{"openid", "email", "profile"}, CookieSecret: testCookieSecret,
