@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/toolgate/toolgate/approvals/signin"
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/callinfo"
@@ -105,11 +107,14 @@ func approvedBy(c pending.Call, name string) bool {
 // configured prefix). Case is ignored: refusing "Alice" on alice's call
 // errs on the safe side.
 func ownCall(approver string, c pending.Call) bool {
-	if strings.EqualFold(approver, c.Subject) {
+	// Composed first: a subject spelled with combining marks is the same
+	// person as the approver's composed name.
+	approver = norm.NFC.String(approver)
+	if strings.EqualFold(approver, norm.NFC.String(c.Subject)) {
 		return true
 	}
 	s := identity.PrincipalSubject(c.Principal)
-	return s != "" && strings.EqualFold(approver, s)
+	return s != "" && strings.EqualFold(approver, norm.NFC.String(s))
 }
 
 // progress says how far a call with a quorum is: "1 of 2 approvals", one

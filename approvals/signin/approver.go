@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Bounds of an approver's identity as any source gives it. A name or a
@@ -33,6 +35,11 @@ func checkName(name string) error {
 		return noIdentity("the approver's name is not valid UTF-8")
 	case strings.ContainsFunc(name, unicode.IsControl):
 		return noIdentity("the approver's name holds control characters")
+	case !norm.NFC.IsNormalString(name):
+		// "josé" precomposed and "jose" + U+0301 look the same and are one
+		// person, but compare as two names: a quorum would count them
+		// twice. Identity providers send names composed (NFC).
+		return noIdentity("the approver's name is not in Unicode normal form C (composed)")
 	}
 	return nil
 }

@@ -157,6 +157,18 @@ func TestTrustedHeader(t *testing.T) {
 			nil,
 		},
 		{
+			// Composed and decomposed, the same name to a person but two
+			// to a quorum: only the composed form (NFC) is believed.
+			"user with a combining mark", withSecret, "203.0.113.9:4000",
+			hdr{"X-Auth-Request-Email": {"jose\u0301@example.com"}, DefaultSecretHeader: {proxySecret}},
+			nil,
+		},
+		{
+			"user composed", withSecret, "203.0.113.9:4000",
+			hdr{"X-Auth-Request-Email": {"jos\u00e9@example.com"}, DefaultSecretHeader: {proxySecret}},
+			&Approver{Name: "jos\u00e9@example.com", Via: "header"},
+		},
+		{
 			"user with a control character", withSecret, "203.0.113.9:4000",
 			hdr{"X-Auth-Request-Email": {"alice\x1b[31m"}, DefaultSecretHeader: {proxySecret}},
 			nil,
