@@ -343,23 +343,27 @@ func (l *listeners) close() {
 func (a *app) serve(ctx context.Context, l *listeners) error {
 	a.log.Info("toolgate listening", "proxy", l.proxy.Addr().String(), "approvals", l.approvals.Addr().String(),
 		"admin", l.admin.Addr().String(), "policy_revision", a.engine.Revision(), "version", version)
-	limits := newConnLimits(a.cfg.Limits.MaxConnections, a.log, a.registry)
+	limits := newConnLimits(a.log, a.registry)
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
-	newServer := func(i int, name string, h http.Handler) *http.Server {
+	newServer := func(i int, name string, h http.Handler, maxConns, maxHeader int) *http.Server {
 		// No WriteTimeout: answers stream and held calls wait; slow
 		// clients are bounded by ReadHeaderTimeout, the body limit and
 		// the connection cap.
 		srv := &http.Server{
 			Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+			MaxHeaderBytes: maxHeader, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		}
-		lns[i] = limits.apply(name, lns[i], srv)
+		lns[i] = limits.apply(name, lns[i], srv, maxConns)
 		return srv
 	}
+	maxConns := a.cfg.Limits.MaxConnections
 	servers := []*http.Server{
-		newServer(0, "proxy", a.proxy.Handler()),
-		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std())),
-		newServer(2, "admin", adminHandler(a.readiness, a.registry)),
+		newServer(0, "proxy", a.proxy.Handler(), maxConns, 64<<10),
+		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, 64<<10),
+		// Probes and scrapes: a few connections and short headers, so
+		// that the admin port adds little to what the cap lets the
+		// other two hold.
+		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.

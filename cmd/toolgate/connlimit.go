@@ -16,7 +16,7 @@ import (
 //
 // A connection costs memory before anything is known of its caller: one
 // still sending its headers holds them (up to the servers' MaxHeaderBytes,
-// ~100 KB a connection all told) for up to ReadHeaderTimeout, and an idle
+// ~120 KB a connection all told) for up to ReadHeaderTimeout, and an idle
 // keep-alive one its buffers for up to IdleTimeout. Without a cap, anyone
 // who can reach a port decides how much memory toolgate uses. At the cap a
 // listener stops accepting: new connections wait in the kernel's backlog
@@ -27,7 +27,6 @@ import (
 // every two minutes holds a keep-alive connection, credentials or not. So
 // near the cap a listener sheds (see shed).
 type connLimits struct {
-	max     int
 	shedFor time.Duration
 	log     *slog.Logger
 	open    *prometheus.GaugeVec
@@ -50,16 +49,23 @@ const (
 // shedFor is a variable so that tests need not wait it out.
 var shedFor = 10 * time.Second
 
-func newConnLimits(max int, log *slog.Logger, reg prometheus.Registerer) *connLimits {
+// The admin listener's bounds: it serves probes and scrapes, which need
+// few connections and short headers.
+const (
+	adminMaxConnections = 64
+	adminMaxHeaderBytes = 8 << 10
+)
+
+func newConnLimits(log *slog.Logger, reg prometheus.Registerer) *connLimits {
 	c := &connLimits{
-		max: max, shedFor: shedFor, log: log,
+		shedFor: shedFor, log: log,
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "toolgate_connections_open",
 			Help: "Connections a listener (proxy, approvals, admin) holds open now, idle keep-alive ones included.",
 		}, []string{"listener"}),
 		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "toolgate_connections_limit",
-			Help: "The most connections a listener holds open at once (limits.max_connections); past it, new ones wait.",
+			Help: "The most connections a listener holds open at once (limits.max_connections; at most 64 on admin); past it, new ones wait.",
 		}, []string{"listener"}),
 		sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_connections_shed_total",
@@ -70,17 +76,17 @@ func newConnLimits(max int, log *slog.Logger, reg prometheus.Registerer) *connLi
 	return c
 }
 
-// apply caps ln for srv, which it returns limited; it sets srv's
-// ConnState hook to count srv's connections.
-func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server) net.Listener {
-	c.limit.WithLabelValues(name).Set(float64(c.max))
+// apply caps ln for srv at maxConns, and returns it limited; it sets
+// srv's ConnState hook to count srv's connections.
+func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server, maxConns int) net.Listener {
+	c.limit.WithLabelValues(name).Set(float64(maxConns))
 	l := &listenerLoad{
-		name: name, srv: srv, limits: c,
+		name: name, srv: srv, limits: c, max: maxConns,
 		gauge: c.open.WithLabelValues(name), sheds: c.sheds.WithLabelValues(name),
-		shedAt: max(int64(float64(c.max)*shedAt), 1), calmAt: int64(float64(c.max) * calmAt),
+		shedAt: max(int64(float64(maxConns)*shedAt), 1), calmAt: int64(float64(maxConns) * calmAt),
 	}
 	srv.ConnState = l.state
-	return netutil.LimitListener(ln, c.max)
+	return netutil.LimitListener(ln, maxConns)
 }
 
 // listenerLoad counts one listener's connections and sheds near its cap.
@@ -88,6 +94,7 @@ type listenerLoad struct {
 	name           string
 	srv            *http.Server
 	limits         *connLimits
+	max            int
 	gauge          prometheus.Gauge
 	sheds          prometheus.Counter
 	shedAt, calmAt int64
@@ -133,7 +140,7 @@ func (l *listenerLoad) shed(open int64) {
 		if now.Sub(l.lastWarn) >= time.Minute {
 			l.lastWarn = now
 			l.limits.log.Warn("listener near its connection cap: closing idle connections, keep-alives off until the load falls",
-				"listener", l.name, "open", open, "max_connections", l.limits.max)
+				"listener", l.name, "open", open, "max_connections", l.max)
 		}
 	}
 	l.lastShed = now
