@@ -12,6 +12,28 @@ import (
 	"strings"
 )
 
+// readBody reads r's body as readBody does, within the budget of body
+// bytes read at once: what one body may take (its Content-Length, else
+// the limit) is reserved while it is read, and a body that does not fit
+// is refused at once (503), so that many bodies arriving together, from
+// one caller or several, cannot hold more memory than the budget.
+func (s *Server) readBody(r *http.Request) ([]byte, *answer) {
+	limit := s.cfg.MaxBodyBytes
+	n := limit
+	if r.ContentLength >= 0 && r.ContentLength <= limit {
+		n = r.ContentLength
+	}
+	if n > 0 {
+		if !s.bodies.TryAcquire(n) {
+			a := unavailable("Too many bodies being read", "toolgate is reading as many request bodies as limits.max_body_bytes_total allows; retry shortly")
+			a.retryAfter = "1"
+			return nil, &a
+		}
+		defer s.bodies.Release(n)
+	}
+	return readBody(r, limit)
+}
+
 // readBody reads the whole request body, at most limit bytes after any
 // decoding, and returns the decoded bytes: the bytes the policy evaluates and
 // the upstream receives. A body over the limit is refused, never truncated.
@@ -26,7 +48,7 @@ func readBody(r *http.Request, limit int64) ([]byte, *answer) {
 		return nil, tooLarge(limit)
 	}
 	body := http.MaxBytesReader(nil, r.Body, limit)
-	raw, err := io.ReadAll(body)
+	raw, err := readAll(body, r.ContentLength)
 	if err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return nil, tooLarge(limit)
@@ -107,4 +129,31 @@ func (s *Server) parseArguments(body []byte) (map[string]any, *answer) {
 		return nil, invalid(http.StatusBadRequest, "Bad JSON body", err.Error())
 	}
 	return args, nil
+}
+
+// readAll reads rd to its end into a buffer sized for a body of size
+// bytes (-1: unknown), so that a body of known length takes its length
+// once and not the doublings io.ReadAll grows by.
+func readAll(rd io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(rd)
+	}
+	// One byte more, so that the read that meets the end needs no growth.
+	buf := make([]byte, 0, size+1)
+	for {
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			// Longer than announced: net/http refuses that before it
+			// gets here, but a reader may not.
+			rest, err := io.ReadAll(rd)
+			return append(buf, rest...), err
+		}
+	}
 }

@@ -148,7 +148,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	}
 	name, isTool := strings.CutPrefix(c.rawRel, "/tools/")
 	if !isTool || r.Method != http.MethodPost {
-		body, a := readBody(r, s.cfg.MaxBodyBytes)
+		body, a := s.readBody(r)
 		c.body = body
 		return a
 	}
@@ -158,7 +158,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	if a := checkJSONContentType(r.Header); a != nil {
 		return a
 	}
-	body, a := readBody(r, s.cfg.MaxBodyBytes)
+	body, a := s.readBody(r)
 	if a != nil {
 		return a
 	}

@@ -1092,3 +1092,61 @@ func TestAmbiguousTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyBudget: bodies being read at once take at most
+// MaxBodyBytesTotal; one that would pass it is 503 at once, reaches
+// nothing, and the budget comes back as the others end.
+func TestBodyBudget(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 1000, 2000
+		c.BodyTimeout = 2 * time.Second
+	})
+	addr := strings.TrimPrefix(env.url, "http://")
+	// Two bodies announced at 1000 bytes each, stalled after one byte:
+	// together they hold the whole budget.
+	stalled := make([]net.Conn, 2)
+	for i := range stalled {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		stalled[i] = c
+	}
+	small := `{"path":"README.md"}`
+	deadline := time.Now().Add(time.Second)
+	var res *http.Response
+	for { // until both stalled bodies are being read
+		res = post(t, env.url+"/tools/read_file", small, "Authorization", "Bearer agent-key")
+		if res.StatusCode == http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("a body past the budget: %d (Retry-After %q), want 503", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	before := len(env.upstream.Requests())
+	// The stalled bodies end (408 within the body timeout): the budget
+	// is back.
+	for _, c := range stalled {
+		c.Close()
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		res = post(t, env.url+"/tools/read_file", small, "Authorization", "Bearer agent-key")
+		if res.StatusCode == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("once the stalled bodies ended: %d, want 200", res.StatusCode)
+	}
+	if got := len(env.upstream.Requests()); got != before+1 {
+		t.Errorf("the upstream got %d calls after the refusal, want 1", got-before)
+	}
+}

@@ -81,7 +81,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		if a := notMCPEndpoint(r, c.rawRel, c.up.MCPPath); a != nil {
 			return a
 		}
-		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+		body, cerr := s.readBody(r)
 		c.body = body
 		return cerr
 	}
@@ -100,7 +100,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	case http.MethodGet, http.MethodDelete:
 		// The SSE stream and the end of a session: a body here would be
 		// a message to the upstream that no method decision covered.
-		body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+		body, cerr := s.readBody(r)
 		if cerr == nil && len(body) > 0 {
 			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
 		}
@@ -116,7 +116,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	if cerr := checkJSONContentType(r.Header); cerr != nil {
 		return cerr
 	}
-	body, cerr := readBody(r, s.cfg.MaxBodyBytes)
+	body, cerr := s.readBody(r)
 	if cerr != nil {
 		return cerr
 	}

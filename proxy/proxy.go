@@ -23,6 +23,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/strictjson"
 	"github.com/toolgate/toolgate/lifecycle"
@@ -82,6 +84,10 @@ type Config struct {
 	Decider      Decider
 	Auth         Authenticator
 	MaxBodyBytes int64 // limit on request bodies, after decoding too
+	// MaxBodyBytesTotal bounds the body bytes read at once over all
+	// requests (default 64 MiB, at least MaxBodyBytes): a request whose
+	// body would pass it is 503 at once.
+	MaxBodyBytesTotal int64
 	// BodyTimeout bounds the arrival of a whole request body; past it the
 	// request is refused (408) and its connection closed. Zero means 10s.
 	BodyTimeout time.Duration
@@ -173,6 +179,8 @@ type Server struct {
 	// (forwardedHost).
 	fwdHost string
 	held    *heldLimit
+	// bodies is the budget of body bytes read at once (MaxBodyBytesTotal).
+	bodies *semaphore.Weighted
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -188,6 +196,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
+	if cfg.MaxBodyBytesTotal <= 0 {
+		cfg.MaxBodyBytesTotal = 64 << 20
+	}
+	cfg.MaxBodyBytesTotal = max(cfg.MaxBodyBytesTotal, cfg.MaxBodyBytes)
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = 10 * time.Second
 	}
@@ -217,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
-		held: newHeldLimit(cfg.MaxHeldPerSubject),
+		held: newHeldLimit(cfg.MaxHeldPerSubject), bodies: semaphore.NewWeighted(cfg.MaxBodyBytesTotal),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID

@@ -188,6 +188,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Decider:           a.engine,
 		Auth:              a.auth,
 		MaxBodyBytes:      cfg.Limits.MaxBodyBytes.Int64(),
+		MaxBodyBytesTotal: cfg.Limits.MaxBodyBytesTotal.Int64(),
 		Mode:              cfg.Policy.Mode,
 		SubjectModes:      cfg.Policy.SubjectModes,
 		Logger:            log,

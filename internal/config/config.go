@@ -234,7 +234,10 @@ type Notify struct {
 // Limits bounds what a caller may send and how many calls may wait.
 type Limits struct {
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
-	BodyTimeout  Duration `koanf:"body_timeout"` // the whole body must arrive within this, else 408
+	// MaxBodyBytesTotal bounds the body bytes the proxy reads at once,
+	// over all requests; a body that would pass it is 503.
+	MaxBodyBytesTotal ByteSize `koanf:"max_body_bytes_total"`
+	BodyTimeout       Duration `koanf:"body_timeout"` // the whole body must arrive within this, else 408
 	// MaxParkedPerSubject bounds the waiting and approved calls of one
 	// principal; MaxParked the same across all principals, per store.
 	MaxParkedPerSubject int `koanf:"max_parked_per_subject"`

@@ -154,6 +154,8 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	setSize(&c.Limits.MaxBodyBytes, 1<<20)
+	// 64 bodies of the default size; never less than one of the largest.
+	setSize(&c.Limits.MaxBodyBytesTotal, max(64<<20, c.Limits.MaxBodyBytes))
 	setDuration(&c.Limits.BodyTimeout, 10*time.Second)
 	setInt(&c.Limits.MaxParkedPerSubject, 100)
 	setInt(&c.Limits.MaxParked, 10000)

@@ -127,6 +127,7 @@ func TestLoad_SpecExample(t *testing.T) {
 		},
 		Limits: Limits{
 			MaxBodyBytes:        1 << 20,
+			MaxBodyBytesTotal:   64 << 20,
 			BodyTimeout:         Duration(10 * time.Second),
 			MaxParkedPerSubject: 100,
 			MaxParked:           10000,
@@ -517,7 +518,7 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "unknown key with no near miss",
 			file:     minimalYAML + "limits:\n  zzz: 1\n",
 			wantKeys: []string{"limits.zzz"},
-			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_connections, lossy_numbers)"},
+			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, max_body_bytes_total, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_connections, lossy_numbers)"},
 		},
 		{
 			name:     "several problems are reported together",

@@ -142,6 +142,7 @@ approvals:
   slack: null
 limits:
   max_body_bytes: 64000B
+  max_body_bytes_total: 64MiB
   body_timeout: 10s
   max_parked_per_subject: 100
   max_parked: 500

@@ -524,6 +524,9 @@ func (v *validator) limitsAndLog(c *Config) {
 	if b := l.MaxBodyBytes; b < lo || b > hi {
 		v.add("limits.max_body_bytes", fmt.Sprintf("%s is outside 1KiB..1GiB", b), "write a size such as 1MiB")
 	}
+	if t := l.MaxBodyBytesTotal; t < l.MaxBodyBytes || t > 1<<40 {
+		v.add("limits.max_body_bytes_total", fmt.Sprintf("%s is outside limits.max_body_bytes (%s)..1TiB", t, l.MaxBodyBytes), "write a size such as 64MiB, at least limits.max_body_bytes")
+	}
 	if l.BodyTimeout <= 0 {
 		v.add("limits.body_timeout", "must be positive", "write a duration such as 10s")
 	}

@@ -174,8 +174,8 @@ func TestValidate(t *testing.T) {
 		{"notify concurrency", func(c *Config) { c.Approvals.Notify[0].Concurrency = 65 }, []string{"approvals.notify[0].concurrency"}},
 
 		{"max_body_bytes too small", func(c *Config) { c.Limits.MaxBodyBytes = 1023 }, []string{"limits.max_body_bytes"}},
-		{"max_body_bytes too large", func(c *Config) { c.Limits.MaxBodyBytes = 1<<30 + 1 }, []string{"limits.max_body_bytes"}},
-		{"max_body_bytes bounds are inclusive", func(c *Config) { c.Limits.MaxBodyBytes = 1 << 30 }, nil},
+		{"max_body_bytes too large", func(c *Config) { c.Limits.MaxBodyBytes, c.Limits.MaxBodyBytesTotal = 1<<30+1, 1<<30+1 }, []string{"limits.max_body_bytes"}},
+		{"max_body_bytes bounds are inclusive", func(c *Config) { c.Limits.MaxBodyBytes, c.Limits.MaxBodyBytesTotal = 1<<30, 1<<30 }, nil},
 		{"body_timeout negative", func(c *Config) { c.Limits.BodyTimeout = -1 }, []string{"limits.body_timeout"}},
 		{"body_timeout zero", func(c *Config) { c.Limits.BodyTimeout = 0 }, []string{"limits.body_timeout"}},
 		{"max_parked_per_subject zero", func(c *Config) { c.Limits.MaxParkedPerSubject = 0 }, []string{"limits.max_parked_per_subject"}},
@@ -190,6 +190,7 @@ func TestValidate(t *testing.T) {
 		}},
 		{"max_parks_per_minute negative", func(c *Config) { c.Limits.MaxParksPerMinute = -1 }, []string{"limits.max_parks_per_minute"}},
 		{"max_parks_per_minute above a hundred a second", func(c *Config) { c.Limits.MaxParksPerMinute = 6001 }, []string{"limits.max_parks_per_minute"}},
+		{"max_body_bytes_total below max_body_bytes", func(c *Config) { c.Limits.MaxBodyBytesTotal = c.Limits.MaxBodyBytes - 1 }, []string{"limits.max_body_bytes_total"}},
 		{"max_connections too few to hold calls", func(c *Config) { c.Limits.MaxConnections = 15 }, []string{"limits.max_connections"}},
 		{"max_connections above a million", func(c *Config) { c.Limits.MaxConnections = 1000001 }, []string{"limits.max_connections"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
@@ -342,6 +343,7 @@ func TestDefault(t *testing.T) {
 		},
 		Limits: Limits{
 			MaxBodyBytes:        1 << 20,
+			MaxBodyBytesTotal:   64 << 20,
 			BodyTimeout:         Duration(10 * time.Second),
 			MaxParkedPerSubject: 100,
 			MaxParked:           10000,
@@ -411,13 +413,13 @@ func TestApplyDefaults(t *testing.T) {
 			"limits defaults",
 			Config{},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "refuse"},
+			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "refuse"},
 		},
 		{
 			"limits kept",
 			Config{Limits: Limits{BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"}},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "allow"},
+			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, MaxConnections: 10000, LossyNumbers: "allow"},
 		},
 		{
 			"empty target_args stay empty",
