@@ -59,14 +59,20 @@ func TestComposeFileLoads(t *testing.T) {
 		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 {
 			t.Errorf("%s has no health check", name)
 		}
+		// Redis on store, the tool server on backend, toolgate on both
+		// (and edge): the tool server cannot reach the store, where a
+		// write approves a parked call.
+		want := map[string]string{"redis": "store", "notes": "backend"}[name]
 		for net := range s.Networks {
-			if name != "toolgate" && net != "backend" {
-				t.Errorf("%s is on network %s; only toolgate reaches beyond backend", name, net)
+			if name != "toolgate" && net != want {
+				t.Errorf("%s is on network %s, want %s alone", name, net, want)
 			}
 		}
 	}
-	if !p.Networks["backend"].Internal {
-		t.Error("the backend network is not internal")
+	for _, net := range []string{"backend", "store"} {
+		if !p.Networks[net].Internal {
+			t.Errorf("the %s network is not internal", net)
+		}
 	}
 	gate := p.Services["toolgate"]
 	var published []string
