@@ -347,11 +347,11 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	limits := newConnLimits(a.log, a.registry)
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
 	newServer := func(i int, name string, h http.Handler, maxConns, maxHeader int) *http.Server {
-		// No WriteTimeout: answers stream and held calls wait; slow
-		// clients are bounded by ReadHeaderTimeout, the body limit and
-		// the connection cap.
+		// No WriteTimeout: answers stream and held calls wait. Slow
+		// clients are bounded by ReadHeaderTimeout, the body limit, the
+		// connection cap, and writeProgress for each write of an answer.
 		srv := &http.Server{
-			Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			Handler: deadline.Writes(h, writeProgress), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: maxHeader, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		}
 		lns[i] = limits.apply(name, lns[i], srv, maxConns)

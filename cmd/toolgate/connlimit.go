@@ -49,6 +49,13 @@ const (
 // shedFor is a variable so that tests need not wait it out.
 var shedFor = 10 * time.Second
 
+// writeProgress is how long one write of an answer may wait for its
+// client (internal/deadline.Writes): a client that stops taking bytes
+// would otherwise keep its connection, its place under the cap and, for
+// a forwarded answer, the upstream's connection, for as long as it likes.
+// A variable so that tests need not wait it out.
+var writeProgress = 30 * time.Second
+
 // The admin listener's bounds: it serves probes and scrapes, which need
 // few connections and short headers.
 const (
@@ -137,6 +144,13 @@ func (l *listenerLoad) shed(open int64) {
 	}
 	if !l.shedding {
 		l.shedding, l.shedSince = true, now
+		// The connections may all close within shedFor, and calm is
+		// asked on a close: ask once more when shedFor is up.
+		time.AfterFunc(l.limits.shedFor, func() {
+			if l.open.Load() <= l.calmAt {
+				l.calm()
+			}
+		})
 		if now.Sub(l.lastWarn) >= time.Minute {
 			l.lastWarn = now
 			l.limits.log.Warn("listener near its connection cap: closing idle connections, keep-alives off until the load falls",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,10 +88,16 @@ func TestConnectionCap(t *testing.T) {
 func startCapped(t *testing.T, cap int) (replica, *testkit.Upstream) {
 	t.Helper()
 	up := testkit.NewUpstream(t, nil)
+	return startCappedBefore(t, cap, up.URL), up
+}
+
+// startCappedBefore is startCapped in front of the upstream at upURL.
+func startCappedBefore(t *testing.T, cap int, upURL string) replica {
+	t.Helper()
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 public_url: http://approvals.invalid
-upstreams: [{name: files, url: ` + up.URL + `}]
+upstreams: [{name: files, url: ` + upURL + `}]
 identity: {api_keys: [{key: agent-key-0123456789, subject: agent}]}
 policy: {rules_file: ./rules.yaml}
 approvals: {secret: ` + testSecret + `}
@@ -98,7 +105,46 @@ limits: {max_connections: ` + strconv.Itoa(cap) + `}
 `,
 		"rules.yaml": "rules:\n  - {id: r1, effect: allow, tool: read_file, target: \"*\"}\n",
 	})
-	return startReplica(t, filepath.Join(dir, "toolgate.yaml")), up
+	return startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+}
+
+// TestUnreadAnswer: an agent that never reads a large answer loses its
+// connection once a write has waited writeProgress, and the upstream's
+// connection is closed with it: neither is held for as long as the agent
+// likes.
+func TestUnreadAnswer(t *testing.T) {
+	defer func(d time.Duration) { writeProgress = d }(writeProgress)
+	writeProgress = 500 * time.Millisecond
+	upstreamDone := make(chan error, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		var err error
+		for i := 0; i < 1024 && err == nil; i++ { // 64 MiB
+			_, err = w.Write(chunk)
+		}
+		upstreamDone <- err
+	}))
+	t.Cleanup(up.Close)
+	tg := startCappedBefore(t, 64, up.URL)
+	c, err := net.Dial("tcp", strings.TrimPrefix(tg.proxy, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(1024)
+	if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key-0123456789\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"path\":\"docs/a\"}"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-upstreamDone:
+		if err == nil {
+			t.Fatal("the upstream wrote 64 MiB to an agent that read none of it")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream is still writing to an agent that reads nothing")
+	}
+	eventually(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
 }
 
 // keptConn is a raw keep-alive connection to the proxy listener.
@@ -177,11 +223,9 @@ func TestConnectionShedding(t *testing.T) {
 	if res := dial().call(t); !res.Close {
 		t.Fatal("a call while shedding was kept alive")
 	}
-	// After it, the next connection to close turns keep-alives back on.
-	time.Sleep(shedFor)
-	if res := dial().call(t); !res.Close {
-		t.Fatal("the call that ends the shedding was kept alive")
-	}
+	// After it keep-alives are back, with no connection closing to ask
+	// for them.
+	time.Sleep(shedFor + 200*time.Millisecond)
 	if res := dial().call(t); res.StatusCode != http.StatusOK || res.Close {
 		t.Fatalf("a call after the load fell: %d, close %v; want 200 kept alive", res.StatusCode, res.Close)
 	}

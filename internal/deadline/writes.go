@@ -1,0 +1,74 @@
+package deadline
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Writes wraps h so that every write of an answer must complete within
+// timeout: a client that stops taking bytes (it never reads, or reads a
+// few a minute) would otherwise hold its connection, its goroutine, the
+// kernel's buffers for what is queued to it and, for a forwarded answer,
+// the upstream's connection, for as long as it likes. Held answers are
+// not cut: the deadline is set afresh before each write, so it bounds how
+// long one write waits for the client, not how long an answer takes. It
+// is also set when the request starts (the server writes a 100 Continue
+// itself) and when the handler returns (the server flushes what is
+// buffered).
+func Writes(h http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if rc.SetWriteDeadline(time.Now().Add(timeout)) != nil {
+			h.ServeHTTP(w, r) // not a connection the server owns
+			return
+		}
+		pw := &progressWriter{ResponseWriter: w, rc: rc, timeout: timeout}
+		h.ServeHTTP(pw, r)
+		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+	})
+}
+
+// progressWriter sets the write deadline before each write and flush.
+type progressWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (p *progressWriter) renew() { _ = p.rc.SetWriteDeadline(time.Now().Add(p.timeout)) }
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	p.renew()
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *progressWriter) WriteHeader(code int) {
+	p.renew() // a 1xx is written at once
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *progressWriter) Flush() {
+	p.renew()
+	_ = p.rc.Flush()
+}
+
+// FlushError is what http.ResponseController calls.
+func (p *progressWriter) FlushError() error {
+	p.renew()
+	return p.rc.Flush()
+}
+
+// Hijack hands the connection over as it is: its new owner sets its own
+// deadlines (the one set here is lifted).
+func (p *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := p.rc.Hijack()
+	if err == nil {
+		_ = conn.SetWriteDeadline(time.Time{})
+	}
+	return conn, rw, err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
