@@ -8,7 +8,7 @@ import (
 )
 
 // Writes wraps h so that every write of an answer must complete within
-// timeout: a client that stops taking bytes (it never reads, or reads a
+// timeout (and has at least half of it): a client that stops taking bytes (it never reads, or reads a
 // few a minute) would otherwise hold its connection, its goroutine, the
 // kernel's buffers for what is queued to it and, for a forwarded answer,
 // the upstream's connection, for as long as it likes. Held answers are
@@ -20,11 +20,12 @@ import (
 func Writes(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		if rc.SetWriteDeadline(time.Now().Add(timeout)) != nil {
+		until := time.Now().Add(timeout)
+		if rc.SetWriteDeadline(until) != nil {
 			h.ServeHTTP(w, r) // not a connection the server owns
 			return
 		}
-		pw := &progressWriter{ResponseWriter: w, rc: rc, timeout: timeout}
+		pw := &progressWriter{ResponseWriter: w, rc: rc, timeout: timeout, until: until}
 		h.ServeHTTP(pw, r)
 		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
 	})
@@ -35,9 +36,20 @@ type progressWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	until   time.Time // the deadline set last
 }
 
-func (p *progressWriter) renew() { _ = p.rc.SetWriteDeadline(time.Now().Add(p.timeout)) }
+// renew moves the deadline to timeout from now, unless more than half of
+// it is left: each write still has at least half the timeout, and a
+// stream of small writes does not reset a timer at every one.
+func (p *progressWriter) renew() {
+	now := time.Now()
+	if p.until.Sub(now) > p.timeout/2 {
+		return
+	}
+	p.until = now.Add(p.timeout)
+	_ = p.rc.SetWriteDeadline(p.until)
+}
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	p.renew()

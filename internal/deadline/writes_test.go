@@ -18,7 +18,7 @@ import (
 // than the timeout before its first byte, or streamed in pieces slower
 // than it, is not cut; nor is a 100 Continue after an idle keep-alive.
 func TestWrites(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = 600 * time.Millisecond
 	wrote := make(chan error, 1)
 	srv := httptest.NewServer(Writes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -71,7 +71,7 @@ func TestWrites(t *testing.T) {
 		t.Fatal("the write to a client that takes nothing is still waiting")
 	}
 
-	// A client that reads 1 MiB every 100 ms: the answer takes longer
+	// A client that reads 1 MiB every 60 ms: the answer takes longer
 	// than the timeout, each write does not.
 	res, err := http.Get(srv.URL + "/slow")
 	if err != nil {
@@ -84,7 +84,7 @@ func TestWrites(t *testing.T) {
 		if err != nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(60 * time.Millisecond)
 	}
 	res.Body.Close()
 	if err := <-wrote; err != nil || n != 16<<20 {
