@@ -164,6 +164,17 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*RedisStore, error) {
 	return s, nil
 }
 
+// refusedForMemory reports whether err is Redis refusing a park for
+// memory (maxmemory with noeviction), which must stay refused: Redis
+// judges an EVAL script by its first write, and the park script's is a
+// trim (not refused out of memory), after which its SETs would pass
+// maxmemory. An agent could otherwise grow a full Redis with calls until
+// the host kills it. Transitions of calls already parked still fall back,
+// so that a full Redis can still decide, run and end them.
+func refusedForMemory(sc *redis.Script, err error) bool {
+	return sc == parkScript && err != nil && strings.HasPrefix(err.Error(), "OOM ")
+}
+
 func (s *RedisStore) callKey(id string) string { return s.baseOf(id) + "call:" + id }
 
 // run runs a script on the shard whose keys start with base (keys are
@@ -180,7 +191,7 @@ func (s *RedisStore) eval(ctx context.Context, sc *redis.Script, replicated bool
 	}
 	if fn := s.function(ctx, sc); fn != "" {
 		v, err := s.rdb.FCall(ctx, fn, keys, all...).Slice()
-		if !s.functionGone(err) {
+		if !s.functionGone(err) || refusedForMemory(sc, err) {
 			return v, err
 		}
 	}

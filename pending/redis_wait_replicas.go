@@ -41,7 +41,7 @@ func (s *RedisStore) evalReplicated(ctx context.Context, sc *redis.Script, keys 
 			wait = p.Do(ctx, "WAIT", s.minReplicas, s.replicaTimeout.Milliseconds())
 			return nil
 		})
-		if err != nil && fn != "" && s.functionGone(eval.Err()) {
+		if err != nil && fn != "" && s.functionGone(eval.Err()) && !refusedForMemory(sc, eval.Err()) {
 			// Nothing ran: send both again with the EVAL script.
 			fn = ""
 			continue
