@@ -49,6 +49,16 @@ const (
 // shedFor is a variable so that tests need not wait it out.
 var shedFor = 10 * time.Second
 
+// While a listener sheds, a connection it accepted meanwhile that has not
+// sent its first request's headers within headerGrace is closed, checked
+// every reapEvery: agents send theirs at once, and a flood of connections
+// that never do would otherwise keep each place for ReadHeaderTimeout
+// (10 s), and agents waiting in the backlog behind them.
+const (
+	headerGrace = time.Second
+	reapEvery   = 250 * time.Millisecond
+)
+
 // writeProgress is how long one write of an answer may wait for its
 // client (internal/deadline.Writes): a client that stops taking bytes
 // would otherwise keep its connection, its place under the cap and, for
@@ -112,20 +122,71 @@ type listenerLoad struct {
 	shedSince time.Time
 	lastShed  time.Time
 	lastWarn  time.Time // at most one warning a minute: a flood must not flood the log too
+
+	// fresh holds, while shedding, the connections accepted meanwhile
+	// that have sent no request's headers yet, with when they came
+	// (net.Conn to time.Time); watching says whether to add to it, and
+	// tracked how many it holds, so that a listener that does not shed
+	// pays an atomic load a request and nothing more.
+	fresh    sync.Map
+	watching atomic.Bool
+	tracked  atomic.Int64
 }
 
-func (l *listenerLoad) state(_ net.Conn, s http.ConnState) {
+func (l *listenerLoad) state(c net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
 		l.gauge.Inc()
+		if l.watching.Load() {
+			l.fresh.Store(c, time.Now())
+			l.tracked.Add(1)
+		}
 		if n := l.open.Add(1); n >= l.shedAt {
 			l.shed(n)
 		}
+	case http.StateActive:
+		l.forget(c)
 	case http.StateClosed, http.StateHijacked:
+		l.forget(c)
 		l.gauge.Dec()
 		if n := l.open.Add(-1); n <= l.calmAt {
 			l.calm()
 		}
+	}
+}
+
+// forget takes c out of fresh: it sent its headers, or it is gone.
+func (l *listenerLoad) forget(c net.Conn) {
+	if l.tracked.Load() > 0 {
+		if _, ok := l.fresh.LoadAndDelete(c); ok {
+			l.tracked.Add(-1)
+		}
+	}
+}
+
+// reap runs while the listener sheds: it closes the connections accepted
+// meanwhile that are past headerGrace without a request, and sheds again
+// every reshedEvery (closing what became idle, and the connections from
+// before that are 5 s old without one), whether or not new connections
+// arrive: at the cap none are accepted.
+func (l *listenerLoad) reap() {
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for range t.C {
+		l.mu.Lock()
+		on := l.shedding
+		l.mu.Unlock()
+		if !on {
+			return
+		}
+		now := time.Now()
+		l.fresh.Range(func(k, v any) bool {
+			if now.Sub(v.(time.Time)) > headerGrace {
+				_ = k.(net.Conn).Close() // its serving goroutine ends it: StateClosed
+			}
+			return true
+		})
+		l.shed(l.open.Load())
 	}
 }
 
@@ -144,6 +205,8 @@ func (l *listenerLoad) shed(open int64) {
 	}
 	if !l.shedding {
 		l.shedding, l.shedSince = true, now
+		l.watching.Store(true)
+		go l.reap()
 		// The connections may all close within shedFor, and calm is
 		// asked on a close: ask once more when shedFor is up.
 		time.AfterFunc(l.limits.shedFor, func() {
@@ -172,5 +235,6 @@ func (l *listenerLoad) calm() {
 		return
 	}
 	l.shedding = false
+	l.watching.Store(false)
 	l.srv.SetKeepAlivesEnabled(true)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit"
 )
 
-// TestConnectionCap: connections that never finish their headers fill the
-// proxy listener up to limits.max_connections and no further. A new caller
+// TestConnectionCap: connections whose bodies never come fill the proxy
+// listener up to limits.max_connections and no further. A new caller
 // then waits (it is not answered, and toolgate holds nothing more for it)
 // until one of them closes; the approvals listener keeps its own count and
 // answers throughout.
@@ -27,20 +27,9 @@ func TestConnectionCap(t *testing.T) {
 	tg, up := startCapped(t, cap)
 	proxyAddr := strings.TrimPrefix(tg.proxy, "http://")
 
-	// Half a request line and no headers: each holds a connection until
-	// ReadHeaderTimeout (10 s).
-	slow := make([]net.Conn, cap)
-	for i := range slow {
-		c, err := net.Dial("tcp", proxyAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Write([]byte("POST /tools/read_file HTTP/1.1\r\nHost: x\r\nX-Pad: ")); err != nil {
-			t.Fatal(err)
-		}
-		slow[i] = c
-	}
+	// Headers, and a body that does not come: each holds a connection,
+	// in use, until the body timeout (10 s).
+	slow := stalledBodies(t, proxyAddr, cap)
 	eventually(t, tg.admin, "toolgate_connections_open", cap, "listener", "proxy")
 
 	// One more: the kernel completes its handshake, toolgate does not
@@ -228,5 +217,61 @@ func TestConnectionShedding(t *testing.T) {
 	time.Sleep(shedFor + 200*time.Millisecond)
 	if res := dial().call(t); res.StatusCode != http.StatusOK || res.Close {
 		t.Fatalf("a call after the load fell: %d, close %v; want 200 kept alive", res.StatusCode, res.Close)
+	}
+}
+
+// stalledBodies opens n connections to addr that each send a call's
+// headers and one byte of its body: in use, until the body timeout.
+func stalledBodies(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key-0123456789\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	return conns
+}
+
+// TestConnectionReaping: while a listener sheds, a connection it accepts
+// that sends no request's headers within a second is closed, so that a
+// flood of such connections cannot keep the places (and agents waiting
+// behind them) for the header timeout; connections in use stay.
+func TestConnectionReaping(t *testing.T) {
+	const cap = 20 // sheds at 18
+	tg, _ := startCapped(t, cap)
+	proxyAddr := strings.TrimPrefix(tg.proxy, "http://")
+	busy := stalledBodies(t, proxyAddr, 18)
+	eventually(t, tg.admin, "toolgate_connections_shed_total", 1, "listener", "proxy")
+	silent := make([]net.Conn, 2)
+	for i := range silent {
+		c, err := net.Dial("tcp", proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent[i] = c
+	}
+	start := time.Now()
+	for i, c := range silent {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("silent connection %d: %v, want closed by toolgate", i, err)
+		}
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("silent connections closed after %v, want within about %v", took, headerGrace)
+	}
+	// The connections in use are still there.
+	_ = busy[0].SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := busy[0].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection in use: %v, want it still open and unanswered", err)
 	}
 }
