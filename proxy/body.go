@@ -24,12 +24,15 @@ func (s *Server) readBody(r *http.Request) ([]byte, *answer) {
 		n = r.ContentLength
 	}
 	if n > 0 {
-		if !s.bodies.TryAcquire(n) {
+		// Taken, then given back if it passes the budget: never waited
+		// for, so a counter does what a semaphore would.
+		if s.bodyBytes.Add(n) > s.cfg.MaxBodyBytesTotal {
+			s.bodyBytes.Add(-n)
 			a := unavailable("Too many bodies being read", "toolgate is reading as many request bodies as limits.max_body_bytes_total allows; retry shortly")
 			a.retryAfter = "1"
 			return nil, &a
 		}
-		defer s.bodies.Release(n)
+		defer s.bodyBytes.Add(-n)
 	}
 	return readBody(r, limit)
 }

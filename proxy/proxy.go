@@ -23,8 +23,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/strictjson"
 	"github.com/toolgate/toolgate/lifecycle"
@@ -179,8 +177,8 @@ type Server struct {
 	// (forwardedHost).
 	fwdHost string
 	held    *heldLimit
-	// bodies is the budget of body bytes read at once (MaxBodyBytesTotal).
-	bodies *semaphore.Weighted
+	// bodyBytes is what the bodies being read hold of MaxBodyBytesTotal.
+	bodyBytes atomic.Int64
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -229,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
-		held: newHeldLimit(cfg.MaxHeldPerSubject), bodies: semaphore.NewWeighted(cfg.MaxBodyBytesTotal),
+		held: newHeldLimit(cfg.MaxHeldPerSubject),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID

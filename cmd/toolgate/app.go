@@ -359,8 +359,8 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	maxConns := a.cfg.Limits.MaxConnections
 	servers := []*http.Server{
-		newServer(0, "proxy", a.proxy.Handler(), maxConns, 64<<10),
-		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, 64<<10),
+		newServer(0, "proxy", a.proxy.Handler(), maxConns, maxHeaderBytes),
+		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, maxHeaderBytes),
 		// Probes and scrapes: a few connections and short headers, so
 		// that the admin port adds little to what the cap lets the
 		// other two hold.

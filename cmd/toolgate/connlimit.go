@@ -66,9 +66,12 @@ const (
 // A variable so that tests need not wait it out.
 var writeProgress = 30 * time.Second
 
-// The admin listener's bounds: it serves probes and scrapes, which need
-// few connections and short headers.
+// maxHeaderBytes bounds the request headers of the proxy and the approvals
+// listener (a bearer JWT, a session cookie, a proxy's identity headers);
+// the admin listener serves probes and scrapes, which need few connections
+// and short headers.
 const (
+	maxHeaderBytes      = 64 << 10
 	adminMaxConnections = 64
 	adminMaxHeaderBytes = 8 << 10
 )
@@ -125,9 +128,10 @@ type listenerLoad struct {
 
 	// fresh holds, while shedding, the connections accepted meanwhile
 	// that have sent no request's headers yet, with when they came
-	// (net.Conn to time.Time); watching says whether to add to it, and
-	// tracked how many it holds, so that a listener that does not shed
-	// pays an atomic load a request and nothing more.
+	// (net.Conn to time.Time); watching says whether the listener sheds
+	// (shedding, read without the lock), and tracked how many fresh
+	// holds, so that a listener that does not shed pays an atomic load
+	// per connection state and takes no lock.
 	fresh    sync.Map
 	watching atomic.Bool
 	tracked  atomic.Int64
@@ -149,7 +153,7 @@ func (l *listenerLoad) state(c net.Conn, s http.ConnState) {
 	case http.StateClosed, http.StateHijacked:
 		l.forget(c)
 		l.gauge.Dec()
-		if n := l.open.Add(-1); n <= l.calmAt {
+		if n := l.open.Add(-1); n <= l.calmAt && l.watching.Load() {
 			l.calm()
 		}
 	}
@@ -168,11 +172,15 @@ func (l *listenerLoad) forget(c net.Conn) {
 // meanwhile that are past headerGrace without a request, and sheds again
 // every reshedEvery (closing what became idle, and the connections from
 // before that are 5 s old without one), whether or not new connections
-// arrive: at the cap none are accepted.
+// arrive: at the cap none are accepted. It also asks calm, which a close
+// asks too: the connections may all have closed within shedFor.
 func (l *listenerLoad) reap() {
 	t := time.NewTicker(reapEvery)
 	defer t.Stop()
 	for range t.C {
+		if l.open.Load() <= l.calmAt {
+			l.calm()
+		}
 		l.mu.Lock()
 		on := l.shedding
 		l.mu.Unlock()
@@ -207,13 +215,6 @@ func (l *listenerLoad) shed(open int64) {
 		l.shedding, l.shedSince = true, now
 		l.watching.Store(true)
 		go l.reap()
-		// The connections may all close within shedFor, and calm is
-		// asked on a close: ask once more when shedFor is up.
-		time.AfterFunc(l.limits.shedFor, func() {
-			if l.open.Load() <= l.calmAt {
-				l.calm()
-			}
-		})
 		if now.Sub(l.lastWarn) >= time.Minute {
 			l.lastWarn = now
 			l.limits.log.Warn("listener near its connection cap: closing idle connections, keep-alives off until the load falls",

@@ -8,33 +8,40 @@ import (
 )
 
 // Writes wraps h so that every write of an answer must complete within
-// timeout (and has at least half of it): a client that stops taking bytes (it never reads, or reads a
-// few a minute) would otherwise hold its connection, its goroutine, the
-// kernel's buffers for what is queued to it and, for a forwarded answer,
-// the upstream's connection, for as long as it likes. Held answers are
-// not cut: the deadline is set afresh before each write, so it bounds how
-// long one write waits for the client, not how long an answer takes. It
-// is also set when the request starts (the server writes a 100 Continue
-// itself) and when the handler returns (the server flushes what is
-// buffered).
+// timeout (and has at least half of it): a client that stops taking bytes
+// (it never reads, or reads a few a minute) would otherwise hold its
+// connection, its goroutine, the kernel's buffers for what is queued to it
+// and, for a forwarded answer, the upstream's connection, for as long as
+// it likes. Held answers are not cut: the deadline is set afresh before
+// each write, so it bounds how long one write waits for the client, not
+// how long an answer takes. It is also set when the request starts (the
+// server writes a 100 Continue itself) and when the handler returns (the
+// server flushes what is buffered).
 func Writes(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
+		// The server's own writer takes deadlines (http.ResponseController
+		// calls the same method); asked directly, as the outermost handler,
+		// it costs no controller a request.
+		conn, ok := w.(writeDeadliner)
 		until := time.Now().Add(timeout)
-		if rc.SetWriteDeadline(until) != nil {
+		if !ok || conn.SetWriteDeadline(until) != nil {
 			h.ServeHTTP(w, r) // not a connection the server owns
 			return
 		}
-		pw := &progressWriter{ResponseWriter: w, rc: rc, timeout: timeout, until: until}
+		pw := &progressWriter{ResponseWriter: w, conn: conn, timeout: timeout, until: until}
 		h.ServeHTTP(pw, r)
-		_ = rc.SetWriteDeadline(time.Now().Add(timeout))
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	})
 }
+
+// writeDeadliner is what net/http's response writer does for
+// http.ResponseController.SetWriteDeadline.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // progressWriter sets the write deadline before each write and flush.
 type progressWriter struct {
 	http.ResponseWriter
-	rc      *http.ResponseController
+	conn    writeDeadliner
 	timeout time.Duration
 	until   time.Time // the deadline set last
 }
@@ -48,7 +55,7 @@ func (p *progressWriter) renew() {
 		return
 	}
 	p.until = now.Add(p.timeout)
-	_ = p.rc.SetWriteDeadline(p.until)
+	_ = p.conn.SetWriteDeadline(p.until)
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
@@ -61,21 +68,18 @@ func (p *progressWriter) WriteHeader(code int) {
 	p.ResponseWriter.WriteHeader(code)
 }
 
-func (p *progressWriter) Flush() {
-	p.renew()
-	_ = p.rc.Flush()
-}
+func (p *progressWriter) Flush() { _ = p.FlushError() }
 
 // FlushError is what http.ResponseController calls.
 func (p *progressWriter) FlushError() error {
 	p.renew()
-	return p.rc.Flush()
+	return http.NewResponseController(p.ResponseWriter).Flush()
 }
 
 // Hijack hands the connection over as it is: its new owner sets its own
 // deadlines (the one set here is lifted).
 func (p *progressWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := p.rc.Hijack()
+	conn, rw, err := http.NewResponseController(p.ResponseWriter).Hijack()
 	if err == nil {
 		_ = conn.SetWriteDeadline(time.Time{})
 	}
