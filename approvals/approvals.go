@@ -77,6 +77,10 @@ type Config struct {
 	// notification and metrics), with the call as decided. It runs on the
 	// request's goroutine: it must not block.
 	OnDecision func(c pending.Call)
+	// Decide, if set, records decisions instead of Store.Decide, with the
+	// same contract: toolgate's hands a call approved here to its request
+	// held on this replica (lifecycle.Handoff).
+	Decide func(ctx context.Context, id string, d pending.Decision) (pending.Call, error)
 }
 
 // Handler serves the approvals listener. It is safe for concurrent use.
@@ -90,6 +94,7 @@ type Handler struct {
 	log        *slog.Logger
 	now        func() time.Time
 	onDecision func(pending.Call)
+	record     func(context.Context, string, pending.Decision) (pending.Call, error)
 	auditTo    func(context.Context, AuditRecord)
 	csrf       *http.CrossOriginProtection
 	pages      *template.Template
@@ -118,6 +123,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if h.record = cfg.Decide; h.record == nil {
+		h.record = cfg.Store.Decide
 	}
 	if h.now == nil {
 		h.now = time.Now

@@ -70,7 +70,7 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 	// closes the tab must not cut the store call off halfway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
 	defer cancel()
-	c, err := h.store.Decide(ctx, d.call.ID, pending.Decision{To: d.to, By: by, Comment: d.comment, Counts: counts})
+	c, err := h.record(ctx, d.call.ID, pending.Decision{To: d.to, By: by, Comment: d.comment, Counts: counts})
 	if err == nil {
 		h.recorded(ctx, remote, c, d, by)
 		return c, nil
@@ -87,6 +87,9 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 		// that it is unconfirmed.
 		if now, gerr := h.store.Get(ctx, d.call.ID); gerr == nil && (now.DecidedBy == by || pending.ApprovedBy(now.Approvals, by)) &&
 			(now.State != d.call.State || len(now.Approvals) != len(d.call.Approvals)) {
+			if now.State == pending.Executing && d.to == pending.Approved {
+				now.State = pending.Approved // claimed with the approval (Config.Decide): what was decided is the approval
+			}
 			h.recorded(ctx, remote, now, d, by)
 		}
 	}

@@ -111,7 +111,10 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		case pending.Cancelled:
 			return Outcome{Kind: Ended, Call: pc} // its caller cancelled it: nothing to deliver
 		}
-		next, due, err := l.waitStep(wctx, h, pc)
+		next, due, claimed, err := l.waitStep(wctx, h, pc)
+		if claimed.ID != "" {
+			return l.run(ctx, claimed) // an approval on this replica claimed it for this request
+		}
 		if due {
 			h.Progress(pc)
 			continue
@@ -141,16 +144,27 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 
 // waitStep waits for the call to change, but no longer than until the next
 // progress report when one is wanted; due reports that the step ended for
-// progress, not for the hold.
-func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next pending.Call, due bool, err error) {
-	if h.Progress == nil || h.ProgressEvery <= 0 {
-		next, err = l.store.WaitHeld(ctx, pc.ID, pc.State)
-		return next, false, err
+// progress, not for the hold. A waiting call may come back claimed
+// instead, by an approval made on this replica (handoff.go): claimed is
+// then the call, whole, for this request to run.
+func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next pending.Call, due bool, claimed pending.Call, err error) {
+	step := ctx
+	if h.Progress != nil && h.ProgressEvery > 0 {
+		var cancel context.CancelFunc
+		step, cancel = context.WithTimeout(ctx, h.ProgressEvery)
+		defer cancel()
 	}
-	step, cancel := context.WithTimeout(ctx, h.ProgressEvery)
-	defer cancel()
+	var sl *slot
+	if pc.State == pending.Waiting {
+		sl = l.slots.hold(pc.ID, l.exec.Lease(pc))
+	}
 	next, err = l.store.WaitHeld(step, pc.ID, pc.State)
-	return next, err != nil && step.Err() != nil && ctx.Err() == nil, err
+	if sl != nil {
+		if c, ok := l.slots.leave(pc.ID, sl); ok {
+			return pending.Call{}, false, c, nil
+		}
+	}
+	return next, err != nil && step != ctx && step.Err() != nil && ctx.Err() == nil, pending.Call{}, err
 }
 
 // cancelLeft cancels a call whose caller left, where leaving means cancel.
@@ -265,10 +279,12 @@ func (l *Lifecycle) refuse(ctx context.Context, pc pending.Call) Outcome {
 }
 
 // moved is the held call pc as next, from WaitHeld, says it now stands.
-// An approval may come without the rest of the call (WaitHeld), and needs
-// none: the hold claims it next, and Claim returns it whole.
+// An approval or a claim may come without the rest of the call
+// (WaitHeld), and needs none: the hold claims an approved call next, and
+// Claim returns it whole; an executing call is someone's to run (or was
+// claimed for this request, handoff.go), and the hold waits for its end.
 func moved(pc, next pending.Call) pending.Call {
-	if next.State == pending.Approved {
+	if (next.State == pending.Approved || next.State == pending.Executing) && next.CreatedAt.IsZero() {
 		pc.State = next.State
 		return pc
 	}

@@ -38,6 +38,10 @@ type Config struct {
 	// unknown (the sweeper), cancelled (the caller). Approvers' decisions
 	// are the approvals handler's to report.
 	OnPark, OnResolve func(pending.Call)
+	// Handoff, if set, is shared with the approvals made on this replica
+	// (Handoff.Decide), which then hand the calls they approve to the
+	// requests held here. It must be for Store.
+	Handoff *Handoff
 }
 
 // Lifecycle runs parked calls. It is safe for concurrent use.
@@ -51,6 +55,7 @@ type Lifecycle struct {
 	drained  context.Context // done once Drain was called
 	drainAll context.CancelFunc
 	warned   throttle // the sweeper's repeated warnings
+	slots    *Handoff // the requests held here, for approvals made here
 }
 
 // New builds a Lifecycle.
@@ -71,7 +76,10 @@ func New(cfg Config) (*Lifecycle, error) {
 	if cfg.OnResolve == nil {
 		cfg.OnResolve = nop
 	}
-	l := &Lifecycle{store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve}
+	if cfg.Handoff == nil {
+		cfg.Handoff = NewHandoff(cfg.Store)
+	}
+	l := &Lifecycle{store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve, slots: cfg.Handoff}
 	l.drained, l.drainAll = context.WithCancel(context.Background())
 	return l, nil
 }

@@ -259,6 +259,9 @@ func (s *MemoryStore) fromWaiting(ctx context.Context, id string, d Decision) (C
 	m.c.DecidedBy, m.c.Comment, m.c.DecidedAt = d.By, d.Comment, now
 	s.move(m, d.To, now)
 	s.owe(m, now)
+	if d.To == Approved && d.Claim > 0 {
+		return s.claim(m, d.Claim, now), nil
+	}
 	return m.c.decided(), nil
 }
 
@@ -277,10 +280,15 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, lease time.Duration)
 	if err != nil {
 		return Call{}, err
 	}
+	return s.claim(m, lease, now), nil
+}
+
+// claim moves an approved call m to Executing for one executor.
+func (s *MemoryStore) claim(m *memCall, lease time.Duration, now time.Time) Call {
 	m.c.Fence++
 	m.c.LeaseUntil = now.Add(lease)
 	s.move(m, Executing, now)
-	return m.c.out(), nil
+	return m.c.out()
 }
 
 // Finish implements [Store.Finish]. A Finish with the fence after the

@@ -232,7 +232,9 @@ type Store interface {
 	// Options.ApprovedWindow, so that an approved call can still be
 	// claimed. The call Decide returns has no Request: a decision's
 	// callers show and report the call, and Claim returns it whole (a
-	// *StateError's call is whole).
+	// *StateError's call is whole). With d.Claim, an approval that moves
+	// the call to Approved claims it in the same step (Decision.Claim):
+	// the call comes back Executing and whole, as from Claim.
 	Decide(ctx context.Context, id string, d Decision) (Call, error)
 
 	// Cancel moves a Waiting call to Cancelled, else *StateError; a
@@ -315,10 +317,10 @@ type Store interface {
 
 	// WaitHeld is Wait for the request held on the call, whose next step
 	// after an approval is Claim (which checks the state itself and
-	// returns the call whole): a call that moved to Approved may come
-	// back with its ID and State alone, so that a store told of the
-	// approval need not read the call. Any other call comes back as
-	// from Wait.
+	// returns the call whole), and after a claim a wait for the call's
+	// end: a call that moved to Approved or Executing may come back with
+	// its ID and State alone, so that a store told of the move need not
+	// read the call. Any other call comes back as from Wait.
 	WaitHeld(ctx context.Context, id string, from State) (Call, error)
 
 	// Ping reports whether the store is reachable.

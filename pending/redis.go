@@ -395,7 +395,16 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 }
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
-	v, err := s.runCall(ctx, fromWaitingScript, true, id, nil, string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts))
+	var claim int64
+	if d.To == Approved && d.Claim > 0 {
+		claim = max(d.Claim.Milliseconds(), 1)
+	}
+	args := []any{string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts), claim}
+	v, err := s.runCall(ctx, fromWaitingScript, true, id, nil, args...)
+	if err != nil && claim > 0 {
+		// A claim without an answer is asked again, as Claim asks.
+		v, err = s.askAgain(ctx, fromWaitingScript, id, args, err)
+	}
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: %s %s: %w", doing, id, err)
 	}
@@ -430,13 +439,13 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 	}
 	if err := ctx.Err(); err != nil {
 		// Gone before asking (a replica shutting down, a caller who
-		// left): nothing was sent, and claimAgain must not claim for it.
+		// left): nothing was sent, and askAgain must not claim for it.
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
 	}
-	ms, n := max(lease.Milliseconds(), 1), nonce()
-	v, err := s.runCall(ctx, claimScript, true, id, nil, ms, n)
+	args := []any{max(lease.Milliseconds(), 1), nonce()}
+	v, err := s.runCall(ctx, claimScript, true, id, nil, args...)
 	if err != nil {
-		v, err = s.claimAgain(ctx, id, ms, n, err)
+		v, err = s.askAgain(ctx, claimScript, id, args, err)
 	}
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: claiming %s: %w", id, err)
@@ -447,21 +456,23 @@ func (s *RedisStore) Claim(ctx context.Context, id string, lease time.Duration) 
 // claimRecovery bounds how long a claim without an answer is asked again.
 const claimRecovery = 5 * time.Second
 
-// claimAgain asks again, with the same nonce, for a claim that got no
-// answer (a reply lost or late, or the caller gone while it was on its
-// way). The claim may have run: the call is then executing under this
-// nonce, and nothing but its lease moves it on, so it would end unknown
-// without ever having been sent, its approval lost. The script answers
-// ok to a claim it already made with this nonce, and makes one it did not;
-// either way the caller holds the claim and runs the call. The asks run on
-// a context of their own, bounded by claimRecovery: a caller that left
-// still gets the claim, and runs the call for a retry to take, as a
-// sweeper would. err, the first ask's, is returned when none answers.
-func (s *RedisStore) claimAgain(ctx context.Context, id string, ms int64, n string, err error) ([]any, error) {
+// askAgain asks again, with the same arguments and so the same nonce, for
+// a claim that got no answer (a reply lost or late, or the caller gone
+// while it was on its way): sc is the claim script, or the decide script
+// claiming with its approval. The claim may have run: the call is then
+// executing under this nonce, and nothing but its lease moves it on, so
+// it would end unknown without ever having been sent, its approval lost.
+// The script answers ok to a claim it already made with this nonce, and
+// makes one it did not; either way the caller holds the claim and runs
+// the call. The asks run on a context of their own, bounded by
+// claimRecovery: a caller that left still gets the claim, and runs the
+// call for a retry to take, as a sweeper would. err, the first ask's, is
+// returned when none answers.
+func (s *RedisStore) askAgain(ctx context.Context, sc *redis.Script, id string, args []any, err error) ([]any, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimRecovery)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if v, again := s.runCall(rctx, claimScript, true, id, nil, ms, n); again == nil {
+		if v, again := s.runCall(rctx, sc, true, id, nil, args...); again == nil {
 			return v, nil
 		}
 		if !sleep(rctx, wait) {

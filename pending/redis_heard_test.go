@@ -183,8 +183,9 @@ func TestRedisWaitAfterParkCut(t *testing.T) {
 	<-firstRes
 }
 
-// TestRedisWaitHeld: the held request's wait takes an approval from the
-// message that publishes it, reading nothing, and the claim that follows
+// TestRedisWaitHeld: the held request's wait takes an approval (or an
+// approval that claimed) from the message that publishes it, reading
+// nothing, and the claim that follows
 // is what checks it. A forged "approved" message wakes it, and the claim
 // refuses a call that is still waiting. A message without a state (an
 // earlier release's) wakes it to read, as before.
@@ -212,6 +213,22 @@ func TestRedisWaitHeld(t *testing.T) {
 	}
 	if got, err := a.Claim(t.Context(), c.ID, long); err != nil || got.State != Executing || string(got.Request) != string(c.Request) {
 		t.Errorf("Claim after WaitHeld = %s, %v; want the call whole, executing", got.State, err)
+	}
+
+	// An approval that claims (Decision.Claim): the wait takes the move
+	// to executing from its message as well, reading nothing.
+	cl := park(t, a, sampleCall(), long)
+	before, beforeGets = reads.n.Load(), reads.gets.Load()
+	res = held(cl.ID)
+	waiting(t, a, cl.ID)
+	if _, err := b.Decide(t.Context(), cl.ID, Decision{To: Approved, By: "alice", Claim: long}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.c.ID != cl.ID || r.c.State != Executing {
+		t.Fatalf("WaitHeld after an approval that claims = %s %s, %v; want %s executing", r.c.ID, r.c.State, r.err, cl.ID)
+	}
+	if n, g := reads.n.Load()-before, reads.gets.Load()-beforeGets; n != 0 || g != 0 {
+		t.Errorf("WaitHeld read the claimed call %d times (%d of its state, %d whole), want 0", n+g, n, g)
 	}
 
 	// A forged approval: the wait takes it, the claim does not.

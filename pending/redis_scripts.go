@@ -484,6 +484,14 @@ end
 -- ExpiresAt (approved) or LeaseUntil (executing), nil for a terminal state;
 -- at, when given, the call's new retention (its attach keys' too), set in
 -- the same write (a terminal call's is now + ResultTTL).
+-- owe records the end 'to' of call id: it owes its notification until
+-- Resolved, for endsKept at most.
+local function owe(id, to)
+  call('ZADD', unresolved, nows, to .. ':' .. id)
+  call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - endsKept))
+  last(unresolved, now + endsKept, true) -- its TTL bounds how long an end is owed
+end
+
 local function move(id, h, to, fields, deadline, at)
   call('ZREM', statekey(h.st), id)
   if h.st == 'waiting' then call('ZREM', unannounced, id) end
@@ -500,11 +508,7 @@ local function move(id, h, to, fields, deadline, at)
   count(id, h, to, deadline)
   -- an end owes its notification until Resolved (an executor's own finish
   -- is quiet: not an end), for endsKept at most
-  if ends[to] and not h._quiet then
-    call('ZADD', unresolved, nows, to .. ':' .. id)
-    call('ZREMRANGEBYSCORE', unresolved, '-inf', '(' .. num(now - endsKept))
-    last(unresolved, now + endsKept, true) -- its TTL bounds how long an end is owed
-  end
+  if ends[to] and not h._quiet then owe(id, to) end
   h.st = to
   for i = 1, #fields, 2 do h[fields[i]] = fields[i + 1] end
   if terminal[to] then
@@ -712,8 +716,10 @@ return {'new', h.ca, h.ea}
 // fromWaitingScript moves a waiting call to ARGV[5] (approved, rejected,
 // cancelled): ARGV[4] id, [6] by, [7] comment, [8] nonce, [9] the
 // approved window in ms (an approval keeps the call at least that long),
-// [10] the Quorum entries the approval counts towards ("0,2").
-// Replies {'ok', call} (without Request), {'conflict', call},
+// [10] the Quorum entries the approval counts towards ("0,2"), [11] the
+// lease in ms of a claim made with an approval that moves the call
+// (Decision.Claim; 0: none).
+// Replies {'ok', call} (without Request; whole once claimed), {'conflict', call},
 // {'ended', call} or {'notfound'}. An approval is
 // first added to the call's approvals (once per approver); the call moves
 // only when they meet its quorum, all in this one step, so two approvers on
@@ -742,6 +748,8 @@ end
 local id, to, by, comment, nonce = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local window = tonumber(ARGV[9]) or 0
 local counts = ARGV[10] or ''
+local claim = tonumber(ARGV[11]) or 0
+if to ~= 'approved' then claim = 0 end
 local h = load(id)
 if not h then return {'notfound'} end
 local r = needed(id, h)
@@ -749,6 +757,7 @@ if r then return r end
 if h.st ~= 'waiting' then
   -- a retry of this very write, if nothing has moved the call since
   if h.op == nonce and h.st == to then return {'ok', lean(h)} end
+  if h.op == nonce and claim > 0 and h.st == 'executing' then return {'ok', value(h)} end
   return {'conflict', value(h)}
 end
 -- past its expiry the call is expired, swept or not (docs/security.md, R14);
@@ -787,6 +796,17 @@ if to == 'approved' then
     f[#f + 1] = 'ea'; f[#f + 1] = num(deadline)
     at = deadline + rttl
   end
+end
+if claim > 0 then
+  -- approved and claimed in one step: the call passes through approved
+  -- without entering its indexes, but its approval is an end all the
+  -- same (its approvers hear of it), and the claim is the claim script's
+  owe(id, 'approved')
+  for i = 1, #f, 2 do h[f[i]] = f[i + 1] end
+  local lu = now + claim
+  h.fe = num((tonumber(h.fe) or 0) + 1)
+  move(id, h, 'executing', {'lu', num(lu)}, lu, math.max(tonumber(h.ea), lu) + rttl)
+  return {'ok', value(h)}
 end
 move(id, h, to, f, deadline, at)
 return {'ok', lean(h)}

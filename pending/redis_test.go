@@ -574,6 +574,13 @@ func TestRedisRetriedWrites(t *testing.T) {
 	if a.Fence != 1 || b.Fence != 1 || b.State != Executing {
 		t.Errorf("retried Claim: fences %d, %d, want one claim", a.Fence, b.Fence)
 	}
+	// an approval that claims, retried, is one approval and one claim
+	d := park(t, s, sampleCall(), long)
+	a, b = twice(fromWaitingScript, d.ID, string(Approved), "alice", "", nonce(), int64(30000), "", int64(60000))
+	if a.State != Executing || b.State != Executing || a.Fence != 1 || b.Fence != 1 || len(b.Approvals) != 1 || len(b.Request) == 0 {
+		t.Errorf("retried Decide with a claim: %s fence %d, then %s fence %d with %d approvals; want one claim, the call whole",
+			a.State, a.Fence, b.State, b.Fence, len(b.Approvals))
+	}
 	a, b = twice(finishScript, c.ID, "1", string(Executed), nonce(), "rs", 200)
 	if a.State != Executed || b.State != Executed {
 		t.Errorf("retried Finish: %s then %s", a.State, b.State)

@@ -27,11 +27,12 @@ func (s *RedisStore) Wait(ctx context.Context, id string, from State) (Call, err
 }
 
 // WaitHeld implements [Store.WaitHeld]: Wait, except that a message saying
-// the call moved to Approved is taken at its word, without reading the
-// call. The message is a hint, not an authority: the holder's Claim
-// checks the state in the same script that claims, and a call that is
-// not approved after all (a forged or stale message) comes back from it
-// as a conflict, with the call as it stands.
+// the call moved to Approved or Executing is taken at its word, without
+// reading the call. The message is a hint, not an authority: the holder's
+// Claim checks the state in the same script that claims, and a call that
+// is not approved after all (a forged or stale message) comes back from
+// it as a conflict, with the call as it stands; a holder told its call
+// is executing waits for its end, and that wait reads the state first.
 func (s *RedisStore) WaitHeld(ctx context.Context, id string, from State) (Call, error) {
 	return s.wait(ctx, id, from, true)
 }
@@ -90,10 +91,12 @@ func (s *RedisStore) wait(ctx context.Context, id string, from State, held bool)
 		}
 		waited = true
 		if !viaPoll {
-			if held && told == Approved && from != Approved {
-				// The holder claims it next, and Claim returns it whole.
+			if held && (told == Approved || told == Executing) && told != from {
+				// The holder claims an approved call next, and Claim
+				// returns it whole; an executing one it waits on (or an
+				// approval made beside it claimed it for it).
 				s.countWakeup(false)
-				return Call{ID: id, State: Approved}, nil
+				return Call{ID: id, State: told}, nil
 			}
 			// A transition published the ID: the call has most likely
 			// moved, so it is read whole at once rather than its state

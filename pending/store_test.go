@@ -908,6 +908,7 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 	t.Run("Overdue", func(t *testing.T) { testOverdue(t, newStore) })
 	t.Run("ForgetsRequest", func(t *testing.T) { testForgetsRequest(t, newStore) })
 	t.Run("Quorum", func(t *testing.T) { testQuorum(t, newStore) })
+	t.Run("DecideClaim", func(t *testing.T) { testDecideClaim(t, newStore) })
 	t.Run("Nonces", func(t *testing.T) { testNonces(t, newStore) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, newStore) })
 	t.Run("Grants", func(t *testing.T) { testGrants(t, newStore) })

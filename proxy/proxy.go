@@ -150,6 +150,10 @@ type Config struct {
 	// sweeper), cancelled (the agent). Approvers' decisions are the
 	// approvals handler's to report.
 	OnPark, OnResolve func(pending.Call)
+	// Handoff, if set, is shared with the approvals listener of this
+	// replica, which decides through it (lifecycle.Handoff): an approval
+	// made here hands the call to its request held here.
+	Handoff *lifecycle.Handoff
 	// Now and NewCallID may be replaced in tests.
 	Now       func() time.Time
 	NewCallID func() string
@@ -244,6 +248,7 @@ func New(cfg Config) (*Server, error) {
 				}
 			},
 			OnResolve: cfg.OnResolve,
+			Handoff:   cfg.Handoff,
 		})
 		if err != nil {
 			return nil, err

@@ -203,6 +203,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		ConfirmURL:        a.parking.confirmURL,
 		OnPark:            a.parking.parked,
 		OnResolve:         a.parking.resolved,
+		Handoff:           a.parking.handoff,
 
 		// What a request body may be (docs/configuration.md#limits).
 		BodyTimeout:       cfg.Limits.BodyTimeout.Std(),

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/approvals/slackapp"
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/notify"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/proxy"
@@ -26,7 +27,11 @@ type parking struct {
 	signer   *approvals.Signer
 	notifier *notify.Notifier
 	handler  http.Handler
-	public   string
+	// handoff is shared by the approvals listener and the proxy's held
+	// requests: an approval made here claims the call for its request
+	// held here in the same step.
+	handoff *lifecycle.Handoff
+	public  string
 	// proxyPublic is the proxy listener as agents reach it (the base of
 	// status URLs; empty: they are relative).
 	proxyPublic string
@@ -82,7 +87,10 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		return nil, err
 	}
 	a.onClose("store", 0, func(context.Context) error { closeStore(); return nil })
-	p := &parking{store: st, public: cfg.PublicURL, proxyPublic: cfg.ProxyPublicURL, log: a.log, announcing: len(cfg.Approvals.Notify) > 0}
+	p := &parking{
+		store: st, handoff: lifecycle.NewHandoff(st), public: cfg.PublicURL, proxyPublic: cfg.ProxyPublicURL, log: a.log,
+		announcing: len(cfg.Approvals.Notify) > 0,
+	}
 	previous := make([][]byte, len(cfg.Approvals.PreviousSecrets))
 	for i, s := range cfg.Approvals.PreviousSecrets {
 		previous[i] = []byte(s.Reveal())
@@ -192,7 +200,7 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	audit := a.dlog.forApprovals()
 	h, err := approvals.New(approvals.Config{
 		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL, Grants: p.grants(),
-		Logger: a.log, OnDecision: p.resolved,
+		Logger: a.log, OnDecision: p.resolved, Decide: p.handoff.Decide,
 		Audit: func(ctx context.Context, rec approvals.AuditRecord) {
 			decisions.WithLabelValues(rec.Outcome, rec.Via, strconv.FormatBool(rec.Partial)).Inc()
 			if audit != nil {

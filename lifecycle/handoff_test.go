@@ -1,0 +1,200 @@
+package lifecycle
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// claimCounter is a real store that counts its Claim calls.
+type claimCounter struct {
+	hookStore
+	claims atomic.Int64
+}
+
+func newClaimCounter(s pending.Store) *claimCounter {
+	c := &claimCounter{hookStore: hookStore{Store: s}}
+	c.claim = func(ctx context.Context, id string, lease time.Duration) (pending.Call, error) {
+		c.claims.Add(1)
+		return s.Claim(ctx, id, lease)
+	}
+	return c
+}
+
+// newHanded returns a Lifecycle on s and the Handoff an approvals
+// listener beside it decides through.
+func newHanded(t *testing.T, s pending.Store, exec *fakeExec, ev *events) (*Lifecycle, *Handoff) {
+	t.Helper()
+	hf := NewHandoff(s)
+	l, err := New(Config{Store: s, Executor: exec, TTL: time.Hour, OnPark: ev.onPark, OnResolve: ev.onResolve, Handoff: hf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Drain)
+	return l, hf
+}
+
+// waitSlot waits until a request held on id has its slot.
+func waitSlot(t *testing.T, hf *Handoff, id string) {
+	t.Helper()
+	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		hf.mu.Lock()
+		_, ok := hf.m[id]
+		hf.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("no request held on %s registered", id)
+}
+
+// An approval made beside the held request claims the call for it: the
+// request runs the call once, never claiming it itself, and the approval
+// is still an end whose notification is owed.
+func TestHandoffApproved(t *testing.T) { eachStore(t, testHandoffApproved) }
+
+func testHandoffApproved(t *testing.T, st pending.Store) {
+	s := newClaimCounter(st)
+	exec, ev := newExec(), newEvents()
+	l, hf := newHanded(t, s, exec, ev)
+	in := newCall()
+	ch := ask(t.Context(), l, in, Hold{For: long})
+	ev.waitParked(t)
+	waitSlot(t, hf, in.ID)
+
+	decided, err := hf.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "bob", Comment: "ok"})
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if decided.State != pending.Approved || decided.DecidedBy != "bob" || decided.Fence != 0 || decided.Request != nil {
+		t.Errorf("Decide returned %s by %q, fence %d, request %q; want the approval: approved by bob, no fence, no request",
+			decided.State, decided.DecidedBy, decided.Fence, decided.Request)
+	}
+	o := outcome(t, ch)
+	if o.Kind != Delivered || o.Call.State != pending.Executed {
+		t.Fatalf("Ask = %s, want Delivered executed", describe(o))
+	}
+	if n := exec.count(in.ID); n != 1 {
+		t.Errorf("executed %d times, want once", n)
+	}
+	if n := s.claims.Load(); n != 0 {
+		t.Errorf("the held request claimed %d times; the approval claims for it", n)
+	}
+	c := exec.claims()[0]
+	if c.State != pending.Executing || c.Fence != 1 || c.DecidedBy != "bob" || string(c.Request) != string(in.Request) {
+		t.Errorf("the executor got %s, fence %d, decided by %q, request %q; want the whole call claimed after bob's approval",
+			c.State, c.Fence, c.DecidedBy, c.Request)
+	}
+	owed, err := st.Unresolved(t.Context(), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owed) != 1 || owed[0].ID != in.ID || owed[0].State != pending.Approved {
+		t.Errorf("Unresolved = %v, want the approval of %s", owed, in.ID)
+	}
+	if got := get(t, st, in.ID); got.State != pending.Executed || !got.Delivered {
+		t.Errorf("stored call %s, delivered %v; want executed and delivered", got.State, got.Delivered)
+	}
+}
+
+// An approval that leaves the call waiting for more approvers hands the
+// held request nothing: it waits on, and the approval that completes the
+// quorum claims the call for it. A rejection claims nothing.
+func TestHandoffQuorum(t *testing.T) { eachStore(t, testHandoffQuorum) }
+
+func testHandoffQuorum(t *testing.T, st pending.Store) {
+	s := newClaimCounter(st)
+	exec, ev := newExec(), newEvents()
+	l, hf := newHanded(t, s, exec, ev)
+	in := newCall()
+	in.Quorum = []int{2}
+	ch := ask(t.Context(), l, in, Hold{For: long})
+	ev.waitParked(t)
+	waitSlot(t, hf, in.ID)
+
+	c, err := hf.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "ann", Counts: []int{0}})
+	if err != nil || c.State != pending.Waiting || len(c.Approvals) != 1 {
+		t.Fatalf("first approval: %s with %d approvals, %v; want waiting with one", c.State, len(c.Approvals), err)
+	}
+	waitSlot(t, hf, in.ID) // the request waits again
+	stillHeld(t, ch)
+	if exec.total() != 0 {
+		t.Fatal("executed before the quorum was met")
+	}
+	if _, err := hf.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "bob", Counts: []int{0}}); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcome(t, ch); o.Kind != Delivered || exec.count(in.ID) != 1 || s.claims.Load() != 0 {
+		t.Errorf("Ask = %s, executed %d times, %d claims by the request; want Delivered, once, none",
+			describe(o), exec.count(in.ID), s.claims.Load())
+	}
+
+	rejected := newCall()
+	ch = ask(t.Context(), l, rejected, Hold{For: long})
+	ev.waitParked(t)
+	waitSlot(t, hf, rejected.ID)
+	if _, err := hf.Decide(t.Context(), rejected.ID, pending.Decision{To: pending.Rejected, By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := outcome(t, ch); o.Kind != Ended || o.Call.State != pending.Rejected || exec.count(rejected.ID) != 0 {
+		t.Errorf("Ask = %s, executed %d times; want Ended rejected, never run", describe(o), exec.count(rejected.ID))
+	}
+}
+
+// Held requests that give up (their hold runs out, their caller leaves)
+// while approvals are made beside them: every approved call runs exactly
+// once, whichever side wins, and none is left executing with nobody
+// running it. What a request that left did not run, the sweeper runs.
+func TestHandoffRace(t *testing.T) { eachStore(t, testHandoffRace) }
+
+func testHandoffRace(t *testing.T, st pending.Store) {
+	exec, ev := newExec(), newEvents()
+	l, hf := newHanded(t, st, exec, ev)
+	const n = 60
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		in := newCall()
+		ids[i] = in.ID
+		ctx, cancel := context.WithCancel(t.Context())
+		hold := time.Duration(rand.IntN(3000)) * time.Microsecond
+		parked := make(chan struct{})
+		wg.Go(func() {
+			defer cancel()
+			o := l.Ask(ctx, in, Hold{For: hold, Held: func(pending.Call) { close(parked) }})
+			if o.Kind == StoreFailed || o.Kind == Lost || o.Kind == NotParked {
+				t.Errorf("Ask(%s) = %s", in.ID, describe(o))
+			}
+		})
+		wg.Go(func() {
+			<-parked
+			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+			if i%3 == 0 {
+				cancel() // the caller leaves
+			}
+			if _, err := hf.Decide(context.WithoutCancel(t.Context()), in.ID, pending.Decision{To: pending.Approved, By: "bob"}); err != nil {
+				t.Errorf("Decide(%s): %v", in.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	l.SweepOnce(t.Context(), 0)
+	end := time.Now().Add(deadline)
+	for _, id := range ids {
+		got := get(t, st, id)
+		for ; got.State != pending.Executed && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if got = get(t, st, id); got.State == pending.Executed {
+				break
+			}
+			l.SweepOnce(t.Context(), 0)
+		}
+		if got.State != pending.Executed || exec.count(id) != 1 {
+			t.Errorf("%s: %s, executed %d times; want executed, once", id, got.State, exec.count(id))
+		}
+	}
+}
