@@ -13,7 +13,7 @@ import (
 )
 
 // The scripts of an ask's transitions (park, decide, claim, finish,
-// deliver) run as a Redis function library (FUNCTION LOAD, FCALL; Redis
+// deliver) and its grant lookup run as a Redis function library (FUNCTION LOAD, FCALL; Redis
 // 7) where Redis takes one. An EVAL script runs its whole prelude at every
 // call: it makes some sixty closures and constant tables before its own
 // first line, about 70,000 of the ~420,000 instructions Redis spends on

@@ -121,6 +121,16 @@ func TestRedisFunctions(t *testing.T) {
 	if got := fcalls(t, rdb) - before; got < 4 {
 		t.Errorf("a call's park, decision, claim and finish ran %d FCALLs, want 4", got)
 	}
+	// the grant lookup of every ask a grant could cover, with a grant to
+	// find (none in force is remembered for a while: redis_nogrants.go)
+	g := grant(t, s, sampleGrant(), time.Minute)
+	before = fcalls(t, rdb)
+	if got := findGrant(t, s, g.Subject, g.Upstream, g.Tool, g.Target); got.ID != g.ID {
+		t.Errorf("FindGrant found %q, want %q", got.ID, g.ID)
+	}
+	if got := fcalls(t, rdb) - before; got != 1 {
+		t.Errorf("a grant lookup ran %d FCALLs, want 1", got)
+	}
 	if s.fnState.Load() != fnLoaded || !libraryLoaded(t, rdb) {
 		t.Fatalf("library %s not loaded (state %d)", theLibrary().name, s.fnState.Load())
 	}

@@ -145,8 +145,10 @@ return {'ok', call('HGETALL', k)}
 // one, or the any-target one alone for a call with more than one target.
 // Replies {id, grant} for the first live grant of them, or {n}: none, and n
 // live grants in all (FindGrant remembers when there are none,
-// redis_nogrants.go).
-var findGrantScript = newGrantScript(`
+// redis_nogrants.go). It runs for every ask that a grant could cover, so
+// it is a function of the library (redis_functions.go): as an EVAL
+// script, Redis would run the whole prelude first at every lookup.
+var findGrantScript = newFunction("findgrant", luaGrants+`
 for i = 4, #ARGV do
   local id = call('GET', scopekey(ARGV[i]))
   if id then
