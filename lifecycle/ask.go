@@ -160,11 +160,26 @@ func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next
 	}
 	next, err = l.store.WaitHeld(step, pc.ID, pc.State)
 	if sl != nil {
-		if c, ok := l.slots.leave(pc.ID, sl); ok {
+		if c, ok := l.slots.leave(ctx, pc.ID, sl); ok {
 			return pending.Call{}, false, c, nil
 		}
 	}
 	return next, err != nil && step != ctx && step.Err() != nil && ctx.Err() == nil, pending.Call{}, err
+}
+
+// runOrphan runs, in the background, a call an approval claimed for a
+// request held here that gave up waiting for it (handoff.go): as the
+// sweeper runs an approved call nobody holds, its result kept for a retry
+// or a status poll.
+func (l *Lifecycle) runOrphan(pc pending.Call) {
+	go func() {
+		ctx := context.Background() // a claimed call is finished and recorded, within its lease
+		state, res := l.exec.Execute(ctx, pc)
+		if _, err := l.finish(ctx, pc, state, res, false); err != nil {
+			l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
+		}
+		l.log.Info("approved call executed for a request that left", "call_id", pc.ID, "state", string(state), "status", res.Status)
+	}()
 }
 
 // cancelLeft cancels a call whose caller left, where leaving means cancel.

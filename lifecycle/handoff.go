@@ -26,13 +26,18 @@ import (
 // the request's wait has ended meanwhile, puts a zero Call in it. A
 // request whose wait ends takes its slot back, unless a decision took it
 // first: then it waits for what the decision puts in it, and runs a
-// claimed call whatever ended its wait, since it alone holds the claim.
+// claimed call whatever ended its wait, since it alone holds the claim;
+// but it waits no longer than its hold: a request that gives up first
+// abandons the slot, and the decision then runs the call it claimed in
+// the background, as the sweeper would, for a retry or a status poll to
+// take its result.
 
 // slot is one held request's place for the call a decision claims.
 type slot struct {
-	lease   time.Duration
-	leaving bool              // the request's wait ended (under Handoff.mu)
-	got     chan pending.Call // one call, once the slot is taken for good
+	lease     time.Duration
+	leaving   bool              // the request's wait ended (under Handoff.mu)
+	abandoned bool              // the request gave up waiting for the decision (under Handoff.mu)
+	got       chan pending.Call // one call, once the slot is taken for good
 }
 
 // Handoff is where the requests held on one replica meet the approvals
@@ -42,8 +47,11 @@ type slot struct {
 // It is safe for concurrent use.
 type Handoff struct {
 	store pending.Store
-	mu    sync.Mutex
-	m     map[string]*slot
+	// orphan runs a call claimed for a request that gave up (its
+	// Lifecycle's, set by New).
+	orphan func(pending.Call)
+	mu     sync.Mutex
+	m      map[string]*slot
 }
 
 // NewHandoff returns the Handoff of the Lifecycle that runs calls of st.
@@ -88,9 +96,9 @@ func (ss *Handoff) giveBack(id string, sl *slot) {
 }
 
 // leave takes sl back for its request, whose wait ended; when a decision
-// took it first, it waits for the decision's call: a claimed call is the
-// request's to run.
-func (ss *Handoff) leave(id string, sl *slot) (claimed pending.Call, ok bool) {
+// took it first, it waits for the decision's call, until ctx (the hold)
+// ends: a claimed call is the request's to run.
+func (ss *Handoff) leave(ctx context.Context, id string, sl *slot) (claimed pending.Call, ok bool) {
 	ss.mu.Lock()
 	if ss.m[id] == sl {
 		delete(ss.m, id)
@@ -99,8 +107,33 @@ func (ss *Handoff) leave(id string, sl *slot) (claimed pending.Call, ok bool) {
 	}
 	sl.leaving = true
 	ss.mu.Unlock()
-	c := <-sl.got
+	var c pending.Call
+	select {
+	case c = <-sl.got:
+	case <-ctx.Done():
+		ss.mu.Lock()
+		select {
+		case c = <-sl.got: // handed over as the hold ended
+		default:
+			sl.abandoned = true // the decision runs what it claims
+		}
+		ss.mu.Unlock()
+	}
 	return c, c.State == pending.Executing
+}
+
+// hand gives the call a decision claimed to the request of sl, or, when
+// the request gave up waiting, runs it without one.
+func (ss *Handoff) hand(sl *slot, c pending.Call) {
+	ss.mu.Lock()
+	abandoned := sl.abandoned
+	if !abandoned {
+		sl.got <- c
+	}
+	ss.mu.Unlock()
+	if abandoned {
+		ss.orphan(c)
+	}
 }
 
 // Decide records an approver's decision d on call id, through the store
@@ -127,7 +160,7 @@ func (ss *Handoff) Decide(ctx context.Context, id string, d pending.Decision) (p
 	if err != nil || c.State != pending.Executing {
 		return c, err
 	}
-	sl.got <- c
+	ss.hand(sl, c)
 	handed = true
 	// What the decision itself did: approve the call.
 	c.State, c.Fence, c.LeaseUntil, c.Request = pending.Approved, 0, time.Time{}, nil

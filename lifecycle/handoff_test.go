@@ -198,3 +198,52 @@ func testHandoffRace(t *testing.T, st pending.Store) {
 		}
 	}
 }
+
+// slowDecider is a real store whose Decide waits for release first.
+type slowDecider struct {
+	pending.Store
+	release chan struct{}
+}
+
+func (s *slowDecider) Decide(ctx context.Context, id string, d pending.Decision) (pending.Call, error) {
+	<-s.release
+	return s.Store.Decide(ctx, id, d)
+}
+
+// A held request whose slot a slow decision took waits for it no longer
+// than its hold: it answers that the call still waits, and the call the
+// decision then claims runs once, in the background, its result kept for
+// a retry (not delivered).
+func TestHandoffRequestGivesUp(t *testing.T) { eachStore(t, testHandoffRequestGivesUp) }
+
+func testHandoffRequestGivesUp(t *testing.T, st pending.Store) {
+	s := &slowDecider{Store: st, release: make(chan struct{})}
+	exec, ev := newExec(), newEvents()
+	l, hf := newHanded(t, s, exec, ev)
+	in := newCall()
+	start := time.Now()
+	ch := ask(t.Context(), l, in, Hold{For: 300 * time.Millisecond})
+	ev.waitParked(t)
+	waitSlot(t, hf, in.ID)
+	decided := make(chan error, 1)
+	go func() {
+		_, err := hf.Decide(context.WithoutCancel(t.Context()), in.ID, pending.Decision{To: pending.Approved, By: "bob"})
+		decided <- err
+	}()
+	o := outcome(t, ch)
+	if o.Kind != Waiting || time.Since(start) > 5*time.Second {
+		t.Fatalf("Ask = %s after %v, want Waiting once its hold ran out", describe(o), time.Since(start))
+	}
+	close(s.release)
+	if err := <-decided; err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	got := get(t, st, in.ID)
+	for end := time.Now().Add(deadline); got.State != pending.Executed && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		got = get(t, st, in.ID)
+	}
+	if got.State != pending.Executed || got.Delivered || exec.count(in.ID) != 1 {
+		t.Errorf("the call a decision claimed for a request that left: %s, delivered %v, executed %d times; want executed once, its result kept",
+			got.State, got.Delivered, exec.count(in.ID))
+	}
+}

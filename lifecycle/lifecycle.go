@@ -40,7 +40,8 @@ type Config struct {
 	OnPark, OnResolve func(pending.Call)
 	// Handoff, if set, is shared with the approvals made on this replica
 	// (Handoff.Decide), which then hand the calls they approve to the
-	// requests held here. It must be for Store.
+	// requests held here. It must be for Store, and for this Lifecycle
+	// alone.
 	Handoff *Handoff
 }
 
@@ -80,6 +81,7 @@ func New(cfg Config) (*Lifecycle, error) {
 		cfg.Handoff = NewHandoff(cfg.Store)
 	}
 	l := &Lifecycle{store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve, slots: cfg.Handoff}
+	cfg.Handoff.orphan = l.runOrphan
 	l.drained, l.drainAll = context.WithCancel(context.Background())
 	return l, nil
 }

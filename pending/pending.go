@@ -233,8 +233,8 @@ type Store interface {
 	// claimed. The call Decide returns has no Request: a decision's
 	// callers show and report the call, and Claim returns it whole (a
 	// *StateError's call is whole). With d.Claim, an approval that moves
-	// the call to Approved claims it in the same step (Decision.Claim):
-	// the call comes back Executing and whole, as from Claim.
+	// the call to Approved may claim it in the same step (Decision.Claim):
+	// the call then comes back Executing and whole, as from Claim.
 	Decide(ctx context.Context, id string, d Decision) (Call, error)
 
 	// Cancel moves a Waiting call to Cancelled, else *StateError; a

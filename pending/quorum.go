@@ -28,7 +28,9 @@ type Decision struct {
 	// call's request: it runs the call next, and the claim would
 	// otherwise cost the store a second transition and the request a
 	// wake-up. Ignored for a rejection and for an approval that leaves
-	// the call waiting.
+	// the call waiting, and by a store whose transitions wait for
+	// replicas to confirm them (Options.MinReplicas): the call then
+	// stays Approved, for the holder's own Claim.
 	Claim time.Duration
 }
 

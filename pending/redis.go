@@ -396,7 +396,11 @@ func (s *RedisStore) Cancel(ctx context.Context, id string) (Call, error) {
 
 func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decision) (Call, error) {
 	var claim int64
-	if d.To == Approved && d.Claim > 0 {
+	if d.To == Approved && d.Claim > 0 && s.minReplicas == 0 {
+		// Not where replicas must confirm each transition: an approval
+		// they did not confirm still stands, and the held request's own
+		// claim may be confirmed once they answer again; a claim made
+		// with it and not confirmed would never run.
 		claim = max(d.Claim.Milliseconds(), 1)
 	}
 	args := []any{string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts), claim}

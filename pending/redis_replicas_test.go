@@ -58,6 +58,13 @@ func TestRedisMinReplicas(t *testing.T) {
 	if _, err := s.Claim(ctx, c.ID, long); err != nil {
 		t.Fatalf("Claim with a replica: %v", err)
 	}
+	// An approval does not claim with itself here (Decision.Claim): an
+	// approval the replicas did not confirm still stands, a claim would
+	// not run.
+	cl := park(t, s, sampleCall(), long)
+	if got, err := s.Decide(ctx, cl.ID, Decision{To: Approved, By: "alice", Claim: long}); err != nil || got.State != Approved || got.Fence != 0 {
+		t.Errorf("Decide with a claim, replicas confirming = %s, fence %d, %v; want approved, unclaimed", got.State, got.Fence, err)
+	}
 
 	// A store that needs two replicas of one: nothing is confirmed.
 	two, err := NewRedis(rdb, Options{Prefix: "repl:", MinReplicas: 2, ReplicaTimeout: timeout})
