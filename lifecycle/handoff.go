@@ -32,6 +32,12 @@ import (
 // the background, as the sweeper would, for a retry or a status poll to
 // take its result.
 
+// handoverMargin lengthens the lease of a claim made with an approval by
+// what the hand-over itself may take: the rest of the decision's store
+// call, and the request's wake-up (a message, or a poll interval when the
+// message is lost). The execution keeps its whole lease (Executor.Lease).
+const handoverMargin = 5 * time.Second
+
 // slot is one held request's place for the call a decision claims.
 type slot struct {
 	lease     time.Duration
@@ -149,7 +155,7 @@ func (ss *Handoff) Decide(ctx context.Context, id string, d pending.Decision) (p
 	if sl == nil {
 		return ss.store.Decide(ctx, id, d)
 	}
-	d.Claim = sl.lease
+	d.Claim = sl.lease + handoverMargin
 	handed := false
 	defer func() {
 		if !handed { // never leave the request waiting on its slot

@@ -90,6 +90,9 @@ func testHandoffApproved(t *testing.T, st pending.Store) {
 		t.Errorf("the executor got %s, fence %d, decided by %q, request %q; want the whole call claimed after bob's approval",
 			c.State, c.Fence, c.DecidedBy, c.Request)
 	}
+	if !c.LeaseUntil.After(time.Now().Add(exec.lease)) {
+		t.Errorf("lease until %v: the hand-over came out of the execution's lease (%v from now)", c.LeaseUntil, exec.lease)
+	}
 	owed, err := st.Unresolved(t.Context(), 0, 10)
 	if err != nil {
 		t.Fatal(err)
