@@ -116,6 +116,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 			return tooManyStreams()
 		}
 		defer s.held.done(c.subject.Principal)
+	} else {
+		// Each call forwarded holds a connection to its upstream, and a
+		// goroutine, until its answer is passed on: one principal's calls
+		// to a slow upstream cannot take them all.
+		if !s.forwarding.take(c.subject.Principal) {
+			s.metrics.notForwarded.Inc()
+			return tooManyForwards()
+		}
+		defer s.forwarding.done(c.subject.Principal)
 	}
 	rp := c.up.proxy
 	switch {

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// heldLimit bounds how many of one principal's requests this replica holds
-// open at once waiting for a decision: held asks (retries that attach to a
-// parked call included) and status long-polls. Each held request keeps a
+// heldLimit bounds how many of one principal's requests of one kind this
+// replica serves at once: Server.forwarding the allowed calls it forwards
+// (each holds a connection to its upstream until answered), Server.held
+// the requests it holds open waiting for a decision: held asks (retries
+// that attach to a parked call included) and status long-polls. Each held request keeps a
 // connection and a goroutine, and with Redis re-reads its call every poll
 // interval; without a bound, one agent key could hold thousands (an
 // attaching retry is never refused, and a long-poll parks nothing). A

@@ -8,12 +8,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -211,5 +214,81 @@ func TestMCPStreamsHeldPerSubject(t *testing.T) {
 			t.Fatalf("a stream after one closed: %d, want 200 once its place came back", again.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForwardsPerSubject: past MaxForwardsPerSubject calls of one
+// principal being forwarded at once, another allowed call of it is 429
+// and never reaches the upstream; another principal's is forwarded, and a
+// call answered gives its place back.
+func TestForwardsPerSubject(t *testing.T) {
+	var got atomic.Int32
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), "slow") {
+			<-release
+		}
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before up.Close, on a failure too
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, readNotDelete(t), func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 10 * time.Second}}
+		c.MaxForwardsPerSubject = 2
+	})
+	call := func(key, path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/tools/read_file", strings.NewReader(`{"path":"`+path+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	slow := make(chan int, 2)
+	for range 2 {
+		go func() {
+			if res := call("agent-key", "slow.txt"); res != nil {
+				slow <- res.StatusCode
+			}
+		}()
+	}
+	testkit.WaitFor(t, "two calls at the upstream", func() bool { return got.Load() == 2 })
+	res := call("agent-key", "fast.txt")
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a third call in flight: %d (Retry-After %q), want 429", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	if n := got.Load(); n != 2 {
+		t.Fatalf("the upstream got %d calls, want 2: the refused one never reaches it", n)
+	}
+	var m dto.Metric
+	if err := env.server.metrics.notForwarded.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.GetCounter().GetValue(); v != 1 {
+		t.Errorf("toolgate_calls_not_forwarded_total = %v, want 1", v)
+	}
+	if res := call("", "fast.txt"); res.StatusCode != http.StatusOK {
+		t.Errorf("another principal's call: %d, want 200", res.StatusCode)
+	}
+	unblock()
+	for range 2 {
+		if code := <-slow; code != http.StatusOK {
+			t.Errorf("a slow call: %d, want 200", code)
+		}
+	}
+	if res := call("agent-key", "fast.txt"); res.StatusCode != http.StatusOK {
+		t.Errorf("a call once the others were answered: %d, want 200", res.StatusCode)
 	}
 }

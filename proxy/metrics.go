@@ -18,6 +18,7 @@ type Metrics struct {
 	parked           prometheus.Counter
 	held             prometheus.Gauge
 	notHeld          prometheus.Counter
+	notForwarded     prometheus.Counter
 	approvedExecuted prometheus.Counter
 	dryRun           *prometheus.CounterVec
 	notShared        *prometheus.CounterVec
@@ -61,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_requests_not_held_total",
 		Help: "Asks and status long-polls answered at once, and MCP GET streams refused, because their principal already had limits.max_held_per_subject requests held on this replica.",
 	})
+	m.notForwarded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_calls_not_forwarded_total",
+		Help: "Allowed calls refused (429) because their principal already had limits.max_forwards_per_subject calls being forwarded by this replica.",
+	})
 	m.approvedExecuted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_approved_calls_executed_total",
 		Help: "Approved calls sent to their upstream (each at most once; not those the policy in force now denies).",
@@ -73,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_listings_not_shared_total",
 		Help: "MCP tools/list answers relayed whose tools could not all be written to the shared listings (the store failed, or is full of the upstream's tools), by upstream.",
 	}, []string{"upstream"})
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.approvedExecuted, m.dryRun, m.notShared)
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.notForwarded, m.approvedExecuted, m.dryRun, m.notShared)
 	// Every outcome is exported from the start, so a rate over it has a
 	// zero to begin from rather than a series that appears mid-incident.
 	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {

@@ -134,6 +134,10 @@ type Config struct {
 	// held at once (asks and status long-polls); past it a request is
 	// answered at once, as with "Prefer: respond-async". 0: no bound.
 	MaxHeldPerSubject int
+	// MaxForwardsPerSubject bounds how many of one principal's allowed
+	// calls are forwarded at once; past it a call is refused (429) before
+	// it reaches the upstream. 0: no bound.
+	MaxForwardsPerSubject int
 	// MaxResultBytes bounds a stored result's body.
 	MaxResultBytes int64
 	// ProxyPublicURL is the proxy listener as agents reach it: an absolute
@@ -181,6 +185,9 @@ type Server struct {
 	// (forwardedHost).
 	fwdHost string
 	held    *heldLimit
+	// forwarding counts each principal's allowed calls being forwarded
+	// (Config.MaxForwardsPerSubject).
+	forwarding *heldLimit
 	// bodyBytes is what the bodies being read hold of MaxBodyBytesTotal.
 	bodyBytes atomic.Int64
 }
@@ -231,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
-		held: newHeldLimit(cfg.MaxHeldPerSubject),
+		held: newHeldLimit(cfg.MaxHeldPerSubject), forwarding: newHeldLimit(cfg.MaxForwardsPerSubject),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID

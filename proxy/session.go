@@ -174,6 +174,17 @@ func tooManyStreams() answer {
 	}
 }
 
+// tooManyForwards refuses an allowed call whose principal has
+// limits.max_forwards_per_subject calls being forwarded already: nothing
+// reached the upstream.
+func tooManyForwards() answer {
+	return answer{
+		kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "1",
+		title:  "Too many calls in flight",
+		detail: "as many of your calls are being forwarded by this replica as you may have at once; retry when one is answered",
+	}
+}
+
 func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 	var se *sessionStoreError
 	if !errors.As(err, &se) || errors.Is(err, context.Canceled) {

@@ -251,6 +251,10 @@ type Limits struct {
 	// replica holds open at once (asks and status long-polls); past it a
 	// request is answered at once, as with "Prefer: respond-async".
 	MaxHeldPerSubject int `koanf:"max_held_per_subject"`
+	// MaxForwardsPerSubject bounds how many of one principal's allowed
+	// calls a replica forwards at once (each holds a connection to its
+	// upstream until its answer is passed on); past it a call is 429.
+	MaxForwardsPerSubject int `koanf:"max_forwards_per_subject"`
 	// MaxConnections bounds the connections each listener holds open at
 	// once, idle keep-alive ones and those still sending their headers
 	// included; past it, new connections wait until one closes.

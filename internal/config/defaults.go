@@ -160,6 +160,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Limits.MaxParkedPerSubject, 100)
 	setInt(&c.Limits.MaxParked, 10000)
 	setInt(&c.Limits.MaxHeldPerSubject, 100)
+	setInt(&c.Limits.MaxForwardsPerSubject, 1000)
 	setInt(&c.Limits.MaxConnections, 10000)
 	setString(&c.Limits.LossyNumbers, "refuse")
 	setString(&c.Log.Level, "info")

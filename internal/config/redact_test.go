@@ -148,6 +148,7 @@ limits:
   max_parked: 500
   max_parks_per_minute: 0
   max_held_per_subject: 100
+  max_forwards_per_subject: 1000
   max_connections: 10000
   lossy_numbers: refuse
 log:

@@ -546,6 +546,9 @@ func (v *validator) limitsAndLog(c *Config) {
 	if l.MaxHeldPerSubject < 1 || l.MaxHeldPerSubject > 100000 {
 		v.add("limits.max_held_per_subject", fmt.Sprintf("%d is outside 1..100000", l.MaxHeldPerSubject), "write a whole number such as 100")
 	}
+	if l.MaxForwardsPerSubject < 1 || l.MaxForwardsPerSubject > 1000000 {
+		v.add("limits.max_forwards_per_subject", fmt.Sprintf("%d is outside 1..1000000", l.MaxForwardsPerSubject), "write a whole number such as 1000")
+	}
 	if l.MaxConnections < 16 || l.MaxConnections > 1000000 {
 		v.add("limits.max_connections", fmt.Sprintf("%d is outside 16..1000000", l.MaxConnections), "write a whole number such as 10000")
 	}
