@@ -172,14 +172,7 @@ func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next
 // sweeper runs an approved call nobody holds, its result kept for a retry
 // or a status poll.
 func (l *Lifecycle) runOrphan(pc pending.Call) {
-	go func() {
-		ctx := context.Background() // a claimed call is finished and recorded, within its lease
-		state, res := l.exec.Execute(ctx, pc)
-		if _, err := l.finish(ctx, pc, state, res, false); err != nil {
-			l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
-		}
-		l.log.Info("approved call executed for a request that left", "call_id", pc.ID, "state", string(state), "status", res.Status)
-	}()
+	go l.runUnheld(context.Background(), pc, "approved call executed for a request that left")
 }
 
 // cancelLeft cancels a call whose caller left, where leaving means cancel.

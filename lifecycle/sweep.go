@@ -155,13 +155,19 @@ func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) (answered b
 		l.warn("sweeper: cannot claim an approved call", "call_id", pc.ID, "error", err)
 		return false
 	}
-	// A claimed call is finished and recorded even when shutdown begins
-	// meanwhile (within its lease).
-	xctx := context.WithoutCancel(ctx)
-	state, res := l.exec.Execute(xctx, claimed)
-	if _, err := l.finish(xctx, claimed, state, res, false); err != nil {
-		l.log.Error("sweeper: cannot record an executed call's result", "call_id", pc.ID, "error", err)
-	}
-	l.log.Info("sweeper executed an approved call", "call_id", pc.ID, "state", string(state), "status", res.Status)
+	l.runUnheld(ctx, claimed, "sweeper executed an approved call")
 	return true
+}
+
+// runUnheld executes a claimed call that no request holds (the sweeper's,
+// or one an approval claimed for a request that left) and records its
+// outcome, kept for a retry or a status poll. A claimed call is finished
+// and recorded even when shutdown begins meanwhile (within its lease).
+func (l *Lifecycle) runUnheld(ctx context.Context, pc pending.Call, done string) {
+	xctx := context.WithoutCancel(ctx)
+	state, res := l.exec.Execute(xctx, pc)
+	if _, err := l.finish(xctx, pc, state, res, false); err != nil {
+		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
+	}
+	l.log.Info(done, "call_id", pc.ID, "state", string(state), "status", res.Status)
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// heldLimit bounds how many of one principal's requests of one kind this
+// principalLimit bounds how many of one principal's requests of one kind this
 // replica serves at once: Server.forwarding the allowed calls it forwards
 // (each holds a connection to its upstream until answered), Server.held
 // the requests it holds open waiting for a decision: held asks (retries
@@ -15,19 +15,19 @@ import (
 // attaching retry is never refused, and a long-poll parks nothing). A
 // request past the bound is not refused: it is answered at once, as with
 // "Prefer: respond-async", and can follow its call by its status URL.
-type heldLimit struct {
+type principalLimit struct {
 	max int // 0: no bound
 	mu  sync.Mutex
 	n   map[string]int
 }
 
-func newHeldLimit(max int) *heldLimit {
-	return &heldLimit{max: max, n: make(map[string]int)}
+func newPrincipalLimit(max int) *principalLimit {
+	return &principalLimit{max: max, n: make(map[string]int)}
 }
 
 // take reserves a place for one more held request of principal, and
 // reports whether there was one; a true take is paired with a done.
-func (l *heldLimit) take(principal string) bool {
+func (l *principalLimit) take(principal string) bool {
 	if l.max <= 0 {
 		return true
 	}
@@ -41,7 +41,7 @@ func (l *heldLimit) take(principal string) bool {
 }
 
 // done gives back a place take reserved.
-func (l *heldLimit) done(principal string) {
+func (l *principalLimit) done(principal string) {
 	if l.max <= 0 {
 		return
 	}

@@ -105,7 +105,7 @@ func TestHeldPerSubject(t *testing.T) {
 // TestHeldLimitCounts: take and done pair per principal, and a bound of
 // zero bounds nothing.
 func TestHeldLimitCounts(t *testing.T) {
-	l := newHeldLimit(2)
+	l := newPrincipalLimit(2)
 	for i, want := range []bool{true, true, false} {
 		if got := l.take("a"); got != want {
 			t.Fatalf("take %d of a: %v, want %v", i+1, got, want)
@@ -126,7 +126,7 @@ func TestHeldLimitCounts(t *testing.T) {
 	if len(l.n) != 0 {
 		t.Fatalf("counts left: %v", l.n)
 	}
-	unbounded := newHeldLimit(0)
+	unbounded := newPrincipalLimit(0)
 	for range 1000 {
 		if !unbounded.take("a") {
 			t.Fatal("no bound refused a place")

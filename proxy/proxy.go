@@ -184,10 +184,10 @@ type Server struct {
 	// fwdHost is the X-Forwarded-Host of every forwarded call
 	// (forwardedHost).
 	fwdHost string
-	held    *heldLimit
+	held    *principalLimit
 	// forwarding counts each principal's allowed calls being forwarded
 	// (Config.MaxForwardsPerSubject).
-	forwarding *heldLimit
+	forwarding *principalLimit
 	// bodyBytes is what the bodies being read hold of MaxBodyBytesTotal.
 	bodyBytes atomic.Int64
 }
@@ -238,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
-		held: newHeldLimit(cfg.MaxHeldPerSubject), forwarding: newHeldLimit(cfg.MaxForwardsPerSubject),
+		held: newPrincipalLimit(cfg.MaxHeldPerSubject), forwarding: newPrincipalLimit(cfg.MaxForwardsPerSubject),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID
