@@ -199,7 +199,7 @@ func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacit
 		return nil, err
 	}
 	s.recv = recv
-	nodes, err := startCapacityRedis(ctx, o.dir, pins, p.cluster, strings.Fields(p.redisArgs))
+	nodes, err := startRedis(ctx, o.dir, pins.servers, p.cluster, strings.Fields(p.redisArgs))
 	if err != nil {
 		return nil, err
 	}
@@ -267,9 +267,10 @@ log: {level: warn, decisions: {console: false}}
 	return s, nil
 }
 
-// startCapacityRedis starts a redis-server of the run's own, or three in a
-// Cluster, without persistence, and returns their addresses.
-func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster bool, extra []string) ([]string, error) {
+// startRedis starts a redis-server of the run's own, or three in a
+// Cluster, without persistence, pinned to cpu when given, and returns
+// their addresses.
+func startRedis(ctx context.Context, dir, cpu string, cluster bool, extra []string) ([]string, error) {
 	n := 1
 	if cluster {
 		n = 3
@@ -290,7 +291,7 @@ func startCapacityRedis(ctx context.Context, dir string, pins pinning, cluster b
 			argv = append(argv, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		}
 		argv = append(argv, extra...)
-		if _, err := startProc(dir, fmt.Sprintf("redis-%d", i), pins.servers, argv, nil); err != nil {
+		if _, err := startProc(dir, fmt.Sprintf("redis-%d", i), cpu, argv, nil); err != nil {
 			return nil, err
 		}
 		nodes = append(nodes, addr)

@@ -46,6 +46,7 @@ type options struct {
 	capacityOn bool
 	redis      string
 	redisSet   bool // -redis given on the command line
+	redisOwn   bool // redis is the run's own, on the load core (-redis own)
 	toolgate   string
 	only       string
 	cpuprofile string
@@ -100,7 +101,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.capacity.sweep, "capacity-sweep", 5000, "parked calls the -capacity run approves for the sweepers to execute")
 	fs.BoolVar(&o.capacity.cluster, "capacity-cluster", false, "run -capacity on a three-primary Redis Cluster instead of one Redis")
 	fs.StringVar(&o.capacity.redisArgs, "capacity-redis-args", "", `more redis-server arguments for the -capacity run's Redis (e.g. "--zset-max-listpack-entries 2048")`)
-	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis for the ask (Redis) rows; empty to leave them out")
+	fs.StringVar(&o.redis, "redis", ownRedis, `Redis for the ask (Redis) rows: "own" starts a redis-server of the run's own on the load generator's core; an address uses that Redis where it runs; empty leaves the rows out`)
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a perf profile of toolgate during its allow runs to this file (needs perf)")
@@ -212,6 +213,12 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 			return err
 		}
 	}
+	if o.redis == ownRedis && !o.capacityOn && !o.mcp && (!o.abuse || o.redisSet) {
+		if o.redis, err = startOwnRedis(ctx, dir, pins.load, stderr); err != nil {
+			return err
+		}
+		o.redisOwn = o.redis != ""
+	}
 	if o.abuse {
 		return abuseRun(ctx, o, pins, stdout, stderr)
 	}
@@ -233,8 +240,8 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 	if err := s.check(ctx, targets); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "toolgate-bench: %s; servers on cpu %s, load on cpu %s; %d-byte POST bodies\n\n",
-		machine(), orAll(pins.servers), orAll(pins.load), bodySize)
+	fmt.Fprintf(stdout, "toolgate-bench: %s; servers on cpu %s, load on cpu %s; %d-byte POST bodies; %s\n\n",
+		machine(), orAll(pins.servers), orAll(pins.load), bodySize, o.redisWhere())
 	if o.rss {
 		return s.rssRun(ctx, o, stdout)
 	}
