@@ -348,7 +348,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		"admin", l.admin.Addr().String(), "policy_revision", a.engine.Revision(), "version", version)
 	limits := newConnLimits(a.log, a.registry)
 	lns := []net.Listener{l.proxy, l.approvals, l.admin}
-	newServer := func(i int, name string, h http.Handler, maxConns, maxHeader int) *http.Server {
+	newServer := func(i int, name string, h http.Handler, maxConns, perSource, maxHeader int) *http.Server {
 		// No WriteTimeout: answers stream and held calls wait. Slow
 		// clients are bounded by ReadHeaderTimeout, the body limit, the
 		// connection cap, and writeProgress for each write of an answer.
@@ -356,17 +356,17 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 			Handler: deadline.Writes(h, writeProgress), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxHeaderBytes: maxHeader, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		}
-		lns[i] = limits.apply(name, lns[i], srv, maxConns)
+		lns[i] = limits.apply(name, lns[i], srv, maxConns, perSource)
 		return srv
 	}
-	maxConns := a.cfg.Limits.MaxConnections
+	maxConns, perSource := a.cfg.Limits.MaxConnections, a.cfg.Limits.MaxConnectionsPerSource
 	servers := []*http.Server{
-		newServer(0, "proxy", a.proxy.Handler(), maxConns, maxHeaderBytes),
-		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, maxHeaderBytes),
+		newServer(0, "proxy", a.proxy.Handler(), maxConns, perSource, maxHeaderBytes),
+		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, perSource, maxHeaderBytes),
 		// Probes and scrapes: a few connections and short headers, so
 		// that the admin port adds little to what the cap lets the
 		// other two hold.
-		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), adminMaxHeaderBytes),
+		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), perSource, adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.

@@ -32,6 +32,7 @@ type connLimits struct {
 	open    *prometheus.GaugeVec
 	limit   *prometheus.GaugeVec
 	sheds   *prometheus.CounterVec
+	refused *prometheus.CounterVec // closed at once: their source held its share (connsource.go)
 }
 
 // Shedding starts when a listener holds shedAt of its cap and ends when it
@@ -91,14 +92,19 @@ func newConnLimits(log *slog.Logger, reg prometheus.Registerer) *connLimits {
 			Name: "toolgate_connections_shed_total",
 			Help: "Times a listener near its connection cap closed its idle connections and turned keep-alives off.",
 		}, []string{"listener"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolgate_connections_refused_total",
+			Help: "Connections a listener closed as soon as it accepted them, because their source already held limits.max_connections_per_source.",
+		}, []string{"listener"}),
 	}
-	reg.MustRegister(c.open, c.limit, c.sheds)
+	reg.MustRegister(c.open, c.limit, c.sheds, c.refused)
 	return c
 }
 
-// apply caps ln for srv at maxConns, and returns it limited; it sets
-// srv's ConnState hook to count srv's connections.
-func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server, maxConns int) net.Listener {
+// apply caps ln for srv at maxConns, and each source at perSource (0: no
+// such cap), and returns it limited; it sets srv's ConnState hook to count
+// srv's connections.
+func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server, maxConns, perSource int) net.Listener {
 	c.limit.WithLabelValues(name).Set(float64(maxConns))
 	l := &listenerLoad{
 		name: name, srv: srv, limits: c, max: maxConns,
@@ -106,6 +112,11 @@ func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server, maxCo
 		shedAt: max(int64(float64(maxConns)*shedAt), 1), calmAt: int64(float64(maxConns) * calmAt),
 	}
 	srv.ConnState = l.state
+	if perSource > 0 {
+		// Inside the cap: a connection closed for its source never
+		// holds one of the listener's places.
+		ln = newSourceListener(ln, name, perSource, c.log, c.refused.WithLabelValues(name))
+	}
 	return netutil.LimitListener(ln, maxConns)
 }
 

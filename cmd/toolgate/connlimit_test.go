@@ -83,6 +83,13 @@ func startCapped(t *testing.T, cap int) (replica, *testkit.Upstream) {
 // startCappedBefore is startCapped in front of the upstream at upURL.
 func startCappedBefore(t *testing.T, cap int, upURL string) replica {
 	t.Helper()
+	return startLimited(t, "{max_connections: "+strconv.Itoa(cap)+"}", upURL)
+}
+
+// startLimited runs a toolgate with the given limits (a YAML map) in front
+// of the upstream at upURL, with read_file allowed.
+func startLimited(t *testing.T, limits, upURL string) replica {
+	t.Helper()
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 public_url: http://approvals.invalid
@@ -90,7 +97,7 @@ upstreams: [{name: files, url: ` + upURL + `}]
 identity: {api_keys: [{key: agent-key-0123456789, subject: agent}]}
 policy: {rules_file: ./rules.yaml}
 approvals: {secret: ` + testSecret + `}
-limits: {max_connections: ` + strconv.Itoa(cap) + `}
+limits: ` + limits + `
 `,
 		"rules.yaml": "rules:\n  - {id: r1, effect: allow, tool: read_file, target: \"*\"}\n",
 	})

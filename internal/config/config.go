@@ -258,8 +258,13 @@ type Limits struct {
 	// MaxConnections bounds the connections each listener holds open at
 	// once, idle keep-alive ones and those still sending their headers
 	// included; past it, new connections wait until one closes.
-	MaxConnections int    `koanf:"max_connections"`
-	LossyNumbers   string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
+	MaxConnections int `koanf:"max_connections"`
+	// MaxConnectionsPerSource bounds the connections one source (an IP
+	// address, an IPv6 /64) holds open on each listener; past it a new
+	// connection is closed as soon as it is accepted. 0: no such cap (the
+	// default: behind a load balancer every caller is one source).
+	MaxConnectionsPerSource int    `koanf:"max_connections_per_source"`
+	LossyNumbers            string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
 
 // Log configures logging.

@@ -519,7 +519,7 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "unknown key with no near miss",
 			file:     minimalYAML + "limits:\n  zzz: 1\n",
 			wantKeys: []string{"limits.zzz"},
-			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, max_body_bytes_total, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_forwards_per_subject, max_connections, lossy_numbers)"},
+			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, max_body_bytes_total, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_forwards_per_subject, max_connections, max_connections_per_source, lossy_numbers)"},
 		},
 		{
 			name:     "several problems are reported together",

@@ -150,6 +150,7 @@ limits:
   max_held_per_subject: 100
   max_forwards_per_subject: 1000
   max_connections: 10000
+  max_connections_per_source: 0
   lossy_numbers: refuse
 log:
   level: info

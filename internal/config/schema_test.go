@@ -13,20 +13,22 @@ import (
 func TestEnvNames(t *testing.T) {
 	ix := envNames()
 	for name, path := range map[string]string{
-		"TOOLGATE_LISTEN_PROXY":                  "listen.proxy",
-		"TOOLGATE_PUBLIC_URL":                    "public_url",
-		"TOOLGATE_PROXY_PUBLIC_URL":              "proxy_public_url",
-		"TOOLGATE_PENDING_REDIS_URL":             "pending.redis_url",
-		"TOOLGATE_PENDING_MAX_RESULT_BYTES":      "pending.max_result_bytes",
-		"TOOLGATE_APPROVALS_SECRET":              "approvals.secret",
-		"TOOLGATE_IDENTITY_JWT_JWKS_FILE":        "identity.jwt.jwks_file",
-		"TOOLGATE_POLICY_RULES_FILE":             "policy.rules_file",
-		"TOOLGATE_SHUTDOWN_GRACE":                "shutdown_grace",
-		"TOOLGATE_LIMITS_BODY_TIMEOUT":           "limits.body_timeout",
-		"TOOLGATE_LIMITS_MAX_PARKED":             "limits.max_parked",
-		"TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT": "limits.max_parked_per_subject",
-		"TOOLGATE_LIMITS_LOSSY_NUMBERS":          "limits.lossy_numbers",
-		"TOOLGATE_POLICY_CAPABILITIES":           "policy.capabilities",
+		"TOOLGATE_LISTEN_PROXY":                      "listen.proxy",
+		"TOOLGATE_PUBLIC_URL":                        "public_url",
+		"TOOLGATE_PROXY_PUBLIC_URL":                  "proxy_public_url",
+		"TOOLGATE_PENDING_REDIS_URL":                 "pending.redis_url",
+		"TOOLGATE_PENDING_MAX_RESULT_BYTES":          "pending.max_result_bytes",
+		"TOOLGATE_APPROVALS_SECRET":                  "approvals.secret",
+		"TOOLGATE_IDENTITY_JWT_JWKS_FILE":            "identity.jwt.jwks_file",
+		"TOOLGATE_POLICY_RULES_FILE":                 "policy.rules_file",
+		"TOOLGATE_SHUTDOWN_GRACE":                    "shutdown_grace",
+		"TOOLGATE_LIMITS_BODY_TIMEOUT":               "limits.body_timeout",
+		"TOOLGATE_LIMITS_MAX_PARKED":                 "limits.max_parked",
+		"TOOLGATE_LIMITS_MAX_PARKED_PER_SUBJECT":     "limits.max_parked_per_subject",
+		"TOOLGATE_LIMITS_LOSSY_NUMBERS":              "limits.lossy_numbers",
+		"TOOLGATE_LIMITS_MAX_CONNECTIONS":            "limits.max_connections",
+		"TOOLGATE_LIMITS_MAX_CONNECTIONS_PER_SOURCE": "limits.max_connections_per_source",
+		"TOOLGATE_POLICY_CAPABILITIES":               "policy.capabilities",
 	} {
 		if n := ix.keys[name]; n == nil || n.path != path {
 			t.Errorf("%s maps to %v, want %s", name, n, path)

@@ -552,6 +552,10 @@ func (v *validator) limitsAndLog(c *Config) {
 	if l.MaxConnections < 16 || l.MaxConnections > 1000000 {
 		v.add("limits.max_connections", fmt.Sprintf("%d is outside 16..1000000", l.MaxConnections), "write a whole number such as 10000")
 	}
+	if l.MaxConnectionsPerSource < 0 || l.MaxConnectionsPerSource > l.MaxConnections {
+		v.add("limits.max_connections_per_source", fmt.Sprintf("%d is outside 0..limits.max_connections (%d)", l.MaxConnectionsPerSource, l.MaxConnections),
+			"write a whole number such as 100, or 0 for no cap per source")
+	}
 	v.oneOf("limits.lossy_numbers", l.LossyNumbers, "refuse", "allow")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.decisions(&c.Log.Decisions)

@@ -193,6 +193,8 @@ func TestValidate(t *testing.T) {
 		{"max_body_bytes_total below max_body_bytes", func(c *Config) { c.Limits.MaxBodyBytesTotal = c.Limits.MaxBodyBytes - 1 }, []string{"limits.max_body_bytes_total"}},
 		{"max_connections too few to hold calls", func(c *Config) { c.Limits.MaxConnections = 15 }, []string{"limits.max_connections"}},
 		{"max_connections above a million", func(c *Config) { c.Limits.MaxConnections = 1000001 }, []string{"limits.max_connections"}},
+		{"max_connections_per_source negative", func(c *Config) { c.Limits.MaxConnectionsPerSource = -1 }, []string{"limits.max_connections_per_source"}},
+		{"max_connections_per_source above max_connections", func(c *Config) { c.Limits.MaxConnectionsPerSource = c.Limits.MaxConnections + 1 }, []string{"limits.max_connections_per_source"}},
 		{"max_forwards_per_subject zero", func(c *Config) { c.Limits.MaxForwardsPerSubject = 0 }, []string{"limits.max_forwards_per_subject"}},
 		{"max_forwards_per_subject above a million", func(c *Config) { c.Limits.MaxForwardsPerSubject = 1000001 }, []string{"limits.max_forwards_per_subject"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
