@@ -362,11 +362,14 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	maxConns, perSource := a.cfg.Limits.MaxConnections, a.cfg.Limits.MaxConnectionsPerSource
 	servers := []*http.Server{
 		newServer(0, "proxy", a.proxy.Handler(), maxConns, perSource, maxHeaderBytes),
-		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, perSource, maxHeaderBytes),
+		// Approvers often come through an ingress, and probes and scrapes
+		// from the node: one source each, which a cap per source would
+		// refuse together. Each listener's own cap bounds them.
+		newServer(1, "approvals", deadline.Body(a.parking.handler, a.cfg.Limits.BodyTimeout.Std()), maxConns, 0, maxHeaderBytes),
 		// Probes and scrapes: a few connections and short headers, so
 		// that the admin port adds little to what the cap lets the
 		// other two hold.
-		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), perSource, adminMaxHeaderBytes),
+		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), 0, adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.

@@ -94,7 +94,7 @@ func newConnLimits(log *slog.Logger, reg prometheus.Registerer) *connLimits {
 		}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_connections_refused_total",
-			Help: "Connections a listener closed as soon as it accepted them, because their source already held limits.max_connections_per_source.",
+			Help: "Connections a listener closed as soon as it accepted them, because their source already held limits.max_connections_per_source (only the proxy listener has such a cap).",
 		}, []string{"listener"}),
 	}
 	reg.MustRegister(c.open, c.limit, c.sheds, c.refused)
@@ -112,10 +112,11 @@ func (c *connLimits) apply(name string, ln net.Listener, srv *http.Server, maxCo
 		shedAt: max(int64(float64(maxConns)*shedAt), 1), calmAt: int64(float64(maxConns) * calmAt),
 	}
 	srv.ConnState = l.state
+	refused := c.refused.WithLabelValues(name) // exported, at 0, with no cap too
 	if perSource > 0 {
 		// Inside the cap: a connection closed for its source never
 		// holds one of the listener's places.
-		ln = newSourceListener(ln, name, perSource, c.log, c.refused.WithLabelValues(name))
+		ln = newSourceListener(ln, name, perSource, c.log, refused)
 	}
 	return netutil.LimitListener(ln, maxConns)
 }

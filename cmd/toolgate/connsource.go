@@ -21,9 +21,11 @@ import (
 // its share is closed as soon as it is accepted, before a byte is read, so
 // the places and the backlog go to the other sources.
 //
-// A source is the peer's IP address; an IPv6 peer is its /64, which one
-// host usually holds whole. Behind a load balancer or a NAT every caller
-// has the same source, so the cap is off unless set.
+// A source is the peer's IP address, an IPv6 one too: a /64 is often a
+// whole subnet or a node's pods (in cloud networks and in Kubernetes),
+// whose hosts would share one budget. Behind a load balancer or a NAT every
+// caller has the same source, so the cap is off unless set, and only the
+// proxy listener has it (app.go).
 type sourceListener struct {
 	net.Listener
 	name    string
@@ -84,8 +86,8 @@ func (l *sourceListener) release(src netip.Addr) {
 	}
 }
 
-// sourceOf is the source a connection counts towards: the peer's IPv4
-// address, or its IPv6 /64.
+// sourceOf is the source a connection counts towards: the peer's address
+// (an IPv4-mapped IPv6 one as IPv4; a link-local one with its zone).
 func sourceOf(a net.Addr) (netip.Addr, bool) {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
@@ -97,8 +99,7 @@ func sourceOf(a net.Addr) (netip.Addr, bool) {
 	}
 	ip = ip.Unmap()
 	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.Addr(), true
+		ip = ip.WithZone(ta.Zone)
 	}
 	return ip, true
 }

@@ -24,6 +24,7 @@ import (
 // the listener's places, while another host's calls are answered; once
 // one of the first host's connections closes, it may open another.
 func TestConnectionsPerSource(t *testing.T) {
+	loopbackAlias(t, "127.0.0.2")
 	up := testkit.NewUpstream(t, nil)
 	tg := startLimited(t, "{max_connections: 16, max_connections_per_source: 4}", up.URL)
 	proxyAddr := strings.TrimPrefix(tg.proxy, "http://")
@@ -75,6 +76,33 @@ func TestConnectionsPerSource(t *testing.T) {
 	if !strings.Contains(tg.stderr.String(), "max_connections_per_source") {
 		t.Errorf("no warning logged at the cap per source:\n%s", tg.stderr.String())
 	}
+
+	// The approvals listener has no cap per source: approvers often come
+	// through one ingress. Five connections from one host, all answered.
+	for i := range 5 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(tg.approvals, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /approvals/no-such-call HTTP/1.1\r\nHost: x\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 ") {
+			t.Fatalf("approvals connection %d from one host: %q, %v; want an answer", i+1, line, err)
+		}
+	}
+}
+
+// loopbackAlias skips the test where ip, a loopback address other than
+// 127.0.0.1, cannot be a connection's source (Linux routes all of
+// 127.0.0.0/8 to loopback; other systems need an alias).
+func loopbackAlias(t *testing.T, ip string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skipf("%s is not a loopback address here: %v", ip, err)
+	}
+	ln.Close()
 }
 
 // readFile sends an allowed call through the proxy at base and returns its
@@ -95,9 +123,10 @@ func readFile(t *testing.T, c *http.Client, base string) int {
 }
 
 // TestSourceListener: the count per source follows the connections, a
-// connection closed twice gives its place back once, and an IPv6 host is
-// its /64.
+// connection closed twice gives its place back once, and a source is the
+// peer's address.
 func TestSourceListener(t *testing.T) {
+	loopbackAlias(t, "127.0.0.3")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +204,8 @@ func TestSourceListener(t *testing.T) {
 	}
 
 	for addr, want := range map[string]string{
-		"[2001:db8:1:2:3:4:5:6]:1": "2001:db8:1:2::",
+		"[2001:db8:1:2:3:4:5:6]:1": "2001:db8:1:2:3:4:5:6",
+		"[fe80::1%eth0]:1":         "fe80::1%eth0",
 		"[::ffff:10.0.0.1]:1":      "10.0.0.1",
 		"10.0.0.1:1":               "10.0.0.1",
 	} {

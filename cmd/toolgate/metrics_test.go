@@ -215,6 +215,7 @@ func TestMetrics(t *testing.T) {
 		"toolgate_decision_log_uploads_total": {"result=success": 0, "result=failure": 0},
 		"toolgate_connections_limit":          {"listener=proxy": 10000, "listener=approvals": 10000, "listener=admin": 64},
 		"toolgate_connections_shed_total":     {"listener=proxy": 0, "listener=approvals": 0, "listener=admin": 0},
+		"toolgate_connections_refused_total":  {"listener=proxy": 0, "listener=approvals": 0, "listener=admin": 0},
 	}
 	for name, series := range want {
 		got := seriesOf(t, fams, name)

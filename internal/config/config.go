@@ -260,9 +260,9 @@ type Limits struct {
 	// included; past it, new connections wait until one closes.
 	MaxConnections int `koanf:"max_connections"`
 	// MaxConnectionsPerSource bounds the connections one source (an IP
-	// address, an IPv6 /64) holds open on each listener; past it a new
-	// connection is closed as soon as it is accepted. 0: no such cap (the
-	// default: behind a load balancer every caller is one source).
+	// address) holds open on the proxy listener; past it a new connection
+	// is closed as soon as it is accepted. 0: no such cap (the default:
+	// behind a load balancer every caller is one source).
 	MaxConnectionsPerSource int    `koanf:"max_connections_per_source"`
 	LossyNumbers            string `koanf:"lossy_numbers"` // refuse | allow: JSON numbers a float64 changes
 }
