@@ -179,8 +179,8 @@ func TestSlackRequested(t *testing.T) {
 		t.Errorf("block types (-want +got):\n%s", diff)
 	}
 	for _, want := range []string{
-		"*Tool*\nwrite_note", "*Upstream*\nnotes", "*Caller*\nagent-42",
-		"*Target*\nnotes/today.txt", "• writing notes needs a human", "notes.write",
+		"*Tool*\n`write_note`", "*Upstream*\nnotes", "*Caller*\nagent-42",
+		"*Target*\n`notes/today.txt`", "• writing notes needs a human", "notes.write",
 		"```\n{\n  \"path\": \"notes/today.txt\",\n  \"content\": \"hello\"\n}\n```",
 	} {
 		if !strings.Contains(all.String(), want) {

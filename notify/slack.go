@@ -82,6 +82,25 @@ func slackEsc(s string, max int) string {
 	return slackEscaper.Replace(reveal.String(truncateRunes(oneLine(s), max)))
 }
 
+// SlackCode shows s as code, on one line, shortened to max runes:
+// Slack has no escape for "*", "_" and "~", and outside code a caller's
+// "~rm -rf /~" would show struck through. A value without a backtick is
+// inline code; one with a backtick, which would close inline code, is a
+// code block on one line (slackCodeRune keeps it from closing that).
+func SlackCode(s string, max int) string {
+	v := reveal.String(truncateRunes(oneLine(s), max))
+	if !strings.ContainsRune(v, '`') {
+		return "`" + slackEscaper.Replace(v) + "`"
+	}
+	var b strings.Builder
+	b.WriteString("```")
+	for _, r := range v {
+		b.WriteString(slackCodeRune(r))
+	}
+	b.WriteString("```")
+	return b.String()
+}
+
 // slackCodeRune escapes one rune of a code block. A zero-width space after
 // every backtick keeps the arguments from closing the block with "```"
 // and formatting the rest.
@@ -111,13 +130,21 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		}
 		return slackEsc(s, 300)
 	}
+	// The tool and the target are the agent's, shown as code so that
+	// their characters cannot format the message.
+	orDashCode := func(s string) string {
+		if s == "" {
+			return "—"
+		}
+		return SlackCode(s, 300)
+	}
 	fields := []slackText{
-		mrkdwn("*Tool*\n" + orDash(e.Tool)),
+		mrkdwn("*Tool*\n" + orDashCode(e.Tool)),
 		mrkdwn("*Upstream*\n" + orDash(e.Upstream)),
 		mrkdwn("*Caller*\n" + orDash(e.Subject)),
 	}
 	if e.ToolTarget != "" || e.TargetsBeyond {
-		fields = append(fields, mrkdwn("*Target*\n"+orDash(e.ToolTarget)+beyondNote(e)))
+		fields = append(fields, mrkdwn("*Target*\n"+orDashCode(e.ToolTarget)+beyondNote(e)))
 	}
 	blocks := []slackBlock{
 		{Type: "header", Text: plainText("Approval needed: " + truncateRunes(oneLine(e.Tool), 120))},
@@ -249,8 +276,8 @@ func slackInteractiveActions(e *Event) slackBlock {
 func slackResolved(e *Event) slackMsg {
 	icon := outcomeIcon(e.Outcome)
 	what := slackEsc(outcomeText(e), 300)
-	text := fmt.Sprintf("%s *%s* on %s for %s: %s", icon,
-		slackEsc(e.Tool, 120), slackEsc(e.Upstream, 120), slackEsc(e.Subject, 120), what)
+	text := fmt.Sprintf("%s %s on %s for %s: %s", icon,
+		SlackCode(e.Tool, 120), slackEsc(e.Upstream, 120), slackEsc(e.Subject, 120), what)
 	if e.Comment != "" {
 		text += "\n>" + slackEsc(e.Comment, 1000)
 	}

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 
@@ -19,7 +20,8 @@ func renderSlack(t *testing.T, e Event, interactive bool) []byte {
 }
 
 // TestSlackNotInteractiveUnchanged: without SlackInteractive the message is
-// byte for byte what it was before interactive buttons existed.
+// byte for byte what it was before interactive buttons existed, but for
+// the tool and the target, shown as code since (TestSlackTargetAsCode).
 func TestSlackNotInteractiveUnchanged(t *testing.T) {
 	want, err := os.ReadFile("testdata/slack-requested.json")
 	if err != nil {
@@ -126,6 +128,40 @@ func TestTargetsBeyondNamed(t *testing.T) {
 			if got := bytes.Contains(body, []byte("and other targets: see the arguments")); got != beyond {
 				t.Errorf("%s, beyond %v: the note is there: %v", format, beyond, got)
 			}
+		}
+	}
+}
+
+// TestSlackTargetAsCode: the agent's tool name and target are shown as
+// code, where Slack formats nothing: a target "~rm -rf /~" is not struck
+// through, nor "*x*" bold. One with a backtick, which would end inline
+// code, is a code block on one line that it cannot close; "<" and "&" are
+// escaped in both.
+func TestSlackTargetAsCode(t *testing.T) {
+	for target, want := range map[string]string{
+		"~rm -rf /~":       "*Target*\n`~rm -rf /~`",
+		"*all* _of_ <it>&": "*Target*\n`*all* _of_ &lt;it&gt;&amp;`",
+		"a`b```c":          "*Target*\n```a`\u200bb`\u200b`\u200b`\u200bc```",
+	} {
+		e := requested("c1")
+		e.ToolTarget = target
+		e.Tool = "_tool_"
+		var msg struct {
+			Blocks []struct {
+				Fields []struct{ Text string }
+			}
+		}
+		if err := json.Unmarshal(renderSlack(t, e, false), &msg); err != nil {
+			t.Fatal(err)
+		}
+		fields := map[string]bool{}
+		for _, b := range msg.Blocks {
+			for _, f := range b.Fields {
+				fields[f.Text] = true
+			}
+		}
+		if !fields[want] || !fields["*Tool*\n`_tool_`"] {
+			t.Errorf("target %q: fields %v, want %q and the tool as code", target, fields, want)
 		}
 	}
 }

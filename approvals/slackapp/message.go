@@ -85,6 +85,12 @@ func statusLine(o Outcome, approver string) (line string, open bool) {
 
 // summary stands in for the original message's blocks.
 func summary(o Outcome) []slack.Block {
+	toolCode := func(s string) string { // the agent's, as code (notify.SlackCode)
+		if s == "" {
+			return "—"
+		}
+		return notify.SlackCode(s, 300)
+	}
 	orDash := func(s string) string {
 		if s == "" {
 			return "—"
@@ -93,7 +99,7 @@ func summary(o Outcome) []slack.Block {
 	}
 	return []slack.Block{
 		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
-			mrkdwn("*Tool*\n" + orDash(o.Tool)),
+			mrkdwn("*Tool*\n" + toolCode(o.Tool)),
 			mrkdwn("*Upstream*\n" + orDash(o.Upstream)),
 			mrkdwn("*Caller*\n" + orDash(o.Subject)),
 		}, nil),

@@ -121,8 +121,8 @@ func TestMessageWithoutBlocks(t *testing.T) {
 	e.send(t, signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", nil))))
 	m := e.waitPosted(t, 1)[0]
 	tool := blocks(t, m)[0]["fields"].([]any)[0].(map[string]any)["text"]
-	if tool != "*Tool*\nx &lt;!channel&gt;" {
-		t.Errorf("tool field %q, want the tool escaped", tool)
+	if tool != "*Tool*\n`x &lt;!channel&gt;`" {
+		t.Errorf("tool field %q, want the tool escaped, as code", tool)
 	}
 	if got := statusText(t, m); got != "✅ Approved by alice@example.com" {
 		t.Errorf("status = %q", got)
