@@ -7,6 +7,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/toolgate/toolgate/internal/reveal"
 	"github.com/toolgate/toolgate/notify"
 )
 
@@ -127,11 +128,13 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // esc makes untrusted text (tool names, approver names, error messages)
 // safe in mrkdwn, as notify does: no links, no mentions, one line, at most
-// max runes.
+// max runes, and the characters that hide or reorder text spelled out (a
+// right-to-left override in a tool name would reorder the line around it).
 func esc(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) > max {
 		s = string([]rune(s)[:max-1]) + "…"
 	}
+	s = reveal.String(s)
 	return escaper.Replace(s)
 }
