@@ -77,7 +77,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	sr := c.stored(r, s.fwdHost)
-	req, reqDigest := sr.encode()
+	req := sr.encode()
 	info := callinfo.Info{
 		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
 		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method, Path: c.input.HTTP.Path,
@@ -163,9 +163,10 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
-		Request: req, RequestDigest: reqDigest, Info: info.Encode(), Brief: callinfo.BriefOf(info),
+		Request: req, Info: info.Encode(), Brief: callinfo.BriefOf(info),
 		ArgsDigest: digest(argsForm), Quorum: quorum,
 	}
+	pc.RequestDigest = seal(s.cfg.SealKeys[0], &pc)
 	// A retry finds the call by its AttachKey: the Idempotency-Key when
 	// there is one, else what makes calls identical. The call is recorded
 	// under both, so that an identical retry without the key finds a call

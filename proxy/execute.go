@@ -33,6 +33,11 @@ type executor struct{ s *Server }
 // it is still allowed, sends it once.
 func (x executor) Execute(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
 	s := x.s
+	if !sealed(s.cfg.SealKeys, &pc) {
+		s.log.Error("approved call refused: its record does not match its seal (changed in the store, parked by an earlier version, or sealed with a secret no longer in approvals.previous_secrets); not executed",
+			"call_id", pc.ID)
+		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's record does not match its seal; nothing was sent")
+	}
 	if ok, why := s.stillAllowed(ctx, pc); !ok {
 		s.log.Warn("approved call denied by the policy in force; not executed", "call_id", pc.ID, "reason", why)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusForbidden, "approved, but the policy now denies the call: "+why)

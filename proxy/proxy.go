@@ -109,6 +109,11 @@ type Config struct {
 	// approvals secret), so that a grant made through one is honoured by
 	// all. Without it a grant binds those headers by name alone.
 	GrantKey []byte
+	// SealKeys seal the calls this Server parks (the first) and are the
+	// keys a call it runs may be sealed with (all): SealKey of the
+	// approvals secret and of the secrets before it (seal.go). Without
+	// them the Server has a key of its own.
+	SealKeys [][]byte
 	// SubjectModes are modes by subject ID, before the upstream's Mode.
 	SubjectModes map[string]string
 	// ModeHeader, when set, is a request header that sets the call's mode,
@@ -224,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TTL <= 0 {
 		cfg.TTL = time.Hour
 	}
+	cfg.SealKeys = sealKeys(cfg.SealKeys)
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = 1 << 20
 	}

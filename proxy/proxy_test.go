@@ -55,6 +55,9 @@ type testEnv struct {
 	server   *Server
 }
 
+// testSealSecret stands for the approvals secret of the test servers.
+const testSealSecret = "approvals-secret-of-the-tests-0123456789"
+
 // newTestServer starts a recording upstream and a toolgate in front of it,
 // with the given Decider and the given prefix for the upstream.
 func newTestServer(t testing.TB, d Decider, mutate ...func(*Config)) *testEnv {
@@ -73,6 +76,8 @@ func newTestServer(t testing.TB, d Decider, mutate ...func(*Config)) *testEnv {
 		Decider:      d,
 		Auth:         auth,
 		MaxBodyBytes: 1024,
+		// As every replica of one deployment: one approvals secret.
+		SealKeys: [][]byte{SealKey([]byte(testSealSecret))},
 	}
 	for _, m := range mutate {
 		m(&cfg)

@@ -14,7 +14,7 @@ import (
 
 // storedRequest is a parked call's request exactly as it was evaluated and
 // will be forwarded once approved. Its encoding (encode) is what the store
-// keeps and what approval tokens bind (through its digest).
+// keeps, and what the call's seal (seal.go) and so approval tokens bind.
 type storedRequest struct {
 	Method string      `json:"method"`
 	Path   string      `json:"path"` // raw path relative to the upstream
@@ -56,13 +56,13 @@ func hiddenHeader(k string) bool { return secretHeader(strings.ToLower(k)) }
 // versions hold JSON, which opens with '{'; decodeStored reads both.
 const storedBinary = 1
 
-// encode returns the request's bytes and their digest: a version byte,
+// encode returns the request's bytes: a version byte,
 // then method, path, query, the header (names sorted, so equal requests
 // encode equally) and the body, each length-prefixed (uvarint), the body
 // raw. Unlike the JSON it replaced, the body is not base64 (a third
 // larger in the store) and nothing is reflected on: a parked call is
 // encoded once and decoded at every execution and status read.
-func (sr storedRequest) encode() ([]byte, string) {
+func (sr storedRequest) encode() []byte {
 	n := 1 + 4*binary.MaxVarintLen64 + len(sr.Method) + len(sr.Path) + len(sr.Query) + len(sr.Body)
 	names := make([]string, 0, len(sr.Header))
 	for k, vs := range sr.Header {
@@ -86,9 +86,7 @@ func (sr storedRequest) encode() ([]byte, string) {
 			b = appendField(b, v)
 		}
 	}
-	b = append(b, sr.Body...)
-	sum := sha256.Sum256(b)
-	return b, hex.EncodeToString(sum[:])
+	return append(b, sr.Body...)
 }
 
 func appendField(b []byte, s string) []byte {

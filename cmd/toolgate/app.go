@@ -182,6 +182,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Grants:                a.parking.grants(),
 		Listings:              a.parking.listings(),
 		GrantKey:              []byte(cfg.Approvals.Secret.Reveal()),
+		SealKeys:              sealKeys(cfg),
 		TracerProvider:        a.tracing.provider,
 		Propagator:            a.tracing.propagator,
 		Upstreams:             ups,
@@ -221,6 +222,18 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 }
 
 // proxyUpstreams is the configuration's upstreams as the proxy takes them.
+// sealKeys seal the calls this replica parks and accept those parked under
+// the approvals secret or one before it (approvals.previous_secrets), as
+// links signed with those still open: rotating the secret does not refuse
+// the calls parked and approved meanwhile.
+func sealKeys(cfg *config.Config) [][]byte {
+	keys := [][]byte{proxy.SealKey([]byte(cfg.Approvals.Secret.Reveal()))}
+	for _, p := range cfg.Approvals.PreviousSecrets {
+		keys = append(keys, proxy.SealKey([]byte(p.Reveal())))
+	}
+	return keys
+}
+
 func proxyUpstreams(cfg *config.Config) ([]proxy.Upstream, error) {
 	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
