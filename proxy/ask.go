@@ -166,7 +166,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		Request: req, Info: info.Encode(), Brief: callinfo.BriefOf(info),
 		ArgsDigest: digest(argsForm), Quorum: quorum,
 	}
-	pc.RequestDigest = seal(s.cfg.SealKeys[0], &pc)
+	pc.RequestDigest = s.seals.seal(&pc)
 	// A retry finds the call by its AttachKey: the Idempotency-Key when
 	// there is one, else what makes calls identical. The call is recorded
 	// under both, so that an identical retry without the key finds a call

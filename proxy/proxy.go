@@ -178,6 +178,7 @@ type Server struct {
 	metrics   *Metrics
 	tracing   *tracing           // nil: tracing is off
 	json      strictjson.Options // how bodies are read
+	seals     *sealer            // seals parked calls, checks them before they run (seal.go)
 	// life runs parked calls; nil when nothing is parked (no store).
 	life *lifecycle.Lifecycle
 	// placeID, when set, makes a call's ID once its principal is known:
@@ -229,7 +230,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TTL <= 0 {
 		cfg.TTL = time.Hour
 	}
-	cfg.SealKeys = sealKeys(cfg.SealKeys)
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = 1 << 20
 	}
@@ -245,6 +245,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
 		held: newPrincipalLimit(cfg.MaxHeldPerSubject), forwarding: newPrincipalLimit(cfg.MaxForwardsPerSubject),
+		seals: newSealer(cfg.SealKeys),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID

@@ -6,8 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"strconv"
-	"strings"
+	"hash"
+	"sync"
 
 	"github.com/toolgate/toolgate/pending"
 )
@@ -33,46 +33,74 @@ func SealKey(secret []byte) []byte {
 	return m.Sum(nil)
 }
 
-// sealKeys are the keys a Server seals with (the first) and accepts (all,
-// so that calls parked before the approvals secret changed still run). A
-// Server given none has a key of its own: it then runs only the calls it
-// parked itself, which is all a single instance needs.
-func sealKeys(keys [][]byte) [][]byte {
-	if len(keys) > 0 {
-		return keys
-	}
-	k := make([]byte, sha256.Size)
-	_, _ = rand.Read(k)
-	return [][]byte{k}
+// sealer seals parked calls with its first key and accepts a seal made
+// with any of them, so that calls parked before the approvals secret
+// changed still run. A sealer of no keys has a key of its own: it then
+// runs only the calls it parked itself, which is all a single instance
+// needs. Its HMACs are pooled, keyed once: a call is sealed at every park
+// and checked at every execution.
+type sealer struct {
+	pools []sync.Pool
 }
 
-// seal is pc's seal under key.
-func seal(key []byte, pc *pending.Call) string {
-	q := make([]string, len(pc.Quorum))
-	for i, n := range pc.Quorum {
-		q[i] = strconv.Itoa(n)
+func newSealer(keys [][]byte) *sealer {
+	if len(keys) == 0 {
+		k := make([]byte, sha256.Size)
+		_, _ = rand.Read(k)
+		keys = [][]byte{k}
 	}
-	// Length-prefixed, as the stored request: no field, whatever its
-	// bytes, reads as another.
-	var b []byte
-	for _, f := range []string{pc.ID, pc.Subject, pc.Principal, pc.Upstream, pc.Tool, strings.Join(q, ",")} {
-		b = appendField(b, f)
+	s := &sealer{pools: make([]sync.Pool, len(keys))}
+	for i, k := range keys {
+		s.pools[i].New = func() any { return hmac.New(sha256.New, k) }
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write(b)
-	m.Write(binary.AppendUvarint(nil, uint64(len(pc.Request))))
-	m.Write(pc.Request)
-	m.Write(binary.AppendUvarint(nil, uint64(len(pc.Info))))
-	m.Write(pc.Info)
-	return hex.EncodeToString(m.Sum(nil))
+	return s
 }
 
-// sealed reports whether pc's RequestDigest is its seal under one of keys.
-func sealed(keys [][]byte, pc *pending.Call) bool {
-	for _, k := range keys {
-		if hmac.Equal([]byte(seal(k, pc)), []byte(pc.RequestDigest)) {
+// seal is pc's seal under the first key, as RequestDigest holds it.
+func (s *sealer) seal(pc *pending.Call) string {
+	sum := s.mac(0, pc)
+	return hex.EncodeToString(sum[:])
+}
+
+// sealed reports whether pc's RequestDigest is its seal under one of the
+// keys.
+func (s *sealer) sealed(pc *pending.Call) bool {
+	var got [sha256.Size]byte
+	if len(pc.RequestDigest) != hex.EncodedLen(len(got)) {
+		return false
+	}
+	if _, err := hex.Decode(got[:], []byte(pc.RequestDigest)); err != nil {
+		return false
+	}
+	for i := range s.pools {
+		if want := s.mac(i, pc); hmac.Equal(want[:], got[:]) {
 			return true
 		}
 	}
 	return false
+}
+
+// mac is the HMAC of what pc's seal covers under key i: each field
+// length-prefixed, as the stored request, so that no field, whatever its
+// bytes, reads as another.
+func (s *sealer) mac(i int, pc *pending.Call) [sha256.Size]byte {
+	var b []byte
+	for _, f := range []string{pc.ID, pc.Subject, pc.Principal, pc.Upstream, pc.Tool} {
+		b = appendField(b, f)
+	}
+	b = binary.AppendUvarint(b, uint64(len(pc.Quorum)))
+	for _, n := range pc.Quorum {
+		b = binary.AppendVarint(b, int64(n))
+	}
+	m := s.pools[i].Get().(hash.Hash)
+	defer s.pools[i].Put(m)
+	m.Reset()
+	m.Write(b)
+	m.Write(binary.AppendUvarint(b[:0], uint64(len(pc.Request))))
+	m.Write(pc.Request)
+	m.Write(binary.AppendUvarint(b[:0], uint64(len(pc.Info))))
+	m.Write(pc.Info)
+	var sum [sha256.Size]byte
+	m.Sum(sum[:0])
+	return sum
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/pending"
@@ -17,13 +18,20 @@ func TestSeal(t *testing.T) {
 			Quorum: []int{2, 1}, Request: []byte("\x01POST /x body"), Info: []byte(`{"arguments":{"path":"a"}}`),
 		}
 	}
+	one, rotated, other := newSealer([][]byte{k1}), newSealer([][]byte{k2, k1}), newSealer([][]byte{k2, k3})
 	pc := call()
-	pc.RequestDigest = seal(k1, &pc)
-	if !sealed([][]byte{k1}, &pc) || !sealed([][]byte{k2, k1}, &pc) {
+	pc.RequestDigest = one.seal(&pc)
+	if !one.sealed(&pc) || !rotated.sealed(&pc) {
 		t.Fatal("a call does not hold its seal under its key")
 	}
-	if sealed([][]byte{k2, k3}, &pc) {
+	if other.sealed(&pc) || newSealer(nil).sealed(&pc) {
 		t.Fatal("a call holds its seal under keys that did not make it")
+	}
+	if upper := strings.ToUpper(pc.RequestDigest); !one.sealed(&pending.Call{
+		ID: pc.ID, Subject: pc.Subject, Principal: pc.Principal,
+		Upstream: pc.Upstream, Tool: pc.Tool, Quorum: pc.Quorum, Request: pc.Request, Info: pc.Info, RequestDigest: upper,
+	}) {
+		t.Error("the seal in upper case does not hold") // hex.Decode reads either; the store keeps bytes
 	}
 	for name, change := range map[string]func(*pending.Call){
 		"id":        func(c *pending.Call) { c.ID = "C2" },
@@ -39,11 +47,13 @@ func TestSeal(t *testing.T) {
 		// them apart.
 		"boundary": func(c *pending.Call) { c.Subject, c.Principal = "agent-42k", "ey:agent-42" },
 		"digest":   func(c *pending.Call) { c.RequestDigest = "00" + c.RequestDigest[2:] },
+		"short":    func(c *pending.Call) { c.RequestDigest = c.RequestDigest[:62] },
+		"none":     func(c *pending.Call) { c.RequestDigest = "" },
 	} {
 		c := call()
 		c.RequestDigest = pc.RequestDigest
 		change(&c)
-		if sealed([][]byte{k1}, &c) {
+		if one.sealed(&c) {
 			t.Errorf("%s changed, the seal still holds", name)
 		}
 	}
