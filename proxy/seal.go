@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -25,12 +26,15 @@ import (
 // is refused, and nothing is sent. Approval tokens bind the same digest.
 
 // SealKey derives the key that seals parked calls from an approvals
-// secret: every replica derives the same one, and it is not the secret
-// that signs links.
+// secret (HKDF, with a label of its own): every replica derives the same
+// one, and no MAC the secret keys elsewhere (links, grants) can stand for a
+// seal.
 func SealKey(secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("toolgate parked call seal v1"))
-	return m.Sum(nil)
+	k, err := hkdf.Key(sha256.New, secret, nil, "toolgate parked call seal v1", sha256.Size)
+	if err != nil {
+		panic(err) // only for a key length SHA-256 cannot give
+	}
+	return k
 }
 
 // sealer seals parked calls with its first key and accepts a seal made
