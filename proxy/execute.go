@@ -34,6 +34,7 @@ type executor struct{ s *Server }
 func (x executor) Execute(ctx context.Context, pc pending.Call) (pending.State, pending.Result) {
 	s := x.s
 	if !s.seals.sealed(&pc) {
+		s.metrics.sealBroken.Inc()
 		s.log.Error("approved call refused: its record does not match its seal (changed in the store, parked by an earlier version, or sealed with a secret no longer in approvals.previous_secrets); not executed",
 			"call_id", pc.ID)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's record does not match its seal; nothing was sent")

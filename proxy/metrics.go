@@ -20,6 +20,7 @@ type Metrics struct {
 	notHeld          prometheus.Counter
 	notForwarded     prometheus.Counter
 	approvedExecuted prometheus.Counter
+	sealBroken       prometheus.Counter
 	dryRun           *prometheus.CounterVec
 	notShared        *prometheus.CounterVec
 }
@@ -70,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_approved_calls_executed_total",
 		Help: "Approved calls sent to their upstream (each at most once; not those the policy in force now denies).",
 	})
+	m.sealBroken = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_approved_calls_seal_broken_total",
+		Help: "Approved calls refused, nothing sent, because their record did not match its seal: changed in the store, parked by a release before sealing, or sealed with a secret no longer listed.",
+	})
 	m.dryRun = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_dry_run_calls_total",
 		Help: "Calls forwarded under dry run (enforce: false), by the action the policy decided (allow, ask, deny) and upstream.",
@@ -78,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "toolgate_listings_not_shared_total",
 		Help: "MCP tools/list answers relayed whose tools could not all be written to the shared listings (the store failed, or is full of the upstream's tools), by upstream.",
 	}, []string{"upstream"})
-	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.notForwarded, m.approvedExecuted, m.dryRun, m.notShared)
+	reg.MustRegister(m.decisions, m.decisionDuration, m.upstream, m.refused, m.parked, m.held, m.notHeld, m.notForwarded, m.approvedExecuted, m.sealBroken, m.dryRun, m.notShared)
 	// Every outcome is exported from the start, so a rate over it has a
 	// zero to begin from rather than a series that appears mid-incident.
 	for _, o := range []string{outcomeInvalid, outcomeUnauthenticated, outcomeUnavailable} {

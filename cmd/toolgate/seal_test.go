@@ -68,6 +68,9 @@ func TestTamperedCallNotSent(t *testing.T) {
 	if !strings.Contains(a.stderr.String(), "does not match its seal") {
 		t.Error("no error logged for the tampered call")
 	}
+	if got := value(t, scrape(t, a.admin), "toolgate_approved_calls_seal_broken_total"); got != 1 {
+		t.Errorf("toolgate_approved_calls_seal_broken_total %v, want 1", got)
+	}
 }
 
 // TestSealAcrossSecretRotation: a call parked under one approvals secret
