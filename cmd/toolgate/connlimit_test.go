@@ -140,7 +140,7 @@ func TestUnreadAnswer(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the upstream is still writing to an agent that reads nothing")
 	}
-	eventually(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
+	settles(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
 }
 
 // keptConn is a raw keep-alive connection to the proxy listener.
@@ -209,7 +209,7 @@ func TestConnectionShedding(t *testing.T) {
 		}
 	}
 	eventually(t, tg.admin, "toolgate_connections_shed_total", 1, "listener", "proxy")
-	eventually(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
+	settles(t, tg.admin, "toolgate_connections_open", 0, "listener", "proxy")
 	if !strings.Contains(tg.stderr.String(), "listener near its connection cap") {
 		t.Errorf("no warning logged:\n%s", tg.stderr.String())
 	}

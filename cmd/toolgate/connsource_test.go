@@ -58,15 +58,7 @@ func TestConnectionsPerSource(t *testing.T) {
 
 	// One of the first host's connections goes; it may open another.
 	slow[0].Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		open := value(t, scrape(t, tg.admin), "toolgate_connections_open", "listener", "proxy")
-		if open == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connections open after one closed: %v, want 3", open)
-		}
-	}
+	settles(t, tg.admin, "toolgate_connections_open", 3, "listener", "proxy")
 	if code := readFile(t, http.DefaultClient, tg.proxy); code != http.StatusOK {
 		t.Fatalf("after one of its connections closed: %d, want 200", code)
 	}

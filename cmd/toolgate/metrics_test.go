@@ -406,6 +406,18 @@ func eventually(t *testing.T, admin, name string, want float64, labels ...string
 	t.Fatalf("%s%v: %v, want %v", name, labels, got, want)
 }
 
+// settles waits until a gauge reads want, whichever way it has to move.
+func settles(t *testing.T, admin, name string, want float64, labels ...string) {
+	t.Helper()
+	var got float64
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got = value(t, scrape(t, admin), name, labels...); got == want {
+			return
+		}
+	}
+	t.Fatalf("%s%v: %v, want %v", name, labels, got, want)
+}
+
 func readyRevision(t *testing.T, admin string) string {
 	t.Helper()
 	res, err := http.Get(admin + "/readyz")
