@@ -221,18 +221,31 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	return a, nil
 }
 
-// proxyUpstreams is the configuration's upstreams as the proxy takes them.
-// sealKeys seal the calls this replica parks and accept those parked under
-// the approvals secret or one before it (approvals.previous_secrets), as
-// links signed with those still open: rotating the secret does not refuse
-// the calls parked and approved meanwhile.
-func sealKeys(cfg *config.Config) [][]byte {
-	keys := [][]byte{proxy.SealKey([]byte(cfg.Approvals.Secret.Reveal()))}
+// approvalSecrets is approvals.secret, then approvals.previous_secrets:
+// what signs (the first) and what is still believed (all), for links and
+// for parked calls' seals alike.
+func approvalSecrets(cfg *config.Config) [][]byte {
+	secrets := [][]byte{[]byte(cfg.Approvals.Secret.Reveal())}
 	for _, p := range cfg.Approvals.PreviousSecrets {
-		keys = append(keys, proxy.SealKey([]byte(p.Reveal())))
+		secrets = append(secrets, []byte(p.Reveal()))
+	}
+	return secrets
+}
+
+// sealKeys seal the calls this replica parks and accept those parked under
+// the approvals secret or one before it, as links signed with those still
+// open: rotating the secret does not refuse the calls parked and approved
+// meanwhile.
+func sealKeys(cfg *config.Config) [][]byte {
+	secrets := approvalSecrets(cfg)
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		keys[i] = proxy.SealKey(s)
 	}
 	return keys
 }
+
+// proxyUpstreams is the configuration's upstreams as the proxy takes them.
 
 func proxyUpstreams(cfg *config.Config) ([]proxy.Upstream, error) {
 	ups := make([]proxy.Upstream, 0, len(cfg.Upstreams))

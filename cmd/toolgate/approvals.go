@@ -91,11 +91,8 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 		store: st, handoff: lifecycle.NewHandoff(st), public: cfg.PublicURL, proxyPublic: cfg.ProxyPublicURL, log: a.log,
 		announcing: len(cfg.Approvals.Notify) > 0,
 	}
-	previous := make([][]byte, len(cfg.Approvals.PreviousSecrets))
-	for i, s := range cfg.Approvals.PreviousSecrets {
-		previous[i] = []byte(s.Reveal())
-	}
-	if p.signer, err = approvals.NewSigner([]byte(cfg.Approvals.Secret.Reveal()), previous...); err != nil {
+	secrets := approvalSecrets(cfg)
+	if p.signer, err = approvals.NewSigner(secrets[0], secrets[1:]...); err != nil {
 		return nil, err
 	}
 	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
