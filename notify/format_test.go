@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,9 @@ func TestSlackRequested(t *testing.T) {
 		for _, f := range b.Fields {
 			all.WriteString(f.Text + "\n")
 		}
+		for _, s := range richTexts(b.Elements) {
+			all.WriteString(s + "\n")
+		}
 		if b.Type != "actions" {
 			continue
 		}
@@ -175,12 +179,12 @@ func TestSlackRequested(t *testing.T) {
 	if buttons != 1 {
 		t.Errorf("%d buttons, want 1 link to the approval page", buttons)
 	}
-	if diff := cmp.Diff([]string{"header", "section", "section", "section", "context", "actions"}, types); diff != "" {
+	if diff := cmp.Diff([]string{"header", "section", "rich_text", "section", "context", "actions"}, types); diff != "" {
 		t.Errorf("block types (-want +got):\n%s", diff)
 	}
 	for _, want := range []string{
 		"*Tool*\n`write_note`", "*Upstream*\nnotes", "*Caller*\nagent-42",
-		"*Target*\n`notes/today.txt`", "• writing notes needs a human", "notes.write",
+		"*Target*\n`notes/today.txt`", "writing notes needs a human", "Rules: notes.write",
 		"```\n{\n  \"path\": \"notes/today.txt\",\n  \"content\": \"hello\"\n}\n```",
 	} {
 		if !strings.Contains(all.String(), want) {
@@ -227,10 +231,35 @@ func TestSlackEscapesUntrustedText(t *testing.T) {
 	if !strings.Contains(m.Text, "&lt;!channel&gt;") {
 		t.Errorf("fallback text %q: want the mention escaped", m.Text)
 	}
-	why := m.Blocks[2].Text.Text
-	if !strings.Contains(why, "a &amp; b *Approved by admin*") {
-		t.Errorf("reasons %q: want escaped and on one line", why)
+	// Rich text is shown as written: nothing to escape, one line a reason.
+	if why := richTexts(m.Blocks[2].Elements); !slices.Contains(why, "a & b *Approved by admin*") {
+		t.Errorf("reasons %q: want the reason as written, on one line", why)
 	}
+}
+
+// richTexts is the text of every text element in rich text elements, in
+// order.
+func richTexts(elements []map[string]any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "text" {
+				s, _ := v["text"].(string)
+				out = append(out, s)
+			}
+			walk(v["elements"])
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	for _, e := range elements {
+		walk(e)
+	}
+	return out
 }
 
 func TestSlackTruncatesArguments(t *testing.T) {
@@ -375,7 +404,7 @@ func TestSlackHeaders(t *testing.T) {
 	for _, b := range m.Blocks {
 		types = append(types, b.Type)
 	}
-	if diff := cmp.Diff([]string{"header", "section", "section", "section", "section", "context", "actions"}, types); diff != "" {
+	if diff := cmp.Diff([]string{"header", "section", "rich_text", "section", "section", "context", "actions"}, types); diff != "" {
 		t.Fatalf("block types (-want +got):\n%s", diff)
 	}
 	want := "*Headers sent (4)*\n```\nX-Api-Key: (hidden: 17 bytes)\nX-Target-Override: /etc/shadow\n```\n_Also the usual: Accept, Content-Type._"

@@ -152,16 +152,7 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	}
 
 	if len(e.Reasons) > 0 || len(e.RuleIDs) > 0 {
-		var b strings.Builder
-		b.WriteString("*Why*")
-		for _, r := range e.Reasons {
-			b.WriteString("\n• " + slackEsc(r, 500))
-		}
-		if len(e.RuleIDs) > 0 {
-			b.WriteString("\n_Rules: " + slackEsc(strings.Join(e.RuleIDs, ", "), 500) + "_")
-		}
-		why, _ := cut(b.String(), 2900, nil) // Slack's section limit is 3,000
-		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(why))})
+		blocks = append(blocks, slackWhy(e))
 	}
 
 	pretty := prettyArguments(e.Arguments)
@@ -214,6 +205,71 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 			slackEsc(e.Tool, 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
 		Blocks: blocks,
 	}
+}
+
+// slackWhy is the reasons and rules as rich text, which Slack shows as
+// written: a reason may quote the agent's input (a Rego rule's sprintf of
+// the target), and in mrkdwn, which has no escape for "*", "_" and "~",
+// that input could format the message ("~rm -rf /~" struck through). Each
+// reason is one list item on one line, hidden characters spelled out, the
+// whole cut to whyLimit bytes.
+func slackWhy(e *Event) slackBlock {
+	budget := whyLimit
+	take := func(s string, max int) (string, bool) {
+		v, over := cut(reveal.String(truncateRunes(oneLine(s), max)), budget, nil)
+		budget -= len(v)
+		return v, !over
+	}
+	items := make([]any, 0, len(e.Reasons))
+	for _, r := range e.Reasons {
+		v, whole := take(r, 500)
+		if v != "" {
+			items = append(items, richSection(richText{Type: "text", Text: v}))
+		}
+		if !whole {
+			break
+		}
+	}
+	elements := []any{richSection(richText{Type: "text", Text: "Why", Style: &richStyle{Bold: true}})}
+	if len(items) > 0 {
+		elements = append(elements, richList{Type: "rich_text_list", Style: "bullet", Elements: items})
+	}
+	if len(e.RuleIDs) > 0 && budget > 0 {
+		if v, _ := take("Rules: "+strings.Join(e.RuleIDs, ", "), 500); v != "" {
+			elements = append(elements, richSection(richText{Type: "text", Text: v, Style: &richStyle{Italic: true}}))
+		}
+	}
+	return slackBlock{Type: "rich_text", Elements: elements}
+}
+
+// whyLimit bounds the reasons and rules of a message, in bytes.
+const whyLimit = 2900
+
+// The rich text elements of [slackWhy]: a text element's characters are
+// shown as they are, never read as mrkdwn, links or mentions.
+type (
+	richSectionEl struct {
+		Type     string     `json:"type"` // rich_text_section
+		Elements []richText `json:"elements"`
+	}
+	richList struct {
+		Type     string `json:"type"`  // rich_text_list
+		Style    string `json:"style"` // bullet
+		Elements []any  `json:"elements"`
+	}
+	richText struct {
+		Type  string     `json:"type"` // text
+		Text  string     `json:"text"`
+		Style *richStyle `json:"style,omitempty"`
+	}
+	richStyle struct {
+		Bold   bool `json:"bold,omitempty"`
+		Italic bool `json:"italic,omitempty"`
+	}
+)
+
+func richSection(t ...richText) richSectionEl {
+	return richSectionEl{Type: "rich_text_section", Elements: t}
 }
 
 // slackCode is text in a code block, escaped and cut to limit bytes as

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,7 +23,8 @@ func renderSlack(t *testing.T, e Event, interactive bool) []byte {
 
 // TestSlackNotInteractiveUnchanged: without SlackInteractive the message is
 // byte for byte what it was before interactive buttons existed, but for
-// the tool and the target, shown as code since (TestSlackTargetAsCode).
+// the tool and the target, shown as code since (TestSlackTargetAsCode),
+// and the reasons, rich text since (TestSlackReasonsAsRichText).
 func TestSlackNotInteractiveUnchanged(t *testing.T) {
 	want, err := os.ReadFile("testdata/slack-requested.json")
 	if err != nil {
@@ -163,5 +166,52 @@ func TestSlackTargetAsCode(t *testing.T) {
 		if !fields[want] || !fields["*Tool*\n`_tool_`"] {
 			t.Errorf("target %q: fields %v, want %q and the tool as code", target, fields, want)
 		}
+	}
+}
+
+// TestSlackReasonsAsRichText: a reason that quotes the agent's input is
+// rich text, which Slack shows as written, never in mrkdwn, where Slack
+// has no escape for "*", "_" and "~" and "~rm -rf /~" would show struck
+// through. Each reason stays on one line with hidden characters spelled
+// out, and many long reasons stay within the section's limit.
+func TestSlackReasonsAsRichText(t *testing.T) {
+	e := requested("c1")
+	e.Reasons = []string{"deletes ~rm -rf /~ *now*\nApproved by admin", "name \u202Efdp.exe"}
+	m := decodeSlack(t, renderSlack(t, e, false))
+	var why []map[string]any
+	for _, b := range m.Blocks {
+		if b.Type == "rich_text" {
+			why = b.Elements
+		}
+		texts := []string{}
+		if b.Text != nil {
+			texts = append(texts, b.Text.Text)
+		}
+		for _, f := range b.Fields {
+			texts = append(texts, f.Text)
+		}
+		for _, s := range texts {
+			if strings.Contains(s, "rm -rf") {
+				t.Errorf("%s block shows the reason as text Slack formats: %q", b.Type, s)
+			}
+		}
+	}
+	got := richTexts(why)
+	want := []string{"Why", "deletes ~rm -rf /~ *now* Approved by admin", `name \u202efdp.exe`, "Rules: notes.write"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rich text %q, want %q", got, want)
+	}
+	if len(why) != 3 || why[1]["type"] != "rich_text_list" || why[1]["style"] != "bullet" {
+		t.Errorf("want a heading, a bulleted list of the reasons and the rules: %v", why)
+	}
+
+	e.Reasons = slices.Repeat([]string{strings.Repeat("long reason ", 40)}, 20)
+	m = decodeSlack(t, renderSlack(t, e, false))
+	n := 0
+	for _, s := range richTexts(m.Blocks[2].Elements) {
+		n += len(s)
+	}
+	if n > whyLimit+len("Why") || n < whyLimit-500 {
+		t.Errorf("20 long reasons: %d bytes of text, want at most the limit (%d) and most of it used", n, whyLimit)
 	}
 }
