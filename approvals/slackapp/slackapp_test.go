@@ -33,7 +33,7 @@ func TestApproveUpdatesMessage(t *testing.T) {
 		t.Errorf("replace_original %v, response_type %v; want true and none", m["replace_original"], m["response_type"])
 	}
 	// The summary stays as sent; the buttons give way to the outcome.
-	want := []string{"header", "section", "section", "section", "context", "section:" + statusBlockID}
+	want := []string{"header", "section", "rich_text", "section", "context", "section:" + statusBlockID}
 	if diff := cmp.Diff(want, blockTypes(blocks(t, m))); diff != "" {
 		t.Errorf("blocks (-want +got):\n%s", diff)
 	}
@@ -41,7 +41,8 @@ func TestApproveUpdatesMessage(t *testing.T) {
 		t.Errorf("status = %q", got)
 	}
 	all := string(e.slack.Requests()[0].Body)
-	for _, keep := range []string{"Approval needed: write_note", `*Caller*\nagent-42`, "writing notes needs a human", "Call ID c1"} {
+	// The reasons stay rich text, their list and styles as sent.
+	for _, keep := range []string{"Approval needed: write_note", `*Caller*\nagent-42`, `"rich_text_list"`, `"style":"bullet"`, `{"type":"text","text":"writing notes needs a human"}`, `"bold":true`, "Call ID c1"} {
 		if !strings.Contains(all, keep) {
 			t.Errorf("updated message lost %q:\n%s", keep, all)
 		}
@@ -85,7 +86,7 @@ func TestPartialQuorumKeepsButtons(t *testing.T) {
 	if got, want := statusText(t, first), "☑️ Approved by alice@example.com (1 of 2); waiting for more approvers"; got != want {
 		t.Errorf("status = %q, want %q", got, want)
 	}
-	want := []string{"header", "section", "section", "section", "context", "section:" + statusBlockID, "actions:" + notify.SlackActionsBlockID}
+	want := []string{"header", "section", "rich_text", "section", "context", "section:" + statusBlockID, "actions:" + notify.SlackActionsBlockID}
 	if diff := cmp.Diff(want, blockTypes(blocks(t, first))); diff != "" {
 		t.Errorf("blocks (-want +got):\n%s", diff)
 	}
@@ -103,7 +104,7 @@ func TestPartialQuorumKeepsButtons(t *testing.T) {
 	now, _ := json.Marshal(msg)
 	e.send(t, signed(form(click("U0BOB", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", now))))
 	last := e.waitPosted(t, 2)[1]
-	want = []string{"header", "section", "section", "section", "context", "section:" + statusBlockID}
+	want = []string{"header", "section", "rich_text", "section", "context", "section:" + statusBlockID}
 	if diff := cmp.Diff(want, blockTypes(blocks(t, last))); diff != "" {
 		t.Errorf("blocks after the second approval (-want +got):\n%s", diff)
 	}
