@@ -42,6 +42,11 @@ type Grant struct {
 	CallID   string // the call whose approval made it
 	Comment  string
 
+	// Seal is what makes the grant toolgate's (internal/grantseal): a
+	// MAC over the fields above that whoever can write to the store
+	// cannot make. Opaque to the store, kept as given.
+	Seal string
+
 	CreatedAt time.Time // set by the store, by its clock
 	ExpiresAt time.Time // set by the store: CreatedAt + the lifetime
 }
@@ -130,6 +135,7 @@ func CheckGrant(g Grant, lifetime time.Duration) error {
 		{"approver", g.Approver},
 		{"call ID", g.CallID},
 		{"comment", g.Comment},
+		{"seal", g.Seal},
 	} {
 		if len(f.v) > MaxGrantFieldBytes {
 			return fmt.Errorf("%w: a grant's %s has %d bytes, more than %d", errInvalid, f.name, len(f.v), MaxGrantFieldBytes)

@@ -35,8 +35,8 @@ var _ Grants = (*RedisStore)(nil)
 // its ExpiresAt exactly, whether Redis has expired its keys yet or not.
 //
 // Hash fields: sb Subject, up Upstream, tl Tool, tg Target, an AnyTarget
-// ("1"), ex Extras, by Approver, ci CallID, cm Comment, ca CreatedAt, ea ExpiresAt
-// (ms), sc the scope; rv the revoking nonce (grantrevoked only).
+// ("1"), ex Extras, by Approver, ci CallID, cm Comment, sl Seal, ca CreatedAt, ea
+// ExpiresAt (ms), sc the scope; rv the revoking nonce (grantrevoked only).
 
 func (s *RedisStore) grantKey(id string) string { return s.base + "grant:" + id }
 
@@ -226,6 +226,7 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 		{"by", g.Approver},
 		{"ci", g.CallID},
 		{"cm", g.Comment},
+		{"sl", g.Seal},
 	} {
 		if f.v != "" {
 			args = append(args, f.name, f.v)
@@ -386,6 +387,8 @@ func decodeGrant(id string, v any) (Grant, error) {
 			g.CallID = v
 		case "cm":
 			g.Comment = v
+		case "sl":
+			g.Seal = v
 		case "ca":
 			g.CreatedAt = ms(v)
 		case "ea":

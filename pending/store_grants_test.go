@@ -621,6 +621,7 @@ func sampleGrant() Grant {
 		Approver: "alice@example.com",
 		CallID:   "call-" + rand.Text(),
 		Comment:  "fine for today",
+		Seal:     "g1.1796500437725.9c2e", // opaque to the store
 	}
 }
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +9,7 @@ import (
 	"hash"
 	"sync"
 
+	"github.com/toolgate/toolgate/internal/keys"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -29,13 +29,7 @@ import (
 // secret (HKDF, with a label of its own): every replica derives the same
 // one, and no MAC the secret keys elsewhere (links, grants) can stand for a
 // seal.
-func SealKey(secret []byte) []byte {
-	k, err := hkdf.Key(sha256.New, secret, nil, "toolgate parked call seal v1", sha256.Size)
-	if err != nil {
-		panic(err) // only for a key length SHA-256 cannot give
-	}
-	return k
-}
+func SealKey(secret []byte) []byte { return keys.Derive(secret, "toolgate parked call seal v1") }
 
 // sealer seals parked calls with its first key and accepts a seal made
 // with any of them, so that calls parked before the approvals secret

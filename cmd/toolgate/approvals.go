@@ -47,6 +47,10 @@ type parking struct {
 	announced   *announcements[string]
 	resolutions *announcements[pending.End]
 
+	// sealed is the store's remembered grants, sealed (grants.go); nil
+	// without grants.
+	sealed pending.Grants
+
 	approvalsTotal *prometheus.CounterVec
 	waitSeconds    prometheus.Histogram
 	reannounced    *prometheus.CounterVec
@@ -95,6 +99,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	if p.signer, err = approvals.NewSigner(secrets[0], secrets[1:]...); err != nil {
 		return nil, err
 	}
+	p.sealed = sealedGrants(st, secrets, a.log, reg)
 	p.approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_approvals_total",
 		Help: "Parked calls that ended, by outcome (approved, rejected, expired, cancelled, unknown).",
@@ -229,11 +234,8 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	return mux, nil
 }
 
-// grants is the store's remembered grants: both stores keep them.
-func (p *parking) grants() pending.Grants {
-	g, _ := p.store.(pending.Grants)
-	return g
-}
+// grants is the store's remembered grants, sealed: both stores keep them.
+func (p *parking) grants() pending.Grants { return p.sealed }
 
 // listings is where the replicas share what MCP tools/list answers told:
 // a Redis store, which all of them read. The memory store is this

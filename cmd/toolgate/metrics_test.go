@@ -175,6 +175,7 @@ func TestMetrics(t *testing.T) {
 		"toolgate_requests_not_held_total":           {"": 0},
 		"toolgate_calls_not_forwarded_total":         {"": 0},
 		"toolgate_approved_calls_seal_broken_total":  {"": 0},
+		"toolgate_grants_seal_broken_total":          {"": 0},
 		"toolgate_calls_waiting":                     {"": 0},
 		"toolgate_approved_calls_executed_total":     {"": 1},
 		"toolgate_approvals_total": {
