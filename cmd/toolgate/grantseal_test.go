@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -42,10 +43,7 @@ func TestForgedGrantAsks(t *testing.T) {
 
 	// A grant for restart: the real one's fields, seal and all, under an
 	// ID and a scope of its own.
-	forged := map[string]string{}
-	for k, v := range real {
-		forged[k] = v
-	}
+	forged := maps.Clone(real)
 	forged["tl"] = "restart"
 	forged["sc"] = strings.Replace(real["sc"], "\x00deploy\x00", "\x00restart\x00", 1)
 	if err := rdb.HSet(ctx, base+"grant:FORGED", forged).Err(); err != nil {
