@@ -21,6 +21,7 @@ package grantseal
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -55,10 +56,17 @@ type Store struct {
 	now    func() time.Time
 }
 
-// New wraps grants; nil stays nil (a toolgate without grants).
+// New wraps grants; nil stays nil (a toolgate without grants). Without
+// keys it has a key of its own: it then believes only the grants it made,
+// which is all a single instance needs.
 func New(grants pending.Grants, keys [][]byte) *Store {
 	if grants == nil {
 		return nil
+	}
+	if len(keys) == 0 {
+		k := make([]byte, sha256.Size)
+		_, _ = rand.Read(k)
+		keys = [][]byte{k}
 	}
 	return &Store{inner: grants, keys: keys, now: time.Now}
 }

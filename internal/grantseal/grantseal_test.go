@@ -133,3 +133,16 @@ func TestNewNil(t *testing.T) {
 		t.Error("New(nil) is not nil: a toolgate without grants would look up grants")
 	}
 }
+
+// TestNoKeys: a Store given no keys seals with a key of its own, and
+// believes what it made.
+func TestNoKeys(t *testing.T) {
+	s := New(pending.NewMemory(pending.Options{}), nil)
+	made, err := s.Grant(t.Context(), sample(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.FindGrant(t.Context(), query(made)); err != nil || got.ID != made.ID {
+		t.Errorf("FindGrant = %+v, %v; want grant %s", got, err, made.ID)
+	}
+}
