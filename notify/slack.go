@@ -147,7 +147,7 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		fields = append(fields, mrkdwn("*Target*\n"+orDashCode(e.ToolTarget)+beyondNote(e)))
 	}
 	blocks := []slackBlock{
-		{Type: "header", Text: plainText("Approval needed: " + truncateRunes(oneLine(e.Tool), 120))},
+		{Type: "header", Text: plainText("Approval needed: " + reveal.String(truncateRunes(oneLine(e.Tool), 120)))},
 		{Type: "section", Fields: fields},
 	}
 

@@ -177,7 +177,11 @@ func TestSlackTargetAsCode(t *testing.T) {
 func TestSlackReasonsAsRichText(t *testing.T) {
 	e := requested("c1")
 	e.Reasons = []string{"deletes ~rm -rf /~ *now*\nApproved by admin", "name \u202Efdp.exe"}
+	e.Tool = "write\u202Eeton"
 	m := decodeSlack(t, renderSlack(t, e, false))
+	if h := m.Blocks[0].Text; h == nil || h.Text != `Approval needed: write\u202eeton` {
+		t.Errorf("header %+v, want the tool's hidden character spelled out", h)
+	}
 	var why []map[string]any
 	for _, b := range m.Blocks {
 		if b.Type == "rich_text" {

@@ -2,6 +2,7 @@ package pending
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,7 +19,9 @@ import (
 // Grant is a remembered approval. Fields marked "set by the store" are
 // ignored by Grants.Grant and filled in by the store.
 type Grant struct {
-	ID string // set by the store: unguessable (crypto/rand)
+	// ID is unguessable: the caller's when it gives one (NewGrantID), so
+	// that what it seals can name the grant, else made by the store.
+	ID string
 
 	// Subject is whose calls the grant covers: the caller's principal,
 	// such as "key:agent-42". The store keeps it as an opaque string.
@@ -148,10 +151,30 @@ func CheckGrant(g Grant, lifetime time.Duration) error {
 			return fmt.Errorf("%w: a grant's scope contains a NUL byte", errInvalid)
 		}
 	}
+	if g.ID != "" && !validGrantID(g.ID) {
+		return fmt.Errorf("%w: a grant's ID is 26 base32 characters (NewGrantID), not %q", errInvalid, g.ID)
+	}
 	if lifetime <= 0 || lifetime > MaxGrantLifetime {
 		return fmt.Errorf("%w: a grant's lifetime is more than 0 and at most %v, not %v", errInvalid, MaxGrantLifetime, lifetime)
 	}
 	return nil
+}
+
+// NewGrantID is a new grant ID: 128 random bits, as the stores make them.
+func NewGrantID() string { return rand.Text() }
+
+// validGrantID reports whether id has NewGrantID's form: 26 characters of
+// base32 (A-Z, 2-7), nothing a key or a log line could read otherwise.
+func validGrantID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // grantScope is the scope a grant covers, as one string: the key of the

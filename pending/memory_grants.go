@@ -59,7 +59,9 @@ func (s *MemoryStore) Grant(ctx context.Context, g Grant, lifetime time.Duration
 		gs.byID = make(map[string]*memGrant)
 		gs.byScope = make(map[string]*memGrant)
 	}
-	g.ID = rand.Text()
+	if g.ID == "" {
+		g.ID = rand.Text()
+	}
 	g.CreatedAt = now
 	g.ExpiresAt = now.Add(lifetime)
 	gs.seq++

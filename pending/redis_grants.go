@@ -214,7 +214,10 @@ func (s *RedisStore) Grant(ctx context.Context, g Grant, lifetime time.Duration)
 	if err := CheckGrant(g, lifetime); err != nil {
 		return Grant{}, err
 	}
-	id := rand.Text()
+	id := g.ID
+	if id == "" {
+		id = rand.Text()
+	}
 	scope := grantScope(g.Subject, g.Upstream, g.Tool, g.Target, g.AnyTarget)
 	args := []any{id, max(lifetime.Milliseconds(), 1), scope, MaxGrants}
 	for _, f := range [...]struct{ name, v string }{

@@ -25,7 +25,7 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 		ctx := t.Context()
 		in := sampleGrant()
 		// Fields set by the store are ignored by Grant.
-		in.ID, in.CreatedAt, in.ExpiresAt = "mine", time.Unix(1, 0), time.Unix(2, 0)
+		in.CreatedAt, in.ExpiresAt = time.Unix(1, 0), time.Unix(2, 0)
 		got, err := s.Grant(ctx, in, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 		if d := got.ExpiresAt.Sub(got.CreatedAt); d != time.Minute {
 			t.Errorf("ExpiresAt - CreatedAt = %v, want the lifetime %v", d, time.Minute)
 		}
-		if got.ID == "mine" || len(got.ID) < 26 {
+		if !validGrantID(got.ID) {
 			t.Errorf("grant ID %q, want one made by the store, unguessable", got.ID)
 		}
 		found := findGrant(t, s, in.Subject, in.Upstream, in.Tool, in.Target)
@@ -54,6 +54,26 @@ func testGrants(t *testing.T, newStore newStoreFunc) {
 		other := grant(t, s, sampleGrant(), time.Minute)
 		if other.ID == got.ID {
 			t.Errorf("two grants have the ID %s", got.ID)
+		}
+	})
+
+	t.Run("CallersID", func(t *testing.T) {
+		// A caller that seals what it grants names the grant first.
+		s, _ := newGrants(t, newStore)
+		in := sampleGrant()
+		in.ID = NewGrantID()
+		got := grant(t, s, in, time.Minute)
+		if got.ID != in.ID {
+			t.Errorf("grant ID %q, want the caller's %q", got.ID, in.ID)
+		}
+		if found := findGrant(t, s, in.Subject, in.Upstream, in.Tool, in.Target); found.ID != in.ID {
+			t.Errorf("FindGrant found %q, want %q", found.ID, in.ID)
+		}
+		for _, bad := range []string{"mine", strings.ToLower(NewGrantID()), NewGrantID() + "A", "A:" + NewGrantID()[2:]} {
+			in.ID = bad
+			if _, err := s.Grant(t.Context(), in, time.Minute); !errors.Is(err, errInvalid) {
+				t.Errorf("Grant with ID %q: %v, want it refused as invalid", bad, err)
+			}
 		}
 	})
 

@@ -56,9 +56,10 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		}
 		return d
 	}
-	if !g.AnyTarget && !t.SoleTarget(g.Target) {
+	if g.Subject != q.Subject || g.Upstream != q.Upstream || g.Tool != q.Tool || (!g.AnyTarget && !t.SoleTarget(g.Target)) {
 		// Never from a store that keeps its contract: checked anyway, a
-		// grant for one target must not cover a call on another.
+		// grant covers its own caller, upstream and tool, and a grant for
+		// one target no call on another.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.

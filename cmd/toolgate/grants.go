@@ -28,12 +28,10 @@ func sealedGrants(st pending.Store, secrets [][]byte, log *slog.Logger, reg *pro
 		Help: "Remembered grants found in the store that covered no call because their seal was missing, wrong or past its end.",
 	})
 	reg.MustRegister(broken)
-	s := grantseal.New(g, keys)
-	s.Broken = func(g pending.Grant, why string) {
+	return grantseal.New(g, keys, func(g pending.Grant, why string) {
 		broken.Inc()
 		log.Warn("a grant in the store is not believed: the call asks", "grant_id", g.ID, "reason", why,
 			"subject", g.Subject, "upstream", g.Upstream, "tool", g.Tool, "target", g.Target, "any_target", g.AnyTarget,
 			"approver", g.Approver, "call_id", g.CallID)
-	}
-	return s
+	})
 }

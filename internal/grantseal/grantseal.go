@@ -11,7 +11,7 @@
 // each grant it keeps and, where a grant is looked up to cover a call,
 // believes only a grant whose seal is right and not past its end. A grant
 // that fails is as if it were not there: the call asks, as it would
-// without it, and Broken is told.
+// without it, and the Store's broken callback is told.
 //
 // The seal binds what a grant covers, not whether it still exists: a
 // writer who saved a grant before it was revoked can put it back, and it
@@ -48,18 +48,17 @@ const version = "g1"
 // before it). Grants and Revoke are the store's: the list shows grants as
 // stored, sealed or not.
 type Store struct {
-	inner pending.Grants
-	keys  [][]byte
-	// Broken, if set, is told of each grant FindGrant found in the store
-	// but did not believe, and why.
-	Broken func(g pending.Grant, reason string)
+	inner  pending.Grants
+	keys   [][]byte
+	broken func(g pending.Grant, reason string)
 	now    func() time.Time
 }
 
-// New wraps grants; nil stays nil (a toolgate without grants). Without
-// keys it has a key of its own: it then believes only the grants it made,
-// which is all a single instance needs.
-func New(grants pending.Grants, keys [][]byte) *Store {
+// New wraps grants; nil stays nil (a toolgate without grants). broken, if
+// set, is told of each grant FindGrant found in the store but did not
+// believe, and why. Without keys the Store has a key of its own: it then
+// believes only the grants it made, which is all a single instance needs.
+func New(grants pending.Grants, keys [][]byte, broken func(g pending.Grant, reason string)) pending.Grants {
 	if grants == nil {
 		return nil
 	}
@@ -68,32 +67,49 @@ func New(grants pending.Grants, keys [][]byte) *Store {
 		_, _ = rand.Read(k)
 		keys = [][]byte{k}
 	}
-	return &Store{inner: grants, keys: keys, now: time.Now}
+	return &Store{inner: grants, keys: keys, broken: broken, now: time.Now}
 }
 
 // Grant seals g, valid for lifetime from now by this replica's clock, and
 // stores it. The store's own expiry, by its clock, still applies: a grant
 // covers calls until the earlier of the two.
 func (s *Store) Grant(ctx context.Context, g pending.Grant, lifetime time.Duration) (pending.Grant, error) {
+	g.ID = pending.NewGrantID() // named here, so that the seal binds it
 	g.Seal = seal(s.keys[0], &g, s.now().Add(lifetime))
 	return s.inner.Grant(ctx, g, lifetime)
 }
 
 // FindGrant finds the grant covering q as the store does, and returns it
-// only if its seal is right and its sealed end is still ahead; otherwise
-// pending.ErrNotFound, as if there were none.
+// only if its seal is right, its sealed end is still ahead and what it
+// covers, as sealed, covers q; otherwise pending.ErrNotFound, as if there
+// were none. The last check matters as much as the seal: the store finds a
+// grant through its scope, and a key pointing another scope at a real
+// grant (in Redis, grantscope:<scope> holds a grant's ID) would otherwise
+// lend that grant to another caller or tool.
 func (s *Store) FindGrant(ctx context.Context, q pending.GrantQuery) (pending.Grant, error) {
 	g, err := s.inner.FindGrant(ctx, q)
 	if err != nil {
 		return g, err
 	}
-	if why := s.check(&g); why != "" {
-		if s.Broken != nil {
-			s.Broken(g, why)
+	why := s.check(&g)
+	if why == "" && !covers(&g, q) {
+		why = "it was found under a scope it does not cover (the store points another scope at it)"
+	}
+	if why != "" {
+		if s.broken != nil {
+			s.broken(g, why)
 		}
 		return pending.Grant{}, pending.ErrNotFound
 	}
 	return g, nil
+}
+
+// covers reports whether g's scope covers the call q: its caller, upstream
+// and tool, and its target, which only a call that acts on nothing else
+// (q.SoleTarget) can be covered by, or any target.
+func covers(g *pending.Grant, q pending.GrantQuery) bool {
+	return g.Subject == q.Subject && g.Upstream == q.Upstream && g.Tool == q.Tool &&
+		(g.AnyTarget || (q.SoleTarget && g.Target == q.Target))
 }
 
 // Grants lists the store's grants as stored.
@@ -150,14 +166,16 @@ func parse(s string) (end int64, mac []byte, ok bool) {
 	return end, mac, true
 }
 
-// sum is the MAC of what g covers (scope, the call's headers and params
-// as Extras binds them), who made it and from which call, and its end.
+// sum is the MAC of g's ID, what it covers (scope, the call's headers and
+// params as Extras binds them), who made it and from which call, and its
+// end. The ID is bound so that a copy under another ID, which Revoke of
+// the grant would not delete, is no grant.
 // Each string is length-prefixed, so no two grants share an input. The
 // comment is not sealed: it changes nothing a grant lets through.
 func sum(key []byte, g *pending.Grant, end int64) []byte {
 	m := hmac.New(sha256.New, key)
 	var buf [binary.MaxVarintLen64]byte
-	for _, f := range [...]string{g.Subject, g.Upstream, g.Tool, g.Target, g.Extras, g.Approver, g.CallID} {
+	for _, f := range [...]string{g.ID, g.Subject, g.Upstream, g.Tool, g.Target, g.Extras, g.Approver, g.CallID} {
 		m.Write(buf[:binary.PutUvarint(buf[:], uint64(len(f)))])
 		m.Write([]byte(f))
 	}

@@ -1,6 +1,7 @@
 package grantseal
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -13,11 +14,10 @@ import (
 
 // sealed is a Store over a memory store, sealing with key, whose Broken
 // records why it refused a grant.
-func sealed(t *testing.T, inner pending.Grants, keys ...[]byte) (*Store, *[]string) {
+func sealed(t *testing.T, inner pending.Grants, keys ...[]byte) (pending.Grants, *[]string) {
 	t.Helper()
-	s := New(inner, keys)
 	var broken []string
-	s.Broken = func(g pending.Grant, why string) { broken = append(broken, g.ID+": "+why) }
+	s := New(inner, keys, func(g pending.Grant, why string) { broken = append(broken, g.ID+": "+why) })
 	return s, &broken
 }
 
@@ -78,6 +78,7 @@ func TestForgedGrantIgnored(t *testing.T) {
 		{"other headers", func(g *pending.Grant) { g.Extras = "" }, "does not match"},
 		{"another approver", func(g *pending.Grant) { g.Approver = "root" }, "does not match"},
 		{"another call", func(g *pending.Grant) { g.CallID = "call-2" }, "does not match"},
+		{"another ID", func(g *pending.Grant) { g.ID = pending.NewGrantID() }, "does not match"},
 		{"later end", func(g *pending.Grant) {
 			end, mac, _ := parse(g.Seal)
 			g.Seal = version + "." + strconv.FormatInt(end+(24*time.Hour).Milliseconds(), 10) + "." + hex.EncodeToString(mac)
@@ -90,6 +91,7 @@ func TestForgedGrantIgnored(t *testing.T) {
 			// What toolgate would have sealed, then changed and written
 			// to the store directly, as a writer of Redis could.
 			g := sample()
+			g.ID = pending.NewGrantID()
 			g.Seal = seal(key, &g, time.Now().Add(time.Hour))
 			tt.forge(&g)
 			stored, err := mem.Grant(t.Context(), g, time.Hour)
@@ -117,6 +119,7 @@ func TestCommentNotSealed(t *testing.T) {
 	key := Key([]byte("secret one"))
 	s, _ := sealed(t, mem, key)
 	g := sample()
+	g.ID = pending.NewGrantID()
 	g.Seal = seal(key, &g, time.Now().Add(time.Hour))
 	g.Comment = "edited"
 	stored, err := mem.Grant(t.Context(), g, time.Hour)
@@ -129,15 +132,86 @@ func TestCommentNotSealed(t *testing.T) {
 }
 
 func TestNewNil(t *testing.T) {
-	if New(nil, [][]byte{Key(nil)}) != nil {
-		t.Error("New(nil) is not nil: a toolgate without grants would look up grants")
+	if New(nil, [][]byte{Key(nil)}, nil) != nil {
+		t.Error("New(nil) is not a nil pending.Grants: a toolgate without grants would look up grants")
+	}
+}
+
+// lender is a store that answers every lookup with one grant, as a Redis
+// whose scope key for another caller or tool points at a real grant does.
+type lender struct{ g pending.Grant }
+
+func (l lender) FindGrant(context.Context, pending.GrantQuery) (pending.Grant, error) {
+	return l.g, nil
+}
+
+func (lender) Grant(context.Context, pending.Grant, time.Duration) (pending.Grant, error) {
+	return pending.Grant{}, errors.New("lender makes no grants")
+}
+
+func (lender) Grants(context.Context, int) ([]pending.Grant, error) { return nil, nil }
+
+func (lender) Revoke(context.Context, string) (pending.Grant, error) {
+	return pending.Grant{}, pending.ErrNotFound
+}
+
+// TestGrantLentToAnotherScope: a real, rightly sealed grant that the store
+// returns for a call it does not cover (another caller, upstream, tool or
+// target, or a call with other targets for a grant of one target) covers
+// nothing; for the calls it covers it stands.
+func TestGrantLentToAnotherScope(t *testing.T) {
+	key := Key([]byte("secret one"))
+	maker := New(pending.NewMemory(pending.Options{}), [][]byte{key}, nil)
+	exact, err := maker.Grant(t.Context(), sample(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyT := sample()
+	anyT.Target, anyT.AnyTarget = "", true
+	anyTarget, err := maker.Grant(t.Context(), anyT, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := query(exact)
+	for _, tt := range []struct {
+		name  string
+		g     pending.Grant
+		q     func(*pending.GrantQuery)
+		holds bool
+	}{
+		{"its own call", exact, func(*pending.GrantQuery) {}, true},
+		{"another caller", exact, func(q *pending.GrantQuery) { q.Subject = "key:agent-7" }, false},
+		{"another upstream", exact, func(q *pending.GrantQuery) { q.Upstream = "deploys" }, false},
+		{"another tool", exact, func(q *pending.GrantQuery) { q.Tool = "notes.purge" }, false},
+		{"another target", exact, func(q *pending.GrantQuery) { q.Target = "/notes/43" }, false},
+		{"other targets as well", exact, func(q *pending.GrantQuery) { q.SoleTarget = false }, false},
+		{"any target: another target", anyTarget, func(q *pending.GrantQuery) { q.Target = "/notes/43" }, true},
+		{"any target: other targets as well", anyTarget, func(q *pending.GrantQuery) { q.SoleTarget = false }, true},
+		{"any target: another tool", anyTarget, func(q *pending.GrantQuery) { q.Tool = "notes.purge" }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var broken []string
+			s := New(lender{g: tt.g}, [][]byte{key}, func(g pending.Grant, why string) { broken = append(broken, why) })
+			qq := q
+			tt.q(&qq)
+			got, err := s.FindGrant(t.Context(), qq)
+			if tt.holds {
+				if err != nil || got.ID != tt.g.ID || len(broken) != 0 {
+					t.Errorf("FindGrant = %+v, %v (broken %q); want grant %s", got, err, broken, tt.g.ID)
+				}
+				return
+			}
+			if !errors.Is(err, pending.ErrNotFound) || len(broken) != 1 || !strings.Contains(broken[0], "scope it does not cover") {
+				t.Errorf("FindGrant = %+v, %v (broken %q); want ErrNotFound, reported", got, err, broken)
+			}
+		})
 	}
 }
 
 // TestNoKeys: a Store given no keys seals with a key of its own, and
 // believes what it made.
 func TestNoKeys(t *testing.T) {
-	s := New(pending.NewMemory(pending.Options{}), nil)
+	s := New(pending.NewMemory(pending.Options{}), nil, nil)
 	made, err := s.Grant(t.Context(), sample(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
