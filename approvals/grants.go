@@ -107,7 +107,16 @@ type grantJSON struct {
 	CallID    string `json:"call_id"`
 	CreatedAt string `json:"created_at"`
 	ExpiresAt string `json:"expires_at"`
+	// Sealed, in the list, is false for a grant in the store that toolgate
+	// did not make as it stands (written or changed there by something
+	// else): it covers no call. Absent elsewhere, and where the store does
+	// not seal grants.
+	Sealed *bool `json:"sealed,omitempty"`
 }
+
+// sealChecker is a grant store that tells the grants toolgate made from
+// the others (internal/grantseal).
+type sealChecker interface{ Sealed(pending.Grant) bool }
 
 func grantOf(g pending.Grant) grantJSON {
 	scope := scopeTarget
@@ -147,9 +156,14 @@ func (h *Handler) listGrants(w http.ResponseWriter, r *http.Request, _ signin.Ap
 	if err != nil {
 		return err
 	}
+	sc, _ := h.grants.(sealChecker)
 	out := make([]grantJSON, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, grantOf(g))
+		gj := grantOf(g)
+		if sc != nil {
+			gj.Sealed = new(sc.Sealed(g))
+		}
+		out = append(out, gj)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"grants": out})
 	return nil

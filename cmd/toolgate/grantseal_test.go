@@ -32,6 +32,10 @@ func TestForgedGrantAsks(t *testing.T) {
 	r := toolCall(t, a.proxy, "agent-key-0123456789", "deploy", targetBody("alpha"), async...).want(t, "deploy alpha, granted", 200, "allow")
 	allowedBy(t, a, r, g.ID)
 
+	if gs := listGrants(t, a.approvals); len(gs) != 1 || gs[0].Sealed == nil || !*gs[0].Sealed {
+		t.Fatalf("the real grant listed %+v, want it sealed", gs)
+	}
+
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := t.Context()
@@ -92,6 +96,12 @@ func TestForgedGrantAsks(t *testing.T) {
 	}
 	point(anyScope, g.ID)
 	asks("agent-key-0123456789", "deploy", "beta", "deploy beta under the widened grant")
+
+	// The list reads the store's index of grants, which the forgeries
+	// left alone: it shows the real grant, widened, as not sealed.
+	if gs := listGrants(t, a.approvals); len(gs) != 1 || gs[0].ID != g.ID || gs[0].Sealed == nil || *gs[0].Sealed {
+		t.Errorf("grants listed %+v, want %s alone, not sealed", gs, g.ID)
+	}
 
 	const forgeries = 5
 	if got := value(t, scrape(t, a.admin), "toolgate_grants_seal_broken_total"); got != forgeries {

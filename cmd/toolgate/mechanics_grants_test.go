@@ -43,6 +43,7 @@ type grantDoc struct {
 	Approver  string `json:"approver"`
 	CallID    string `json:"call_id"`
 	ExpiresAt string `json:"expires_at"`
+	Sealed    *bool  `json:"sealed"`
 }
 
 // remember approves call id as the approver with key, asking for a grant

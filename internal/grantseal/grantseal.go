@@ -112,6 +112,11 @@ func covers(g *pending.Grant, q pending.GrantQuery) bool {
 		(g.AnyTarget || (q.SoleTarget && g.Target == q.Target))
 }
 
+// Sealed reports whether g's seal is right and its sealed end ahead: a
+// grant toolgate made and that is still whole. One that is not covers no
+// call, whatever the store says of it.
+func (s *Store) Sealed(g pending.Grant) bool { return s.check(&g) == "" }
+
 // Grants lists the store's grants as stored.
 func (s *Store) Grants(ctx context.Context, limit int) ([]pending.Grant, error) {
 	return s.inner.Grants(ctx, limit)

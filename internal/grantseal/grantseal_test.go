@@ -47,6 +47,9 @@ func TestSealedGrantCovers(t *testing.T) {
 	if got, err := s.FindGrant(t.Context(), query(made)); err != nil || got.ID != made.ID {
 		t.Fatalf("FindGrant = %+v, %v; want grant %s", got, err, made.ID)
 	}
+	if !s.(*Store).Sealed(made) {
+		t.Error("Sealed(the grant made) = false")
+	}
 	rotated, _ := sealed(t, mem, Key([]byte("secret two")), Key([]byte("secret one")))
 	if got, err := rotated.FindGrant(t.Context(), query(made)); err != nil || got.ID != made.ID {
 		t.Errorf("after rotation, FindGrant = %+v, %v; want grant %s", got, err, made.ID)
@@ -100,6 +103,9 @@ func TestForgedGrantIgnored(t *testing.T) {
 			}
 			if _, err := mem.FindGrant(t.Context(), query(stored)); err != nil {
 				t.Fatalf("the store itself does not find the forged grant (%v): the test checks nothing", err)
+			}
+			if s.(*Store).Sealed(stored) {
+				t.Error("Sealed(the forged grant) = true")
 			}
 			got, err := s.FindGrant(t.Context(), query(stored))
 			if !errors.Is(err, pending.ErrNotFound) || got.ID != "" {
