@@ -7,15 +7,16 @@
 // their own: any subject, tool and target, as any approver, for as long as
 // they like. So every grant carries a seal, a MAC keyed by a key derived
 // from the approvals secret, which only toolgate holds, over what it
-// covers and who made it, and until when. Store wraps the store: it seals
-// each grant it keeps and, where a grant is looked up to cover a call,
-// believes only a grant whose seal is right and not past its end. A grant
-// that fails is as if it were not there: the call asks, as it would
-// without it, and the Store's broken callback is told.
+// covers and who made it, and until when. Store wraps the store: it names
+// and seals each grant it keeps and, where a grant is looked up to cover a
+// call, believes only a grant whose seal is right, not past its end, and
+// whose sealed scope covers the call. A grant that fails is as if it were
+// not there: the call asks, as it would without it, and the Store's broken
+// callback is told.
 //
 // The seal binds what a grant covers, not whether it still exists: a
-// writer who saved a grant before it was revoked can put it back, and it
-// covers calls again until its sealed end.
+// writer who saved a grant before it was revoked or replaced can put it
+// back, and it covers calls again until its sealed end.
 package grantseal
 
 import (
@@ -46,7 +47,7 @@ const version = "g1"
 // first key; FindGrant believes a seal made with any of them (the secret
 // and the ones before it, so that a rotation keeps the grants made
 // before it). Grants and Revoke are the store's: the list shows grants as
-// stored, sealed or not.
+// stored, sealed or not, and Sealed tells them apart.
 type Store struct {
 	inner  pending.Grants
 	keys   [][]byte
@@ -174,9 +175,9 @@ func parse(s string) (end int64, mac []byte, ok bool) {
 // sum is the MAC of g's ID, what it covers (scope, the call's headers and
 // params as Extras binds them), who made it and from which call, and its
 // end. The ID is bound so that a copy under another ID, which Revoke of
-// the grant would not delete, is no grant.
-// Each string is length-prefixed, so no two grants share an input. The
-// comment is not sealed: it changes nothing a grant lets through.
+// the grant would not delete, is no grant. Each string is length-prefixed,
+// so no two grants share an input. The comment is not sealed: it changes
+// nothing a grant lets through.
 func sum(key []byte, g *pending.Grant, end int64) []byte {
 	m := hmac.New(sha256.New, key)
 	var buf [binary.MaxVarintLen64]byte
