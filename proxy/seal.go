@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -41,14 +40,10 @@ type sealer struct {
 	pools []sync.Pool
 }
 
-func newSealer(keys [][]byte) *sealer {
-	if len(keys) == 0 {
-		k := make([]byte, sha256.Size)
-		_, _ = rand.Read(k)
-		keys = [][]byte{k}
-	}
-	s := &sealer{pools: make([]sync.Pool, len(keys))}
-	for i, k := range keys {
+func newSealer(ks [][]byte) *sealer {
+	ks = keys.OrOwn(ks)
+	s := &sealer{pools: make([]sync.Pool, len(ks))}
+	for i, k := range ks {
 		s.pools[i].New = func() any { return hmac.New(sha256.New, k) }
 	}
 	return s

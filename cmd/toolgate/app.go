@@ -223,7 +223,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 
 // approvalSecrets is approvals.secret, then approvals.previous_secrets:
 // what signs (the first) and what is still believed (all), for links and
-// for parked calls' seals alike.
+// for the seals of parked calls and grants alike.
 func approvalSecrets(cfg *config.Config) [][]byte {
 	secrets := [][]byte{[]byte(cfg.Approvals.Secret.Reveal())}
 	for _, p := range cfg.Approvals.PreviousSecrets {
@@ -236,11 +236,13 @@ func approvalSecrets(cfg *config.Config) [][]byte {
 // the approvals secret or one before it, as links signed with those still
 // open: rotating the secret does not refuse the calls parked and approved
 // meanwhile.
-func sealKeys(cfg *config.Config) [][]byte {
-	secrets := approvalSecrets(cfg)
+func sealKeys(cfg *config.Config) [][]byte { return derived(approvalSecrets(cfg), proxy.SealKey) }
+
+// derived is the key that key derives from each secret, in order.
+func derived(secrets [][]byte, key func(secret []byte) []byte) [][]byte {
 	keys := make([][]byte, len(secrets))
 	for i, s := range secrets {
-		keys[i] = proxy.SealKey(s)
+		keys[i] = key(s)
 	}
 	return keys
 }

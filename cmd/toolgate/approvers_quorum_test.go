@@ -107,7 +107,7 @@ func TestApproverQuorumTwoReplicas(t *testing.T) {
   - {id: two, effect: ask, tool: drop_table, target: "*", approvers: {subjects: [alice@example.com, bob@example.com], min: 2}}
 `
 	cfg := writeApproverConfig(t, up.URL, ev.URL, approverSetup{
-		pending: "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+		pending: redisPending(redisAddr),
 		rules:   rules,
 	})
 	reps := []replica{startReplica(t, cfg), startReplica(t, cfg)}

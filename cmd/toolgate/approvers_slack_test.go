@@ -208,7 +208,7 @@ func TestApproverSlackReplayTwoReplicas(t *testing.T) {
 	ev := newEvents(t)
 	cfg := writeApproverConfig(t, up.URL, ev.URL, approverSetup{
 		approvals: slackApprovals,
-		pending:   "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+		pending:   redisPending(redisAddr),
 	})
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
 	p := parkOn(t, a.proxy, a.approvals, ev, "agent-key-0123456789", "deploy", "slack-replicas")

@@ -29,7 +29,7 @@ func BenchmarkServeAsk(b *testing.B) {
 	b.Run("memory", func(b *testing.B) { benchServeAsk(b, "  store: memory\n") })
 	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
 		b.Run("redis", func(b *testing.B) {
-			benchServeAsk(b, "  store: redis\n  redis_url: redis://"+addr+"\n  redis_prefix: \""+newPrefix()+"\"\n")
+			benchServeAsk(b, redisPending(addr))
 		})
 	}
 }

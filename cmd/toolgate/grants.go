@@ -19,16 +19,12 @@ func sealedGrants(st pending.Store, secrets [][]byte, log *slog.Logger, reg *pro
 	if !ok {
 		return nil
 	}
-	keys := make([][]byte, len(secrets))
-	for i, s := range secrets {
-		keys[i] = grantseal.Key(s)
-	}
 	broken := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "toolgate_grants_seal_broken_total",
 		Help: "Remembered grants found in the store that covered no call because their seal was missing, wrong or past its end.",
 	})
 	reg.MustRegister(broken)
-	return grantseal.New(g, keys, func(g pending.Grant, why string) {
+	return grantseal.New(g, derived(secrets, grantseal.Key), func(g pending.Grant, why string) {
 		broken.Inc()
 		log.Warn("a grant in the store is not believed: the call asks", "grant_id", g.ID, "reason", why,
 			"subject", g.Subject, "upstream", g.Upstream, "tool", g.Tool, "target", g.Target, "any_target", g.AnyTarget,

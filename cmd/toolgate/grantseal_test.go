@@ -25,7 +25,7 @@ func TestForgedGrantAsks(t *testing.T) {
 	up := testkit.NewUpstream(t, nil)
 	cfg := writeMechConfig(t, up.URL, mechSetup{
 		rules:   grantRules,
-		pending: "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+		pending: redisPending(redisAddr),
 	})
 	a := startReplica(t, cfg)
 	g := askAndRemember(t, a.proxy, a.approvals, "deploy", "alpha", "subject+tool+target", "1h")

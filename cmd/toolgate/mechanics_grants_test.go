@@ -310,7 +310,7 @@ func TestGrantsAcrossReplicas(t *testing.T) {
 	up := testkit.NewUpstream(t, nil)
 	cfg := writeMechConfig(t, up.URL, mechSetup{
 		rules:   grantRules,
-		pending: "  store: redis\n  redis_url: redis://" + redisAddr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+		pending: redisPending(redisAddr),
 	})
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
 
@@ -372,7 +372,7 @@ func TestMeasureGrantAndHookLatency(t *testing.T) {
 	if addr := os.Getenv("TOOLGATE_TEST_REDIS_ADDR"); addr != "" {
 		stores = append(stores, struct{ name, pending string }{
 			"redis",
-			"  store: redis\n  redis_url: redis://" + addr + "\n  redis_prefix: \"" + newPrefix() + "\"\n",
+			redisPending(addr),
 		})
 	}
 	for _, st := range stores {

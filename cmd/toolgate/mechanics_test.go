@@ -39,6 +39,12 @@ type mechSetup struct {
 	files     map[string]string // more files beside the config
 }
 
+// redisPending is mechSetup.pending for a Redis store at addr, under a
+// key prefix of the test's own.
+func redisPending(addr string) string {
+	return "  store: redis\n  redis_url: redis://" + addr + "\n  redis_prefix: \"" + newPrefix() + "\"\n"
+}
+
 // writeMechConfig writes the config (and rules) of s. Agents: agent-key-0123456789
 // (agent-42), other-key-0123456789 (agent-7) and boss-key-0123456789 (boss). Approvers with API
 // keys: alice (no groups), bob and carol (sre).

@@ -22,7 +22,6 @@ package grantseal
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -59,16 +58,11 @@ type Store struct {
 // set, is told of each grant FindGrant found in the store but did not
 // believe, and why. Without keys the Store has a key of its own: it then
 // believes only the grants it made, which is all a single instance needs.
-func New(grants pending.Grants, keys [][]byte, broken func(g pending.Grant, reason string)) pending.Grants {
+func New(grants pending.Grants, ks [][]byte, broken func(g pending.Grant, reason string)) pending.Grants {
 	if grants == nil {
 		return nil
 	}
-	if len(keys) == 0 {
-		k := make([]byte, sha256.Size)
-		_, _ = rand.Read(k)
-		keys = [][]byte{k}
-	}
-	return &Store{inner: grants, keys: keys, broken: broken, now: time.Now}
+	return &Store{inner: grants, keys: keys.OrOwn(ks), broken: broken, now: time.Now}
 }
 
 // Grant seals g, valid for lifetime from now by this replica's clock, and

@@ -4,6 +4,7 @@ package keys
 
 import (
 	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
 )
 
@@ -16,4 +17,16 @@ func Derive(secret []byte, label string) []byte {
 		panic(err) // only for a key length SHA-256 cannot give
 	}
 	return k
+}
+
+// OrOwn is keys, or, when there are none, one random key of its own: a
+// seal made with it is believed by this process alone, which is all a
+// single instance needs.
+func OrOwn(keys [][]byte) [][]byte {
+	if len(keys) > 0 {
+		return keys
+	}
+	k := make([]byte, sha256.Size)
+	_, _ = rand.Read(k)
+	return [][]byte{k}
 }

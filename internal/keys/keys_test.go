@@ -23,3 +23,16 @@ func TestDerive(t *testing.T) {
 		}
 	}
 }
+
+// TestOrOwn: given keys are kept as they are; without any, each call
+// gives one random key of its own.
+func TestOrOwn(t *testing.T) {
+	given := [][]byte{[]byte("k1"), []byte("k2")}
+	if got := OrOwn(given); len(got) != 2 || &got[0] != &given[0] {
+		t.Errorf("OrOwn(two keys) = %q, want them", got)
+	}
+	a, b := OrOwn(nil), OrOwn(nil)
+	if len(a) != 1 || len(a[0]) != 32 || len(b) != 1 || bytes.Equal(a[0], b[0]) {
+		t.Errorf("OrOwn(nil) = %x, %x; want one random 32-byte key each", a, b)
+	}
+}
