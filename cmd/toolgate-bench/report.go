@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +15,13 @@ type row struct {
 	t             *target
 	rps, p50, p99 float64
 	cpu           []float64
-	failed        []string
-	redis         *redisCost // medians, for a row whose calls are kept in Redis
+	// repCPU is the CPU per request the ratios compare (serverCPU's
+	// processes) of each repetition, in the order they ran: the rows'
+	// repetitions are interleaved, so the i-th of two rows ran minutes
+	// apart at most, on a host whose pace can move between runs.
+	repCPU []float64
+	failed []string
+	redis  *redisCost // medians, for a row whose calls are kept in Redis
 }
 
 func median(xs []float64) float64 {
@@ -40,6 +46,7 @@ func medians(t *target, smps []*sample) *row {
 		for i, c := range s.cpu {
 			cpu[i] = append(cpu[i], c)
 		}
+		r.repCPU = append(r.repCPU, sum(serverProcs(t, s.cpu)))
 		if s.failed != "" {
 			r.failed = append(r.failed, s.failed)
 		}
@@ -57,10 +64,35 @@ func medians(t *target, smps []*sample) *row {
 // serverCPU is the CPU per request the ratios compare: every process of
 // the row but an upstream shown beside it.
 func (r *row) serverCPU() float64 {
-	if r.t.upstreamCPU && len(r.cpu) > 1 {
-		return sum(r.cpu[:len(r.cpu)-1])
+	return sum(serverProcs(r.t, r.cpu))
+}
+
+// serverProcs is cpu (one figure per process of t) without an upstream
+// shown beside the server.
+func serverProcs(t *target, cpu []float64) []float64 {
+	if t.upstreamCPU && len(cpu) > 1 {
+		return cpu[:len(cpu)-1]
 	}
-	return sum(r.cpu)
+	return cpu
+}
+
+// spread is the range of a's CPU per request over b's, repetition by
+// repetition, as a clause of a target line ("" for one repetition). The
+// tables compare medians; this shows how far single pairs of runs moved
+// about them.
+func spread(a, b *row) string {
+	if len(a.repCPU) < 2 || len(a.repCPU) != len(b.repCPU) {
+		return ""
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range a.repCPU {
+		if b.repCPU[i] == 0 {
+			return ""
+		}
+		x := a.repCPU[i] / b.repCPU[i]
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf(" (by repetition %.2f–%.2f×)", lo, hi)
 }
 
 func ratio(a, b float64) string {
@@ -127,7 +159,7 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 		return
 	}
 	if bare != nil {
-		fmt.Fprintf(w, "- c=%d: toolgate allow CPU/req ÷ bare proxy %s (target ≤ 1.25×); req/s ÷ bare %s (≥ 0.8×)", c, ratio(sum(allow.cpu), sum(bare.cpu)), ratio(allow.rps, bare.rps))
+		fmt.Fprintf(w, "- c=%d: toolgate allow CPU/req ÷ bare proxy %s%s (target ≤ 1.25×); req/s ÷ bare %s (≥ 0.8×)", c, ratio(sum(allow.cpu), sum(bare.cpu)), spread(allow, bare), ratio(allow.rps, bare.rps))
 		if ext != nil {
 			fmt.Fprintf(w, "; req/s ÷ ext-OPA %s (≥ 3×)", ratio(allow.rps, ext.rps))
 		}
@@ -145,8 +177,8 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 			if strings.Contains(n, "Redis") {
 				target = "≤ 5×"
 			}
-			fmt.Fprintf(w, "- c=%d: %s with instant approval: CPU/req ÷ allow %s (target %s), added p50 vs allow %+.0f µs, req/s ÷ allow %s",
-				c, n, ratio(sum(a.cpu), sum(allow.cpu)), target, a.p50-allow.p50, ratio(a.rps, allow.rps))
+			fmt.Fprintf(w, "- c=%d: %s with instant approval: CPU/req ÷ allow %s%s (target %s), added p50 vs allow %+.0f µs, req/s ÷ allow %s",
+				c, n, ratio(sum(a.cpu), sum(allow.cpu)), spread(a, allow), target, a.p50-allow.p50, ratio(a.rps, allow.rps))
 			floorRow := "bare ask"
 			if strings.Contains(n, "Redis") {
 				floorRow = "bare ask (Redis)"
@@ -189,8 +221,8 @@ func mcpLines(w io.Writer, c int, rows map[string]*row) {
 		if tg == nil || bare == nil {
 			continue
 		}
-		fmt.Fprintf(w, "- c=%d: MCP %s, toolgate ÷ bare proxy: CPU/call %s (%.1f vs %.1f µs; target ≤ 1.5×), calls/s %s (≥ 0.7×), added p50 %+.0f µs (at c=1 ≤ 100 µs)\n",
-			c, m.name, ratio(tg.serverCPU(), bare.serverCPU()), tg.serverCPU(), bare.serverCPU(), ratio(tg.rps, bare.rps), tg.p50-bare.p50)
+		fmt.Fprintf(w, "- c=%d: MCP %s, toolgate ÷ bare proxy: CPU/call %s (%.1f vs %.1f µs; target ≤ 1.5×)%s, calls/s %s (≥ 0.7×), added p50 %+.0f µs (at c=1 ≤ 100 µs)\n",
+			c, m.name, ratio(tg.serverCPU(), bare.serverCPU()), tg.serverCPU(), bare.serverCPU(), spread(tg, bare), ratio(tg.rps, bare.rps), tg.p50-bare.p50)
 	}
 }
 
