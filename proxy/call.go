@@ -147,6 +147,12 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		return s.readMCP(r, c)
 	}
 	name, isTool := strings.CutPrefix(c.rawRel, "/tools/")
+	if !isTool && (toolsInAnotherCase(c.rawRel) || toolsInAnotherCase(c.rel)) {
+		// A router that matches paths without regard to case (Express's
+		// and ASP.NET Core's default) runs /Tools/x as the tool x, which
+		// read as plain HTTP would reach it undecided as a tool call.
+		return invalid(http.StatusBadRequest, "Not the tools prefix", "tool calls are POST /tools/{name}, the prefix spelt exactly so")
+	}
 	if !isTool || r.Method != http.MethodPost {
 		body, a := s.readBody(r)
 		c.body = body
@@ -224,4 +230,12 @@ func (s *Server) refused(r *http.Request, c *call, a answer) {
 	s.tracing.refused(r, c, a.outcome)
 	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", a.detail,
 		"method", r.Method, "path", r.URL.EscapedPath())
+}
+
+// toolsInAnotherCase reports whether rel's first segment is "tools" in
+// another case, or with a character that folds to one of its letters
+// (checked as sent and decoded: "/toolſ" arrives as "/tool%C5%BF").
+func toolsInAnotherCase(rel string) bool {
+	first, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
+	return first != "tools" && strings.EqualFold(first, "tools")
 }
