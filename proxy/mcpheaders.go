@@ -131,24 +131,30 @@ func firstParamHeader(h http.Header) string {
 }
 
 // paramHeadersAgree checks every Mcp-Param-{Name} header of h against
-// the tools/call of the tool name, whose listing is lt.
+// the tools/call of the tool name, whose listing is lt. It runs before the
+// call is decided, so a header that mirrors no argument toolgate knows of
+// and one whose value differs get the same answer: otherwise a caller
+// could tell a tool the tools/list filter hides from one that does not
+// exist, and learn the names of its mirrored arguments.
 func paramHeadersAgree(h http.Header, name string, lt listedTool, params map[string]any) *answer {
 	for k, vs := range h {
 		if len(k) < len(paramPrefix) || !strings.EqualFold(k[:len(paramPrefix)], paramPrefix) {
 			continue
 		}
-		path := lt.params[strings.ToLower(k)[len(paramPrefix):]]
-		if path == nil {
-			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
-				"the "+k+" header mirrors no argument of "+name+" that toolgate knows of: list the tools through toolgate (tools/list), then retry")
-		}
-		arg, ok := argumentAt(params["arguments"], path)
 		if len(vs) == 1 && !printableASCII(vs[0]) {
+			// The caller's own bytes: the same answer for every tool.
 			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
 				"the "+k+" header holds bytes outside printable ASCII: send such a value Base64-encoded (=?base64?…?=)")
 		}
+		path := lt.params[strings.ToLower(k)[len(paramPrefix):]]
+		var arg any
+		ok := path != nil
+		if ok {
+			arg, ok = argumentAt(params["arguments"], path)
+		}
 		if len(vs) != 1 || !ok || !sameValue(vs[0], arg) {
-			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "the "+k+" header does not match the argument "+strings.Join(path, ".")+" it mirrors")
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch",
+				"the "+k+" header does not match an argument of "+name+" that the tool's listing marks for it: send Mcp-Param headers only for such arguments, each once, with the argument's value (list the tools through toolgate first: tools/list)")
 		}
 	}
 	return nil
