@@ -18,68 +18,68 @@ import (
 // input a policy can make, each with what analyseInputReads must find
 // ("*" for everything; otherwise top-level keys, "k.s" for one
 // second-level key). The shipped library is loaded beside each and reads
-// tool, kind, phase and mcp.method.
+// tool, kind, phase, mcp.method and mcp.params (a subscriptions/listen's).
 var readsPolicies = []struct {
 	name, rego string
 	want       []string
 }{
 	{
 		"one argument", `deny contains "etc" if startswith(input.tool.arguments.path, "/etc")`,
-		[]string{"tool", "kind", "phase", "mcp.method"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
 	},
 	{
 		"a header", `deny contains "h" if input.http.headers["x-evil"][0] == "1"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "http.headers"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.headers"},
 	},
 	{
 		"http method and path", `ask contains "p" if { input.http.method == "POST"; startswith(input.http.path, "/tools/write") }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "http.method", "http.path"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.method", "http.path"},
 	},
 	{
 		"subject by import", "import input.subject as s\nallow contains \"g\" if \"ops\" in s.groups",
-		[]string{"tool", "kind", "phase", "mcp.method", "subject"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
 	},
 	{
 		"claims through a function", `f(c) := c.iss
 deny contains "iss" if f(input.subject.claims) == "https://evil.example"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "subject.claims"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.claims"},
 	},
 	{
 		"mode and time", `read_only contains "plan" if { input.mode == "plan"; input.time != "" }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mode", "time"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "mode", "time"},
 	},
 	{
 		"a ref inside a data ref", `allow contains "d" if data.allowed[input.upstream.name]`,
-		[]string{"tool", "kind", "phase", "mcp.method", "upstream.name"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "upstream.name"},
 	},
 	{"a variable key", `deny contains k if { some k; input[k] == "mcp" }`, []string{"*"}},
 	{
 		"a variable second key", `deny contains k if { some k; input.http[k] == "GET" }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "http"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http"},
 	},
 	{
 		"object.get on input", `deny contains "x" if object.get(input, "call_id", "") == "c1"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "call_id"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "call_id"},
 	},
 	{"object.get with a variable path", `deny contains "x" if { some k in ["call_id"]; object.get(input, k, "") == "c1" }`, []string{"*"}},
 	{"the whole input", `deny contains "x" if json.marshal(input) == ""`, []string{"*"}},
 	{"import input", "import input as i\ndeny contains \"x\" if i.kind == \"http\"", []string{"*"}},
 	{
 		"a string key", `deny contains "x" if input["subject"]["id"] == "anon"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "subject.id"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.id"},
 	},
 	{"the whole input, walked", `deny contains "w" if { walk(input, [p, v]); v == "/etc/passwd" }`, []string{"*"}},
 	{"with input as", `deny contains "w" if { allow_x with input as {"a": 1} }
 allow_x if input.a == 1`, []string{"*"}},
 	{
 		"a comprehension", `deny contains "many" if count([h | some h, _ in input.http.query]) > 3`,
-		[]string{"tool", "kind", "phase", "mcp.method", "http.query"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.query"},
 	},
 	{
 		"every", `allow contains "all-docs" if { every a in input.tool.arguments { startswith(a, "docs/") } }`,
-		[]string{"tool", "kind", "phase", "mcp.method"},
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
 	},
-	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mcp.method", "mcp.id"}},
+	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mcp.method", "mcp.params", "mcp.id"}},
 	{
 		"mcp params", `deny contains "meta path" if startswith(input.mcp.params._meta["acme/path"], "/etc/")`,
 		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},

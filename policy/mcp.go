@@ -14,13 +14,23 @@ const (
 	ToolResourcesRead = "mcp:resources/read"
 	// ToolPromptsGet is prompts/get; its target is params.name as sent.
 	ToolPromptsGet = "mcp:prompts/get"
+	// ToolCompletionComplete is completion/complete: the server completes
+	// an argument of a prompt or of a resource template, and its answer
+	// tells what it holds there. Its target is params.ref.name as sent (a
+	// ref/prompt) or params.ref.uri normalised as a "uri" argument is (a
+	// ref/resource, a URI template).
+	ToolCompletionComplete = "mcp:completion/complete"
 )
 
 // IsMCPToolMethod reports whether an MCP request of method is decided as a
-// tool call: tools/call, and the pseudo-tools' resources/read and
-// prompts/get.
+// tool call: tools/call, and the pseudo-tools' resources/read, prompts/get
+// and completion/complete.
 func IsMCPToolMethod(method string) bool {
-	return method == "tools/call" || method == "resources/read" || method == "prompts/get"
+	switch method {
+	case "tools/call", "resources/read", "prompts/get", "completion/complete":
+		return true
+	}
+	return false
 }
 
 // MCPTool is the tool an MCP request is decided as, beside tools/call: for
@@ -42,6 +52,8 @@ func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
 		name, key = ToolResourcesRead, "uri"
 	case "prompts/get":
 		name, key = ToolPromptsGet, "name"
+	case "completion/complete":
+		return completionTool(params, fold)
 	default:
 		return nil, nil
 	}
@@ -59,12 +71,52 @@ func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
 	return NewToolWith(name, args, nil, fold), nil
 }
 
+// completionTool is the ToolCompletionComplete call of a completion/complete
+// whose params are params: its ref must be a ref/prompt with a string name
+// or a ref/resource with a string uri, checked as prompts/get's name and
+// resources/read's uri are.
+func completionTool(params map[string]any, fold Fold) (*Tool, error) {
+	key, target, ok := completionRef(params)
+	if !ok {
+		return nil, errors.New(`completion/complete: params.ref must be {"type":"ref/prompt","name":…} or {"type":"ref/resource","uri":…}, the name or uri a string`)
+	}
+	args := maps.Clone(params)
+	delete(args, "_meta")
+	ref := map[string]any{key: target}
+	if err := CheckControl(args, nil); err != nil {
+		return nil, err
+	}
+	if err := CheckControl(ref, []string{key}); err != nil {
+		return nil, err
+	}
+	if err := CheckTargetSpelling(ref, []string{key}, fold); err != nil {
+		return nil, err
+	}
+	return NewToolWith(ToolCompletionComplete, args, nil, fold), nil
+}
+
+// completionRef is what a completion/complete's params.ref completes: the
+// key ("name" of a ref/prompt, "uri" of a ref/resource) and its value.
+func completionRef(params map[string]any) (key, target string, ok bool) {
+	ref, _ := params["ref"].(map[string]any)
+	switch ref["type"] {
+	case "ref/prompt":
+		key = "name"
+	case "ref/resource":
+		key = "uri"
+	default:
+		return "", "", false
+	}
+	target, ok = ref[key].(string)
+	return key, target, ok
+}
+
 // mcpMethods are the protocol's own methods of the MCP revisions toolgate
 // speaks (2025-03-26 to 2026-07-28) that the shipped library lets through
 // as plumbing: the client's requests and notifications. tools/call,
-// resources/read and prompts/get are decided as tool calls; the client's
-// answers to server requests carry no method. Keep in step with
-// mcp_methods in rego/lib/toolgate.rego (TestNativeMatchesRego).
+// resources/read, prompts/get and completion/complete are decided as tool
+// calls; the client's answers to server requests carry no method. Keep in
+// step with mcp_methods in rego/lib/toolgate.rego (TestNativeMatchesRego).
 var mcpMethods = map[string]bool{
 	"initialize":                           true,
 	"ping":                                 true,
@@ -72,7 +124,6 @@ var mcpMethods = map[string]bool{
 	"resources/list":                       true,
 	"resources/templates/list":             true,
 	"prompts/list":                         true,
-	"completion/complete":                  true,
 	"logging/setLevel":                     true,
 	"server/discover":                      true,
 	"subscriptions/listen":                 true,

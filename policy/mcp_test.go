@@ -35,7 +35,7 @@ func TestMCPMethods(t *testing.T) {
 		if got := decide(t, e, get); got.Action != "allow" {
 			t.Errorf("native %v: GET: %v, want allow", native, got)
 		}
-		for _, m := range []string{"Tools/Call", "tools/call ", "tools/List", "tools/call", "resources/read", "prompts/get", "resources/subscribe", "notifications/x"} {
+		for _, m := range []string{"Tools/Call", "tools/call ", "tools/List", "tools/call", "resources/read", "prompts/get", "completion/complete", "resources/subscribe", "notifications/x"} {
 			d, err := e.Decide(t.Context(), mcpMessage(m))
 			if err != nil || d.Action != policy.Deny || len(d.Reasons) != 1 || d.Reasons[0].ID != "toolgate.mcp_method" || !strings.Contains(d.Reasons[0].Message, `"`+m+`"`) {
 				t.Errorf("native %v: method %q: %+v %v, want deny toolgate.mcp_method naming it", native, m, d, err)
@@ -44,12 +44,16 @@ func TestMCPMethods(t *testing.T) {
 	}
 }
 
-// TestMCPPseudoTools: resources/read and prompts/get are calls of
-// pseudo-tools, which the rules table allows by target.
+// TestMCPPseudoTools: resources/read, prompts/get and completion/complete
+// are calls of pseudo-tools, which the rules table allows by target; a
+// completion's target is what it completes, read as resources/read's URI
+// or prompts/get's name is.
 func TestMCPPseudoTools(t *testing.T) {
 	rules := writeRules(t, t.TempDir(), []string{
 		`{id: docs, effect: allow, tool: "mcp:resources/read", target: "file:///docs/**"}`,
 		`{id: summary, effect: allow, tool: "mcp:prompts/get", target: summary}`,
+		`{id: complete-docs, effect: allow, tool: "mcp:completion/complete", target: "file:///docs/**"}`,
+		`{id: complete-summary, effect: allow, tool: "mcp:completion/complete", target: summary}`,
 	})
 	e := newEngine(t, policy.Options{RulesFile: rules})
 	cases := []struct {
@@ -63,6 +67,11 @@ func TestMCPPseudoTools(t *testing.T) {
 		{"resources/read", map[string]any{"uri": "../secret"}, "deny", "../secret"},
 		{"prompts/get", map[string]any{"name": "summary", "arguments": map[string]any{"topic": "x"}}, "allow", "summary"},
 		{"prompts/get", map[string]any{"name": "Summary"}, "deny", "Summary"},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "file:///docs/{name}"}, "argument": map[string]any{"name": "name", "value": "a"}}, "allow", "file:///docs/%7Bname%7D"},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "file:///docs/../secrets/{name}"}, "_meta": map[string]any{}}, "deny", "file:///secrets/%7Bname%7D"},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "file:///secrets/{name}"}}, "deny", "file:///secrets/%7Bname%7D"},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "summary"}, "argument": map[string]any{"name": "topic", "value": ""}}, "allow", "summary"},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "admin"}}, "deny", "admin"},
 	}
 	for _, tc := range cases {
 		tool, err := policy.MCPTool(tc.method, tc.params, policy.FoldNone)
@@ -95,6 +104,11 @@ func TestMCPPseudoTools(t *testing.T) {
 		{"resources/read", nil},
 		{"resources/read", map[string]any{"uri": 5}},
 		{"prompts/get", map[string]any{"uri": "x"}},
+		{"completion/complete", map[string]any{}},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "uri": "x"}}},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "name": "x"}}},
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/tool", "name": "x"}}},
+		{"completion/complete", map[string]any{"ref": "ref/prompt"}},
 	} {
 		if _, err := policy.MCPTool(bad.method, bad.params, policy.FoldNone); err == nil {
 			t.Errorf("MCPTool(%q, %v) accepted", bad.method, bad.params)
@@ -103,5 +117,40 @@ func TestMCPPseudoTools(t *testing.T) {
 	var ce *policy.ControlError
 	if _, err := policy.MCPTool("resources/read", map[string]any{"uri": "file:///a\x00.txt"}, policy.FoldNone); !errors.As(err, &ce) {
 		t.Errorf("a NUL in the URI: err = %v, want a *ControlError", err)
+	}
+	if _, err := policy.MCPTool("completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "a\x1b"}}, policy.FoldNone); !errors.As(err, &ce) {
+		t.Errorf("a control character in a completion's prompt name: err = %v, want a *ControlError", err)
+	}
+}
+
+// TestMCPResourceSubscriptions: subscriptions/listen with
+// notifications.resourceSubscriptions is resources/subscribe by another
+// name, and denied as that is, in Go as in Rego; without resource
+// subscriptions it stays plumbing.
+func TestMCPResourceSubscriptions(t *testing.T) {
+	cases := []struct {
+		params map[string]any
+		deny   bool
+	}{
+		{nil, false},
+		{map[string]any{"notifications": map[string]any{"toolsListChanged": true}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": nil}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []any{}}}, false},
+		{map[string]any{"notifications": "x"}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []any{"file:///secrets/key"}}}, true},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": "file:///secrets/key"}}, true},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": map[string]any{}}}, true},
+	}
+	for _, native := range []bool{true, false} {
+		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native})
+		for _, tc := range cases {
+			in := mcpMessage("subscriptions/listen")
+			in.MCP.Params = tc.params
+			d, err := e.Decide(t.Context(), in)
+			denied := err == nil && d.Action == policy.Deny && len(d.Reasons) == 1 && d.Reasons[0].ID == "toolgate.mcp_subscribe"
+			if denied != tc.deny || err != nil || (!tc.deny && d.Action != policy.Allow) {
+				t.Errorf("native %v: params %v: %+v %v, want deny toolgate.mcp_subscribe: %v", native, tc.params, d, err, tc.deny)
+			}
+		}
 	}
 }

@@ -119,6 +119,9 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 		if in.MCP != nil {
 			method = in.MCP.Method
 		}
+		if method == "subscriptions/listen" && subscribesResources(in.MCP.Params) {
+			v.deny.add(Reason{ID: "toolgate.mcp_subscribe", Message: "MCP resource subscriptions are not let through: subscriptions/listen with notifications.resourceSubscriptions, as resources/subscribe"})
+		}
 		if method == "" || mcpMethods[method] {
 			v.allow.add(Reason{ID: "toolgate.mcp_plumbing", Message: "MCP protocol message"})
 		} else {
@@ -131,6 +134,23 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 		}
 	}
 	return v
+}
+
+// subscribesResources reports whether the params of a subscriptions/listen
+// ask for notifications/resources/updated: a resourceSubscriptions member
+// in notifications that is neither null nor an empty array (as the
+// library's toolgate.mcp_subscribe reads it).
+func subscribesResources(params map[string]any) bool {
+	n, ok := params["notifications"].(map[string]any)
+	if !ok {
+		return false
+	}
+	subs, has := n["resourceSubscriptions"]
+	if !has || subs == nil {
+		return false
+	}
+	a, isArray := subs.([]any)
+	return !isArray || len(a) > 0
 }
 
 // match applies the rows that can concern t's tool.

@@ -35,6 +35,22 @@ var (
 	genModes = []string{"", policy.ModeDefault, policy.ModeDontAsk, policy.ModePlan, policy.ModeBypass}
 	// MCP methods of plumbing messages: the protocol's own, a response's
 	// (""), misspellings, case variants and those decided as tool calls.
+	// genListenParams are params of an MCP message, those of
+	// subscriptions/listen among them: toolgate.mcp_subscribe reads them.
+	genListenParams = []map[string]any{
+		nil,
+		{},
+		{"notifications": nil},
+		{"notifications": "x"},
+		{"notifications": map[string]any{}},
+		{"notifications": map[string]any{"toolsListChanged": true}},
+		{"notifications": map[string]any{"resourceSubscriptions": nil}},
+		{"notifications": map[string]any{"resourceSubscriptions": []any{}}},
+		{"notifications": map[string]any{"resourceSubscriptions": []any{"file:///a"}}},
+		{"notifications": map[string]any{"resourceSubscriptions": "file:///a"}},
+		{"notifications": map[string]any{"resourceSubscriptions": map[string]any{}}},
+		{"notifications": []any{map[string]any{"resourceSubscriptions": []any{"file:///a"}}}},
+	}
 	genMethods = []string{
 		"", "initialize", "ping", "tools/list", "notifications/initialized", "notifications/cancelled",
 		"notifications/tasks/status", "tasks/update", "tasks/get", "server/discover", "logging/setLevel",
@@ -84,13 +100,24 @@ func genCall(r *rand.Rand) *policy.Input {
 		case 0: // GET or DELETE: no message
 		default:
 			in.MCP = &policy.MCP{Method: genMethods[r.IntN(len(genMethods))]}
+			if r.IntN(2) == 0 {
+				in.MCP.Params = genListenParams[r.IntN(len(genListenParams))]
+			}
 		}
 		if r.IntN(4) == 0 { // a pseudo-tool
 			params := map[string]any{"uri": callTargets[r.IntN(len(callTargets))]}
 			method := "resources/read"
-			if r.IntN(2) == 0 {
+			switch r.IntN(4) {
+			case 0:
 				params = map[string]any{"name": callTools[r.IntN(len(callTools))], "arguments": map[string]any{}}
 				method = "prompts/get"
+			case 1:
+				ref := map[string]any{"type": "ref/resource", "uri": callTargets[r.IntN(len(callTargets))]}
+				if r.IntN(2) == 0 {
+					ref = map[string]any{"type": "ref/prompt", "name": callTools[r.IntN(len(callTools))]}
+				}
+				params = map[string]any{"ref": ref, "argument": map[string]any{"name": "n", "value": ""}}
+				method = "completion/complete"
 			}
 			tool, err := policy.MCPTool(method, params, policy.FoldNone)
 			if err != nil {

@@ -40,8 +40,32 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 			t.Targets = []TargetArg{{Arg: "name", Target: s, Raw: s}}
 		}
 		return t
+	case ToolCompletionComplete:
+		return completionTarget(args, fold)
 	}
 	return newTool(name, args, targetArgs, fold)
+}
+
+// completionTarget is the ToolCompletionComplete call whose arguments are
+// args: its target is what params.ref names, as prompts/get's name (as
+// sent) or resources/read's uri (normalised) would be, listed as the
+// argument "ref.name" or "ref.uri".
+func completionTarget(args map[string]any, fold Fold) *Tool {
+	key, target, ok := completionRef(args)
+	if !ok {
+		return &Tool{Name: ToolCompletionComplete, Arguments: args}
+	}
+	var t *Tool
+	if key == "name" {
+		t = NewToolWith(ToolPromptsGet, map[string]any{"name": target}, nil, fold)
+	} else {
+		t = NewToolWith(ToolResourcesRead, map[string]any{"uri": target}, nil, fold)
+	}
+	t.Name, t.Arguments = ToolCompletionComplete, args
+	for i := range t.Targets {
+		t.Targets[i].Arg = "ref." + t.Targets[i].Arg
+	}
+	return t
 }
 
 // newTool collects every argument named in targetArgs, in that order. The

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -195,7 +196,14 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.ownResponse = true
 	}
 	params, _ := msg["params"].(map[string]any)
-	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId"); k != "" {
+	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId", "ref", "notifications"); k != "" {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
+	}
+	// The members the policy reads one level down: completion/complete's
+	// ref, and the resource subscriptions of subscriptions/listen.
+	ref, _ := params["ref"].(map[string]any)
+	subs, _ := params["notifications"].(map[string]any)
+	if k := cmp.Or(caseVariant(ref, "type", "name", "uri"), caseVariant(subs, "resourceSubscriptions")); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
@@ -230,8 +238,14 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", err.Error())
 		}
 		in.Tool = tool
-		if tool != nil {
+		switch {
+		case tool != nil:
 			in.MCP.Params = otherParams(method, params)
+		case method == "subscriptions/listen":
+			// What the client subscribes to is the policy's to see: a
+			// resource subscription is a resources/subscribe by
+			// another name (toolgate.mcp_subscribe).
+			in.MCP.Params = params
 		}
 		return nil
 	}

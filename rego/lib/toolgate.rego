@@ -7,9 +7,11 @@
 #   - the rules table (data.toolgate.rules) matched by tool and target;
 #   - calls whose target climbs above its root are denied;
 #   - MCP protocol plumbing (the protocol's own methods, JSON-RPC responses,
-#     GET and DELETE) is allowed, any other MCP method denied; resources/read
-#     and prompts/get arrive as calls of the pseudo-tools mcp:resources/read
-#     and mcp:prompts/get, for the rules table to allow;
+#     GET and DELETE) is allowed, any other MCP method denied, and so is a
+#     subscriptions/listen that subscribes to resources; resources/read,
+#     prompts/get and completion/complete arrive as calls of the pseudo-tools
+#     mcp:resources/read, mcp:prompts/get and mcp:completion/complete, for the
+#     rules table to allow;
 #   - plain HTTP calls fire nothing here, so they are denied unless a rule allows them.
 package toolgate.lib
 
@@ -96,6 +98,20 @@ deny contains {
 	not mcp_method_allowed
 }
 
+# subscriptions/listen with notifications.resourceSubscriptions is the
+# 2026-07-28 form of resources/subscribe, which is not one of the methods
+# let through: the server would watch resources no rule allowed.
+deny contains {
+	"id": "toolgate.mcp_subscribe",
+	"message": "MCP resource subscriptions are not let through: subscriptions/listen with notifications.resourceSubscriptions, as resources/subscribe",
+} if {
+	mcp_plumbing
+	mcp_method == "subscriptions/listen"
+	subs := input.mcp.params.notifications.resourceSubscriptions
+	subs != null
+	subs != []
+}
+
 # An MCP message that is not a tool call: its method decides.
 mcp_plumbing if {
 	input.kind == "mcp"
@@ -111,9 +127,10 @@ mcp_method_allowed if mcp_method == ""
 mcp_method_allowed if mcp_method in mcp_methods
 
 # The protocol's own methods of the MCP revisions toolgate speaks (2025-03-26
-# to 2026-07-28), as the client sends them. tools/call, resources/read and
-# prompts/get are decided as tool calls; any other method, misspelt or in
-# another case, is denied. policy/mcp.go holds the same list.
+# to 2026-07-28), as the client sends them. tools/call, resources/read,
+# prompts/get and completion/complete are decided as tool calls; any other
+# method, misspelt or in another case, is denied. policy/mcp.go holds the
+# same list.
 mcp_methods := {
 	"initialize",
 	"ping",
@@ -121,7 +138,6 @@ mcp_methods := {
 	"resources/list",
 	"resources/templates/list",
 	"prompts/list",
-	"completion/complete",
 	"logging/setLevel",
 	"server/discover",
 	"subscriptions/listen",

@@ -86,7 +86,7 @@ test_mcp_plumbing_allowed if {
 test_mcp_protocol_methods_allowed if {
 	every m in [
 		"initialize", "ping", "tools/list", "resources/list", "resources/templates/list", "prompts/list",
-		"completion/complete", "logging/setLevel", "server/discover", "subscriptions/listen",
+		"logging/setLevel", "server/discover", "subscriptions/listen",
 		"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update",
 		"notifications/initialized", "notifications/cancelled", "notifications/progress",
 		"notifications/roots/list_changed", "notifications/message", "notifications/resources/updated",
@@ -112,14 +112,29 @@ test_mcp_other_methods_denied if {
 		"resources/subscribe", "sampling/createMessage", "roots/list", "elicitation/create",
 		"notifications/", "notifications/other", "tasks/", "tasks/*", "x",
 		# decided as tool calls, so never plumbing without their tool
-		"tools/call", "resources/read", "prompts/get",
+		"tools/call", "resources/read", "prompts/get", "completion/complete",
 	] {
 		ids(lib.deny) == {"toolgate.mcp_method"} with input as mcp(m)
 		count(lib.allow) == 0 with input as mcp(m)
 	}
 }
 
-# resources/read and prompts/get are calls of pseudo-tools, for the table.
+# subscriptions/listen that subscribes to resources is resources/subscribe
+# by another name, denied as that is; list changes alone stay plumbing.
+listen(params) := {"kind": "mcp", "mcp": {"method": "subscriptions/listen", "params": params}}
+
+test_mcp_resource_subscriptions_denied if {
+	every subs in [["file:///secrets/key"], "file:///secrets/key", {}] {
+		ids(lib.deny) == {"toolgate.mcp_subscribe"} with input as listen({"notifications": {"resourceSubscriptions": subs}})
+	}
+	every params in [{}, {"notifications": {"toolsListChanged": true}}, {"notifications": {"resourceSubscriptions": []}}, {"notifications": {"resourceSubscriptions": null}}] {
+		count(lib.deny) == 0 with input as listen(params)
+		ids(lib.allow) == {"toolgate.mcp_plumbing"} with input as listen(params)
+	}
+}
+
+# resources/read, prompts/get and completion/complete are calls of
+# pseudo-tools, for the table.
 pseudo_rows := [
 	{"id": "res", "effect": "allow", "tool": "mcp:resources/read", "target": "file:///docs/**", "tool_glob": false, "target_glob": true},
 	{"id": "pr", "effect": "allow", "tool": "mcp:prompts/get", "target": "summary", "tool_glob": false, "target_glob": false},
@@ -133,6 +148,8 @@ test_mcp_pseudo_tools_by_table if {
 	count(lib.deny) == 0 with input as read_resource("file:///etc/passwd") with data.toolgate.rules as pseudo_rows
 	get := {"kind": "mcp", "mcp": {"method": "prompts/get"}, "tool": {"name": "mcp:prompts/get", "arguments": {"name": "summary"}, "target": "summary"}}
 	ids(lib.allow) == {"pr"} with input as get with data.toolgate.rules as pseudo_rows
+	complete := {"kind": "mcp", "mcp": {"method": "completion/complete"}, "tool": {"name": "mcp:completion/complete", "arguments": {"ref": {"type": "ref/prompt", "name": "summary"}}, "target": "summary"}}
+	count(lib.allow) == 0 with input as complete with data.toolgate.rules as pseudo_rows
 }
 
 # A call with several target arguments (tool.targets): deny and ask rows fire
