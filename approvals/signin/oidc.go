@@ -54,6 +54,14 @@ type oidcAuth struct {
 	signedOutURL string
 	logoutOrigin string
 
+	// exchanges bounds the code exchanges with the provider, in flight
+	// and per second: a sign-in cookie costs nothing to get (/auth/login
+	// asks the provider nothing), and each callback that carries one
+	// would otherwise make toolgate call the token endpoint with its
+	// client's credentials, as often as anyone likes, until the provider
+	// rate-limits that client and approvers cannot sign in.
+	exchanges *exchangeBound
+
 	mu       sync.Mutex
 	provider *discovered // nil until discovery succeeded
 	discErr  error       // the last failure, answered until retryAt
@@ -88,7 +96,7 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
 	}
-	o := &oidcAuth{cfg: c, client: c.HTTPClient, now: c.Now, log: slog.New(slog.DiscardHandler)}
+	o := &oidcAuth{cfg: c, client: c.HTTPClient, now: c.Now, log: slog.New(slog.DiscardHandler), exchanges: newExchangeBound()}
 	if o.client == nil {
 		o.client = &http.Client{Timeout: discoveryTimeout}
 	}
@@ -213,17 +221,24 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 		o.retryAt = o.now().Add(discoveryBackoff)
 		return nil, o.discErr
 	}
+	var meta struct {
+		EndSession  string   `json:"end_session_endpoint"`
+		AuthMethods []string `json:"token_endpoint_auth_methods_supported"`
+	}
+	metaErr := p.Claims(&meta)
+	endpoint := p.Endpoint()
+	// The way the client authenticates at the token endpoint, as the
+	// provider says it takes it: left to guess, oauth2 tries one way and
+	// then the other, two requests for every code the provider refuses.
+	endpoint.AuthStyle = authStyle(meta.AuthMethods)
 	d := &discovered{
 		oauth: oauth2.Config{
 			ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
-			Endpoint: p.Endpoint(), RedirectURL: o.redirectURL, Scopes: o.cfg.Scopes,
+			Endpoint: endpoint, RedirectURL: o.redirectURL, Scopes: o.cfg.Scopes,
 		},
 		verifier: p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID, Now: o.now}),
 	}
-	var meta struct {
-		EndSession string `json:"end_session_endpoint"`
-	}
-	if err := p.Claims(&meta); err == nil && meta.EndSession != "" && !o.cfg.KeepProviderSession {
+	if metaErr == nil && meta.EndSession != "" && !o.cfg.KeepProviderSession {
 		if u, err := endSessionURL(meta.EndSession, o.cfg.Issuer); err != nil {
 			o.log.Warn("sign-out will not end the identity provider's session", "err", providerText(err))
 		} else {
@@ -324,6 +339,21 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 			"toolgate cannot reach the identity provider just now. Try again in a minute.", again)
 		return
 	}
+	release, fresh, ok := o.exchanges.take(st.State, time.Unix(st.Expires, 0), o.now())
+	if !fresh {
+		o.log.Warn("sign-in refused", "reason", "its state was used before")
+		o.page(w, http.StatusBadRequest, "Sign-in refused",
+			"This sign-in was used already. Sign in again.", again)
+		return
+	}
+	if !ok {
+		o.log.Warn("sign-in refused", "reason", "too many sign-ins at once")
+		w.Header().Set("Retry-After", "5")
+		o.page(w, http.StatusServiceUnavailable, "Sign-in busy",
+			"Too many sign-ins are going on just now. Try again in a minute.", again)
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), exchangeTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, o.client)
