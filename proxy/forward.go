@@ -106,8 +106,9 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 // forward sends exactly the bytes the policy evaluated to the upstream and
 // streams its answer back.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer {
-	if c.mcp != nil && r.Method == http.MethodGet {
-		// The server's SSE stream stays open as long as the upstream
+	if c.mcp != nil && (r.Method == http.MethodGet || c.mcp.method == "subscriptions/listen") {
+		// The server's SSE stream (a GET, or the answer to a
+		// subscriptions/listen) stays open as long as the upstream
 		// keeps it, so it takes a held place, as an ask does: one
 		// principal's streams cannot take every connection the listener
 		// has. Past the bound a new stream is refused, not queued.

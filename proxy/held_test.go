@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // TestHeldPerSubject: a principal with MaxHeldPerSubject requests held has
@@ -214,6 +216,63 @@ func TestMCPStreamsHeldPerSubject(t *testing.T) {
 			t.Fatalf("a stream after one closed: %d, want 200 once its place came back", again.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestListenStreamsHeldPerSubject: a subscriptions/listen is answered by
+// a stream the server keeps open, as the GET stream is, and takes a held
+// place as that does: past MaxHeldPerSubject a new one is 429, unsent.
+func TestListenStreamsHeldPerSubject(t *testing.T) {
+	var opened atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		opened.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": open\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	allow := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env := newTestServer(t, allow, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+		c.MaxHeldPerSubject = 2
+	})
+	listen := func(id int) (int, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`, id)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode == http.StatusOK {
+			if line, err := bufio.NewReader(res.Body).ReadString('\n'); err != nil || line != ": open\n" {
+				t.Fatalf("stream: %q, %v", line, err)
+			}
+		}
+		return res.StatusCode, func() { cancel(); res.Body.Close() }
+	}
+	for i := range 2 {
+		status, done := listen(i)
+		defer done()
+		if status != http.StatusOK {
+			t.Fatalf("listen %d: %d, want 200", i, status)
+		}
+	}
+	status, done := listen(3)
+	done()
+	if status != http.StatusTooManyRequests {
+		t.Errorf("a third listen: %d, want 429", status)
+	}
+	if n := opened.Load(); n != 2 {
+		t.Errorf("the upstream opened %d streams, want 2", n)
 	}
 }
 
