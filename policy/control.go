@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,6 +18,27 @@ type ControlError struct {
 	What  string // "argument key" or "target"
 	Value string // the key or the target string
 	Char  rune   // the first refused character of Value
+}
+
+// LogSafe is err's message for a log: an argument's value, which a
+// *ControlError or *SpellingError quotes for the agent that sent it, is
+// named by its length instead, since it may hold a secret that log.arguments
+// and the policy's masks keep out of the decision log. Any other error's
+// message is as it is.
+func LogSafe(err error) string {
+	var ce *ControlError
+	if errors.As(err, &ce) {
+		c := *ce
+		c.Value = fmt.Sprintf("(%d bytes)", len(ce.Value))
+		return c.Error()
+	}
+	var se *SpellingError
+	if errors.As(err, &se) {
+		c := *se
+		c.Value = fmt.Sprintf("(%d bytes)", len(se.Value))
+		return c.Error()
+	}
+	return err.Error()
 }
 
 func (e *ControlError) Error() string {

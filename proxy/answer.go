@@ -23,9 +23,13 @@ type answer struct {
 	outcome string // X-Toolgate-Decision, and the problem's "decision"
 	title   string
 	detail  string
-	callID  string // "" is the request's own call ID
-	reasons []string
-	ruleIDs []string
+	// logDetail, when set, is what toolgate's own log says instead of
+	// detail: detail may quote an argument's value back to the agent
+	// that sent it, which the log must not keep (policy.LogSafe).
+	logDetail string
+	callID    string // "" is the request's own call ID
+	reasons   []string
+	ruleIDs   []string
 	// rpcCode is the JSON-RPC error code a refusal of a JSON-RPC message
 	// carries; zero picks the outcome's.
 	rpcCode int
@@ -86,6 +90,21 @@ var answered = answer{kind: written}
 // invalid refuses a request toolgate cannot decide on as sent.
 func invalid(status int, title, detail string) *answer {
 	return &answer{kind: refusal, status: status, outcome: outcomeInvalid, title: title, detail: detail}
+}
+
+// badArgument refuses a call for err, an argument check's error: its
+// message is the agent's, its log-safe form the log's.
+func badArgument(title string, err error) *answer {
+	a := invalid(http.StatusBadRequest, title, err.Error())
+	a.logDetail = policy.LogSafe(err)
+	return a
+}
+
+// rpcBadArgument is badArgument for a JSON-RPC message: invalid params.
+func rpcBadArgument(title string, err error) *answer {
+	a := badArgument(title, err)
+	a.rpcCode = rpcInvalidParams
+	return a
 }
 
 // rpcInvalid refuses a JSON-RPC message with the given error code.

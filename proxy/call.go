@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
@@ -176,10 +177,10 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		return a
 	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
-		return invalid(http.StatusBadRequest, "Control character", err.Error())
+		return badArgument("Control character", err)
 	}
 	if err := policy.CheckTargetSpelling(args, c.up.TargetArgs, c.up.fold); err != nil {
-		return invalid(http.StatusBadRequest, "Ambiguous target", err.Error())
+		return badArgument("Ambiguous target", err)
 	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return invalid(http.StatusBadRequest, "Too many targets", err.Error())
@@ -228,7 +229,7 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 func (s *Server) refused(r *http.Request, c *call, a answer) {
 	s.metrics.refused.WithLabelValues(a.outcome).Inc()
 	s.tracing.refused(r, c, a.outcome)
-	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", a.detail,
+	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", cmp.Or(a.logDetail, a.detail),
 		"method", r.Method, "path", r.URL.EscapedPath())
 }
 

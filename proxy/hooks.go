@@ -61,9 +61,10 @@ func (s *Server) runHooks(ctx context.Context, c *call) *policy.Decision {
 	}
 	if v.UpdatedArguments != nil {
 		if err := s.rewriteArguments(c, v.UpdatedArguments); err != nil {
-			s.log.Warn("a hook's updated_arguments were refused", "call_id", c.id, "hook", v.UpdatedBy, "error", err)
+			// Log-safe in both: the reason reaches the decision log.
+			s.log.Warn("a hook's updated_arguments were refused", "call_id", c.id, "hook", v.UpdatedBy, "error", policy.LogSafe(err))
 			return &policy.Decision{Action: policy.Deny, Reasons: []policy.Reason{{
-				ID: "hook." + v.UpdatedBy, Message: "hook " + v.UpdatedBy + " rewrote the arguments into something toolgate refuses: " + err.Error(),
+				ID: "hook." + v.UpdatedBy, Message: "hook " + v.UpdatedBy + " rewrote the arguments into something toolgate refuses: " + policy.LogSafe(err),
 			}}}
 		}
 		c.hooks.UpdatedBy = v.UpdatedBy
@@ -90,6 +91,11 @@ func (s *Server) rewriteArguments(c *call, updated json.RawMessage) error {
 	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return err
+	}
+	if a := queryAgrees(c.up, c.input.HTTP.Query, args); a != nil {
+		// The agent's query is sent beside the hook's arguments: a name
+		// in both would be bound two ways, as in the agent's own call.
+		return errors.New(a.title + ": " + a.detail)
 	}
 	old := c.input.Tool
 	body := []byte(updated)

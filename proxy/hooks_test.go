@@ -129,6 +129,25 @@ func TestHookRewrite(t *testing.T) {
 	}
 }
 
+// TestHookRewriteBesideQuery: a name in both the query and the body is
+// refused, since stacks bind both to one field; a hook's rewrite that adds
+// to the body a name the agent put in the query is refused the same way
+// (the call denied, nothing sent), not sent in two places.
+func TestHookRewriteBesideQuery(t *testing.T) {
+	url := hookServer(t, `{"decision":"none","updated_arguments":{"path":"notes/safe.txt","mode":"append"}}`, 0)
+	env := newTestServer(t, seedEngine(t), withHook(t, hooks.Hook{Name: "pin", URL: url}),
+		func(c *Config) { c.Upstreams[0].ToolQuery = true })
+	res := post(t, env.url+"/tools/Read?mode=truncate", `{"path":"a.txt"}`, "Authorization", "Bearer agent-key")
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "query string and in the body") {
+		t.Errorf("status %d %s, want 403 naming the repeated argument", res.StatusCode, b)
+	}
+	if n := len(env.upstream.Requests()); n != 0 {
+		t.Errorf("the upstream received %d requests, want none", n)
+	}
+}
+
 // TestHookAskApproved checks that a call whose ask only a hook forced runs
 // once approved, even where the mode alone would deny the rules' ask.
 func TestHookAskApproved(t *testing.T) {

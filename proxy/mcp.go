@@ -235,7 +235,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		// pseudo-tools; every other method on its name alone.
 		tool, err := policy.MCPTool(method, params, c.up.fold)
 		if err != nil {
-			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", err.Error())
+			return rpcBadArgument("Bad params", err)
 		}
 		in.Tool = tool
 		switch {
@@ -265,10 +265,10 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return a
 	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
-		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Control character", err.Error())
+		return rpcBadArgument("Control character", err)
 	}
 	if err := policy.CheckTargetSpelling(args, c.up.TargetArgs, c.up.fold); err != nil {
-		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Ambiguous target", err.Error())
+		return rpcBadArgument("Ambiguous target", err)
 	}
 	if err := policy.CheckTargets(args, c.up.TargetArgs); err != nil {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Too many targets", err.Error())

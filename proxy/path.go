@@ -179,6 +179,16 @@ func checkToolQuery(up *upstream, raw string, query map[string][]string, args ma
 	if !up.ToolQuery {
 		return invalid(http.StatusBadRequest, "Query on a tool call", "a tool call's arguments go in its JSON body; this upstream takes no query string (upstreams[].tool_query)")
 	}
+	return queryAgrees(up, query, args)
+}
+
+// queryAgrees refuses a query that names an argument of args, or a target
+// argument: checked on the agent's arguments and again on a hook's
+// rewrite of them, which the query is sent beside.
+func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *answer {
+	if len(query) == 0 {
+		return nil
+	}
 	// Case-insensitive: some stacks bind query and body fields to the
 	// same struct field regardless of case.
 	folded := make(map[string]bool, len(args))
