@@ -26,8 +26,10 @@ import (
 // Kubernetes' ConfigMap swap (a new "..data" symlink) counts in both kinds
 // of directory. Events are debounced (an editor's save is several events),
 // and directories are watched rather than files, so atomic renames and
-// symlink swaps are seen. A reload that fails keeps the last good policy
-// (see Reload).
+// symlink swaps are seen. A policy directory replaced whole (a symlink to a
+// release repointed, a new directory renamed over it) is seen from its
+// parent, which is watched too: its watches then follow the new one. A
+// reload that fails keeps the last good policy (see Reload).
 func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duration) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -48,9 +50,17 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 	}
 	sync := func() {
 		for _, root := range f.policyRoots {
-			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					add(p)
+			add(filepath.Dir(root))
+			// A root that is a symlink is walked where it points (WalkDir
+			// would not), its directories watched under the root's name:
+			// events then name files as the filter knows them.
+			real, err := filepath.EvalSymlinks(root)
+			if err != nil {
+				continue
+			}
+			_ = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+				if rel, rerr := filepath.Rel(real, p); err == nil && rerr == nil && d.IsDir() {
+					add(filepath.Join(root, rel))
 				}
 				return nil
 			})
@@ -71,6 +81,19 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 				return nil
 			}
 			name := filepath.Clean(ev.Name)
+			if slices.Contains(f.policyRoots, name) && ev.Op != fsnotify.Chmod {
+				// The directory itself, seen from its parent: replaced,
+				// its watches are on the one it replaced. Dropped here,
+				// they are added again on the new one before the reload.
+				for p := range watched {
+					if p == name || strings.HasPrefix(p, name+string(filepath.Separator)) {
+						_ = w.Remove(p)
+						delete(watched, p)
+					}
+				}
+				timer.Reset(debounce)
+				continue
+			}
 			wasDir := watched[name]
 			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 				delete(watched, name)

@@ -119,3 +119,86 @@ func TestWatchCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchDirectoryReplaced: a policy directory replaced whole, as
+// deployments do (a symlink to a release repointed with ln -sfn, or a new
+// directory renamed over the old one), is reloaded, and so are later edits
+// in the new one: its watches follow it rather than the one it replaced.
+func TestWatchDirectoryReplaced(t *testing.T) {
+	const allowX = "package toolgate\n\nallow if input.tool.name == \"x\"\n"
+	const denyX = "package toolgate\n\ndeny if input.tool.name == \"x\"\n"
+	write := func(t *testing.T, dir, src string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// watch starts watching dir and returns a wait for the policy in
+	// force to decide the call x as want, after a reload.
+	watch := func(t *testing.T, dir string) func(want policy.Action, after string) {
+		t.Helper()
+		reloaded := make(chan error, 64)
+		e := newEngine(t, policy.Options{Policies: os.DirFS(dir), OnReload: func(_ string, err error) { reloaded <- err }})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- e.Watch(ctx, []string{dir}, 20*time.Millisecond) }()
+		t.Cleanup(func() { cancel(); <-done })
+		time.Sleep(100 * time.Millisecond) // let the watcher start
+		return func(want policy.Action, after string) {
+			t.Helper()
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case err := <-reloaded:
+					if err != nil {
+						t.Fatalf("%s: reload: %v", after, err)
+					}
+				case <-deadline:
+					t.Fatalf("%s: the policy in force still does not %v the call, 5 s on", after, want)
+				}
+				d, err := e.Decide(t.Context(), &policy.Input{Kind: policy.KindREST, Tool: policy.NewTool("x", map[string]any{}, nil)})
+				if err == nil && d.Action == want {
+					return
+				}
+			}
+		}
+	}
+	t.Run("symlink repointed", func(t *testing.T) {
+		root := t.TempDir()
+		write(t, filepath.Join(root, "v1"), allowX)
+		cur := filepath.Join(root, "current")
+		if err := os.Symlink("v1", cur); err != nil {
+			t.Fatal(err)
+		}
+		waitFor := watch(t, cur)
+		write(t, filepath.Join(root, "v2"), denyX)
+		if err := os.Symlink("v2", cur+".tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(cur+".tmp", cur); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(policy.Deny, "the link repointed to v2")
+		write(t, filepath.Join(root, "v2"), allowX)
+		waitFor(policy.Allow, "an edit in v2")
+	})
+	t.Run("renamed over", func(t *testing.T) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "policy")
+		write(t, dir, allowX)
+		waitFor := watch(t, dir)
+		write(t, dir+".new", denyX)
+		if err := os.Rename(dir, dir+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir+".new", dir); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(policy.Deny, "a new directory renamed over the old")
+		write(t, dir, allowX)
+		waitFor(policy.Allow, "an edit in the new directory")
+	})
+}
