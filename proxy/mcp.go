@@ -155,10 +155,12 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member without "method" is a response: exactly one of "result" and "error", and no "params"`)
 			}
 			// Tool calls are decided one per request, a tools/list
-			// answer is filtered per caller, which a batch's is not, and
-			// task methods and answers to toolgate's own requests may be
-			// toolgate's to answer, which it does one per request.
-			if policy.IsMCPToolMethod(method) || method == "tools/list" || strings.HasPrefix(method, "tasks/") {
+			// answer is filtered per caller, which a batch's is not,
+			// subscriptions/listen is decided on its params, which a
+			// batch member's are not, and task methods and answers to
+			// toolgate's own requests may be toolgate's to answer, which
+			// it does one per request.
+			if policy.IsMCPToolMethod(method) || method == "tools/list" || method == "subscriptions/listen" || strings.HasPrefix(method, "tasks/") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
 			}
 			if id, _ := o["id"].(string); method == "" && strings.HasPrefix(id, confirmRPCPrefix) {

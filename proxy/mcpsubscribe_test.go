@@ -122,6 +122,13 @@ func TestResourceSubscriptionsDenied(t *testing.T) {
 			t.Errorf("%s: status %d %s, want 400 invalid params", bad, res.StatusCode, raw)
 		}
 	}
+	// A batch member is decided on its method alone: a batch holding
+	// subscriptions/listen is refused whole, as one holding a tool call is.
+	batch := `[{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["file:///secrets/key"]}}},{"jsonrpc":"2.0","id":6,"method":"ping"}]`
+	res, msg, raw := postMCP(t, env, batch, "Mcp-Protocol-Version", "2025-03-26")
+	if res.StatusCode != http.StatusBadRequest || msg.Error == nil || msg.Error.Code != rpcInvalidRequest {
+		t.Errorf("a batch holding subscriptions/listen: status %d %s, want 400 invalid request", res.StatusCode, raw)
+	}
 	if n := len(up.Requests()); n != 0 {
 		t.Errorf("the upstream received %d messages, want none", n)
 	}
