@@ -14,12 +14,14 @@ const (
 	ToolResourcesRead = "mcp:resources/read"
 	// ToolPromptsGet is prompts/get; its target is params.name as sent.
 	ToolPromptsGet = "mcp:prompts/get"
-	// ToolCompletionComplete is completion/complete: the server completes
-	// an argument of a prompt or of a resource template, and its answer
-	// tells what it holds there. Its target is params.ref.name as sent (a
-	// ref/prompt) or params.ref.uri normalised as a "uri" argument is (a
-	// ref/resource, a URI template).
-	ToolCompletionComplete = "mcp:completion/complete"
+	// ToolCompletePrompt and ToolCompleteResource are completion/complete,
+	// whose answer tells what the server holds under a prompt's argument
+	// (a ref/prompt; target: params.ref.name as sent) or a resource
+	// template (a ref/resource; target: params.ref.uri, the template,
+	// normalised as a "uri" argument is). Two tools, so that a row for
+	// every prompt (target "*") allows no resource's completion.
+	ToolCompletePrompt   = "mcp:completion/prompt"
+	ToolCompleteResource = "mcp:completion/resource"
 )
 
 // IsMCPToolMethod reports whether an MCP request of method is decided as a
@@ -71,7 +73,8 @@ func MCPTool(method string, params map[string]any, fold Fold) (*Tool, error) {
 	return NewToolWith(name, args, nil, fold), nil
 }
 
-// completionTool is the ToolCompletionComplete call of a completion/complete
+// completionTool is the ToolCompletePrompt or ToolCompleteResource call of a
+// completion/complete
 // whose params are params: its ref must be a ref/prompt with a string name
 // or a ref/resource with a string uri, checked as prompts/get's name and
 // resources/read's uri are.
@@ -92,7 +95,10 @@ func completionTool(params map[string]any, fold Fold) (*Tool, error) {
 	if err := CheckTargetSpelling(ref, []string{key}, fold); err != nil {
 		return nil, err
 	}
-	return NewToolWith(ToolCompletionComplete, args, nil, fold), nil
+	if key == "name" {
+		return NewToolWith(ToolCompletePrompt, args, nil, fold), nil
+	}
+	return NewToolWith(ToolCompleteResource, args, nil, fold), nil
 }
 
 // completionRef is what a completion/complete's params.ref completes: the

@@ -52,8 +52,8 @@ func TestMCPPseudoTools(t *testing.T) {
 	rules := writeRules(t, t.TempDir(), []string{
 		`{id: docs, effect: allow, tool: "mcp:resources/read", target: "file:///docs/**"}`,
 		`{id: summary, effect: allow, tool: "mcp:prompts/get", target: summary}`,
-		`{id: complete-docs, effect: allow, tool: "mcp:completion/complete", target: "file:///docs/**"}`,
-		`{id: complete-summary, effect: allow, tool: "mcp:completion/complete", target: summary}`,
+		`{id: complete-docs, effect: allow, tool: "mcp:completion/resource", target: "file:///docs/**"}`,
+		`{id: complete-prompts, effect: allow, tool: "mcp:completion/prompt", target: "*"}`,
 	})
 	e := newEngine(t, policy.Options{RulesFile: rules})
 	cases := []struct {
@@ -71,7 +71,8 @@ func TestMCPPseudoTools(t *testing.T) {
 		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "file:///docs/../secrets/{name}"}, "_meta": map[string]any{}}, "deny", "file:///secrets/%7Bname%7D"},
 		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/resource", "uri": "file:///secrets/{name}"}}, "deny", "file:///secrets/%7Bname%7D"},
 		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "summary"}, "argument": map[string]any{"name": "topic", "value": ""}}, "allow", "summary"},
-		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "admin"}}, "deny", "admin"},
+		// complete-prompts allows every prompt's completion, and no resource's (above).
+		{"completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "admin"}}, "allow", "admin"},
 	}
 	for _, tc := range cases {
 		tool, err := policy.MCPTool(tc.method, tc.params, policy.FoldNone)
@@ -140,6 +141,12 @@ func TestMCPResourceSubscriptions(t *testing.T) {
 		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []any{"file:///secrets/key"}}}, true},
 		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": "file:///secrets/key"}}, true},
 		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": map[string]any{}}}, true},
+		// Built in Go rather than decoded from JSON: read as OPA reads them.
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{}}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string(nil)}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{"file:///secrets/key"}}}, true},
+		{map[string]any{"notifications": map[string][]string{"resourceSubscriptions": {"file:///secrets/key"}}}, true},
+		{map[string]any{"notifications": map[string][]string{"resourceSubscriptions": {}}}, false},
 	}
 	for _, native := range []bool{true, false} {
 		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native})

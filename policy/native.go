@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -138,19 +139,32 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 
 // subscribesResources reports whether the params of a subscriptions/listen
 // ask for notifications/resources/updated: a resourceSubscriptions member
-// in notifications that is neither null nor an empty array (as the
-// library's toolgate.mcp_subscribe reads it).
+// in notifications that is neither null nor an empty array, as the
+// library's toolgate.mcp_subscribe reads it. The proxy's params are JSON's
+// maps and slices; an input built in Go may hold others (a []string, a
+// map[string][]string), read as OPA reads them, through JSON: a nil slice
+// or map is null.
 func subscribesResources(params map[string]any) bool {
-	n, ok := params["notifications"].(map[string]any)
-	if !ok {
+	n := reflect.ValueOf(params["notifications"])
+	if n.Kind() != reflect.Map || n.Type().Key().Kind() != reflect.String {
 		return false
 	}
-	subs, has := n["resourceSubscriptions"]
-	if !has || subs == nil {
-		return false
+	v := n.MapIndex(reflect.ValueOf("resourceSubscriptions").Convert(n.Type().Key()))
+	for v.IsValid() && (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
 	}
-	a, isArray := subs.([]any)
-	return !isArray || len(a) > 0
+	switch {
+	case !v.IsValid():
+		return false
+	case v.Kind() == reflect.Slice || v.Kind() == reflect.Map:
+		return !v.IsNil() && (v.Kind() == reflect.Map || v.Len() > 0)
+	case v.Kind() == reflect.Array:
+		return v.Len() > 0
+	}
+	return true
 }
 
 // match applies the rows that can concern t's tool.

@@ -40,20 +40,21 @@ func NewToolWith(name string, args map[string]any, targetArgs []string, fold Fol
 			t.Targets = []TargetArg{{Arg: "name", Target: s, Raw: s}}
 		}
 		return t
-	case ToolCompletionComplete:
-		return completionTarget(args, fold)
+	case ToolCompletePrompt, ToolCompleteResource:
+		return completionTarget(name, args, fold)
 	}
 	return newTool(name, args, targetArgs, fold)
 }
 
-// completionTarget is the ToolCompletionComplete call whose arguments are
-// args: its target is what params.ref names, as prompts/get's name (as
-// sent) or resources/read's uri (normalised) would be, listed as the
-// argument "ref.name" or "ref.uri".
-func completionTarget(args map[string]any, fold Fold) *Tool {
+// completionTarget is the completion call name (ToolCompletePrompt or
+// ToolCompleteResource) whose arguments are args: its target is what
+// params.ref names, as prompts/get's name (as sent) or resources/read's
+// uri (normalised) would be, listed as the argument "ref.name" or
+// "ref.uri". A ref that is not the kind name completes has no target.
+func completionTarget(name string, args map[string]any, fold Fold) *Tool {
 	key, target, ok := completionRef(args)
-	if !ok {
-		return &Tool{Name: ToolCompletionComplete, Arguments: args}
+	if !ok || (key == "name") != (name == ToolCompletePrompt) {
+		return &Tool{Name: name, Arguments: args}
 	}
 	var t *Tool
 	if key == "name" {
@@ -61,7 +62,7 @@ func completionTarget(args map[string]any, fold Fold) *Tool {
 	} else {
 		t = NewToolWith(ToolResourcesRead, map[string]any{"uri": target}, nil, fold)
 	}
-	t.Name, t.Arguments = ToolCompletionComplete, args
+	t.Name, t.Arguments = name, args
 	for i := range t.Targets {
 		t.Targets[i].Arg = "ref." + t.Targets[i].Arg
 	}

@@ -136,7 +136,8 @@ func TestResourceSubscriptionsDenied(t *testing.T) {
 
 // TestCompletionDecidedAsPseudoTool: completion/complete tells what a
 // server holds under a resource template or a prompt, so it is a call of
-// the pseudo-tool mcp:completion/complete on what it completes: nothing
+// the pseudo-tool mcp:completion/resource (or mcp:completion/prompt) on
+// what it completes: nothing
 // allows it until a rule does, and a deny row on the template's URIs
 // keeps the server's completion handler from running.
 func TestCompletionDecidedAsPseudoTool(t *testing.T) {
@@ -156,7 +157,7 @@ func TestCompletionDecidedAsPseudoTool(t *testing.T) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: "secret"}}}, nil
 		})
 	up.serve(t, srv, mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
-	eng := mcpEngineRules(t, `{id: c, effect: allow, tool: "mcp:completion/complete", target: "file:///docs/**"}`)
+	eng := mcpEngineRules(t, `{id: c, effect: allow, tool: "mcp:completion/resource", target: "file:///docs/**"}`, `{id: p, effect: allow, tool: "mcp:completion/prompt", target: "*"}`)
 	env := newMCPEnvWith(t, up, func(c *Config) { c.Decider = eng })
 	res, _, raw := postMCP(t, env, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{`+mcpMeta2026+`,"uri":"file:///secrets/prod-db-password.txt"}}`,
 		"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", "file:///secrets/prod-db-password.txt")

@@ -10,8 +10,8 @@
 #     GET and DELETE) is allowed, any other MCP method denied, and so is a
 #     subscriptions/listen that subscribes to resources; resources/read,
 #     prompts/get and completion/complete arrive as calls of the pseudo-tools
-#     mcp:resources/read, mcp:prompts/get and mcp:completion/complete, for the
-#     rules table to allow;
+#     mcp:resources/read, mcp:prompts/get and mcp:completion/prompt or
+#     mcp:completion/resource, for the rules table to allow;
 #   - plain HTTP calls fire nothing here, so they are denied unless a rule allows them.
 package toolgate.lib
 

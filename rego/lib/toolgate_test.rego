@@ -148,7 +148,7 @@ test_mcp_pseudo_tools_by_table if {
 	count(lib.deny) == 0 with input as read_resource("file:///etc/passwd") with data.toolgate.rules as pseudo_rows
 	get := {"kind": "mcp", "mcp": {"method": "prompts/get"}, "tool": {"name": "mcp:prompts/get", "arguments": {"name": "summary"}, "target": "summary"}}
 	ids(lib.allow) == {"pr"} with input as get with data.toolgate.rules as pseudo_rows
-	complete := {"kind": "mcp", "mcp": {"method": "completion/complete"}, "tool": {"name": "mcp:completion/complete", "arguments": {"ref": {"type": "ref/prompt", "name": "summary"}}, "target": "summary"}}
+	complete := {"kind": "mcp", "mcp": {"method": "completion/complete"}, "tool": {"name": "mcp:completion/prompt", "arguments": {"ref": {"type": "ref/prompt", "name": "summary"}}, "target": "summary"}}
 	count(lib.allow) == 0 with input as complete with data.toolgate.rules as pseudo_rows
 }
 
