@@ -6,40 +6,34 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
-	"golang.org/x/time/rate"
 )
 
-const (
-	// maxExchanges is how many code exchanges may be in flight at once,
-	// and exchangeRate, exchangeBurst how many may start in a second and
-	// at once after a quiet spell: far above what people signing in
-	// make, far below what would get a client rate-limited.
-	maxExchanges  = 16
-	exchangeRate  = 10
-	exchangeBurst = 50
-	// sweepStates is how many remembered states start a sweep of the
-	// expired ones.
-	sweepStates = 1024
-)
+// maxExchanges is how many code exchanges may be in flight at once on a
+// replica: far above what people signing in make, and a bound on the
+// goroutines and provider connections that callbacks with made-up codes
+// can hold while a slow provider answers. There is no bound per second:
+// one would be shared by everyone, and a stream of made-up callbacks
+// (each sign-in cookie a free GET /auth/login away) would spend it and
+// lock honest approvers out; the provider's own limits can be reached
+// without toolgate anyway, its client ID being public.
+const maxExchanges = 64
 
-// exchangeBound bounds code exchanges in flight and per second, across
-// every caller: a sign-in cookie costs nothing to get, so a bound per
-// cookie or per source would bound nothing. It also remembers the states
-// it let through until they expire, so that one state is exchanged once
-// by this replica even when its cookie is sent again.
+// sweepStates is how many remembered states start a sweep of the expired
+// ones.
+const sweepStates = 1024
+
+// exchangeBound bounds the code exchanges in flight, and remembers the
+// states it let through until they expire, so that one state is
+// exchanged once by this replica even when its cookie is sent again.
 type exchangeBound struct {
 	inFlight chan struct{}
-	rate     *rate.Limiter
 
 	mu   sync.Mutex
 	used map[string]time.Time // state -> when its sign-in cookie expires
 }
 
 func newExchangeBound() *exchangeBound {
-	return &exchangeBound{
-		inFlight: make(chan struct{}, maxExchanges), rate: rate.NewLimiter(exchangeRate, exchangeBurst),
-		used: map[string]time.Time{},
-	}
+	return &exchangeBound{inFlight: make(chan struct{}, maxExchanges), used: map[string]time.Time{}}
 }
 
 // take claims a place for the exchange of state, whose sign-in expires
@@ -57,14 +51,9 @@ func (b *exchangeBound) take(state string, expires, now time.Time) (release func
 	default:
 		return nil, true, false
 	}
-	if !b.rate.Allow() {
-		<-b.inFlight
-		return nil, true, false
-	}
 	if len(b.used) >= sweepStates {
-		// The rate bounds the states of one sign-in's lifetime (10 a
-		// second for loginTTL is 6,000 and the burst): past sweepStates,
-		// each exchange forgets those that expired.
+		// Past sweepStates each exchange forgets the states that expired:
+		// the map holds the states exchanged in the last loginTTL.
 		for k, end := range b.used {
 			if !now.Before(end) {
 				delete(b.used, k)
@@ -76,13 +65,18 @@ func (b *exchangeBound) take(state string, expires, now time.Time) (release func
 }
 
 // authStyle is how the client authenticates at the token endpoint, from
-// the provider's token_endpoint_auth_methods_supported: in the request's
-// parameters when it takes client_secret_post but not client_secret_basic,
-// else in the Authorization header (the method OpenID Connect Discovery
-// defaults to when the list is left out).
+// the provider's token_endpoint_auth_methods_supported: in the
+// Authorization header or in the request's parameters when the provider
+// takes only one of the two, else left to oauth2, which tries one and then
+// the other and remembers the one that worked (a client may be registered
+// for either).
 func authStyle(methods []string) oauth2.AuthStyle {
-	if slices.Contains(methods, "client_secret_post") && !slices.Contains(methods, "client_secret_basic") {
+	basic, post := slices.Contains(methods, "client_secret_basic"), slices.Contains(methods, "client_secret_post")
+	switch {
+	case basic && !post:
+		return oauth2.AuthStyleInHeader
+	case post && !basic:
 		return oauth2.AuthStyleInParams
 	}
-	return oauth2.AuthStyleInHeader
+	return oauth2.AuthStyleAutoDetect
 }

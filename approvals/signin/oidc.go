@@ -54,12 +54,10 @@ type oidcAuth struct {
 	signedOutURL string
 	logoutOrigin string
 
-	// exchanges bounds the code exchanges with the provider, in flight
-	// and per second: a sign-in cookie costs nothing to get (/auth/login
-	// asks the provider nothing), and each callback that carries one
-	// would otherwise make toolgate call the token endpoint with its
-	// client's credentials, as often as anyone likes, until the provider
-	// rate-limits that client and approvers cannot sign in.
+	// exchanges bounds the code exchanges with the provider in flight,
+	// and has each sign-in's state exchanged once: a sign-in cookie sent
+	// again (a browser drops it after one answer) calls the provider no
+	// more.
 	exchanges *exchangeBound
 
 	mu       sync.Mutex
@@ -227,9 +225,9 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 	}
 	metaErr := p.Claims(&meta)
 	endpoint := p.Endpoint()
-	// The way the client authenticates at the token endpoint, as the
-	// provider says it takes it: left to guess, oauth2 tries one way and
-	// then the other, two requests for every code the provider refuses.
+	// The way the client authenticates at the token endpoint, where the
+	// provider says it takes only one: guessing costs two requests for
+	// each code refused before one succeeded.
 	endpoint.AuthStyle = authStyle(meta.AuthMethods)
 	d := &discovered{
 		oauth: oauth2.Config{
@@ -350,7 +348,7 @@ func (o *oidcAuth) callback(w http.ResponseWriter, r *http.Request) {
 		o.log.Warn("sign-in refused", "reason", "too many sign-ins at once")
 		w.Header().Set("Retry-After", "5")
 		o.page(w, http.StatusServiceUnavailable, "Sign-in busy",
-			"Too many sign-ins are going on just now. Try again in a minute.", again)
+			"Too many sign-ins are going on just now. Try again in a few seconds.", again)
 		return
 	}
 	defer release()
