@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -147,6 +148,14 @@ func TestMCPResourceSubscriptions(t *testing.T) {
 		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []string{"file:///secrets/key"}}}, true},
 		{map[string]any{"notifications": map[string][]string{"resourceSubscriptions": {"file:///secrets/key"}}}, true},
 		{map[string]any{"notifications": map[string][]string{"resourceSubscriptions": {}}}, false},
+		{map[string]any{"notifications": &map[string]any{"resourceSubscriptions": []any{"file:///secrets/key"}}}, true},
+		{map[string]any{"notifications": struct {
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		}{[]string{"file:///secrets/key"}}}, true},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": []byte{}}}, true}, // JSON ""
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": json.RawMessage(`[]`)}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": json.RawMessage(`null`)}}, false},
+		{map[string]any{"notifications": map[string]any{"resourceSubscriptions": json.RawMessage(`["file:///a"]`)}}, true},
 	}
 	for _, native := range []bool{true, false} {
 		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native})

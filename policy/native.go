@@ -1,8 +1,8 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -141,30 +141,42 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 // ask for notifications/resources/updated: a resourceSubscriptions member
 // in notifications that is neither null nor an empty array, as the
 // library's toolgate.mcp_subscribe reads it. The proxy's params are JSON's
-// maps and slices; an input built in Go may hold others (a []string, a
-// map[string][]string), read as OPA reads them, through JSON: a nil slice
-// or map is null.
+// own values; an input built in Go may hold others (a []string, a pointer
+// to a map, a json.RawMessage), read as OPA reads them: through JSON.
 func subscribesResources(params map[string]any) bool {
-	n := reflect.ValueOf(params["notifications"])
-	if n.Kind() != reflect.Map || n.Type().Key().Kind() != reflect.String {
+	notifications, ok := asJSON(params["notifications"])
+	if !ok {
+		return true // OPA could not read the input either: deny
+	}
+	n, isObject := notifications.(map[string]any)
+	if !isObject {
 		return false
 	}
-	v := n.MapIndex(reflect.ValueOf("resourceSubscriptions").Convert(n.Type().Key()))
-	for v.IsValid() && (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) {
-		if v.IsNil() {
-			return false
-		}
-		v = v.Elem()
+	subs, ok := asJSON(n["resourceSubscriptions"])
+	if !ok {
+		return true
 	}
-	switch {
-	case !v.IsValid():
-		return false
-	case v.Kind() == reflect.Slice || v.Kind() == reflect.Map:
-		return !v.IsNil() && (v.Kind() == reflect.Map || v.Len() > 0)
-	case v.Kind() == reflect.Array:
-		return v.Len() > 0
+	a, isArray := subs.([]any)
+	return subs != nil && (!isArray || len(a) > 0)
+}
+
+// asJSON is v as encoding/json would decode it: v itself when it is one
+// of JSON's own values, else v encoded and decoded again. ok is false when
+// v has no JSON form.
+func asJSON(v any) (any, bool) {
+	switch v.(type) {
+	case nil, bool, float64, string, []any, map[string]any:
+		return v, true
 	}
-	return true
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // match applies the rows that can concern t's tool.

@@ -48,9 +48,16 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 		}
 		watched[p] = true
 	}
+	// replaced maps each path whose change replaces a policy directory
+	// (the root, each symlink it resolves through, the directory it ends
+	// in) to that root; their parents are watched.
+	replaced := map[string]string{}
 	sync := func() {
 		for _, root := range f.policyRoots {
-			add(filepath.Dir(root))
+			for _, p := range linkChain(root) {
+				replaced[p] = root
+				add(filepath.Dir(p))
+			}
 			// A root that is a symlink is walked where it points (WalkDir
 			// would not), its directories watched under the root's name:
 			// events then name files as the filter knows them.
@@ -81,12 +88,13 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 				return nil
 			}
 			name := filepath.Clean(ev.Name)
-			if slices.Contains(f.policyRoots, name) && ev.Op != fsnotify.Chmod {
-				// The directory itself, seen from its parent: replaced,
-				// its watches are on the one it replaced. Dropped here,
-				// they are added again on the new one before the reload.
+			if root, ok := replaced[name]; ok && ev.Op != fsnotify.Chmod {
+				// The directory itself, or a link on the way to it, seen
+				// from its parent: replaced, the root's watches are on the
+				// one it replaced. Dropped here, they are added again on
+				// the new one before the reload.
 				for p := range watched {
-					if p == name || strings.HasPrefix(p, name+string(filepath.Separator)) {
+					if p == root || strings.HasPrefix(p, root+string(filepath.Separator)) {
 						_ = w.Remove(p)
 						delete(watched, p)
 					}
@@ -114,6 +122,27 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 			_ = e.Reload(ctx) // logged and reported by Reload
 		}
 	}
+}
+
+// linkChain is root, each symlink it resolves through one step at a time
+// (a link to a link to a release), and the path it ends in: a change to
+// any of them replaces the directory the root names. At most 40 steps, as
+// the kernel follows.
+func linkChain(root string) []string {
+	chain := []string{root}
+	p := root
+	for range 40 {
+		target, err := os.Readlink(p)
+		if err != nil {
+			break // not a link (or gone): the end of the chain
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = filepath.Clean(target)
+		chain = append(chain, p)
+	}
+	return chain
 }
 
 // watchFilter tells a policy file's events from other files' events.

@@ -185,6 +185,31 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 		write(t, filepath.Join(root, "v2"), allowX)
 		waitFor(policy.Allow, "an edit in v2")
 	})
+	t.Run("a link to a link repointed", func(t *testing.T) {
+		// policy.dir -> releases/current -> v1; releases/current repointed.
+		root := t.TempDir()
+		rel := filepath.Join(root, "releases")
+		write(t, filepath.Join(rel, "v1"), allowX)
+		if err := os.Symlink("v1", filepath.Join(rel, "current")); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(root, "policy")
+		if err := os.Symlink(filepath.Join(rel, "current"), dir); err != nil {
+			t.Fatal(err)
+		}
+		waitFor := watch(t, dir)
+		write(t, filepath.Join(rel, "v2"), denyX)
+		cur := filepath.Join(rel, "current")
+		if err := os.Symlink("v2", cur+".tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(cur+".tmp", cur); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(policy.Deny, "the second link repointed to v2")
+		write(t, filepath.Join(rel, "v2"), allowX)
+		waitFor(policy.Allow, "an edit in v2")
+	})
 	t.Run("renamed over", func(t *testing.T) {
 		root := t.TempDir()
 		dir := filepath.Join(root, "policy")
