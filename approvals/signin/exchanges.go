@@ -18,18 +18,29 @@ import (
 // without toolgate anyway, its client ID being public.
 const maxExchanges = 64
 
-// sweepStates is how many remembered states start a sweep of the expired
-// ones.
-const sweepStates = 1024
+// maxStates is how many exchanged states a replica remembers. Past it the
+// oldest is forgotten (its cookie could then be replayed once more), never
+// a new sign-in refused: a sign-in cookie is a free GET /auth/login away,
+// so a full list that refused would lock approvers out, and one forgotten
+// state gives a replay no more than a fresh cookie gives anyone.
+const maxStates = 4096
 
 // exchangeBound bounds the code exchanges in flight, and remembers the
-// states it let through until they expire, so that one state is
-// exchanged once by this replica even when its cookie is sent again.
+// states it let through until they expire (at most maxStates, oldest
+// first out), so that one state is exchanged once by this replica even
+// when its cookie is sent again.
 type exchangeBound struct {
 	inFlight chan struct{}
 
-	mu   sync.Mutex
-	used map[string]time.Time // state -> when its sign-in cookie expires
+	mu    sync.Mutex
+	used  map[string]time.Time // state -> when its sign-in cookie expires
+	order []usedState          // used's states, in the order they were exchanged
+}
+
+// usedState is an entry of exchangeBound.order.
+type usedState struct {
+	state string
+	end   time.Time
 }
 
 func newExchangeBound() *exchangeBound {
@@ -51,16 +62,16 @@ func (b *exchangeBound) take(state string, expires, now time.Time) (release func
 	default:
 		return nil, true, false
 	}
-	if len(b.used) >= sweepStates {
-		// Past sweepStates each exchange forgets the states that expired:
-		// the map holds the states exchanged in the last loginTTL.
-		for k, end := range b.used {
-			if !now.Before(end) {
-				delete(b.used, k)
-			}
+	// Forget from the oldest: the expired, and past maxStates the oldest.
+	for len(b.order) > 0 && (len(b.used) >= maxStates || !now.Before(b.order[0].end)) {
+		old := b.order[0]
+		b.order = b.order[1:]
+		if b.used[old.state] == old.end {
+			delete(b.used, old.state)
 		}
 	}
 	b.used[state] = expires
+	b.order = append(b.order, usedState{state, expires})
 	return func() { <-b.inFlight }, true, true
 }
 

@@ -155,3 +155,35 @@ func TestAuthStyle(t *testing.T) {
 		t.Error("a state still refused after its sign-in expired")
 	}
 }
+
+// TestRememberedStatesBounded: a replica remembers at most maxStates
+// exchanged states; past it the oldest is forgotten and a new sign-in is
+// never refused (a full list that refused would lock approvers out, each
+// made-up sign-in being a free GET away). Expired states go first.
+func TestRememberedStatesBounded(t *testing.T) {
+	b := newExchangeBound()
+	now := time.Now()
+	for i := range maxStates + 100 {
+		release, fresh, ok := b.take(fmt.Sprint("s", i), now.Add(time.Minute), now)
+		if !fresh || !ok {
+			t.Fatalf("state %d refused", i)
+		}
+		release()
+	}
+	if len(b.used) != maxStates || len(b.order) != maxStates {
+		t.Errorf("%d states remembered (%d in order), want %d", len(b.used), len(b.order), maxStates)
+	}
+	if _, fresh, _ := b.take("s0", now.Add(time.Minute), now); !fresh {
+		t.Error("the oldest state is still remembered past the bound")
+	}
+	if _, fresh, _ := b.take(fmt.Sprint("s", maxStates+99), now.Add(time.Minute), now); fresh {
+		t.Error("the newest state is forgotten")
+	}
+	later := now.Add(2 * time.Minute)
+	if release, _, ok := b.take("after", later.Add(time.Minute), later); ok {
+		release()
+	}
+	if len(b.used) != 1 {
+		t.Errorf("%d states remembered after all the others expired, want 1", len(b.used))
+	}
+}
