@@ -166,6 +166,16 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 			}
 		}
 	}
+	// repoint points link at target at once, as ln -sfn does.
+	repoint := func(t *testing.T, link, target string) {
+		t.Helper()
+		if err := os.Symlink(target, link+".tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(link+".tmp", link); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Run("symlink repointed", func(t *testing.T) {
 		root := t.TempDir()
 		write(t, filepath.Join(root, "v1"), allowX)
@@ -175,12 +185,7 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 		}
 		waitFor := watch(t, cur)
 		write(t, filepath.Join(root, "v2"), denyX)
-		if err := os.Symlink("v2", cur+".tmp"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(cur+".tmp", cur); err != nil {
-			t.Fatal(err)
-		}
+		repoint(t, cur, "v2")
 		waitFor(policy.Deny, "the link repointed to v2")
 		write(t, filepath.Join(root, "v2"), allowX)
 		waitFor(policy.Allow, "an edit in v2")
@@ -200,12 +205,7 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 		waitFor := watch(t, dir)
 		write(t, filepath.Join(rel, "v2"), denyX)
 		cur := filepath.Join(rel, "current")
-		if err := os.Symlink("v2", cur+".tmp"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(cur+".tmp", cur); err != nil {
-			t.Fatal(err)
-		}
+		repoint(t, cur, "v2")
 		waitFor(policy.Deny, "the second link repointed to v2")
 		write(t, filepath.Join(rel, "v2"), allowX)
 		waitFor(policy.Allow, "an edit in v2")

@@ -141,20 +141,7 @@ func TestHeldLimitCounts(t *testing.T) {
 // MaxHeldPerSubject a new stream is 429 and never reaches the upstream,
 // another principal's is not, and a stream closed gives its place back.
 func TestMCPStreamsHeldPerSubject(t *testing.T) {
-	var opened atomic.Int32
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		opened.Add(1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, ": open\n\n")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done() // as a server's stream: open until its reader goes
-	}))
-	t.Cleanup(up.Close)
-	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, readNotDelete(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-		c.MaxHeldPerSubject = 2
-	})
+	env, opened := streamingEnv(t, readNotDelete(t))
 	stream := func(key string) (*http.Response, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
@@ -219,27 +206,36 @@ func TestMCPStreamsHeldPerSubject(t *testing.T) {
 	}
 }
 
-// TestListenStreamsHeldPerSubject: a subscriptions/listen is answered by
-// a stream the server keeps open, as the GET stream is, and takes a held
-// place as that does: past MaxHeldPerSubject a new one is 429, unsent.
-func TestListenStreamsHeldPerSubject(t *testing.T) {
-	var opened atomic.Int32
+// streamingEnv is a toolgate deciding with d in front of an MCP upstream
+// whose every answer is an SSE stream it keeps open until its reader goes,
+// with MaxHeldPerSubject 2; opened counts the streams the upstream opened.
+func streamingEnv(t *testing.T, d Decider) (env *testEnv, opened *atomic.Int32) {
+	t.Helper()
+	opened = &atomic.Int32{}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		opened.Add(1)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, ": open\n\n")
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		<-r.Context().Done() // as a server's stream: open until its reader goes
 	}))
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	allow := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
-		return policy.Decision{Action: policy.Allow}, nil
-	})
-	env := newTestServer(t, allow, func(c *Config) {
+	env = newTestServer(t, d, func(c *Config) {
 		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
 		c.MaxHeldPerSubject = 2
 	})
+	return env, opened
+}
+
+// TestListenStreamsHeldPerSubject: a subscriptions/listen is answered by
+// a stream the server keeps open, as the GET stream is, and takes a held
+// place as that does: past MaxHeldPerSubject a new one is 429, unsent.
+func TestListenStreamsHeldPerSubject(t *testing.T) {
+	allow := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Allow}, nil
+	})
+	env, opened := streamingEnv(t, allow)
 	listen := func(id int) (int, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())

@@ -1,33 +1,14 @@
 package proxy
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/toolgate/toolgate/hooks"
+	"github.com/toolgate/toolgate/internal/testkit"
 )
-
-// logBuffer is a log's output, written from the server's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *logBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *logBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestRefusedArgumentNotLogged: an argument refused for a control
 // character or an ambiguous spelling is quoted back to the agent that sent
@@ -37,7 +18,7 @@ func (w *logBuffer) String() string {
 // whose reason reaches the decision log too.
 func TestRefusedArgumentNotLogged(t *testing.T) {
 	const secret = "sk-live-SECRET123"
-	out := &logBuffer{}
+	out := &testkit.Buffer{}
 	env := newTestServer(t, seedEngine(t), func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(out, nil)) })
 	for _, body := range []string{
 		`{"url":"https://api.example/v1?token=` + secret + `\u0007"}`,

@@ -198,14 +198,12 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.ownResponse = true
 	}
 	params, _ := msg["params"].(map[string]any)
-	if k := caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId", "ref", "notifications"); k != "" {
-		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
-	}
-	// The members the policy reads one level down: completion/complete's
-	// ref, and the resource subscriptions of subscriptions/listen.
+	// With the members the policy reads one level down: completion/
+	// complete's ref, and the resource subscriptions of subscriptions/listen.
 	ref, _ := params["ref"].(map[string]any)
 	subs, _ := params["notifications"].(map[string]any)
-	if k := cmp.Or(caseVariant(ref, "type", "name", "uri"), caseVariant(subs, "resourceSubscriptions")); k != "" {
+	if k := cmp.Or(caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId", "ref", "notifications"),
+		caseVariant(ref, "type", "name", "uri"), caseVariant(subs, "resourceSubscriptions")); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {

@@ -179,15 +179,21 @@ func (up *mcpUpstream) serve(t *testing.T, srv *mcp.Server, opts mcp.StreamableH
 // mcpEngine is the real policy engine with the MCP rules table.
 func mcpEngine(t testing.TB) *policy.Engine {
 	t.Helper()
+	return mcpEngineRules(t,
+		`{id: m1, effect: allow, tool: read_file, target: "*"}`,
+		`{id: m2, effect: allow, tool: echo, target: "*"}`,
+		`{id: m3, effect: deny, tool: read_file, target: ".env", message: "dotenv files hold secrets"}`,
+		`{id: m4, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}`,
+		`{id: m5, effect: deny, tool: delete_file, target: "*", message: "deleting files is never allowed"}`,
+	)
+}
+
+// mcpEngineRules is the real policy engine with the shipped library and a
+// rules table of rows.
+func mcpEngineRules(t testing.TB, rows ...string) *policy.Engine {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	err := os.WriteFile(path, []byte(`rules:
-  - {id: m1, effect: allow, tool: read_file, target: "*"}
-  - {id: m2, effect: allow, tool: echo, target: "*"}
-  - {id: m3, effect: deny, tool: read_file, target: ".env", message: "dotenv files hold secrets"}
-  - {id: m4, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}
-  - {id: m5, effect: deny, tool: delete_file, target: "*", message: "deleting files is never allowed"}
-`), 0o600)
-	if err != nil {
+	if err := os.WriteFile(path, []byte("rules:\n  - "+strings.Join(rows, "\n  - ")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})

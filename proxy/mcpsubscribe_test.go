@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/policy"
-	shipped "github.com/toolgate/toolgate/rego"
 )
 
 // TestResourceSubscriptionsDenied: subscriptions/listen (2026-07-28) with
@@ -181,19 +178,4 @@ func TestCompletionDecidedAsPseudoTool(t *testing.T) {
 	if len(asked) != 1 || asked[0] != "file:///docs/{name}" {
 		t.Errorf("the upstream's completion handler ran for %q, want only the allowed template", asked)
 	}
-}
-
-// mcpEngineRules is the real policy engine with the shipped library and a
-// rules table of rows.
-func mcpEngineRules(t testing.TB, rows ...string) *policy.Engine {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(path, []byte("rules:\n  - "+strings.Join(rows, "\n  - ")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, RulesFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
