@@ -108,13 +108,18 @@ func TestApproverSeesHeaders(t *testing.T) {
 	if status := approveAPI(t, a.approvals, id, "alice-key-0123456789"); status != 200 {
 		t.Fatalf("approve: %d", status)
 	}
-	testkit.WaitFor(t, "the approved write", func() bool { return len(up.Requests()) == 1 })
+	// The upstream records a request before its handler writes the
+	// file, so wait for the write itself, then look at what was sent.
+	testkit.WaitFor(t, "the approved write", func() bool {
+		content, _ := files.Read("notes/today.txt")
+		return content == "reviewed"
+	})
+	if n := len(up.Requests()); n != 1 {
+		t.Fatalf("the tool server got %d requests, want 1", n)
+	}
 	got := up.Requests()[0].Header
 	if got.Get("X-Target-Override") != "/etc/shadow" || got.Get("X-Api-Key") != "someone-elses-key" {
 		t.Errorf("the tool server got headers %v", got)
-	}
-	if content, _ := files.Read("notes/today.txt"); content != "reviewed" {
-		t.Errorf("after approval the file is %q", content)
 	}
 }
 
