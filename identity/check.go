@@ -71,8 +71,12 @@ func (j *JWT) check() []error {
 			bad(fmt.Sprintf("audience[%d]", i), "empty", "remove the empty entry")
 		}
 	}
-	if j.Leeway < 0 {
+	switch {
+	case j.Leeway < 0:
 		bad("leeway", "negative", "write a duration such as 30s")
+	case j.Leeway > MaxLeeway:
+		bad("leeway", fmt.Sprintf("%v is more than %v", j.Leeway, MaxLeeway),
+			"a leeway covers clock skew between the issuer and toolgate: a few seconds, e.g. 30s")
 	}
 	return errs
 }

@@ -64,6 +64,10 @@ const (
 	defaultSubjectClaim = "sub"
 	defaultGroupsClaim  = "groups"
 	defaultLeeway       = 30 * time.Second
+	// MaxLeeway bounds Leeway: it covers clock skew between the issuer
+	// and toolgate, and a larger one (a bare 86400 read as seconds) would
+	// quietly take expired tokens for good ones.
+	MaxLeeway = 5 * time.Minute
 )
 
 // jwtVerifier verifies JWTs. Its fields are set once, by newJWTVerifier.

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/gobwas/glob"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/approvals"
@@ -87,9 +88,9 @@ func (c *Config) Validate() error {
 	var v validator
 	v.listen(c)
 	v.upstreams(c.Upstreams)
-	v.hooks(c.Hooks)
+	v.hooks(c.Hooks, c.Upstreams)
 	v.identity(&c.Identity)
-	v.policy(&c.Policy)
+	v.policy(&c.Policy, &c.Identity)
 	v.pending(&c.Pending)
 	v.approvals(&c.Approvals, c.Identity.APIKeys, c.PublicURL)
 	v.limitsAndLog(c)
@@ -315,7 +316,7 @@ func unjoin(err error) []error {
 	return []error{err}
 }
 
-func (v *validator) hooks(hs []Hook) {
+func (v *validator) hooks(hs []Hook, us []Upstream) {
 	names := map[string]int{}
 	for i, h := range hs {
 		at := fmt.Sprintf("hooks[%d]", i)
@@ -334,10 +335,34 @@ func (v *validator) hooks(hs []Hook) {
 			v.add(at+".timeout", fmt.Sprintf("%v is outside 0 to 30s", d), "a hook is asked while the agent waits: keep it short, e.g. timeout: 2s")
 		}
 		v.webhookSecret(at+".secret", h.Secret.Reveal(), "the hook's receiver verifies with the same secret")
+		v.hookUpstream(at+".match.upstream", h.Match.Upstream, us)
 	}
 }
 
-func (v *validator) policy(p *Policy) {
+// hookUpstream checks that a hook's upstream glob matches a configured
+// upstream: one that matches none (a typo, "note" for "notes") would turn
+// a guarding hook off without a word.
+func (v *validator) hookUpstream(key, pattern string, us []Upstream) {
+	if pattern == "" || pattern == "*" || len(us) == 0 {
+		return
+	}
+	g, err := glob.Compile(pattern)
+	if err != nil {
+		v.add(key, fmt.Sprintf("%q is not a glob: %v", pattern, err), "write an upstream's name, or a glob such as notes-*")
+		return
+	}
+	names := make([]string, len(us))
+	for i, u := range us {
+		if g.Match(u.Name) {
+			return
+		}
+		names[i] = u.Name
+	}
+	v.add(key, fmt.Sprintf("%q matches none of the upstreams (%s)", pattern, strings.Join(names, ", ")),
+		"write an upstream's name, a glob that matches one, or * for all")
+}
+
+func (v *validator) policy(p *Policy, id *Identity) {
 	if p.Dir == "" && p.RulesFile == "" {
 		v.add("policy", "no policy is configured", "set policy.dir to a directory of .rego files, or policy.rules_file to a rules table")
 	}
@@ -348,6 +373,7 @@ func (v *validator) policy(p *Policy) {
 			v.add(key, "names an empty subject", "write the subject ID as the key, e.g. agent-ci: dont_ask")
 		}
 		v.oneOf(key, p.SubjectModes[subject], policy.Modes()...)
+		v.knownSubject(key, subject, id)
 	}
 	if mh := p.ModeHeader; mh != nil {
 		switch {
@@ -356,6 +382,9 @@ func (v *validator) policy(p *Policy) {
 		case len(mh.TrustedSubjects) == 0:
 			v.add("policy.mode_header.trusted_subjects", "is empty, so the header would never be believed",
 				"list the subject IDs that may choose their calls' mode, or remove mode_header")
+		}
+		for i, subject := range mh.TrustedSubjects {
+			v.knownSubject(fmt.Sprintf("policy.mode_header.trusted_subjects[%d]", i), subject, id)
 		}
 	}
 	v.oneOf("policy.default", p.Default, "deny", "ask")
@@ -578,4 +607,37 @@ func joinOr(words []string) string {
 		s.WriteString(w)
 	}
 	return s.String()
+}
+
+// knownSubject checks that subject, named at key, is one a caller can
+// have: an API key's, the anonymous caller's when anonymous calls are on,
+// or a JWT's (any subject_prefix of it). A name no caller has (a typo,
+// ci_bot for ci-bot) would leave the agent it meant in another mode
+// without a word.
+func (v *validator) knownSubject(key, subject string, id *Identity) {
+	if subject == "" {
+		return // reported where the name is read
+	}
+	if id.JWT != nil && strings.HasPrefix(subject, id.JWT.SubjectPrefix) {
+		return
+	}
+	if id.Anonymous && subject == identity.AnonymousID {
+		return
+	}
+	known := make([]string, 0, len(id.APIKeys))
+	for _, k := range id.APIKeys {
+		if k.Subject == subject {
+			return
+		}
+		known = append(known, k.Subject)
+	}
+	msg := fmt.Sprintf("%q is no caller's subject", subject)
+	if len(known) > 0 {
+		msg += " (the API keys' are " + strings.Join(slices.Compact(slices.Sorted(slices.Values(known))), ", ") + ")"
+	}
+	fix := "write the subject ID of an API key"
+	if id.JWT != nil {
+		fix += ", or one starting with identity.jwt.subject_prefix " + strconv.Quote(id.JWT.SubjectPrefix)
+	}
+	v.add(key, msg, fix)
 }

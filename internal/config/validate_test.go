@@ -129,6 +129,9 @@ func TestValidate(t *testing.T) {
 		{"jwt issuer empty", func(c *Config) { c.Identity.JWT.Issuer = "" }, []string{"identity.jwt.issuer"}},
 		{"jwt audience empty", func(c *Config) { c.Identity.JWT.Audience = nil }, []string{"identity.jwt.audience"}},
 		{"jwt leeway negative", func(c *Config) { c.Identity.JWT.Leeway = -1 }, []string{"identity.jwt.leeway"}},
+		// A bare 86400 reads as seconds: a day of expired tokens taken.
+		{"jwt leeway of a day", func(c *Config) { c.Identity.JWT.Leeway = Duration(24 * time.Hour) }, []string{"identity.jwt.leeway"}},
+		{"jwt leeway of 5m is fine", func(c *Config) { c.Identity.JWT.Leeway = Duration(5 * time.Minute) }, nil},
 		{"no way to identify callers", func(c *Config) { c.Identity = Identity{} }, []string{"identity"}},
 		{"anonymous alone is fine", func(c *Config) {
 			c.Identity = Identity{Anonymous: true}
@@ -138,6 +141,45 @@ func TestValidate(t *testing.T) {
 		{"no policy", func(c *Config) { c.Policy.Dir = "" }, []string{"policy"}},
 		{"rules_file alone is fine", func(c *Config) { c.Policy.Dir, c.Policy.RulesFile = "", "rules.yaml" }, nil},
 		{"policy mode", func(c *Config) { c.Policy.Mode = "yolo" }, []string{"policy.mode"}},
+		{"subject mode of an API key's subject", func(c *Config) {
+			c.Identity.JWT = nil
+			c.Policy.SubjectModes = map[string]string{"agent-42": "plan"}
+		}, nil},
+		// ci_bot for ci-bot: the agent meant would run in the default mode.
+		{"subject mode of no caller's subject", func(c *Config) {
+			c.Identity.JWT = nil
+			c.Policy.SubjectModes = map[string]string{"agent_42": "plan"}
+		}, []string{"policy.subject_modes.agent_42"}},
+		{"subject mode of a JWT's subject", func(c *Config) { c.Policy.SubjectModes = map[string]string{"ci-bot": "plan"} }, nil},
+		{"subject mode outside the JWT's subject_prefix", func(c *Config) {
+			c.Identity.JWT.SubjectPrefix = "jwt:"
+			c.Policy.SubjectModes = map[string]string{"ci-bot": "plan", "jwt:ci-bot": "plan"}
+		}, []string{"policy.subject_modes.ci-bot"}},
+		{"subject mode of the anonymous caller", func(c *Config) {
+			c.Identity.JWT, c.Identity.Anonymous = nil, true
+			c.Policy.SubjectModes = map[string]string{"anonymous": "plan"}
+		}, nil},
+		{"subject mode of the anonymous caller, anonymous off", func(c *Config) {
+			c.Identity.JWT = nil
+			c.Policy.SubjectModes = map[string]string{"anonymous": "plan"}
+		}, []string{"policy.subject_modes.anonymous"}},
+		{"mode header trusting no caller's subject", func(c *Config) {
+			c.Identity.JWT = nil
+			c.Policy.ModeHeader = &ModeHeader{Name: "X-Toolgate-Mode", TrustedSubjects: []string{"agent-43", "agent-44"}}
+		}, []string{"policy.mode_header.trusted_subjects[1]"}},
+		{"hook on every upstream", func(c *Config) {
+			c.Hooks = []Hook{{Name: "freeze", URL: "http://127.0.0.1:9500/hook", Match: HookMatch{Upstream: "*"}}}
+		}, nil},
+		{"hook on upstreams a glob matches", func(c *Config) {
+			c.Hooks = []Hook{{Name: "freeze", URL: "http://127.0.0.1:9500/hook", Match: HookMatch{Upstream: "fs-*"}}}
+		}, nil},
+		// note for notes: the hook would never run.
+		{"hook on no upstream", func(c *Config) {
+			c.Hooks = []Hook{{Name: "freeze", URL: "http://127.0.0.1:9500/hook", Match: HookMatch{Upstream: "note"}}}
+		}, []string{"hooks[0].match.upstream"}},
+		{"hook upstream not a glob", func(c *Config) {
+			c.Hooks = []Hook{{Name: "freeze", URL: "http://127.0.0.1:9500/hook", Match: HookMatch{Upstream: "notes[a"}}}
+		}, []string{"hooks[0].match.upstream"}},
 		{"policy default", func(c *Config) { c.Policy.Default = "allow" }, []string{"policy.default"}},
 		{"policy capabilities", func(c *Config) { c.Policy.Capabilities = []string{"http.send", "net.lookup_ip_addr"} }, nil},
 		{"policy capability empty", func(c *Config) { c.Policy.Capabilities = []string{"http.send", ""} }, []string{"policy.capabilities[1]"}},
