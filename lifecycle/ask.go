@@ -54,14 +54,10 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 	if err != nil {
 		// Fail closed: nothing runs without a durable record.
 		l.log.Error("cannot park call", "call_id", pc.ID, "error", err)
-		if errors.Is(err, pending.ErrNotReplicated) {
-			// Parked on the primary, not confirmed by its replicas: the
-			// agent is told it was not parked, so the call is cancelled,
-			// lest an approver find it and it run unannounced.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), parkTimeout)
-			_, _ = l.store.Cancel(cctx, pc.ID)
-			cancel()
-		}
+		// The agent is told it was not parked: a park that may still
+		// land (one Redis ran late, or kept without its replicas) is
+		// abandoned, lest an approver find it and it run unannounced.
+		l.abandon(ctx, pc.ID, err)
 		return Outcome{Kind: NotParked, Call: pc, Err: err}
 	}
 	if attached {

@@ -57,6 +57,9 @@ type Lifecycle struct {
 	drainAll context.CancelFunc
 	warned   throttle // the sweeper's repeated warnings
 	slots    *Handoff // the requests held here, for approvals made here
+	// abandoned are the calls whose park failed and may still land,
+	// that the store did not abandon yet (abandon.go).
+	abandoned abandons
 }
 
 // New builds a Lifecycle.

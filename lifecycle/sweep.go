@@ -77,6 +77,7 @@ type round struct {
 
 // sweep does one round.
 func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) round {
+	abandoned := l.retryAbandons(ctx)
 	// Calls past their expiry end first, and are reported: a claim of an
 	// approved call already overdue would expire it too, silently.
 	expired, err := l.store.Expire(ctx, sweepBatch)
@@ -93,7 +94,7 @@ func (l *Lifecycle) sweep(ctx context.Context, grace time.Duration) round {
 	urgent := l.executeApproved(ctx, 0, func(pc pending.Call) bool { return time.Until(pc.ExpiresAt) < grace+2*time.Second })
 	rest := l.executeApproved(ctx, grace, nil)
 	return round{
-		ok:        err == nil && urgent.ok && rest.ok,
+		ok:        err == nil && urgent.ok && rest.ok && abandoned,
 		more:      len(expired) == sweepBatch || rest.more,
 		unclaimed: urgent.unclaimed || rest.unclaimed,
 	}

@@ -277,7 +277,7 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	add("qm", encodeInts(c.Quorum))
 	var more []string
 	if s.cluster {
-		more = callOwnKeys(base, c)
+		more = append(callOwnKeys(base, c), abandonedKey(base, c.ID))
 		if c.Principal != "" && s.parkEvery > 0 {
 			more = append(more, base+"rate:"+c.Principal) // only Park reads it
 		}
@@ -286,6 +286,9 @@ func (s *RedisStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call,
 	v, err := s.runCall(ctx, parkScript, true, c.ID, more, args...)
 	if err != nil {
 		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, err)
+	}
+	if len(v) == 1 && v[0] == "abandoned" {
+		return Call{}, false, fmt.Errorf("pending: parking %s: %w", c.ID, ErrAbandoned)
 	}
 	if len(v) >= 2 && v[0] == "toomany" {
 		switch v[1] {

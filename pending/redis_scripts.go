@@ -602,6 +602,9 @@ if not declared then
     end
   end
 end
+-- A call its replica gave up on (abandon.go) is never parked: the agent
+-- was told it was not.
+if call('EXISTS', base .. 'abandoned:' .. id) == 1 then return {'abandoned'} end
 local h = load(id)
 if h then
   -- the same request again is a retried park (docs/security.md, R02): answer as the first time

@@ -1,0 +1,147 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// A park that failed may still land: it was sent, and its answer did not
+// come (parkTimeout ran out on a Redis that stalled) or did not say it
+// was kept (pending.ErrNotReplicated). The agent is told its call was not
+// parked, so the call is abandoned (pending.Abandoner): cancelled if it
+// landed, refused if it lands later. An abandon the store does not take
+// either is tried again by each sweep, until pending.AbandonedFor has
+// passed and no park sent then can land any more.
+
+// maxAbandons bounds the abandons kept for the sweeper: past it, the
+// oldest is given up, with an error logged.
+const maxAbandons = 4096
+
+// abandons are the abandons the store did not take yet, by call ID, with
+// when each park failed.
+type abandons struct {
+	mu  sync.Mutex
+	ids map[string]time.Time
+}
+
+// mayHaveLanded reports whether a park that failed with err may still
+// take effect: anything but a refusal and a connection that was never
+// made.
+func mayHaveLanded(err error) bool {
+	if errors.Is(err, pending.ErrTooMany) || errors.Is(err, pending.ErrAbandoned) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
+
+// abandon abandons call id, whose park failed with err, now; or, if the
+// store does not take it, at the next sweeps.
+func (l *Lifecycle) abandon(ctx context.Context, id string, err error) {
+	if !mayHaveLanded(err) {
+		return
+	}
+	ab := l.abandoner()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), parkTimeout)
+	defer cancel()
+	if l.abandonNow(actx, ab, id) {
+		return
+	}
+	a := &l.abandoned
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids == nil {
+		a.ids = map[string]time.Time{}
+	}
+	if len(a.ids) >= maxAbandons {
+		oldest, at := "", time.Time{}
+		for k, t := range a.ids {
+			if oldest == "" || t.Before(at) {
+				oldest, at = k, t
+			}
+		}
+		delete(a.ids, oldest)
+		l.log.Error("too many calls to abandon: one whose park may still land is given up", "call_id", oldest)
+	}
+	a.ids[id] = time.Now()
+}
+
+// abandonNow asks the store to abandon id, and reports whether that is
+// done with: abandoned, or decided already (logged: it runs as decided).
+func (l *Lifecycle) abandonNow(ctx context.Context, ab pending.Abandoner, id string) bool {
+	err := ab.Abandon(ctx, id)
+	if se := (*pending.StateError)(nil); errors.As(err, &se) {
+		switch se.Call.State {
+		case pending.Cancelled, pending.Rejected, pending.Expired: // nothing runs
+		default:
+			l.log.Warn("a call whose park failed was parked and approved before it could be abandoned",
+				"call_id", id, "state", string(se.Call.State))
+		}
+		return true
+	}
+	if err != nil {
+		l.warn("cannot abandon a call whose park failed: tried again by the sweeper", "call_id", id, "error", err)
+		return false
+	}
+	l.log.Info("a call whose park failed is abandoned: it will not wait for a decision", "call_id", id)
+	return true
+}
+
+// retryAbandons is the sweeper's part: the abandons kept are tried again,
+// a batch a round, and forgotten once done or too old to matter.
+func (l *Lifecycle) retryAbandons(ctx context.Context) bool {
+	a := &l.abandoned
+	a.mu.Lock()
+	if len(a.ids) == 0 {
+		a.mu.Unlock()
+		return true
+	}
+	batch := make(map[string]time.Time, min(len(a.ids), sweepBatch))
+	for id, t := range a.ids {
+		if len(batch) == sweepBatch {
+			break
+		}
+		batch[id] = t
+	}
+	a.mu.Unlock()
+	ok, ab := true, l.abandoner()
+	for id, failed := range batch {
+		done := time.Since(failed) > pending.AbandonedFor
+		if done {
+			l.log.Error("a call whose park failed could not be abandoned in time", "call_id", id)
+		} else if done = l.abandonNow(ctx, ab, id); !done {
+			ok = false
+		}
+		if done {
+			a.mu.Lock()
+			delete(a.ids, id)
+			a.mu.Unlock()
+		}
+	}
+	return ok
+}
+
+// abandoner is the store's Abandon, or a cancel for a store whose parks
+// take effect before they answer, or never: a call such a store kept
+// although its park failed (pending.ErrNotReplicated) is there already.
+func (l *Lifecycle) abandoner() pending.Abandoner {
+	if ab, ok := l.store.(pending.Abandoner); ok {
+		return ab
+	}
+	return cancelOnly{l.store}
+}
+
+type cancelOnly struct{ pending.Store }
+
+func (s cancelOnly) Abandon(ctx context.Context, id string) error {
+	_, err := s.Cancel(ctx, id)
+	if errors.Is(err, pending.ErrNotFound) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,75 @@
+package lifecycle
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
+)
+
+// TestLateParkAbandoned: Redis stalls (a fork, a long script) while a
+// call is parked, for longer than the park may take. The agent is told
+// the call was not parked; once Redis goes on and runs the park it had
+// received, the call must not wait for a decision: not announced, not
+// approvable, never run.
+func TestLateParkAbandoned(t *testing.T) {
+	p := testkit.NewRedisProc(t, nil, "--save", "", "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	s, err := pending.NewRedis(rdb, pending.Options{Prefix: "late:", PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	if err := s.Ping(ctx); err != nil { // the layout checked and the functions loaded before the stall
+		t.Fatal(err)
+	}
+	exe, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exe, ev)
+
+	for _, stall := range []time.Duration{
+		4 * time.Second, // over once the abandon is sent: it lands beside the park
+		8 * time.Second, // past the abandon's own timeout too: the sweeper's retry lands it
+	} {
+		pc := newCall()
+		p.Pause()
+		resumed := make(chan struct{})
+		go func() {
+			defer close(resumed)
+			time.Sleep(stall)
+			p.Resume()
+		}()
+		if o := l.Ask(ctx, pc, Hold{For: time.Second}); o.Kind != NotParked {
+			t.Fatalf("stall %v: Ask = %s, want NotParked", stall, describe(o))
+		}
+		<-resumed
+		// Whatever Redis runs first, the park or the abandon, the call
+		// ends up not waiting once the sweeper had its round.
+		testkit.WaitFor(t, "the abandon to land", func() bool {
+			l.SweepOnce(ctx, 0)
+			got, err := s.Get(ctx, pc.ID)
+			return errors.Is(err, pending.ErrNotFound) || err == nil && got.State == pending.Cancelled
+		})
+		if un, err := s.Unannounced(ctx, 0, 100); err != nil {
+			t.Fatal(err)
+		} else {
+			for _, c := range un {
+				if c.ID == pc.ID {
+					t.Errorf("stall %v: the call is still to be announced to the approvers", stall)
+				}
+			}
+		}
+		if _, err := s.Decide(ctx, pc.ID, pending.Decision{To: pending.Approved, By: "approver"}); err == nil {
+			t.Errorf("stall %v: the call the agent was told was not parked could be approved", stall)
+		}
+		l.SweepOnce(ctx, 0)
+		if n := exe.count(pc.ID); n != 0 {
+			t.Errorf("stall %v: the call ran %d time(s)", stall, n)
+		}
+	}
+}
