@@ -18,6 +18,11 @@ import (
 // either is tried again by each sweep, until pending.AbandonedFor has
 // passed and no park sent then can land any more.
 
+// abandonTimeout bounds the abandon tried at once, before the agent is
+// answered: a store that just failed to park in time may still be slow,
+// and the sweeper tries again.
+const abandonTimeout = time.Second
+
 // maxAbandons bounds the abandons kept for the sweeper: past it, the
 // oldest is given up, with an error logged.
 const maxAbandons = 4096
@@ -47,7 +52,7 @@ func (l *Lifecycle) abandon(ctx context.Context, id string, err error) {
 		return
 	}
 	ab := l.abandoner()
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), parkTimeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
 	defer cancel()
 	if l.abandonNow(actx, ab, id) {
 		return
