@@ -284,6 +284,21 @@ local function save(id, h, at)
   end
 end
 
+-- again answers r to a retry of a write that ran already (its nonce
+-- found), after a write of its own. Where replicas must confirm writes,
+-- the WAIT sent after the retry waits, on Redis 7.2 and later, for the
+-- last write of the retry's own connection, and the first run may have
+-- written on another one: a retry that wrote nothing would be confirmed
+-- at once, whether or not the replicas have the first run's write.
+-- Setting the call key's expiry to what it is moves the replication
+-- offset past the first run's write.
+local function again(id, r)
+  local k = callkey(id)
+  local pt = call('PTTL', k)
+  if pt > 0 then call('PEXPIRE', k, pt) end
+  return r
+end
+
 -- droprequest leaves Request out of h's next save: its Brief and Info
 -- stay where they lie, and its length becomes 0.
 local function droprequest(h)
@@ -608,7 +623,7 @@ if call('EXISTS', base .. 'abandoned:' .. id) == 1 then return {'abandoned'} end
 local h = load(id)
 if h then
   -- the same request again is a retried park (docs/security.md, R02): answer as the first time
-  if (h.rd or '') == digest then return {'ok', value(h)} end
+  if (h.rd or '') == digest then return again(id, {'ok', value(h)}) end
   return {'taken'}
 end
 -- The calls the attach keys name, read once before anything is written:
@@ -759,8 +774,8 @@ local r = needed(id, h)
 if r then return r end
 if h.st ~= 'waiting' then
   -- a retry of this very write, if nothing has moved the call since
-  if h.op == nonce and h.st == to then return {'ok', lean(h)} end
-  if h.op == nonce and claim > 0 and h.st == 'executing' then return {'ok', value(h)} end
+  if h.op == nonce and h.st == to then return again(id, {'ok', lean(h)}) end
+  if h.op == nonce and claim > 0 and h.st == 'executing' then return again(id, {'ok', value(h)}) end
   return {'conflict', value(h)}
 end
 -- past its expiry the call is expired, swept or not (docs/security.md, R14);
@@ -825,7 +840,7 @@ if not h then return {'notfound'} end
 local r = needed(id, h)
 if r then return r end
 if h.st ~= 'approved' then
-  if h.op == nonce and h.st == 'executing' then return {'ok', value(h)} end
+  if h.op == nonce and h.st == 'executing' then return again(id, {'ok', value(h)}) end
   -- left as it stands even when overdue: ending it here would hide its
   -- end from Expire and from the executor's finish
   return {'conflict', value(h)}
@@ -860,9 +875,9 @@ local r = needed(id, h)
 if r then return r end
 if h.st ~= 'executing' or h.fe ~= fence then
   -- a retry of this very finish: the result stored is the one it sends
-  if h.op == nonce and h.st == to then return {'ok', lean(h, sent, true)} end
+  if h.op == nonce and h.st == to then return again(id, {'ok', lean(h, sent, true)}) end
   -- a retry of the finish that made the call unknown answers as it did
-  if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return {'lapsed', value(h)} end
+  if h.op == nonce .. ':lapsed' and h.st == 'unknown' then return again(id, {'lapsed', value(h)}) end
   -- left as it stands even when overdue: its end is for the fence
   -- holder's finish or for Expire to report. No call: a fenced finish
   -- returns none.
@@ -889,7 +904,7 @@ local r = needed(id, h)
 if r then return r end
 if not terminal[h.st] then return {'conflict', value(h)} end
 if h.dl == '1' then
-  if h.op == nonce then return {'first', value(h)} end
+  if h.op == nonce then return again(id, {'first', value(h)}) end
   return {'again', value(h)}
 end
 h.dl, h.op = '1', nonce
