@@ -277,8 +277,8 @@ func TestExistingObjects(t *testing.T) {
 	if _, ok := g.d.Spec.Template.Annotations["checksum/secret"]; ok {
 		t.Errorf("checksum/secret of a Secret the chart does not make")
 	}
-	if g.cfg.Pending.RedisPrefix != "toolgate:"+release+":" {
-		t.Errorf("redis_prefix %q, want one per release", g.cfg.Pending.RedisPrefix)
+	if g.cfg.Pending.RedisPrefix != "toolgate:"+namespace+":"+release+":" {
+		t.Errorf("redis_prefix %q, want one per namespace and release", g.cfg.Pending.RedisPrefix)
 	}
 }
 
@@ -305,6 +305,13 @@ func TestRefused(t *testing.T) {
 		{"PDB with both bounds", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.maxUnavailable=1"}, "not both"},
 		{"PDB with neither bound", []string{"--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=null"}, "set minAvailable or maxUnavailable"},
 		{"redis URL in secret.values", []string{"--set", "pending.store=redis", "--set", "secret.values.TOOLGATE_PENDING_REDIS_URL=redis://r:6379/0"}, "set redis.url instead"},
+		// A Slack webhook URL is a credential: the ConfigMap is no place for it.
+		{"Slack webhook URL as url", []string{"--set", "config.approvals.notify[0].url=https://hooks.slack.com/services/T0/B0/X", "--set", "config.approvals.notify[0].format=slack"}, "urlSecretKey"},
+		{"Teams webhook URL as url", []string{"--set", "config.approvals.notify[0].url=https://example.webhook.office.com/x", "--set", "config.approvals.notify[0].format=teams"}, "urlSecretKey"},
+		{"urlSecretKey without its value", []string{"--set", "config.approvals.notify[0].urlSecretKey=SLACK_URL", "--set", "config.approvals.notify[0].format=slack"}, "secret.values.SLACK_URL is not given"},
+		{"notify with url and urlSecretKey", []string{"--set", "config.approvals.notify[0].url=https://h.example.com/x", "--set", "config.approvals.notify[0].urlSecretKey=U", "--set", "secret.values.U=https://h.example.com/y"}, "notify"},
+		// No volume of the pod could hold the file: toolgate would exit at start.
+		{"JWKS file", []string{"--set", "config.identity.jwt.jwks_file=/etc/toolgate/jwks.json", "--set", "config.identity.jwt.issuer=https://i.example.com", "--set", "config.identity.jwt.audience[0]=toolgate"}, "jwks_file"},
 		// 30 s of grace cannot hold a 5 s preStop sleep and a 25 s drain.
 		{"grace shorter than the drain", []string{"--set", "config.shutdown_grace=25s"}, "must be longer than the preStop sleep (5 s) plus config.shutdown_grace (25s)"},
 		{"grace shorter than a drain in minutes", []string{"--set", "config.shutdown_grace=1m30s", "--set", "terminationGracePeriodSeconds=95"}, "terminationGracePeriodSeconds (95)"},

@@ -329,6 +329,11 @@ func checkProbes(t *testing.T, g *gate) {
 			t.Errorf("toolgate has no httpGet %s probe", p.kind)
 		case p.probe.HTTPGet.Path != p.path || g.portOf(p.probe.HTTPGet.Port) != g.ports["admin"] || g.ports["admin"] == 0:
 			t.Errorf("the %s probe is %s on port %s, want %s on the admin port %d", p.kind, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), p.path, g.ports["admin"])
+		case p.probe.TimeoutSeconds < 3:
+			// A flood of the admin port makes a probe wait for one of its
+			// 64 places; Kubernetes' default of 1 s would fail it, and a
+			// failed liveness probe restarts toolgate, losing what it holds.
+			t.Errorf("the %s probe times out after %d s, want 3 s or more", p.kind, max(p.probe.TimeoutSeconds, 1))
 		}
 	}
 }

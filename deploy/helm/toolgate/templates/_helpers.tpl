@@ -95,6 +95,11 @@ express. Every template includes this, so any render fails the same way.
 {{- if and .Values.redis.url .Values.secret.existingSecret }}
 {{- fail "redis.url is set together with secret.existingSecret: the chart makes no Secret then, so put the URL in that Secret as TOOLGATE_PENDING_REDIS_URL and leave redis.url empty" }}
 {{- end }}
+{{- range $i, $n := .Values.config.approvals.notify }}
+{{- if and $n.urlSecretKey (not $.Values.secret.existingSecret) (not (hasKey $.Values.secret.values $n.urlSecretKey)) }}
+{{- fail (printf "config.approvals.notify[%d].urlSecretKey is %s, but secret.values.%s is not given: set it to the webhook URL (the chart would generate a random value), or put it in secret.existingSecret" $i $n.urlSecretKey $n.urlSecretKey) }}
+{{- end }}
+{{- end }}
 {{- if and .Values.redis.url (ne .Values.pending.store "redis") }}
 {{- fail "redis.url is set but pending.store is \"memory\": set pending.store: redis, or drop redis.url" }}
 {{- end }}
@@ -127,7 +132,7 @@ express. Every template includes this, so any render fails the same way.
 The Secret keys toolgate reads, one a line: the approvals secret, the Redis
 URL with the redis store, and every secretKey (and the clientSecretKey,
 cookieSecretKey and signingSecretKey of approvals.identity and
-approvals.slack) under config.
+approvals.slack, and the urlSecretKey of approvals.notify) under config.
 */}}
 {{- define "toolgate.secretKeys" -}}
 TOOLGATE_APPROVALS_SECRET
@@ -148,6 +153,7 @@ TOOLGATE_APPROVALS_SECRET
 {{- with .Values.config.approvals.slack }}{{ .signingSecretKey }}
 {{ end }}
 {{- range .Values.config.approvals.notify }}{{ with .secretKey }}{{ . }}
+{{ end }}{{ with .urlSecretKey }}{{ . }}
 {{ end }}{{ end }}
 {{- end }}
 
@@ -203,7 +209,7 @@ references to the environment.
 {{- $pending := merge (dict "store" .Values.pending.store) $c.pending }}
 {{- if eq .Values.pending.store "redis" }}
 {{- $_ := set $pending "redis_url" "${TOOLGATE_PENDING_REDIS_URL}" }}
-{{- $_ := set $pending "redis_prefix" (default (printf "toolgate:%s:" .Release.Name) .Values.redis.prefix) }}
+{{- $_ := set $pending "redis_prefix" (default (printf "toolgate:%s:%s:" .Release.Namespace .Release.Name) .Values.redis.prefix) }}
 {{- end }}
 {{- $_ := set $cfg "pending" $pending }}
 {{- $approvers := list }}
@@ -214,9 +220,13 @@ references to the environment.
 {{- $approvers = append $approvers $a }}
 {{- end }}
 {{- $notify := list }}
-{{- range $c.approvals.notify }}
-{{- $n := omit . "secretKey" }}
-{{- with .secretKey }}{{ $_ := set $n "secret" (printf "${%s}" .) }}{{ end }}
+{{- range $i, $n0 := $c.approvals.notify }}
+{{- if and $n0.url (has ($n0.format | default "cloudevents") (list "slack" "teams")) }}
+{{- fail (printf "config.approvals.notify[%d]: a Slack or Teams webhook URL is a credential, and the ConfigMap is readable by any role that may view the namespace: put the URL in the Secret and name its key in urlSecretKey (instead of url)" $i) }}
+{{- end }}
+{{- $n := omit $n0 "secretKey" "urlSecretKey" }}
+{{- with $n0.secretKey }}{{ $_ := set $n "secret" (printf "${%s}" .) }}{{ end }}
+{{- with $n0.urlSecretKey }}{{ $_ := set $n "url" (printf "${%s}" .) }}{{ end }}
 {{- $notify = append $notify $n }}
 {{- end }}
 {{- $approvals := dict "secret" "${TOOLGATE_APPROVALS_SECRET}" "approvers" $approvers "notify" $notify }}
