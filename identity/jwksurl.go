@@ -151,7 +151,10 @@ func (r *remoteKeys) refresh(ctx context.Context) bool {
 	if last != 0 && now-last < int64(r.forcedRefresh) || !r.lastForced.CompareAndSwap(last, now) {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout)
+	// The fetch runs to its end even if the request that asked for it is
+	// gone: it used up the one forced fetch a minute, and cut short it
+	// would leave the issuer's new key unknown for that minute.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksFetchTimeout)
 	defer cancel()
 	// A synchronous refresh reports to us, not to the error sink.
 	if err := r.ctrl.Refresh(ctx, r.url); err != nil {

@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -184,6 +185,28 @@ func TestJWKSURLQueryNotShown(t *testing.T) {
 	for what, text := range map[string]string{"the warning": logs.String(), "the start-up error": err.Error()} {
 		if strings.Contains(text, token) || strings.Contains(text, pass) || !strings.Contains(text, "/jwks?REDACTED") {
 			t.Errorf("%s shows the URL's query or password, or not its path: %s", what, text)
+		}
+	}
+}
+
+// TestJWKSRefreshOutlivesItsCaller: the fetch an unknown kid causes runs
+// to its end even when the request that caused it is gone. Cut short with
+// the request, it still used up the one forced fetch a minute, and the
+// issuer's new key stayed unknown for that minute: a caller who sent a
+// token naming a new kid and hung up at once could keep a rotation from
+// being picked up.
+func TestJWKSRefreshOutlivesItsCaller(t *testing.T) {
+	k1, k2 := testkit.NewKeys(t), testkit.NewKeys(t)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 10 { // cut short, the fetch was dropped about one time in two
+		srv := newJWKSServer(t, testkit.KeySet(t, testkit.PublicJWK(t, &k1.RSA.PublicKey, "k1", "RS256")))
+		a := newAuthenticator(t, srv.config())
+		srv.set(testkit.KeySet(t, testkit.PublicJWK(t, &k2.RSA.PublicKey, "k2", "RS256")))
+		token := "Bearer " + testkit.Sign(t, jwa.RS256(), k2.RSA, "k2", claims(), nil)
+		_, _ = a.Authenticate(request(token).WithContext(gone))
+		if got, err := a.Authenticate(request(token)); err != nil || got.ID != "user-1" {
+			t.Fatalf("after a caller that hung up asked for the new key: %+v, %v (fetches %d)", got, err, srv.fetches.Load())
 		}
 	}
 }
