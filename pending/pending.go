@@ -370,4 +370,10 @@ type Store interface {
 	// SessionOwner returns the owner of the MCP session id, or
 	// ErrNotFound. It only reads.
 	SessionOwner(ctx context.Context, id string) (string, error)
+
+	// SessionRoom reports whether principal holds fewer live session
+	// bindings than Options.MaxSessionsPerPrincipal: whether a session
+	// opened for it now could be bound. It is asked before a session is
+	// opened, and binds nothing: BindSession still counts the binding.
+	SessionRoom(ctx context.Context, principal string) (bool, error)
 }

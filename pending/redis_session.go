@@ -81,6 +81,25 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KE
 return 1
 `)
 
+// sessionRoomScript: KEYS[1] the principal's sessionsOfKey, ARGV[1] the
+// cap. Replies 1 when fewer entries than the cap are still to expire (by
+// Redis' clock), else 0; it writes nothing.
+var sessionRoomScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') < tonumber(ARGV[1]) then return 1 end
+return 0
+`)
+
+// SessionRoom implements [Store.SessionRoom].
+func (s *RedisStore) SessionRoom(ctx context.Context, principal string) (bool, error) {
+	ok, err := sessionRoomScript.Run(ctx, s.rdb, []string{s.sessionsOfKey(principal)}, s.maxSessionsPer).Int()
+	if err != nil {
+		return false, fmt.Errorf("pending: counting the sessions of %s: %w", principal, err)
+	}
+	return ok == 1, nil
+}
+
 // BindSession implements [Store.BindSession]. The binding is first counted
 // against its principal's cap (Options.MaxSessionsPerPrincipal).
 func (s *RedisStore) BindSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {

@@ -118,6 +118,16 @@ func (s *MemoryStore) BindSession(ctx context.Context, id, principal string, ttl
 	return principal, nil
 }
 
+// SessionRoom implements [Store.SessionRoom].
+func (s *MemoryStore) SessionRoom(ctx context.Context, principal string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principalRoom(principal, s.now()), nil
+}
+
 // TouchSession implements [Store.TouchSession].
 func (s *MemoryStore) TouchSession(ctx context.Context, id, principal string, ttl time.Duration) (string, error) {
 	if err := checkSession(id, principal, ttl); err != nil {

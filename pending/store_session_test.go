@@ -74,10 +74,19 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 	t.Run("a principal's cap", func(t *testing.T) {
 		s, advance := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 3 })
 		ctx := t.Context()
+		room := func(who string, want bool) {
+			t.Helper()
+			if got, err := s.SessionRoom(ctx, who); err != nil || got != want {
+				t.Fatalf("SessionRoom(%s) = %v, %v; want %v", who, got, err, want)
+			}
+		}
 		ids := []string{sid(), sid(), sid()}
 		for _, id := range ids {
+			room(alice, true)
 			wantOwner(t, "BindSession(alice)", alice)(s.BindSession(ctx, id, alice, short))
 		}
+		room(alice, false) // asked before a session is opened: none would bind
+		room(bob, true)
 		var capErr *SessionCapError
 		if owner, err := s.BindSession(ctx, sid(), alice+"\x00note", long); !errors.As(err, &capErr) || !errors.Is(err, ErrTooManySessions) || capErr.Principal != alice {
 			t.Fatalf("BindSession past alice's cap = %q, %v; want a *SessionCapError for %s", owner, err, alice)
@@ -87,6 +96,7 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "BindSession(alice, known)", alice)(s.BindSession(ctx, ids[0], alice, short))
 		wantOwner(t, "BindSession(bob)", bob)(s.BindSession(ctx, sid(), bob, long))
 		advance(beyond) // her bindings expire: room again
+		room(alice, true)
 		wantOwner(t, "BindSession(alice) once hers expired", alice)(s.BindSession(ctx, sid(), alice, long))
 	})
 

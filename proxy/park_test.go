@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -239,8 +240,11 @@ func TestCancelAndExpire(t *testing.T) {
 // failingStore is a store whose every call fails, like an unreachable Redis.
 type failingStore struct{ pending.Store }
 
+// Park fails as a Redis that is down does: no connection, so nothing was
+// sent (a park that may have been sent is abandoned, which this store
+// could not do).
 func (failingStore) Park(context.Context, pending.Call, time.Duration) (pending.Call, bool, error) {
-	return pending.Call{}, false, errors.New("dial tcp 127.0.0.1:6379: connection refused")
+	return pending.Call{}, false, &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6379}, Err: errors.New("connect: connection refused")}
 }
 
 func TestStoreDownFailsClosed(t *testing.T) {

@@ -55,8 +55,11 @@ func (s *Server) sessionGuard(u Upstream) *sessionGuard {
 func (s *Server) checkSession(r *http.Request, c *call) *answer {
 	g := c.up.sessions
 	ids, has := r.Header[headerSessionID]
-	if g == nil || c.mcp == nil || !has {
+	if g == nil || c.mcp == nil {
 		return nil
+	}
+	if !has {
+		return g.roomForSession(r, c)
 	}
 	if len(ids) != 1 || !validSessionID(ids[0]) {
 		return unknownSession()
@@ -83,6 +86,39 @@ func (s *Server) checkSession(r *http.Request, c *call) *answer {
 		c.mcp.urlElicit = note == noteURLElicitation
 	}
 	return nil
+}
+
+// roomForSession refuses an initialize without a session from a caller
+// that holds as many sessions as it may: the upstream would open one
+// more for it, which toolgate could not bind, and so which nobody could
+// use or end (a caller opening sessions in a loop would fill the
+// upstream's memory). Concurrent initializes may each pass; binding the
+// sessions they open still counts them.
+func (g *sessionGuard) roomForSession(r *http.Request, c *call) *answer {
+	if c.mcp.method != "initialize" || !validPrincipal(c.subject.Principal) {
+		return nil
+	}
+	room, err := g.store.SessionRoom(r.Context(), c.subject.Principal)
+	switch {
+	case err != nil:
+		g.log.Error("session store unavailable; MCP request refused", "call_id", c.id, "error", err)
+		a := unavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
+		return &a
+	case !room:
+		g.log.Info("MCP initialize refused: its principal holds too many sessions", "call_id", c.id, "principal", c.subject.Principal)
+		a := tooManySessions()
+		return &a
+	}
+	return nil
+}
+
+// tooManySessions refuses a session to a caller at its cap.
+func tooManySessions() answer {
+	return answer{
+		kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "60",
+		title:  "Too many MCP sessions",
+		detail: "you hold too many MCP sessions; reuse one you hold (each lasts until 24 h after its last use)",
+	}
 }
 
 // noteURLElicitation is the note of a session whose client declared
@@ -192,11 +228,7 @@ func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 	}
 	if capErr := (*pending.SessionCapError)(nil); errors.As(err, &capErr) {
 		s.log.Info("MCP session refused: its principal holds too many", "call_id", c.id, "error", err)
-		return answer{
-			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "60",
-			title:  "Too many MCP sessions",
-			detail: "you hold too many MCP sessions; reuse one you hold (each lasts until 24 h after its last use)",
-		}, true
+		return tooManySessions(), true
 	}
 	s.log.Error("session store unavailable; the upstream's answer was not passed on", "call_id", c.id, "error", err)
 	return unavailable("Session store unavailable", "the MCP session could not be recorded; retry later"), true

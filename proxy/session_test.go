@@ -443,3 +443,45 @@ func TestMCPResponsesAreResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCapBeforeInitialize: a caller at its cap of sessions gets 429
+// for an initialize before it reaches the upstream. Refused only when its
+// answer came back, each initialize still made the upstream open a
+// session that nobody could use or end: a caller in a loop filled the
+// upstream with them.
+func TestSessionCapBeforeInitialize(t *testing.T) {
+	const capPer, extra = 2, 20
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v0.0.1"}, nil)
+	up := &mcpUpstream{calls: map[string]int{}}
+	up.serve(t, srv, mcp.StreamableHTTPOptions{JSONResponse: true})
+	env := newMCPEnvWith(t, up, twoAgents(t), func(c *Config) {
+		c.Pending = pending.NewMemory(pending.Options{MaxSessionsPerPrincipal: capPer})
+	})
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	refused := 0
+	for range capPer + extra {
+		if res, _, _ := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyA); res.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused != extra {
+		t.Fatalf("refused %d initializes, want %d", refused, extra)
+	}
+	inits := 0
+	for _, r := range env.up.got() {
+		if r.RPCMethod == "initialize" {
+			inits++
+		}
+	}
+	live := 0
+	for range srv.Sessions() {
+		live++
+	}
+	if inits != capPer || live != capPer {
+		t.Errorf("the upstream got %d initializes and holds %d sessions; want %d of each", inits, live, capPer)
+	}
+	// Another caller is not held back.
+	if res, _, _ := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyB); res.StatusCode != http.StatusOK {
+		t.Errorf("agent-b's initialize: %d", res.StatusCode)
+	}
+}
