@@ -143,7 +143,24 @@ func toolgateResult(callID string, status int, detail string) pending.Result {
 		Type: problemType(outcomeAllow, status), Title: http.StatusText(status), Status: status, Detail: detail,
 		CallID: callID, Decision: outcomeApproved, Reasons: []string{}, RuleIDs: []string{},
 	})
-	return pending.Result{Status: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: body}
+	return pending.Result{Status: status, Header: http.Header{"Content-Type": {"application/problem+json"}, ownResultHeader: {"1"}}, Body: body}
+}
+
+// ownResultHeader marks a result toolgate wrote itself. An upstream's
+// answer never carries it (screenAnswer drops every X-Toolgate-* header),
+// so an upstream's own problem body, a 403 say, is never read as
+// toolgate's (a re-check's deny). It is not shown to the agent.
+const ownResultHeader = "X-Toolgate-Own-Result"
+
+// shownHeader is a result's header as the agent is shown it: without
+// ownResultHeader.
+func shownHeader(h map[string][]string) http.Header {
+	if _, ok := h[ownResultHeader]; !ok {
+		return h
+	}
+	c := http.Header(h).Clone()
+	c.Del(ownResultHeader)
+	return c
 }
 
 // sendOnce sends an approved call so that net/http cannot send it twice.

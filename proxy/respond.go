@@ -79,7 +79,7 @@ func writeAccepted(w http.ResponseWriter, pc pending.Call, status string) {
 // writeResult hands a tool's answer to the agent with toolgate's headers.
 func writeResult(w http.ResponseWriter, callID string, res pending.Result) {
 	h := w.Header()
-	maps.Copy(h, res.Header)
+	maps.Copy(h, shownHeader(res.Header))
 	h.Set(headerCallID, callID)
 	h.Set(headerDecision, outcomeApproved)
 	h.Del("Content-Length")
@@ -199,9 +199,9 @@ func (m *rpcResponder) toolError(a answer, text string) map[string]any {
 }
 
 // isOwnResult tells toolgate's own results (a problem body written when no
-// upstream answer exists) from an upstream's.
+// upstream answer exists) from an upstream's, whatever its Content-Type.
 func isOwnResult(res pending.Result) bool {
-	return http.Header(res.Header).Get("Content-Type") == "application/problem+json"
+	return http.Header(res.Header).Get(ownResultHeader) == "1"
 }
 
 func reasonsText(reasons []string) string {

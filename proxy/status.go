@@ -109,7 +109,7 @@ func statusAnswer(status int, pc pending.Call) answer {
 		doc["approvals_needed"] = pc.Quorum
 	}
 	if res := pc.Result; res != nil {
-		r := map[string]any{"status": res.Status, "headers": res.Header}
+		r := map[string]any{"status": res.Status, "headers": shownHeader(res.Header)}
 		if ct := http.Header(res.Header).Get("Content-Type"); strings.Contains(ct, "json") && json.Valid(res.Body) && !res.Truncated {
 			r["body"] = json.RawMessage(res.Body)
 		} else {

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -517,5 +519,56 @@ func TestMCPTaskEdges(t *testing.T) {
 	tc.fails("tasks/result", `{"taskId":"`+other.ID+`"}`, rpcInvalidParams)
 	if got, _ := env.store.Get(t.Context(), other.ID); got.State != pending.Approved {
 		t.Errorf("the other upstream's call is %s after tasks/cancel and tasks/result, want approved (untouched)", got.State)
+	}
+}
+
+// TestUpstreamProblemIsNotToolgates: an upstream (or a gateway in front of
+// it) that answers an approved tools/call with a 403
+// application/problem+json is not read as toolgate's own result, a
+// re-check's deny: tasks/result must not report "Denied by policy" for a
+// call the policy let run and the upstream refused. Told apart by the
+// Content-Type alone, the upstream spoke for toolgate.
+func TestUpstreamProblemIsNotToolgates(t *testing.T) {
+	h := func(_ int, w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		switch msg.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"u","version":"1"}}}`)
+		case "tools/call":
+			// The upstream's own refusal, in RFC 9457 form.
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"type":"about:blank","title":"Forbidden","status":403,"detail":"upstream token lacks scope notes:write"}`)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}
+	up := &mcpUpstream{calls: map[string]int{}}
+	up.Upstream = testkit.NewUpstream(t, h)
+	up.url, _ = url.Parse(up.URL)
+	env := newMCPEnvWith(t, up)
+	tc, _ := connectTasks(t, env, true)
+	task := tc.createTask("notes/a")
+	pc, ok := env.nextParked(time.Second)
+	if !ok || task["taskId"] != pc.ID {
+		t.Fatalf("no task parked: %v", task)
+	}
+	if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	r := tc.call("tasks/result", `{"taskId":"`+pc.ID+`"}`)
+	if !up.sawToolCall("write_note") {
+		t.Fatal("the approved call did not reach the upstream")
+	}
+	meta, _ := r["_meta"].(map[string]any)
+	text := resultText(r)
+	if strings.HasPrefix(text, "Denied by policy") || meta["toolgate/decision"] == outcomeDeny {
+		t.Errorf("the upstream's own 403 problem answer was reported as toolgate's policy deny: %q (decision %v)", text, meta["toolgate/decision"])
 	}
 }
