@@ -198,8 +198,6 @@ func bindSession(res *http.Response) error {
 	return nil
 }
 
-// sessionFailed answers a forwarded call whose session could not be bound
-// because the store failed: 503, like a store outage on the way in.
 // tooManyStreams refuses an MCP GET stream of a principal that already
 // holds limits.max_held_per_subject requests open on this replica.
 func tooManyStreams() answer {
@@ -221,6 +219,9 @@ func tooManyForwards() answer {
 	}
 }
 
+// sessionFailed answers a forwarded call whose session could not be bound
+// because the store failed: 503, like a store outage on the way in; 429
+// for a caller at its cap.
 func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 	var se *sessionStoreError
 	if !errors.As(err, &se) || errors.Is(err, context.Canceled) {
