@@ -65,6 +65,14 @@ func TestMCPPseudoTools(t *testing.T) {
 	}{
 		{"resources/read", map[string]any{"uri": "file:///docs/a/../b.md", "_meta": map[string]any{"progressToken": 1}}, "allow", "file:///docs/b.md"},
 		{"resources/read", map[string]any{"uri": "file:///docs/../etc/passwd"}, "deny", "file:///etc/passwd"},
+		// Other spellings of a file URL, read as a WHATWG parser, Go's
+		// url.Parse and Python's urlparse read them.
+		{"resources/read", map[string]any{"uri": "file:/docs/a.md"}, "allow", "file:///docs/a.md"},
+		{"resources/read", map[string]any{"uri": "FILE://LocalHost/docs/a.md"}, "allow", "file:///docs/a.md"},
+		{"resources/read", map[string]any{"uri": "file://localhost/etc/passwd"}, "deny", "file:///etc/passwd"},
+		{"resources/read", map[string]any{"uri": "file://server/docs/a.md"}, "deny", "file://server/docs/a.md"},
+		// %5C is a separator to a Windows server once decoded.
+		{"resources/read", map[string]any{"uri": "file:///docs/%5C..%5Cetc/passwd"}, "deny", "file:///etc/passwd"},
 		{"resources/read", map[string]any{"uri": "../secret"}, "deny", "../secret"},
 		{"prompts/get", map[string]any{"name": "summary", "arguments": map[string]any{"topic": "x"}}, "allow", "summary"},
 		{"prompts/get", map[string]any{"name": "Summary"}, "deny", "Summary"},

@@ -457,7 +457,7 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 	// any number of them after a special scheme ("https:/evil.com"), and
 	// spaces around a URL are dropped.
 	trimmed := strings.Trim(raw, " ")
-	s := specialSlashes(strings.ReplaceAll(trimmed, `\`, "/"), urlArg)
+	s := fileURL(specialSlashes(strings.ReplaceAll(trimmed, `\`, "/"), urlArg))
 	if i := strings.Index(s, "://"); i <= 0 && !urlArg {
 		return "", "", false, false
 	}
@@ -483,6 +483,10 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 	u.Host = strings.ToLower(u.Host)
 	u.User = nil
 	if u.Path != "" {
+		// A backslash in the decoded path (written %5C) is a separator to a
+		// Windows server and to many a URL-decoding one:
+		// "file:///C:/docs/%5C..%5Csecrets" opens C:/secrets.
+		u.Path = strings.ReplaceAll(u.Path, `\`, "/")
 		trailing := strings.HasSuffix(u.Path, "/")
 		u.Path = path.Clean("/" + u.Path)
 		if trailing && u.Path != "/" {

@@ -49,6 +49,27 @@ func specialSlashes(s string, urlArg bool) string {
 	return s
 }
 
+// fileURL writes a file: URL as a WHATWG parser reads it (browsers,
+// Node's URL), which is also the path Go's url.Parse and Python's urlparse
+// give: "file:/p" and "file:p" are "file:///p", and the host localhost is
+// no host ("file://localhost/p" is "file:///p"). Without this, a row on
+// "file:///srv/secrets/**" did not see "file:/srv/secrets/key". s has
+// slashes for backslashes already.
+func fileURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || !strings.EqualFold(scheme, "file") {
+		return s
+	}
+	if !strings.HasPrefix(rest, "//") {
+		return "file:///" + strings.TrimLeft(rest, "/")
+	}
+	host, tail, _ := strings.Cut(rest[2:], "/")
+	if strings.EqualFold(host, "localhost") {
+		return "file:///" + tail
+	}
+	return "file:" + rest
+}
+
 // canonicalAuthority rewrites the authority of s ("scheme://authority…")
 // as the host it reaches: no user information, the host percent-decoded,
 // mapped as a lookup maps it and written in ASCII (xn-- for an
