@@ -87,8 +87,11 @@ func (h *Handler) grant(ctx context.Context, c pending.Call, info callinfo.Info,
 		h.log.Error("an approved call's grant was not stored", "call_id", c.ID, "error", err)
 		return nil, err
 	}
+	// The target by its length only: it may hold a secret (a command's
+	// token, a URL's key), and the decision log's masks do not reach
+	// this log. The grant's ID finds it through the API.
 	h.log.Info("grant", "grant_id", stored.ID, "call_id", c.ID, "approver", who, "subject", g.Subject,
-		"upstream", g.Upstream, "tool", g.Tool, "target", g.Target, "any_target", g.AnyTarget, "expires_at", stored.ExpiresAt)
+		"upstream", g.Upstream, "tool", g.Tool, "target_bytes", len(g.Target), "any_target", g.AnyTarget, "expires_at", stored.ExpiresAt)
 	return &stored, nil
 }
 

@@ -45,7 +45,9 @@ func (s *Server) readBody(r *http.Request) ([]byte, *answer) {
 func readBody(r *http.Request, limit int64) ([]byte, *answer) {
 	enc, err := contentEncoding(r.Header)
 	if err != nil {
-		return nil, invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Encoding", err.Error())
+		a := invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Encoding", err.Error())
+		a.logDetail = fmt.Sprintf("Content-Encoding (%d bytes) is not supported (only gzip)", len(strings.Join(r.Header.Values("Content-Encoding"), ", ")))
+		return nil, a
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
@@ -114,7 +116,11 @@ func checkJSONContentType(h http.Header) *answer {
 	}
 	mt, params, err := mime.ParseMediaType(ct[0])
 	if err != nil || mt != "application/json" {
-		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", fmt.Sprintf("a tool call needs Content-Type application/json, not %q", ct[0]))
+		// The agent is told what it sent; the log only its length: a
+		// header toolgate refuses may hold anything.
+		a := invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", fmt.Sprintf("a tool call needs Content-Type application/json, not %q", ct[0]))
+		a.logDetail = fmt.Sprintf("a tool call needs Content-Type application/json, not one of %d bytes", len(ct[0]))
+		return a
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a tool call body must be UTF-8")

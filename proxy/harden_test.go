@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -1018,6 +1019,8 @@ func TestSecretHeader(t *testing.T) {
 		"X-Goog-Api-Key": true, "Api-Key": true, "Apikey": true, "X-Amz-Security-Token": true,
 		"Ocp-Apim-Subscription-Key": true, "X-Client-Secret": true, "X-Password": true, "X-Credentials": true,
 		"X-Hub-Signature-256": true, "X-Csrf-Token": true, "X-Secret-Keys": true,
+		"CB-Access-Passphrase": true, "OK-Access-Passphrase": true, "KC-API-Passphrase": true, "Access-Passphrase": true,
+		"X-Vercel-Protection-Bypass": true, "X-Hmac": true,
 		// not secrets
 		"Idempotency-Key": false, "X-Idempotency-Key": false, "Mcp-Session-Id": false, "Mcp-Protocol-Version": false,
 		"Mcp-Method": false, "Mcp-Name": false, "Content-Type": false, "Content-Length": false,
@@ -1148,5 +1151,29 @@ func TestBodyBudget(t *testing.T) {
 	}
 	if got := len(env.upstream.Requests()); got != before+1 {
 		t.Errorf("the upstream got %d calls after the refusal, want 1", got-before)
+	}
+}
+
+// TestRefusedHeaderNotLoggedWhole: a tool call's Content-Type or
+// Content-Encoding that toolgate refuses is named in the log by its
+// length, as a refused argument is (policy.LogSafe): it may hold
+// anything, up to the 64 KiB header limit. The agent is still told it.
+func TestRefusedHeaderNotLoggedWhole(t *testing.T) {
+	const marker = "SECRET-in-refused-header"
+	big := "text/plain; x=" + marker + strings.Repeat("A", 32<<10)
+	out := &testkit.Buffer{}
+	env := newTestServer(t, seedEngine(t), func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(out, nil)) })
+	for _, h := range [][]string{{"Content-Type", "", "Content-Type", big}, {"Content-Encoding", big}} {
+		res := post(t, env.url+"/tools/Read", `{"path":"notes/a.txt"}`, append([]string{"Authorization", "Bearer agent-key"}, h...)...)
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 415 || !strings.Contains(string(body), marker) {
+			t.Errorf("%s: %d, want 415 naming what was sent", h[0], res.StatusCode)
+		}
+	}
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if strings.Contains(line, marker) {
+			t.Errorf("a refused header is written whole into the log (%d bytes): %.200s…", len(line), line)
+		}
 	}
 }

@@ -44,9 +44,12 @@ func secretHeader(lk string) bool {
 // secretWords, within a lower-cased header name, mark a credential:
 // Authorization, Proxy-Authorization, Authentication, X-Auth-Token,
 // Private-Token, X-Amz-Security-Token, X-Client-Secret, X-Password,
-// Cookie, X-Csrf-Token, X-Hub-Signature-256 and their kind.
+// Cookie, X-Csrf-Token, X-Hub-Signature-256, CB-Access-Passphrase (and
+// the OKX, KuCoin and Bitget ones), X-Vercel-Protection-Bypass, X-Hmac and
+// their kind.
 var secretWords = []string{
-	"auth", "token", "secret", "passw", "pwd", "credential", "jwt", "session", "cookie", "signature",
+	"auth", "token", "secret", "passw", "passphrase", "pwd", "credential", "jwt", "session", "cookie", "signature",
+	"bypass", "hmac",
 }
 
 // notSecretHeaders hold no secret although their names look as if they

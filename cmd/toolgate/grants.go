@@ -27,7 +27,7 @@ func sealedGrants(st pending.Store, secrets [][]byte, log *slog.Logger, reg *pro
 	return grantseal.New(g, derived(secrets, grantseal.Key), func(g pending.Grant, why string) {
 		broken.Inc()
 		log.Warn("a grant in the store is not believed: the call asks", "grant_id", g.ID, "reason", why,
-			"subject", g.Subject, "upstream", g.Upstream, "tool", g.Tool, "target", g.Target, "any_target", g.AnyTarget,
+			"subject", g.Subject, "upstream", g.Upstream, "tool", g.Tool, "target_bytes", len(g.Target), "any_target", g.AnyTarget,
 			"approver", g.Approver, "call_id", g.CallID)
 	})
 }
