@@ -725,3 +725,28 @@ func TestMisshapenNamesTheBadDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobDepths: what the docs say of a target glob's depths, in both
+// engines: a "/" in a glob needs one in the target, so "**/.env" misses
+// the root .env and "{**/,}.env" catches it, and "docs{,/**}" covers a
+// directory and what is under it.
+func TestGlobDepths(t *testing.T) {
+	rows := []string{
+		`{id: all, effect: allow, tool: Read, target: "*"}`,
+		`{id: deep, effect: deny, tool: Read, target: "**/.deep"}`,
+		`{id: env, effect: deny, tool: Read, target: "{**/,}.env"}`,
+		`{id: docs, effect: ask, tool: Read, target: "docs{,/**}"}`,
+	}
+	for _, native := range []bool{false, true} {
+		e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
+		for target, want := range map[string]string{
+			".deep": "allow", "a/.deep": "deny",
+			".env": "deny", "a/.env": "deny", "a/b/.env": "deny", "x.env": "allow",
+			"docs": "ask", "docs/a/b": "ask", "docsx": "allow",
+		} {
+			if got := decide(t, e, call("Read", target)); string(got.Action) != want {
+				t.Errorf("native %v: Read %s = %v, want %s", native, target, got, want)
+			}
+		}
+	}
+}
