@@ -113,7 +113,7 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	addDecoded := func(k, s string) {
 		// A scheme needs a ':'; without one, asURL (which stringTarget
 		// ran already) is not asked again on every path.
-		if k != "url" && k != "uri" && k != "command" && strings.IndexByte(s, ':') > 0 {
+		if !urlArg(k) && !commandArg(k) && strings.IndexByte(s, ':') > 0 {
 			if _, _, isURL, _ := asURL(k, s); isURL {
 				p, rel, escapes := normalizePath(s, fold)
 				add(TargetArg{Arg: k, Target: p, Relative: rel, Raw: s, Escapes: escapes})
@@ -253,6 +253,13 @@ func (t *Tool) SoleTarget(target string) bool {
 // in Go reads {"PATH": …} as its path argument, so the policy must see it
 // as a target too. Bodies with two case-variant keys never get here (they
 // are refused as ambiguous). nil when there is none.
+// urlArg and commandArg report whether a target argument, named in
+// target_args in any case, is a URL's or a command's: it is looked up in
+// the arguments in any case (argFold), so "URI" in target_args reads a
+// uri argument, which must still be read as a URL.
+func urlArg(arg string) bool     { return strings.EqualFold(arg, "url") || strings.EqualFold(arg, "uri") }
+func commandArg(arg string) bool { return strings.EqualFold(arg, "command") }
+
 func argFold(args map[string]any, k string) any {
 	if v, ok := args[k]; ok {
 		return v
@@ -327,7 +334,7 @@ func NormalizeTargetFold(arg, raw string, fold Fold) (target string, escapes boo
 // unreadable reports a URL no row can name (asURL): the target is then
 // opaque.
 func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escapes, unreadable bool) {
-	if raw == "" || arg == "command" {
+	if raw == "" || commandArg(arg) {
 		return raw, "", false, false
 	}
 	if u, written, isURL, readable := asURL(arg, raw); isURL {
@@ -335,7 +342,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 		// ("x://../../etc/passwd": host "..") is still a path to a tool
 		// that joins it to its root: it escapes when, cleaned as a path,
 		// it climbs above that root.
-		if arg != "url" && arg != "uri" {
+		if !urlArg(arg) {
 			p := path.Clean(strings.ReplaceAll(raw, `\`, "/"))
 			escapes = climbs(p)
 		}
@@ -451,7 +458,7 @@ func foldWindows(p string) (folded string, ambiguous bool) {
 // cannot be read as every client reads it (readableAuthority,
 // canonicalAuthority) or that does not parse.
 func asURL(arg, raw string) (target, written string, isURL, readable bool) {
-	urlArg := arg == "url" || arg == "uri"
+	urlArg := urlArg(arg)
 	// Backslashes are slashes to a WHATWG URL parser (browsers, Node's
 	// fetch): "https://evil.com\.example.com/x" goes to evil.com. So are
 	// any number of them after a special scheme ("https:/evil.com"), and
@@ -820,9 +827,9 @@ func hexAt(s string, i int, fold Fold) (v byte, n int) {
 // arg, as a file path: not empty, not a command, not a URL.
 func pathValue(arg, raw string) bool {
 	switch {
-	case raw == "" || arg == "command":
+	case raw == "" || commandArg(arg):
 		return false
-	case arg != "url" && arg != "uri":
+	case !urlArg(arg):
 		// Even one that parses as a URL: a tool may join it to its root.
 		return true
 	}

@@ -173,3 +173,26 @@ func TestURLWrittenSpelling(t *testing.T) {
 		t.Fatalf("target %+v, want https://x.com/?q=1 also spelt https://x.com?q=1", a)
 	}
 }
+
+// TestTargetArgNamesInAnyCase: target_args names are looked up in any
+// case, so "URL" or "Command" in them reads the url or command argument,
+// and as a URL or a command, not as a file path: a url written without
+// "//" (https:evil.com/x) stayed a path, which a row on https://evil.com/**
+// did not see, and a command was cleaned as a path.
+func TestTargetArgNamesInAnyCase(t *testing.T) {
+	for _, tc := range []struct {
+		targetArgs []string
+		args       map[string]any
+		want       string
+	}{
+		{[]string{"URI"}, map[string]any{"uri": "file:/srv/secrets/key"}, "file:///srv/secrets/key"},
+		{[]string{"Url"}, map[string]any{"url": "HTTPS://Example.com/a/../b"}, "https://example.com/b"},
+		// A WHATWG parser (a fetch tool) reads https:evil.com/x as https://evil.com/x.
+		{[]string{"URL"}, map[string]any{"url": "https:evil.com/x"}, "https://evil.com/x"},
+		{[]string{"COMMAND"}, map[string]any{"command": "cat ./a/../b"}, "cat ./a/../b"},
+	} {
+		if tool := policy.NewTool("t", tc.args, tc.targetArgs); tool.Target != tc.want {
+			t.Errorf("target_args %v, args %v: target %q, want %q", tc.targetArgs, tc.args, tool.Target, tc.want)
+		}
+	}
+}
