@@ -39,6 +39,10 @@ type worker struct {
 	key    []byte // nil: unsigned
 	lanes  []chan queued
 	drops  atomic.Int64
+	// queuedBytes is the size of the events in the lanes and in delivery
+	// (their arguments, mostly): bounded by MaxQueuedBytes as the lanes
+	// are by QueueSize.
+	queuedBytes atomic.Int64
 }
 
 // lane is the queue of call callID's events.
@@ -58,6 +62,7 @@ func (w *worker) run(ctx context.Context, lane chan queued) {
 			abandoned++
 			w.n.report(w, ResultDropped)
 			q.s.done(w.n, &q.e, ResultDropped)
+			w.queuedBytes.Add(-q.size)
 			continue
 		}
 		res := w.deliver(ctx, q.e, q.s.id)
@@ -67,6 +72,7 @@ func (w *worker) run(ctx context.Context, lane chan queued) {
 			res = ResultDropped
 		}
 		q.s.done(w.n, &q.e, res)
+		w.queuedBytes.Add(-q.size)
 	}
 	if abandoned > 0 {
 		w.n.log.Warn("notifications not delivered at shutdown",

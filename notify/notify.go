@@ -412,6 +412,7 @@ func (n *Notifier) Notify(e Event) {
 			dropped = true
 		}
 	}
+	size := eventSize(&e)
 	for i, w := range n.workers {
 		lane := w.lane(e.CallID)
 		switch {
@@ -422,6 +423,13 @@ func (n *Notifier) Notify(e Event) {
 		case len(lane) == cap(lane):
 			// Full: drop before copying anything, so a storm against a
 			// stuck receiver costs the caller as little as possible.
+			w.dropped(e)
+			drop()
+			continue
+		case w.queuedBytes.Add(size) > MaxQueuedBytes:
+			// Full by bytes: events of large calls (a megabyte of
+			// arguments each) fill memory long before the lanes fill.
+			w.queuedBytes.Add(-size)
 			w.dropped(e)
 			drop()
 			continue
@@ -436,12 +444,28 @@ func (n *Notifier) Notify(e Event) {
 			s = n.settlement(&e, len(n.workers)-i, dropped)
 		}
 		select {
-		case lane <- queued{e: e, s: s}:
+		case lane <- queued{e: e, s: s, size: size}:
 		default:
+			w.queuedBytes.Add(-size)
 			w.dropped(e)
 			drop()
 		}
 	}
+}
+
+// MaxQueuedBytes bounds the size of the events a target has queued or in
+// delivery, as Options.QueueSize bounds their number: past it, Notify
+// drops, as for a full queue (a waiting call is announced again later).
+// An event counts its arguments and reasons, and 1 KiB for the rest.
+const MaxQueuedBytes = 64 << 20
+
+// eventSize is what e counts against MaxQueuedBytes.
+func eventSize(e *Event) int64 {
+	n := 1024 + len(e.Arguments)
+	for _, r := range e.Reasons {
+		n += len(r)
+	}
+	return int64(n)
 }
 
 // Close stops accepting events and waits until every queued event has

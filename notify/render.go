@@ -60,16 +60,110 @@ func encodeJSON(v any) ([]byte, error) {
 // zero-width space in a value must not pass unseen in a chat message as
 // it would not on the approval page). Arguments that are not JSON are
 // shown as they are, spelled out too: a message is a display, not a
-// contract.
-func prettyArguments(args json.RawMessage) string {
+// contract. Only the first prettyBytes of the indented text are made:
+// a message shows argumentsLimit characters of them, and indenting a
+// megabyte of deeply nested arrays whole made tens of megabytes (two
+// spaces a level before every element) for each message. complete is
+// false when the text was cut there.
+func prettyArguments(args json.RawMessage) (text string, complete bool) {
 	if len(args) == 0 {
-		return "(none)"
+		return "(none)", true
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, args, "", "  "); err != nil {
-		return reveal.String(string(args))
+	if !json.Valid(args) {
+		raw, cut := cutBytes(string(args), prettyBytes)
+		return reveal.String(raw), !cut
 	}
-	return reveal.String(buf.String())
+	indented, complete := indentPrefix(args, prettyBytes)
+	return reveal.String(indented), complete
+}
+
+// prettyBytes bounds the indented arguments a message is made from: well
+// past argumentsLimit, so that cut still finds what it shows whatever
+// reveal.String spells out.
+const prettyBytes = 4*argumentsLimit + 1024
+
+// indentPrefix writes valid JSON src as json.Indent does with an indent of
+// two spaces, until limit bytes are written; complete is false when it
+// stopped there. It makes no more than limit bytes whatever src's size.
+func indentPrefix(src []byte, limit int) (out string, complete bool) {
+	var b strings.Builder
+	b.Grow(min(limit, 2*len(src)+64))
+	depth, inString, escaped := 0, false, false
+	newline := func() {
+		b.WriteByte('\n')
+		for range depth {
+			b.WriteString("  ")
+		}
+	}
+	for i := 0; i < len(src); i++ {
+		if b.Len() >= limit {
+			s := b.String()
+			cut, _ := cutBytes(s, limit)
+			return cut, false
+		}
+		c := src[i]
+		if inString {
+			b.WriteByte(c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			// insignificant whitespace: indentation replaces it
+		case '"':
+			inString = true
+			b.WriteByte(c)
+		case '{', '[':
+			b.WriteByte(c)
+			if j := nextSignificant(src, i+1); j < len(src) && (src[j] == '}' || src[j] == ']') {
+				b.WriteByte(src[j]) // an empty object or array stays on its line
+				i = j
+				continue
+			}
+			depth++
+			newline()
+		case '}', ']':
+			depth--
+			newline()
+			b.WriteByte(c)
+		case ',':
+			b.WriteByte(c)
+			newline()
+		case ':':
+			b.WriteString(": ")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// nextSignificant is the index of the first byte of src from i on that is
+// not JSON whitespace.
+func nextSignificant(src []byte, i int) int {
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// cutBytes is s cut to at most limit bytes at a rune boundary, and
+// whether it was cut.
+func cutBytes(s string, limit int) (string, bool) {
+	if len(s) <= limit {
+		return s, false
+	}
+	for limit > 0 && !utf8.RuneStart(s[limit]) {
+		limit--
+	}
+	return s[:limit], true
 }
 
 // cut returns the longest prefix of s whose escaped form, escape applied
@@ -291,4 +385,16 @@ func (p *Params) names() []string {
 		names = append(names, "…")
 	}
 	return names
+}
+
+// truncatedNote says how much of the arguments a message shows: shown of
+// pretty (prettyArguments), which is all of them when complete, else a
+// prefix of arguments of argBytes bytes.
+func truncatedNote(shown, pretty string, complete bool, argBytes int) string {
+	if complete {
+		return fmt.Sprintf("Truncated: %d of %d characters shown. The approval page shows them all.",
+			utf8.RuneCountInString(shown), utf8.RuneCountInString(pretty))
+	}
+	return fmt.Sprintf("Truncated: %d characters shown, of arguments of %d bytes. The approval page shows them all.",
+		utf8.RuneCountInString(shown), argBytes)
 }

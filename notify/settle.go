@@ -54,8 +54,9 @@ func (n *Notifier) Pending() int {
 // queued is an event in a target's queue, with the settlement it shares
 // with its copies in the other targets' queues.
 type queued struct {
-	e Event
-	s *settlement
+	e    Event
+	s    *settlement
+	size int64 // what it counts against its worker's queuedBytes
 }
 
 // settlement counts the targets still to finish with one event, for

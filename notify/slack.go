@@ -155,12 +155,11 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		blocks = append(blocks, slackWhy(e))
 	}
 
-	pretty := prettyArguments(e.Arguments)
+	pretty, complete := prettyArguments(e.Arguments)
 	code, shown, truncated := slackCode(pretty, argumentsLimit)
 	args := "*Arguments*\n" + code
-	if truncated {
-		args += fmt.Sprintf("\n_Truncated: %d of %d characters shown. The approval page shows them all._",
-			len([]rune(shown)), len([]rune(pretty)))
+	if truncated || !complete {
+		args += "\n_" + truncatedNote(shown, pretty, complete, len(e.Arguments)) + "_"
 	}
 	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
 	if e.OtherParams.Count() > 0 {

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -136,13 +135,11 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 		body = append(body, teamsLabel("Why"), teamsRich(strings.Join(lines, "\n"), false))
 	}
 
-	pretty := prettyArguments(e.Arguments)
+	pretty, complete := prettyArguments(e.Arguments)
 	shown, truncated := cut(pretty, argumentsLimit, nil)
 	body = append(body, teamsLabel("Arguments"), teamsRich(shown, true))
-	if truncated {
-		body = append(body, teamsSubtle(fmt.Sprintf(
-			"Truncated: %d of %d characters shown. The approval page shows them all.",
-			len([]rune(shown)), len([]rune(pretty)))))
+	if truncated || !complete {
+		body = append(body, teamsSubtle(truncatedNote(shown, pretty, complete, len(e.Arguments))))
 	}
 
 	if e.OtherParams.Count() > 0 {

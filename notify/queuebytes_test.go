@@ -1,0 +1,52 @@
+package notify
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestQueueBoundedByBytes: against a target that never answers, the
+// events of calls with large arguments (one agent parking and cancelling
+// in a loop, half a megabyte each) fill MaxQueuedBytes long before the
+// 1,024 places of the queue; past it they are dropped, as for a full
+// queue. Bounded by count alone, the notifier held half a gigabyte.
+func TestQueueBoundedByBytes(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	var res results
+	n := start(t, Options{Targets: []Target{{URL: srv.URL + "/hook"}}, OnDelivery: res.record, MaxElapsed: time.Minute})
+
+	const argBytes = 512 << 10
+	args := append(append([]byte(`{"content":"`), bytes.Repeat([]byte("a"), argBytes)...), `"}`...)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const events = 1100
+	for i := range events {
+		e := requested(fmt.Sprintf("call-%04d", i))
+		e.Arguments = args
+		n.Notify(e)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if most := MaxQueuedBytes / argBytes; n.Pending() > most || res.count(ResultDropped) < events-most {
+		t.Errorf("%d events pending, %d dropped; want at most %d pending", n.Pending(), res.count(ResultDropped), most)
+	}
+	if held > 2*MaxQueuedBytes {
+		t.Errorf("the queues hold %d MiB, want about MaxQueuedBytes (%d MiB)", held>>20, MaxQueuedBytes>>20)
+	}
+	runtime.KeepAlive(n)
+}
