@@ -70,8 +70,8 @@ func prettyArguments(args json.RawMessage) (text string, complete bool) {
 		return "(none)", true
 	}
 	if !json.Valid(args) {
-		raw, cut := cutBytes(string(args), prettyBytes)
-		return reveal.String(raw), !cut
+		raw, truncated := cut(string(args), prettyBytes, nil)
+		return reveal.String(raw), !truncated
 	}
 	indented, complete := indentPrefix(args, prettyBytes)
 	return reveal.String(indented), complete
@@ -97,9 +97,8 @@ func indentPrefix(src []byte, limit int) (out string, complete bool) {
 	}
 	for i := 0; i < len(src); i++ {
 		if b.Len() >= limit {
-			s := b.String()
-			cut, _ := cutBytes(s, limit)
-			return cut, false
+			s, _ := cut(b.String(), limit, nil)
+			return s, false
 		}
 		c := src[i]
 		if inString {
@@ -152,18 +151,6 @@ func nextSignificant(src []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// cutBytes is s cut to at most limit bytes at a rune boundary, and
-// whether it was cut.
-func cutBytes(s string, limit int) (string, bool) {
-	if len(s) <= limit {
-		return s, false
-	}
-	for limit > 0 && !utf8.RuneStart(s[limit]) {
-		limit--
-	}
-	return s[:limit], true
 }
 
 // cut returns the longest prefix of s whose escaped form, escape applied

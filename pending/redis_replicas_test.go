@@ -19,26 +19,7 @@ import (
 // every transition. A script the node has not cached is loaded and sent
 // again.
 func TestRedisMinReplicas(t *testing.T) {
-	// No diskless-sync delay: the replica is online at once.
-	primary, _ := testkit.RedisServer(t, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(primary)
-	_, stopReplica := testkit.RedisServer(t, "--replicaof", host, port)
-	rdb := redis.NewClient(&redis.Options{Addr: primary, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	testkit.WaitFor(t, "the replica to acknowledge writes", func() bool {
-		info, _ := rdb.Info(t.Context(), "replication").Result()
-		if !strings.Contains(info, "state=online") {
-			return false
-		}
-		var n *redis.Cmd
-		_, _ = rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
-			p.Set(t.Context(), "repl:ready", "1", 0)
-			n = p.Do(t.Context(), "WAIT", 1, 100)
-			return nil
-		})
-		v, _ := n.Int64()
-		return v == 1
-	})
+	rdb, stopReplica := primaryWithReplica(t)
 	ctx := t.Context()
 	const timeout = 300 * time.Millisecond
 	s, err := NewRedis(rdb, Options{Prefix: "repl:", MinReplicas: 1, ReplicaTimeout: timeout})
@@ -96,4 +77,32 @@ func TestRedisMinReplicas(t *testing.T) {
 func (s *RedisStore) withoutReplicas() *RedisStore {
 	c := &RedisStore{rdb: s.rdb, base: s.base, bases: s.bases, channel: s.channel, resultTTL: s.resultTTL, poll: s.poll, window: s.window, waiters: map[string]map[chan State]struct{}{}}
 	return c
+}
+
+// primaryWithReplica starts a Redis of the test's own with one replica,
+// and returns a client of the primary once the replica acknowledges
+// writes, and a function that stops the replica.
+func primaryWithReplica(t *testing.T) (*redis.Client, func()) {
+	t.Helper()
+	// No diskless-sync delay: the replica is online at once.
+	primary, _ := testkit.RedisServer(t, "--repl-diskless-sync-delay", "0")
+	host, port, _ := net.SplitHostPort(primary)
+	_, stopReplica := testkit.RedisServer(t, "--replicaof", host, port)
+	rdb := redis.NewClient(&redis.Options{Addr: primary, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	testkit.WaitFor(t, "the replica to acknowledge writes", func() bool {
+		info, _ := rdb.Info(t.Context(), "replication").Result()
+		if !strings.Contains(info, "state=online") {
+			return false
+		}
+		var n *redis.Cmd
+		_, _ = rdb.Pipelined(t.Context(), func(p redis.Pipeliner) error {
+			p.Set(t.Context(), "repl:ready", "1", 0)
+			n = p.Do(t.Context(), "WAIT", 1, 100)
+			return nil
+		})
+		v, _ := n.Int64()
+		return v == 1
+	})
+	return rdb, stopReplica
 }

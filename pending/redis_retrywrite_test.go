@@ -1,14 +1,11 @@
 package pending
 
 import (
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/toolgate/toolgate/internal/testkit"
 )
 
 // TestRedisRetryWrites: a retry of a write that ran already (its nonce
@@ -20,16 +17,8 @@ import (
 // could then lose a claim that runs. Each retry here must move the
 // primary's replication offset.
 func TestRedisRetryWrites(t *testing.T) {
-	primary, _ := testkit.RedisServer(t, "--repl-diskless-sync-delay", "0")
-	host, port, _ := net.SplitHostPort(primary)
-	testkit.RedisServer(t, "--replicaof", host, port) // the offset moves only with a replica
-	rdb := redis.NewClient(&redis.Options{Addr: primary, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
+	rdb, _ := primaryWithReplica(t) // the offset moves only with a replica
 	ctx := t.Context()
-	testkit.WaitFor(t, "the replica to be online", func() bool {
-		info, _ := rdb.Info(ctx, "replication").Result()
-		return strings.Contains(info, "state=online")
-	})
 	s, err := NewRedis(rdb, Options{Prefix: "retry:"})
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// leakRules: deploys ask, reads are allowed.
-const leakRules = `rules:
-  - {id: deploys, effect: ask, tool: deploy, target: "*"}
-  - {id: reads, effect: allow, tool: read, target: "*"}
-`
-
 // processLog is a replica's log without its decision-log events
 // ("Decision Log" records): what the operator's masks do not reach.
 func processLog(stderr string) []string {
@@ -40,7 +34,7 @@ mask contains concat("/", ["/input/tool", k]) if {
 	some k in {"target", "target_raw", "targets"}
 }
 `
-	e := startMech(t, mechSetup{rules: leakRules, policy: "  dir: ./policy\n", files: map[string]string{"policy/mask.rego": mask}})
+	e := startMech(t, mechSetup{rules: grantRules, policy: "  dir: ./policy\n", files: map[string]string{"policy/mask.rego": mask}})
 	p := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"command":"deploy --token=`+secret+`"}`, async...).want(t, "deploy", 202, "ask")
 	code, g, resp := remember(t, e.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1h")
 	if code != 200 || g == nil {
