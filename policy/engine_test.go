@@ -210,7 +210,7 @@ ask contains {"id": "extra", "message": "m", "approvers": {"group": ["sre"]}} if
 `
 	for _, native := range []bool{false, true} {
 		e := newEngine(t, policy.Options{
-			RulesFile: writeRules(t, dir, rows), NativeLibrary: native,
+			Library: shipped.Library(), RulesFile: writeRules(t, dir, rows), NativeLibrary: native,
 			Policies: fstest.MapFS{"p.rego": {Data: []byte(src)}},
 		})
 		d, err := e.Decide(t.Context(), call("Deploy", "x"))
@@ -727,20 +727,27 @@ func TestMisshapenNamesTheBadDefinition(t *testing.T) {
 }
 
 // TestGlobDepths: what the docs say of a target glob's depths, in both
-// engines: a "/" in a glob needs one in the target, so "**/.env" misses
-// the root .env and "{**/,}.env" catches it, and "docs{,/**}" covers a
-// directory and what is under it.
+// engines: a "**/" at the start of a glob or after a "/" stands for any
+// number of directories, none included ("**/.deep" catches the root
+// .deep, "src/**/x.go" src/x.go), any other "/" needs one in the target,
+// and "docs{,/**}" covers a directory and what is under it.
 func TestGlobDepths(t *testing.T) {
 	rows := []string{
 		`{id: all, effect: allow, tool: Read, target: "*"}`,
 		`{id: deep, effect: deny, tool: Read, target: "**/.deep"}`,
 		`{id: env, effect: deny, tool: Read, target: "{**/,}.env"}`,
 		`{id: docs, effect: ask, tool: Read, target: "docs{,/**}"}`,
+		`{id: mid, effect: deny, tool: Read, target: "src/**/x.go"}`,
+		`{id: twice, effect: deny, tool: Read, target: "**/**/k"}`,
+		`{id: inner, effect: deny, tool: Read, target: "a**/y"}`,
 	}
 	for _, native := range []bool{false, true} {
-		e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
+		e := newEngine(t, policy.Options{Library: shipped.Library(), RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
 		for target, want := range map[string]string{
-			".deep": "allow", "a/.deep": "deny",
+			".deep": "deny", "a/.deep": "deny", "/.deep": "deny", "a/b.deep": "allow",
+			"src/x.go": "deny", "src/a/b/x.go": "deny", "srcx.go": "allow", "x.go": "allow",
+			"k": "deny", "a/b/k": "deny", "ak": "allow",
+			"ab/y": "deny", "a/y": "deny", "ay": "allow",
 			".env": "deny", "a/.env": "deny", "a/b/.env": "deny", "x.env": "allow",
 			"docs": "ask", "docs/a/b": "ask", "docsx": "allow",
 		} {

@@ -53,7 +53,7 @@ func newNativeLib(rules []Rule) (*nativeLib, error) {
 			}
 		}
 		if isGlob(r.Target) {
-			if row.target, err = glob.Compile(r.Target, '/'); err != nil {
+			if row.target, err = glob.Compile(TargetPattern(r.Target), '/'); err != nil {
 				return nil, fmt.Errorf("rules table %s: target: %w", r.ID, err)
 			}
 		}

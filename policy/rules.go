@@ -76,7 +76,7 @@ func ParseRules(src []byte) ([]Rule, error) {
 		}
 		if r.Target == "" {
 			bad(`target is missing (write target: "*" for every call of the tool)`)
-		} else if err := checkGlob(r.Target); err != nil {
+		} else if err := checkGlob(TargetPattern(r.Target)); err != nil {
 			bad("target: %v", err)
 		}
 		if r.MustAsk && r.Effect != "ask" {
@@ -98,6 +98,19 @@ func ParseRules(src []byte) ([]Rule, error) {
 
 // isGlob reports whether p is a pattern rather than an exact name.
 func isGlob(p string) bool { return p != "*" && strings.ContainsAny(p, "*?[{") }
+
+// anyDepth finds a run of "**/" at the start of a target glob or after a
+// "/": glob.match needs a "/" in the target for every "/" in the glob, so
+// "**/.env" would miss the root ".env". As in a .gitignore, such a "**/"
+// stands for any number of directories, none included: TargetPattern
+// writes it "{**/,}". The library's Rego applies the same expression
+// (target_pattern in rego/lib/toolgate.rego), so both engines read a row
+// alike.
+var anyDepth = regexp.MustCompile(`(^|/)(\*\*/)+`)
+
+// TargetPattern is the pattern a target glob is matched with: p with each
+// leading "**/" made to match no directory as well as some.
+func TargetPattern(p string) string { return anyDepth.ReplaceAllString(p, "${1}{**/,}") }
 
 // checkGlob rejects patterns OPA's glob.match would fail on at evaluation
 // time, so a broken table is refused at load, not at the first call.

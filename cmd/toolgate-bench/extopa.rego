@@ -45,5 +45,5 @@ target_matches(pattern, false) if pattern == input.tool.target
 
 target_matches(pattern, true) if {
 	is_string(input.tool.target)
-	glob.match(pattern, ["/"], input.tool.target)
+	glob.match(regex.replace(pattern, `(^|/)(\*\*/)+`, "${1}{**/,}"), ["/"], input.tool.target)
 }

@@ -19,7 +19,7 @@ type rule struct{ id, effect, tool, target string }
 // write_note notes/... (ask, r3).
 var table = []rule{
 	{"r1", "allow", "read_file", "docs/**"},
-	{"r2", "deny", "read_file", "{**/,}.env"},
+	{"r2", "deny", "read_file", "**/.env"},
 	{"r3", "ask", "write_note", "notes/**"},
 	{"r4", "deny", "delete_file", "*"},
 	{"r5", "allow", "list_dir", "*"},

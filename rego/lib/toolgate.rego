@@ -272,8 +272,15 @@ target_matches_one(pattern, false, t) if pattern == t
 
 target_matches_one(pattern, true, t) if {
 	is_string(t)
-	glob.match(pattern, ["/"], t)
+	glob.match(target_pattern(pattern), ["/"], t)
 }
+
+# A run of "**/" at the start of a target glob or after a "/" stands for
+# any number of directories, none included, as in a .gitignore:
+# "**/.env" matches the root ".env" too. glob.match alone would need a "/"
+# in the target for it. toolgate's Go matcher rewrites a row's glob the
+# same way (policy.TargetPattern).
+target_pattern(pattern) := regex.replace(pattern, `(^|/)(\*\*/)+`, "${1}{**/,}")
 
 # row_matches and target_matches are the names these tests had when a call
 # had one target; kept for policies that read them, with the deny and ask

@@ -48,6 +48,15 @@ test_glob_one_segment if {
 	count(lib.deny) == 0 with input as call("fs.write", "src/a/go.lock") with data.toolgate.rules as seed
 }
 
+# A leading "**/" (or one after a "/") stands for no directory as well as
+# some: "**/.env" denies the root .env.
+test_glob_any_depth_none_included if {
+	rows := [{"id": "env", "effect": "deny", "tool": "Read", "target": "**/.env", "tool_glob": false, "target_glob": true}]
+	ids(lib.deny) == {"env"} with input as call("Read", ".env") with data.toolgate.rules as rows
+	ids(lib.deny) == {"env"} with input as call("Read", "a/b/.env") with data.toolgate.rules as rows
+	count(lib.deny) == 0 with input as call("Read", "a.env") with data.toolgate.rules as rows
+}
+
 test_glob_needs_target if {
 	count(lib.allow) == 0 with input as {"kind": "rest", "tool": {"name": "fs.read", "arguments": {}}} with data.toolgate.rules as seed
 }
