@@ -39,6 +39,13 @@ func analyseInputReads(modules map[string]*ast.Module) *inputReads {
 			if len(x) > 0 && x[0].Value.Compare(ast.ObjectGet.Ref()) == 0 {
 				return r.objectGet(vis, x[1:], nil)
 			}
+		case *ast.Head:
+			// The walker visits a head's key and value but not its
+			// reference, whose parts may read input (a.b[input.k] := v);
+			// the rest of the head it walks as usual.
+			for _, t := range x.Reference[1:] {
+				vis.Walk(t)
+			}
 		case *ast.Term:
 			return r.term(vis, x.Value)
 		case ast.Value:
@@ -67,8 +74,12 @@ func (r *inputReads) term(vis *ast.GenericVisitor, v ast.Value) bool {
 		if v.HasPrefix(ast.InputRootRef) {
 			r.add(v)
 		}
-		// The head is the root ("input", "data", a local), never a bare
-		// input; the other parts may hold refs of their own (x[input.k]).
+		// The other parts may hold refs of their own (x[input.k]); so
+		// may a head that is not a variable: a call, an array or a
+		// comprehension (object.get(input, "k", {}).id, [input][0].k).
+		if _, ok := v[0].Value.(ast.Var); !ok {
+			vis.Walk(v[0])
+		}
 		for _, e := range v[1:] {
 			vis.Walk(e)
 		}

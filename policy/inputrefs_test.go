@@ -79,6 +79,26 @@ allow_x if input.a == 1`, []string{"*"}},
 		"every", `allow contains "all-docs" if { every a in input.tool.arguments { startswith(a, "docs/") } }`,
 		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
 	},
+	// A reference whose head is a call, an array or a comprehension, and
+	// a rule head's reference: each reads input too.
+	{
+		"object.get's result, referenced", `deny contains "x" if object.get(input, "subject", {}).id == "anon"`,
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
+	},
+	{"a call's result, referenced", `deny contains "x" if json.unmarshal(json.marshal(input)).subject.id == "anon"`, []string{"*"}},
+	{"an array, referenced", `deny contains "x" if [input][0].subject.id == "anon"`, []string{"*"}},
+	{
+		"a comprehension, referenced", `deny contains "x" if [s | s := input.subject][0].id == "anon"`,
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
+	},
+	{
+		"a rule head's reference", "who.is[input.subject.id] := true\ndeny contains \"x\" if who.is.anon",
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.id"},
+	},
+	{
+		"a multi-value rule head's reference", "who.is[input.http.method] contains \"m\"\ndeny contains \"x\" if who.is.GET",
+		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.method"},
+	},
 	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mcp.method", "mcp.params", "mcp.id"}},
 	{
 		"mcp params", `deny contains "meta path" if startswith(input.mcp.params._meta["acme/path"], "/etc/")`,
