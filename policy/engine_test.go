@@ -726,6 +726,42 @@ func TestMisshapenNamesTheBadDefinition(t *testing.T) {
 	}
 }
 
+// TestLongTargetsOpaque: a target longer than MaxTargetLen, or past the
+// bytes a call's targets may hold together, is opaque: deny rows fire on
+// it and no glob allow row does, in both engines.
+func TestLongTargetsOpaque(t *testing.T) {
+	rows := []string{
+		`{id: docs, effect: allow, tool: read_file, target: "docs/**"}`,
+		`{id: ssh, effect: deny, tool: read_file, target: "**/.ssh/**"}`,
+	}
+	long := func(n int) string { return "docs/" + strings.Repeat("a", n-len("docs/")) }
+	many := func(n int) []any {
+		var paths []any
+		for range n {
+			paths = append(paths, long(4000))
+		}
+		return paths
+	}
+	for _, native := range []bool{false, true} {
+		e := newEngine(t, policy.Options{Library: shipped.Library(), RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
+		for _, c := range []struct {
+			name string
+			path any
+			want string
+		}{
+			{"at the limit", long(policy.MaxTargetLen), "allow"},
+			{"past the limit", long(policy.MaxTargetLen + 1), "deny"},
+			{"16 long targets", many(16), "allow"},
+			{"17 long targets", many(17), "deny"},
+		} {
+			in := &policy.Input{Kind: policy.KindREST, Phase: policy.PhaseCall, Tool: policy.NewTool("read_file", map[string]any{"path": c.path}, policy.DefaultTargetArgs)}
+			if got := decide(t, e, in); string(got.Action) != c.want {
+				t.Errorf("native %v: %s: %v, want %s", native, c.name, got, c.want)
+			}
+		}
+	}
+}
+
 // TestGlobDepths: what the docs say of a target glob's depths, in both
 // engines: a "**/" at the start of a glob or after a "/" stands for any
 // number of directories, none included ("**/.deep" catches the root

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
@@ -34,26 +33,27 @@ type nativeLib struct {
 // built once.
 type nativeRow struct {
 	Rule
-	tool, target *glob.Pattern // nil when the field is not a glob
+	tool, target globMatcher // nil when the field is not a glob (globre.go)
 	reason       Reason
 }
 
 // newNativeLib compiles the rules table. The globs were checked by
 // ParseRules; compiling them here with the delimiters the library gives
 // glob.match (none for tools, "/" for targets) makes them match exactly as
-// OPA's glob.match does, which uses the same glob package.
+// OPA's glob.match does (compileMatcher: the same glob package, or the
+// regular expression the library is served for a glob that backtracks).
 func newNativeLib(rules []Rule) (*nativeLib, error) {
 	n := &nativeLib{byTool: make(map[string][]*nativeRow), byPrefix: make(map[string][]*nativeRow)}
 	for _, r := range rules {
 		row := &nativeRow{Rule: r}
 		var err error
 		if isGlob(r.Tool) {
-			if row.tool, err = glob.Compile(r.Tool); err != nil {
+			if row.tool, err = compileMatcher(r.Tool); err != nil {
 				return nil, fmt.Errorf("rules table %s: tool: %w", r.ID, err)
 			}
 		}
 		if isGlob(r.Target) {
-			if row.target, err = glob.Compile(TargetPattern(r.Target), '/'); err != nil {
+			if row.target, err = compileMatcher(TargetPattern(r.Target), '/'); err != nil {
 				return nil, fmt.Errorf("rules table %s: target: %w", r.ID, err)
 			}
 		}
@@ -244,7 +244,7 @@ func (r *nativeRow) toolMatches(name string) bool {
 	case r.Tool == "*":
 		return true
 	case r.tool != nil:
-		return r.tool.Match(name)
+		return r.tool(name)
 	}
 	return r.Tool == name
 }
@@ -253,7 +253,7 @@ func (r *nativeRow) toolMatches(name string) bool {
 // than "*".
 func (r *nativeRow) targetMatches(target string) bool {
 	if r.target != nil {
-		return r.target.Match(target)
+		return r.target(target)
 	}
 	return r.Target == target
 }

@@ -73,10 +73,14 @@ func ParseRules(src []byte) ([]Rule, error) {
 			bad(`tool is missing (write tool: "*" for every tool)`)
 		} else if err := checkGlob(r.Tool); err != nil {
 			bad("tool: %v", err)
+		} else if _, err := compileGlob(r.Tool); isGlob(r.Tool) && err != nil {
+			bad("tool: %v", err)
 		}
 		if r.Target == "" {
 			bad(`target is missing (write target: "*" for every call of the tool)`)
 		} else if err := checkGlob(TargetPattern(r.Target)); err != nil {
+			bad("target: %v", err)
+		} else if _, err := compileGlob(TargetPattern(r.Target), '/'); isGlob(r.Target) && err != nil {
 			bad("target: %v", err)
 		}
 		if r.MustAsk && r.Effect != "ask" {
@@ -146,13 +150,29 @@ func checkGlob(p string) error {
 
 // rulesData is the table as Rego sees it at data.toolgate.rules, and the
 // index the library matches through: rows by exact tool name ("by_tool") and
-// rows whose tool is "*" or a glob ("wild"). Each row also says whether its
-// tool and target are globs, so the library scans no strings per call.
+// rows whose tool is "*" or a glob ("wild"), and the regular expression of
+// each glob that backtracks, by pattern ("tool_regex", "target_regex";
+// globre.go). Each row
+// also says whether its tool and target are globs, so the library scans no
+// strings per call.
 func rulesData(rules []Rule) (table []any, index map[string]any) {
 	table = make([]any, 0, len(rules))
 	byTool := map[string]any{}
 	wild := []any{}
+	toolRegex, targetRegex := map[string]any{}, map[string]any{}
 	for _, r := range rules {
+		// ParseRules compiled them; one that did not compile is left
+		// to glob.match, which refuses it in turn.
+		if isGlob(r.Tool) && backtracks(r.Tool) {
+			if re, err := globRegexp(r.Tool); err == nil {
+				toolRegex[r.Tool] = re
+			}
+		}
+		if p := TargetPattern(r.Target); isGlob(r.Target) && backtracks(p) {
+			if re, err := globRegexp(p, '/'); err == nil {
+				targetRegex[r.Target] = re
+			}
+		}
 		row := map[string]any{
 			"id":          r.ID,
 			"effect":      r.Effect,
@@ -177,5 +197,5 @@ func rulesData(rules []Rule) (table []any, index map[string]any) {
 		rows, _ := byTool[r.Tool].([]any)
 		byTool[r.Tool] = append(rows, row)
 	}
-	return table, map[string]any{"by_tool": byTool, "wild": wild}
+	return table, map[string]any{"by_tool": byTool, "wild": wild, "tool_regex": toolRegex, "target_regex": targetRegex}
 }

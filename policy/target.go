@@ -79,7 +79,15 @@ func completionTarget(name string, args map[string]any, fold Fold) *Tool {
 // must assume could be anything. A null names nothing.
 func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *Tool {
 	t := &Tool{Name: name, Arguments: args}
+	readable := 0 // bytes of the readable targets so far
 	add := func(a TargetArg) {
+		if !a.Opaque {
+			if n := len(a.Target) + len(a.Relative); readable+n > maxTargetsLen {
+				a = tooLong(a)
+			} else {
+				readable += n
+			}
+		}
 		if len(t.Targets) < MaxTargetEntries {
 			t.Targets = append(t.Targets, a)
 			return
@@ -100,6 +108,9 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			// not at all as toolgate can: no row can name it, so deny
 			// and ask rows count it as matching, allow rows as not.
 			return TargetArg{Arg: k, Raw: s, Escapes: escapes, Opaque: true}
+		}
+		if len(norm) > MaxTargetLen {
+			return tooLong(TargetArg{Arg: k, Raw: s, Escapes: escapes})
 		}
 		return TargetArg{Arg: k, Target: norm, Relative: rel, Raw: s, Escapes: escapes}
 	}
@@ -165,6 +176,26 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 // opaque target for the rest, so deny and ask rows still fire, no allow
 // row but "*" covers it, and an escaping one among the rest is denied.
 const MaxTargets = 256
+
+// MaxTargetLen bounds a target the rules table matches, in bytes. A glob
+// with two "**" and a literal between them ("**/.ssh/**/id_*") takes time
+// quadratic in the target's length, in Go as in OPA's glob.match, which
+// an evaluation's timeout does not interrupt: a 1 MiB target held a core
+// for seconds. A longer target is opaque (deny and ask rows fire on it,
+// allow rows other than "*" do not); no file path needs more (4096 is
+// Linux's PATH_MAX), and a URL that long is rare enough to be asked about.
+const MaxTargetLen = 4096
+
+// maxTargetsLen bounds the bytes of all a call's readable targets (their
+// spellings and relative spellings): past it, the rest are opaque. With
+// MaxTargetLen it bounds what one call's matching can cost to some
+// sixteen targets of the longest kind per row.
+const maxTargetsLen = 64 << 10
+
+// tooLong is a as an opaque target: too long for the table to match.
+func tooLong(a TargetArg) TargetArg {
+	return TargetArg{Arg: a.Arg, Raw: a.Raw, Escapes: a.Escapes, Opaque: true}
+}
 
 // MaxTargetEntries bounds tool.targets' entries: a value may give four (as
 // sent, its path reading when it looks like a URL, its decoded spelling, its

@@ -221,7 +221,16 @@ tool_matches("*", _) if input.tool.name
 
 tool_matches(pattern, false) if pattern == input.tool.name
 
-tool_matches(pattern, true) if glob.match(pattern, null, input.tool.name)
+# A glob with two stars or more is matched by the regular expression
+# toolgate serves for it (rules_index.tool_regex and target_regex), which
+# matches the same names in time linear in their length where glob.match
+# backtracks; any other glob (or one of a table a test sets) by glob.match.
+tool_matches(pattern, true) if regex.match(data.toolgate.rules_index.tool_regex[pattern], input.tool.name)
+
+tool_matches(pattern, true) if {
+	not data.toolgate.rules_index.tool_regex[pattern]
+	glob.match(pattern, null, input.tool.name)
+}
 
 # The call's targets: tool.targets, each as its normalised value, or null
 # for an opaque one (an argument that holds something other than strings,
@@ -272,6 +281,12 @@ target_matches_one(pattern, false, t) if pattern == t
 
 target_matches_one(pattern, true, t) if {
 	is_string(t)
+	regex.match(data.toolgate.rules_index.target_regex[pattern], t)
+}
+
+target_matches_one(pattern, true, t) if {
+	is_string(t)
+	not data.toolgate.rules_index.target_regex[pattern]
 	glob.match(target_pattern(pattern), ["/"], t)
 }
 
