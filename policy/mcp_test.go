@@ -21,20 +21,30 @@ func mcpMessage(method string) *policy.Input {
 }
 
 // TestMCPMethods: the protocol's own methods, responses and GET/DELETE are
-// plumbing; any other method, misspelt, in another case or decided as a
-// tool call, is denied, in Go as in Rego.
+// plumbing, in plan mode too (it moves no tool); any other method,
+// misspelt, in another case or decided as a tool call, is denied, in Go as
+// in Rego.
 func TestMCPMethods(t *testing.T) {
 	for _, native := range []bool{true, false} {
 		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native})
-		for _, m := range []string{"", "initialize", "ping", "tools/list", "notifications/initialized", "notifications/roots/list_changed", "tasks/update", "subscriptions/listen"} {
-			if got := decide(t, e, mcpMessage(m)); got.Action != "allow" {
-				t.Errorf("native %v: method %q: %v, want allow", native, m, got)
+		for _, mode := range []string{"", policy.ModePlan} {
+			for _, m := range []string{"", "initialize", "ping", "tools/list", "notifications/initialized", "notifications/roots/list_changed", "tasks/update", "subscriptions/listen"} {
+				in := mcpMessage(m)
+				in.Mode = mode
+				if got := decide(t, e, in); got.Action != "allow" {
+					t.Errorf("native %v, mode %q: method %q: %v, want allow", native, mode, m, got)
+				}
+			}
+			get := mcpMessage("")
+			get.MCP, get.HTTP.Method, get.Mode = nil, "GET", mode
+			if got := decide(t, e, get); got.Action != "allow" {
+				t.Errorf("native %v, mode %q: GET: %v, want allow", native, mode, got)
 			}
 		}
-		get := mcpMessage("")
-		get.MCP, get.HTTP.Method = nil, "GET"
-		if got := decide(t, e, get); got.Action != "allow" {
-			t.Errorf("native %v: GET: %v, want allow", native, got)
+		plan := mcpMessage("resources/subscribe")
+		plan.Mode = policy.ModePlan
+		if got := decide(t, e, plan); got.Action != "deny" {
+			t.Errorf("native %v: plan mode, resources/subscribe: %v, want deny", native, got)
 		}
 		for _, m := range []string{"Tools/Call", "tools/call ", "tools/List", "tools/call", "resources/read", "prompts/get", "completion/complete", "resources/subscribe", "notifications/x"} {
 			d, err := e.Decide(t.Context(), mcpMessage(m))

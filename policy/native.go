@@ -125,6 +125,7 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 		}
 		if method == "" || mcpMethods[method] {
 			v.allow.add(Reason{ID: "toolgate.mcp_plumbing", Message: "MCP protocol message"})
+			v.readOnly = true // plumbing moves no tool: plan mode lets it through
 		} else {
 			v.deny.add(Reason{ID: "toolgate.mcp_method", Message: fmt.Sprintf("MCP method %q is not one of the protocol's methods that toolgate lets through", method)})
 		}

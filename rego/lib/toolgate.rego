@@ -167,6 +167,14 @@ read_only contains r.id if {
 	row_matches_every(r)
 }
 
+# MCP protocol plumbing (initialize, the lists, notifications, the SSE
+# stream) moves no tool: without it plan mode would refuse an MCP client
+# its session before it could call the read-only tools plan lets run.
+read_only contains "toolgate.mcp_plumbing" if {
+	mcp_plumbing
+	mcp_method_allowed
+}
+
 read_only contains "toolgate.mcp_read_only_hint" if {
 	input.kind == "mcp"
 	input.tool.annotations.readOnlyHint == true
