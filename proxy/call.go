@@ -127,6 +127,7 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 	if a := s.readCall(r, c, query); a != nil {
 		return a
 	}
+	bodyHeaders(c.input.HTTP.Headers, len(c.body))
 	return s.checkSession(r, c)
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/toolgate/toolgate/identity"
@@ -147,6 +148,17 @@ func policyHeaders(h http.Header) map[string][]string {
 		out[lk] = vs
 	}
 	return out
+}
+
+// bodyHeaders makes the input's headers say of the body what the upstream
+// is told (outboundHeader): it arrives decoded, without Content-Encoding,
+// with the decoded length.
+func bodyHeaders(h map[string][]string, n int) {
+	delete(h, "content-encoding")
+	delete(h, "content-length")
+	if n > 0 {
+		h["content-length"] = []string{strconv.Itoa(n)}
+	}
 }
 
 // hiddenValues is n hiddenValue, shared: nothing changes an input's

@@ -260,6 +260,10 @@ func TestForwardsExactlyWhatWasEvaluated(t *testing.T) {
 		if seen.Tool.Arguments["content"] != "héllo" {
 			t.Errorf("policy saw %v", seen.Tool.Arguments)
 		}
+		// The headers the policy saw say what the upstream was told.
+		if ce, cl := seen.HTTP.Headers["content-encoding"], seen.HTTP.Headers["content-length"]; ce != nil || len(cl) != 1 || cl[0] != last.Header.Get("Content-Length") {
+			t.Errorf("policy saw Content-Encoding %q, Content-Length %q; the upstream got none and %q", ce, cl, last.Header.Get("Content-Length"))
+		}
 	})
 
 	t.Run("overrides and spoofed headers stripped", func(t *testing.T) {
