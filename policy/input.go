@@ -153,7 +153,7 @@ func (in *Input) valueFor(r *inputReads) (ast.Value, error) {
 		add("subject", ast.NewTerm(subj))
 	}
 	if in.Tool != nil && r.top("tool") {
-		t, err := in.Tool.value(r)
+		t, err := in.Tool.value(r, in.Phase != PhaseList)
 		if err != nil {
 			return nil, err
 		}
@@ -212,12 +212,14 @@ func (s *Subject) value(r *inputReads) (ast.Value, error) {
 	return ast.NewObject(items...), nil
 }
 
-func (t *Tool) value(r *inputReads) (ast.Value, error) {
+// value is t as the policy reads it; a listed tool (args false) has no
+// arguments, not even empty ones: it is not being called.
+func (t *Tool) value(r *inputReads, args bool) (ast.Value, error) {
 	items := make([][2]*ast.Term, 0, 6)
 	if r.sub("tool", "name") {
 		items = append(items, ast.Item(term("name"), ast.StringTerm(t.Name)))
 	}
-	if r.sub("tool", "arguments") {
+	if args && r.sub("tool", "arguments") {
 		args, err := objectTerm(t.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("policy: input tool.arguments: %w", err)

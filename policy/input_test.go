@@ -48,7 +48,7 @@ var wantInputs = map[string]string{
 	"mcp": `{"version": "toolgate/v1", "call_id": "m1", "kind": "mcp", "time": "0001-01-01T00:00:00Z",
 		"mode": "plan", "phase": "list", "upstream": {"name": "notes-mcp", "protocol": "mcp"},
 		"subject": {"id": "", "groups": [], "claims": {}, "authenticated": false},
-		"tool": {"name": "write_note", "arguments": {}, "annotations": {"readOnlyHint": false}},
+		"tool": {"name": "write_note", "annotations": {"readOnlyHint": false}},
 		"mcp": {"method": "tools/call", "id": 9, "protocol_version": "2025-06-18",
 			"params": {"_meta": {"progressToken": "p1", "acme/path": "/etc"}, "requestState": "s", "n": 1.50}},
 		"http": {"method": "POST", "path": "/mcp", "query": {}, "headers": {"mcp-session-id": ["s"]}}}`,
