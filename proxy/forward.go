@@ -145,6 +145,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 			return a
 		}
 		a := upstreamFailed(r.Context(), err)
+		// The problem carries the allow beside it, as every answer of
+		// toolgate's own carries its decision's reasons.
+		a.reasons, a.ruleIDs = c.decision.Messages(), c.decision.RuleIDs()
 		if a.kind == written {
 			s.log.Info("agent disconnected before the upstream answered", "call_id", c.id, "error", err)
 		} else {

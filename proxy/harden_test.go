@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -417,17 +419,29 @@ func TestMCPEndpointQuery(t *testing.T) {
 }
 
 // TestUpstreamFailureTellsNoAddress: the agent learns that the upstream
-// failed, not where it is or what Go said.
+// failed, and which rule allowed the call, not where the upstream is or
+// what Go said.
 func TestUpstreamFailureTellsNoAddress(t *testing.T) {
 	dead := testkit.NewUpstream(t, nil)
 	deadURL := dead.URL
 	dead.Close()
-	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL, _ = url.Parse(deadURL) })
+	allowed := deciderFunc(func(context.Context, *policy.Input) (policy.Decision, error) {
+		return policy.Decision{Action: policy.Allow, Reasons: []policy.Reason{{ID: "reads", Message: "reads are fine"}}}, nil
+	})
+	env := newTestServer(t, allowed, func(c *Config) { c.Upstreams[0].URL, _ = url.Parse(deadURL) })
 	res := post(t, env.url+"/tools/read_file", `{"path":"a"}`, "Authorization", "Bearer agent-key")
 	body, _ := io.ReadAll(res.Body)
 	host := strings.TrimPrefix(deadURL, "http://")
 	if res.StatusCode != http.StatusBadGateway || strings.Contains(string(body), host) || strings.Contains(string(body), "dial") {
 		t.Fatalf("%d %s: want 502 without the upstream's address or Go's error", res.StatusCode, body)
+	}
+	var p struct {
+		Decision string   `json:"decision"`
+		Reasons  []string `json:"reasons"`
+		RuleIDs  []string `json:"rule_ids"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil || p.Decision != "allow" || !slices.Equal(p.Reasons, []string{"reads are fine"}) || !slices.Equal(p.RuleIDs, []string{"reads"}) {
+		t.Errorf("problem %s (%v): want the allow's reasons and rule IDs beside it", body, err)
 	}
 }
 
