@@ -670,6 +670,9 @@ func TestToolgatePrefixNeverForwarded(t *testing.T) {
 		if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
 			t.Errorf("POST %s: %d %s, want a 404 problem", p, res.StatusCode, res.Header.Get("Content-Type"))
 		}
+		if res.Header.Get(headerCallID) == "" {
+			t.Errorf("POST %s: answered without a call ID", p)
+		}
 		res.Body.Close()
 	}
 	if n := len(pe.upstream.Requests()); n != 0 {

@@ -21,9 +21,10 @@ func (s *Server) Handler() http.Handler {
 		s.serveStatus(w, r, chi.URLParam(r, "id"))
 	})
 	// The rest of the prefix is toolgate's too, answered, never forwarded
-	// (/_toolgate/calls/ without an ID included).
+	// (/_toolgate/calls/ without an ID included), with a call ID as every
+	// answer of toolgate's own has.
 	notFound := func(w http.ResponseWriter, r *http.Request) {
-		s.respond(w, &call{out: restResponder{}}, *invalid(http.StatusNotFound, "Not found", "toolgate has no such endpoint: follow a call at /_toolgate/calls/{id}"))
+		s.respond(w, &call{id: s.cfg.NewCallID(), out: restResponder{}}, *invalid(http.StatusNotFound, "Not found", "toolgate has no such endpoint: follow a call at /_toolgate/calls/{id}"))
 	}
 	r.HandleFunc(ownPrefix+"*", notFound)
 	r.HandleFunc(strings.TrimSuffix(ownPrefix, "/"), notFound)
