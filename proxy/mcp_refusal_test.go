@@ -53,8 +53,8 @@ func TestMCPRetryLearnsRejection(t *testing.T) {
 
 			res = mcpCall(t, cs, "write_note", args)
 			text := mcpResultText(res)
-			if !res.IsError || !strings.Contains(strings.ToLower(text), "rejected") || !strings.Contains(text, "not on a Friday") {
-				t.Fatalf("retry after the rejection: %s, want isError with the rejection and its comment", mcpDescribe(res))
+			if !res.IsError || text != "Denied by policy: rejected by carol: not on a Friday" {
+				t.Fatalf("retry after the rejection: %s, want isError read as a deny, with the rejection and its comment", mcpDescribe(res))
 			}
 			if d, id := mcpMeta(res, "toolgate/decision"), mcpMeta(res, "toolgate/call_id"); d != "rejected" || id != first.ID {
 				t.Errorf("_meta decision %q call %q, want rejected on %s", d, id, first.ID)

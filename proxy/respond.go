@@ -122,7 +122,7 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 	case m.msg.isToolCall && a.kind == waiting:
 		m.send(w, http.StatusOK, a, m.toolError(a, pendingText(a.call, a.statusURL)))
 	case m.msg.isToolCall && a.kind == verdict:
-		m.send(w, http.StatusOK, a, m.toolError(a, a.title+": "+a.detail))
+		m.send(w, http.StatusOK, a, m.toolError(a, verdictText(a)))
 	case a.kind == refusal && (a.outcome == outcomeInvalid || a.outcome == outcomeUnavailable):
 		code := a.rpcCode
 		switch {
@@ -216,4 +216,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// verdictText is the text of the tool error an MCP tool call ends with.
+// A rejected, expired or cancelled call reads as a deny does ("Denied by
+// policy: ..."), the model re-planning as it would after one; the
+// result's toolgate/decision tells which it was.
+func verdictText(a answer) string {
+	switch a.outcome {
+	case outcomeRejected, outcomeExpired, outcomeCancelled:
+		return "Denied by policy: " + a.detail
+	}
+	return a.title + ": " + a.detail
 }

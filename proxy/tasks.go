@@ -425,7 +425,7 @@ func taskResult(c *call, pc pending.Call) answer {
 	}
 	a.callID = pc.ID
 	rm := &rpcResponder{msg: c.mcp}
-	msg := rm.toolError(a, a.title+": "+a.detail)
+	msg := rm.toolError(a, verdictText(a))
 	msg["jsonrpc"] = "2.0"
 	res := msg["result"].(map[string]any)
 	res["_meta"].(map[string]any)[relatedTaskKey] = map[string]any{"taskId": pc.ID}
