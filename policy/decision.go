@@ -71,6 +71,10 @@ type Decision struct {
 	ReadOnly bool `json:"-"`
 	// Forced is true for an ask a hook forced: no mode changes it.
 	Forced bool `json:"-"`
+	// Defaulted is true when no rule fired: the action is the default's.
+	// A hook's allow or ask stands in its place (hook.go); it is set here
+	// rather than read off the reason's ID, which a rule may also give.
+	Defaulted bool `json:"-"`
 }
 
 // Messages returns the reasons' messages, in order.
@@ -133,5 +137,5 @@ func combine(deny, ask, allow verdict, fallback Action) Decision {
 	if fallback != Ask {
 		fallback = Deny
 	}
-	return Decision{Action: fallback, Reasons: []Reason{{ID: defaultReasonID, Message: NoRuleMatched}}}
+	return Decision{Action: fallback, Reasons: []Reason{{ID: defaultReasonID, Message: NoRuleMatched}}, Defaulted: true}
 }

@@ -33,9 +33,7 @@ func withHook(d Decision, h *HookOpinion) Decision {
 }
 
 // defaulted reports whether d is the default of a call no rule fired for.
-func defaulted(d Decision) bool {
-	return len(d.Reasons) == 1 && d.Reasons[0].ID == defaultReasonID
-}
+func defaulted(d Decision) bool { return d.Defaulted }
 
 func nonDefault(d Decision) []Reason {
 	if defaulted(d) || d.Action != Ask {

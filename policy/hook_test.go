@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"testing"
+	"testing/fstest"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -42,5 +43,23 @@ func TestHookOpinion(t *testing.T) {
 				t.Errorf("a forced ask's first reason is %q, want the hook's", d.Reasons[0].ID)
 			}
 		})
+	}
+}
+
+// TestHookOpinionDefaultIsNotAnID: a deny the rules fired stays a deny
+// under a hook's allow or ask even when its reason carries the ID the
+// default's reason has (a rules row or a Rego reason may give it).
+func TestHookOpinionDefaultIsNotAnID(t *testing.T) {
+	rules := writeRules(t, t.TempDir(), []string{`{id: toolgate.default, effect: deny, tool: delete_file, target: "*"}`})
+	e := newEngine(t, policy.Options{RulesFile: rules, Policies: fstest.MapFS{"p.rego": {Data: []byte(
+		"package toolgate\ndeny contains {\"id\": \"toolgate.default\", \"message\": \"no shell\"} if input.tool.name == \"shell\"\n")}}})
+	for _, tool := range []string{"delete_file", "shell"} {
+		for _, hook := range []policy.Action{policy.Allow, policy.Ask} {
+			in := call(tool, "")
+			in.Hook = &policy.HookOpinion{Action: hook, Reasons: []policy.Reason{{Message: "hook"}}}
+			if d, err := e.Decide(t.Context(), in); err != nil || d.Action != policy.Deny {
+				t.Errorf("%s under a hook %s: %v %v (%v), want deny", tool, hook, d.Action, d.Messages(), err)
+			}
+		}
 	}
 }
