@@ -296,6 +296,16 @@ func TestPolicyTestCommand(t *testing.T) {
 	if code := run(t.Context(), []string{"policy", "test", dir}, nil, &out, &out); code != exitFail || !strings.Contains(out.String(), "FAIL") {
 		t.Fatalf("failing test: exit %d\n%s", code, out.String())
 	}
+	// As opa test takes them: flags after the path, and a file for a path.
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", "../../rego/example", "-v", "-run", "test_"}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "PASS") {
+		t.Fatalf("flags after the path: exit %d\n%s", code, out.String())
+	}
+	file := writeFiles(t, t.TempDir(), map[string]string{"only_test.rego": "package x_test\ntest_one if true\n"})
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", filepath.Join(file, "only_test.rego")}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "PASS: 1/1") {
+		t.Fatalf("a file: exit %d\n%s", code, out.String())
+	}
 }
 
 func TestHealthcheckAndVersion(t *testing.T) {

@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -38,20 +40,38 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 	verbose := fs.Bool("v", false, "report passing tests too")
 	run := fs.String("run", "", "run only tests whose name matches this regular expression")
 	caps := fs.String("capabilities", "", "comma-separated built-ins the policies may call beyond the safe set (as policy.capabilities), e.g. http.send")
-	if ok, status := parseFlagsArgs(fs, args, e, true); !ok {
-		return status
+	// Flags may follow the paths, as opa test takes them (opa test . -v).
+	var paths []string
+	for rest := args; ; {
+		if ok, status := parseFlagsArgs(fs, rest, e, true); !ok {
+			return status
+		}
+		if rest = fs.Args(); len(rest) == 0 {
+			break
+		}
+		paths, rest = append(paths, rest[0]), rest[1:]
 	}
-	dirs := fs.Args()
-	if len(dirs) == 0 {
-		dirs = []string{"."}
+	if len(paths) == 0 {
+		paths = []string{"."}
 	}
 	trees := map[string]fsFS{}
-	for _, d := range dirs {
-		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			fmt.Fprintf(e.stderr, "toolgate policy test: %s is not a directory\n", d)
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
+			fmt.Fprintf(e.stderr, "toolgate policy test: %v\n", err)
 			return exitUsage
+		case st.IsDir():
+			trees[p] = os.DirFS(p)
+		default:
+			// One file, as opa test takes one: a tree of it alone.
+			data, err := os.ReadFile(p)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "toolgate policy test: %v\n", err)
+				return exitUsage
+			}
+			trees[p] = fstest.MapFS{filepath.Base(p): {Data: data}}
 		}
-		trees[d] = os.DirFS(d)
 	}
 	sum, err := policy.RunTests(ctx, e.stdout, trees, policy.TestOptions{
 		Verbose: *verbose, Run: *run, Library: shipped.Library(), Capabilities: splitList(*caps),
