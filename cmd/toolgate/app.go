@@ -332,8 +332,12 @@ func (a *app) readiness() (bool, map[string]any) {
 	if a.settings != nil {
 		a.settings.report(store)
 	}
-	checks := map[string]any{"policy": pol, "store": store, "shutting_down": !a.ready.Load()}
-	return a.ready.Load(), checks
+	ready := a.ready.Load()
+	checks := map[string]any{"policy": pol, "store": store, "shutting_down": !ready}
+	if a.cfg.Pending.FailReadiness && store["ok"] != true {
+		ready = false // pending.fail_readiness: no calls to a replica that cannot park
+	}
+	return ready, checks
 }
 
 // listeners are the three bound sockets.

@@ -348,6 +348,11 @@ func TestRedisDown(t *testing.T) {
 	if status, store := readyStore(t, a.admin); status != 200 || store["ok"] != false {
 		t.Fatalf("readyz with Redis down: %d %v", status, store)
 	}
+	// Configured to, an unreachable store fails readiness.
+	b := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, []string{"TOOLGATE_PENDING_FAIL_READINESS=true"})
+	if status, store := readyStore(t, b.admin); status != 503 || store["ok"] != false {
+		t.Fatalf("readyz with Redis down and pending.fail_readiness: %d %v", status, store)
+	}
 	_ = context.Background
 }
 

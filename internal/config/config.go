@@ -155,6 +155,10 @@ type Pending struct {
 	TTL            Duration `koanf:"ttl"`
 	ResultTTL      Duration `koanf:"result_ttl"`
 	MaxResultBytes ByteSize `koanf:"max_result_bytes"`
+	// FailReadiness makes /readyz answer 503 while the store cannot be
+	// reached, so that an orchestrator sends no calls to a replica whose
+	// asks would all be refused; off, the store is only reported.
+	FailReadiness bool `koanf:"fail_readiness"`
 }
 
 // Approvals configures the approval links, the approvers and notifications.

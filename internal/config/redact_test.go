@@ -125,6 +125,7 @@ pending:
   ttl: 1h
   result_ttl: 24h
   max_result_bytes: 1MiB
+  fail_readiness: false
 approvals:
   secret: '[redacted]'
   previous_secrets: []
