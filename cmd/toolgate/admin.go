@@ -16,6 +16,7 @@ import (
 func adminHandler(ready func() (bool, map[string]any), gatherer prometheus.Gatherer) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	r.Use(middleware.GetHead) // HEAD probes, as some load balancers send
 	r.Get("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})

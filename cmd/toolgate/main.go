@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -25,6 +26,35 @@ var (
 	version = "dev"
 	commit  = "unknown"
 )
+
+// buildCommit is the commit set at build time, or else the one the Go
+// toolchain recorded (a go build in a checkout), "-dirty" when the tree
+// had changes.
+func buildCommit() string {
+	if commit != "unknown" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return commit
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	switch {
+	case rev == "":
+		return commit
+	case dirty:
+		return rev + "-dirty"
+	}
+	return rev
+}
 
 // Exit statuses (README, Running it).
 const (
@@ -79,7 +109,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			fmt.Fprintf(stderr, "toolgate version: unexpected argument %q (it takes none)\n", rest[0])
 			return exitUsage
 		}
-		fmt.Fprintf(stdout, "toolgate %s (commit %s, OPA %s, %s)\n", version, commit, opaversion.Version, runtime.Version())
+		fmt.Fprintf(stdout, "toolgate %s (commit %s, OPA %s, %s)\n", version, buildCommit(), opaversion.Version, runtime.Version())
 		return exitOK
 	case "opa":
 		return cmdOPA(ctx, rest, e)

@@ -161,6 +161,11 @@ func TestServe(t *testing.T) {
 		t.Fatalf("readyz: %v %v", res, err)
 	}
 	res.Body.Close()
+	for _, probe := range []string{"/readyz", "/livez"} {
+		if res, err := http.Head(r.admin + probe); err != nil || res.StatusCode != 200 {
+			t.Fatalf("HEAD %s: %v %v", probe, res, err)
+		}
+	}
 	res, err = http.Get(r.admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -317,6 +322,17 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	}
 	if code := run(t.Context(), []string{"healthcheck", "--url", bad.URL}, nil, &out, &out); code != exitFail {
 		t.Errorf("unhealthy: exit %d", code)
+	}
+	if code := run(t.Context(), []string{"healthcheck", "--url", "not a url"}, nil, &out, &out); code != exitUsage {
+		t.Errorf("a URL that is none: exit %d, want %d", code, exitUsage)
+	}
+	// Without --url, the admin address serve would listen on.
+	admin := testkit.NewUpstream(t, nil)
+	if code := run(t.Context(), []string{"healthcheck"}, []string{"TOOLGATE_LISTEN_ADMIN=" + strings.TrimPrefix(admin.URL, "http://")}, &out, &out); code != 0 || len(admin.Requests()) != 1 || admin.Requests()[0].Path != "/readyz" {
+		t.Errorf("TOOLGATE_LISTEN_ADMIN: exit %d, the admin listener got %d requests", code, len(admin.Requests()))
+	}
+	if got := readyzURL("0.0.0.0:9091"); got != "http://127.0.0.1:9091/readyz" {
+		t.Errorf("readyzURL of every address: %s", got)
 	}
 	out.Reset()
 	if code := run(t.Context(), []string{"version"}, nil, &out, &out); code != 0 || !regexp.MustCompile(`OPA 1\.\d+\.\d+`).MatchString(out.String()) {

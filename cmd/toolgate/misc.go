@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/examples/notes"
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 // cmdConfig runs `toolgate config validate`. It refuses what serve refuses,
@@ -66,7 +67,7 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 // image health checks without curl.
 func cmdHealthcheck(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("toolgate healthcheck", flag.ContinueOnError)
-	url := fs.String("url", "http://127.0.0.1:9090/readyz", "URL that must answer 200")
+	url := fs.String("url", readyzURL(e.getenv("TOOLGATE_LISTEN_ADMIN")), "URL that must answer 200 (default: /readyz of TOOLGATE_LISTEN_ADMIN, else of the default admin address)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	if ok, status := parseFlags(fs, args, e); !ok {
 		return status
@@ -74,6 +75,9 @@ func cmdHealthcheck(ctx context.Context, args []string, e env) int {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err == nil && (req.URL.Scheme != "http" && req.URL.Scheme != "https" || req.URL.Host == "") {
+		err = fmt.Errorf("--url %q is not an http or https URL", *url)
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate healthcheck: %v\n", err)
 		return exitUsage
@@ -89,6 +93,23 @@ func cmdHealthcheck(ctx context.Context, args []string, e env) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// readyzURL is the /readyz URL of the admin listener at addr (as
+// listen.admin spells it), reached on loopback when it listens on every
+// address; addr "" is the default admin address.
+func readyzURL(addr string) string {
+	if addr == "" {
+		addr = config.Default().Listen.Admin
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/readyz"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/readyz"
 }
 
 // cmdNotesServer runs the example notes tool server alone (docker compose):
