@@ -115,7 +115,7 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 	if cfg.Policy.Default == "ask" {
 		def = policy.Ask
 	}
-	return policy.New(ctx, policy.Options{
+	e, err := policy.New(ctx, policy.Options{
 		Library:       shipped.Library(),
 		Policies:      src.fsys,
 		RulesFile:     cfg.Policy.RulesFile,
@@ -126,6 +126,11 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 		Logger:        log,
 		OnReload:      onReload,
 	})
+	if err != nil && src.dir != "" {
+		// The fix is in the files the error names; say where to try it.
+		return nil, fmt.Errorf("%w\n(policy.dir %s: fix what is named above; toolgate policy test %s loads the policy as serve does)", err, src.dir, src.dir)
+	}
+	return e, err
 }
 
 // newApp wires a toolgate from a validated configuration. It listens on

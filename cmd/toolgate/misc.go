@@ -35,7 +35,7 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 	}
 	a, err := newApp(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "toolgate: configuration refused: serve cannot start: %v\n", err)
+		fmt.Fprintf(e.stderr, "toolgate: configuration refused: toolgate serve would not start: %v\n", err)
 		return exitUsage
 	}
 	revision := a.engine.Revision()

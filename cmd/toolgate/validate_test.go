@@ -47,9 +47,9 @@ func refusal(stderr string) string {
 	}
 	msg := strings.Join(lines, "")
 	for _, prefix := range []string{
-		"toolgate: configuration refused: serve cannot start: ", // validate
-		"toolgate: configuration refused:\n",                    // both
-		"toolgate: cannot start: ",                              // serve
+		"toolgate: configuration refused: toolgate serve would not start: ", // validate
+		"toolgate: configuration refused:\n",                                // both
+		"toolgate: cannot start: ",                                          // serve
 	} {
 		if rest, ok := strings.CutPrefix(msg, prefix); ok {
 			return strings.TrimSpace(rest)
