@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -265,6 +266,8 @@ func TestConfigValidateAndPolicyEval(t *testing.T) {
 		"policy/p.rego": "package toolgate\n",
 		"input.json":    `{"kind":"rest","phase":"call","mode":"default","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
 		"input2.json":   `{"kind":"rest","mode":"dont_ask","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
+		// No mode: the configured one (TOOLGATE_POLICY_MODE below in one run).
+		"input3.json": `{"kind":"rest","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
 	})
 	environ := []string{"AGENT_KEY=agent-secret-key", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	cfgFile := filepath.Join(dir, "toolgate.yaml")
@@ -276,11 +279,21 @@ func TestConfigValidateAndPolicyEval(t *testing.T) {
 	if strings.Contains(out.String(), testSecret) || strings.Contains(out.String(), "agent-secret-key") || !strings.Contains(out.String(), "[redacted]") {
 		t.Errorf("validate printed secrets or no redaction:\n%s", out.String())
 	}
-	for input, want := range map[string]string{"input.json": `"action": "ask"`, "input2.json": `"action": "deny"`} {
+	for _, c := range []struct{ input, mode, want string }{
+		{"input.json", "", `"action": "ask"`},
+		{"input2.json", "", `"action": "deny"`},
+		{"input3.json", "", `"action": "ask"`},
+		{"input3.json", "dont_ask", `"action": "deny"`},
+		{"input.json", "dont_ask", `"action": "ask"`}, // the document's own mode stands
+	} {
 		out.Reset()
-		code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", filepath.Join(dir, input)}, environ, &out, &errb)
-		if code != 0 || !strings.Contains(out.String(), want) || !strings.Contains(out.String(), `"w"`) {
-			t.Errorf("policy eval %s: exit %d\n%s", input, code, out.String())
+		env := environ
+		if c.mode != "" {
+			env = append(slices.Clone(environ), "TOOLGATE_POLICY_MODE="+c.mode)
+		}
+		code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", filepath.Join(dir, c.input)}, env, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), `"w"`) {
+			t.Errorf("policy eval %s, mode %q: exit %d\n%s", c.input, c.mode, code, out.String())
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -138,6 +139,7 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
 		return exitUsage
 	}
+	v = withConfiguredMode(cfg, v)
 	d, evalErr := engine.DecideValue(ctx, v)
 	out := map[string]any{"decision": d, "revision": engine.Revision()}
 	if evalErr != nil {
@@ -150,4 +152,49 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// withConfiguredMode gives an input document without a mode the mode serve
+// would give its call (a subject's, else its upstream's, else
+// policy.mode; a mode header it cannot know): the decision printed is the
+// one toolgate would take. A document that names its mode keeps it.
+func withConfiguredMode(cfg *config.Config, v ast.Value) ast.Value {
+	obj, ok := v.(ast.Object)
+	if !ok || obj.Get(ast.InternedTerm("mode")) != nil {
+		return v
+	}
+	str := func(path ...string) string {
+		t := obj.Get(ast.InternedTerm(path[0]))
+		for _, k := range path[1:] {
+			if t == nil {
+				return ""
+			}
+			o, ok := t.Value.(ast.Object)
+			if !ok {
+				return ""
+			}
+			t = o.Get(ast.InternedTerm(k))
+		}
+		if t == nil {
+			return ""
+		}
+		s, _ := t.Value.(ast.String)
+		return string(s)
+	}
+	mode := cfg.Policy.Mode
+	if m, ok := cfg.Policy.SubjectModes[str("subject", "id")]; ok {
+		mode = m
+	} else if up := str("upstream", "name"); up != "" {
+		for _, u := range cfg.Upstreams {
+			if u.Name == up && u.Mode != "" {
+				mode = u.Mode
+			}
+		}
+	}
+	if mode == "" {
+		return v
+	}
+	obj = obj.Copy()
+	obj.Insert(ast.InternedTerm("mode"), ast.StringTerm(mode))
+	return obj
 }
