@@ -87,6 +87,11 @@ func Load(src Source) (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 
+	// A mapping set by the environment or a flag replaces the file's, as
+	// any other value does; merged, the file's entries would stay.
+	replaceMaps(fileMap, envTree, "")
+	replaceMaps(fileMap, flagTree, "")
+	replaceMaps(envTree, flagTree, "")
 	k := koanf.New(".")
 	for _, layer := range []map[string]any{fileMap, envTree, flagTree} {
 		if err := k.Load(confmap.Provider(layer, ""), nil); err != nil {
@@ -104,6 +109,24 @@ func Load(src Source) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// replaceMaps deletes from lower each key whose value is a mapping (a
+// leafMap key, such as policy.subject_modes) that upper sets, so that
+// merging upper over lower replaces it whole.
+func replaceMaps(lower, upper map[string]any, prefix string) {
+	for k, v := range upper {
+		path := prefix + k
+		if n := lookupPath(path); n != nil && n.leaf == leafMap {
+			delete(lower, k)
+			continue
+		}
+		lo, ok1 := lower[k].(map[string]any)
+		up, ok2 := v.(map[string]any)
+		if ok1 && ok2 {
+			replaceMaps(lo, up, path+".")
+		}
+	}
 }
 
 // decoderConfig is the strict mapstructure configuration: unknown keys are

@@ -144,6 +144,21 @@ func TestLoad_SpecExample(t *testing.T) {
 	}
 }
 
+// TestLoad_EnvReplacesMappings: a mapping set by the environment replaces
+// the file's whole, as any other value does, rather than adding to it.
+func TestLoad_EnvReplacesMappings(t *testing.T) {
+	path := writeConfig(t, `
+upstreams: [{name: notes, url: http://127.0.0.1:9001}]
+identity: {api_keys: [{key: k0123456789abcdef, subject: ci-bot}, {key: k1123456789abcdef, subject: agent-42}]}
+policy: {dir: /srv/policy, subject_modes: {ci-bot: dont_ask}}
+approvals: {secret: "${SECRET}"}
+`)
+	c := mustLoad(t, Source{File: path, Environ: []string{"SECRET=" + testApprovalsSecret, "TOOLGATE_POLICY_SUBJECT_MODES=agent-42=plan"}})
+	if diff := cmp.Diff(map[string]string{"agent-42": "plan"}, c.Policy.SubjectModes); diff != "" {
+		t.Errorf("subject_modes (-want +got):\n%s", diff)
+	}
+}
+
 func TestLoad_NoFile(t *testing.T) {
 	// Without a file, the environment and flags can set every key except
 	// lists of mappings, so upstreams is the one thing missing.
