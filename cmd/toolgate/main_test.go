@@ -355,6 +355,10 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	if code := run(t.Context(), []string{"opa", "check", "../../rego/lib"}, nil, &out, &out); code != 0 {
 		t.Errorf("opa check: exit %d %q", code, out.String())
 	}
+	failing := writeFiles(t, t.TempDir(), map[string]string{"f_test.rego": "package f_test\ntest_no if false\n"})
+	if code := run(t.Context(), []string{"opa", "test", failing}, nil, &out, &out); code != 2 {
+		t.Errorf("opa test with a failing test: exit %d, want opa's 2", code)
+	}
 }
 
 // TestQuickstart runs the quickstart on free ports and follows its printed

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	opacmd "github.com/open-policy-agent/opa/cmd"
@@ -18,6 +19,15 @@ func cmdOPA(ctx context.Context, args []string, e env) int {
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
+		// OPA's own exit status (opa test: 2 when a test fails), as the
+		// opa binary would give it; it has said what went wrong.
+		var exit *opacmd.ExitError
+		if errors.As(err, &exit) {
+			if w := errors.Unwrap(exit); w != nil {
+				fmt.Fprintf(e.stderr, "toolgate opa: %v\n", w)
+			}
+			return exit.Exit
+		}
 		fmt.Fprintf(e.stderr, "toolgate opa: %v\n", err)
 		return exitFail
 	}
