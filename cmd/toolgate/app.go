@@ -406,7 +406,9 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		// Probes and scrapes: a few connections and short headers, so
 		// that the admin port adds little to what the cap lets the
 		// other two hold.
-		newServer(2, "admin", adminHandler(a.readiness, a.registry), min(maxConns, adminMaxConnections), 0, adminMaxHeaderBytes),
+		// No credentials here, and probes must keep answering: a body
+		// sent to a probe is no reason to hold a connection (deadline.Body).
+		newServer(2, "admin", deadline.Body(adminHandler(a.readiness, a.registry), a.cfg.Limits.BodyTimeout.Std()), min(maxConns, adminMaxConnections), 0, adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.

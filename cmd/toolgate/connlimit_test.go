@@ -282,3 +282,39 @@ func TestConnectionReaping(t *testing.T) {
 		t.Fatalf("a connection in use: %v, want it still open and unanswered", err)
 	}
 }
+
+// TestAdminProbesAnswerPastUnsentBodies: a probe that announces a body and
+// never sends it is answered at once and its connection closed, so that
+// the admin listener's cap of such connections, opened without
+// credentials, does not keep /livez from answering (net/http drains an
+// unread body before it answers, and the admin port had no deadline).
+func TestAdminProbesAnswerPastUnsentBodies(t *testing.T) {
+	const cap = 16
+	tg, _ := startCapped(t, cap)
+	addr := strings.TrimPrefix(tg.admin, "http://")
+	for range cap {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		r := bufio.NewReader(c)
+		res, err := http.ReadResponse(r, nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("a probe with a body it never sends: %v %v, want 200 at once", res, err)
+		}
+		if _, err := io.ReadAll(r); err != nil {
+			t.Fatalf("its connection was held open: %v", err)
+		}
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	res, err := client.Get(tg.admin + "/livez")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+}

@@ -12,11 +12,13 @@ import (
 
 // Body wraps h so that the whole body of each request must arrive within
 // timeout of the request's start: past it, a read of the body fails with an
-// error matching os.ErrDeadlineExceeded, and a body the handler did not read
-// is not waited for either (the server's drain of it times out and the
-// connection is closed). Once the body has been read to its end the
-// deadline is lifted, so that answers that take long (a held call, a
-// stream) are not cut.
+// error matching os.ErrDeadlineExceeded. A body the handler did not read to
+// its end is not waited for at all: net/http drains it before it writes the
+// answer (so a refusal of a trickled body arrived only at the deadline, the
+// connection held until then), and the deadline moves to now when the
+// handler returns, so the drain fails at once and the connection is
+// closed. Once the body has been read to its end the deadline is lifted,
+// so that answers that take long (a held call, a stream) are not cut.
 func Body(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
@@ -30,8 +32,12 @@ func Body(h http.Handler, timeout time.Duration) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		r.Body = &body{ReadCloser: r.Body, rc: rc}
+		b := &body{ReadCloser: r.Body, rc: rc}
+		r.Body = b
 		h.ServeHTTP(w, r)
+		if !b.done {
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
 }
 
