@@ -13,28 +13,61 @@ import (
 )
 
 // readBody reads r's body as readBody does, within the budget of body
-// bytes read at once: what one body may take (its Content-Length, else
-// the limit) is reserved while it is read, and a body that does not fit
-// is refused at once (503), so that many bodies arriving together, from
-// one caller or several, cannot hold more memory than the budget.
-func (s *Server) readBody(r *http.Request) ([]byte, *answer) {
+// bytes (bodyBudget): what the body may take as it arrives (its
+// Content-Length; the limit when it has none or is gzip, which decodes to
+// more) is reserved before it is read, then what deciding it costs, until
+// releaseBody. A body that does not fit is refused at once (503), never
+// waited for; one whose cost alone passes a principal's share, 413.
+func (s *Server) readBody(r *http.Request, c *call) ([]byte, *answer) {
 	limit := s.cfg.MaxBodyBytes
 	n := limit
-	if r.ContentLength >= 0 && r.ContentLength <= limit {
+	if r.ContentLength >= 0 && r.ContentLength <= limit && r.Header.Get("Content-Encoding") == "" {
 		n = r.ContentLength
 	}
-	if n > 0 {
-		// Taken, then given back if it passes the budget: never waited
-		// for, so a counter does what a semaphore would.
-		if s.bodyBytes.Add(n) > s.cfg.MaxBodyBytesTotal {
-			s.bodyBytes.Add(-n)
-			a := unavailable("Too many bodies being read", "toolgate is reading as many request bodies as limits.max_body_bytes_total allows; retry shortly")
-			a.retryAfter = "1"
-			return nil, &a
-		}
-		defer s.bodyBytes.Add(-n)
+	if n > 0 && !s.holdBody(c, n) {
+		return nil, tooManyBodies()
 	}
-	return readBody(r, limit)
+	body, a := readBody(r, limit)
+	if a != nil {
+		return nil, a
+	}
+	switch cost := bodyCost(body); {
+	case cost > s.bodies.share:
+		return nil, invalid(http.StatusRequestEntityTooLarge, "Body too complex",
+			fmt.Sprintf("the body holds too many JSON values to decide: deciding it would take some %d MiB, more than one caller's share of limits.max_body_bytes_total (%d MiB)", cost>>20, s.bodies.share>>20))
+	case cost > c.bodyHeld:
+		if !s.holdBody(c, cost-c.bodyHeld) {
+			return nil, tooManyBodies()
+		}
+	case cost < c.bodyHeld:
+		s.bodies.give(c.subject.Principal, c.bodyHeld-cost)
+		c.bodyHeld = cost
+	}
+	return body, nil
+}
+
+// holdBody reserves n more bytes of the body budget for c.
+func (s *Server) holdBody(c *call, n int64) bool {
+	if !s.bodies.take(c.subject.Principal, n) {
+		return false
+	}
+	c.bodyHeld += n
+	return true
+}
+
+// releaseBody gives back what c holds of the body budget: its call is
+// decided, and what deciding cost is garbage.
+func (s *Server) releaseBody(c *call) {
+	if c.bodyHeld > 0 {
+		s.bodies.give(c.subject.Principal, c.bodyHeld)
+		c.bodyHeld = 0
+	}
+}
+
+func tooManyBodies() *answer {
+	a := unavailable("Too many bodies being read", "toolgate is reading and deciding as many request bodies as limits.max_body_bytes_total allows (for this caller or for all); retry shortly")
+	a.retryAfter = "1"
+	return &a
 }
 
 // readBody reads the whole request body, at most limit bytes after any

@@ -19,6 +19,7 @@ type call struct {
 	rawRel   string // the same, as sent
 	input    *policy.Input
 	body     []byte // exactly what the policy saw and the upstream gets
+	bodyHeld int64  // what the call holds of the body budget until decided
 	subject  identity.Subject
 	decision policy.Decision
 	mode     string      // the permission mode the call is decided under
@@ -46,6 +47,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
 // handle takes a call from request to answer: admit, decide, then
 // forward, ask or deny.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer {
+	defer s.releaseBody(c) // on every way out; once decided, below
 	if a := s.admit(r, c); a != nil {
 		s.refused(r, c, *a)
 		return *a
@@ -57,6 +59,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		return answer{kind: written}
 	}
 	d := s.decide(r, c)
+	s.releaseBody(c)
 	if c.up.DryRun {
 		// Dry run: the decision is computed, logged and counted, and the
 		// call goes through whatever it is (docs/policy.md, dry run).
@@ -156,7 +159,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		return invalid(http.StatusBadRequest, "Not the tools prefix", "tool calls are POST /tools/{name}, the prefix spelt exactly so")
 	}
 	if !isTool || r.Method != http.MethodPost {
-		body, a := s.readBody(r)
+		body, a := s.readBody(r, c)
 		c.body = body
 		return a
 	}
@@ -166,7 +169,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	if a := checkJSONContentType(r.Header); a != nil {
 		return a
 	}
-	body, a := s.readBody(r)
+	body, a := s.readBody(r, c)
 	if a != nil {
 		return a
 	}

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -1188,6 +1190,83 @@ func TestRefusedHeaderNotLoggedWhole(t *testing.T) {
 	for line := range strings.SplitSeq(out.String(), "\n") {
 		if strings.Contains(line, marker) {
 			t.Errorf("a refused header is written whole into the log (%d bytes): %.200s…", len(line), line)
+		}
+	}
+}
+
+// TestBodyBudgetShare: one principal's stalled bodies hold at most its
+// share of the budget (a quarter), so another principal's calls still
+// get through while they stall.
+func TestBodyBudgetShare(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 1000, 8000
+		c.BodyTimeout = 3 * time.Second
+	})
+	addr := strings.TrimPrefix(env.url, "http://")
+	for range 8 { // far more than agent-42's share of 2000
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	small := `{"path":"README.md"}`
+	deadline := time.Now().Add(2 * time.Second)
+	for { // until agent-42's stalled bodies hold its share
+		res := post(t, env.url+"/tools/read_file", small, "Authorization", "Bearer agent-key")
+		if res.StatusCode == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent-42 past its share: %d, want 503", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 5 { // another principal (anonymous) is not shut out
+		if res := post(t, env.url+"/tools/read_file", small); res.StatusCode != http.StatusOK {
+			t.Fatalf("another principal while agent-42 stalls its bodies: %d, want 200", res.StatusCode)
+		}
+	}
+}
+
+// TestBodyTooComplex: what deciding a body costs counts against the
+// budget, not only its bytes: a body of many tiny JSON values is 413
+// once its cost passes a principal's share, while a body of the same
+// size holding one long string passes.
+func TestBodyTooComplex(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
+	})
+	values := `{"path":"a","list":[` + strings.Repeat(`1,`, 30<<10) + `1]}`
+	text := `{"path":"a","text":"` + strings.Repeat(`1,`, 30<<10) + `"}`
+	if res := post(t, env.url+"/tools/read_file", values, "Authorization", "Bearer agent-key"); res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d KiB of tiny values: %d, want 413", len(values)>>10, res.StatusCode)
+	}
+	if res := post(t, env.url+"/tools/read_file", text, "Authorization", "Bearer agent-key"); res.StatusCode != http.StatusOK {
+		t.Fatalf("%d KiB of one string with commas: %d, want 200", len(text)>>10, res.StatusCode)
+	}
+	// Gzip: the cost is the decoded body's, not the few bytes sent.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(values))
+	_ = zw.Close()
+	if res := post(t, env.url+"/tools/read_file", gz.String(), "Authorization", "Bearer agent-key", "Content-Encoding", "gzip"); res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d bytes of gzip decoding to %d KiB of tiny values: %d, want 413", gz.Len(), len(values)>>10, res.StatusCode)
+	}
+	if n := len(env.upstream.Requests()); n != 1 {
+		t.Fatalf("the upstream got %d calls, want the string's alone", n)
+	}
+}
+
+func TestBodyCost(t *testing.T) {
+	for body, tokens := range map[string]int64{
+		`{}`: 1, `{"a":1}`: 2, `{"a":[1,2,3]}`: 5, `{"a":"x,y:{[z"}`: 2, `{"a":"q\"{,"}`: 2, `{"a":"\\","b":[]}`: 5,
+	} {
+		if got := bodyCost([]byte(body)); got != int64(len(body))+tokens*valueCost {
+			t.Errorf("bodyCost(%s) = %d, want %d bytes and %d tokens", body, got, len(body), tokens)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 		if a := notMCPEndpoint(r, c.rawRel, c.up.MCPPath); a != nil {
 			return a
 		}
-		body, cerr := s.readBody(r)
+		body, cerr := s.readBody(r, c)
 		c.body = body
 		return cerr
 	}
@@ -101,7 +101,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	case http.MethodGet, http.MethodDelete:
 		// The SSE stream and the end of a session: a body here would be
 		// a message to the upstream that no method decision covered.
-		body, cerr := s.readBody(r)
+		body, cerr := s.readBody(r, c)
 		if cerr == nil && len(body) > 0 {
 			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
 		}
@@ -117,7 +117,7 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	if cerr := checkJSONContentType(r.Header); cerr != nil {
 		return cerr
 	}
-	body, cerr := s.readBody(r)
+	body, cerr := s.readBody(r, c)
 	if cerr != nil {
 		return cerr
 	}

@@ -194,8 +194,9 @@ type Server struct {
 	// forwarding counts each principal's allowed calls being forwarded
 	// (Config.MaxForwardsPerSubject).
 	forwarding *principalLimit
-	// bodyBytes is what the bodies being read hold of MaxBodyBytesTotal.
-	bodyBytes atomic.Int64
+	// bodies is MaxBodyBytesTotal, and what the bodies being read and
+	// decided hold of it.
+	bodies *bodyBudget
 }
 
 var prefixPattern = regexp.MustCompile(`^/([A-Za-z0-9._~-]+/)*$`)
@@ -245,7 +246,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
 		held: newPrincipalLimit(cfg.MaxHeldPerSubject), forwarding: newPrincipalLimit(cfg.MaxForwardsPerSubject),
-		seals: newSealer(cfg.SealKeys),
+		bodies: newBodyBudget(cfg.MaxBodyBytesTotal, cfg.MaxBodyBytes),
+		seals:  newSealer(cfg.SealKeys),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID
