@@ -19,6 +19,7 @@ type MemoryStore struct {
 	approvedWindow  time.Duration
 	maxParked       int
 	maxPerPrincipal int
+	maxBytes        int64 // Options.MaxBytesPerPrincipal
 	parkEvery       time.Duration
 	parkBurst       int
 
@@ -100,6 +101,7 @@ func NewMemory(opts Options) *MemoryStore {
 		approvedWindow:  opts.ApprovedWindow,
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
+		maxBytes:        opts.MaxBytesPerPrincipal,
 		parkEvery:       opts.ParkEvery,
 		parkBurst:       opts.ParkBurst,
 		calls:           make(map[string]*memCall),

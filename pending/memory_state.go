@@ -2,6 +2,7 @@ package pending
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -212,5 +213,20 @@ func (s *MemoryStore) checkCaps(c Call, now time.Time) error {
 	if s.maxParked > 0 && live(s.parked, s.maxParked) >= s.maxParked {
 		return tooMany(c.ID, c.Principal, false, s.maxParked)
 	}
+	if s.maxBytes > 0 && c.Principal != "" {
+		// At most MaxParkedPerPrincipal calls to add up.
+		held := heldBytes(c)
+		for _, m := range s.byPrincipal[c.Principal] {
+			if now.Before(m.c.ExpiresAt) {
+				held += heldBytes(m.c)
+			}
+		}
+		if held > s.maxBytes {
+			return fmt.Errorf("%w: parking %s: principal %q's calls waiting or approved would hold %d bytes, past its cap of %d", ErrTooMany, c.ID, c.Principal, held, s.maxBytes)
+		}
+	}
 	return nil
 }
+
+// heldBytes is what c keeps in a MemoryStore's memory while it waits.
+func heldBytes(c Call) int64 { return int64(len(c.Request) + len(c.Info) + len(c.Brief)) }

@@ -117,3 +117,32 @@ func TestCloneHeader(t *testing.T) {
 		t.Fatal("cloneHeader(nil) is not nil")
 	}
 }
+
+// TestMemoryBytesPerPrincipal: the bytes one principal's waiting calls
+// hold in memory are capped, whatever their count; a call that ends gives
+// its request's bytes back, and another principal is not held to the cap.
+func TestMemoryBytesPerPrincipal(t *testing.T) {
+	st, _ := newMemoryStore(t, func(o *Options) { o.MaxBytesPerPrincipal = 10 << 10 })
+	s := st.(*MemoryStore)
+	ctx := t.Context()
+	big := func(principal string) Call {
+		c := asPrincipal(sampleCall(), principal)
+		c.Request = make([]byte, 3<<10)
+		return c
+	}
+	var first Call
+	for i := range 3 { // 9 KiB and some
+		c := park(t, s, big("key:a"), long)
+		if i == 0 {
+			first = c
+		}
+	}
+	if _, _, err := s.Park(ctx, big("key:a"), long); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("a fourth 3 KiB call past a 10 KiB cap: %v, want ErrTooMany", err)
+	}
+	park(t, s, big("key:b"), long) // another principal
+	if _, err := s.Cancel(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	park(t, s, big("key:a"), long) // room again
+}

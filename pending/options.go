@@ -40,6 +40,15 @@ type Options struct {
 	MaxParked             int
 	MaxParkedPerPrincipal int
 
+	// MaxBytesPerPrincipal caps, in MemoryStore, the bytes one
+	// Call.Principal's calls waiting or approved hold (their Request,
+	// Info and Brief): each keeps its whole request in the process's
+	// memory, so the count cap alone let one agent with 1 MiB bodies hold
+	// some 200 MiB. Park of a new call past it gives ErrTooMany. Zero
+	// means no cap. RedisStore ignores it: Redis's own maxmemory bounds
+	// what it holds.
+	MaxBytesPerPrincipal int64
+
 	// ParkEvery and ParkBurst bound how often one Call.Principal parks
 	// new calls (rate.go): ParkBurst at once, then one every ParkEvery.
 	// The caps bound how many calls a principal holds, not how often it

@@ -13,6 +13,10 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
+// memoryBytesPerPrincipal is how many of the largest bodies one
+// principal's calls waiting in the memory store may hold in all.
+const memoryBytesPerPrincipal = 32
+
 // openStore opens the store of parked calls. An unreachable Redis does not
 // stop the start: asks answer 503 until it is back. The returned func
 // releases what was opened.
@@ -26,6 +30,10 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 		opts.ParkEvery, opts.ParkBurst = time.Minute/time.Duration(n), n
 	}
 	if cfg.Pending.Store != "redis" {
+		// Each waiting call keeps its request (and the arguments shown to
+		// approvers) in this process: one principal's may hold at most
+		// what 32 bodies of the largest size would.
+		opts.MaxBytesPerPrincipal = memoryBytesPerPrincipal * cfg.Limits.MaxBodyBytes.Int64()
 		return pending.NewMemory(opts), func() {}, nil
 	}
 	rdb, err := redisClient(cfg.Pending.RedisURL.Reveal())
