@@ -5,8 +5,10 @@ package pending
 // agent that parks a call and cancels it, in a loop, ends a call every few
 // milliseconds with no human involved, and each one keeps its request and
 // arguments for a day. So the MemoryStore keeps no more ended calls than
-// the caps let it park (Options.MaxParked, and MaxParkedPerPrincipal of one
-// principal); past either, the call that ended first is forgotten at once,
+// the caps let it park (Options.MaxParked, and MaxParkedPerPrincipal and
+// MaxBytesPerPrincipal of one principal: its ended calls' arguments and
+// results count as its waiting calls' requests do); past any, the call
+// that ended first is forgotten at once,
 // as its retention would have forgotten it later. Ended calls then hold at
 // most the memory parked ones may. A zero cap bounds nothing, as for parked
 // calls. s.mu is held throughout.
@@ -17,9 +19,20 @@ package pending
 // after its end) or by a cap stays queued until it reaches the front, and a
 // later call under the same ID is not it.
 type endedQueue struct {
-	q    []endedEntry
-	head int
-	n    int // calls queued and still kept
+	q     []endedEntry
+	head  int
+	n     int   // calls queued and still kept
+	bytes int64 // what they hold (endedBytes)
+}
+
+// endedBytes is what an ended call keeps in memory: the arguments shown to
+// approvers and its result (its request is dropped when it ends).
+func endedBytes(m *memCall) int64 {
+	n := int64(len(m.c.Info) + len(m.c.Brief) + len(m.c.Request))
+	if r := m.c.Result; r != nil {
+		n += int64(len(r.Body))
+	}
+	return n
 }
 
 type endedEntry struct {
@@ -34,6 +47,7 @@ func (e *endedQueue) push(m *memCall) {
 	}
 	e.q = append(e.q, endedEntry{id: m.c.ID, seq: m.seq})
 	e.n++
+	e.bytes += endedBytes(m)
 }
 
 // ended records m, which has just ended, and forgets the oldest ended calls
@@ -50,22 +64,25 @@ func (s *MemoryStore) ended(m *memCall) {
 		mine.push(m)
 	}
 	if mine != nil {
-		s.trimEnded(mine, s.maxPerPrincipal)
+		// One principal's ended calls hold at most what its waiting ones
+		// may (Options.MaxBytesPerPrincipal), as they count no more.
+		s.trimEnded(mine, s.maxPerPrincipal, s.maxBytes)
 	}
-	s.trimEnded(&s.endedAll, s.maxParked)
+	s.trimEnded(&s.endedAll, s.maxParked, 0)
 	if mine != nil && mine.n == 0 {
 		delete(s.endedBy, p)
 	}
 }
 
 // trimEnded forgets the oldest calls of q until at most limit are kept,
-// and drops the entries at its front that name calls already forgotten.
+// holding at most maxBytes (0: no bound), and drops the entries at its
+// front that name calls already forgotten.
 // Entries of calls forgotten behind a kept one (the other queue's cap
 // forgot them) are dropped once they are as many as the calls kept.
-func (s *MemoryStore) trimEnded(q *endedQueue, limit int) {
+func (s *MemoryStore) trimEnded(q *endedQueue, limit int, maxBytes int64) {
 	for q.head < len(q.q) {
 		m, kept := s.keptEnded(q.q[q.head])
-		if kept && (limit <= 0 || q.n <= limit) {
+		if kept && (limit <= 0 || q.n <= limit) && (maxBytes <= 0 || q.bytes <= maxBytes) {
 			break
 		}
 		q.q[q.head] = endedEntry{}
@@ -94,9 +111,12 @@ func (s *MemoryStore) keptEnded(e endedEntry) (*memCall, bool) {
 
 // forgotEnded counts m, an ended call being forgotten, out of its queues.
 func (s *MemoryStore) forgotEnded(m *memCall) {
+	b := endedBytes(m)
 	s.endedAll.n--
+	s.endedAll.bytes -= b
 	if mine := s.endedBy[m.c.Principal]; mine != nil {
 		mine.n--
+		mine.bytes -= b
 		if mine.n == 0 {
 			delete(s.endedBy, m.c.Principal)
 		}

@@ -3,6 +3,7 @@ package pending
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,29 @@ func TestMemoryBytesPerPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	park(t, s, big("key:a"), long) // room again
+}
+
+// TestMemoryEndedBytesPerPrincipal: the ended calls one principal keeps
+// hold no more than MaxBytesPerPrincipal either; the oldest ended are
+// forgotten first.
+func TestMemoryEndedBytesPerPrincipal(t *testing.T) {
+	st, _ := newMemoryStore(t, func(o *Options) { o.MaxBytesPerPrincipal = 10 << 10 })
+	s := st.(*MemoryStore)
+	ctx := t.Context()
+	var ids []string
+	for range 6 {
+		c := asPrincipal(sampleCall(), "key:a")
+		c.Info = []byte(`{"args":"` + strings.Repeat("x", 3<<10) + `"}`)
+		c = park(t, s, c, long)
+		if _, err := s.Cancel(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	for i, id := range ids {
+		_, err := s.Get(ctx, id)
+		if kept := err == nil; kept != (i >= 3) {
+			t.Errorf("ended call %d of 6 (3 KiB each, a 10 KiB cap): kept %v (%v), want the last 3 kept", i+1, kept, err)
+		}
+	}
 }
