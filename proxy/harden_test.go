@@ -1270,3 +1270,29 @@ func TestBodyCost(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyBudgetGivenBack: whatever becomes of a call (allowed, denied,
+// refused before or after its body is read, a body too large or not
+// JSON), what it held of the body budget is given back.
+func TestBodyBudgetGivenBack(t *testing.T) {
+	env := newTestServer(t, seedEngine(t))
+	for _, c := range []struct{ path, body string }{
+		{"/tools/Read", `{"path":"notes/a.txt"}`},       // allowed
+		{"/tools/Read", `{"path":"secrets.txt"}`},       // denied
+		{"/tools/Read", `{"path":`},                     // not JSON
+		{"/tools/Read", strings.Repeat("x", 4096)},      // too large
+		{"/tools/Write", `{"path":"notes/a.txt"}`},      // asks
+		{"/anything", `plain`},                          // plain HTTP
+		{"/tools/Read", `{"path":"a","n":[1,2,3,4,5]}`}, // allowed, with values
+	} {
+		res := post(t, env.url+c.path, c.body, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+		res.Body.Close()
+	}
+	res := post(t, env.url+"/tools/Read", `{"path":"a"}`, "Authorization", "Bearer wrong-key")
+	res.Body.Close()
+	env.server.bodies.mu.Lock()
+	defer env.server.bodies.mu.Unlock()
+	if env.server.bodies.used != 0 || len(env.server.bodies.by) != 0 {
+		t.Fatalf("after the calls ended, the body budget holds %d bytes (%v)", env.server.bodies.used, env.server.bodies.by)
+	}
+}
