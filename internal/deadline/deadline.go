@@ -15,10 +15,15 @@ import (
 // error matching os.ErrDeadlineExceeded. A body the handler did not read to
 // its end is not waited for at all: net/http drains it before it writes the
 // answer (so a refusal of a trickled body arrived only at the deadline, the
-// connection held until then), and the deadline moves to now when the
-// handler returns, so the drain fails at once and the connection is
-// closed. Once the body has been read to its end the deadline is lifted,
-// so that answers that take long (a held call, a stream) are not cut.
+// connection held until then). Such an answer says "Connection: close",
+// which skips that drain, and the deadline moves to now when the handler
+// returns, so that the drain net/http still tries on closing the body fails
+// at once. The connection is not reused: a drain that found the body already
+// buffered would otherwise start net/http's background read under the
+// past deadline, whose timeout cancels the contexts of the requests that
+// follow on the connection. Once the body has been read to its end the
+// deadline is lifted, so that answers that take long (a held call, a
+// stream) are not cut.
 func Body(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
@@ -34,12 +39,47 @@ func Body(h http.Handler, timeout time.Duration) http.Handler {
 		}
 		b := &body{ReadCloser: r.Body, rc: rc}
 		r.Body = b
-		h.ServeHTTP(w, r)
+		cw := &closeUnread{ResponseWriter: w, b: b}
+		h.ServeHTTP(cw, r)
 		if !b.done {
+			if !cw.wrote {
+				w.Header().Set("Connection", "close")
+			}
 			_ = rc.SetReadDeadline(time.Now())
 		}
 	})
 }
+
+// closeUnread marks an answer "Connection: close" when its headers go out
+// before the request's body was read to its end.
+type closeUnread struct {
+	http.ResponseWriter
+	b     *body
+	wrote bool // the final headers are written
+}
+
+func (c *closeUnread) WriteHeader(code int) {
+	if !c.wrote && code >= http.StatusOK {
+		c.wrote = true
+		if !c.b.done {
+			c.Header().Set("Connection", "close")
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *closeUnread) Write(p []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap keep what the server's writer does reachable, directly
+// (http.Flusher) and through http.ResponseController.
+func (c *closeUnread) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }
+
+func (c *closeUnread) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // body lifts the read deadline when the body has been read in full.
 type body struct {

@@ -145,3 +145,44 @@ func TestStalledConnectionsLeaveNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines after the stalled bodies timed out, %d before", n, before)
 	}
 }
+
+// TestUnreadBodyCancelsNoLaterRequest: after an answer that left a small
+// body unread (it had all arrived, and the handler closed it), the next
+// request of the client is served with a live context: a reused
+// connection must not carry net/http's background read under the
+// deadline moved to now, whose timeout cancels the connection's context.
+func TestUnreadBodyCancelsNoLaterRequest(t *testing.T) {
+	h := Body(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// Refused on its headers, the body closed unread: net/http's
+			// Close drains what has arrived, which starts its background
+			// read of the connection while the deadline is still far.
+			r.Body.Close()
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		if err := r.Context().Err(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}), time.Minute)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for i := range 200 {
+		res, err := http.Post(srv.URL, "application/x-www-form-urlencoded", strings.NewReader("csrf=x&decision=approve"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		res, err = http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("round %d: the request after an unread body was served with a cancelled context", i)
+		}
+	}
+}
