@@ -1125,15 +1125,7 @@ func TestBodyBudget(t *testing.T) {
 	// together they hold the whole budget.
 	stalled := make([]net.Conn, 2)
 	for i := range stalled {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
-			t.Fatal(err)
-		}
-		stalled[i] = c
+		stalled[i] = stallBody(t, addr)
 	}
 	small := `{"path":"README.md"}`
 	deadline := time.Now().Add(time.Second)
@@ -1194,6 +1186,22 @@ func TestRefusedHeaderNotLoggedWhole(t *testing.T) {
 	}
 }
 
+// stallBody opens a connection to addr that sends a tool call as
+// agent-42 announcing a body of 1000 bytes and stalls after its first; it
+// is closed when the test ends.
+func stallBody(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestBodyBudgetShare: one principal's stalled bodies hold at most its
 // share of the budget (a quarter), so another principal's calls still
 // get through while they stall.
@@ -1204,14 +1212,7 @@ func TestBodyBudgetShare(t *testing.T) {
 	})
 	addr := strings.TrimPrefix(env.url, "http://")
 	for range 8 { // far more than agent-42's share of 2000
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, "POST /tools/read_file HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer agent-key\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
-			t.Fatal(err)
-		}
+		stallBody(t, addr)
 	}
 	small := `{"path":"README.md"}`
 	deadline := time.Now().Add(2 * time.Second)
