@@ -20,6 +20,7 @@ type MemoryStore struct {
 	maxParked       int
 	maxPerPrincipal int
 	maxBytes        int64 // Options.MaxBytesPerPrincipal
+	maxTotal        int64 // Options.MaxBytes
 	parkEvery       time.Duration
 	parkBurst       int
 
@@ -32,6 +33,7 @@ type MemoryStore struct {
 	// against the caps. move keeps them.
 	parked      map[string]*memCall
 	byPrincipal map[string]map[string]*memCall
+	parkedBytes int64 // what the parked calls hold (heldBytes), for maxTotal
 	// byState holds every call by its state, and drops when each is to be
 	// forgotten: the sweeper's rounds and the lists read the calls of one
 	// state, and retention pops what is due, instead of scanning every
@@ -102,6 +104,7 @@ func NewMemory(opts Options) *MemoryStore {
 		maxParked:       opts.MaxParked,
 		maxPerPrincipal: opts.MaxParkedPerPrincipal,
 		maxBytes:        opts.MaxBytesPerPrincipal,
+		maxTotal:        opts.MaxBytes,
 		parkEvery:       opts.ParkEvery,
 		parkBurst:       opts.ParkBurst,
 		calls:           make(map[string]*memCall),

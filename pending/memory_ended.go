@@ -5,11 +5,11 @@ package pending
 // agent that parks a call and cancels it, in a loop, ends a call every few
 // milliseconds with no human involved, and each one keeps its request and
 // arguments for a day. So the MemoryStore keeps no more ended calls than
-// the caps let it park (Options.MaxParked, and MaxParkedPerPrincipal and
-// MaxBytesPerPrincipal of one principal: its ended calls' arguments and
-// results count as its waiting calls' requests do); past any, the call
-// that ended first is forgotten at once,
-// as its retention would have forgotten it later. Ended calls then hold at
+// the caps let it park (Options.MaxParked and MaxBytes, and
+// MaxParkedPerPrincipal and MaxBytesPerPrincipal of one principal: ended
+// calls' arguments and results count as waiting calls' requests do); past
+// any, the call that ended first is forgotten at once, as its retention
+// would have forgotten it later. Ended calls then hold at
 // most the memory parked ones may. A zero cap bounds nothing, as for parked
 // calls. s.mu is held throughout.
 
@@ -68,7 +68,7 @@ func (s *MemoryStore) ended(m *memCall) {
 		// may (Options.MaxBytesPerPrincipal), as they count no more.
 		s.trimEnded(mine, s.maxPerPrincipal, s.maxBytes)
 	}
-	s.trimEnded(&s.endedAll, s.maxParked, 0)
+	s.trimEnded(&s.endedAll, s.maxParked, s.maxTotal)
 	if mine != nil && mine.n == 0 {
 		delete(s.endedBy, p)
 	}

@@ -172,6 +172,9 @@ func counted(st State) bool { return st == Waiting || st == Approved }
 
 // track records m among the parked calls. s.mu is held.
 func (s *MemoryStore) track(m *memCall) {
+	if _, ok := s.parked[m.c.ID]; !ok {
+		s.parkedBytes += heldBytes(m.c) // once, though a move between parked states tracks again
+	}
 	s.parked[m.c.ID] = m
 	if p := m.c.Principal; p != "" {
 		if s.byPrincipal[p] == nil {
@@ -183,6 +186,9 @@ func (s *MemoryStore) track(m *memCall) {
 
 // untrack forgets m among the parked calls. s.mu is held.
 func (s *MemoryStore) untrack(m *memCall) {
+	if _, ok := s.parked[m.c.ID]; ok {
+		s.parkedBytes -= heldBytes(m.c)
+	}
 	delete(s.parked, m.c.ID)
 	if p := m.c.Principal; p != "" {
 		delete(s.byPrincipal[p], m.c.ID)
@@ -224,6 +230,12 @@ func (s *MemoryStore) checkCaps(c Call, now time.Time) error {
 		if held > s.maxBytes {
 			return fmt.Errorf("%w: parking %s: principal %q's calls waiting or approved would hold %d bytes, past its cap of %d", ErrTooMany, c.ID, c.Principal, held, s.maxBytes)
 		}
+	}
+	// Over all principals: kept as a sum, since they may be many. Calls
+	// past their expiry count until they are moved, as the sweeper does
+	// within seconds.
+	if s.maxTotal > 0 && s.parkedBytes+heldBytes(c) > s.maxTotal {
+		return fmt.Errorf("%w: parking %s: the calls waiting or approved would hold more than the store's cap of %d bytes", ErrTooMany, c.ID, s.maxTotal)
 	}
 	return nil
 }

@@ -172,3 +172,42 @@ func TestMemoryEndedBytesPerPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBytesInAll: MaxBytes bounds the waiting calls of all
+// principals together, each under its own cap, and the ended ones as
+// much; a call that moves between waiting and approved counts once.
+func TestMemoryBytesInAll(t *testing.T) {
+	st, _ := newMemoryStore(t, func(o *Options) { o.MaxBytesPerPrincipal, o.MaxBytes = 10<<10, 16<<10 })
+	s := st.(*MemoryStore)
+	ctx := t.Context()
+	big := func(principal string) Call {
+		c := asPrincipal(sampleCall(), principal)
+		c.Request = make([]byte, 3<<10)
+		return c
+	}
+	var parked []Call
+	for _, p := range []string{"key:a", "key:b", "key:c", "key:d", "key:e"} { // 15 KiB and some
+		parked = append(parked, park(t, s, big(p), long))
+	}
+	decide(t, s, parked[0].ID, Approved) // still parked: counted once
+	if _, _, err := s.Park(ctx, big("key:f"), long); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("a sixth principal's 3 KiB call past 16 KiB in all: %v, want ErrTooMany", err)
+	}
+	if _, err := s.Cancel(ctx, parked[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	park(t, s, big("key:f"), long) // room again
+	for _, c := range parked[2:] {
+		if _, err := s.Cancel(ctx, c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want := heldBytes(parked[0]) + heldBytes(big("key:f")); s.parkedBytes != want {
+		t.Errorf("parked bytes %d, want %d: what the two calls still waiting hold", s.parkedBytes, want)
+	}
+	if s.endedAll.bytes > 16<<10 {
+		t.Errorf("ended calls hold %d bytes, past the cap", s.endedAll.bytes)
+	}
+}

@@ -48,6 +48,9 @@ type Options struct {
 	// means no cap. RedisStore ignores it: Redis's own maxmemory bounds
 	// what it holds.
 	MaxBytesPerPrincipal int64
+	// MaxBytes caps the same over all principals (MemoryStore), and the
+	// ended calls kept (their arguments and results) as much.
+	MaxBytes int64
 
 	// ParkEvery and ParkBurst bound how often one Call.Principal parks
 	// new calls (rate.go): ParkBurst at once, then one every ParkEvery.

@@ -32,8 +32,10 @@ func openStore(cfg *config.Config) (pending.Store, func(), error) {
 	if cfg.Pending.Store != "redis" {
 		// Each waiting call keeps its request (and the arguments shown to
 		// approvers) in this process: one principal's may hold at most
-		// what 32 bodies of the largest size would.
+		// what 32 bodies of the largest size would, all of them four times
+		// that.
 		opts.MaxBytesPerPrincipal = memoryBytesPerPrincipal * cfg.Limits.MaxBodyBytes.Int64()
+		opts.MaxBytes = 4 * opts.MaxBytesPerPrincipal
 		return pending.NewMemory(opts), func() {}, nil
 	}
 	rdb, err := redisClient(cfg.Pending.RedisURL.Reveal())
