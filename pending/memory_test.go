@@ -119,6 +119,13 @@ func TestCloneHeader(t *testing.T) {
 	}
 }
 
+// big3K is a sample call of principal whose request is 3 KiB.
+func big3K(principal string) Call {
+	c := asPrincipal(sampleCall(), principal)
+	c.Request = make([]byte, 3<<10)
+	return c
+}
+
 // TestMemoryBytesPerPrincipal: the bytes one principal's waiting calls
 // hold in memory are capped, whatever their count; a call that ends gives
 // its request's bytes back, and another principal is not held to the cap.
@@ -126,26 +133,21 @@ func TestMemoryBytesPerPrincipal(t *testing.T) {
 	st, _ := newMemoryStore(t, func(o *Options) { o.MaxBytesPerPrincipal = 10 << 10 })
 	s := st.(*MemoryStore)
 	ctx := t.Context()
-	big := func(principal string) Call {
-		c := asPrincipal(sampleCall(), principal)
-		c.Request = make([]byte, 3<<10)
-		return c
-	}
 	var first Call
 	for i := range 3 { // 9 KiB and some
-		c := park(t, s, big("key:a"), long)
+		c := park(t, s, big3K("key:a"), long)
 		if i == 0 {
 			first = c
 		}
 	}
-	if _, _, err := s.Park(ctx, big("key:a"), long); !errors.Is(err, ErrTooMany) {
+	if _, _, err := s.Park(ctx, big3K("key:a"), long); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a fourth 3 KiB call past a 10 KiB cap: %v, want ErrTooMany", err)
 	}
-	park(t, s, big("key:b"), long) // another principal
+	park(t, s, big3K("key:b"), long) // another principal
 	if _, err := s.Cancel(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	park(t, s, big("key:a"), long) // room again
+	park(t, s, big3K("key:a"), long) // room again
 }
 
 // TestMemoryEndedBytesPerPrincipal: the ended calls one principal keeps
@@ -180,23 +182,18 @@ func TestMemoryBytesInAll(t *testing.T) {
 	st, _ := newMemoryStore(t, func(o *Options) { o.MaxBytesPerPrincipal, o.MaxBytes = 10<<10, 16<<10 })
 	s := st.(*MemoryStore)
 	ctx := t.Context()
-	big := func(principal string) Call {
-		c := asPrincipal(sampleCall(), principal)
-		c.Request = make([]byte, 3<<10)
-		return c
-	}
 	var parked []Call
 	for _, p := range []string{"key:a", "key:b", "key:c", "key:d", "key:e"} { // 15 KiB and some
-		parked = append(parked, park(t, s, big(p), long))
+		parked = append(parked, park(t, s, big3K(p), long))
 	}
 	decide(t, s, parked[0].ID, Approved) // still parked: counted once
-	if _, _, err := s.Park(ctx, big("key:f"), long); !errors.Is(err, ErrTooMany) {
+	if _, _, err := s.Park(ctx, big3K("key:f"), long); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("a sixth principal's 3 KiB call past 16 KiB in all: %v, want ErrTooMany", err)
 	}
 	if _, err := s.Cancel(ctx, parked[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	park(t, s, big("key:f"), long) // room again
+	park(t, s, big3K("key:f"), long) // room again
 	for _, c := range parked[2:] {
 		if _, err := s.Cancel(ctx, c.ID); err != nil {
 			t.Fatal(err)
@@ -204,7 +201,7 @@ func TestMemoryBytesInAll(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if want := heldBytes(parked[0]) + heldBytes(big("key:f")); s.parkedBytes != want {
+	if want := heldBytes(parked[0]) + heldBytes(big3K("key:f")); s.parkedBytes != want {
 		t.Errorf("parked bytes %d, want %d: what the two calls still waiting hold", s.parkedBytes, want)
 	}
 	if s.endedAll.bytes > 16<<10 {
