@@ -153,7 +153,7 @@ func (in *Input) valueFor(r *inputReads) (ast.Value, error) {
 		add("subject", ast.NewTerm(subj))
 	}
 	if in.Tool != nil && r.top("tool") {
-		t, err := in.Tool.value(r, in.Phase != PhaseList)
+		t, err := in.Tool.value(r, !in.listing())
 		if err != nil {
 			return nil, err
 		}
@@ -212,8 +212,12 @@ func (s *Subject) value(r *inputReads) (ast.Value, error) {
 	return ast.NewObject(items...), nil
 }
 
-// value is t as the policy reads it; a listed tool (args false) has no
-// arguments, not even empty ones: it is not being called.
+// listing reports whether the input is a listed tool's (MCP tools/list),
+// which has no arguments, not even empty ones: it is not being called.
+func (in *Input) listing() bool { return in.Phase == PhaseList }
+
+// value is t as the policy reads it; without args (a listed tool, see
+// listing) it has no arguments.
 func (t *Tool) value(r *inputReads, args bool) (ast.Value, error) {
 	items := make([][2]*ast.Term, 0, 6)
 	if r.sub("tool", "name") {

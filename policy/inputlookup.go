@@ -52,7 +52,7 @@ func (in *Input) lookup(path []*ast.Term) (v ast.Value, defined, sure bool) {
 		if in.Tool == nil {
 			return nil, false, true
 		}
-		return in.Tool.lookup(rest, in.Phase != PhaseList)
+		return in.Tool.lookup(rest, !in.listing())
 	}
 	return nil, false, false
 }
@@ -79,7 +79,7 @@ func (t *Tool) lookup(path []*ast.Term, args bool) (v ast.Value, defined, sure b
 		return leaf(ast.Boolean(t.TargetEscapes), rest)
 	case "arguments":
 		if !args {
-			return nil, false, true // a listed tool has none (Tool.value)
+			return nil, false, true // a listed tool has none (Input.listing)
 		}
 		var x any = t.Arguments
 		for _, p := range rest {
@@ -124,7 +124,7 @@ func leaf(v ast.Value, rest []*ast.Term) (ast.Value, bool, bool) {
 // path does.
 func (in *Input) convertible(r *inputReads) bool {
 	if t := in.Tool; t != nil && r.top("tool") {
-		if r.sub("tool", "arguments") && in.Phase != PhaseList && !convertible(t.Arguments) {
+		if r.sub("tool", "arguments") && !in.listing() && !convertible(t.Arguments) {
 			return false
 		}
 		if r.sub("tool", "annotations") && !convertible(t.Annotations) {

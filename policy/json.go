@@ -47,7 +47,7 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 	if t := in.Tool; t != nil {
 		b = append(b, `,"tool":{"name":`...)
 		b = strictjson.AppendString(b, t.Name)
-		if args && in.Phase != PhaseList {
+		if args && !in.listing() {
 			b = append(b, `,"arguments":`...)
 			if b, err = appendObject(b, t.Arguments); err != nil {
 				return nil, err

@@ -100,7 +100,7 @@ type libVerdicts struct {
 // sorted after evaluation, so a decision reads the same either way.
 func (n *nativeLib) decide(in *Input) libVerdicts {
 	var v libVerdicts
-	list := in.Phase == PhaseList
+	list := in.listing()
 	if t := in.Tool; t != nil {
 		n.match(n.byTool[t.Name], t, list, &v)
 		for _, l := range n.prefixLens {

@@ -71,16 +71,12 @@ func ParseRules(src []byte) ([]Rule, error) {
 		}
 		if r.Tool == "" {
 			bad(`tool is missing (write tool: "*" for every tool)`)
-		} else if err := checkGlob(r.Tool); err != nil {
-			bad("tool: %v", err)
-		} else if _, err := compileGlob(r.Tool); isGlob(r.Tool) && err != nil {
+		} else if err := checkPattern(r.Tool); err != nil {
 			bad("tool: %v", err)
 		}
 		if r.Target == "" {
 			bad(`target is missing (write target: "*" for every call of the tool)`)
-		} else if err := checkGlob(TargetPattern(r.Target)); err != nil {
-			bad("target: %v", err)
-		} else if _, err := compileGlob(TargetPattern(r.Target), '/'); isGlob(r.Target) && err != nil {
+		} else if err := checkPattern(TargetPattern(r.Target), '/'); err != nil {
 			bad("target: %v", err)
 		}
 		if r.MustAsk && r.Effect != "ask" {
@@ -115,6 +111,17 @@ var anyDepth = regexp.MustCompile(`(^|/)(\*\*/)+`)
 // TargetPattern is the pattern a target glob is matched with: p with each
 // leading "**/" made to match no directory as well as some.
 func TargetPattern(p string) string { return anyDepth.ReplaceAllString(p, "${1}{**/,}") }
+
+// checkPattern refuses a glob that glob.match or its regular expression
+// (globre.go) would fail on, so a broken table is refused at load, not at
+// the first call. An exact name needs no check.
+func checkPattern(p string, sep ...rune) error {
+	if err := checkGlob(p); err != nil || !isGlob(p) {
+		return err
+	}
+	_, err := compileGlob(p, sep...)
+	return err
+}
 
 // checkGlob rejects patterns OPA's glob.match would fail on at evaluation
 // time, so a broken table is refused at load, not at the first call.
@@ -152,9 +159,8 @@ func checkGlob(p string) error {
 // index the library matches through: rows by exact tool name ("by_tool") and
 // rows whose tool is "*" or a glob ("wild"), and the regular expression of
 // each glob that backtracks, by pattern ("tool_regex", "target_regex";
-// globre.go). Each row
-// also says whether its tool and target are globs, so the library scans no
-// strings per call.
+// globre.go). Each row also says whether its tool and target are globs,
+// so the library scans no strings per call.
 func rulesData(rules []Rule) (table []any, index map[string]any) {
 	table = make([]any, 0, len(rules))
 	byTool := map[string]any{}

@@ -279,11 +279,6 @@ func (t *Tool) SoleTarget(target string) bool {
 	return len(all) > 0 || target == ""
 }
 
-// argFold returns the argument named k, matching the name the way Go's
-// encoding/json matches struct fields (case-insensitively): a tool written
-// in Go reads {"PATH": …} as its path argument, so the policy must see it
-// as a target too. Bodies with two case-variant keys never get here (they
-// are refused as ambiguous). nil when there is none.
 // urlArg and commandArg report whether a target argument, named in
 // target_args in any case, is a URL's or a command's: it is looked up in
 // the arguments in any case (argFold), so "URI" in target_args reads a
@@ -291,6 +286,11 @@ func (t *Tool) SoleTarget(target string) bool {
 func urlArg(arg string) bool     { return strings.EqualFold(arg, "url") || strings.EqualFold(arg, "uri") }
 func commandArg(arg string) bool { return strings.EqualFold(arg, "command") }
 
+// argFold returns the argument named k, matching the name the way Go's
+// encoding/json matches struct fields (case-insensitively): a tool written
+// in Go reads {"PATH": …} as its path argument, so the policy must see it
+// as a target too. Bodies with two case-variant keys never get here (they
+// are refused as ambiguous). nil when there is none.
 func argFold(args map[string]any, k string) any {
 	if v, ok := args[k]; ok {
 		return v

@@ -164,21 +164,12 @@ func withConfiguredMode(cfg *config.Config, v ast.Value) ast.Value {
 		return v
 	}
 	str := func(path ...string) string {
-		t := obj.Get(ast.InternedTerm(path[0]))
-		for _, k := range path[1:] {
-			if t == nil {
-				return ""
-			}
-			o, ok := t.Value.(ast.Object)
-			if !ok {
-				return ""
-			}
-			t = o.Get(ast.InternedTerm(k))
+		ref := make(ast.Ref, len(path))
+		for i, k := range path {
+			ref[i] = ast.StringTerm(k)
 		}
-		if t == nil {
-			return ""
-		}
-		s, _ := t.Value.(ast.String)
+		v, _ := obj.Find(ref)
+		s, _ := v.(ast.String)
 		return string(s)
 	}
 	mode := cfg.Policy.Mode
