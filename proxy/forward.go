@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -172,12 +173,23 @@ func forwardedHost(publicURL string) string {
 // never the agent's own Host (or request-target), which the policy does
 // not see and an upstream may route or build URLs by. The agent's own
 // X-Forwarded-* never get here (sanitizeHeaders).
+//
+// It is pr.SetXForwarded without what cannot apply here (a prior
+// X-Forwarded-For to extend: Rewrite is called with none) and with the
+// headers' canonical names written directly, which on every forwarded call
+// saves the lookups and the value SetXForwarded writes only to replace.
 func setForwarded(pr *httputil.ProxyRequest, host string) {
-	pr.SetXForwarded()
-	if host != "" {
-		pr.Out.Header["X-Forwarded-Host"] = []string{host}
+	h := pr.Out.Header
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		h["X-Forwarded-For"] = []string{ip}
+	}
+	if pr.In.TLS == nil {
+		h["X-Forwarded-Proto"] = []string{"http"}
 	} else {
-		delete(pr.Out.Header, "X-Forwarded-Host")
+		h["X-Forwarded-Proto"] = []string{"https"}
+	}
+	if host != "" {
+		h["X-Forwarded-Host"] = []string{host}
 	}
 }
 

@@ -1053,6 +1053,38 @@ func TestSecretHeader(t *testing.T) {
 	}
 }
 
+// TestCommonHeadersAsComputed: the names policyHeaders takes from its table
+// come out as those it works out: the same lower-cased name, the same
+// credential verdict (Cookie and Authorization among them).
+func TestCommonHeadersAsComputed(t *testing.T) {
+	h := http.Header{"X-Custom-Thing": {"a"}, "X-Api-Key": {"k"}}
+	for k := range commonHeaders {
+		h[k] = []string{"v-" + k}
+	}
+	got := policyHeaders(h)
+	if len(got) != len(h)-1 { // Authorization is left out
+		t.Fatalf("policyHeaders kept %d of %d headers: %v", len(got), len(h), got)
+	}
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		switch {
+		case lk == "authorization":
+			if _, ok := got[lk]; ok {
+				t.Errorf("Authorization reached the input")
+			}
+		case secretHeader(lk):
+			if !slices.Equal(got[lk], []string{hiddenValue}) {
+				t.Errorf("%s: input has %q, want it hidden", k, got[lk])
+			}
+		case !slices.Equal(got[lk], vs):
+			t.Errorf("%s: input has %q, want %q", k, got[lk], vs)
+		}
+	}
+	if _, ok := commonHeaders["Cookie"]; !ok || !commonHeaders["Cookie"].secret || !commonHeaders["Authorization"].secret {
+		t.Errorf("the table does not hold Cookie and Authorization as credentials: %v", commonHeaders)
+	}
+}
+
 // TestAmbiguousTargets: a file-path target that a tool may read as other
 // path syntax than the policy does is refused before any decision, and
 // the upstream never sees it: a percent-escape of "." "/" or "\" on every

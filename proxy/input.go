@@ -138,17 +138,46 @@ const hiddenValue = "[hidden]"
 func policyHeaders(h http.Header) map[string][]string {
 	out := make(map[string][]string, len(h))
 	for k, vs := range h {
-		lk := strings.ToLower(k)
-		if secretHeader(lk) {
-			if lk != "authorization" {
-				out[lk] = hiddenValues(len(vs))
+		n, known := commonHeaders[k]
+		if !known {
+			lk := strings.ToLower(k)
+			n = headerName{lk, secretHeader(lk)}
+		}
+		if n.secret {
+			if n.lower != "authorization" {
+				out[n.lower] = hiddenValues(len(vs))
 			}
 			continue
 		}
-		out[lk] = vs
+		out[n.lower] = vs
 	}
 	return out
 }
+
+// headerName is a header's lower-cased name and whether it carries a
+// credential (secretHeader).
+type headerName struct {
+	lower  string
+	secret bool
+}
+
+// commonHeaders are the headers most calls carry, by their canonical names,
+// worked out once with the same rule: policyHeaders looks a name up here
+// before it lower-cases and tests it (an allocation and a dozen substring
+// searches a header, on every call).
+var commonHeaders = func() map[string]headerName {
+	m := map[string]headerName{}
+	for _, k := range []string{
+		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Baggage", "Cache-Control",
+		"Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Idempotency-Key", "Last-Event-Id",
+		"Mcp-Method", "Mcp-Name", "Mcp-Protocol-Version", "Mcp-Session-Id", "Origin", "Pragma", "Referer",
+		"Traceparent", "Tracestate", "User-Agent", "X-Idempotency-Key", "X-Request-Id",
+	} {
+		lk := strings.ToLower(k)
+		m[http.CanonicalHeaderKey(k)] = headerName{lk, secretHeader(lk)}
+	}
+	return m
+}()
 
 // bodyHeaders makes the input's headers say of the body what the upstream
 // is told (outboundHeader): it arrives decoded, without Content-Encoding,

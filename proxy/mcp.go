@@ -184,7 +184,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
 	}
 	if id, ok := msg["id"]; ok {
-		c.mcp.id, _ = json.Marshal(id)
+		c.mcp.id = rpcIDJSON(id)
 	}
 	method, _ := msg["method"].(string)
 	if _, has := msg["method"]; has && method == "" {
@@ -288,6 +288,17 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	}
 	in.Tool.Annotations = lt.annotations
 	return nil
+}
+
+// rpcIDJSON is a JSON-RPC id as JSON. A number is the literal strictjson
+// checked and kept, as json.Marshal writes a json.Number; other ids (strings
+// above all) go through json.Marshal.
+func rpcIDJSON(id any) []byte {
+	if n, ok := id.(json.Number); ok && n != "" {
+		return []byte(n)
+	}
+	b, _ := json.Marshal(id)
+	return b
 }
 
 // otherParams are the members of a tool call's params that its tool does

@@ -134,3 +134,16 @@ func TestMCPParkedOtherParams(t *testing.T) {
 		t.Errorf("write_note ran %d times, want 1", n)
 	}
 }
+
+// TestRPCIDJSON: an id is written back as json.Marshal writes it.
+func TestRPCIDJSON(t *testing.T) {
+	for _, id := range []any{json.Number("7"), json.Number("-1.5e3"), json.Number("12345678901234567890"), "abc", "<&>", nil, true} {
+		want, err := json.Marshal(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rpcIDJSON(id); !bytes.Equal(got, want) {
+			t.Errorf("rpcIDJSON(%#v) = %s, want %s", id, got, want)
+		}
+	}
+}
