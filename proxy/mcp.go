@@ -147,6 +147,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if k := caseVariant(o, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member")
 			}
+			if k := foreignMember(o); k != "" {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", foreignMemberDetail(k))
+			}
 			method, isString := o["method"].(string)
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
@@ -182,6 +185,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	in := c.input
 	if k := caseVariant(msg, "jsonrpc", "id", "method", "params", "result", "error"); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", "member "+strconv.Quote(k)+" differs only in case from a JSON-RPC member; a Go upstream would read it as that member")
+	}
+	if k := foreignMember(msg); k != "" {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", foreignMemberDetail(k))
 	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id = rpcIDJSON(id)
@@ -419,6 +425,25 @@ func rewriteResponseID(b []byte, id json.RawMessage) ([]byte, bool) {
 // under case folding without being spelled the same: parsers that match
 // case-insensitively (Go's encoding/json into a struct) would read it as
 // that member, case-sensitive ones would not, so it is refused.
+// foreignMember is a member of JSON-RPC message m that JSON-RPC does not
+// define, if m has one. Such a member would be forwarded with the message
+// (and parked with it) while neither the policy input nor an approver sees
+// it, and an upstream or a gateway beside it may act on it.
+func foreignMember(m map[string]any) string {
+	for k := range m {
+		switch k {
+		case "jsonrpc", "id", "method", "params", "result", "error":
+		default:
+			return k
+		}
+	}
+	return ""
+}
+
+func foreignMemberDetail(k string) string {
+	return "member " + strconv.Quote(k) + " is not a JSON-RPC member (jsonrpc, id, method, params, result, error): nothing decides it, so nothing sends it"
+}
+
 func caseVariant(m map[string]any, known ...string) string {
 	for k := range m {
 		for _, want := range known {

@@ -828,6 +828,25 @@ func TestMCPBatchRefused(t *testing.T) {
 	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
 }
 
+// TestMCPForeignMembersRefused: a message with a member JSON-RPC does not
+// define is refused: it would reach the upstream (and be parked with the
+// message) while neither the policy nor an approver saw it.
+func TestMCPForeignMembersRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}},"acme_run_as":"root"}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized","x":1}`,
+		`{"jsonrpc":"2.0","id":7,"result":{},"extra":true}`,
+		`[{"jsonrpc":"2.0","id":2,"method":"ping","sudo":true}]`,
+	} {
+		env := newMCPEnv(t, mcpRawEra)
+		res, msg, raw := postMCP(t, env, body, "Mcp-Protocol-Version", "2025-11-25")
+		mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidRequest)
+		if !strings.Contains(string(raw), "is not a JSON-RPC member") {
+			t.Errorf("%s: refusal %s does not name the member", body, raw)
+		}
+	}
+}
+
 // TestMCPBatchMembersAreResponses: a batch member without a method is
 // held to the rule a single message is (TestMCPResponsesAreResponses): a
 // response, with exactly one of result and error and no params. A batch
