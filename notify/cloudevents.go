@@ -27,7 +27,12 @@ type ceData struct {
 	Tool     string `json:"tool"`
 	Upstream string `json:"upstream"`
 	Subject  string `json:"subject"`
-	Target   string `json:"target,omitempty"`
+	// Method and Path are the HTTP request approving sends (Path with
+	// its query); MCPMethod an MCP call's JSON-RPC method.
+	Method    string `json:"method"`
+	Path      string `json:"path"`
+	MCPMethod string `json:"mcp_method,omitempty"`
+	Target    string `json:"target,omitempty"`
 	// TargetsBeyond: the call names more targets than Target.
 	TargetsBeyond bool            `json:"targets_beyond,omitempty"`
 	Arguments     json.RawMessage `json:"arguments"`
@@ -75,6 +80,9 @@ func uncheckedCloudEvent(e *Event) ceEvent {
 		Tool:          e.Tool,
 		Upstream:      e.Upstream,
 		Subject:       e.Subject,
+		Method:        e.Method,
+		Path:          e.Path,
+		MCPMethod:     e.MCPMethod,
 		Target:        e.ToolTarget,
 		TargetsBeyond: e.TargetsBeyond,
 		Arguments:     e.Arguments,

@@ -45,7 +45,11 @@ func appendFields(b []byte, fs []stringField) []byte {
 // appendJSON appends d as encoding/json would, omitempty included, once
 // cloudEvent has checked the arguments.
 func (d *ceData) appendJSON(b []byte) ([]byte, error) {
-	b = appendFields(b, []stringField{{`{"call_id":`, d.CallID}, {`,"tool":`, d.Tool}, {`,"upstream":`, d.Upstream}, {`,"subject":`, d.Subject}})
+	b = appendFields(b, []stringField{{`{"call_id":`, d.CallID}, {`,"tool":`, d.Tool}, {`,"upstream":`, d.Upstream}, {`,"subject":`, d.Subject}, {`,"method":`, d.Method}, {`,"path":`, d.Path}})
+	if d.MCPMethod != "" {
+		b = append(b, `,"mcp_method":`...)
+		b = strictjson.AppendString(b, d.MCPMethod)
+	}
 	if d.Target != "" {
 		b = append(b, `,"target":`...)
 		b = strictjson.AppendString(b, d.Target)

@@ -32,6 +32,8 @@ func TestCloudEventsRequested(t *testing.T) {
 			"tool":         "write_note",
 			"upstream":     "notes",
 			"subject":      "agent-42",
+			"method":       "POST",
+			"path":         "/tools/write_note",
 			"target":       "notes/today.txt",
 			"arguments":    map[string]any{"path": "notes/today.txt", "content": "hello"},
 			"reasons":      []any{"writing notes needs a human"},
@@ -100,7 +102,7 @@ func TestCloudEventsSparse(t *testing.T) {
 	req := deliverOne(t, FormatCloudEvents, "", Event{Type: TypeRequested, CallID: "c2"})
 	data := decode(t, req.Body)["data"].(map[string]any)
 	want := map[string]any{
-		"call_id": "c2", "tool": "", "upstream": "", "subject": "", "arguments": nil,
+		"call_id": "c2", "tool": "", "upstream": "", "subject": "", "method": "", "path": "", "arguments": nil,
 		"reasons": []any{}, "rule_ids": []any{}, "approval_url": "", "status_url": "", "expires_at": nil,
 	}
 	if diff := cmp.Diff(want, data); diff != "" {
@@ -341,7 +343,7 @@ func TestTeamsRequested(t *testing.T) {
 	}
 	wantFacts := map[string]string{
 		"Tool": `write\_note`, "Upstream": "notes", "Caller": "agent-42", "Target": "notes/today.txt",
-		"Expires": "2026-11-29 21:30:00 UTC", "Call ID": "c1",
+		"Expires": "2026-11-29 21:30:00 UTC", "Call ID": "c1", "Request": `POST /tools/write\_note`,
 	}
 	if diff := cmp.Diff(wantFacts, facts); diff != "" {
 		t.Errorf("facts (-want +got):\n%s", diff)

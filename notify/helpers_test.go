@@ -28,6 +28,8 @@ func requested(id string) Event {
 		Tool:        "write_note",
 		Upstream:    "notes",
 		Subject:     "agent-42",
+		Method:      "POST",
+		Path:        "/tools/write_note",
 		ToolTarget:  "notes/today.txt",
 		Arguments:   json.RawMessage(`{"path":"notes/today.txt","content":"hello"}`),
 		Reasons:     []string{"writing notes needs a human"},

@@ -74,6 +74,12 @@ type Event struct {
 	CallID string
 
 	Tool, Upstream, Subject string
+	// Method and Path are the HTTP request the call sends once approved:
+	// its method, and its path with the query ("/tools/write_note?mode=x").
+	// MCPMethod is an MCP call's JSON-RPC method (tools/call). Messages
+	// show them: a plain HTTP call has no tool, and a REST tool call's
+	// query is sent beside its arguments.
+	Method, Path, MCPMethod string
 	// ToolTarget is the policy input's tool.target (the normalised path or
 	// resource the call acts on); empty when the tool has none.
 	ToolTarget string

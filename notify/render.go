@@ -171,6 +171,24 @@ func cut(s string, limit int, escape func(rune) string) (string, bool) {
 	return s, false
 }
 
+// requestLimit bounds the request line a message shows, in runes.
+const requestLimit = 1000
+
+// requestLine is e's HTTP request as messages show it, "DELETE
+// /admin/users/42?cascade=all" (with the JSON-RPC method after it for an
+// MCP call), and whether it is longer than requestLimit (a message then
+// shows a part). "" for an event that carries none.
+func requestLine(e *Event) (line string, cut bool) {
+	if e.Method == "" && e.Path == "" {
+		return "", false
+	}
+	line = strings.TrimSpace(e.Method + " " + e.Path)
+	if e.MCPMethod != "" {
+		line += " · " + e.MCPMethod
+	}
+	return line, utf8.RuneCountInString(oneLine(line)) > requestLimit
+}
+
 // oneLine folds line breaks so a value cannot start a new line of its own
 // (a fake "Approved by" line, for example).
 func oneLine(s string) string {
@@ -299,6 +317,9 @@ type listing struct {
 	cut     bool   // a line is shortened already
 	cutNote string // said when anything is cut
 	notes   []string
+	// unshown: something sent is not in the lines at all (values the
+	// call's record did not keep, entries past the display bounds).
+	unshown bool
 }
 
 // headersListing is the section of a call that sends headers beyond the
@@ -314,6 +335,7 @@ func headersListing(h *Headers, lines, usual []string, shortened bool) listing {
 	}
 	if h.Omitted > 0 {
 		l.notes = append(l.notes, omittedText(h.Omitted, "header", "headers"))
+		l.unshown = true
 	}
 	return l
 }
@@ -331,6 +353,7 @@ func paramsListing(p *Params) listing {
 		name := reveal.String(truncateRunes(oneLine(m.Name), 100))
 		if m.Value == "" {
 			l.lines = append(l.lines, name+": "+sizeText("value not shown", m.Size))
+			l.unshown = true
 			continue
 		}
 		v := lineBreaks.Replace(m.Value)
@@ -341,6 +364,7 @@ func paramsListing(p *Params) listing {
 	}
 	if p.Omitted > 0 {
 		l.notes = append(l.notes, omittedText(p.Omitted, "parameter", "parameters"))
+		l.unshown = true
 	}
 	return l
 }

@@ -146,8 +146,19 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	if e.ToolTarget != "" || e.TargetsBeyond {
 		fields = append(fields, mrkdwn("*Target*\n"+orDashCode(e.ToolTarget)+beyondNote(e)))
 	}
+	// whole stays true while the message shows everything approving sends;
+	// past any cut it offers no Approve (slackInteractiveActions).
+	req, reqCut := requestLine(e)
+	whole := !reqCut
+	if req != "" {
+		fields = append(fields, mrkdwn("*Request*\n"+SlackCode(req, requestLimit)))
+	}
+	title := e.Tool
+	if title == "" {
+		title = req // a plain HTTP call has no tool: its request names it
+	}
 	blocks := []slackBlock{
-		{Type: "header", Text: plainText("Approval needed: " + reveal.String(truncateRunes(oneLine(e.Tool), 120)))},
+		{Type: "header", Text: plainText("Approval needed: " + reveal.String(truncateRunes(oneLine(title), 120)))},
 		{Type: "section", Fields: fields},
 	}
 
@@ -160,10 +171,13 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	args := "*Arguments*\n" + code
 	if truncated || !complete {
 		args += "\n_" + truncatedNote(shown, pretty, complete, len(e.Arguments)) + "_"
+		whole = false
 	}
 	blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(args))})
 	if e.OtherParams.Count() > 0 {
-		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(paramsListing(e.OtherParams).slack()))})
+		text, all := paramsListing(e.OtherParams).slack()
+		blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(text))})
+		whole = whole && all
 	}
 
 	var ctx []string
@@ -172,7 +186,9 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 		if len(lines) == 0 && h.Omitted == 0 {
 			ctx = append(ctx, slackEsc(headersSummary(h, usual), 1000))
 		} else {
-			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(headersListing(h, lines, usual, shortened).slack()))})
+			text, all := headersListing(h, lines, usual, shortened).slack()
+			blocks = append(blocks, slackBlock{Type: "section", Text: new(mrkdwn(text))})
+			whole = whole && all
 		}
 	}
 	if !e.ExpiresAt.IsZero() {
@@ -181,6 +197,9 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 			e.ExpiresAt.Unix(), e.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
 	ctx = append(ctx, "Call ID "+slackEsc(e.CallID, 100))
+	if interactive && !whole {
+		ctx = append(ctx, "This message cannot show all the call sends: approve it on the approval page")
+	}
 	// Not verbatim, or the date would not be formatted; everything in it
 	// is ours or escaped.
 	blocks = append(blocks, slackBlock{
@@ -189,7 +208,7 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	})
 
 	if interactive {
-		blocks = append(blocks, slackInteractiveActions(e))
+		blocks = append(blocks, slackInteractiveActions(e, whole))
 	} else if e.ApprovalURL != "" {
 		blocks = append(blocks, slackBlock{Type: "actions", Elements: []any{slackButton{
 			Type:  "button",
@@ -285,7 +304,7 @@ func slackCode(text string, limit int) (code, shown string, truncated bool) {
 }
 
 // slack is l as a section's mrkdwn text.
-func (l listing) slack() string {
+func (l listing) slack() (text string, whole bool) {
 	var b strings.Builder
 	b.WriteString("*" + l.title + "*")
 	truncated := l.cut
@@ -300,23 +319,28 @@ func (l listing) slack() string {
 	for _, n := range l.notes {
 		b.WriteString("\n_" + slackEsc(n, 500) + "_")
 	}
-	return b.String()
+	return b.String(), !truncated && !l.unshown
 }
 
 // slackInteractiveActions is the actions block of an interactive message:
 // Approve and Reject, which Slack posts to the approvals listener, and the
-// link to the approval page when there is one.
-func slackInteractiveActions(e *Event) slackBlock {
-	elements := []any{
-		slackButton{
+// link to the approval page when there is one. A message that could not
+// show the whole call (whole false: arguments, headers, params or the
+// request cut, or values the record did not keep) has no Approve: an agent
+// orders its arguments and could put what matters past the cut, and
+// Approve would send it unseen. Rejecting needs no more than was shown.
+func slackInteractiveActions(e *Event, whole bool) slackBlock {
+	var elements []any
+	if whole {
+		elements = append(elements, slackButton{
 			Type: "button", Text: *plainText("Approve"), Style: "primary",
 			ActionID: SlackApproveActionID, Value: e.CallID,
-		},
-		slackButton{
-			Type: "button", Text: *plainText("Reject"), Style: "danger",
-			ActionID: SlackRejectActionID, Value: e.CallID,
-		},
+		})
 	}
+	elements = append(elements, slackButton{
+		Type: "button", Text: *plainText("Reject"), Style: "danger",
+		ActionID: SlackRejectActionID, Value: e.CallID,
+	})
 	if e.ApprovalURL != "" {
 		elements = append(elements, slackButton{
 			Type: "button", Text: *plainText("Open approval page"),

@@ -115,6 +115,9 @@ func teamsRequested(e *Event) ([]any, []teamsAction) {
 	if e.ToolTarget != "" || e.TargetsBeyond {
 		facts = append(facts, teamsFact{"Target", teamsFactValue(e.ToolTarget, 300) + beyondNote(e)})
 	}
+	if req, _ := requestLine(e); req != "" {
+		facts = append(facts, teamsFact{"Request", teamsFactValue(req, requestLimit)})
+	}
 	if !e.ExpiresAt.IsZero() {
 		facts = append(facts, teamsFact{"Expires", e.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC")})
 	}

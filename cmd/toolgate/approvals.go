@@ -415,7 +415,7 @@ func (p *parking) event(typ string, c pending.Call, link string) notify.Event {
 	}
 	return notify.Event{
 		Approvals: approvals,
-		Type:      typ, CallID: c.ID, Tool: info.Tool, ToolTarget: info.Target, TargetsBeyond: info.TargetsBeyond, Upstream: c.Upstream, Subject: c.Subject,
+		Type:      typ, CallID: c.ID, Tool: info.Tool, Method: info.Method, Path: info.Path, MCPMethod: info.MCPMethod, ToolTarget: info.Target, TargetsBeyond: info.TargetsBeyond, Upstream: c.Upstream, Subject: c.Subject,
 		Arguments: info.Arguments, Reasons: info.Reasons, RuleIDs: info.RuleIDs, Headers: notifyHeaders(info.Headers), OtherParams: notifyParams(info.OtherParams), ApprovalURL: link,
 		StatusURL: proxy.StatusURL(p.proxyPublic, c.ID), ExpiresAt: c.ExpiresAt, Outcome: string(c.State),
 		DecidedBy: c.DecidedBy, Comment: c.Comment, Time: time.Now(),
