@@ -38,6 +38,7 @@ type worker struct {
 	format string
 	key    []byte // nil: unsigned
 	lanes  []chan queued
+	unsent unsent // requested events queued, for a resolved event to skip
 	drops  atomic.Int64
 	// queuedBytes is the size of the events in the lanes and in delivery
 	// (their arguments, mostly): bounded by MaxQueuedBytes as the lanes
@@ -62,6 +63,13 @@ func (w *worker) run(ctx context.Context, lane chan queued) {
 			abandoned++
 			w.n.report(w, ResultDropped)
 			q.s.done(w.n, &q.e, ResultDropped)
+			w.queuedBytes.Add(-q.size)
+			continue
+		}
+		if q.skip != nil && w.unsent.take(q.e.CallID, q.skip) {
+			// The call was resolved while this waited (unsent.go).
+			w.n.report(w, ResultSkipped)
+			q.s.done(w.n, &q.e, ResultSkipped)
 			w.queuedBytes.Add(-q.size)
 			continue
 		}

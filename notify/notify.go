@@ -65,6 +65,10 @@ const (
 	// ResultDropped: the event was never attempted (queue full, Notify
 	// after Close, unknown event type, or still queued when Close gave up).
 	ResultDropped = "dropped"
+	// ResultSkipped: the call was resolved before its requested event was
+	// sent to the target; neither event is sent there (unsent.go). It
+	// settles as delivered would.
+	ResultSkipped = "skipped"
 )
 
 // Event is one announcement.
@@ -426,6 +430,15 @@ func (n *Notifier) Notify(e Event) {
 			n.report(w, ResultDropped)
 			drop()
 			continue
+		case e.Type == TypeResolved && w.unsent.supersede(e.CallID):
+			// Its requested event, still queued, is skipped too: this
+			// target never heard of the call.
+			n.report(w, ResultSkipped)
+			if s == nil {
+				s = n.settlement(&e, len(n.workers)-i, dropped)
+			}
+			s.done(n, &e, ResultSkipped)
+			continue
 		case len(lane) == cap(lane):
 			// Full: drop before copying anything, so a storm against a
 			// stuck receiver costs the caller as little as possible.
@@ -449,9 +462,16 @@ func (n *Notifier) Notify(e Event) {
 		if s == nil {
 			s = n.settlement(&e, len(n.workers)-i, dropped)
 		}
+		q := queued{e: e, s: s, size: size}
+		if e.Type == TypeRequested {
+			q.skip = w.unsent.add(e.CallID)
+		}
 		select {
-		case lane <- queued{e: e, s: s, size: size}:
+		case lane <- q:
 		default:
+			if q.skip != nil {
+				w.unsent.take(e.CallID, q.skip)
+			}
 			w.queuedBytes.Add(-size)
 			w.dropped(e)
 			drop()
@@ -462,14 +482,25 @@ func (n *Notifier) Notify(e Event) {
 // MaxQueuedBytes bounds the size of the events a target has queued or in
 // delivery, as Options.QueueSize bounds their number: past it, Notify
 // drops, as for a full queue (a waiting call is announced again later).
-// An event counts its arguments and reasons, and 1 KiB for the rest.
+// An event counts its arguments, reasons, headers and other params, and
+// 1 KiB for the rest.
 const MaxQueuedBytes = 64 << 20
 
 // eventSize is what e counts against MaxQueuedBytes.
 func eventSize(e *Event) int64 {
-	n := 1024 + len(e.Arguments)
+	n := 1024 + len(e.Arguments) + len(e.Path)
 	for _, r := range e.Reasons {
 		n += len(r)
+	}
+	if h := e.Headers; h != nil {
+		for _, hd := range h.List {
+			n += len(hd.Name) + len(hd.Value) + 32
+		}
+	}
+	if p := e.OtherParams; p != nil {
+		for _, m := range p.List {
+			n += len(m.Name) + len(m.Value) + 32
+		}
 	}
 	return int64(n)
 }

@@ -120,12 +120,18 @@ func TestNotifyNeverBlocks(t *testing.T) {
 
 // TestOrderingPerCall: each target receives a call's events in order
 // (requested, then resolved), retries in the middle included, over lanes
-// that send different calls side by side.
+// that send different calls side by side. Each call is resolved once its
+// requested event is in delivery to both targets (a call resolved before
+// that is announced to nobody: TestResolvedBeforeSentSkipsBoth).
 func TestOrderingPerCall(t *testing.T) {
 	// Every fourth request fails once, so retries happen in the middle.
 	var mu sync.Mutex
 	got := map[string][]string{} // Content-Type (one per target) → webhook-ids in arrival order
+	tried := map[string]bool{}   // Content-Type and webhook-id of every attempt, failed ones too
 	rc := testkit.NewUpstream(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tried[r.Header.Get("Content-Type")+" "+r.Header.Get("webhook-id")] = true
+		mu.Unlock()
 		if n%4 == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -139,11 +145,23 @@ func TestOrderingPerCall(t *testing.T) {
 	n := start(t, fast(&res, Target{URL: rc.URL}, Target{URL: rc.URL, Format: FormatSlack}))
 
 	const calls = 20
+	var wg sync.WaitGroup
 	for i := range calls {
-		id := fmt.Sprint("c", i)
-		n.Notify(requested(id))
-		n.Notify(resolved(id, "approved", "alice"))
+		wg.Go(func() {
+			id := fmt.Sprint("c", i)
+			n.Notify(requested(id))
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				mu.Lock()
+				both := tried["application/cloudevents+json "+id] && tried["application/json "+id]
+				mu.Unlock()
+				if both {
+					break
+				}
+			}
+			n.Notify(resolved(id, "approved", "alice"))
+		})
 	}
+	wg.Wait()
 	testkit.WaitFor(t, "every delivery", func() bool { return res.count(ResultDelivered) == 2*2*calls })
 	if res.count(ResultRetry) == 0 {
 		t.Fatal("no retries happened; the test proves nothing")

@@ -2,10 +2,12 @@ package notify
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,4 +51,18 @@ func TestQueueBoundedByBytes(t *testing.T) {
 		t.Errorf("the queues hold %d MiB, want about MaxQueuedBytes (%d MiB)", held>>20, MaxQueuedBytes>>20)
 	}
 	runtime.KeepAlive(n)
+}
+
+// TestEventSizeCountsWhatIsQueued: an event's headers and other params
+// (up to 16 KiB each in a call's record) count against MaxQueuedBytes as
+// its arguments do.
+func TestEventSizeCountsWhatIsQueued(t *testing.T) {
+	e := Event{Type: TypeRequested, CallID: "c1", Arguments: json.RawMessage(`{}`), Headers: &Headers{}}
+	for i := range 16 {
+		e.Headers.List = append(e.Headers.List, Header{Name: fmt.Sprintf("X-Pad-%d", i), Value: strings.Repeat("v", 1000)})
+	}
+	e.OtherParams = &Params{List: []Param{{Name: "_meta", Value: `"` + strings.Repeat("m", 16000) + `"`}}}
+	if got := eventSize(&e); got < 32000 {
+		t.Errorf("eventSize = %d bytes for an event holding ~32 KB of headers and params", got)
+	}
 }

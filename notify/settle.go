@@ -57,6 +57,9 @@ type queued struct {
 	e    Event
 	s    *settlement
 	size int64 // what it counts against its worker's queuedBytes
+	// skip is a requested event's flag: set when its call was resolved
+	// before the event left the lane (unsent.go). Nil for resolved events.
+	skip *atomic.Bool
 }
 
 // settlement counts the targets still to finish with one event, for

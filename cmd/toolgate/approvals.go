@@ -139,7 +139,7 @@ func newParking(cfg *config.Config, reg *prometheus.Registry, a *app) (*parking,
 	// Every format's, configured or not: the family is there to alert on
 	// even when nothing is notified.
 	for _, format := range []string{notify.FormatCloudEvents, notify.FormatSlack, notify.FormatTeams} {
-		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped} {
+		for _, result := range []string{notify.ResultDelivered, notify.ResultRetry, notify.ResultFailed, notify.ResultDropped, notify.ResultSkipped} {
 			deliveries.WithLabelValues(format, result)
 		}
 	}
