@@ -138,7 +138,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 			if json.Valid(c.body) {
 				info.Arguments = json.RawMessage(c.body)
 			} else {
-				info.Arguments = callinfo.MarshalNoEscape(strings.ToValidUTF8(string(c.body), "\uFFFD"))
+				info.Arguments = callinfo.MarshalNoEscape(callinfo.ShowBody(c.body))
 			}
 		}
 		argsForm += string(c.body)

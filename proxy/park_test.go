@@ -795,3 +795,34 @@ func TestParkListsHeaders(t *testing.T) {
 		t.Errorf("the approved call sent what toolgate removes: %v", h)
 	}
 }
+
+// TestParkShowsEveryBodyByte: a plain HTTP call's body that is not UTF-8
+// is shown with each such byte as \xNN (and a backslash doubled), never a
+// run of them folded into one U+FFFD: the approver sees what is sent and
+// how much. The upstream gets the bytes as they came.
+func TestParkShowsEveryBodyByte(t *testing.T) {
+	pe := newParkEnv(t)
+	shown := make(chan callinfo.Info, 1)
+	go func() {
+		pc := pe.nextParked(t)
+		shown <- callinfo.Decode(pc.Info)
+		if _, err := pe.store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+			t.Error(err)
+		}
+	}()
+	body := "name=report.txt;" + strings.Repeat("\xe9", 64) + `;dir=C:\x;mode=keep`
+	res := post(t, pe.url+"/upload", body, "Authorization", "Bearer agent-key", "Content-Type", "text/plain; charset=iso-8859-1")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want the approved call's 200", res.StatusCode)
+	}
+	var got string
+	if err := json.Unmarshal((<-shown).Arguments, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "name=report.txt;" + strings.Repeat(`\xE9`, 64) + `;dir=C:\\x;mode=keep`; got != want {
+		t.Errorf("the approver is shown %q, want %q", got, want)
+	}
+	if reqs := pe.upstream.Requests(); len(reqs) != 1 || string(reqs[0].Body) != body {
+		t.Errorf("upstream got %+v, want the body as sent", reqs)
+	}
+}

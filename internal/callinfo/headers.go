@@ -114,18 +114,38 @@ func showBytes(v string) (string, bool) {
 	if utf8.ValidString(v) {
 		return v, false
 	}
+	return string(appendShown(make([]byte, 0, len(v)+8), v, false)), true
+}
+
+// ShowBody is a body that is not JSON as approvers see it: as it is when it
+// is UTF-8; else with each byte that is not written as \xNN and each
+// backslash as \\, so that no byte sent is folded into another (a run of
+// them as one U+FFFD shows neither what is sent nor how much) and a "\xE9"
+// the agent wrote stays told apart from the byte.
+func ShowBody(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string(appendShown(make([]byte, 0, len(b)+16), string(b), true))
+}
+
+// appendShown appends s with each byte that is not UTF-8 as \xNN, and
+// each backslash as \\ when escapeBackslash.
+func appendShown(out []byte, s string, escapeBackslash bool) []byte {
 	const hex = "0123456789ABCDEF"
-	b := make([]byte, 0, len(v)+8)
-	for i := 0; i < len(v); {
-		r, n := utf8.DecodeRuneInString(v[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, '\\', 'x', hex[v[i]>>4], hex[v[i]&0xf])
-		} else {
-			b = append(b, v[i:i+n]...)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, '\\', 'x', hex[s[i]>>4], hex[s[i]&0xf])
+		case escapeBackslash && s[i] == '\\':
+			out = append(out, '\\', '\\')
+		default:
+			out = append(out, s[i:i+n]...)
 		}
 		i += n
 	}
-	return string(b), true
+	return out
 }
 
 // cutTo returns s cut to max bytes, at a rune boundary, ending with "…"

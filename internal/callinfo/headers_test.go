@@ -110,3 +110,20 @@ func TestHeadersOfNotUTF8(t *testing.T) {
 		t.Errorf("X-B: %d bytes, not UTF-8 %v, size %d; want cut to %d with its size", len(b.Value), b.NotUTF8, b.Size, MaxHeaderValue)
 	}
 }
+
+// TestShowBody: a body that is not UTF-8 shows every byte, none folded into
+// another, and a backslash the agent wrote apart from an escaped byte.
+func TestShowBody(t *testing.T) {
+	for in, want := range map[string]string{
+		"name=a;mode=keep":         "name=a;mode=keep",
+		`C:\dir`:                   `C:\dir`, // UTF-8: as it is
+		"a\xe9\xe9\xe9b":           `a\xE9\xE9\xE9b`,
+		"\xe9 and a literal \\xE9": `\xE9 and a literal \\xE9`,
+		"caf\xc3\xa9 \xff":         `café \xFF`,
+		"\xe2\x80":                 `\xE2\x80`, // a cut rune: two bytes, two escapes
+	} {
+		if got := ShowBody([]byte(in)); got != want {
+			t.Errorf("ShowBody(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

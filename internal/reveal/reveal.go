@@ -51,6 +51,7 @@ func Hidden(r rune) bool {
 	// Other_Default_Ignorable_Code_Point: characters filed under other
 	// categories that show as nothing (U+034F, the Hangul fillers U+115F,
 	// U+1160, U+3164 and U+FFA0, the Khmer vowels U+17B4 and U+17B5).
+	// U+2800, the blank Braille pattern, is a symbol that draws nothing.
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) ||
-		0xE0000 <= r && r <= 0xE007F
+		0xE0000 <= r && r <= 0xE007F || r == 0x2800
 }

@@ -21,6 +21,7 @@ func TestReveal(t *testing.T) {
 		{"\u2764\uFE0F", `❤\ufe0f`},              // even after an emoji, as joiners are
 		{"\u845B\U000E0100", `葛\udb40\udd00`},    // ideographic variation selector
 		{"\u1820\u180B", `ᠠ\u180b`},              // Mongolian free variation selector
+		{"a\u3164b\u2800c", `a\u3164b\u2800c`},   // Hangul filler, blank Braille pattern: draw nothing
 		{"bad\xffbyte", "bad\ufffdbyte"},         // invalid UTF-8
 		{"émoji 👍 日本", "émoji 👍 日本"},             // ordinary text stays
 	}
