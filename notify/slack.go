@@ -220,7 +220,7 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 
 	return slackMsg{
 		Text: fmt.Sprintf("Approval needed: %s on %s for %s",
-			slackEsc(e.Tool, 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
+			slackEsc(oneLine(title), 100), slackEsc(e.Upstream, 100), slackEsc(e.Subject, 100)),
 		Blocks: blocks,
 	}
 }

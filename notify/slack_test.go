@@ -321,6 +321,9 @@ func TestSlackShowsTheRequest(t *testing.T) {
 	if h := m.Blocks[0].Text.Text; h != "Approval needed: DELETE /admin/users/42?cascade=all" {
 		t.Errorf("header %q does not name the request", h)
 	}
+	if m.Text != "Approval needed: DELETE /admin/users/42?cascade=all on admin for agent-42" {
+		t.Errorf("the notification text %q does not name the request", m.Text)
+	}
 	if _, text := slackApprove(t, renderSlack(t, e, true)); !strings.Contains(text, "*Request*\n`DELETE /admin/users/42?cascade=all`") {
 		t.Errorf("no Request field:\n%s", text)
 	}
