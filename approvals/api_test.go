@@ -384,6 +384,23 @@ func TestAPIDecisionNotReplicated(t *testing.T) {
 	}
 }
 
+// TestAPI_RememberNeedsAKnownCaller: callers without credentials
+// (identity.anonymous) share one principal, so a grant for one of their
+// calls would let every one of them through: "remember" is refused, and the
+// call stays waiting.
+func TestAPI_RememberNeedsAKnownCaller(t *testing.T) {
+	e := newEnv(t, func(c *approvals.Config) { c.Grants = c.Store.(*pending.MemoryStore) })
+	c := e.parkOf("anonymous", "anonymous", "write_note", `{"path":"notes/today.txt"}`)
+	res := e.do(http.MethodPost, "/api/approvals/"+c.ID, bearer(aliceKey),
+		`{"decision":"approve","remember":{"scope":"subject+tool","lifetime":"720h"}}`)
+	if res.status != http.StatusBadRequest || strings.Contains(res.body, `"grant_id"`) {
+		t.Errorf("POST = %d, want 400 and no grant\n%s", res.status, res.body)
+	}
+	if s := e.state(c.ID); s != pending.Waiting {
+		t.Errorf("state = %s, want waiting", s)
+	}
+}
+
 // TestAPI_RememberNeedsAToolCall: a grant names one principal's calls of
 // one tool, so "remember" on a call without a tool (a plain HTTP call) is
 // refused before anything is decided, as a bad scope is.

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/toolgate/toolgate/approvals/signin"
+	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
@@ -67,8 +68,12 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 
 // grantable reports whether a grant can name c: a grant is for one
 // principal's calls of one tool (pending.Grant), so a plain HTTP call, or
-// one without a principal, is approved once.
-func grantable(c pending.Call) bool { return c.Principal != "" && c.Tool != "" }
+// one without a known principal, is approved once. Callers without
+// credentials (identity.anonymous) share one principal: a grant for it
+// would cover everyone who reaches the proxy.
+func grantable(c pending.Call) bool {
+	return c.Principal != "" && c.Principal != identity.AnonymousPrincipal && c.Tool != ""
+}
 
 // grant records the grant an approval asked for. The call is approved
 // already: a grant that cannot be stored is reported, the approval stands.

@@ -158,7 +158,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	info.PolicyInput, _ = in.AppendJSON(make([]byte, 0, 1024), false)
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
-	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, params)
+	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, params, sr.Query)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{

@@ -22,9 +22,12 @@ type call struct {
 	bodyHeld int64  // what the call holds of the body budget until decided
 	subject  identity.Subject
 	decision policy.Decision
-	mode     string      // the permission mode the call is decided under
-	hooks    *hookRecord // what the hooks did, when any was asked
-	mcp      *mcpMessage // set for messages to an MCP upstream's mcp_path
+	mode     string // the permission mode the call is decided under
+	// granted: a remembered grant turned the call's ask into allow
+	// (applyGrant); it is sent as its approval showed it (outboundHeader).
+	granted bool
+	hooks   *hookRecord // what the hooks did, when any was asked
+	mcp     *mcpMessage // set for messages to an MCP upstream's mcp_path
 	// out renders the call's answer; the call's protocol picks it when
 	// the call is read.
 	out responder

@@ -293,6 +293,13 @@ func outboundHeader(h http.Header, c *call) {
 	if len(c.body) > 0 {
 		h["Content-Length"] = []string{strconv.Itoa(len(c.body))}
 	}
+	if c.granted {
+		// Sent as the approval behind the grant showed it: the stored
+		// request has no Prefer (toolgate's own: wait, respond-async),
+		// and a Prefer the upstream acts on (tx=commit) is not in the
+		// grant's digest.
+		h.Del("Prefer")
+	}
 	h[headerCallID] = []string{c.id}
 	if c.subject.ID != "" {
 		h["X-Toolgate-Subject"] = []string{c.subject.ID}

@@ -63,12 +63,13 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
-	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParamsForm()) {
+	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParamsForm(), r.URL.RawQuery) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
 		return d
 	}
+	c.granted = true
 	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
@@ -78,9 +79,10 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 // grantExtras is what a grant is bound to beyond its scope
 // (callinfo.Info.GrantExtras): a digest of the headers the call sends
 // upstream (h, as stored) but the usual ones (callinfo.UsualHeader,
-// which differ from call to call) and toolgate's own, and of an MCP tool
+// which differ from call to call) and toolgate's own, of an MCP tool
 // call's other params as an identical retry must carry them
-// (attachParams). An approver sees exactly these on the approval page;
+// (attachParams), and of its query string (sent beside the arguments
+// with tool_query, and shown in the request line). An approver sees exactly these on the approval page;
 // a later call that sends one more, one fewer or another value is not
 // the call approved. That holds for a header named like a credential too,
 // whose value the approver saw only the size of: an agent may give any
@@ -91,14 +93,14 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 // no grants), such headers count by name and number of values. "" when
 // the call sends none of them, so that a grant made before grants were
 // bound (no extras) covers only such calls.
-func grantExtras(key []byte, h http.Header, params string) string {
+func grantExtras(key []byte, h http.Header, params, query string) string {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		if !forwardedHeader(k) && !callinfo.UsualHeader(k) {
 			names = append(names, k)
 		}
 	}
-	if len(names) == 0 && len(params) == 0 {
+	if len(names) == 0 && len(params) == 0 && len(query) == 0 {
 		return ""
 	}
 	sort.Strings(names)
@@ -116,6 +118,12 @@ func grantExtras(key []byte, h http.Header, params string) string {
 	}
 	if params != "" {
 		b = appendField(b, params)
+	}
+	if query != "" {
+		// Tagged, so a query is never read as params: a grant made
+		// before queries were bound (none) covers only calls without.
+		b = appendField(b, "?")
+		b = appendField(b, query)
 	}
 	if key == nil {
 		sum := sha256.Sum256(b)

@@ -242,3 +242,75 @@ func TestGrantsBoundToOtherParams(t *testing.T) {
 		}
 	}
 }
+
+// rememberedWrite parks one REST call of Write on a.txt (no query, no
+// header beyond the usual), remembers it as an approval does
+// (approvals.grant copies the parked call's GrantExtras), and returns a
+// function that sends a later call with a query and header pairs and
+// tells its status and what the upstream received of it.
+func rememberedWrite(t *testing.T) func(query string, header ...string) (int, *testkit.Request) {
+	t.Helper()
+	store := pending.NewMemory(pending.Options{})
+	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r3, effect: ask, tool: Write, target: \"*\"}\n"), func(c *Config) {
+		c.Pending, c.Grants, c.Hold = store, store, 10*time.Millisecond
+		c.GrantKey = []byte("0123456789abcdef0123456789abcdef")
+		c.Upstreams[0].ToolQuery = true
+	})
+	res := post(t, env.url+"/tools/Write", `{"path":"a.txt","content":"x"}`, "Authorization", "Bearer agent-key")
+	if res.StatusCode != 202 {
+		t.Fatalf("first call: %d, want 202 (parked)", res.StatusCode)
+	}
+	pc, err := store.Get(context.Background(), res.Header.Get("X-Toolgate-Call-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := callinfo.Decode(pc.Info)
+	if _, err := store.Grant(context.Background(), pending.Grant{
+		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
+		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
+	}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return func(query string, header ...string) (int, *testkit.Request) {
+		t.Helper()
+		before := len(env.upstream.Requests())
+		u := env.url + "/tools/Write"
+		if query != "" {
+			u += "?" + query
+		}
+		res := post(t, u, `{"path":"a.txt","content":"y"}`, append([]string{"Authorization", "Bearer agent-key"}, header...)...)
+		if reqs := env.upstream.Requests(); len(reqs) > before {
+			return res.StatusCode, &reqs[len(reqs)-1]
+		}
+		return res.StatusCode, nil
+	}
+}
+
+// TestGrantBoundToQuery: with tool_query, a grant remembered from a call
+// without a query string does not cover a later call with one: the query
+// is sent beside the arguments and shown in the request line the approver
+// saw. Without one, the grant covers the call as before.
+func TestGrantBoundToQuery(t *testing.T) {
+	send := rememberedWrite(t)
+	if st, _ := send(""); st != 200 {
+		t.Fatalf("the same call: %d, want 200 (the grant covers it)", st)
+	}
+	if st, got := send("force=true&dry_run=false"); st == 200 || got != nil {
+		t.Errorf("a call adding a query its approval never showed: %d, forwarded %v; want it asked (202)", st, got)
+	}
+}
+
+// TestGrantSendsNoPrefer: a call a grant lets through is sent as its
+// approval showed it, without Prefer: the parked request has none
+// (toolgate's own wait and respond-async), so a Prefer an upstream acts on
+// (tx=commit) was neither shown nor bound.
+func TestGrantSendsNoPrefer(t *testing.T) {
+	send := rememberedWrite(t)
+	st, got := send("", "Prefer", "resolution=merge-duplicates, tx=commit")
+	if st != 200 || got == nil {
+		t.Fatalf("the granted call: %d, forwarded %v; want 200", st, got)
+	}
+	if p := got.Header.Values("Prefer"); len(p) > 0 {
+		t.Errorf("the granted call was sent Prefer %q, which its approval did not show", p)
+	}
+}

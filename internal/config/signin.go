@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/toolgate/toolgate/approvals/signin"
 )
 
@@ -125,6 +127,16 @@ func (v *validator) approvalsIdentity(a *ApprovalsIdentity, publicURL string) {
 	}
 }
 
+// notComposed refuses an approver's name not in Unicode normal form C: the
+// same name composed (as identity providers and Slack send names, and as
+// sign-in requires them) compares as another person, whom a quorum would
+// count beside this one.
+const notComposed = "is not in Unicode normal form C (composed): the same name signed in would count as a second approver"
+
+func composeFix(name string) string {
+	return fmt.Sprintf("write it composed: %q", norm.NFC.String(name))
+}
+
 func (v *validator) slack(s *Slack) {
 	const key, from = "approvals.slack.signing_secret", "copy the Signing Secret from the Slack app's Basic Information page"
 	switch sec := s.SigningSecret.Reveal(); {
@@ -142,8 +154,11 @@ func (v *validator) slack(s *Slack) {
 			at = "approvals.slack.users"
 			v.add(at, "holds an empty Slack user ID", "write the user's Slack member ID, such as U012ABC, as the key")
 		}
-		if strings.TrimSpace(name) == "" {
+		switch {
+		case strings.TrimSpace(name) == "":
 			v.add(at, "maps a Slack user to an empty approver name", "write the approver's identity, such as alice@example.com")
+		case !norm.NFC.IsNormalString(name):
+			v.add(at, notComposed, composeFix(name))
 		}
 	}
 }

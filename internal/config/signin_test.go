@@ -234,6 +234,11 @@ func TestLoad_SigninErrors(t *testing.T) {
 			"empty approver name",
 		},
 		{
+			"slack user not composed", minimalYAML + "  slack:\n    signing_secret: ${SLACK_SECRET}\n    users: {U1: \"jose\\u0301\", U2: bob}\n", nil,
+			[]string{"approvals.slack.users.U1"},
+			"normal form C",
+		},
+		{
 			"slack user not a string", minimalYAML + "  slack:\n    signing_secret: ${SLACK_SECRET}\n    users: {U1: 7}\n", nil,
 			[]string{"approvals.slack.users.U1"},
 			"expected a string",

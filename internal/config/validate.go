@@ -15,6 +15,7 @@ import (
 
 	"github.com/gobwas/glob"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/toolgate/toolgate/approvals"
 	"github.com/toolgate/toolgate/identity"
@@ -502,6 +503,8 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 			v.add(at+".name", "is empty", "name every approver, e.g. alice")
 		case names[ap.Name] != "":
 			v.add(at+".name", fmt.Sprintf("%q is also the name of %s", ap.Name, names[ap.Name]), "give every approver their own name")
+		case !norm.NFC.IsNormalString(ap.Name):
+			v.add(at+".name", notComposed, composeFix(ap.Name))
 		default:
 			names[ap.Name] = at
 		}

@@ -207,6 +207,8 @@ func TestValidate(t *testing.T) {
 		{"approvals secret short", func(c *Config) { c.Approvals.Secret = Secret(strings.Repeat("x", 31)) }, []string{"approvals.secret"}},
 		{"approvals secret of 32 bytes is fine", func(c *Config) { c.Approvals.Secret = Secret(strings.Repeat("x", 32)) }, nil},
 		{"approver name empty", func(c *Config) { c.Approvals.Approvers[0].Name = "" }, []string{"approvals.approvers[0].name"}},
+		// "José" decomposed: signed in composed, the same person would count twice.
+		{"approver name not composed", func(c *Config) { c.Approvals.Approvers[0].Name = "jose\u0301" }, []string{"approvals.approvers[0].name"}},
 		{"approver name repeated", func(c *Config) { c.Approvals.Approvers[1].Name = "alice" }, []string{"approvals.approvers[1].name"}},
 		{"approver key empty", func(c *Config) { c.Approvals.Approvers[0].Key = "" }, []string{"approvals.approvers[0].key"}},
 		{"approver key repeated", func(c *Config) { c.Approvals.Approvers[1].Key = testAliceKey }, []string{"approvals.approvers[1].key"}},
