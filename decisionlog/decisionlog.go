@@ -109,8 +109,10 @@ type Logger struct {
 	stop    chan struct{}
 	done    chan struct{}
 	closed  atomic.Bool
-	counts  *collector
-	synced  *ast.Compiler // the revision last given to the manager; worker only
+	// queuedBytes is what the queued events count (MaxQueueBytes).
+	queuedBytes atomic.Int64
+	counts      *collector
+	synced      *ast.Compiler // the revision last given to the manager; worker only
 	// direct is true while events may skip the plugin (direct.go): no log
 	// service, and no mask or drop rules in the revision synced. Worker only.
 	direct bool
@@ -137,7 +139,21 @@ type Logger struct {
 type entry interface {
 	decisionID() string
 	info(opts *Options) (*server.Info, error)
+	// queuedBytes is what the entry counts against MaxQueueBytes while it
+	// waits for the worker.
+	queuedBytes(opts *Options) int64
 }
+
+// MaxQueueBytes bounds what the events waiting for the worker hold, as
+// Options.QueueSize bounds their number: past it an event is dropped and
+// counted (reason queue_full). An event counts eventBytes, its request's
+// headers, and its parsed arguments when they are logged; a queue of
+// events behind a slow sink (a console read slowly) would otherwise hold
+// up to QueueSize requests' headers and arguments.
+const MaxQueueBytes = 64 << 20
+
+// eventBytes is what an event counts for its fixed part.
+const eventBytes = 1024
 
 // New starts a Logger. Close it to flush what is buffered.
 func New(ctx context.Context, opts Options) (*Logger, error) {
@@ -220,9 +236,16 @@ func (l *Logger) enqueue(e entry) {
 		l.counts.queueFull.Add(1)
 		return
 	}
+	size := e.queuedBytes(&l.opts)
+	if l.queuedBytes.Add(size) > MaxQueueBytes {
+		l.queuedBytes.Add(-size)
+		l.counts.queueFull.Add(1)
+		return
+	}
 	select {
 	case l.queue <- e:
 	default:
+		l.queuedBytes.Add(-size)
 		l.counts.queueFull.Add(1)
 	}
 }
@@ -279,6 +302,7 @@ func (l *Logger) run() {
 const drainInterval = 20 * time.Millisecond
 
 func (l *Logger) log(ctx context.Context, e entry) {
+	defer l.queuedBytes.Add(-e.queuedBytes(&l.opts))
 	if err := l.sync(ctx); err != nil {
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: cannot load the policy's mask rules; event not logged", "error", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -250,5 +251,67 @@ func TestQueueFullCounted(t *testing.T) {
 	dropped := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full")
 	if dropped == 0 || logged+int(dropped) != sent {
 		t.Fatalf("%d logged + %v dropped, want %d with some dropped", logged, dropped, sent)
+	}
+}
+
+// stalled is a console whose writes wait for release, as stdout does when
+// the container's log pipe is read too slowly.
+type stalled struct{ release chan struct{} }
+
+func (s stalled) Write(p []byte) (int, error) { <-s.release; return len(p), nil }
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestQueueLetsGoOfArguments: with log.arguments off, a queued event does
+// not keep its call's parsed arguments: 40 denied calls of ~180 KiB of tiny
+// values, queued behind a console that does not take them, held 3 MiB each
+// when the arguments were let go of only as the event was built.
+func TestQueueLetsGoOfArguments(t *testing.T) {
+	e := newEngine(t, map[string]string{"p.rego": testPolicy})
+	s := stalled{release: make(chan struct{})}
+	l, _ := newLogger(t, e, decisionlog.Options{Console: slog.NewJSONHandler(s, nil)})
+	defer close(s.release) // before the logger closes
+	base := newProxy(t, e, adapter{l, e}, nil)
+	body := `{"a":[` + strings.Repeat("1,", 90_000) + `1]}`
+	before := heapInUse()
+	const calls = 40
+	for range calls {
+		res, err := http.Post(base+"/tools/rm", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d, want the deny's 403", res.StatusCode)
+		}
+	}
+	if per := (int64(heapInUse()) - int64(before)) / calls; per > 512<<10 {
+		t.Errorf("each queued event holds %d KiB with arguments off", per>>10)
+	}
+}
+
+// TestQueueBoundedByBytes: events that log their arguments count them while
+// queued: behind a console that takes nothing, events of 1 MiB of arguments
+// each are dropped (and counted) once MaxQueueBytes is queued, long before
+// the queue's count is reached.
+func TestQueueBoundedByBytes(t *testing.T) {
+	e := newEngine(t, map[string]string{"p.rego": testPolicy})
+	reg := prometheus.NewRegistry()
+	s := stalled{release: make(chan struct{})}
+	l, _ := newLogger(t, e, decisionlog.Options{Console: slog.NewJSONHandler(s, nil), Arguments: true, Registerer: reg})
+	defer close(s.release)
+	const sent, each = 200, 1 << 20
+	for i := range sent {
+		l.LogDecision(context.Background(), decisionlog.Decision{ID: fmt.Sprint("call-", i), Time: time.Now(), ArgumentBytes: each})
+	}
+	dropped := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full")
+	if kept := sent - int(dropped); kept > decisionlog.MaxQueueBytes/each+1 || dropped == 0 {
+		t.Errorf("%d of %d events of 1 MiB queued (%v dropped), want at most %d", kept, sent, dropped, decisionlog.MaxQueueBytes/each+1)
 	}
 }

@@ -48,10 +48,52 @@ type Decision struct {
 	// UpdatedBy the hook that rewrote the arguments, with the digests of
 	// the arguments before and after.
 	Hook, UpdatedBy, ArgsDigest, UpdatedArgsDigest string
+	// HeaderBytes and ArgumentBytes are what Input holds in memory beyond
+	// its fixed part: its headers, and its arguments as parsed (0 when
+	// not known). A queued event counts them against MaxQueueBytes, the
+	// arguments only when they are logged (Options.Arguments).
+	HeaderBytes, ArgumentBytes int64
 }
 
 // LogDecision queues the event of one decided call. It never blocks.
-func (l *Logger) LogDecision(_ context.Context, d Decision) { l.enqueue(&d) }
+// Arguments that are not logged are let go of here, not when the event is
+// built: a queue of events waiting behind a slow sink would otherwise hold
+// every call's parsed arguments.
+func (l *Logger) LogDecision(_ context.Context, d Decision) {
+	if !l.opts.Arguments {
+		d.Input = withoutArguments(d.Input)
+	}
+	l.enqueue(&d)
+}
+
+func (d *Decision) queuedBytes(opts *Options) int64 {
+	n := eventBytes + d.HeaderBytes
+	if opts.Arguments {
+		n += d.ArgumentBytes
+	}
+	return n
+}
+
+// withoutArguments is in without what log.arguments keeps out of events:
+// the tool's arguments, a plain HTTP call's query string (its arguments),
+// and an MCP call's other params (_meta, inputResponses, anything else the
+// agent sent beside the arguments), as the direct path
+// (policy.Input.AppendJSON) leaves them out. in's own values are not
+// changed.
+func withoutArguments(in policy.Input) policy.Input {
+	if in.Tool != nil && in.Tool.Arguments != nil {
+		t := *in.Tool
+		t.Arguments = nil
+		in.Tool = &t
+	}
+	in.HTTP.Query = nil
+	if in.MCP != nil && in.MCP.Params != nil {
+		m := *in.MCP
+		m.Params = nil
+		in.MCP = &m
+	}
+	return in
+}
 
 func (d *Decision) decisionID() string { return d.ID }
 
@@ -59,22 +101,8 @@ func (d *Decision) info(opts *Options) (*server.Info, error) {
 	in := d.Input
 	if !opts.Arguments {
 		// The safe default: arguments can hold anything, secrets included,
-		// so they are never even converted. A plain HTTP call's query
-		// string is its arguments.
-		if in.Tool != nil {
-			t := *in.Tool
-			t.Arguments = nil
-			in.Tool = &t
-		}
-		in.HTTP.Query = nil
-		// An MCP call's other params (_meta, inputResponses, anything
-		// else the agent sent beside the arguments) are arguments too, as
-		// the direct path (policy.Input.AppendJSON) treats them.
-		if in.MCP != nil && in.MCP.Params != nil {
-			m := *in.MCP
-			m.Params = nil
-			in.MCP = &m
-		}
+		// so they are never even converted (LogDecision let go of them).
+		in = withoutArguments(in)
 	}
 	v, err := in.Value()
 	if err != nil {
@@ -159,6 +187,8 @@ type Audit struct {
 func (l *Logger) LogAudit(_ context.Context, a Audit) { l.enqueue(&a) }
 
 func (a *Audit) decisionID() string { return a.CallID }
+
+func (a *Audit) queuedBytes(*Options) int64 { return eventBytes }
 
 func (a *Audit) info(*Options) (*server.Info, error) {
 	var input any = map[string]any{

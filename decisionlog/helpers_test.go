@@ -92,6 +92,7 @@ func (a adapter) LogDecision(ctx context.Context, r proxy.DecisionRecord) {
 	a.l.LogDecision(ctx, decisionlog.Decision{
 		ID: r.CallID, Time: r.Time, Input: r.Input, Result: r.Decision, Err: r.Err, Revision: a.e.Revision(),
 		Elapsed: r.Elapsed, RequestedBy: r.RemoteAddr, TraceID: r.TraceID, SpanID: r.SpanID,
+		HeaderBytes: r.HeaderBytes, ArgumentBytes: r.ArgumentBytes,
 	})
 }
 

@@ -24,6 +24,11 @@ const (
 	ToolCompleteResource = "mcp:completion/resource"
 )
 
+// IsMCPMethod reports whether method is one of the protocol's own: a
+// method the shipped library lets through as plumbing, or one decided as a
+// tool call. Anything else is a name the caller made up.
+func IsMCPMethod(method string) bool { return mcpMethods[method] || IsMCPToolMethod(method) }
+
 // IsMCPToolMethod reports whether an MCP request of method is decided as a
 // tool call: tools/call, and the pseudo-tools' resources/read, prompts/get
 // and completion/complete.

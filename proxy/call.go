@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/identity"
 	"github.com/toolgate/toolgate/policy"
@@ -236,8 +238,23 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 func (s *Server) refused(r *http.Request, c *call, a answer) {
 	s.metrics.refused.WithLabelValues(a.outcome).Inc()
 	s.tracing.refused(r, c, a.outcome)
-	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", cmp.Or(a.logDetail, a.detail),
-		"method", r.Method, "path", r.URL.EscapedPath())
+	s.log.Info("request refused", "call_id", c.id, "status", a.status, "outcome", a.outcome, "reason", logCut(cmp.Or(a.logDetail, a.detail), 1024),
+		"method", logCut(r.Method, 64), "path", logCut(r.URL.EscapedPath(), 512))
+}
+
+// logCut is s for a log line: at most max bytes, at a rune boundary, and
+// when cut, with how long it was. A refused request is logged whoever sent
+// it, credentials or not: its path (up to the header limit) would otherwise
+// make each line as long as the request.
+func logCut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // toolsInAnotherCase reports whether rel's first segment is "tools" in

@@ -40,6 +40,23 @@ type DecisionRecord struct {
 	// when none was asked); when one rewrote the arguments, UpdatedBy
 	// names it and the digests are of the arguments before and after.
 	Hook, UpdatedBy, ArgsDigest, UpdatedArgsDigest string
+	// HeaderBytes and ArgumentBytes are what Input holds beyond its fixed
+	// part: the request's headers, and its arguments as parsed (what the
+	// body was counted as against the body budget). A logger that queues
+	// records bounds its queue by them.
+	HeaderBytes, ArgumentBytes int64
+}
+
+// headerBytes is about what h holds: its names and values.
+func headerBytes(h http.Header) int64 {
+	var n int
+	for k, vs := range h {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v) + 16
+		}
+	}
+	return int64(n)
 }
 
 // logDecision hands the decision of c to the decision log, if there is one.
@@ -53,6 +70,7 @@ func (s *Server) logDecision(ctx context.Context, r *http.Request, c *call, elap
 	rec := DecisionRecord{
 		CallID: c.id, Time: s.cfg.Now(), Input: *c.input, Decision: c.decision,
 		Err: evalErr, Elapsed: elapsed, RemoteAddr: r.RemoteAddr, DryRun: c.up.DryRun,
+		HeaderBytes: headerBytes(r.Header), ArgumentBytes: max(c.bodyHeld, int64(len(c.body))) + int64(len(r.URL.RawQuery)),
 	}
 	if h := c.hooks; h != nil {
 		rec.Hook, rec.UpdatedBy, rec.ArgsDigest, rec.UpdatedArgsDigest = h.Decision, h.UpdatedBy, h.ArgsDigest, h.UpdatedArgsDigest

@@ -1329,3 +1329,23 @@ func TestBodyBudgetGivenBack(t *testing.T) {
 		t.Fatalf("after the calls ended, the body budget holds %d bytes (%v)", env.server.bodies.used, env.server.bodies.by)
 	}
 }
+
+// TestRefusedLineBounded: a refused request is logged whoever sent it; its
+// path (up to the header limit) is cut in the line, which says how long it
+// was.
+func TestRefusedLineBounded(t *testing.T) {
+	var logs bytes.Buffer
+	env := newTestServer(t, seedEngine(t), func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	path := "/" + strings.Repeat("p", 60<<10)
+	res := post(t, env.url+path, `{}`, "Authorization", "Bearer not-a-key") // 401
+	res.Body.Close()
+	line := logs.String()
+	if !strings.Contains(line, "request refused") {
+		t.Fatalf("no refusal logged: %.300s", line)
+	}
+	if len(line) > 4096 || !strings.Contains(line, "(61441 bytes)") {
+		t.Errorf("the refusal's line is %d bytes, or does not say how long the path was: %.600s", len(line), line)
+	}
+}

@@ -154,6 +154,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
 			}
+			if id, has := o["id"]; len(method) > maxRPCName || has && len(rpcIDJSON(id)) > maxRPCName {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member's "method" or "id" is longer than `+strconv.Itoa(maxRPCName)+" bytes")
+			}
 			if !isResponse(o, method) {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member without "method" is a response: exactly one of "result" and "error", and no "params"`)
 			}
@@ -191,10 +194,17 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id = rpcIDJSON(id)
+		if len(c.mcp.id) > maxRPCName {
+			c.mcp.id = nil // not echoed: the refusal would be as large
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"id" is longer than `+strconv.Itoa(maxRPCName)+" bytes")
+		}
 	}
 	method, _ := msg["method"].(string)
 	if _, has := msg["method"]; has && method == "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" must be a non-empty string`)
+	}
+	if len(method) > maxRPCName {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" is longer than `+strconv.Itoa(maxRPCName)+" bytes")
 	}
 	c.mcp.method = method
 	if !isResponse(msg, method) {
@@ -425,6 +435,12 @@ func rewriteResponseID(b []byte, id json.RawMessage) ([]byte, bool) {
 // under case folding without being spelled the same: parsers that match
 // case-insensitively (Go's encoding/json into a struct) would read it as
 // that member, case-sensitive ones would not, so it is refused.
+// maxRPCName bounds a message's method and id (an id as JSON). The
+// protocol's methods are a few dozen bytes and ids are counters or UUIDs;
+// both go into the decision log, the refusal, the policy's reasons and
+// spans, so an unbounded one would make each of them as large as the body.
+const maxRPCName = 256
+
 // foreignMember is a member of JSON-RPC message m that JSON-RPC does not
 // define, if m has one. Such a member would be forwarded with the message
 // (and parked with it) while neither the policy input nor an approver sees
@@ -441,7 +457,7 @@ func foreignMember(m map[string]any) string {
 }
 
 func foreignMemberDetail(k string) string {
-	return "member " + strconv.Quote(k) + " is not a JSON-RPC member (jsonrpc, id, method, params, result, error): nothing decides it, so nothing sends it"
+	return "member " + strconv.Quote(logCut(k, 64)) + " is not a JSON-RPC member (jsonrpc, id, method, params, result, error): nothing decides it, so nothing sends it"
 }
 
 func caseVariant(m map[string]any, known ...string) string {

@@ -161,7 +161,7 @@ func callAttributes(r *http.Request, c *call) []attribute.KeyValue {
 		return attrs
 	}
 	if c.mcp.method != "" {
-		attrs = append(attrs, attrMCPMethod.String(c.mcp.method))
+		attrs = append(attrs, attrMCPMethod.String(spanMethod(c.mcp.method)))
 	}
 	if v := r.Header.Get("Mcp-Session-Id"); v != "" {
 		attrs = append(attrs, attrMCPSession.String(v))
@@ -173,6 +173,17 @@ func callAttributes(r *http.Request, c *call) []attribute.KeyValue {
 		attrs = append(attrs, attrRPCRequestID.String(id))
 	}
 	return attrs
+}
+
+// spanMethod is an MCP method as spans name it: the protocol's own by
+// name, any other "_OTHER", as the semantic conventions name an unknown
+// HTTP method. The caller picks the method: as a span name it would make
+// one name per request in the trace backend's index.
+func spanMethod(method string) string {
+	if policy.IsMCPMethod(method) {
+		return method
+	}
+	return "_OTHER"
 }
 
 // rpcIDString is a JSON-RPC id as the semantic conventions spell it: a
@@ -196,7 +207,7 @@ func spanName(r *http.Request, c *call) (name, route string) {
 		if c.mcp.isToolCall {
 			return c.mcp.method + " " + c.input.Tool.Name, ""
 		}
-		return c.mcp.method, ""
+		return spanMethod(c.mcp.method), ""
 	case c.mcp == nil && c.input != nil && c.input.Kind == policy.KindREST:
 		route = c.up.Prefix + "tools/{tool}"
 		return r.Method + " " + route, route

@@ -3,10 +3,13 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -479,3 +482,43 @@ type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// TestTraceMethodsBounded: the caller picks an MCP message's method and id.
+// One longer than maxRPCName is refused before anything is decided, logged
+// or traced; a method the protocol does not define names its span "_OTHER",
+// so that callers cannot make one span name per request in the backend's
+// index.
+func TestTraceMethodsBounded(t *testing.T) {
+	exp, on := traced()
+	env := newTestServer(t, seedEngine(t), on, func(c *Config) { c.Upstreams[0].Protocol = policy.KindMCP })
+	send := func(body string) (*http.Response, string) {
+		t.Helper()
+		res := post(t, env.url+"/mcp", body, "Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-06-18")
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(raw)
+	}
+	long := strings.Repeat("m", 300) // past maxRPCName
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"x/` + long + `","params":{}}`,
+		`{"jsonrpc":"2.0","id":"` + long + `","method":"ping"}`,
+		`[{"jsonrpc":"2.0","id":"` + long + `","method":"ping"}]`,
+	} {
+		res, raw := send(body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(raw, "longer than 256 bytes") || len(raw) > 1024 {
+			t.Errorf("%.60s…: %d %.300s; want 400 saying what is too long, short", body, res.StatusCode, raw)
+		}
+		if len(env.upstream.Requests()) != 0 {
+			t.Fatalf("the upstream got a message refused")
+		}
+	}
+	names := map[string]bool{}
+	for i := range 20 {
+		res, _ := send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"made/up-%d","params":{}}`, i))
+		server, _ := spansOf(t, exp, res.Header.Get(headerCallID))
+		names[server.Name] = true
+	}
+	if len(names) != 1 || !names["_OTHER"] {
+		t.Errorf("20 made-up methods gave the span names %v, want one: _OTHER", slices.Collect(maps.Keys(names)))
+	}
+}

@@ -66,6 +66,7 @@ func (d *decisionLog) LogDecision(ctx context.Context, r proxy.DecisionRecord) {
 		Revision: d.engine.Revision(), Elapsed: r.Elapsed, RequestedBy: r.RemoteAddr,
 		TraceID: r.TraceID, SpanID: r.SpanID, DryRun: r.DryRun,
 		Hook: r.Hook, UpdatedBy: r.UpdatedBy, ArgsDigest: r.ArgsDigest, UpdatedArgsDigest: r.UpdatedArgsDigest,
+		HeaderBytes: r.HeaderBytes, ArgumentBytes: r.ArgumentBytes,
 	})
 }
 

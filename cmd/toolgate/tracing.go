@@ -66,14 +66,33 @@ func newTracing(ctx context.Context, log *slog.Logger) (tracing, error) {
 		_ = exp.Shutdown(ctx)
 		return tracing{}, fmt.Errorf("tracing (OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
-	// Export failures must not reach stderr as bare text lines: they go
-	// to the JSON log, as warnings (tracing never fails a call).
+	// OpenTelemetry's errors (a failed export, a caller's baggage it could
+	// not read) must not reach stderr as bare text lines: they go to the
+	// JSON log, as warnings (tracing never fails a call).
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("tracing: export failed", "error", err)
+		log.Warn("tracing error", "error", err)
 	}))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(spanLimits()))
 	log.Info("tracing on", "exporter", fmt.Sprintf("%T", exp))
 	return tracing{provider: tp, propagator: autoprop.NewTextMapPropagator(), shutdown: tp.Shutdown}, nil
+}
+
+// spanValueLimit bounds each span attribute's value, in bytes, unless
+// OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT says otherwise. The SDK's default
+// is no bound, and a request's path and User-Agent (up to the header
+// limit, from callers without credentials too) become attributes: the
+// batch processor's 2,048 queued spans would hold as much as 2,048
+// requests' headers while a collector is slow.
+const spanValueLimit = 1024
+
+// spanLimits are the SDK's limits from the environment, with
+// spanValueLimit unless the environment sets one.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if _, set := os.LookupEnv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"); !set {
+		l.AttributeValueLengthLimit = spanValueLimit
+	}
+	return l
 }
 
 // flush exports the spans still buffered and stops the pipeline.

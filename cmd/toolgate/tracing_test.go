@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -203,5 +204,20 @@ func TestServeExportsTraces(t *testing.T) {
 	allowedID, deniedID := strings.Fields(allowed)[1], strings.Fields(denied)[1]
 	if decisions[allowedID] != "allow" || decisions[deniedID] != "deny" || servers != 2 || clients != 1 {
 		t.Fatalf("exported %d spans: decisions %v, %d server, %d client", len(spans), decisions, servers, clients)
+	}
+}
+
+// TestSpanLimits: span attribute values are bounded by default (a path or
+// User-Agent up to the header limit would otherwise be kept whole in every
+// queued span), and the environment's own bound wins.
+func TestSpanLimits(t *testing.T) {
+	t.Setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "")
+	os.Unsetenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	if got := spanLimits().AttributeValueLengthLimit; got != spanValueLimit {
+		t.Errorf("default attribute value limit %d, want %d", got, spanValueLimit)
+	}
+	t.Setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "50")
+	if got := spanLimits().AttributeValueLengthLimit; got != 50 {
+		t.Errorf("with OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT=50: limit %d", got)
 	}
 }
