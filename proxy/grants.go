@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
+	"github.com/toolgate/toolgate/internal/keys"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -74,6 +75,17 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
 	}}, d.Reasons...)}
+}
+
+// GrantKey is the key of grants' digests (Config.GrantKey) from the
+// approvals secret: derived, as the seals' keys are, so that no digest an
+// approver can read (grant_extras in the approvals API) is keyed with the
+// secret that signs approval links. Nil for no secret.
+func GrantKey(secret []byte) []byte {
+	if len(secret) == 0 {
+		return nil
+	}
+	return keys.Derive(secret, "toolgate grant extras v1")
 }
 
 // grantExtras is what a grant is bound to beyond its scope

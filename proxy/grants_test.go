@@ -314,3 +314,20 @@ func TestGrantSendsNoPrefer(t *testing.T) {
 		t.Errorf("the granted call was sent Prefer %q, which its approval did not show", p)
 	}
 }
+
+// TestGrantKeyDerived: grants' digests are keyed with a key derived from
+// the approvals secret, never the secret itself (which signs the links),
+// and no secret gives no key.
+func TestGrantKeyDerived(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	k := GrantKey(secret)
+	if len(k) != 32 || bytes.Equal(k, secret) || bytes.Equal(k, SealKey(secret)) {
+		t.Errorf("GrantKey = %x: want 32 bytes of its own", k)
+	}
+	if !bytes.Equal(k, GrantKey(secret)) {
+		t.Error("GrantKey is not the same for the same secret: replicas would not honour each other's grants")
+	}
+	if GrantKey(nil) != nil {
+		t.Error("GrantKey of no secret is a key")
+	}
+}

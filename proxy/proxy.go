@@ -105,9 +105,10 @@ type Config struct {
 	// relayed itself.
 	Listings pending.Listings
 	// GrantKey keys the digest that binds a grant to the credentials'
-	// values its call sent (grantExtras): the same on every replica (the
-	// approvals secret), so that a grant made through one is honoured by
-	// all. Without it a grant binds those headers by name alone.
+	// values its call sent (grantExtras): the same on every replica
+	// (GrantKey of the approvals secret), so that a grant made through one
+	// is honoured by all. Without it a grant binds those headers by name
+	// alone.
 	GrantKey []byte
 	// SealKeys seal the calls this Server parks (the first) and are the
 	// keys a call it runs may be sealed with (all): SealKey of the

@@ -186,7 +186,7 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 		Hooks:                 hookRunner,
 		Grants:                a.parking.grants(),
 		Listings:              a.parking.listings(),
-		GrantKey:              []byte(cfg.Approvals.Secret.Reveal()),
+		GrantKey:              proxy.GrantKey([]byte(cfg.Approvals.Secret.Reveal())),
 		SealKeys:              sealKeys(cfg),
 		TracerProvider:        a.tracing.provider,
 		Propagator:            a.tracing.propagator,
