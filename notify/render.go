@@ -190,9 +190,20 @@ func requestLine(e *Event) (line string, cut bool) {
 }
 
 // oneLine folds line breaks so a value cannot start a new line of its own
-// (a fake "Approved by" line, for example).
+// (a fake "Approved by" line, for example): each run of ASCII white space
+// becomes one space. Other breaks and spaces are left for reveal.String,
+// which every caller applies after it: U+0085, U+2028 and U+2029 are
+// spelled out there, as on the approval page, rather than shown as a space.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return strings.Join(strings.FieldsFunc(s, asciiSpace), " ")
+}
+
+func asciiSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r':
+		return true
+	}
+	return false
 }
 
 // truncateRunes shortens s to at most max runes, marking the cut with "…".

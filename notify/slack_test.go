@@ -333,3 +333,16 @@ func TestSlackShowsTheRequest(t *testing.T) {
 		t.Errorf("an MCP call's request does not name its method:\n%s", text)
 	}
 }
+
+// TestSlackSpellsOutUnicodeBreaks: a header value's U+0085, U+2028 and
+// U+2029 are spelled out, as on the approval page, not folded into a space
+// that would show a different value; ASCII line breaks still fold, so no
+// value starts a line of its own.
+func TestSlackSpellsOutUnicodeBreaks(t *testing.T) {
+	e := requested("c1")
+	e.Headers = &Headers{List: []Header{{Name: "X-Note", Value: "a\u2028b\u0085c\u2029d\ne"}}}
+	_, text := slackApprove(t, renderSlack(t, e, false))
+	if !strings.Contains(text, `X-Note: a\u2028b\u0085c\u2029d e`) {
+		t.Errorf("the header is not shown with its breaks spelled out:\n%s", text)
+	}
+}
