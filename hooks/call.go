@@ -30,11 +30,13 @@ func (r *Runner) ask(ctx context.Context, h *hook, input []byte) (Opinion, time.
 	a, f := r.post(ctx, h, input)
 	took := time.Since(start)
 	if f != nil {
-		attrs := []any{"hook", h.name, "why", f.why, "on_failure", h.onFailure, "duration_ms", took.Milliseconds()}
-		if f.err != nil {
-			attrs = append(attrs, "err", f.err)
+		if ok, suppressed := r.failed.Allow(h.name + "\x00" + f.why); ok {
+			attrs := []any{"hook", h.name, "why", f.why, "on_failure", h.onFailure, "duration_ms", took.Milliseconds(), "suppressed_since_last", suppressed}
+			if f.err != nil {
+				attrs = append(attrs, "err", f.err)
+			}
+			r.log.WarnContext(ctx, "hook failed", attrs...)
 		}
-		r.log.WarnContext(ctx, "hook failed", attrs...)
 		return Opinion{
 			Decision: h.onFailure,
 			Hook:     h.name,

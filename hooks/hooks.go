@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/gobwas/glob"
+
+	"github.com/toolgate/toolgate/internal/logthrottle"
 )
 
 // The four answers a hook may give, and the outcome label of a hook that
@@ -165,7 +167,14 @@ type Runner struct {
 	now       func() time.Time
 	onResult  func(hook, outcome string, d time.Duration)
 	semaphore chan struct{}
+	// failed bounds the "hook failed" warnings, one a hook and reason
+	// every failWarnEvery: an agent's calls can make a hook fail on every
+	// call (a flood past MaxInFlight), and the metric counts each.
+	failed *logthrottle.Throttle
 }
+
+// failWarnEvery is how often a hook's failure of one kind is logged.
+const failWarnEvery = 10 * time.Second
 
 // hook is a Hook validated and compiled.
 type hook struct {
@@ -189,6 +198,7 @@ func New(opts Options) (*Runner, error) {
 		log:      opts.Logger,
 		now:      opts.Now,
 		onResult: opts.OnResult,
+		failed:   logthrottle.New(failWarnEvery),
 	}
 	if r.log == nil {
 		r.log = slog.Default()

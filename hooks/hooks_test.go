@@ -437,6 +437,27 @@ func TestFailures(t *testing.T) {
 	})
 }
 
+// TestFailureLogThrottled: a hook that fails on every call is logged once
+// an interval for each kind of failure, not once a call (an agent can make
+// it fail on every call); the metric's OnResult still sees each.
+func TestFailureLogThrottled(t *testing.T) {
+	srv := newHookServer(t, `{}`)
+	srv.Close()
+	var log testkit.Buffer
+	results := 0
+	r := newRunner(t, Options{
+		Hooks:    []Hook{{Name: "h", URL: srv.URL}},
+		Logger:   slog.New(slog.NewJSONHandler(&log, nil)),
+		OnResult: func(string, string, time.Duration) { results++ },
+	})
+	for range 20 {
+		r.Run(t.Context(), "u", "t", []byte(testInput))
+	}
+	if n := strings.Count(log.String(), `"msg":"hook failed"`); n != 1 || results != 20 {
+		t.Errorf("20 failures: %d log lines and %d results, want 1 and 20\n%s", n, results, log.String())
+	}
+}
+
 // TestFailureLogKeepsURLOut: the log of a failure names the hook, not its
 // URL, which may carry a token.
 func TestFailureLogKeepsURLOut(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/logthrottle"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -55,8 +56,8 @@ type Lifecycle struct {
 	onEnd    func(pending.Call)
 	drained  context.Context // done once Drain was called
 	drainAll context.CancelFunc
-	warned   throttle // the sweeper's repeated warnings
-	slots    *Handoff // the requests held here, for approvals made here
+	warned   *logthrottle.Throttle // the sweeper's repeated warnings
+	slots    *Handoff              // the requests held here, for approvals made here
 	// abandoned are the calls whose park failed and may still land,
 	// that the store did not abandon yet (abandon.go).
 	abandoned abandons
@@ -83,7 +84,10 @@ func New(cfg Config) (*Lifecycle, error) {
 	if cfg.Handoff == nil {
 		cfg.Handoff = NewHandoff(cfg.Store)
 	}
-	l := &Lifecycle{store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve, slots: cfg.Handoff}
+	l := &Lifecycle{
+		store: cfg.Store, exec: cfg.Executor, ttl: cfg.TTL, log: cfg.Logger, onPark: cfg.OnPark, onEnd: cfg.OnResolve, slots: cfg.Handoff,
+		warned: logthrottle.New(sweepWarnEvery),
+	}
 	cfg.Handoff.orphan = l.runOrphan
 	l.drained, l.drainAll = context.WithCancel(context.Background())
 	return l, nil
