@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +96,8 @@ type callView struct {
 	// TargetsBeyond: the call names more targets than Target (another
 	// target argument, an array, a value toolgate cannot read as a path).
 	TargetsBeyond bool
-	Request       string // the HTTP method and path
+	Request       string   // the HTTP method and path
+	Query         []string // Request's query decoded, "name = value" a pair, when it holds escapes (decodedQuery)
 	Reasons       []string
 	RuleIDs       []string
 	Arguments     string    // the exact JSON arguments, as stored
@@ -332,6 +334,7 @@ func (h *Handler) view(c pending.Call) *callView {
 	v.ParamsUnlisted = info.OtherParams == nil && info.Kind == "mcp" && info.Tool != ""
 	if info.Method != "" || info.Path != "" {
 		v.Request = strings.TrimSpace(info.Method + " " + info.Path)
+		v.Query = decodedQuery(info.Path)
 	}
 	now := h.now()
 	if !c.CreatedAt.IsZero() {
@@ -479,4 +482,29 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// decodedQuery is the query of path ("/p?a=%2E%2E" → ["a = .."]), a line a
+// pair in the order sent, when it holds an escape or a "+"; nil otherwise.
+// A part that does not decode is shown as sent.
+func decodedQuery(path string) []string {
+	_, raw, ok := strings.Cut(path, "?")
+	if !ok || !strings.ContainsAny(raw, "%+") {
+		return nil
+	}
+	unescape := func(s string) string {
+		if u, err := url.QueryUnescape(s); err == nil {
+			return u
+		}
+		return s
+	}
+	var lines []string
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		lines = append(lines, unescape(k)+" = "+unescape(v))
+	}
+	return lines
 }

@@ -380,6 +380,30 @@ func TestPage_SignedIn(t *testing.T) {
 	}
 }
 
+// TestPage_QueryDecoded: a query with escapes is also shown decoded, a
+// line a pair in the order sent, hidden characters spelled out: the policy
+// judged the decoded values, and %2E%2E%2F reads as nothing to a person. A
+// query without escapes is shown once, as sent.
+func TestPage_QueryDecoded(t *testing.T) {
+	h := newViewHandler(t)
+	page := func(path string) string {
+		info := callinfo.Info{Kind: "http", Upstream: "files", Subject: "agent-42", Method: "GET", Path: path}
+		return renderPage(t, h, pageData{Title: "Approval requested", Call: h.view(viewCall("CALL1", pending.Waiting, info)), Forms: true, Token: "t", Action: "./CALL1"})
+	}
+	body := page("/files?p=%2E%2E%2Fetc%2Fpasswd&name=a+b&z=%E2%80%AE")
+	for _, want := range []string{"Query, decoded</dt>", "<code>p = ../etc/passwd</code>", "<code>name = a b</code>", `z = \u202e`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Index(body, "p = ") > strings.Index(body, "name = ") {
+		t.Error("pairs not in the order sent")
+	}
+	if body := page("/files?p=a&q=b"); strings.Contains(body, "Query, decoded") {
+		t.Error("a query without escapes is shown twice")
+	}
+}
+
 func TestPage_MCP(t *testing.T) {
 	h := newViewHandler(t)
 	info := callinfo.Info{
