@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/identity"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -250,11 +250,7 @@ func logCut(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+	return callinfo.CutTo(s, max) + " (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // toolsInAnotherCase reports whether rel's first segment is "tools" in

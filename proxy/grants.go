@@ -94,9 +94,9 @@ func GrantKey(secret []byte) []byte {
 // which differ from call to call) and toolgate's own, of an MCP tool
 // call's other params as an identical retry must carry them
 // (attachParams), and of its query string (sent beside the arguments
-// with tool_query, and shown in the request line). An approver sees exactly these on the approval page;
-// a later call that sends one more, one fewer or another value is not
-// the call approved. That holds for a header named like a credential too,
+// with tool_query, and shown in the request line). An approver sees
+// exactly these on the approval page; a later call that sends one more,
+// one fewer or another value is not the call approved. That holds for a header named like a credential too,
 // whose value the approver saw only the size of: an agent may give any
 // header such a name, and what it carries is not the approver's to
 // guess. So the digest is keyed (an HMAC with key): a grant's store never

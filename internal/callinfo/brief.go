@@ -91,7 +91,7 @@ func (b Brief) Info() Info {
 
 // cut returns s cut to MaxBriefText bytes, at a rune boundary, ending with
 // "…" when it was cut.
-func cut(s string) string { return cutTo(s, MaxBriefText) }
+func cut(s string) string { return CutTo(s, MaxBriefText) }
 
 func cutAll(ss []string) []string {
 	if len(ss) == 0 {

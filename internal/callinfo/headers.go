@@ -84,14 +84,14 @@ func HeadersOf(h map[string][]string, skip, hide func(name string) bool) *Header
 			continue
 		}
 		hidden := hide(k)
-		name := cutTo(strings.ToValidUTF8(k, "\uFFFD"), MaxHeaderName)
+		name := CutTo(strings.ToValidUTF8(k, "\uFFFD"), MaxHeaderName)
 		for _, v := range vs {
 			hd := Header{Name: name, Hidden: hidden}
 			if hidden {
 				hd.Size = len(v)
 			} else {
 				shown, bad := showBytes(v)
-				hd.Value, hd.NotUTF8 = cutTo(shown, MaxHeaderValue), bad
+				hd.Value, hd.NotUTF8 = CutTo(shown, MaxHeaderValue), bad
 				if len(shown) > MaxHeaderValue {
 					hd.Size = len(v)
 				}
@@ -148,9 +148,9 @@ func appendShown(out []byte, s string, escapeBackslash bool) []byte {
 	return out
 }
 
-// cutTo returns s cut to max bytes, at a rune boundary, ending with "…"
+// CutTo returns s cut to max bytes, at a rune boundary, ending with "…"
 // when it was cut.
-func cutTo(s string, max int) string {
+func CutTo(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}

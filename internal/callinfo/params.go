@@ -60,7 +60,7 @@ func ParamsOf(m map[string]any) *Params {
 			out.Omitted++
 			continue
 		}
-		p := Param{Name: cutTo(strings.ToValidUTF8(k, "\uFFFD"), MaxParamName)}
+		p := Param{Name: CutTo(strings.ToValidUTF8(k, "\uFFFD"), MaxParamName)}
 		v := MarshalNoEscape(m[k])
 		if len(v) == 0 {
 			v = []byte("null") // not a JSON value: never from a decoder
