@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/logthrottle"
 )
 
 // go-redis writes its own log lines (a pool that cannot dial, while Redis
@@ -17,16 +19,15 @@ import (
 // to toolgate's logger instead, as JSON, at most one per redisLogEvery,
 // with the number left out.
 var (
-	redisLogger   = &redisLog{}
-	redisLogOnce  sync.Once
-	redisLogEvery = 10 * time.Second
+	redisLogger  = &redisLog{every: logthrottle.New(redisLogEvery)}
+	redisLogOnce sync.Once
 )
 
+const redisLogEvery = 10 * time.Second
+
 type redisLog struct {
-	to      atomic.Pointer[slog.Logger]
-	mu      sync.Mutex
-	last    time.Time
-	dropped int
+	to    atomic.Pointer[slog.Logger]
+	every *logthrottle.Throttle // one key: go-redis's lines say nothing a key could tell apart
 }
 
 // useRedisLog sends go-redis's log lines to log from now on.
@@ -41,15 +42,9 @@ func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
 	if log == nil {
 		return
 	}
-	l.mu.Lock()
-	now := time.Now()
-	if !l.last.IsZero() && now.Sub(l.last) < redisLogEvery {
-		l.dropped++
-		l.mu.Unlock()
+	ok, dropped := l.every.Allow("redis")
+	if !ok {
 		return
 	}
-	dropped := l.dropped
-	l.last, l.dropped = now, 0
-	l.mu.Unlock()
 	log.WarnContext(ctx, "redis client", "message", fmt.Sprintf(format, v...), "suppressed_since_last", dropped)
 }

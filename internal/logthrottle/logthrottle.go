@@ -29,8 +29,11 @@ type entry struct {
 }
 
 // New returns a Throttle that lets one line per key through every every.
-func New(every time.Duration) *Throttle {
-	return &Throttle{every: every, now: time.Now, keys: map[string]*entry{}}
+func New(every time.Duration) *Throttle { return NewClock(every, time.Now) }
+
+// NewClock is New with the time read from now, for tests that step it.
+func NewClock(every time.Duration, now func() time.Time) *Throttle {
+	return &Throttle{every: every, now: now, keys: map[string]*entry{}}
 }
 
 // Allow reports whether a line for key is to be written now and, if so,

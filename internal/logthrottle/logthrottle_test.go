@@ -8,8 +8,7 @@ import (
 
 func TestThrottle(t *testing.T) {
 	now := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
-	th := New(time.Second)
-	th.now = func() time.Time { return now }
+	th := NewClock(time.Second, func() time.Time { return now })
 	if ok, n := th.Allow("a"); !ok || n != 0 {
 		t.Fatalf("first line: %v %d", ok, n)
 	}
