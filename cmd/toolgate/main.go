@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -105,6 +106,10 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	case "healthcheck":
 		return cmdHealthcheck(ctx, rest, e)
 	case "version":
+		if len(rest) == 1 && isHelp(rest[0]) {
+			fmt.Fprintln(stdout, "usage: toolgate version (prints toolgate's version, commit, OPA and Go versions)")
+			return exitOK
+		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "toolgate version: unexpected argument %q (it takes none)\n", rest[0])
 			return exitUsage
@@ -115,7 +120,8 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		return cmdOPA(ctx, rest, e)
 	case "notes-server":
 		return cmdNotesServer(ctx, rest, e)
-	case "help", "-h", "--help":
+	}
+	if isHelp(cmd) {
 		usage(stdout)
 		return exitOK
 	}
@@ -130,16 +136,21 @@ func usage(w io.Writer) {
 Commands:
   serve --config FILE                        run the sidecar
   quickstart                                 demo: toolgate in front of the example notes tools
-  policy test [DIR...]                       run Rego unit tests (shipped library included)
+  policy test [PATH...]                      run Rego unit tests (shipped library included)
   policy eval --config FILE --input FILE     print the decision for an input document
   config validate --config FILE [--strict]   check a config and print it, secrets redacted
-  healthcheck [--url URL]                    exit 0 when the admin /readyz answers 200
-  version                                    print version, commit and OPA version
+  healthcheck [--url URL] [--timeout D]      exit 0 when the admin /readyz answers 200
+  version                                    print version, commit, OPA and Go versions
   opa <command> [args]                       the OPA command line at toolgate's OPA version (fmt, check, eval, ...)
   notes-server [--listen ADDR]               run the example notes tool server alone
 
 Run 'toolgate <command> -h' for a command's flags.
 `)
+}
+
+// isHelp reports whether arg asks for help rather than naming something.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 // parseFlags parses a command's flags; -h prints them and is not an error.
@@ -150,11 +161,18 @@ func parseFlags(fs *flag.FlagSet, args []string, e env) (ok bool, status int) {
 // parseFlagsArgs is parseFlags for a command that takes arguments after
 // its flags (positional); without, any is bad usage rather than ignored.
 func parseFlagsArgs(fs *flag.FlagSet, args []string, e env, positional bool) (ok bool, status int) {
+	// The flag package writes its usage on errors and on -h alike; asked
+	// for, it is the answer (stdout), else part of the error (stderr).
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
 	fs.SetOutput(e.stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, exitOK
-		}
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = e.stdout.Write(out.Bytes())
+		return false, exitOK
+	}
+	_, _ = e.stderr.Write(out.Bytes())
+	if err != nil {
 		return false, exitUsage
 	}
 	if !positional && fs.NArg() > 0 {

@@ -257,6 +257,13 @@ func TestRunRefusesBadStarts(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2", args, code, stderr.String())
 		}
 	}
+	// Asking a command for help is not bad usage: its usage on stdout, exit 0.
+	for _, args := range [][]string{{"--help"}, {"help"}, {"policy", "--help"}, {"policy", "-h"}, {"version", "--help"}, {"config", "-h"}, {"serve", "-h"}} {
+		var stdout bytes.Buffer
+		if code := run(t.Context(), args, nil, &stdout, io.Discard); code != exitOK || !strings.Contains(strings.ToLower(stdout.String()), "usage") {
+			t.Errorf("%v: exit %d, stdout %q; want 0 and the usage", args, code, stdout.String())
+		}
+	}
 }
 
 func TestConfigValidateAndPolicyEval(t *testing.T) {

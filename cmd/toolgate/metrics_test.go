@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +28,7 @@ import (
 // metrics test's traffic: no label value may contain it.
 const secretMark = "zq7"
 
-func metricsConfig(upstream, notifyURL string) string {
+func metricsConfig(upstream, notifyURL, hookURL string) string {
 	return `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 public_url: http://approvals.invalid
 upstreams:
@@ -42,6 +45,7 @@ approvals:
   secret: ` + testSecret + `
   approvers: [{name: alice, key: alice-key-0123456789}]
   notify: [{url: ` + notifyURL + `, format: cloudevents}]
+hooks: [{name: h1, url: ` + hookURL + `, match: {tool: zq7_read}}]
 shutdown_grace: 2s
 `
 }
@@ -59,8 +63,17 @@ const metricsRules = `rules:
 func TestMetrics(t *testing.T) {
 	up := testkit.NewUpstream(t, nil)
 	ev := newEvents(t)
+	// The hook has no opinion: the decisions are the rules', and every
+	// zq7_read call is one hook request.
+	var hookCalls atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hookCalls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"decision":"none"}`)
+	}))
+	t.Cleanup(hook.Close)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": metricsConfig(up.URL, ev.URL),
+		"toolgate.yaml": metricsConfig(up.URL, ev.URL, hook.URL),
 		"rules.yaml":    metricsRules,
 		"policy/p.rego": "package toolgate\n\ndeny contains {\"id\": \"never\", \"message\": \"never\"} if input.tool.name == \"never\"\n",
 	})
@@ -221,6 +234,15 @@ func TestMetrics(t *testing.T) {
 		"toolgate_connections_limit":          {"listener=proxy": 10000, "listener=approvals": 10000, "listener=admin": 64},
 		"toolgate_connections_shed_total":     {"listener=proxy": 0, "listener=approvals": 0, "listener=admin": 0},
 		"toolgate_connections_refused_total":  {"listener=proxy": 0, "listener=approvals": 0, "listener=admin": 0},
+		// Every outcome of a hook is there from the start.
+		"toolgate_hook_calls_total": {
+			"hook=h1,outcome=allow": 0, "hook=h1,outcome=ask": 0, "hook=h1,outcome=deny": 0,
+			"hook=h1,outcome=none": float64(hookCalls.Load()), "hook=h1,outcome=failure": 0,
+		},
+		"toolgate_hook_duration_seconds": {"hook=h1": float64(hookCalls.Load())},
+	}
+	if hookCalls.Load() != 5 {
+		t.Errorf("the hook was asked %d times, want 5 (every zq7_read call)", hookCalls.Load())
 	}
 	for name, series := range want {
 		got := seriesOf(t, fams, name)

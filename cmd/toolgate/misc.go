@@ -19,8 +19,13 @@ import (
 // approval links, notifier, decision log, proxy), listening on nothing, and
 // closed again. Like serve, it does not need Redis to answer.
 func cmdConfig(ctx context.Context, args []string, e env) int {
+	const use = "usage: toolgate config validate --config FILE [--strict]\n('toolgate config validate -h' lists its flags)"
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(e.stdout, use)
+		return exitOK
+	}
 	if len(args) == 0 || args[0] != "validate" {
-		fmt.Fprintln(e.stderr, "usage: toolgate config validate --config FILE")
+		fmt.Fprintln(e.stderr, use)
 		return exitUsage
 	}
 	cf := newConfigFlags("config validate")

@@ -20,9 +20,14 @@ import (
 )
 
 func cmdPolicy(ctx context.Context, args []string, e env) int {
+	const use = "usage: toolgate policy test [PATH...] | toolgate policy eval --config FILE --input FILE\n('toolgate policy test -h', 'toolgate policy eval -h' list their flags)"
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: toolgate policy test [DIR...] | toolgate policy eval --config FILE --input FILE")
+		fmt.Fprintln(e.stderr, use)
 		return exitUsage
+	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(e.stdout, use)
+		return exitOK
 	}
 	switch args[0] {
 	case "test":

@@ -131,6 +131,12 @@ func TestAllOn(t *testing.T) {
 	if !slices.Equal(g.cfg.Policy.Capabilities, []string{"crypto.hmac.sha256"}) {
 		t.Errorf("policy.capabilities %v, want the values' [crypto.hmac.sha256]", g.cfg.Policy.Capabilities)
 	}
+	// Keys the chart passes through as toolgate's own.
+	if g.cfg.Identity.JWT == nil || g.cfg.Identity.JWT.SubjectPrefix != "jwt:" || g.cfg.Upstreams[1].Mode != "plan" ||
+		g.cfg.Policy.SubjectModes["batch"] != "dont_ask" || g.cfg.Policy.ModeHeader == nil || g.cfg.Policy.ModeHeader.Name != "X-Agent-Mode" ||
+		g.cfg.Log.Decisions.MaskDecision != "/system/log/mask" {
+		t.Errorf("subject_prefix, an upstream's mode, subject_modes, mode_header or log.decisions lost: %+v %+v %+v", g.cfg.Identity.JWT, g.cfg.Policy, g.cfg.Log)
+	}
 	if g.cfg.Policy.RulesFile == "" || g.cfg.Identity.JWT == nil || len(g.cfg.Approvals.Approvers) != 2 || len(g.cfg.Approvals.Notify) != 2 || len(g.cfg.Upstreams) != 2 {
 		t.Errorf("the config lost part of the values: %+v", g.cfg)
 	}

@@ -205,6 +205,8 @@ references to the environment.
 {{- $policy := dict "dir" "/etc/toolgate/policy" "watch" true "mode" $c.policy.mode "default" $c.policy.default }}
 {{- if include "toolgate.hasRules" . }}{{ $_ := set $policy "rules_file" "/etc/toolgate/rules/rules.yaml" }}{{ end }}
 {{- with $c.policy.capabilities }}{{ $_ := set $policy "capabilities" . }}{{ end }}
+{{- with $c.policy.subject_modes }}{{ $_ := set $policy "subject_modes" . }}{{ end }}
+{{- with $c.policy.mode_header }}{{ $_ := set $policy "mode_header" . }}{{ end }}
 {{- $_ := set $cfg "policy" $policy }}
 {{- $pending := merge (dict "store" .Values.pending.store) $c.pending }}
 {{- if eq .Values.pending.store "redis" }}
