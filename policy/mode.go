@@ -16,6 +16,20 @@ const (
 // Modes returns the names of the permission modes, the default first.
 func Modes() []string { return []string{ModeDefault, ModeDontAsk, ModePlan, ModeBypass} }
 
+// ConfiguredMode is the mode configuration gives a call of subject to an
+// upstream whose own mode is upstreamMode: the subject's (subjectModes),
+// else the upstream's, else fallback (policy.mode). A trusted mode header
+// comes before all three; the proxy reads it, as only it sees headers.
+func ConfiguredMode(subjectModes map[string]string, subject, upstreamMode, fallback string) string {
+	if m, ok := subjectModes[subject]; ok {
+		return m
+	}
+	if upstreamMode != "" {
+		return upstreamMode
+	}
+	return fallback
+}
+
 // applyMode turns d into what mode makes of it.
 func applyMode(d Decision, mode string) (Decision, error) {
 	if d.Action == Deny || d.Forced {

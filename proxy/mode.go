@@ -25,13 +25,7 @@ func (s *Server) modeOf(r *http.Request, c *call) (string, *answer) {
 			return values[0], nil
 		}
 	}
-	if m, ok := s.cfg.SubjectModes[c.subject.ID]; ok {
-		return m, nil
-	}
-	if c.up.Mode != "" {
-		return c.up.Mode, nil
-	}
-	return s.cfg.Mode, nil
+	return policy.ConfiguredMode(s.cfg.SubjectModes, c.subject.ID, c.up.Mode, s.cfg.Mode), nil
 }
 
 func joinModes() string {

@@ -177,16 +177,15 @@ func withConfiguredMode(cfg *config.Config, v ast.Value) ast.Value {
 		s, _ := v.(ast.String)
 		return string(s)
 	}
-	mode := cfg.Policy.Mode
-	if m, ok := cfg.Policy.SubjectModes[str("subject", "id")]; ok {
-		mode = m
-	} else if up := str("upstream", "name"); up != "" {
+	upMode := ""
+	if up := str("upstream", "name"); up != "" {
 		for _, u := range cfg.Upstreams {
-			if u.Name == up && u.Mode != "" {
-				mode = u.Mode
+			if u.Name == up {
+				upMode = u.Mode
 			}
 		}
 	}
+	mode := policy.ConfiguredMode(cfg.Policy.SubjectModes, str("subject", "id"), upMode, cfg.Policy.Mode)
 	if mode == "" {
 		return v
 	}
