@@ -305,6 +305,45 @@ func TestConfigValidateAndPolicyEval(t *testing.T) {
 	}
 }
 
+// TestPolicyEvalWithoutSecrets: policy eval reads the production file
+// without its secrets (a security team's CI has none), where config
+// validate and serve still refuse it; a value that is not a secret is
+// still needed.
+func TestPolicyEvalWithoutSecrets(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": `upstreams: [{name: notes, url: "${NOTES_URL}"}]
+identity:
+  api_keys: [{key: "${AGENT_KEY}", subject: agent}, {key: "${BATCH_KEY}", subject: batch}]
+policy: {rules_file: ./rules.yaml, subject_modes: {batch: dont_ask}}
+pending: {store: redis, redis_url: "${REDIS_URL}"}
+approvals:
+  approvers: [{name: alice, key: "${ALICE_KEY}"}]
+`,
+		"rules.yaml": "rules:\n  - {id: w, effect: ask, tool: write_note, target: \"notes/**\"}\n",
+		"batch.json": `{"kind":"rest","subject":{"id":"batch"},"tool":{"name":"write_note","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
+	})
+	cfgFile, input := filepath.Join(dir, "toolgate.yaml"), filepath.Join(dir, "batch.json")
+	environ := []string{"NOTES_URL=http://127.0.0.1:1"}
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", input}, environ, &out, &errb); code != 0 {
+		t.Fatalf("policy eval without secrets: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"action": "deny"`) || strings.Contains(out.String(), "stand-in") {
+		t.Errorf("policy eval: want batch's dont_ask deny, no stand-in shown:\n%s", out.String())
+	}
+	for _, args := range [][]string{{"config", "validate", "--config", cfgFile}, {"serve", "--config", cfgFile}} {
+		errb.Reset()
+		if code := run(t.Context(), args, environ, io.Discard, &errb); code != exitUsage || !strings.Contains(errb.String(), "AGENT_KEY is not set") ||
+			!strings.Contains(errb.String(), "REDIS_URL is not set") {
+			t.Errorf("%v without secrets: exit %d, want 2 naming them: %s", args, code, errb.String())
+		}
+	}
+	errb.Reset()
+	if code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", input}, nil, io.Discard, &errb); code != exitUsage || !strings.Contains(errb.String(), "NOTES_URL is not set") {
+		t.Errorf("policy eval without a value that is no secret: exit %d: %s", code, errb.String())
+	}
+}
+
 func TestPolicyTestCommand(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(t.Context(), []string{"policy", "test", "-v", "../../rego/example"}, nil, &out, &out); code != 0 {

@@ -121,7 +121,9 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		fmt.Fprintln(e.stderr, "toolgate policy eval: --input FILE is required")
 		return exitUsage
 	}
-	cfg, err := cf.load(e)
+	// The decision needs the policy's parts of the configuration, not
+	// its secrets: the production file loads without them.
+	cfg, err := cf.loadWith(e, true)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate: configuration refused:\n%v\n", err)
 		return exitUsage

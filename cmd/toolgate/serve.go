@@ -39,7 +39,11 @@ func newConfigFlags(name string) *configFlags {
 }
 
 // load reads the configuration the flags and environment describe.
-func (cf *configFlags) load(e env) (*config.Config, error) {
+func (cf *configFlags) load(e env) (*config.Config, error) { return cf.loadWith(e, false) }
+
+// loadWith is load; standIn lets unset secrets take stand-ins
+// (config.Source.StandInSecrets), for commands that use no secret.
+func (cf *configFlags) loadWith(e env, standIn bool) (*config.Config, error) {
 	file := *cf.file
 	if file == "" {
 		file = e.getenv("TOOLGATE_CONFIG")
@@ -53,7 +57,7 @@ func (cf *configFlags) load(e env) (*config.Config, error) {
 			flags[key] = f.Value.String()
 		}
 	})
-	return config.Load(config.Source{File: file, Environ: e.environ, Flags: flags})
+	return config.Load(config.Source{File: file, Environ: e.environ, Flags: flags, StandInSecrets: standIn})
 }
 
 func cmdServe(ctx context.Context, args []string, e env) int {

@@ -44,6 +44,9 @@ type fileWalker struct {
 	dir    string          // the file's directory, absolute
 	refs   map[string]bool // every variable named by a ${} reference
 	errs   []error
+	// standIn: an unset variable in a secret's value takes a stand-in
+	// (Source.StandInSecrets).
+	standIn bool
 }
 
 func (w *fileWalker) fail(key, msg, fix string) {
@@ -150,6 +153,9 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 		return nv, nil
 	}
 	x, referenced, err := w.expand(s, at)
+	if fe, ok := errors.AsType[*FieldError](err); ok && fe.unset != "" && w.standIn && n.leaf == leafSecret {
+		x, referenced, err = standInSecret(n.path, fe.unset), true, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +180,21 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 	return nv, nil
 }
 
+// standInSecret is the value a secret at key path takes when its variable
+// (name) is unset and the configuration is read with stand-ins: valid for
+// the key, distinct per variable (two keys may not share a value), and
+// plainly not a secret anybody holds.
+func standInSecret(path, name string) string {
+	if path == "pending.redis_url" {
+		return "redis://stand-in.invalid:6379"
+	}
+	s := "stand-in-for-" + path + "-" + name + "-"
+	for len(s) < 64 {
+		s += "x"
+	}
+	return s
+}
+
 // expand expands s, the value at key path at, reporting whether it held a
 // ${} reference.
 func (w *fileWalker) expand(s, at string) (string, bool, error) {
@@ -184,10 +205,12 @@ func (w *fileWalker) expand(s, at string) (string, bool, error) {
 	})
 	if err != nil {
 		fix := `write ${NAME} or ${NAME:-fallback}, and "$${" for a literal "${"`
+		fe := &FieldError{Key: at, Msg: err.Error(), Fix: fix}
 		if u, ok := errors.AsType[errUnset](err); ok {
-			fix = fmt.Sprintf("set %s, or write ${%s:-fallback} in the file", u.name, u.name)
+			fe.Fix = fmt.Sprintf("set %s, or write ${%s:-fallback} in the file", u.name, u.name)
+			fe.unset = u.name
 		}
-		return "", false, &FieldError{Key: at, Msg: err.Error(), Fix: fix}
+		return "", false, fe
 	}
 	return x, referenced, nil
 }

@@ -39,6 +39,13 @@ type Source struct {
 	// have the key's type (bool, time.Duration, []string). Relative paths
 	// are relative to the working directory.
 	Flags map[string]any
+
+	// StandInSecrets is for commands that read a configuration's policy
+	// and use no secret (policy eval): a ${NAME} in a secret's value whose
+	// variable is unset, and an approvals.secret given nowhere, take a
+	// stand-in value that passes validation instead of being an error, so
+	// the production file loads without its secrets. Never for serve.
+	StandInSecrets bool
 }
 
 // Load builds the configuration from src. Each key takes its value from the
@@ -67,9 +74,10 @@ func Load(src Source) (*Config, error) {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		w := fileWalker{
-			lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok },
-			dir:    filepath.Dir(abs),
-			refs:   refs,
+			lookup:  func(name string) (string, bool) { v, ok := env[name]; return v, ok },
+			dir:     filepath.Dir(abs),
+			refs:    refs,
+			standIn: src.StandInSecrets,
 		}
 		w.mapping(schema(), m, "")
 		errs = append(errs, w.errs...)
@@ -105,6 +113,9 @@ func Load(src Source) (*Config, error) {
 		return nil, fmt.Errorf("config: decoding: %w", err)
 	}
 	c.ApplyDefaults()
+	if src.StandInSecrets && c.Approvals.Secret == "" {
+		c.Approvals.Secret = Secret(standInSecret("approvals.secret", ""))
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

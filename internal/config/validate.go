@@ -30,6 +30,8 @@ import (
 // to do; neither ever contains a secret value.
 type FieldError struct {
 	Key, Msg, Fix string
+
+	unset string // a ${NAME} whose variable is unset: NAME
 }
 
 // Error returns "<key>: <msg> (<fix>)".
