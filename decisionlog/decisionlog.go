@@ -227,7 +227,18 @@ func (l *Logger) Close(ctx context.Context) {
 	case <-l.done:
 	case <-ctx.Done():
 	}
-	l.manager.Stop(ctx)
+	// The plugin's Stop waits for an upload under way, which its client's
+	// timeout bounds, not ctx: past ctx it is left to finish alone (the
+	// process is exiting), so that closing ends when the caller said.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		l.manager.Stop(ctx)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+	}
 }
 
 // enqueue hands e to the worker without ever blocking the caller.

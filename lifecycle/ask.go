@@ -168,7 +168,7 @@ func (l *Lifecycle) waitStep(ctx context.Context, h Hold, pc pending.Call) (next
 // sweeper runs an approved call nobody holds, its result kept for a retry
 // or a status poll.
 func (l *Lifecycle) runOrphan(pc pending.Call) {
-	go l.runUnheld(context.Background(), pc, "approved call executed for a request that left")
+	l.unheld.Go(func() { l.runUnheld(context.Background(), pc, "approved call executed for a request that left") })
 }
 
 // cancelLeft cancels a call whose caller left, where leaving means cancel.

@@ -250,3 +250,50 @@ func testHandoffRequestGivesUp(t *testing.T, st pending.Store) {
 			got.State, got.Delivered, exec.count(in.ID))
 	}
 }
+
+// TestSettleWaitsForTheRequestThatLeft: at shutdown, Drain ends a held
+// request whose slot an approval had already taken; the approval then
+// runs the call for nobody (runOrphan). Settle, which serve calls once
+// its listeners are closed, returns only once that run is done, so the
+// process does not exit under it and leave the call executing until its
+// lease ends it unknown.
+func TestSettleWaitsForTheRequestThatLeft(t *testing.T) {
+	st := pending.NewMemory(pending.Options{ApprovedWindow: approvedWindow})
+	s := &slowDecider{Store: st, release: make(chan struct{})}
+	exec, ev := newExec(), newEvents()
+	exec.hold() // the upstream takes a while
+	l, hf := newHanded(t, s, exec, ev)
+	in := newCall()
+	ch := ask(t.Context(), l, in, Hold{For: long})
+	ev.waitParked(t)
+	waitSlot(t, hf, in.ID)
+	decided := make(chan error, 1)
+	go func() {
+		_, err := hf.Decide(context.WithoutCancel(t.Context()), in.ID, pending.Decision{To: pending.Approved, By: "bob"})
+		decided <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the decision has taken the slot
+	l.Drain()
+	if o := outcome(t, ch); o.Kind != Waiting {
+		t.Fatalf("Ask after Drain = %s, want Waiting", describe(o))
+	}
+	close(s.release)
+	if err := <-decided; err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	settled := make(chan bool, 1)
+	go func() { settled <- l.Settle(t.Context(), false) }()
+	exec.waitStarted(t)
+	select {
+	case <-settled:
+		t.Fatal("Settle returned while the approved call was still being sent")
+	case <-time.After(100 * time.Millisecond):
+	}
+	exec.release()
+	if !<-settled {
+		t.Fatal("Settle reported work left")
+	}
+	if got := get(t, st, in.ID); got.State != pending.Executed {
+		t.Fatalf("after Settle the call is %s, want executed", got.State)
+	}
+}

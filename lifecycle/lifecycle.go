@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/logthrottle"
@@ -61,6 +62,9 @@ type Lifecycle struct {
 	// abandoned are the calls whose park failed and may still land,
 	// that the store did not abandon yet (abandon.go).
 	abandoned abandons
+	// unheld are the runs of approved calls whose requests left
+	// (runOrphan), which Settle waits for.
+	unheld sync.WaitGroup
 }
 
 // New builds a Lifecycle.
@@ -126,7 +130,8 @@ const (
 	NotParked
 	// StoreFailed: the store failed while holding; the call is not lost.
 	StoreFailed
-	// Lost: the store no longer knows the call; nothing will run.
+	// Lost: the store no longer knows the call; nothing will run. Call
+	// is as last seen: approved or executing, it may have run already.
 	Lost
 	// Gone: the caller went away; there is nobody to answer.
 	Gone

@@ -61,6 +61,34 @@ func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
 	return min(max(2*last, interval), max(maxSweepBackoff, interval))
 }
 
+// Settle ends this process's part in the calls at shutdown, once no
+// request is held here and no decision can arrive any more (the proxy and
+// approvals listeners are closed). With runApproved, for a store no other
+// process shares (the memory store), it first executes the calls approved
+// and not yet claimed, approvals made while the proxy drained among them,
+// which would otherwise go with the process unexecuted. Then it waits for
+// the approved calls it runs for requests that left (runOrphan). It
+// returns when both are done or ctx ends, reporting whether they were:
+// a call still being sent then has its lease, which settles it unknown.
+func (l *Lifecycle) Settle(ctx context.Context, runApproved bool) (done bool) {
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		for runApproved && ctx.Err() == nil {
+			if r := l.executeApproved(ctx, 0, nil); !r.ok || !r.more {
+				break
+			}
+		}
+		l.unheld.Wait()
+	}()
+	select {
+	case <-settled:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // SweepOnce does one round of Sweep's work.
 func (l *Lifecycle) SweepOnce(ctx context.Context, grace time.Duration) { l.sweep(ctx, grace) }
 

@@ -383,6 +383,15 @@ func (s *Server) Sweep(ctx context.Context, interval, grace time.Duration) {
 	}
 }
 
+// Settle ends the parked calls' work at shutdown (lifecycle.Lifecycle.Settle):
+// call it once the proxy and approvals listeners are closed.
+func (s *Server) Settle(ctx context.Context, runApproved bool) (done bool) {
+	if s.life == nil {
+		return true
+	}
+	return s.life.Settle(ctx, runApproved)
+}
+
 // route returns the upstream whose prefix is the longest match of p, and p
 // relative to it ("/" + the rest); nil when none matches.
 func (s *Server) route(p string) (*upstream, string) {

@@ -48,6 +48,9 @@ type app struct {
 	reloadMu sync.Mutex
 	lastErr  error    // last policy reload error, for /readyz
 	closers  []closer // in the order of opening
+	// closeBy is when shutdown_grace ends, once serving stops: Close
+	// must be done by then too.
+	closeBy time.Time
 }
 
 // closer releases one thing the app opened.
@@ -457,7 +460,11 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	a.proxy.Drain()
 	grace := a.cfg.ShutdownGrace.Std()
 	a.log.Info("shutting down", "grace", grace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	// The grace bounds the whole shutdown: the calls in flight have it
+	// less what closing (the last log events, spans, notifications) is
+	// kept, and closing must end with it (closeBy).
+	a.closeBy = time.Now().Add(grace)
+	sctx, cancel := context.WithDeadline(context.Background(), a.closeBy.Add(-closeReserve(grace)))
 	defer cancel()
 	// The listeners stay open while the calls in flight finish: meanwhile
 	// readiness answers 503, and so does a new call (which a load balancer
@@ -475,8 +482,14 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		}
 		wg.Wait()
 	}
-	// The admin listener last: readiness says 503 until the end.
 	shutdown(servers[0], servers[1])
+	// No request is held and no decision can come any more: what this
+	// process still owes the parked calls is done now. The memory store
+	// goes with the process, so its approved calls run now or never.
+	if !a.proxy.Settle(sctx, a.cfg.Pending.Store == "memory") {
+		a.log.Warn("approved calls still running or waiting to run at shutdown")
+	}
+	// The admin listener last: readiness says 503 until the end.
 	shutdown(servers[2])
 	stopBg()
 	bgDone := make(chan struct{})
@@ -490,6 +503,10 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	}
 	return runErr
 }
+
+// closeReserve is the part of the shutdown grace kept for closing, after
+// the calls in flight had the rest.
+func closeReserve(grace time.Duration) time.Duration { return min(grace/5, 5*time.Second) }
 
 // newLogger is the JSON logger on stderr at the configured level.
 func newLogger(e env, level string) *slog.Logger {

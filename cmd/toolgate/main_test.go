@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -560,5 +561,167 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 	}
 	if n := len(up.Requests()); n != 1 {
 		t.Fatalf("the upstream received %d calls, want the one in flight", n)
+	}
+}
+
+// TestShutdownRunsApprovalsMadeWhileDraining: with the memory store, an
+// approval accepted while a shutdown drains a call in flight is run before
+// the process exits: the store goes with the process, so run then or
+// never, and the approver was told "approved".
+func TestShutdownRunsApprovalsMadeWhileDraining(t *testing.T) {
+	release, arrived := make(chan struct{}), make(chan struct{}, 4)
+	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/Read") {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+upstreams: [{name: files, url: ` + up.URL + `}]
+identity:
+  api_keys: [{key: agent-key-0123456789, subject: agent}]
+policy: {rules_file: ./rules.yaml}
+approvals:
+  secret: ` + testSecret + `
+  approvers: [{name: alice, key: alice-key-0123456789}]
+shutdown_grace: 10s
+`,
+		"rules.yaml": "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n  - {id: w, effect: ask, tool: Write, target: \"*\"}\n",
+	})
+	tg := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	res, _ := agentCall(t, tg.proxy, "Write", `{"path":"notes/a"}`, "Prefer", "respond-async")
+	id := res.Header.Get("X-Toolgate-Call-Id")
+	if res.StatusCode != http.StatusAccepted || id == "" {
+		t.Fatalf("the ask: %d, call %q", res.StatusCode, id)
+	}
+	inFlight := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, tg.proxy+"/tools/Read", strings.NewReader(`{"path":"slow.txt"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			inFlight <- 0
+			return
+		}
+		res.Body.Close()
+		inFlight <- res.StatusCode
+	}()
+	<-arrived
+	tg.cancel() // SIGTERM: the Read keeps the drain going
+	waitStatus(t, tg.admin+"/readyz", http.StatusServiceUnavailable)
+	req, _ := http.NewRequest(http.MethodPost, tg.approvals+"/api/approvals/"+id, strings.NewReader(`{"decision":"approve"}`))
+	req.Header.Set("Authorization", "Bearer alice-key-0123456789")
+	req.Header.Set("Content-Type", "application/json")
+	ares, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(ares.Body)
+	ares.Body.Close()
+	if ares.StatusCode != http.StatusOK || !strings.Contains(string(body), `"approved"`) {
+		t.Fatalf("approval while draining: %d %s", ares.StatusCode, body)
+	}
+	free()
+	if code := <-inFlight; code != 200 {
+		t.Fatalf("the call in flight at shutdown: %d", code)
+	}
+	select {
+	case code := <-tg.done:
+		tg.done <- code
+	case <-time.After(8 * time.Second):
+		t.Fatal("serve did not return")
+	}
+	writes := 0
+	for _, r := range up.Requests() {
+		if strings.HasSuffix(r.Path, "/Write") {
+			writes++
+		}
+	}
+	if writes != 1 {
+		t.Fatalf("the call approved while draining reached the upstream %d times, want 1 (before the process exited)", writes)
+	}
+}
+
+// waitStatus polls url until it answers want, for up to 5 s.
+func waitStatus(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		res.Body.Close()
+		if res.StatusCode == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still answers %d, want %d", url, res.StatusCode, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShutdownWithinGrace: closing (the decision log's last upload, the
+// notifier's last deliveries) counts in shutdown_grace, however long the
+// services it talks to take: with both silent and nothing in flight, serve
+// returns within the grace, not after each closer's own time bound.
+func TestShutdownWithinGrace(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() { // accepts, reads, never answers
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	up := testkit.NewUpstream(t, nil)
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+upstreams: [{name: files, url: ` + up.URL + `}]
+identity:
+  api_keys: [{key: agent-key-0123456789, subject: agent}]
+policy: {rules_file: ./rules.yaml}
+approvals:
+  secret: ` + testSecret + `
+  notify: [{url: "http://` + silent.Addr().String() + `/hook", format: cloudevents}]
+log:
+  decisions:
+    service: {url: "http://` + silent.Addr().String() + `", min_delay: 1s, max_delay: 1s}
+shutdown_grace: 1s
+`,
+		"rules.yaml": "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n  - {id: w, effect: ask, tool: Write, target: \"*\"}\n",
+	})
+	tg := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+	if res, _ := agentCall(t, tg.proxy, "Read", `{"path":"a"}`); res.StatusCode != 200 {
+		t.Fatalf("allowed call: %d", res.StatusCode)
+	}
+	if res, _ := agentCall(t, tg.proxy, "Write", `{"path":"a"}`, "Prefer", "respond-async"); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("asked call: %d", res.StatusCode)
+	}
+	time.Sleep(1500 * time.Millisecond) // an upload and a delivery under way, neither answered
+	start := time.Now()
+	tg.cancel()
+	select {
+	case code := <-tg.done:
+		tg.done <- code
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return")
+	}
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("serve returned %v after shutdown began; shutdown_grace is 1s\n%s", took.Round(time.Millisecond), tg.stderr.String())
 	}
 }

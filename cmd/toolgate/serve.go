@@ -94,9 +94,15 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	return exitOK
 }
 
-// closeApp closes a after serving (or instead of it) and says so.
+// closeApp closes a after serving (or instead of it) and says so: by the
+// end of the shutdown grace, once serving has stopped.
 func closeApp(a *app, log *slog.Logger) {
-	if err := a.Close(context.Background()); err != nil {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if !a.closeBy.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, a.closeBy)
+	}
+	defer cancel()
+	if err := a.Close(ctx); err != nil {
 		log.Warn("shutdown incomplete", "error", err)
 	}
 	log.Info("stopped")
