@@ -224,6 +224,13 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.Lost:
 		a = unavailable("Parked call lost", "the approval store no longer knows this call; nothing was forwarded")
 		a.callID = pc.ID
+		if pc.State == pending.Approved || pc.State == pending.Executing {
+			// Last seen approved or running: an executor, here or on
+			// another replica, may have sent it before the store lost it.
+			a.status, a.outcome, a.title = http.StatusGatewayTimeout, string(pending.Unknown), "Outcome unknown"
+			a.detail = "the approval store lost call " + pc.ID + " after it was " + string(pc.State) +
+				": the tool may have run it; it was not retried, check before you send it again"
+		}
 	case lifecycle.TooMany:
 		a := answer{
 			kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeAsk, callID: pc.ID, retryAfter: "30",

@@ -20,6 +20,9 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	if s.life == nil {
 		return askUnavailable(c.decision)
 	}
+	if c.storeStalled {
+		return outcomeAnswer(lifecycle.Outcome{Kind: lifecycle.NotParked}, c.decision)
+	}
 	pc, a := s.newParked(r, c)
 	if a != nil {
 		s.refused(r, c, *a)

@@ -28,8 +28,11 @@ type call struct {
 	// granted: a remembered grant turned the call's ask into allow
 	// (applyGrant); it is sent as its approval showed it (outboundHeader).
 	granted bool
-	hooks   *hookRecord // what the hooks did, when any was asked
-	mcp     *mcpMessage // set for messages to an MCP upstream's mcp_path
+	// storeStalled: the store did not answer the grant lookup in time,
+	// so an ask is refused at once rather than parked (applyGrant).
+	storeStalled bool
+	hooks        *hookRecord // what the hooks did, when any was asked
+	mcp          *mcpMessage // set for messages to an MCP upstream's mcp_path
 	// out renders the call's answer; the call's protocol picks it when
 	// the call is read.
 	out responder

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -18,9 +19,11 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// grantLookupTimeout bounds the store's answer to a grant lookup, as
-// policy.Options.Timeout bounds a decision: past it the call asks.
-const grantLookupTimeout = 5 * time.Second
+// grantLookupTimeout bounds the store's answer to a grant lookup, one
+// round trip. A store that does not answer it in time would not park the
+// call either: the ask is then refused at once (call.storeStalled), not
+// after a park's own time bound too.
+const grantLookupTimeout = time.Second
 
 // applyGrant turns an ask into allow when an approver remembered an
 // approval for this caller, tool and target (docs/policy.md, remembered
@@ -54,6 +57,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	if err != nil {
 		if !errors.Is(err, pending.ErrNotFound) {
 			s.log.Warn("could not look up remembered grants; the call asks", "call_id", c.id, "error", err)
+			c.storeStalled = timedOut(err)
 		}
 		return d
 	}
@@ -75,6 +79,13 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
 	}}, d.Reasons...)}
+}
+
+// timedOut reports whether err is a deadline's or a socket's timeout: the
+// store did not answer, rather than answered no.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // GrantKey is the key of grants' digests (Config.GrantKey) from the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -329,5 +330,34 @@ func TestGrantKeyDerived(t *testing.T) {
 	}
 	if GrantKey(nil) != nil {
 		t.Error("GrantKey of no secret is a key")
+	}
+}
+
+// stalledGrants answers no grant lookup: as a Redis that takes commands
+// and never replies.
+type stalledGrants struct{ *pending.MemoryStore }
+
+func (stalledGrants) FindGrant(ctx context.Context, _ pending.GrantQuery) (pending.Grant, error) {
+	<-ctx.Done()
+	return pending.Grant{}, ctx.Err()
+}
+
+// TestStalledGrantLookupRefusesTheAsk: a store that does not answer the
+// grant lookup would not park the call either; the ask is refused (503,
+// nothing parked or forwarded) once the lookup's second is up, not after
+// the park's own time bound as well.
+func TestStalledGrantLookupRefusesTheAsk(t *testing.T) {
+	store := pending.NewMemory(pending.Options{})
+	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r3, effect: ask, tool: Write, target: \"*\"}\n"), func(c *Config) {
+		c.Pending, c.Grants, c.Hold = store, stalledGrants{store}, 10*time.Millisecond
+	})
+	start := time.Now()
+	res := post(t, env.url+"/tools/Write", `{"path":"a.txt","content":"x"}`, "Authorization", "Bearer agent-key")
+	took := time.Since(start)
+	if res.StatusCode != http.StatusServiceUnavailable || took > 2*time.Second {
+		t.Fatalf("ask with the store stalled: %d after %v, want 503 within the lookup's 1 s", res.StatusCode, took)
+	}
+	if waiting, _ := store.Count(context.Background(), pending.Waiting); waiting != 0 || len(env.upstream.Requests()) != 0 {
+		t.Fatalf("%d calls parked, %d forwarded; want none", waiting, len(env.upstream.Requests()))
 	}
 }
