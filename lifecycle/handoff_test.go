@@ -228,11 +228,7 @@ func testHandoffRequestGivesUp(t *testing.T, st pending.Store) {
 	ch := ask(t.Context(), l, in, Hold{For: 300 * time.Millisecond})
 	ev.waitParked(t)
 	waitSlot(t, hf, in.ID)
-	decided := make(chan error, 1)
-	go func() {
-		_, err := hf.Decide(context.WithoutCancel(t.Context()), in.ID, pending.Decision{To: pending.Approved, By: "bob"})
-		decided <- err
-	}()
+	decided := approveInBackground(t, hf, in.ID)
 	o := outcome(t, ch)
 	if o.Kind != Waiting || time.Since(start) > 5*time.Second {
 		t.Fatalf("Ask = %s after %v, want Waiting once its hold ran out", describe(o), time.Since(start))
@@ -267,11 +263,7 @@ func TestSettleWaitsForTheRequestThatLeft(t *testing.T) {
 	ch := ask(t.Context(), l, in, Hold{For: long})
 	ev.waitParked(t)
 	waitSlot(t, hf, in.ID)
-	decided := make(chan error, 1)
-	go func() {
-		_, err := hf.Decide(context.WithoutCancel(t.Context()), in.ID, pending.Decision{To: pending.Approved, By: "bob"})
-		decided <- err
-	}()
+	decided := approveInBackground(t, hf, in.ID)
 	time.Sleep(50 * time.Millisecond) // the decision has taken the slot
 	l.Drain()
 	if o := outcome(t, ch); o.Kind != Waiting {
@@ -296,4 +288,15 @@ func TestSettleWaitsForTheRequestThatLeft(t *testing.T) {
 	if got := get(t, st, in.ID); got.State != pending.Executed {
 		t.Fatalf("after Settle the call is %s, want executed", got.State)
 	}
+}
+
+// approveInBackground approves call id as bob through hf, and sends the
+// error Decide returns on the channel it returns.
+func approveInBackground(t *testing.T, hf *Handoff, id string) <-chan error {
+	decided := make(chan error, 1)
+	go func() {
+		_, err := hf.Decide(context.WithoutCancel(t.Context()), id, pending.Decision{To: pending.Approved, By: "bob"})
+		decided <- err
+	}()
+	return decided
 }

@@ -491,16 +491,7 @@ func TestQuickstart(t *testing.T) {
 // readiness answers 503, a new call 503 (not a refused connection), the
 // call in flight gets its upstream's answer, and then serve returns.
 func TestShutdownDrainsInFlightCalls(t *testing.T) {
-	release, arrived := make(chan struct{}), make(chan struct{}, 1)
-	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free) // before the upstream closes, which waits for its handler
+	up, arrived, free := slowUpstream(t, func(string) bool { return true })
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": strings.Replace(testConfig(up.URL), "shutdown_grace: 2s", "shutdown_grace: 10s", 1),
 		"rules.yaml":    "rules:\n  - {id: r1, effect: allow, tool: Read, target: \"*\"}\n",
@@ -508,36 +499,10 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 	})
 	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	r := startServe(t, []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ)
-	inFlight := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, r.proxy+"/tools/Read", strings.NewReader(`{"path":"slow.txt"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer agent-key-1-0123456789")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			inFlight <- 0
-			return
-		}
-		res.Body.Close()
-		inFlight <- res.StatusCode
-	}()
+	inFlight := callInBackground(r.proxy+"/tools/Read", `{"path":"slow.txt"}`, "agent-key-1-0123456789")
 	<-arrived
 	r.cancel() // what SIGTERM does to run()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		res, err := http.Get(r.admin + "/readyz")
-		if err != nil {
-			t.Fatalf("readiness while a call is in flight: %v", err)
-		}
-		res.Body.Close()
-		if res.StatusCode == http.StatusServiceUnavailable {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("readiness still %d after shutdown began", res.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStatus(t, r.admin+"/readyz", http.StatusServiceUnavailable)
 	if code, body := doPost(t, r.proxy+"/tools/Read", `{"path":"late.txt"}`, "agent-key-1-0123456789"); code != http.StatusServiceUnavailable {
 		t.Fatalf("a new call while draining: %d %s, want 503", code, body)
 	}
@@ -569,18 +534,7 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 // the process exits: the store goes with the process, so run then or
 // never, and the approver was told "approved".
 func TestShutdownRunsApprovalsMadeWhileDraining(t *testing.T) {
-	release, arrived := make(chan struct{}), make(chan struct{}, 4)
-	up := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/Read") {
-			arrived <- struct{}{}
-			<-release
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	up, arrived, free := slowUpstream(t, func(path string) bool { return strings.HasSuffix(path, "/Read") })
 	dir := writeFiles(t, t.TempDir(), map[string]string{
 		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 upstreams: [{name: files, url: ` + up.URL + `}]
@@ -600,19 +554,7 @@ shutdown_grace: 10s
 	if res.StatusCode != http.StatusAccepted || id == "" {
 		t.Fatalf("the ask: %d, call %q", res.StatusCode, id)
 	}
-	inFlight := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, tg.proxy+"/tools/Read", strings.NewReader(`{"path":"slow.txt"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer agent-key-0123456789")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			inFlight <- 0
-			return
-		}
-		res.Body.Close()
-		inFlight <- res.StatusCode
-	}()
+	inFlight := callInBackground(tg.proxy+"/tools/Read", `{"path":"slow.txt"}`, "agent-key-0123456789")
 	<-arrived
 	tg.cancel() // SIGTERM: the Read keeps the drain going
 	waitStatus(t, tg.admin+"/readyz", http.StatusServiceUnavailable)
@@ -647,6 +589,43 @@ shutdown_grace: 10s
 	if writes != 1 {
 		t.Fatalf("the call approved while draining reached the upstream %d times, want 1 (before the process exited)", writes)
 	}
+}
+
+// slowUpstream is an upstream that holds the requests slow picks (by
+// path) until free is called, saying on arrived when one comes.
+func slowUpstream(t *testing.T, slow func(path string) bool) (up *testkit.Upstream, arrived <-chan struct{}, free func()) {
+	release, came := make(chan struct{}), make(chan struct{}, 16)
+	up = testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if slow(r.URL.Path) {
+			came <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the upstream closes, which waits for its handlers
+	return up, came, free
+}
+
+// callInBackground POSTs body to url as the agent with key, and sends its
+// status (0 when it failed) on the channel it returns.
+func callInBackground(url, body, key string) <-chan int {
+	status := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		res.Body.Close()
+		status <- res.StatusCode
+	}()
+	return status
 }
 
 // waitStatus polls url until it answers want, for up to 5 s.
