@@ -118,6 +118,10 @@ func unauthenticated(detail string) answer {
 	return answer{kind: refusal, status: http.StatusUnauthorized, outcome: outcomeUnauthenticated, title: "Unauthenticated", detail: detail}
 }
 
+// storeRetryAfter is the Retry-After of a 503 for a store that did not
+// answer: its sockets' timeouts are 2 s, and the sweeper backs off from 1 s.
+const storeRetryAfter = "5"
+
 func unavailable(title, detail string) answer {
 	return answer{kind: refusal, status: http.StatusServiceUnavailable, outcome: outcomeUnavailable, title: title, detail: detail}
 }
@@ -218,9 +222,10 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.NotParked:
 		a.kind, a.status, a.outcome, a.title = refusal, http.StatusServiceUnavailable, outcomeUnavailable, "Approval store unavailable"
 		a.detail = "the call needs approval but could not be parked; nothing was forwarded, retry later"
+		a.retryAfter = storeRetryAfter
 	case lifecycle.StoreFailed:
 		a = unavailable("Approval store unavailable", "the approval store could not be reached; the call is not lost, follow its status URL")
-		a.callID = pc.ID
+		a.callID, a.retryAfter = pc.ID, storeRetryAfter
 	case lifecycle.Lost:
 		a = unavailable("Parked call lost", "the approval store no longer knows this call; nothing was forwarded")
 		a.callID = pc.ID

@@ -91,6 +91,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 func (s *Server) admit(r *http.Request, c *call) *answer {
 	if s.draining.Load() {
 		a := unavailable("Shutting down", "toolgate is shutting down; retry on another replica")
+		a.retryAfter = "1" // a load balancer drops this replica within seconds
 		return &a
 	}
 	if r.Method == http.MethodConnect {

@@ -32,3 +32,20 @@ func TestLostAnswerSaysWhatIsKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestUnavailableSaysWhenToRetry: a 503 for a draining replica or a store
+// that did not answer says when to come back (Retry-After), so a client
+// that honours it neither hammers nor gives up.
+func TestUnavailableSaysWhenToRetry(t *testing.T) {
+	for _, k := range []lifecycle.Kind{lifecycle.NotParked, lifecycle.StoreFailed} {
+		if a := outcomeAnswer(lifecycle.Outcome{Kind: k, Call: pending.Call{ID: "ID"}}, policy.Decision{}); a.status != http.StatusServiceUnavailable || a.retryAfter != storeRetryAfter {
+			t.Errorf("%v: %d, Retry-After %q", k, a.status, a.retryAfter)
+		}
+	}
+	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n"))
+	env.server.Drain()
+	res := post(t, env.url+"/tools/Read", `{"path":"a"}`, "Authorization", "Bearer agent-key")
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" {
+		t.Errorf("while draining: %d, Retry-After %q; want 503 and 1", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
