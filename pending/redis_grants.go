@@ -13,13 +13,14 @@ import (
 
 var _ Grants = (*RedisStore)(nil)
 
-// Remembered grants in Redis, under the store's hash tag like its calls:
+// Remembered grants in Redis, under the store's hash tag like its calls
+// (G is grantGen):
 //
-//	{toolgate}:grant:<id>              hash: the grant (fields below), expires at ExpiresAt
-//	{toolgate}:grantscope:<scope>      string: the ID of the scope's grant, expires with it
-//	{toolgate}:grants                  sorted set of grant IDs by ExpiresAt (MaxGrants counts it)
-//	{toolgate}:grants:created          sorted set of the same IDs by CreatedAt (Grants' order)
-//	{toolgate}:grantrevoked:<id>       hash: a revoked grant, kept a minute for a retried Revoke
+//	{toolgate}:grantG:<id>             hash: the grant (fields below), expires at ExpiresAt
+//	{toolgate}:grantscopeG:<scope>     string: the ID of the scope's grant, expires with it
+//	{toolgate}:grantsG                 sorted set of grant IDs by ExpiresAt (MaxGrants counts it)
+//	{toolgate}:grantsG:created         sorted set of the same IDs by CreatedAt (Grants' order)
+//	{toolgate}:grantrevokedG:<id>      hash: a revoked grant, kept a minute for a retried Revoke
 //
 // <scope> is grantScope: subject, upstream, tool and "=target" or "*"
 // (any target), separated by NUL bytes. Every key has a TTL: a grant's
@@ -38,9 +39,30 @@ var _ Grants = (*RedisStore)(nil)
 // ("1"), ex Extras, by Approver, ci CallID, cm Comment, sl Seal, ca CreatedAt, ea
 // ExpiresAt (ms), sc the scope; rv the revoking nonce (grantrevoked only).
 
-func (s *RedisStore) grantKey(id string) string { return s.base + "grant:" + id }
+// grantGen is the generation of the grants' key names. It changes when a
+// grant comes to bind more than an older release checks (its seal, the
+// headers and query its call sent): during a rolling upgrade an older
+// replica sharing the store then finds none of the newer grants, and asks,
+// rather than let through a call the grant's approver was not shown. The
+// older generation's grants are not read either: they bind less, and
+// expire with their lifetime. Generation 2: grants bind the query (and are
+// sealed, with digests under a derived key).
+const grantGen = "2"
 
-func (s *RedisStore) grantScopeKey(scope string) string { return s.base + "grantscope:" + scope }
+func (s *RedisStore) grantKey(id string) string { return s.base + "grant" + grantGen + ":" + id }
+
+func (s *RedisStore) grantScopeKey(scope string) string {
+	return s.base + "grantscope" + grantGen + ":" + scope
+}
+
+// grantRevokedKey is where a revoked grant is kept a minute.
+func (s *RedisStore) grantRevokedKey(id string) string {
+	return s.base + "grantrevoked" + grantGen + ":" + id
+}
+
+// grantIndex and grantCreated are the grant indexes' keys.
+func (s *RedisStore) grantIndex() string   { return s.base + "grants" + grantGen }
+func (s *RedisStore) grantCreated() string { return s.base + "grants" + grantGen + ":created" }
 
 // grantKeys returns the keys a grant script that writes declares: on a
 // Cluster the grant indexes and keys (redis_declare.go), elsewhere keys[0]
@@ -49,7 +71,7 @@ func (s *RedisStore) grantKeys(keys ...string) []string {
 	if !s.cluster {
 		return keys[:1]
 	}
-	return append(keys, s.base+"grants", s.base+"grants:created")
+	return append(keys, s.grantIndex(), s.grantCreated())
 }
 
 // grantRevokedTTL is how long a revoked grant is kept for a retried
@@ -59,10 +81,10 @@ const grantRevokedTTL = time.Minute
 // luaGrants are the helpers of the grant scripts, after luaPrelude.
 const luaGrants = `
 local grantsMessage = '` + grantsMessage + `'
-local gindex, gcreated = base .. 'grants', base .. 'grants:created'
-local function grantkey(id) return base .. 'grant:' .. id end
-local function scopekey(sc) return base .. 'grantscope:' .. sc end
-local function revokedkey(id) return base .. 'grantrevoked:' .. id end
+local gindex, gcreated = base .. 'grants` + grantGen + `', base .. 'grants` + grantGen + `:created'
+local function grantkey(id) return base .. 'grant` + grantGen + `:' .. id end
+local function scopekey(sc) return base .. 'grantscope` + grantGen + `:' .. sc end
+local function revokedkey(id) return base .. 'grantrevoked` + grantGen + `:' .. id end
 
 -- field returns a field of an HGETALL reply, or nil.
 local function field(flat, f)
@@ -306,7 +328,7 @@ func (s *RedisStore) Grants(ctx context.Context, limit int) ([]Grant, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	v, err := s.run(ctx, listGrantsScript, s.base, []string{s.base + "grants:created"}, limit)
+	v, err := s.run(ctx, listGrantsScript, s.base, []string{s.grantCreated()}, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing grants: %w", err)
 	}
@@ -323,7 +345,7 @@ func (s *RedisStore) Revoke(ctx context.Context, id string) (Grant, error) {
 	if id == "" || len(id) > MaxGrantFieldBytes {
 		return Grant{}, noGrant(id) // no grant has such an ID
 	}
-	keys := s.grantKeys(s.grantKey(id), s.base+"grantrevoked:"+id)
+	keys := s.grantKeys(s.grantKey(id), s.grantRevokedKey(id))
 	v, _, err := s.runDeclaring(ctx, revokeGrantScript, false, keys, s.scriptArgs(s.base, "", []any{id, nonce(), grantRevokedTTL.Milliseconds()}))
 	if err != nil {
 		return Grant{}, fmt.Errorf("pending: revoking grant %s: %w", id, err)

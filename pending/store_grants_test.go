@@ -560,7 +560,7 @@ func TestRedisGrantKeys(t *testing.T) {
 	ctx := t.Context()
 	g := grant(t, s, sampleGrant(), time.Minute)
 	scope := s.grantScopeKey(grantScope(g.Subject, g.Upstream, g.Tool, g.Target, false))
-	keys := []string{s.grantKey(g.ID), scope, s.base + "grants", s.base + "grants:created"}
+	keys := []string{s.grantKey(g.ID), scope, s.grantIndex(), s.grantCreated()}
 	for _, k := range keys {
 		if !strings.HasPrefix(k, s.base) {
 			t.Errorf("key %q is not under %s", k, s.base)
@@ -591,7 +591,7 @@ func TestRedisGrantKeys(t *testing.T) {
 	if n := rdb.Exists(ctx, keys...).Val(); n != 0 {
 		t.Errorf("%d of the grant's keys are left after Revoke", n)
 	}
-	if d := rdb.PTTL(ctx, s.base+"grantrevoked:"+g.ID).Val(); d <= 0 || d > grantRevokedTTL {
+	if d := rdb.PTTL(ctx, s.grantRevokedKey(g.ID)).Val(); d <= 0 || d > grantRevokedTTL {
 		t.Errorf("PTTL of the revoked grant = %v, want at most %v", d, grantRevokedTTL)
 	}
 }

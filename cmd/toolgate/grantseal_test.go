@@ -39,11 +39,11 @@ func TestForgedGrantAsks(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := t.Context()
-	keys, err := rdb.Keys(ctx, "*grant:"+g.ID).Result()
+	keys, err := rdb.Keys(ctx, "*grant2:"+g.ID).Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("the grant's key: %v %v", keys, err)
 	}
-	base := strings.TrimSuffix(keys[0], "grant:"+g.ID)
+	base := strings.TrimSuffix(keys[0], "grant2:"+g.ID)
 	real, err := rdb.HGetAll(ctx, keys[0]).Result()
 	if err != nil || real["sl"] == "" || real["tl"] != "deploy" || real["sc"] != "key:agent-42\x00ops\x00deploy\x00=alpha" {
 		t.Fatalf("the grant as stored: %q %v", real, err)
@@ -51,13 +51,13 @@ func TestForgedGrantAsks(t *testing.T) {
 	scope := func(subject, tool, target string) string { return subject + "\x00ops\x00" + tool + "\x00" + target }
 	point := func(sc, id string) {
 		t.Helper()
-		if err := rdb.Set(ctx, base+"grantscope:"+sc, id, 0).Err(); err != nil {
+		if err := rdb.Set(ctx, base+"grantscope2:"+sc, id, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write := func(id string, fields map[string]string) {
 		t.Helper()
-		if err := rdb.HSet(ctx, base+"grant:"+id, fields).Err(); err != nil {
+		if err := rdb.HSet(ctx, base+"grant2:"+id, fields).Err(); err != nil {
 			t.Fatal(err)
 		}
 		point(fields["sc"], id)
