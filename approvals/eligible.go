@@ -54,7 +54,7 @@ func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pendi
 	if len(requirements(info, func(a callinfo.Approvers) bool { return eligibleFor(a, who) })) == 0 {
 		return nil, errNotEligible
 	}
-	return requirements(info, func(a callinfo.Approvers) bool { return a.RequesterOnly() || eligibleFor(a, who) }), nil
+	return requirements(info, func(a callinfo.Approvers) bool { return a.Open() || eligibleFor(a, who) }), nil
 }
 
 // requirements is the indices of info's requirements that count says an
@@ -144,8 +144,11 @@ func progress(c pending.Call, info callinfo.Info) string {
 // approversOf is who may approve c, for the page: one clause per
 // requirement.
 func approversOf(info callinfo.Approvers) string {
-	if info.RequesterOnly() {
+	switch {
+	case info.RequesterOnly():
 		return "the requester, or any approver"
+	case info.Open():
+		return "any approver"
 	}
 	return approversText(info.Groups, info.Subjects, info.Min)
 }

@@ -112,6 +112,15 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		})
 		quorum = append(quorum, a.Need())
 	}
+	if info.OpenAsk || info.HookAsked {
+		// The requester may not confirm such a call: its requirements are
+		// stored as any approver's (callinfo.Approvers.Open). A replica of
+		// an earlier release, which does not read OpenAsk and HookAsked,
+		// then neither offers nor takes the requester's confirmation.
+		for i := range info.Approvers {
+			info.Approvers[i].Requester = false
+		}
+	}
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target

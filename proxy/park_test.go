@@ -826,3 +826,36 @@ func TestParkShowsEveryBodyByte(t *testing.T) {
 		t.Errorf("upstream got %+v, want the body as sent", reqs)
 	}
 }
+
+// TestOpenAskStoredForEveryRelease: a requester-only reason beside one
+// that names nobody leaves the call to an approver (Info.OpenAsk). Its
+// requirements are stored as any approver's, not the requester's, so a
+// replica of an earlier release sharing the store during a rolling
+// upgrade, which reads the requirements but not OpenAsk, neither offers
+// the requester a confirmation nor takes one.
+func TestOpenAskStoredForEveryRelease(t *testing.T) {
+	pe := newParkEnv(t, func(c *Config) {
+		c.Decider = seedEngineRules(t, `rules:
+  - {id: c1, effect: ask, tool: Write, target: "*", approvers: {requester: true}}
+  - {id: a1, effect: ask, tool: Write, target: "notes/*"}
+`)
+		c.Hold = 10 * time.Millisecond
+	})
+	if res := post(t, pe.url+"/tools/Write", `{"path":"notes/a"}`, "Authorization", "Bearer agent-key"); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("ask: %d", res.StatusCode)
+	}
+	info := callinfo.Decode(pe.nextParked(t).Info)
+	if !info.OpenAsk || len(info.Approvers) != 1 {
+		t.Fatalf("info: open ask %v, requirements %+v", info.OpenAsk, info.Approvers)
+	}
+	if a := info.Approvers[0]; a.Requester || a.RequesterOnly() || !a.Open() || info.RequesterConfirms() || info.NamesApprovers() {
+		t.Errorf("requirement %+v: want any approver's, the requester's confirmation taken nowhere", a)
+	}
+	// Without the open ask the requester may confirm, as before.
+	if res := post(t, pe.url+"/tools/Write", `{"path":"other/a"}`, "Authorization", "Bearer agent-key"); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("ask: %d", res.StatusCode)
+	}
+	if info := callinfo.Decode(pe.nextParked(t).Info); info.OpenAsk || !info.RequesterConfirms() {
+		t.Errorf("a requester-only call: open ask %v, requester confirms %v", info.OpenAsk, info.RequesterConfirms())
+	}
+}

@@ -82,13 +82,15 @@ type Approvers struct {
 	Requester bool     `json:"requester,omitempty"`
 }
 
+// Open reports whether a names no group or subject: any approver's
+// approval counts towards it.
+func (a Approvers) Open() bool { return len(a.Groups) == 0 && len(a.Subjects) == 0 }
+
 // RequesterOnly reports whether a names nobody but the requester: the
 // caller's own human may confirm the call (its confirmation page), and so
 // may any approver who could decide a call that names no approvers. An
 // ask that names groups or subjects is never satisfied by the requester.
-func (a Approvers) RequesterOnly() bool {
-	return a.Requester && len(a.Groups) == 0 && len(a.Subjects) == 0
-}
+func (a Approvers) RequesterOnly() bool { return a.Requester && a.Open() }
 
 // RequesterConfirms reports whether the requester's confirmation alone
 // approves the call: it names approvers, all of them are RequesterOnly,
@@ -111,7 +113,7 @@ func (info Info) RequesterConfirms() bool {
 // subjects: only eligible known approvers decide such a call.
 func (info Info) NamesApprovers() bool {
 	for _, a := range info.Approvers {
-		if !a.RequesterOnly() {
+		if !a.Open() {
 			return true
 		}
 	}
