@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -47,5 +49,34 @@ func TestUnavailableSaysWhenToRetry(t *testing.T) {
 	res := post(t, env.url+"/tools/Read", `{"path":"a"}`, "Authorization", "Bearer agent-key")
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" {
 		t.Errorf("while draining: %d, Retry-After %q; want 503 and 1", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
+
+// TestMCPStoredAnswerWithoutRPC: an approved tools/call whose stored
+// answer holds no JSON-RPC response (an upstream's error page, or the own
+// result of an earlier release, which carries no own-result mark) reaches
+// the MCP client as a JSON-RPC tool error, never as a body it cannot read;
+// one that holds a response passes as stored.
+func TestMCPStoredAnswerWithoutRPC(t *testing.T) {
+	problemJSON := http.Header{"Content-Type": {"application/problem+json"}}
+	for _, tc := range []struct {
+		name    string
+		res     pending.Result
+		isError bool
+	}{
+		{"an earlier release's own result", pending.Result{Status: 504, Header: problemJSON, Body: []byte(`{"type":"urn:toolgate:problem:upstream-failed","status":504}`)}, true},
+		{"an upstream's error page", pending.Result{Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte("<h1>Bad gateway</h1>")}, true},
+		{"a JSON-RPC response", pending.Result{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)}, false},
+	} {
+		m := &rpcResponder{msg: &mcpMessage{id: json.RawMessage("7"), isToolCall: true}}
+		w := httptest.NewRecorder()
+		m.render(w, answer{kind: result, callID: "ID", result: tc.res})
+		var msg struct {
+			ID     json.RawMessage
+			Result struct{ IsError bool }
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &msg); err != nil || w.Code != http.StatusOK || string(msg.ID) != "7" || msg.Result.IsError != tc.isError {
+			t.Errorf("%s: %d %s (%v), want a JSON-RPC response with id 7, isError %v", tc.name, w.Code, w.Body, err, tc.isError)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,12 +104,23 @@ type rpcResponder struct {
 }
 
 func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
-	if a.kind == result && isOwnResult(a.result) {
+	switch {
+	case a.kind == result && isOwnResult(a.result):
 		// toolgate's own result of an approved call (nothing, or no
 		// answer, came back): the model reads it as a tool error.
 		a = answer{
 			kind: verdict, status: http.StatusOK, outcome: "failed", callID: a.callID,
 			title: "The approved call could not be completed", detail: string(a.result.Body),
+		}
+	case a.kind == result && m.msg.isToolCall && !a.result.Truncated && !hasRPCResponse(a.result):
+		// A stored answer that holds no JSON-RPC response (an upstream's
+		// error page, or an earlier release's own result, which carries
+		// no ownResultHeader): an MCP client is never handed a body it
+		// cannot read, as tasks/result never is (taskResult).
+		a = answer{
+			kind: verdict, status: http.StatusOK, outcome: "failed", callID: a.callID,
+			title:  "The approved call could not be completed",
+			detail: "the upstream answered HTTP " + strconv.Itoa(a.result.Status) + " without a complete JSON-RPC response",
 		}
 	}
 	switch {
@@ -196,6 +208,12 @@ func (m *rpcResponder) toolError(a answer, text string) map[string]any {
 		result["resultType"] = "complete"
 	}
 	return map[string]any{"id": m.msg.rpcID(), "result": result}
+}
+
+// hasRPCResponse reports whether res holds a JSON-RPC response.
+func hasRPCResponse(res pending.Result) bool {
+	_, ok := rpcResponseOf(res)
+	return ok
 }
 
 // isOwnResult tells toolgate's own results (a problem body written when no
