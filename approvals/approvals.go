@@ -2,10 +2,12 @@
 // links, the inbox and Slack) and bots (through the JSON API) decide parked
 // calls (docs/http-api.md, approvals listener; docs/approvers.md).
 //
-// It decides calls only through [pending.Store.Decide], so the store's
-// "first decision wins" and its count of approvals are the only arbiters;
-// it never forwards anything (the replica holding the agent, or a sweeper,
-// claims an approved call). GET and HEAD never change state: link
+// It decides calls only through [pending.Store.Decide], or Config.Decide
+// (toolgate's lifecycle.Handoff, which may claim an approved call for the
+// request held on this replica in the same step), so the store's "first
+// decision wins" and its count of approvals are the only arbiters; it never
+// forwards anything (the replica holding the agent, or a sweeper, runs an
+// approved call). GET and HEAD never change state: link
 // previewers and mail scanners fetch every link they see (docs/security.md,
 // INV-6).
 //

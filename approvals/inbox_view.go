@@ -37,7 +37,7 @@ type inboxItem struct {
 	Reasons       []string
 	Age           string // "3m ago"
 	TimeLeft      string // "57m 10s left"
-	Progress      string // "1 of 2 approvals"; "" when one approval decides (progressText)
+	Progress      string // "1 of 2 approvals"; "" when one approval decides (progress, eligible.go)
 	Created       time.Time
 }
 

@@ -110,7 +110,7 @@ func TestInboxPage(t *testing.T) {
 		c.CreatedAt = viewNow.Add(-time.Duration(i+1) * time.Minute)
 		items = append(items, inboxItemOf(c, viewNow))
 	}
-	items[1].Progress = progressText(1, 2)
+	items[1].Progress = "1 of 2 approvals"
 	slices.Reverse(items)
 	sortInbox(items)
 

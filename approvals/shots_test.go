@@ -80,7 +80,7 @@ func TestScreenshots(t *testing.T) {
 	}
 	quorum := h.view(viewCall("01JDX3K6T0C8Q9QUORUM00002", pending.Waiting, mcp))
 	quorum.Approvals = []approvalView{approvalOf("alice@example.com", viewNow.Add(-time.Minute), "Looks right; the keys are due.")}
-	quorum.Progress = progressText(1, 2)
+	quorum.Progress = "1 of 2 approvals"
 	quorum.Approvers = approversText([]string{"sre", "security"}, nil, 2)
 	page("page-quorum", http.StatusOK, pageData{
 		Title: "Approval requested", Call: quorum, Forms: true, CSRF: "example-csrf-token", Approver: "bob@example.com",
@@ -110,7 +110,7 @@ func TestScreenshots(t *testing.T) {
 	for _, c := range calls {
 		items = append(items, inboxItemOf(c, viewNow))
 	}
-	items[1].Progress = progressText(1, 2)
+	items[1].Progress = "1 of 2 approvals"
 	sortInbox(items)
 	write("inbox", http.StatusOK, func(w http.ResponseWriter) {
 		h.renderInbox(w, inboxData{Approver: "bob@example.com", Items: items})

@@ -280,15 +280,6 @@ func approvalOf(by string, at time.Time, comment string) approvalView {
 	return v
 }
 
-// progressText says how far a call's approvals are: "1 of 2 approvals".
-// A call that one approval decides has no progress to show.
-func progressText(have, need int) string {
-	if need <= 1 {
-		return ""
-	}
-	return fmt.Sprintf("%d of %d approvals", have, need)
-}
-
 // approversText says who may approve a call whose reason names its
 // approvers: "groups sre, security · 2 approvals needed". Nothing named
 // and one approval needed: "".

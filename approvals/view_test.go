@@ -125,13 +125,20 @@ func TestApprovalHelpers(t *testing.T) {
 	if got := approvalOf("bob", time.Time{}, ""); got.At != "" {
 		t.Errorf("approvalOf with no time: At = %q, want empty", got.At)
 	}
-	progress := []struct {
+	cases := []struct {
 		have, need int
 		want       string
 	}{{0, 0, ""}, {1, 1, ""}, {0, 2, "0 of 2 approvals"}, {1, 2, "1 of 2 approvals"}, {3, 3, "3 of 3 approvals"}}
-	for _, tt := range progress {
-		if got := progressText(tt.have, tt.need); got != tt.want {
-			t.Errorf("progressText(%d, %d) = %q, want %q", tt.have, tt.need, got, tt.want)
+	for _, tt := range cases {
+		c := pending.Call{}
+		if tt.need > 0 {
+			c.Quorum = []int{tt.need}
+		}
+		for range tt.have {
+			c.Approvals = append(c.Approvals, pending.Approval{Counts: []int{0}})
+		}
+		if got := progress(c, callinfo.Info{}); got != tt.want {
+			t.Errorf("progress(%d of %d) = %q, want %q", tt.have, tt.need, got, tt.want)
 		}
 	}
 	approvers := []struct {
@@ -426,7 +433,7 @@ func TestPage_Quorum(t *testing.T) {
 	h := newViewHandler(t)
 	v := h.view(viewCall("CALL1", pending.Waiting, restInfo(`{}`)))
 	v.Approvals = []approvalView{approvalOf("alice", viewNow.Add(-time.Minute), "fine <by me>")}
-	v.Progress = progressText(1, 2)
+	v.Progress = "1 of 2 approvals"
 	v.Approvers = approversText([]string{"sre", "security"}, nil, 2)
 	body := renderPage(t, h, pageData{Title: "Approval requested", Call: v, Forms: true, Token: "t", Action: "./CALL1"})
 	for _, want := range []string{

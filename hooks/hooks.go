@@ -110,7 +110,9 @@ type Options struct {
 	// is used with its cookie jar removed and redirects refused; its
 	// transport should bound idle connections (MaxIdleConnsPerHost).
 	Client *http.Client
-	// Logger receives a warning per failed hook. Nil means slog.Default().
+	// Logger receives a warning when a hook fails: at most one per hook
+	// and kind of failure every failWarnEvery, with how many were left
+	// out. Nil means slog.Default().
 	Logger *slog.Logger
 	// Now gives webhook-timestamp. Nil means time.Now. Durations are
 	// measured with the monotonic clock regardless.

@@ -423,7 +423,7 @@ func (s *MemoryStore) List(ctx context.Context, st State, limit int) ([]Call, er
 }
 
 // ListBrief implements [Store.ListBrief]: newest first means latest to
-// enter state s. Only the listed fields are copied, under the lock.
+// enter state s (waiting calls: latest to expire). Only the listed fields are copied, under the lock.
 func (s *MemoryStore) ListBrief(ctx context.Context, st State, limit int) ([]Call, error) {
 	if err := checkState(st); err != nil {
 		return nil, err

@@ -1059,7 +1059,7 @@ return out
 `)
 
 // listBriefScript (read-only): ARGV[4] state, [5] limit. Replies {id,
-// score, fields, …} with the fields of briefFields (field, value, …), latest to
+// score, fields, …} with the fields listed in fields below (field, value, …), latest to
 // enter the state first. It reads a call's header and Brief alone (head:
 // GETRANGE), so neither its request, its info nor its result is copied
 // however large: a list's cost does not grow with what the calls carry. Index

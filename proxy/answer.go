@@ -15,8 +15,9 @@ import (
 
 // answer is how one request ends, whatever its protocol: every path of a
 // call returns one, and (*Server).respond renders it, once, through the
-// responder the call's protocol picked. Statuses are chosen here, in the
-// constructors below, and nowhere else.
+// responder the call's protocol picked. Statuses are chosen where answers
+// are built (the constructors below, and those of sessions and tasks),
+// never by a responder.
 type answer struct {
 	kind    answerKind
 	status  int
@@ -45,7 +46,7 @@ type answer struct {
 	// knows how agents reach it (Config.ProxyPublicURL).
 	statusURL string
 	// allow is the Allow header of a 405; retryAfter the Retry-After of
-	// a 429.
+	// a 429 or a 503.
 	allow, retryAfter string
 }
 
@@ -189,7 +190,8 @@ func storeFailed(err error) answer {
 }
 
 // outcomeAnswer is what the request that asked learns of its parked call:
-// the one place a lifecycle.Outcome becomes an answer.
+// the one place a lifecycle.Outcome becomes an answer, but for the answer
+// that creates an MCP task (taskCreated, extTaskCreated).
 func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	pc := o.Call
 	a := answer{callID: pc.ID, reasons: d.Messages(), ruleIDs: d.RuleIDs()}

@@ -41,9 +41,12 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 		// The client asked for a task: it is answered at once, and
 		// follows the call with the task methods (tasks.go).
 		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
-		a, ok := taskCreated(c, o)
+		var a answer
+		var ok bool
 		if c.mcp.version >= statelessEra {
 			a, ok = extTaskCreated(c, o, s.cfg.ConfirmURL != nil && c.mcp.urlElicit && infoOf(pc).RequesterConfirms())
+		} else {
+			a, ok = taskCreated(c, o)
 		}
 		if ok {
 			return a

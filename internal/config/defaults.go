@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // DefaultTargetArgs are the tool argument names an upstream looks in, in
-// order, for the call's target when target_args is not set.
-var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "target", "url", "uri", "command"}
+// order, for the call's target when target_args is not set: the policy's.
+var DefaultTargetArgs = policy.DefaultTargetArgs
 
 // Default returns the configuration with every default applied and nothing
 // else set. The defaults are:
@@ -32,9 +33,14 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	identity.jwt.groups_claim  groups
 //	identity.jwt.leeway        30s
 //	identity.anonymous         false
+//	hooks[].match.upstream     *
+//	hooks[].match.tool         *
+//	hooks[].timeout            2s
+//	hooks[].on_failure         deny
 //	policy.mode                default
 //	policy.default             deny
 //	policy.watch               true
+//	policy.enforce             true
 //	policy.capabilities        [] (the safe default set of built-ins only)
 //	pending.store              memory
 //	pending.hold               25s
@@ -53,10 +59,14 @@ var DefaultTargetArgs = []string{"path", "file_path", "file", "filename", "targe
 //	approvals.identity.provider_logout true   (type oidc)
 //	approvals.identity.redirect_url   public_url + /auth/callback (type oidc; derived by signin, not written here)
 //	limits.max_body_bytes      1MiB
+//	limits.max_body_bytes_total 64MiB (at least limits.max_body_bytes)
 //	limits.body_timeout        10s
 //	limits.max_parked_per_subject 100
 //	limits.max_parked          10000
 //	limits.max_parks_per_minute 0 (no limit)
+//	limits.max_held_per_subject 100
+//	limits.max_forwards_per_subject 1000
+//	limits.max_connections     10000
 //	limits.lossy_numbers       refuse
 //	log.level                  info
 //	log.arguments              false

@@ -13,7 +13,7 @@ import (
 // interval's keys are forgotten (their next line is written).
 const MaxKeys = 1024
 
-// Throttle lets one line per key through every Every. The zero value is
+// Throttle lets one line per key through every interval given to New. The zero value is
 // not usable; make one with New. It is safe for concurrent use.
 type Throttle struct {
 	every time.Duration
