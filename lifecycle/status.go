@@ -61,14 +61,78 @@ func (l *Lifecycle) own(ctx context.Context, principal, id string) (pending.Call
 	if err != nil {
 		return pending.Call{ID: id}, err
 	}
-	owner := pc.Principal
-	if owner == "" {
-		owner = pc.Subject
-	}
-	if owner != principal {
+	if ownerOf(pc) != principal {
 		return pending.Call{ID: id}, pending.ErrNotFound
 	}
 	return pc, nil
+}
+
+// ownerOf is the principal a call belongs to: its Principal, or, for a
+// call parked before calls recorded one, its Subject.
+func ownerOf(pc pending.Call) string {
+	if pc.Principal != "" {
+		return pc.Principal
+	}
+	return pc.Subject
+}
+
+// Owned is principal's calls among the newest perState the store lists in
+// each state, those keep accepts, briefs only (pending.Store.ListBrief)
+// but for executed calls, read whole for their result. The store lists by
+// state, not by principal: an older call of principal's may be missing.
+func (l *Lifecycle) Owned(ctx context.Context, principal string, perState int, keep func(pending.Call) bool) ([]pending.Call, error) {
+	var out []pending.Call
+	for _, st := range pending.States() {
+		calls, err := l.store.ListBrief(ctx, st, perState)
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range calls {
+			if ownerOf(pc) != principal || !keep(pc) {
+				continue
+			}
+			if pc.State == pending.Executed {
+				if full, err := l.store.Get(ctx, pc.ID); err == nil {
+					pc = full
+				}
+			}
+			out = append(out, pc)
+		}
+	}
+	return out, nil
+}
+
+// AwaitResult follows principal's call id until it ends, for up to hold
+// or until the drain: a call approved that nobody claimed is run at once
+// (Run), and a call that ends is marked delivered (Status with take), so
+// an identical call after it parks anew. A task's client asking for its
+// result is held no longer than any other request.
+func (l *Lifecycle) AwaitResult(ctx context.Context, principal, id string, hold time.Duration) (pending.Call, error) {
+	deadline := time.Now().Add(hold)
+	var prev pending.State
+	for {
+		wait := time.Until(deadline)
+		if l.drained.Err() == nil {
+			// Approved and nobody running it: run it now rather than
+			// after the sweeper's grace; Claim makes sure only once.
+			if ran, err := l.Run(ctx, principal, id); err == nil && ran.State.Terminal() {
+				wait = 0
+			}
+		}
+		pc, err := l.Status(ctx, principal, id, max(wait, 0), true)
+		if err != nil || pc.State.Terminal() || wait <= 0 || ctx.Err() != nil || l.drained.Err() != nil {
+			return pc, err
+		}
+		if pc.State == prev {
+			// The wait ended without a change (the store failed): do
+			// not spin.
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(250*time.Millisecond, max(time.Until(deadline), 0))):
+			}
+		}
+		prev = pc.State
+	}
 }
 
 // Run claims principal's approved call id and runs it now, on this

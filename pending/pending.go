@@ -39,6 +39,9 @@ const (
 // allStates are the states of a parked call.
 var allStates = [...]State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled}
 
+// States returns the states of a parked call, in the order of its life.
+func States() []State { return allStates[:] }
+
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool {
 	switch s {

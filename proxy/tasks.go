@@ -223,40 +223,15 @@ func taskNotFound(c *call) answer {
 	return taskError(c, rpcInvalidParams, "Failed to retrieve task: Task not found")
 }
 
-// taskResultWait follows the call until it ends or the hold runs out,
-// running it at once when it is approved and nobody has claimed it:
-// tasks/result blocks until the task is terminal, and toolgate holds no
-// request longer than pending.hold. A terminal call is marked delivered,
-// so that an identical call after it parks anew rather than attaching;
-// its result stays readable here.
+// taskResultWait follows the call until it ends or the hold runs out
+// (lifecycle.Lifecycle.AwaitResult): tasks/result blocks until the task is
+// terminal, and toolgate holds no request longer than pending.hold, nor
+// more of them per caller than limits.max_held_per_subject. Its result
+// stays readable here.
 func (s *Server) taskResultWait(ctx context.Context, principal, id string) (pending.Call, error) {
 	hold, release := s.holdPlace(principal, s.cfg.Hold)
 	defer release()
-	deadline := time.Now().Add(hold)
-	var prev pending.State
-	for {
-		wait := time.Until(deadline)
-		if !s.draining.Load() {
-			// Approved and nobody running it: run it now rather than
-			// after the sweeper's grace; Claim makes sure only once.
-			if ran, err := s.life.Run(ctx, principal, id); err == nil && ran.State.Terminal() {
-				wait = 0
-			}
-		}
-		pc, err := s.life.Status(ctx, principal, id, max(wait, 0), true)
-		if err != nil || pc.State.Terminal() || wait <= 0 || ctx.Err() != nil || s.draining.Load() {
-			return pc, err
-		}
-		if pc.State == prev {
-			// The wait ended without a change (the store failed): do
-			// not spin.
-			select {
-			case <-ctx.Done():
-			case <-time.After(min(250*time.Millisecond, max(time.Until(deadline), 0))):
-			}
-		}
-		prev = pc.State
-	}
+	return s.life.AwaitResult(ctx, principal, id, hold)
 }
 
 // isTaskOf reports whether pc is a task of this upstream's endpoint: a
@@ -497,35 +472,15 @@ func taskStoreFailed(c *call) answer {
 // caller's: a principal's task older than that may be missing from the
 // list while tasks/get still finds it.
 func (s *Server) ownTasks(ctx context.Context, c *call) ([]any, error) {
-	tasks := []any{}
-	for _, st := range []pending.State{
-		pending.Waiting, pending.Approved, pending.Executing, pending.Executed, pending.Rejected,
-		pending.Expired, pending.Failed, pending.Unknown, pending.Cancelled,
-	} {
-		calls, err := s.cfg.Pending.ListBrief(ctx, st, maxListedTasks)
-		if err != nil {
-			return nil, err
-		}
-		for _, pc := range calls {
-			owner := pc.Principal
-			if owner == "" {
-				owner = pc.Subject
-			}
-			if owner != c.subject.Principal || pc.Upstream != c.up.Name {
-				continue
-			}
-			if briefMethod(pc) != "tools/call" {
-				continue
-			}
-			t := taskOf(pc)
-			if pc.State == pending.Executed {
-				// Briefs carry no result: the status is read in full.
-				if full, err := s.cfg.Pending.Get(ctx, pc.ID); err == nil {
-					t = taskOf(full)
-				}
-			}
-			tasks = append(tasks, t.doc())
-		}
+	calls, err := s.life.Owned(ctx, c.subject.Principal, maxListedTasks, func(pc pending.Call) bool {
+		return pc.Upstream == c.up.Name && briefMethod(pc) == "tools/call"
+	})
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]any, 0, len(calls))
+	for _, pc := range calls {
+		tasks = append(tasks, taskOf(pc).doc())
 	}
 	return tasks, nil
 }
