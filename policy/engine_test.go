@@ -793,3 +793,26 @@ func TestGlobDepths(t *testing.T) {
 		}
 	}
 }
+
+// TestHostRowCoversTheRoot: a row for every path of a host covers its
+// URLs without a path too, in any spelling of the host: "https://evil.com"
+// is the root to a browser, so it is "https://evil.com/" to the rows.
+func TestHostRowCoversTheRoot(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), []string{
+		`{id: web, effect: allow, tool: fetch, target: "https://**"}`,
+		`{id: no-evil, effect: deny, tool: fetch, target: "https://evil.com*/**"}`,
+	})})
+	for _, u := range []string{"https://evil.com", "https://evil.com/", "https://evil.com:8443", "https://EVIL.com.:443", "https://evil.com?q=1"} {
+		in := call("fetch", "")
+		in.Tool = policy.NewTool("fetch", map[string]any{"url": u}, policy.DefaultTargetArgs)
+		d, err := e.Decide(context.Background(), in)
+		if err != nil || d.Action != policy.Deny || !slices.Contains(d.RuleIDs(), "no-evil") {
+			t.Errorf("fetch %s: %v %v, %v; want deny no-evil", u, d.Action, d.RuleIDs(), err)
+		}
+	}
+	in := call("fetch", "")
+	in.Tool = policy.NewTool("fetch", map[string]any{"url": "https://good.com"}, policy.DefaultTargetArgs)
+	if d, _ := e.Decide(context.Background(), in); d.Action != policy.Allow {
+		t.Errorf("fetch https://good.com: %v, want allow", d.Action)
+	}
+}

@@ -530,7 +530,10 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 			u.Path += "/"
 		}
 		u.RawPath = ""
-	} else if u.Host != "" && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+	} else if u.Host != "" {
+		// An empty path is the root: "https://evil.com" is
+		// "https://evil.com/" to a browser, so a row for every path of a
+		// host (https://evil.com*/**) covers it. And
 		// "https://evil.com?.example.com/x" is evil.com: a "/" before the
 		// query keeps a glob's host segment (https://*.example.com/**)
 		// from reading the query as part of the host. The spelling

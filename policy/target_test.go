@@ -27,7 +27,7 @@ func TestNormalizeTarget(t *testing.T) {
 		{"path", "..foo", "..foo", false},
 		{"path", "", "", false},
 		{"url", "HTTPS://Example.COM/a/../b", "https://example.com/b", false},
-		{"uri", "https://example.com", "https://example.com", false},
+		{"uri", "https://example.com", "https://example.com/", false}, // the root, as a browser reads it
 		{"url", "https://evil.com?.example.com/x", "https://evil.com/?.example.com/x", false},
 		{"url", "https://evil.com#.example.com/x", "https://evil.com/#.example.com/x", false},
 		{"url", `https://evil.com\.example.com/x`, `https://evil.com\.example.com/x`, false}, // clients disagree on its host: opaque, as sent
