@@ -21,6 +21,19 @@ default rules := []
 
 rules := data.toolgate.rules
 
+# A row's tool_glob and target_glob: as the loader of policy.rules_file
+# computed them, or, for a row a data file or a test gave without them,
+# computed here the same way (policy/rules.go, isGlob), so that its globs
+# match as written rather than never.
+row_tool_glob(r) := object.get(r, "tool_glob", is_glob(r.tool))
+
+row_target_glob(r) := object.get(r, "target_glob", is_glob(r.target))
+
+is_glob(p) if {
+	p != "*"
+	regex.match(`[*?\[{]`, p)
+} else := false
+
 # Candidate rows for this call's tool. toolgate serves an index beside the
 # table (data.toolgate.rules_index: rows by exact tool name, plus the rows
 # whose tool is "*" or a glob), so a call visits only the rows that can
@@ -193,24 +206,24 @@ table_reason(r) := {"id": r.id, "message": object.get(r, "message", default_mess
 # row matches whatever its target, since some target could match.
 row_matches_any(r) if {
 	call_phase
-	tool_matches(r.tool, r.tool_glob)
-	target_matches_any(r.target, r.target_glob)
+	tool_matches(r.tool, row_tool_glob(r))
+	target_matches_any(r.target, row_target_glob(r))
 }
 
 row_matches_any(r) if {
 	list_phase
-	tool_matches(r.tool, r.tool_glob)
+	tool_matches(r.tool, row_tool_glob(r))
 }
 
 row_matches_every(r) if {
 	call_phase
-	tool_matches(r.tool, r.tool_glob)
-	target_matches_every(r.target, r.target_glob)
+	tool_matches(r.tool, row_tool_glob(r))
+	target_matches_every(r.target, row_target_glob(r))
 }
 
 row_matches_every(r) if {
 	list_phase
-	tool_matches(r.tool, r.tool_glob)
+	tool_matches(r.tool, row_tool_glob(r))
 }
 
 # A deny row hides a listed tool only when it covers every call of the tool.
@@ -222,7 +235,7 @@ deny_row_matches(r) if {
 deny_row_matches(r) if {
 	list_phase
 	r.target == "*"
-	tool_matches(r.tool, r.tool_glob)
+	tool_matches(r.tool, row_tool_glob(r))
 }
 
 tool_matches("*", _) if input.tool.name

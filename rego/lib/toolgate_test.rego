@@ -185,3 +185,18 @@ test_allow_row_needs_every_target if {
 test_other_target_escaping_denied if {
 	ids(lib.deny) == {"toolgate.target_escapes"} with input as call2("fs.read", "src/a.go", "../x") with data.toolgate.rules as seed
 }
+
+# A table a data file or a test gives as written, without tool_glob and
+# target_glob: its globs match as the loaded table's do, so a deny row
+# written there is never silently dead.
+plain := [
+	{"id": "p1", "effect": "allow", "tool": "read_file", "target": "*"},
+	{"id": "p2", "effect": "deny", "tool": "read_file", "target": "secrets/**"},
+	{"id": "p3", "effect": "deny", "tool": "fs.*", "target": ".env"},
+]
+
+test_plain_table_globs_match if {
+	ids(lib.deny) == {"p2"} with input as call("read_file", "secrets/key") with data.toolgate.rules as plain
+	ids(lib.allow) == {"p1"} with input as call("read_file", "docs/a") with data.toolgate.rules as plain
+	ids(lib.deny) == {"p3"} with input as call("fs.read", ".env") with data.toolgate.rules as plain
+}
