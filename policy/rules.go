@@ -139,6 +139,12 @@ func checkGlob(p string) error {
 			if j < 0 {
 				return fmt.Errorf("%q has an unclosed [", p)
 			}
+			if strings.HasPrefix(p[i+1:], "^") {
+				// A regular expression's negation is a literal "^" to
+				// a glob: a deny row "secrets/[^.]*" would cover the
+				// opposite of what it reads as.
+				return fmt.Errorf("%q starts a [...] with ^, which a glob reads as the character ^, not as \"not\": write [!...] to negate, or put the ^ after the first character", p)
+			}
 			i += j + 1
 		case '{':
 			depth++

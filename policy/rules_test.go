@@ -28,6 +28,7 @@ func TestParseRules(t *testing.T) {
 		{"missing tool", `rules: [{id: a, effect: allow, target: "*"}]`, "tool is missing"},
 		{"missing target", `rules: [{id: a, effect: allow, tool: x}]`, "target is missing"},
 		{"unclosed class", `rules: [{id: a, effect: allow, tool: x, target: "a[b"}]`, "unclosed ["},
+		{"caret class", `rules: [{id: a, effect: deny, tool: x, target: "secrets/[^.]*"}]`, "write [!...] to negate"},
 		{"unclosed brace", `rules: [{id: a, effect: allow, tool: x, target: "{a,b"}]`, "unclosed {"},
 		{"must_ask on allow", `rules: [{id: a, effect: allow, tool: x, target: "*", must_ask: true}]`, "must_ask"},
 		{"not a list", `rules: {id: a}`, "rules table"},
