@@ -234,7 +234,9 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 		if pc.State == pending.Approved || pc.State == pending.Executing {
 			// Last seen approved or running: an executor, here or on
 			// another replica, may have sent it before the store lost it.
-			a.status, a.outcome, a.title = http.StatusGatewayTimeout, string(pending.Unknown), "Outcome unknown"
+			// A verdict on the call, as NoResult is: an MCP tool call
+			// gets it as a tool error, not a transport failure.
+			a.kind, a.status, a.outcome, a.title = verdict, http.StatusGatewayTimeout, string(pending.Unknown), "Outcome unknown"
 			a.detail = "the approval store lost call " + pc.ID + " after it was " + string(pc.State) +
 				": the tool may have run it; it was not retried, check before you send it again"
 		}

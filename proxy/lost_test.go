@@ -32,6 +32,14 @@ func TestLostAnswerSaysWhatIsKnown(t *testing.T) {
 		if a.status != tc.status || a.outcome != tc.outcome || forwarded != (tc.state == pending.Waiting) || a.callID != "ID" {
 			t.Errorf("lost while %s: %d %s %q, want %d %s", tc.state, a.status, a.outcome, a.detail, tc.status, tc.outcome)
 		}
+		// An MCP tools/call learns it as a JSON-RPC message either way.
+		m := &rpcResponder{msg: &mcpMessage{id: json.RawMessage("7"), isToolCall: true}}
+		w := httptest.NewRecorder()
+		m.render(w, a)
+		var msg map[string]json.RawMessage
+		if err := json.Unmarshal(w.Body.Bytes(), &msg); err != nil || string(msg["jsonrpc"]) != `"2.0"` || string(msg["id"]) != "7" {
+			t.Errorf("lost while %s, to an MCP client: HTTP %d %s %s", tc.state, w.Code, w.Header().Get("Content-Type"), w.Body)
+		}
 	}
 }
 

@@ -319,6 +319,7 @@ policy: {rules_file: ./rules.yaml, subject_modes: {batch: dont_ask}}
 pending: {store: redis, redis_url: "${REDIS_URL}"}
 approvals:
   approvers: [{name: alice, key: "${ALICE_KEY}"}]
+  notify: [{url: "${SLACK_WEBHOOK_URL}", format: slack}]
 `,
 		"rules.yaml": "rules:\n  - {id: w, effect: ask, tool: write_note, target: \"notes/**\"}\n",
 		"batch.json": `{"kind":"rest","subject":{"id":"batch"},"tool":{"name":"write_note","arguments":{"path":"notes/a"},"target":"notes/a"}}`,

@@ -153,7 +153,7 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 		return nv, nil
 	}
 	x, referenced, err := w.expand(s, at)
-	if fe, ok := errors.AsType[*FieldError](err); ok && fe.unset != "" && w.standIn && n.leaf == leafSecret {
+	if fe, ok := errors.AsType[*FieldError](err); ok && fe.unset != "" && w.standIn && (n.leaf == leafSecret || credentialURLs[n.path]) {
 		x, referenced, err = standInSecret(n.path, fe.unset), true, nil
 	}
 	if err != nil {
@@ -180,13 +180,21 @@ func (w *fileWalker) leaf(n *node, v any, at string) (any, error) {
 	return nv, nil
 }
 
+// credentialURLs are the URL keys that are credentials though not typed as
+// secrets: a Slack or Teams webhook's URL is its key (the Helm chart
+// writes it as ${NAME} from its Secret). They take stand-ins too.
+var credentialURLs = map[string]bool{"approvals.notify[].url": true}
+
 // standInSecret is the value a secret at key path takes when its variable
 // (name) is unset and the configuration is read with stand-ins: valid for
 // the key, distinct per variable (two keys may not share a value), and
 // plainly not a secret anybody holds.
 func standInSecret(path, name string) string {
-	if path == "pending.redis_url" {
+	switch {
+	case path == "pending.redis_url":
 		return "redis://stand-in.invalid:6379"
+	case credentialURLs[path]:
+		return "https://stand-in.invalid/" + name
 	}
 	s := "stand-in-for-" + path + "-" + name + "-"
 	for len(s) < 64 {
