@@ -22,7 +22,7 @@ func (e *httpError) Error() string { return e.msg }
 var (
 	errNoRoute         = &httpError{status: http.StatusNotFound, title: "Page not found", msg: "no such page"}
 	errUnauthenticated = &httpError{status: http.StatusUnauthorized, msg: "missing or unknown approver key"}
-	errUnknownGrant    = &httpError{status: http.StatusNotFound, title: "Unknown grant", msg: "unknown grant (it may have expired or been revoked)"}
+	errUnknownGrant    = &httpError{status: http.StatusNotFound, title: "Unknown grant", msg: "unknown grant (it may have expired or been revoked, or, during an upgrade, have been made by another release: revoke it there)"}
 	errSelfApproval    = &httpError{
 		status: http.StatusForbidden, title: "You cannot approve your own call",
 		msg: "an approver cannot approve their own call (rejecting it is allowed)",
