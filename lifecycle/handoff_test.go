@@ -300,3 +300,30 @@ func approveInBackground(t *testing.T, hf *Handoff, id string) <-chan error {
 	}()
 	return decided
 }
+
+// TestRunningStartsWhileWaited: a run may start while Settle waits for the
+// runs in flight (an approvals handler a forced shutdown left running),
+// which a sync.WaitGroup forbids; Idle closes once every run is done.
+func TestRunningStartsWhileWaited(t *testing.T) {
+	var r running
+	select {
+	case <-r.Idle():
+	default:
+		t.Fatal("no run in flight, yet not idle")
+	}
+	release := make(chan struct{})
+	r.Go(func() { <-release })
+	idle := r.Idle()
+	r.Go(func() { <-release })
+	select {
+	case <-idle:
+		t.Fatal("idle with two runs in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-idle:
+	case <-time.After(deadline):
+		t.Fatal("never idle once the runs were done")
+	}
+}

@@ -64,7 +64,50 @@ type Lifecycle struct {
 	abandoned abandons
 	// unheld are the runs of approved calls whose requests left
 	// (runOrphan), which Settle waits for.
-	unheld sync.WaitGroup
+	unheld running
+}
+
+// running counts runs in flight and says when none is left. Unlike a
+// sync.WaitGroup, a run may start while someone waits: an approvals
+// handler a forced shutdown did not wait for may still start one.
+type running struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed once n is back to 0; nil before the first run
+}
+
+// Go runs f as one of the runs.
+func (r *running) Go(f func()) {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.n++
+	r.mu.Unlock()
+	go func() {
+		defer r.done()
+		f()
+	}()
+}
+
+func (r *running) done() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n--; r.n == 0 {
+		close(r.idle)
+	}
+}
+
+// Idle is closed once no run is in flight (at once when none is).
+func (r *running) Idle() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return r.idle
 }
 
 // New builds a Lifecycle.

@@ -71,18 +71,22 @@ func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
 // returns when both are done or ctx ends, reporting whether they were:
 // a call still being sent then has its lease, which settles it unknown.
 func (l *Lifecycle) Settle(ctx context.Context, runApproved bool) (done bool) {
-	settled := make(chan struct{})
+	ran := make(chan struct{})
 	go func() {
-		defer close(settled)
+		defer close(ran)
 		for runApproved && ctx.Err() == nil {
 			if r := l.executeApproved(ctx, 0, nil); !r.ok || !r.more {
 				break
 			}
 		}
-		l.unheld.Wait()
 	}()
 	select {
-	case <-settled:
+	case <-ran:
+	case <-ctx.Done():
+		return false
+	}
+	select {
+	case <-l.unheld.Idle():
 		return true
 	case <-ctx.Done():
 		return false

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -39,8 +40,9 @@ const (
 // allStates are the states of a parked call.
 var allStates = [...]State{Waiting, Approved, Executing, Executed, Rejected, Expired, Failed, Unknown, Cancelled}
 
-// States returns the states of a parked call, in the order of its life.
-func States() []State { return allStates[:] }
+// States returns the states of a parked call, in the order of its life,
+// in a slice of the caller's own.
+func States() []State { return slices.Clone(allStates[:]) }
 
 // Terminal reports whether no transition leaves s.
 func (s State) Terminal() bool {

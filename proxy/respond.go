@@ -120,7 +120,7 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 		a = answer{
 			kind: verdict, status: http.StatusOK, outcome: "failed", callID: a.callID,
 			title:  "The approved call could not be completed",
-			detail: "the upstream answered HTTP " + strconv.Itoa(a.result.Status) + " without a complete JSON-RPC response",
+			detail: "the upstream answered HTTP " + strconv.Itoa(a.result.Status) + " without a complete JSON-RPC response; the tool may have acted before it failed",
 		}
 	}
 	switch {
