@@ -456,6 +456,15 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
+	a.shutdown(servers, stopBg, &bg)
+	return runErr
+}
+
+// shutdown drains and stops what serve started, within shutdown_grace:
+// readiness and new calls answer 503, the calls in flight finish, the
+// listeners close (the admin listener last), the parked calls' work is
+// settled, and the background work stops.
+func (a *app) shutdown(servers []*http.Server, stopBg context.CancelFunc, bg *sync.WaitGroup) {
 	a.ready.Store(false)
 	a.proxy.Drain()
 	grace := a.cfg.ShutdownGrace.Std()
@@ -501,7 +510,6 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		// lease lets another replica settle it as unknown.
 		a.log.Warn("sweeper still sending an approved call at shutdown")
 	}
-	return runErr
 }
 
 // closeReserve is the part of the shutdown grace kept for closing, after
