@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // ask hands a call the policy asks about to the lifecycle of parked calls:
@@ -80,6 +81,35 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	return outcomeAnswer(o, c.decision)
 }
 
+// setApprovers records in info who must approve a call decided d, and
+// returns the call's quorum: one requirement for each ask reason that names
+// approvers. A reason naming nobody is an open ask (any approver answers
+// it), as is a hook's ask.
+func setApprovers(info *callinfo.Info, d policy.Decision) (quorum []int) {
+	info.HookAsked = d.Forced
+	for _, rs := range d.Reasons {
+		a := rs.Approvers
+		if a == nil {
+			info.OpenAsk = true // any approver answers it; the requester alone does not
+			continue
+		}
+		info.Approvers = append(info.Approvers, callinfo.Approvers{
+			Reason: rs.ID, Groups: a.Groups, Subjects: a.Subjects, Min: a.Need(), Requester: a.Requester,
+		})
+		quorum = append(quorum, a.Need())
+	}
+	if info.OpenAsk || info.HookAsked {
+		// The requester may not confirm such a call: its requirements are
+		// stored as any approver's (callinfo.Approvers.Open). A replica of
+		// an earlier release, which does not read OpenAsk and HookAsked,
+		// then neither offers nor takes the requester's confirmation.
+		for i := range info.Approvers {
+			info.Approvers[i].Requester = false
+		}
+	}
+	return quorum
+}
+
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	sr := c.stored(r, s.fwdHost)
@@ -102,28 +132,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
 	}
-	info.HookAsked = c.decision.Forced
-	var quorum []int
-	for _, rs := range c.decision.Reasons {
-		a := rs.Approvers
-		if a == nil {
-			info.OpenAsk = true // any approver answers it; the requester alone does not
-			continue
-		}
-		info.Approvers = append(info.Approvers, callinfo.Approvers{
-			Reason: rs.ID, Groups: a.Groups, Subjects: a.Subjects, Min: a.Need(), Requester: a.Requester,
-		})
-		quorum = append(quorum, a.Need())
-	}
-	if info.OpenAsk || info.HookAsked {
-		// The requester may not confirm such a call: its requirements are
-		// stored as any approver's (callinfo.Approvers.Open). A replica of
-		// an earlier release, which does not read OpenAsk and HookAsked,
-		// then neither offers nor takes the requester's confirmation.
-		for i := range info.Approvers {
-			info.Approvers[i].Requester = false
-		}
-	}
+	quorum := setApprovers(&info, c.decision)
 	if t := c.input.Tool; t != nil {
 		info.Tool = t.Name
 		info.Target = t.Target
