@@ -44,13 +44,19 @@ func updated(ic *slack.InteractionCallback, o Outcome, approver string) *slack.W
 			kept = append(kept, b)
 		}
 	}
-	if len(kept) == 0 {
+	rebuilt := len(kept) == 0
+	if rebuilt {
 		kept = summary(o)
 	}
 	blocks := append(kept, slack.NewSectionBlock(mrkdwn(line), nil, nil, slack.SectionBlockOptionBlockID(statusBlockID)))
 	if open {
-		if buttons == nil {
-			buttons = decisionButtons(o.CallID)
+		if buttons == nil || rebuilt {
+			// A summary shows the call's tool, upstream and caller, not
+			// its target or arguments: no Approve under it, as notify
+			// offers none under a message that shows only part of a
+			// call. Its approvers decide on the approval page.
+			blocks = append(blocks, slack.NewContextBlock("", mrkdwn("This message no longer shows the call: approve it on its approval page.")))
+			buttons = rejectButton(o.CallID)
 		}
 		blocks = append(blocks, buttons)
 	}
@@ -108,14 +114,12 @@ func summary(o Outcome) []slack.Block {
 	}
 }
 
-// decisionButtons are notify's Approve and Reject buttons, for a message
-// Slack did not send back.
-func decisionButtons(callID string) slack.Block {
-	approve := slack.NewButtonBlockElement(notify.SlackApproveActionID, callID, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false))
-	approve.Style = slack.StylePrimary
+// rejectButton is notify's Reject button alone, for a message rebuilt
+// from a summary.
+func rejectButton(callID string) slack.Block {
 	reject := slack.NewButtonBlockElement(notify.SlackRejectActionID, callID, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false))
 	reject.Style = slack.StyleDanger
-	return slack.NewActionBlock(notify.SlackActionsBlockID, approve, reject)
+	return slack.NewActionBlock(notify.SlackActionsBlockID, reject)
 }
 
 // mrkdwn is a verbatim mrkdwn text: Slack links nothing in it by itself.

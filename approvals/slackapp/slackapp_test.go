@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,6 +129,33 @@ func TestMessageWithoutBlocks(t *testing.T) {
 	if got := statusText(t, m); got != "✅ Approved by alice@example.com" {
 		t.Errorf("status = %q", got)
 	}
+}
+
+// TestRebuiltMessageOffersNoApprove: a partial approval of a call whose
+// message Slack did not send back rebuilds it from a summary, which shows
+// neither the target nor the arguments: it keeps Reject, not Approve.
+func TestRebuiltMessageOffersNoApprove(t *testing.T) {
+	e := newEnv(t, func(d decision) (Outcome, error) {
+		return Outcome{CallID: d.callID, Tool: "write_note", State: "waiting", Approvals: 1, Needed: 2}, nil
+	}, nil)
+	e.send(t, signed(form(click("U0ALICE", notify.SlackApproveActionID, "c1", e.slack.URL+"/r", nil))))
+	m := e.waitPosted(t, 1)[0]
+	var ids []string
+	for _, b := range blocks(t, m) {
+		for _, el := range asSlice(b["elements"]) {
+			if id, ok := el.(map[string]any)["action_id"].(string); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if !slices.Equal(ids, []string{notify.SlackRejectActionID}) {
+		t.Errorf("buttons %v, want Reject alone", ids)
+	}
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }
 
 func TestUnknownUserToldEphemerally(t *testing.T) {
