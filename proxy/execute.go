@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
@@ -57,6 +59,30 @@ func (x executor) Lease(pc pending.Call) time.Duration {
 	return 90 * time.Second
 }
 
+// notSent reports whether err, a failed exchange's, came before any of the
+// request was written: a refused connection, or a TLS handshake that failed
+// (a certificate that does not verify, a peer's alert). The request is sent
+// only over an established TLS session.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var cv *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &alert) || errors.As(err, &unknownCA) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
+// resultMargin is the part of a claim's lease kept for recording the
+// result: the claim's round trip before the send, the result's after.
+const resultMargin = 5 * time.Second
+
+// execBudget is how long the exchange of a call claimed for lease may take.
+func execBudget(lease time.Duration) time.Duration { return max(lease-resultMargin, lease/2) }
+
 // sendClaimed sends a claimed call's stored request to its upstream, once,
 // and classifies what happened: a refused connection sent nothing (failed,
 // 502); any answer is executed, whatever its status (a body cut short is
@@ -71,9 +97,13 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		s.log.Error("parked call cannot be executed", "call_id", pc.ID, "upstream", pc.Upstream, "error", err)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's upstream is not configured on this toolgate")
 	}
-	// The whole exchange stays within the claim's lease; the wait for the
-	// response headers is bounded by the transport (the upstream timeout).
-	ctx, cancel := context.WithTimeout(ctx, executor{s}.Lease(pc))
+	// The whole exchange ends resultMargin before the claim's lease would
+	// (the claim was made before this started): an answer still arriving
+	// then is kept as truncated and recorded while the claim holds, rather
+	// than read to the lease's end and refused by its fence, the call
+	// made unknown. The wait for the response headers is bounded by the
+	// transport (the upstream timeout).
+	ctx, cancel := context.WithTimeout(ctx, execBudget(executor{s}.Lease(pc)))
 	defer cancel()
 	req, err := storedTarget(ctx, up.URL, sr)
 	if err != nil {
@@ -96,8 +126,7 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	}
 	res, err := sendOnce(up, req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if notSent(err) {
 			s.log.Error("upstream refused an approved call; nothing was sent", "call_id", pc.ID, "error", err)
 			return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the upstream could not be reached; nothing was sent")
 		}

@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/lifecycle"
 	"github.com/toolgate/toolgate/pending"
@@ -85,6 +89,48 @@ func TestMCPStoredAnswerWithoutRPC(t *testing.T) {
 		}
 		if err := json.Unmarshal(w.Body.Bytes(), &msg); err != nil || w.Code != http.StatusOK || string(msg.ID) != "7" || msg.Result.IsError != tc.isError {
 			t.Errorf("%s: %d %s (%v), want a JSON-RPC response with id 7, isError %v", tc.name, w.Code, w.Body, err, tc.isError)
+		}
+	}
+}
+
+// TestApprovedCallCertificateRefused: an approved call to an upstream
+// whose certificate does not verify was never sent (the request goes only
+// over an established TLS session): it ends failed, 502 "nothing was
+// sent", not unknown, and is not counted as executed.
+func TestApprovedCallCertificateRefused(t *testing.T) {
+	var got atomic.Int64
+	tlsUp := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { got.Add(1) }))
+	t.Cleanup(tlsUp.Close)
+	u, _ := url.Parse(tlsUp.URL)
+	pe := newParkEnv(t, func(c *Config) {
+		c.Upstreams[0].URL = u // the default transport: the test server's certificate is not trusted
+		c.Hold = 10 * time.Millisecond
+	})
+	res := post(t, pe.url+"/tools/Write", `{"path":"notes/a.txt"}`, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+	id := res.Header.Get(headerCallID)
+	if res.StatusCode != http.StatusAccepted || id == "" {
+		t.Fatalf("ask: %d", res.StatusCode)
+	}
+	if _, err := pe.store.Decide(context.Background(), id, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	pe.server.life.SweepOnce(context.Background(), 0)
+	pc, err := pe.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.State != pending.Failed || pc.Result == nil || pc.Result.Status != http.StatusBadGateway || got.Load() != 0 {
+		t.Fatalf("call %s, result %+v, upstream handled %d; want failed, 502, none", pc.State, pc.Result, got.Load())
+	}
+}
+
+// TestExecBudgetEndsBeforeTheLease: the exchange of a claimed call ends
+// before its claim's lease, so an answer still arriving is recorded as
+// truncated while the claim holds.
+func TestExecBudgetEndsBeforeTheLease(t *testing.T) {
+	for _, lease := range []time.Duration{32 * time.Second, 90 * time.Second, 6 * time.Second} {
+		if b := execBudget(lease); b >= lease || b < lease/2 {
+			t.Errorf("execBudget(%v) = %v", lease, b)
 		}
 	}
 }
