@@ -194,13 +194,18 @@ func (h HeaderConfig) check(bad func(key, msg, fix string)) {
 		switch p, err := parseSource(s); {
 		case err != nil:
 			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q is not an address or CIDR prefix", s), "write it like 10.0.0.0/8, 192.168.1.10 or fd00::/8")
-		case p.Bits() == 0:
-			// Every address: anybody who reaches the listener could name
-			// themselves an approver.
-			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q trusts every address", s), "list the authenticating proxy's own addresses, or use secret")
+		case p.Bits() < minTrustedBits:
+			// Every address, or half or a quarter of them (two such
+			// prefixes are every address): anybody who reaches the
+			// listener could name themselves an approver.
+			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q trusts every address, or a block wider than /%d", s, minTrustedBits), "list the authenticating proxy's own addresses, or use secret")
 		}
 	}
 }
+
+// minTrustedBits is the widest prefix trusted_sources takes: /8 (10.0.0.0/8,
+// fd00::/8), a network's own; anything wider is most of the Internet.
+const minTrustedBits = 8
 
 func (o OIDCConfig) check(bad func(key, msg, fix string)) {
 	switch u, err := url.Parse(o.Issuer); {
