@@ -163,16 +163,22 @@ func upstreamFailed(ctx context.Context, err error) answer {
 		kind: refusal, status: http.StatusBadGateway, outcome: outcomeAllow, title: "Upstream unreachable",
 		detail: "the call was allowed, but the upstream could not be reached or did not answer",
 	}
-	var ne net.Error
 	switch {
 	case errors.Is(err, errSwitched):
 		a.title, a.detail = "Upstream switched protocols", "the upstream answered 101 Switching Protocols; toolgate does not tunnel"
 	case errors.Is(err, errListTooLarge):
 		a.title, a.detail = "Upstream answer too large", "the tools/list answer is larger than toolgate reads to filter it"
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+	case timedOut(err):
 		a.status, a.title, a.detail = http.StatusGatewayTimeout, "Upstream timed out", "the call was allowed, but the upstream did not answer in time"
 	}
 	return a
+}
+
+// timedOut reports whether err is a deadline's or a socket's timeout: the
+// store did not answer, rather than answered no.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // storeFailed classifies an error of the approval store outside a hold

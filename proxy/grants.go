@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -79,13 +78,6 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
 	}}, d.Reasons...)}
-}
-
-// timedOut reports whether err is a deadline's or a socket's timeout: the
-// store did not answer, rather than answered no.
-func timedOut(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // GrantKey is the key of grants' digests (Config.GrantKey) from the

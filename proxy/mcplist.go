@@ -58,13 +58,9 @@ func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *cal
 		return err
 	}
 	ct := res.Header.Get("Content-Type")
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
-	res.Body.Close()
+	body, err := readAnswer(res)
 	if err != nil {
 		return err
-	}
-	if len(body) > maxListBytes {
-		return errListTooLarge
 	}
 	switch {
 	case strings.HasPrefix(ct, "application/json"):
@@ -76,6 +72,20 @@ func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *cal
 	res.ContentLength = int64(len(body))
 	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
+}
+
+// readAnswer reads and closes the body of an answer toolgate rewrites, up
+// to maxListBytes: a larger one is errListTooLarge, not cut.
+func readAnswer(res *http.Response) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxListBytes {
+		return nil, errListTooLarge
+	}
+	return body, nil
 }
 
 // readable refuses an answer toolgate must read that is encoded (a

@@ -117,13 +117,9 @@ func rewriteRPCAnswer(res *http.Response, f func([]byte) []byte) error {
 	if !isJSON && !isSSE {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxListBytes+1))
-	res.Body.Close()
+	body, err := readAnswer(res)
 	if err != nil {
 		return err
-	}
-	if len(body) > maxListBytes {
-		return errListTooLarge
 	}
 	if isJSON {
 		body = f(body)

@@ -536,20 +536,9 @@ func TestShutdownDrainsInFlightCalls(t *testing.T) {
 // never, and the approver was told "approved".
 func TestShutdownRunsApprovalsMadeWhileDraining(t *testing.T) {
 	up, arrived, free := slowUpstream(t, func(path string) bool { return strings.HasSuffix(path, "/Read") })
-	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
-upstreams: [{name: files, url: ` + up.URL + `}]
-identity:
-  api_keys: [{key: agent-key-0123456789, subject: agent}]
-policy: {rules_file: ./rules.yaml}
-approvals:
-  secret: ` + testSecret + `
-  approvers: [{name: alice, key: alice-key-0123456789}]
+	tg := startReadWrite(t, up.URL, `  approvers: [{name: alice, key: alice-key-0123456789}]
 shutdown_grace: 10s
-`,
-		"rules.yaml": "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n  - {id: w, effect: ask, tool: Write, target: \"*\"}\n",
-	})
-	tg := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+`)
 	res, _ := agentCall(t, tg.proxy, "Write", `{"path":"notes/a"}`, "Prefer", "respond-async")
 	id := res.Header.Get("X-Toolgate-Call-Id")
 	if res.StatusCode != http.StatusAccepted || id == "" {
@@ -608,6 +597,25 @@ func slowUpstream(t *testing.T, slow func(path string) bool) (up *testkit.Upstre
 	free = func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free) // before the upstream closes, which waits for its handlers
 	return up, came, free
+}
+
+// startReadWrite starts a replica in front of upstream with one agent
+// key, Read allowed and Write asked; more is the rest of its config,
+// from the keys under approvals: on.
+func startReadWrite(t *testing.T, upstream, more string) replica {
+	t.Helper()
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+upstreams: [{name: files, url: ` + upstream + `}]
+identity:
+  api_keys: [{key: agent-key-0123456789, subject: agent}]
+policy: {rules_file: ./rules.yaml}
+approvals:
+  secret: ` + testSecret + `
+` + more,
+		"rules.yaml": "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n  - {id: w, effect: ask, tool: Write, target: \"*\"}\n",
+	})
+	return startReplica(t, filepath.Join(dir, "toolgate.yaml"))
 }
 
 // callInBackground POSTs body to url as the agent with key, and sends its
@@ -669,23 +677,12 @@ func TestShutdownWithinGrace(t *testing.T) {
 		}
 	}()
 	up := testkit.NewUpstream(t, nil)
-	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
-upstreams: [{name: files, url: ` + up.URL + `}]
-identity:
-  api_keys: [{key: agent-key-0123456789, subject: agent}]
-policy: {rules_file: ./rules.yaml}
-approvals:
-  secret: ` + testSecret + `
-  notify: [{url: "http://` + silent.Addr().String() + `/hook", format: cloudevents}]
+	tg := startReadWrite(t, up.URL, `  notify: [{url: "http://`+silent.Addr().String()+`/hook", format: cloudevents}]
 log:
   decisions:
-    service: {url: "http://` + silent.Addr().String() + `", min_delay: 1s, max_delay: 1s}
+    service: {url: "http://`+silent.Addr().String()+`", min_delay: 1s, max_delay: 1s}
 shutdown_grace: 1s
-`,
-		"rules.yaml": "rules:\n  - {id: r, effect: allow, tool: Read, target: \"*\"}\n  - {id: w, effect: ask, tool: Write, target: \"*\"}\n",
-	})
-	tg := startReplica(t, filepath.Join(dir, "toolgate.yaml"))
+`)
 	if res, _ := agentCall(t, tg.proxy, "Read", `{"path":"a"}`); res.StatusCode != 200 {
 		t.Fatalf("allowed call: %d", res.StatusCode)
 	}
