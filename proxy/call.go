@@ -100,6 +100,9 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		a.allow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 		return a
 	}
+	if a := checkFields(r); a != nil {
+		return a
+	}
 	query, a := checkPath(r)
 	if a != nil {
 		return a
@@ -140,7 +143,10 @@ func (s *Server) admit(r *http.Request, c *call) *answer {
 		return a
 	}
 	bodyHeaders(c.input.HTTP.Headers, len(c.body))
-	return s.checkSession(r, c)
+	if a := s.checkSession(r, c); a != nil {
+		return a
+	}
+	return checkRepeated(r.Header)
 }
 
 // readCall reads the body and builds the policy input: a REST tool call for
@@ -167,7 +173,15 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		// read as plain HTTP would reach it undecided as a tool call.
 		return invalid(http.StatusBadRequest, "Not the tools prefix", "tool calls are POST /tools/{name}, the prefix spelt exactly so")
 	}
-	if !isTool || r.Method != http.MethodPost {
+	if isTool && r.Method != http.MethodPost {
+		// A router may run /tools/{name} for any method (a Go pattern
+		// without one, Flask's for HEAD): read as a plain HTTP call, the
+		// tool would run with no tool, target or arguments judged.
+		a := invalid(http.StatusMethodNotAllowed, "Method not allowed", "a tool call is POST /tools/{name}")
+		a.allow = http.MethodPost
+		return a
+	}
+	if !isTool {
 		body, a := s.readBody(r, c)
 		c.body = body
 		return a

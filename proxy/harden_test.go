@@ -307,6 +307,13 @@ func TestToolQuery(t *testing.T) {
 		{"names PHP reads as one", false, "/files?dry_run=true&dry.run=false", ``, 400},
 		{"a name and its array", false, "/files?dry_run=true&dry_run%5B%5D=false", ``, 400},
 		{"a name and an unclosed bracket", false, "/files?dry_run=true&dry%5Brun=false", ``, 400},
+		{"a name and its index", false, "/files?dry_run=true&dry_run%5B0%5D=false", ``, 400},
+		{"a name and a key of it", false, "/files?dry_run=true&dry_run%5Bx%5D=1", ``, 400},
+		{"a name's array and its index", false, "/files?dry_run%5B%5D=true&dry_run%5B0%5D=false", ``, 400},
+		{"a name in another case and its index", false, "/files?Dry.Run=true&dry_run%5B0%5D=false", ``, 400},
+		// qs and Node's querystring read 1,000 parts, empty ones included.
+		{"more parts than an upstream reads", false, "/files?p=0" + strings.Repeat("&", maxQueryParts) + "dry_run=true", ``, 400},
+		{"as many parts as toolgate takes", false, "/files?p=0" + strings.Repeat("&", maxQueryParts-2) + "&dry_run=true", ``, 200},
 		{"nested names", false, "/files?filter%5Bname%5D=a&filter%5Bage%5D=3&page=2", ``, 200},
 		{"a matrix", false, "/files?m%5B1%5D%5B10%5D=a&m%5B11%5D%5B0%5D=b", ``, 200},
 		{"names apart but for punctuation no stack rewrites", false, "/files?%24filter=a&filter=b&_source=x&source=y", ``, 200},

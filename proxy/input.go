@@ -74,7 +74,27 @@ var overrideHeaders = []string{
 // routing: only toolgate may make such claims to an upstream (it sets
 // X-Forwarded-For, -Host and -Proto itself, and its own X-Toolgate-*); an
 // agent's would be believed.
-var claimPrefixes = []string{"X-Toolgate-", "X-Forwarded-", "X-Remote-", "X-Authenticated-", "X-Original-", "X-Envoy-"}
+var claimPrefixes = []string{
+	"X-Toolgate-", "X-Forwarded-", "X-Remote-", "X-Authenticated-", "X-Original-", "X-Envoy-",
+	// What authenticating proxies tell the services behind them:
+	// Authelia and Authentik (Remote-User, Remote-Groups, X-Authentik-*),
+	// oauth2-proxy (X-Auth-Request-*), Grafana's and others' X-Webauth-*,
+	// Azure App Service (X-Ms-Client-Principal*), AWS load balancers
+	// (X-Amzn-Oidc-*), Google IAP (X-Goog-Authenticated-*), Cloudflare
+	// Access (Cf-Access-*), Pomerium (X-Pomerium-*).
+	"Remote-", "X-Authentik-", "X-Auth-Request-", "X-Webauth-", "X-Ms-Client-Principal",
+	"X-Amzn-Oidc-", "X-Goog-Authenticated-", "Cf-Access-", "X-Pomerium-",
+}
+
+// claimHeaders are single names that claim the client's address or
+// identity, which frameworks and CDNs' users believe (chi's RealIP takes
+// True-Client-IP before X-Forwarded-For).
+var claimHeaders = map[string]bool{
+	"Forwarded": true, "Forwarded-For": true, "X-Forwarded": true, "X-Real-Ip": true,
+	"True-Client-Ip": true, "X-Client-Ip": true, "Client-Ip": true, "Cf-Connecting-Ip": true,
+	"Fastly-Client-Ip": true, "X-Cluster-Client-Ip": true, "X-Originating-Ip": true,
+	"X-User": true, "X-User-Id": true, "X-Email": true, "X-Auth-User": true,
+}
 
 // hopHeaders belong to one connection, never to what is forwarded; with
 // Upgrade and HTTP2-Settings gone, no request can switch the upstream
@@ -88,7 +108,7 @@ var hopHeaders = []string{
 // Connection header names (first, so that a client's Connection cannot
 // later strip a header toolgate adds); headers whose name holds "_" (some
 // stacks read X_Foo as X-Foo, a second spelling the policy would not see);
-// identity and routing claims (claimPrefixes, Forwarded, X-Real-Ip, the
+// identity, address and routing claims (claimPrefixes, claimHeaders, the
 // upstream's strip list); method and path overrides; and Expect (the body
 // is read in full before anything is forwarded).
 func sanitizeHeaders(h http.Header, strip []string) {
@@ -103,7 +123,7 @@ func sanitizeHeaders(h http.Header, strip []string) {
 		h.Del(k)
 	}
 	for k := range h {
-		if strings.ContainsRune(k, '_') || k == "Forwarded" || k == "X-Real-Ip" || hasAnyPrefix(k, claimPrefixes) {
+		if strings.ContainsRune(k, '_') || claimHeaders[k] || hasAnyPrefix(k, claimPrefixes) {
 			delete(h, k)
 		}
 	}

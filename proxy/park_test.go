@@ -811,7 +811,7 @@ func TestParkShowsEveryBodyByte(t *testing.T) {
 		}
 	}()
 	body := "name=report.txt;" + strings.Repeat("\xe9", 64) + `;dir=C:\x;mode=keep`
-	res := post(t, pe.url+"/upload", body, "Authorization", "Bearer agent-key", "Content-Type", "text/plain; charset=iso-8859-1")
+	res := post(t, pe.url+"/upload", body, "Authorization", "Bearer agent-key", "Content-Type", "", "Content-Type", "text/plain; charset=iso-8859-1")
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d, want the approved call's 200", res.StatusCode)
 	}

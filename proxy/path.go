@@ -78,6 +78,13 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	if strings.IndexByte(r.URL.RawQuery, '#') >= 0 {
 		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string holds a raw '#' (send it as %23): an upstream may read what follows as a fragment")
 	}
+	// Stacks stop reading a query after a count of parts (Express's qs
+	// and Node's querystring at 1,000, PHP's max_input_vars), empty ones
+	// included, and drop the rest without a word: a name the policy read
+	// past that count would never reach the upstream.
+	if strings.Count(r.URL.RawQuery, "&") >= maxQueryParts {
+		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string has more than "+strconv.Itoa(maxQueryParts)+" parts: some upstreams drop the parts past a count of their own")
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
@@ -97,16 +104,22 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	return q, nil
 }
 
+// maxQueryParts bounds the "&"-separated parts of a query string.
+const maxQueryParts = 100
+
 // bindsAsOne returns two names of q that a web stack may bind to one
 // parameter, or "": names that differ only in case (ASP.NET, many Java
 // binders), in what PHP rewrites to "_" ("dry.run", "dry run", an
 // unclosed "dry[run"), or by a trailing "[]" (PHP, Rails and qs read
-// "dry_run[]" as dry_run, a list). Such a query is a repeated name in
+// "dry_run[]" as dry_run, a list), and a plain name beside the same name
+// with brackets ("dry_run" and "dry_run[0]" or "dry_run[x]": qs and PHP
+// merge them into one list or map). Such a query is a repeated name in
 // disguise: the policy would judge one value, the upstream might use the
-// other. Brackets that nest ("m[1][10]", "filter[name]") keep their
+// other. Bracketed names alone ("m[1][10]", "filter[name]") keep their
 // structure, which no stack flattens.
 func bindsAsOne(q url.Values) (string, string) {
 	seen := make(map[string]string, len(q))
+	var indexed map[string]string // bindName of the part before "[" -> name
 	for name := range q {
 		k := bindName(name)
 		if k == "" {
@@ -116,6 +129,19 @@ func bindsAsOne(q url.Values) (string, string) {
 			return min(name, other), max(name, other)
 		}
 		seen[k] = name
+		if i := strings.IndexByte(name, '['); i > 0 && strings.Contains(name[i:], "]") {
+			if base := bindName(name[:i]); base != k { // "x[]" is x itself
+				if indexed == nil {
+					indexed = make(map[string]string)
+				}
+				indexed[base] = name
+			}
+		}
+	}
+	for base, name := range indexed {
+		if other, ok := seen[base]; ok {
+			return min(name, other), max(name, other)
+		}
 	}
 	return "", ""
 }

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// TestFieldsReadAlike: a request whose method or header fields upstreams
+// read otherwise than the policy does is refused before anything is
+// decided, and the upstream receives nothing: even with a policy that
+// allows everything.
+func TestFieldsReadAlike(t *testing.T) {
+	many := func(n int) [][2]string {
+		var h [][2]string
+		for i := range n {
+			h = append(h, [2]string{"X-Pad-" + strconv.Itoa(i), "1"})
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		header             [][2]string
+		want               int
+	}{
+		{"a lower-case method", "post", "/files", nil, http.StatusMethodNotAllowed},
+		{"a mixed-case method", "Delete", "/files/a", nil, http.StatusMethodNotAllowed},
+		{"a tool read with GET", http.MethodGet, "/tools/write_file", nil, http.StatusMethodNotAllowed},
+		{"a tool with PUT", http.MethodPut, "/tools/write_file", nil, http.StatusMethodNotAllowed},
+		{"a tool with OPTIONS", http.MethodOptions, "/tools/write_file", nil, http.StatusMethodNotAllowed},
+		{"a plain GET", http.MethodGet, "/files/a", nil, http.StatusOK},
+		{"a header twice", http.MethodPost, "/files", [][2]string{{"X-Dry-Run", "true"}, {"X-Dry-Run", "false"}}, http.StatusBadRequest},
+		{"a list header twice", http.MethodPost, "/files", [][2]string{{"Accept", "text/plain"}, {"Accept", "application/json"}}, http.StatusOK},
+		// With the client's own (User-Agent, Content-Type, Authorization,
+		// Accept-Encoding, Content-Length), one field over.
+		{"too many header fields", http.MethodPost, "/files", many(maxHeaderFields - 4), http.StatusRequestHeaderFieldsTooLarge},
+		{"as many header fields as taken", http.MethodPost, "/files", many(maxHeaderFields - 5), http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestServer(t, allowAll)
+			req, err := http.NewRequest(tc.method, env.url+tc.path, strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer agent-key")
+			req.Header.Set("Content-Type", "application/json")
+			for _, kv := range tc.header {
+				req.Header.Add(kv[0], kv[1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
+			}
+			if n := len(env.upstream.Requests()); (n == 1) != (tc.want == http.StatusOK) {
+				t.Fatalf("the upstream got %d requests", n)
+			}
+			if tc.want == http.StatusMethodNotAllowed && res.Header.Get("Allow") == "" {
+				t.Error("a 405 without Allow")
+			}
+		})
+	}
+}
+
+// TestClaimsNeverForwarded: the client address and identity headers that
+// CDNs and authenticating proxies set, and frameworks believe, never reach
+// an upstream from an agent; the policy does not see them either.
+func TestClaimsNeverForwarded(t *testing.T) {
+	claims := []string{
+		"True-Client-IP", "X-Client-IP", "Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP",
+		"X-Originating-IP", "X-Forwarded", "Forwarded-For", "Remote-User", "Remote-Groups", "X-Authentik-Username",
+		"X-Auth-Request-User", "X-Auth-Request-Groups", "X-Webauth-User", "X-Ms-Client-Principal-Name",
+		"X-Amzn-Oidc-Identity", "X-Goog-Authenticated-User-Email", "Cf-Access-Authenticated-User-Email",
+		"X-Pomerium-Claim-Email", "X-User", "X-User-Id", "X-Email", "X-Auth-User",
+	}
+	var seen []string
+	env := newTestServer(t, deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
+		for k := range in.HTTP.Headers {
+			seen = append(seen, k)
+		}
+		return allowAll(context.Background(), in)
+	}))
+	args := []string{"Authorization", "Bearer agent-key", "X-Kept", "1"}
+	for _, k := range claims {
+		args = append(args, k, "admin")
+	}
+	if res := post(t, env.url+"/files", "{}", args...); res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	got := env.upstream.Requests()[0].Header
+	for _, k := range claims {
+		if v := got.Values(k); len(v) > 0 {
+			t.Errorf("the upstream got %s: %q", k, v)
+		}
+		if slices.Contains(seen, strings.ToLower(k)) {
+			t.Errorf("the policy saw %s", k)
+		}
+	}
+	if got.Get("X-Kept") != "1" || !slices.Contains(seen, "x-kept") {
+		t.Error("an ordinary header was dropped")
+	}
+}
