@@ -128,7 +128,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// the arguments (canonical for a tool call, the raw body otherwise),
 	// with an MCP tool call's other params (attachParams).
 	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
-	params := c.otherParamsForm() // once: the attach key and the grant digest both weigh it
+	params := c.otherParamsForm() // once: the attach key and (but for a confirmation's answer) the grant digest weigh it
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
 	}
@@ -182,7 +182,11 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	info.PolicyInput, _ = in.AppendJSON(make([]byte, 0, 1024), false)
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
-	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, params, sr.Query)
+	grantParams := params
+	if c.mcp != nil && c.mcp.confirmAnswered {
+		grantParams = c.shownParamsForm()
+	}
+	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{

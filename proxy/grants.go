@@ -67,7 +67,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
-	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.otherParamsForm(), r.URL.RawQuery) {
+	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.shownParamsForm(), r.URL.RawQuery) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
@@ -95,8 +95,8 @@ func GrantKey(secret []byte) []byte {
 // (callinfo.Info.GrantExtras): a digest of the headers the call sends
 // upstream (h, as stored) but the usual ones (callinfo.UsualHeader,
 // which differ from call to call) and toolgate's own, of an MCP tool
-// call's other params as an identical retry must carry them
-// (attachParams), and of its query string (sent beside the arguments
+// call's other params as approvers are shown them (shownParamsForm), and
+// of its query string (sent beside the arguments
 // with tool_query, and shown in the request line). An approver sees
 // exactly these on the approval page; a later call that sends one more,
 // one fewer or another value is not the call approved. That holds for a header named like a credential too,
@@ -158,6 +158,23 @@ func (c *call) otherParamsForm() string {
 	}
 	if key := attachParams(c.input.MCP.Params, c.mcp.confirmAnswered); len(key) > 0 {
 		return canonicalArgs(key)
+	}
+	return ""
+}
+
+// shownParamsForm is an MCP tool call's other params as approvers are
+// shown them (shownParams), in canonical form: what a grant binds. Unlike
+// the attach key it keeps a confirmation's answer and requestState, which
+// a call that a grant lets through sends to the upstream.
+func (c *call) shownParamsForm() string {
+	if c.mcp == nil || c.input.MCP == nil {
+		return ""
+	}
+	if !c.mcp.confirmAnswered {
+		return c.otherParamsForm()
+	}
+	if shown := shownParams(c.input.MCP.Params); len(shown) > 0 {
+		return canonicalArgs(shown)
 	}
 	return ""
 }

@@ -167,14 +167,7 @@ func (d *decisionRecords) lastRule() string {
 // added header asks, and the upstream never gets it. The park record's
 // GrantExtras is what the grant stores (approvals copies it).
 func TestGrantsBoundToOtherParams(t *testing.T) {
-	env := newMCPEnv(t, mcpRawEra, func(c *Config) {
-		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Auth, c.Grants, c.Hold = auth, c.Pending.(pending.Grants), 20*time.Millisecond
-	})
-	store := env.store.(pending.Grants)
+	env, store := newGrantsMCPEnv(t)
 	// send makes a call of write_note on notes/a.txt with others beside
 	// its arguments; it reports whether the upstream ran it, and the call
 	// as parked when it did not.
@@ -242,6 +235,21 @@ func TestGrantsBoundToOtherParams(t *testing.T) {
 			t.Errorf("the upstream received a call no grant covered: %s %v", r.Body, r.Header)
 		}
 	}
+}
+
+// newGrantsMCPEnv is an MCP upstream behind a toolgate that remembers
+// grants in its memory store, and that store.
+func newGrantsMCPEnv(t *testing.T) (*mcpEnv, pending.Grants) {
+	t.Helper()
+	env := newMCPEnv(t, mcpRawEra, func(c *Config) {
+		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth, c.Grants, c.Hold = auth, c.Pending.(pending.Grants), 20*time.Millisecond
+	})
+	store := env.store.(pending.Grants)
+	return env, store
 }
 
 // rememberedWrite parks one REST call of Write on a.txt (no query, no

@@ -234,7 +234,14 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		in.MCP.ID = id
 	}
 	if meta, ok := params["_meta"].(map[string]any); ok {
-		c.mcp.progressToken = meta["progressToken"]
+		tok, has := meta["progressToken"]
+		if has && !progressToken(tok) {
+			// Approvers are not shown a progress token, nor do grants bind
+			// one (shownParams): the plumbing of progress notifications, as
+			// long as it is what MCP says it is.
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad progressToken", "_meta.progressToken is a string of at most 256 bytes or an integer")
+		}
+		c.mcp.progressToken = tok
 	}
 	switch {
 	case version >= statelessEra:
@@ -469,4 +476,17 @@ func caseVariant(m map[string]any, known ...string) string {
 		}
 	}
 	return ""
+}
+
+// progressToken reports whether v is a progress token as MCP defines one
+// (a string or an integer), of a size that carries nothing else.
+func progressToken(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return len(t) <= 256
+	case json.Number:
+		_, err := strconv.ParseInt(string(t), 10, 64)
+		return err == nil
+	}
+	return false
 }

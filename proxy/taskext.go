@@ -54,7 +54,13 @@ func (m *mcpMessage) readClientCaps(params map[string]any) {
 	_, m.tasksExt = ext[tasksExtension]
 	m.urlElicit = declaresURLElicitation(caps)
 	answers, _ := params["inputResponses"].(map[string]any)
-	_, m.confirmAnswered = answers[confirmKey]
+	_, answered := answers[confirmKey]
+	// toolgate hands out the call's ID as the requestState, which a
+	// client echoes (or leaves out); a retry with JSON of another type
+	// there is not the one it addressed, and attaches to nothing.
+	rs, has := params["requestState"]
+	_, str := rs.(string)
+	m.confirmAnswered = answered && (!has || str)
 }
 
 // declaresURLElicitation reports whether client capabilities declare
