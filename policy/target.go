@@ -101,6 +101,13 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		}
 	}
 	stringTarget := func(k, s string) TargetArg {
+		if jsonText(s) {
+			// A tool may read a string that holds JSON as that JSON
+			// (FastMCP parses a string argument whose parameter is not a
+			// str, and takes a list or an object): "[\"secrets/key\"]" would
+			// be the list of secrets/key. No row can name what it holds.
+			return TargetArg{Arg: k, Raw: s, Opaque: true}
+		}
 		norm, rel, escapes, unreadable := normalizeTarget(k, s, fold)
 		if unreadable {
 			// A URL whose host clients read in more than one way, or
@@ -285,17 +292,19 @@ func (t *Tool) SoleTarget(target string) bool {
 func urlArg(arg string) bool     { return strings.EqualFold(arg, "url") || strings.EqualFold(arg, "uri") }
 func commandArg(arg string) bool { return strings.EqualFold(arg, "command") }
 
-// argFold returns the argument named k, matching the name the way Go's
-// encoding/json matches struct fields (case-insensitively): a tool written
-// in Go reads {"PATH": …} as its path argument, so the policy must see it
-// as a target too. Bodies with two case-variant keys never get here (they
-// are refused as ambiguous). nil when there is none.
+// argFold returns the argument named k, matching the name the way loose
+// binders match a parameter (SameArgName): a tool written in Go reads
+// {"PATH": …} as its path argument, one with encoding/json/v2's
+// case:ignore or pydantic's camel-case aliases {"filePath": …} as its
+// file_path, so the policy must see it as a target too. Arguments two of
+// which name one parameter never get here (CheckArgNames refuses them).
+// nil when there is none.
 func argFold(args map[string]any, k string) any {
 	if v, ok := args[k]; ok {
 		return v
 	}
 	for name, v := range args {
-		if strings.EqualFold(name, k) {
+		if SameArgName(name, k) {
 			return v
 		}
 	}
@@ -549,4 +558,13 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 		written = strings.Replace(written, "://"+u.Hostname(), "://"+unicodeHost, 1)
 	}
 	return u.String(), written, true, true
+}
+
+// jsonText reports whether s reads as a JSON array or object to a parser
+// that skips JSON's whitespace first. Python's json.loads also takes NaN
+// and Infinity inside, which no Go validator does, so the first character
+// decides.
+func jsonText(s string) bool {
+	s = strings.TrimLeft(s, " \t\n\r")
+	return s != "" && (s[0] == '[' || s[0] == '{')
 }

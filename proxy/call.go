@@ -203,6 +203,9 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	if a := checkToolQuery(c.up, r.URL.RawQuery, in.HTTP.Query, args); a != nil {
 		return a
 	}
+	if err := policy.CheckArgNames(args); err != nil {
+		return badArgument("Ambiguous argument", err)
+	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return badArgument("Control character", err)
 	}

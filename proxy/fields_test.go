@@ -108,3 +108,31 @@ func TestClaimsNeverForwarded(t *testing.T) {
 		t.Error("an ordinary header was dropped")
 	}
 }
+
+// TestLooseArgumentSpellings: a target argument sent under a spelling a
+// loose binder reads as it (filePath for file_path, as encoding/json/v2's
+// case:ignore and pydantic's camel-case aliases read it) is judged as that
+// target; two arguments a binder reads as one are refused.
+func TestLooseArgumentSpellings(t *testing.T) {
+	env := newTestServer(t, seedEngineRules(t, `rules:
+  - {id: docs, effect: allow, tool: "*", target: "docs/**"}
+  - {id: secrets, effect: deny, tool: "*", target: "secrets/**"}
+`))
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"path":"docs/a"}`, http.StatusOK},
+		{`{"path":"docs/a","filePath":"secrets/key"}`, http.StatusForbidden},
+		{`{"path":"docs/a","f_i_l_e-p_a_t_h":"secrets/key"}`, http.StatusForbidden},
+		{`{"path":"docs/a","file_path":"docs/b","filePath":"docs/c"}`, http.StatusBadRequest},
+	} {
+		res := post(t, env.url+"/tools/read_file", tc.body, "Authorization", "Bearer agent-key")
+		if res.StatusCode != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.body, res.StatusCode, tc.want)
+		}
+	}
+	if n := len(env.upstream.Requests()); n != 1 {
+		t.Errorf("the upstream got %d calls, want the one allowed", n)
+	}
+}

@@ -83,6 +83,9 @@ func (s *Server) rewriteArguments(c *call, updated json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if err := policy.CheckArgNames(args); err != nil {
+		return err
+	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return err
 	}

@@ -287,6 +287,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if a := checkToolQuery(c.up, r.URL.RawQuery, in.HTTP.Query, args); a != nil {
 		return a
 	}
+	if err := policy.CheckArgNames(args); err != nil {
+		return rpcBadArgument("Ambiguous argument", err)
+	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return rpcBadArgument("Control character", err)
 	}

@@ -163,6 +163,9 @@ func (d *decoder) object(i, depth int) (any, int, error) {
 		if err != nil {
 			return nil, next, err
 		}
+		if s == "__proto__" {
+			return nil, i, errorAt(i, reasonProtoKey)
+		}
 		if index, err = d.addKey(kbase, index, keyEntry{s, ascii}, i); err != nil {
 			return nil, i, err
 		}

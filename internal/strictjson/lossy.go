@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -13,7 +14,12 @@ const maxJudgedLiteral = 100
 
 // lossy reports whether the JSON number literal lit reads, as a float64, as
 // another decimal value than it spells: the shortest decimal that prints
-// back from the float64 is compared with lit as an exact rational.
+// back from the float64 is compared with lit as an exact rational. An
+// integer beyond 2^53 must moreover be the float64's exact value:
+// 122220101234567890 prints back as itself, but the float64 is
+// 122220101234567888, which a JavaScript upstream's BigInt (or a Go
+// int64 of the float) reads, while the policy, OPA and Python read the
+// literal.
 func lossy(lit string) bool {
 	if len(lit) <= 15 && !strings.ContainsAny(lit, ".eE") {
 		return false // an integer of at most 15 digits is exact in a float64
@@ -26,7 +32,7 @@ func lossy(lit string) bool {
 		return true // beyond float64's range
 	}
 	back := strconv.FormatFloat(f, 'g', -1, 64)
-	if back == lit {
+	if back == lit && (math.Abs(f) <= 1<<53 || !isInteger(lit)) {
 		return false
 	}
 	if f == 0 {
@@ -42,5 +48,19 @@ func lossy(lit string) bool {
 	if _, ok := b.SetString(back); !ok {
 		return true
 	}
-	return a.Cmp(&b) != 0
+	if a.Cmp(&b) != 0 {
+		return true
+	}
+	if isInteger(lit) && math.Abs(f) > 1<<53 {
+		var exact big.Rat
+		exact.SetFloat64(f)
+		return a.Cmp(&exact) != 0
+	}
+	return false
 }
+
+// isInteger reports whether the literal has neither a fraction nor an
+// exponent: what JavaScript's BigInt and Go's integer types read as an
+// integer. A literal with an exponent (1e23) is a float's spelling, and
+// judged as one.
+func isInteger(lit string) bool { return !strings.ContainsAny(lit, ".eE") }

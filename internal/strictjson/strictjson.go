@@ -22,6 +22,10 @@
 //     matches struct fields case-insensitively and keeps the last match, so a
 //     Go upstream would read {"path":"a","Path":"b"} as path "b" while a
 //     policy reading the object as a map sees both;
+//   - a "__proto__" key at any depth (escaped or not): JSON.parse keeps it as
+//     an ordinary key, but a JavaScript upstream that copies or merges the
+//     object (Object.assign, a for-in copy, a deep merge) makes its value
+//     the copy's prototype, whose members the copy then reads as its own;
 //   - nesting of arrays and objects deeper than [Options.MaxDepth].
 //
 // Every text it accepts is also accepted by encoding/json, and decodes to the
@@ -69,6 +73,7 @@ const (
 	reasonColon          = "expected ':' after object key"
 	reasonDuplicateKey   = "duplicate object key"
 	reasonCaseVariantKey = "object keys differ only in case"
+	reasonProtoKey       = "object key __proto__"
 	reasonInvalidUTF8    = "invalid UTF-8"
 	reasonControlChar    = "control character in string"
 	reasonUnterminated   = "unterminated string"

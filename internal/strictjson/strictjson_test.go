@@ -93,6 +93,7 @@ var acceptCases = []acceptCase{
 var differentialReasons = map[string]bool{
 	reasonDuplicateKey:   true,
 	reasonCaseVariantKey: true,
+	reasonProtoKey:       true,
 	reasonInvalidUTF8:    true,
 	reasonSurrogate:      true,
 	reasonTooDeep:        true,
@@ -225,6 +226,8 @@ var refuseCases = []refuseCase{
 	{"case-variant key", `{"path":"a","Path":"b"}`, reasonCaseVariantKey, 12},
 	{"case-variant key nested", `{"args":{"cmd":"ls","CMD":"rm"}}`, reasonCaseVariantKey, 20},
 	{"case-variant key via escape", `{"a":1,"\u0041":2}`, reasonCaseVariantKey, 7},
+	{"__proto__ key", `{"path":"a","__proto__":{"file":"secrets"}}`, reasonProtoKey, 12},
+	{"__proto__ key nested and escaped", `{"a":[{"__pr\u006fto__":{}}]}`, reasonProtoKey, 7},
 	{"case-variant key after many keys", manyKeys(20) + `,"K3":0}`, reasonCaseVariantKey, len(manyKeys(20)) + 1},
 	{"kelvin sign key", `{"k":1,"\u212a":2}`, reasonCaseVariantKey, 7},
 	{"raw kelvin sign key", "{\"k\":1,\"\u212a\":2}", reasonCaseVariantKey, 7},
