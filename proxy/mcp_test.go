@@ -1113,3 +1113,18 @@ func TestToolsListKeepsToolsVerbatim(t *testing.T) {
 		t.Errorf("filtered answer %s, want exactly the one valid tool, verbatim", out)
 	}
 }
+
+// TestMCPDeniedNotification: a tools/call without an id is a JSON-RPC
+// notification, which is never answered with a response: denied, it gets
+// a 403 problem document, not a result with a null id.
+func TestMCPDeniedNotification(t *testing.T) {
+	env := newMCPEnv(t, mcpRawEra)
+	body := `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"delete_file","arguments":{"path":"a"},` + mcpMeta2026 + `}}`
+	res, _, raw := postMCP(t, env, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "delete_file")
+	if res.StatusCode != http.StatusForbidden || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("status %d %s: %s, want a 403 problem", res.StatusCode, res.Header.Get("Content-Type"), raw)
+	}
+	if n := env.up.invoked("delete_file"); n != 0 {
+		t.Errorf("delete_file ran %d times", n)
+	}
+}

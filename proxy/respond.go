@@ -131,9 +131,11 @@ func (m *rpcResponder) render(w http.ResponseWriter, a answer) {
 			return
 		}
 		writeResult(w, a.callID, res)
-	case m.msg.isToolCall && a.kind == waiting:
+	// A tools/call without an id is a notification, which JSON-RPC never
+	// answers: its verdict is a problem document (default), not a result.
+	case m.msg.isToolCall && m.msg.id != nil && a.kind == waiting:
 		m.send(w, http.StatusOK, a, m.toolError(a, pendingText(a.call, a.statusURL)))
-	case m.msg.isToolCall && a.kind == verdict:
+	case m.msg.isToolCall && m.msg.id != nil && a.kind == verdict:
 		m.send(w, http.StatusOK, a, m.toolError(a, verdictText(a)))
 	case a.kind == refusal && (a.outcome == outcomeInvalid || a.outcome == outcomeUnavailable):
 		code := a.rpcCode

@@ -194,18 +194,32 @@ func (h HeaderConfig) check(bad func(key, msg, fix string)) {
 		switch p, err := parseSource(s); {
 		case err != nil:
 			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q is not an address or CIDR prefix", s), "write it like 10.0.0.0/8, 192.168.1.10 or fd00::/8")
-		case p.Bits() < minTrustedBits:
+		case p.Bits() < minTrustedBits(p):
 			// Every address, or half or a quarter of them (two such
 			// prefixes are every address): anybody who reaches the
 			// listener could name themselves an approver.
-			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q trusts every address, or a block wider than /%d", s, minTrustedBits), "list the authenticating proxy's own addresses, or use secret")
+			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q trusts every address, or a block wider than /%d", s, minTrustedBits(p)), "list the authenticating proxy's own addresses, or use secret")
 		}
 	}
 }
 
-// minTrustedBits is the widest prefix trusted_sources takes: /8 (10.0.0.0/8,
-// fd00::/8), a network's own; anything wider is most of the Internet.
-const minTrustedBits = 8
+// minTrustedBits is the widest prefix trusted_sources takes for p: a
+// network's own. In IPv4 that is /8 (10.0.0.0/8). In IPv6 a /8 of the
+// global space (2000::/8) is a large share of the Internet, so it is /32,
+// the block a registry gives one provider, but for unique local
+// addresses (fc00::/7, fd00::/8), which are a network's own whatever their
+// length.
+func minTrustedBits(p netip.Prefix) int {
+	switch {
+	case p.Addr().Is4():
+		return 8
+	case p.Bits() >= uniqueLocal.Bits() && uniqueLocal.Contains(p.Addr()):
+		return uniqueLocal.Bits()
+	}
+	return 32
+}
+
+var uniqueLocal = netip.MustParsePrefix("fc00::/7")
 
 func (o OIDCConfig) check(bad func(key, msg, fix string)) {
 	switch u, err := url.Parse(o.Issuer); {
