@@ -94,6 +94,9 @@ type prepared struct {
 	// reads is what of the input the compiled modules can read; Decide
 	// builds only that.
 	reads *inputReads
+	// toolCase knows the rules table's tool names without regard to case
+	// (toolcase.go); nil for a table that names none.
+	toolCase *toolCase
 }
 
 // ruleNames are the rules a policy contributes to.
@@ -205,6 +208,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
+	if p.toolCase, err = newToolCase(b.rules); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
 	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
 		return nil, err
 	}
@@ -275,6 +281,11 @@ func (e *Engine) told(d Decision, err error) (Decision, error) {
 
 func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 	p := e.current.Load()
+	if in.Tool != nil {
+		if spelt := p.toolCase.variant(in.Tool.Name); spelt != "" {
+			return caseDenied(in.Tool.Name, spelt), nil
+		}
+	}
 	if p.native == nil {
 		v, err := in.valueFor(p.reads)
 		if err != nil {

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Why a tool name in another case than the rules table's is denied: the
+// table matches tool names exactly (an exact name matches only itself),
+// but routers that match paths without regard to case (Express's and
+// ASP.NET Core's defaults) run POST /tools/DELETE_FILE as delete_file. A
+// deny row for delete_file would then not see the call that runs it, and
+// an allow row for "*" let it through. So a call whose tool name the table
+// names only in another case (or whose name a glob row matches only
+// without regard to case) is denied before the policy: the agent can
+// send the name as the table spells it, and a case-sensitive upstream has
+// no such tool anyway.
+
+// toolCase knows the tool names and globs of a rules table without regard
+// to case.
+type toolCase struct {
+	exact  map[string]bool   // the table's exact tool names
+	folded map[string]string // lower-cased exact name -> as the table spells it
+	globs  []caseGlob
+}
+
+type caseGlob struct {
+	pattern       string
+	match, folded globMatcher
+}
+
+// newToolCase indexes the rows of a rules table; nil when the table names
+// no tool but "*".
+func newToolCase(rules []Rule) (*toolCase, error) {
+	tc := &toolCase{exact: map[string]bool{}, folded: map[string]string{}}
+	for _, r := range rules {
+		switch {
+		case r.Tool == "*":
+		case isGlob(r.Tool):
+			m, err := compileMatcher(r.Tool)
+			if err != nil {
+				return nil, err
+			}
+			f, err := compileMatcher(strings.ToLower(r.Tool))
+			if err != nil {
+				return nil, err
+			}
+			tc.globs = append(tc.globs, caseGlob{r.Tool, m, f})
+		default:
+			tc.exact[r.Tool] = true
+			tc.folded[strings.ToLower(r.Tool)] = r.Tool
+		}
+	}
+	if len(tc.exact) == 0 && len(tc.globs) == 0 {
+		return nil, nil
+	}
+	return tc, nil
+}
+
+// variant returns the table's spelling that name differs from only in
+// case, or "".
+func (tc *toolCase) variant(name string) string {
+	if tc == nil || tc.exact[name] {
+		return ""
+	}
+	low := strings.ToLower(name)
+	if spelt, ok := tc.folded[low]; ok {
+		return spelt
+	}
+	for _, g := range tc.globs {
+		if !g.match(name) && g.folded(low) {
+			return g.pattern
+		}
+	}
+	return ""
+}
+
+// caseDenied is the decision for a call of tool name, which the table
+// names only as spelt.
+func caseDenied(name, spelt string) Decision {
+	return Decision{Action: Deny, Reasons: []Reason{{
+		ID: "toolgate.tool_case",
+		Message: fmt.Sprintf("tool %q is named %q in the rules table: a router that ignores case would run it as that tool; send the name as the table spells it",
+			name, spelt),
+	}}}
+}

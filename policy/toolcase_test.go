@@ -1,0 +1,50 @@
+package policy_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
+)
+
+// TestToolNameInAnotherCase: a call whose tool name the rules table names
+// only in another case, or that a glob row matches only without regard to
+// case, is denied before the policy (a router that ignores case would run
+// it as the table's tool); names the table spells alike, and names it does
+// not name at all, are decided as before. With OPA evaluating the library
+// too.
+func TestToolNameInAnotherCase(t *testing.T) {
+	rows := []string{
+		`{id: docs, effect: allow, tool: "*", target: "docs/**"}`,
+		`{id: del, effect: deny, tool: delete_file, target: "*"}`,
+		`{id: rm, effect: deny, tool: "rm_*", target: "*"}`,
+		`{id: read, effect: allow, tool: Read, target: "*"}`,
+	}
+	for _, native := range []bool{true, false} {
+		opts := policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)}
+		if !native {
+			opts.Library = shipped.Library() // NativeLibrary off: OPA evaluates the table
+		}
+		e := newEngine(t, opts)
+		for _, tc := range []struct {
+			tool string
+			want outcome
+		}{
+			{"delete_file", outcome{"deny", []string{"del"}}},
+			{"DELETE_FILE", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"Delete_File", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"RM_rf", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"rm_rf", outcome{"deny", []string{"rm"}}},
+			{"read", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"Read", outcome{"allow", []string{"docs", "read"}}},
+			{"write_note", outcome{"allow", []string{"docs"}}},
+			{"Write_Note", outcome{"allow", []string{"docs"}}},
+		} {
+			if got := decide(t, e, call(tc.tool, "docs/a")); !cmp.Equal(got, tc.want) {
+				t.Errorf("native %v: %s: %v, want %v", native, tc.tool, got, tc.want)
+			}
+		}
+	}
+}
