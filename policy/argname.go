@@ -77,8 +77,10 @@ func foldEqual(r, s rune) bool {
 	return false
 }
 
-// argKey is name's form under SameArgName, for an index of many names.
-func argKey(name string) string {
+// ArgKey is name's form under SameArgName, for an index of many names:
+// two names with letters or digits have equal ArgKeys exactly when
+// SameArgName holds; a name without either has "".
+func ArgKey(name string) string {
 	b := make([]rune, 0, len(name))
 	for i := 0; ; {
 		r, n := nextLetter(name, i)
@@ -113,7 +115,7 @@ func CheckArgNames(args map[string]any) error {
 	}
 	seen := make(map[string]string, len(args))
 	for a := range args {
-		k := argKey(a)
+		k := ArgKey(a)
 		if k == "" {
 			continue
 		}

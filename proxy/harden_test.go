@@ -286,6 +286,13 @@ func TestToolQuery(t *testing.T) {
 		{"query repeats an argument", true, "/tools/read_file?path=.env", `{"path":"README.md"}`, 400},
 		{"query repeats an argument in another case", true, "/tools/read_file?Path=.env", `{"path":"README.md"}`, 400},
 		{"repeated query name", true, "/tools/read_file?dry=1&dry=0", `{"path":"README.md"}`, 400},
+		// qs reads each of these as dry_run, which a framework that spreads
+		// the query over the body merges with the body's.
+		{"query repeats an argument as its array", true, "/tools/read_file?dry_run%5B%5D=false", `{"path":"README.md","dry_run":true}`, 400},
+		{"query repeats an argument as its index", true, "/tools/read_file?dry_run%5B0%5D=false", `{"path":"README.md","dry_run":true}`, 400},
+		{"query repeats an argument in brackets", true, "/tools/read_file?%5Bdry_run%5D=false", `{"path":"README.md","dry_run":true}`, 400},
+		{"query repeats an argument with a dot", true, "/tools/read_file?dry_run.x=false", `{"path":"README.md","dry_run":true}`, 400},
+		{"query repeats an argument as a loose binder reads it", true, "/tools/read_file?dryRun=false", `{"path":"README.md","dry_run":true}`, 400},
 		// A target argument the body does not hold: the rules would never see it.
 		{"target argument in the query", true, "/tools/read_file?file=.env", `{"path":"README.md"}`, 400},
 		{"target argument in the query, another case", true, "/tools/read_file?FILE=.env", `{}`, 400},
@@ -311,6 +318,11 @@ func TestToolQuery(t *testing.T) {
 		{"a name and a key of it", false, "/files?dry_run=true&dry_run%5Bx%5D=1", ``, 400},
 		{"a name's array and its index", false, "/files?dry_run%5B%5D=true&dry_run%5B0%5D=false", ``, 400},
 		{"a name in another case and its index", false, "/files?Dry.Run=true&dry_run%5B0%5D=false", ``, 400},
+		{"a name and itself in brackets", false, "/files?dry_run=true&%5Bdry_run%5D=false", ``, 400},
+		{"a name and itself cut by a NUL", false, "/files?dry_run=true&dry_run%00=false", ``, 400},
+		{"a name and itself after a dot", false, "/files?dry_run=true&.dry_run=false", ``, 400},
+		{"a name and a dotted path under it", false, "/files?dry_run=true&dry_run.x=1", ``, 400},
+		{"dotted paths under one name", false, "/files?filter.kind=a&filter.size=2", ``, 200},
 		// qs and Node's querystring read 1,000 parts, empty ones included.
 		{"more parts than an upstream reads", false, "/files?p=0" + strings.Repeat("&", maxQueryParts) + "dry_run=true", ``, 400},
 		{"as many parts as toolgate takes", false, "/files?p=0" + strings.Repeat("&", maxQueryParts-2) + "&dry_run=true", ``, 200},

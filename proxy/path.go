@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // toolName is the grammar of a tool name after routing (docs/http-api.md,
@@ -90,6 +92,11 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 		return nil, invalid(http.StatusBadRequest, "Bad query", "the query string cannot be parsed")
 	}
 	for name, vs := range q {
+		// PHP ends a name at a NUL ("dry_run%00" is dry_run): a control
+		// character makes a name another stack's other name.
+		if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			return nil, invalid(http.StatusBadRequest, "Bad query", "a query name holds a control character")
+		}
 		// Stacks disagree on a repeated name (first, last, a list): the
 		// policy could judge one value and the upstream use another.
 		if len(vs) > 1 {
@@ -104,6 +111,23 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 	return q, nil
 }
 
+// queryRoot is the name a query name binds under where a stack parses
+// structure into names (qs in Express, Koa and Fastify; PHP; Rails): its
+// part before the first "[" or "." once leading "[", "." and spaces are
+// dropped, case folded ("[dry_run]", ".dry_run", "dry_run[0]" and, with
+// qs's allowDots, "dry_run.x" are all under dry_run). sub is false when
+// nothing follows that part but "]" or "[]": the name then binds as the
+// root itself (or a list of it), and qs merges it with the root's other
+// spellings.
+func queryRoot(name string) (root string, sub bool) {
+	n := strings.TrimLeft(name, "[. ")
+	part, rest := n, ""
+	if i := strings.IndexAny(n, "[."); i >= 0 {
+		part, rest = n[:i], n[i:]
+	}
+	return strings.ToLower(strings.TrimRight(part, "]")), rest != "" && rest != "[]"
+}
+
 // maxQueryParts bounds the "&"-separated parts of a query string.
 const maxQueryParts = 100
 
@@ -111,15 +135,17 @@ const maxQueryParts = 100
 // parameter, or "": names that differ only in case (ASP.NET, many Java
 // binders), in what PHP rewrites to "_" ("dry.run", "dry run", an
 // unclosed "dry[run"), or by a trailing "[]" (PHP, Rails and qs read
-// "dry_run[]" as dry_run, a list), and a plain name beside the same name
-// with brackets ("dry_run" and "dry_run[0]" or "dry_run[x]": qs and PHP
-// merge them into one list or map). Such a query is a repeated name in
+// "dry_run[]" as dry_run, a list), and two names under one root
+// (queryRoot) of which one binds as the root itself ("dry_run" beside
+// "[dry_run]", "dry_run[0]", "dry_run[x]" or "dry_run.x": qs and PHP merge
+// them into one list or map). Such a query is a repeated name in
 // disguise: the policy would judge one value, the upstream might use the
-// other. Bracketed names alone ("m[1][10]", "filter[name]") keep their
-// structure, which no stack flattens.
+// other. Structured names alone ("m[1][10]", "filter[name]",
+// "filter.kind") keep their structure, which no stack flattens.
 func bindsAsOne(q url.Values) (string, string) {
 	seen := make(map[string]string, len(q))
-	var indexed map[string]string // bindName of the part before "[" -> name
+	plain := make(map[string]string, len(q)) // root -> a name that binds as it
+	var nested map[string]string             // root -> a name with structure under it
 	for name := range q {
 		k := bindName(name)
 		if k == "" {
@@ -129,18 +155,34 @@ func bindsAsOne(q url.Values) (string, string) {
 			return min(name, other), max(name, other)
 		}
 		seen[k] = name
-		if i := strings.IndexByte(name, '['); i > 0 && strings.Contains(name[i:], "]") {
-			if base := bindName(name[:i]); base != k { // "x[]" is x itself
-				if indexed == nil {
-					indexed = make(map[string]string)
-				}
-				indexed[base] = name
-			}
+		root, sub := queryRoot(name)
+		forms := [2]struct {
+			root string
+			sub  bool
+		}{{root, sub}}
+		if !strings.Contains(k, "[") {
+			// PHP's reading too: "Dry.Run" is the plain Dry_Run.
+			forms[1].root = k
 		}
-	}
-	for base, name := range indexed {
-		if other, ok := seen[base]; ok {
-			return min(name, other), max(name, other)
+		for _, f := range forms {
+			if f.root == "" {
+				continue
+			}
+			other, ok := plain[f.root]
+			if !ok && !f.sub {
+				other, ok = nested[f.root]
+			}
+			if ok && other != name {
+				return min(name, other), max(name, other)
+			}
+			if !f.sub {
+				plain[f.root] = name
+				continue
+			}
+			if nested == nil {
+				nested = make(map[string]string)
+			}
+			nested[f.root] = name
 		}
 	}
 	return "", ""
@@ -215,18 +257,22 @@ func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *
 	if len(query) == 0 {
 		return nil
 	}
-	// Case-insensitive: some stacks bind query and body fields to the
-	// same struct field regardless of case.
+	// As loose binders read names (policy.SameArgName): some stacks bind
+	// query and body fields to the same struct field regardless of case,
+	// and qs merges "dry_run[]", "[dry_run]" or "dry_run.x" into the body's
+	// dry_run where a framework spreads the query over the body.
 	folded := make(map[string]bool, len(args))
 	for arg := range args {
-		folded[foldKey(arg)] = true
+		folded[policy.ArgKey(arg)] = true
 	}
 	targets := make(map[string]bool, len(up.TargetArgs))
 	for _, k := range up.TargetArgs {
 		targets[skeleton(k)] = true
 	}
 	for name := range query {
-		if folded[foldKey(name)] {
+		root, _ := queryRoot(name)
+		kr, kn := policy.ArgKey(root), policy.ArgKey(name)
+		if kr != "" && folded[kr] || kn != "" && folded[kn] {
 			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
 		}
 		// The policy finds a call's targets in its body only; a target in
