@@ -181,8 +181,14 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		a.allow = http.MethodPost
 		return a
 	}
+	if a := checkOverrideQuery(query); a != nil {
+		return a
+	}
 	if !isTool {
 		body, a := s.readBody(r, c)
+		if a == nil {
+			a = checkOverrideBody(r.Header, body)
+		}
 		c.body = body
 		return a
 	}
@@ -205,6 +211,9 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	}
 	if err := policy.CheckArgNames(args); err != nil {
 		return badArgument("Ambiguous argument", err)
+	}
+	if a := checkOverrideArgs(args); a != nil {
+		return a
 	}
 	if err := policy.CheckControl(args, c.up.TargetArgs); err != nil {
 		return badArgument("Control character", err)

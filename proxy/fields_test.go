@@ -136,3 +136,34 @@ func TestLooseArgumentSpellings(t *testing.T) {
 		t.Errorf("the upstream got %d calls, want the one allowed", n)
 	}
 }
+
+// TestMethodOverrideRefused: a _method field, which Rails, Laravel, Hono
+// and Express's method-override take as the request's method, is refused
+// wherever it cannot be stripped: in the query, in a form or multipart
+// body, in a JSON body, in a tool call's arguments.
+func TestMethodOverrideRefused(t *testing.T) {
+	multipart := "--b\r\nContent-Disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--\r\n"
+	for _, tc := range []struct {
+		name, path, ctype, body string
+		want                    int
+	}{
+		{"in the query", "/purge?_method=DELETE", "application/json", `{}`, http.StatusBadRequest},
+		{"in a form", "/purge", "application/x-www-form-urlencoded", `a=1&_method=DELETE`, http.StatusBadRequest},
+		{"escaped in a form", "/purge", "application/x-www-form-urlencoded", `a=1&%5Fmethod=DELETE`, http.StatusBadRequest},
+		{"in a multipart form", "/purge", "multipart/form-data; boundary=b", multipart, http.StatusBadRequest},
+		{"in a JSON body", "/purge", "application/json", `{"_method":"DELETE"}`, http.StatusBadRequest},
+		{"in a tool's arguments", "/tools/purge", "application/json", `{"path":"a","_METHOD":"DELETE"}`, http.StatusBadRequest},
+		{"a form without it", "/purge", "application/x-www-form-urlencoded", `a=1&method=x`, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestServer(t, allowAll)
+			res := post(t, env.url+tc.path, tc.body, "Authorization", "Bearer agent-key", "Content-Type", "", "Content-Type", tc.ctype)
+			if res.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", res.StatusCode, tc.want)
+			}
+			if n := len(env.upstream.Requests()); (n == 1) != (tc.want == http.StatusOK) {
+				t.Fatalf("the upstream got %d requests", n)
+			}
+		})
+	}
+}
