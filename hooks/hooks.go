@@ -183,13 +183,18 @@ type hook struct {
 	name           string
 	url            string
 	upstream, tool *glob.Pattern
-	timeout        time.Duration
-	onFailure      string
-	key            []byte // nil: unsigned
+	// toolFold is the tool glob lower-cased, matched against the tool's
+	// name lower-cased: routers that ignore case (Express's, ASP.NET
+	// Core's) run DELETE_FILE as delete_file, which a hook on delete_*
+	// must judge too.
+	toolFold  *glob.Pattern
+	timeout   time.Duration
+	onFailure string
+	key       []byte // nil: unsigned
 }
 
 func (h *hook) matches(upstream, tool string) bool {
-	return h.upstream.Match(upstream) && h.tool.Match(tool)
+	return h.upstream.Match(upstream) && (h.tool.Match(tool) || h.toolFold.Match(strings.ToLower(tool)))
 }
 
 // New validates opts and returns a Runner. Errors name the hook but never
@@ -270,7 +275,7 @@ func compile(h Hook) (hook, error) {
 	for _, g := range []struct {
 		field, pattern string
 		dst            **glob.Pattern
-	}{{"upstream", h.Upstream, &c.upstream}, {"tool", h.Tool, &c.tool}} {
+	}{{"upstream", h.Upstream, &c.upstream}, {"tool", h.Tool, &c.tool}, {"tool", strings.ToLower(h.Tool), &c.toolFold}} {
 		if g.pattern == "" {
 			g.pattern = "*"
 		}

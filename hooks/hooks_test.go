@@ -135,6 +135,8 @@ func TestMatching(t *testing.T) {
 	}{
 		{"ci", "deploy_prod", []*testkit.Upstream{all, deploys}},
 		{"ci", "deployprod", []*testkit.Upstream{all}},
+		// A router that ignores case runs it as deploy_prod.
+		{"ci", "DEPLOY_Prod", []*testkit.Upstream{all, deploys}},
 		{"notes-eu", "write_note", []*testkit.Upstream{all, notes}},
 		{"notes-asia", "write_note", []*testkit.Upstream{all}},
 		{"notes-us", "read_note", []*testkit.Upstream{all}},

@@ -99,9 +99,38 @@ func ArgKey(name string) string {
 }
 
 // CheckArgNames refuses arguments two of which name the same parameter
-// under SameArgName ("dry_run" and "dryRun"). Keys equal but for case
-// never get here: the JSON decoder refuses them at any depth.
+// under SameArgName ("dry_run" and "dryRun"), at any depth: binders read
+// nested models alike (pydantic resolves {"options":{"dry_run":true,
+// "dryRun":false}} to dry_run false). Keys equal but for case never get
+// here: the JSON decoder refuses them at any depth.
 func CheckArgNames(args map[string]any) error {
+	if err := checkTwins(args); err != nil {
+		return err
+	}
+	for _, v := range args {
+		if err := checkNestedNames(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkNestedNames(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		return CheckArgNames(v)
+	case []any:
+		for _, e := range v {
+			if err := checkNestedNames(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkTwins is CheckArgNames for the keys of one object.
+func checkTwins(args map[string]any) error {
 	const linear = 8
 	if len(args) <= linear {
 		for a := range args {

@@ -66,6 +66,10 @@ func TestTargetUnderALooseSpelling(t *testing.T) {
 	if err := policy.CheckArgNames(many); err != nil {
 		t.Errorf("distinct names refused: %v", err)
 	}
+	nested := map[string]any{"path": "a", "options": []any{map[string]any{"dry_run": true, "dryRun": false}}}
+	if err := policy.CheckArgNames(nested); err == nil {
+		t.Error("dry_run and dryRun were taken together in a nested object")
+	}
 	if err := policy.CheckArgNames(map[string]any{"_": 1, "-": 2, "path": "x"}); err != nil {
 		t.Errorf("names without letters refused: %v", err)
 	}

@@ -281,7 +281,7 @@ func (e *Engine) told(d Decision, err error) (Decision, error) {
 
 func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 	p := e.current.Load()
-	if in.Tool != nil {
+	if in.Tool != nil && in.Kind == KindREST {
 		if spelt := p.toolCase.variant(in.Tool.Name); spelt != "" {
 			return caseDenied(in.Tool.Name, spelt), nil
 		}
@@ -349,7 +349,13 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			mode = string(s)
 		}
 	}
-	return e.told(e.current.Load().decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil))
+	p := e.current.Load()
+	if name, ok := restToolName(v); ok {
+		if spelt := p.toolCase.variant(name); spelt != "" {
+			return caseDenied(name, spelt), nil
+		}
+	}
+	return e.told(p.decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil))
 }
 
 // decideRego decides with every rule evaluated by OPA.

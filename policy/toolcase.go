@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 )
 
 // Why a tool name in another case than the rules table's is denied: the
@@ -10,11 +12,14 @@ import (
 // but routers that match paths without regard to case (Express's and
 // ASP.NET Core's defaults) run POST /tools/DELETE_FILE as delete_file. A
 // deny row for delete_file would then not see the call that runs it, and
-// an allow row for "*" let it through. So a call whose tool name the table
-// names only in another case (or whose name a glob row matches only
+// an allow row for "*" let it through. So a REST call whose tool name the
+// table names only in another case (or whose name a glob row matches only
 // without regard to case) is denied before the policy: the agent can
 // send the name as the table spells it, and a case-sensitive upstream has
-// no such tool anyway.
+// no such tool anyway. Likewise a name that is one the table names with a
+// format suffix (delete_file.json): Rails' routes take an optional
+// (.:format), and Spring MVC matched suffixes, so both run delete_file.
+// MCP servers look tool names up exactly, so MCP calls are left alone.
 
 // toolCase knows the tool names and globs of a rules table without regard
 // to case.
@@ -67,6 +72,11 @@ func (tc *toolCase) variant(name string) string {
 	if spelt, ok := tc.folded[low]; ok {
 		return spelt
 	}
+	if i := strings.LastIndexByte(low, '.'); i > 0 && formatSuffixes[low[i+1:]] {
+		if spelt, ok := tc.folded[low[:i]]; ok {
+			return spelt
+		}
+	}
 	for _, g := range tc.globs {
 		if !g.match(name) && g.folded(low) {
 			return g.pattern
@@ -83,4 +93,29 @@ func caseDenied(name, spelt string) Decision {
 		Message: fmt.Sprintf("tool %q is named %q in the rules table: a router that ignores case would run it as that tool; send the name as the table spells it",
 			name, spelt),
 	}}}
+}
+
+// formatSuffixes are the extensions a router may read as a response
+// format rather than part of the name.
+var formatSuffixes = map[string]bool{
+	"json": true, "xml": true, "html": true, "htm": true, "txt": true, "text": true,
+	"csv": true, "yaml": true, "yml": true, "js": true, "atom": true, "rss": true,
+}
+
+// restToolName is the tool name of an input document of a REST call, as
+// policy eval hands it over.
+func restToolName(v ast.Value) (string, bool) {
+	get := func(v ast.Value, key string) ast.Value {
+		if obj, ok := v.(ast.Object); ok {
+			if t := obj.Get(ast.InternedTerm(key)); t != nil {
+				return t.Value
+			}
+		}
+		return nil
+	}
+	if kind, ok := get(v, "kind").(ast.String); !ok || string(kind) != KindREST {
+		return "", false
+	}
+	name, ok := get(get(v, "tool"), "name").(ast.String)
+	return string(name), ok
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -41,10 +42,37 @@ func TestToolNameInAnotherCase(t *testing.T) {
 			{"Read", outcome{"allow", []string{"docs", "read"}}},
 			{"write_note", outcome{"allow", []string{"docs"}}},
 			{"Write_Note", outcome{"allow", []string{"docs"}}},
+			// Rails' (.:format) and Spring's suffix match run delete_file.
+			{"delete_file.json", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"Delete_File.XML", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"delete_file.v2", outcome{"allow", []string{"docs"}}},
 		} {
 			if got := decide(t, e, call(tc.tool, "docs/a")); !cmp.Equal(got, tc.want) {
 				t.Errorf("native %v: %s: %v, want %v", native, tc.tool, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestToolCaseLeavesMCPAlone: MCP servers look tool names up exactly, so
+// an MCP call of a name the table names in another case is decided as
+// spelt; policy eval (DecideValue) denies a REST one as the proxy does.
+func TestToolCaseLeavesMCPAlone(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), []string{
+		`{id: all, effect: allow, tool: "*", target: "*"}`,
+		`{id: del, effect: deny, tool: delete_file, target: "*"}`,
+	})})
+	in := call("DELETE_FILE", "a")
+	in.Kind, in.Upstream.Protocol = policy.KindMCP, "mcp"
+	if got := decide(t, e, in); got.Action != "allow" {
+		t.Errorf("MCP DELETE_FILE: %v, want allow", got)
+	}
+	v, err := ast.InterfaceToValue(map[string]any{"kind": "rest", "tool": map[string]any{"name": "DELETE_FILE"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.DecideValue(t.Context(), v)
+	if err != nil || d.Action != policy.Deny || d.RuleIDs()[0] != "toolgate.tool_case" {
+		t.Errorf("DecideValue: %v %v %v, want a toolgate.tool_case deny", d.Action, d.RuleIDs(), err)
 	}
 }

@@ -22,7 +22,7 @@ var listHeaders = map[string]bool{
 	"Accept": true, "Accept-Charset": true, "Accept-Encoding": true, "Accept-Language": true,
 	"Cache-Control": true, "Pragma": true, "Via": true, "Warning": true, "Cookie": true,
 	"If-Match": true, "If-None-Match": true, "Prefer": true, "Link": true,
-	"Tracestate": true, "Baggage": true,
+	"Tracestate": true, "Baggage": true, "Cdn-Loop": true,
 }
 
 // checkFields refuses, before anything else is read, a request whose

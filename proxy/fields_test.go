@@ -79,7 +79,10 @@ func TestClaimsNeverForwarded(t *testing.T) {
 		"X-Originating-IP", "X-Forwarded", "Forwarded-For", "Remote-User", "Remote-Groups", "X-Authentik-Username",
 		"X-Auth-Request-User", "X-Auth-Request-Groups", "X-Webauth-User", "X-Ms-Client-Principal-Name",
 		"X-Amzn-Oidc-Identity", "X-Goog-Authenticated-User-Email", "Cf-Access-Authenticated-User-Email",
-		"X-Pomerium-Claim-Email", "X-User", "X-User-Id", "X-Email", "X-Auth-User",
+		"X-Pomerium-Claim-Email", "X-User", "X-User-Id", "X-Email", "X-Auth-User", "X-Username",
+		"Fly-Client-IP", "Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Azure-ClientIP", "X-AppEngine-User-IP",
+		"X-Vercel-Forwarded-For", "X-Vouch-User", "X-Consumer-Username", "X-Userinfo", "X-Goog-IAP-JWT-Assertion",
+		"X-Apigateway-Api-Userinfo", "X-SSL-Client-S-DN", "X-Client-Cert", "SSL-Client-Verify",
 	}
 	var seen []string
 	env := newTestServer(t, deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {

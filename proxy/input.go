@@ -83,7 +83,11 @@ var claimPrefixes = []string{
 	// (X-Amzn-Oidc-*), Google IAP (X-Goog-Authenticated-*), Cloudflare
 	// Access (Cf-Access-*), Pomerium (X-Pomerium-*).
 	"Remote-", "X-Authentik-", "X-Auth-Request-", "X-Webauth-", "X-Ms-Client-Principal",
-	"X-Amzn-Oidc-", "X-Goog-Authenticated-", "Cf-Access-", "X-Pomerium-",
+	"X-Amzn-Oidc-", "X-Goog-Authenticated-", "X-Goog-Iap-", "Cf-Access-", "X-Pomerium-",
+	// Vouch, Kong (consumer and OIDC userinfo), Google API Gateway, and
+	// the client certificate a TLS-terminating proxy passes on.
+	"X-Vouch-", "X-Consumer-", "X-Userinfo", "X-Apigateway-Api-Userinfo", "X-Ssl-Client-", "Ssl-Client-",
+	"X-Client-Cert",
 }
 
 // claimHeaders are single names that claim the client's address or
@@ -93,7 +97,9 @@ var claimHeaders = map[string]bool{
 	"Forwarded": true, "Forwarded-For": true, "X-Forwarded": true, "X-Real-Ip": true,
 	"True-Client-Ip": true, "X-Client-Ip": true, "Client-Ip": true, "Cf-Connecting-Ip": true,
 	"Fastly-Client-Ip": true, "X-Cluster-Client-Ip": true, "X-Originating-Ip": true,
-	"X-User": true, "X-User-Id": true, "X-Email": true, "X-Auth-User": true,
+	"X-User": true, "X-User-Id": true, "X-Email": true, "X-Auth-User": true, "X-Username": true,
+	"Fly-Client-Ip": true, "Proxy-Client-Ip": true, "Wl-Proxy-Client-Ip": true, "X-Azure-Clientip": true,
+	"X-Appengine-User-Ip": true, "X-Vercel-Forwarded-For": true,
 }
 
 // hopHeaders belong to one connection, never to what is forwarded; with

@@ -51,9 +51,11 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 		}
 	}
 	lower := strings.ToLower(raw)
-	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b"} {
+	// Encoded once or twice: an application that decodes its parameter
+	// once more than its router did reads %252e%252e as "..".
+	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b", "%252f", "%255c", "%252e", "%2500"} {
 		if strings.Contains(lower, enc) {
-			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded '/', '\\', '.', ';' or NUL")
+			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded (or twice encoded) '/', '\\', '.', ';' or NUL")
 		}
 	}
 	// A percent-encoded unreserved character (%74 for t) has a second

@@ -194,6 +194,8 @@ func (h HeaderConfig) check(bad func(key, msg, fix string)) {
 		switch p, err := parseSource(s); {
 		case err != nil:
 			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q is not an address or CIDR prefix", s), "write it like 10.0.0.0/8, 192.168.1.10 or fd00::/8")
+		case minTrustedBits(p) > 128:
+			bad(fmt.Sprintf("trusted_sources[%d]", i), fmt.Sprintf("%q holds addresses anyone on the IPv4 Internet sends from (Teredo, 6to4, NAT64), or IPv4-mapped ones", s), "list the authenticating proxy's own addresses (IPv4 ones in IPv4 form), or use secret")
 		case p.Bits() < minTrustedBits(p):
 			// Every address, or half or a quarter of them (two such
 			// prefixes are every address): anybody who reaches the
@@ -216,7 +218,23 @@ func minTrustedBits(p netip.Prefix) int {
 	case p.Bits() >= uniqueLocal.Bits() && uniqueLocal.Contains(p.Addr()):
 		return uniqueLocal.Bits()
 	}
+	for _, open := range openToAnyone {
+		if open.Overlaps(p) {
+			// Teredo and NAT64 hand these addresses to anyone on the
+			// IPv4 Internet; an IPv4-mapped block never matches (addresses
+			// are compared unmapped) and reads as trusting IPv4 hosts.
+			return 129
+		}
+	}
 	return 32
+}
+
+var openToAnyone = []netip.Prefix{
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64
+	netip.MustParsePrefix("::ffff:0:0/96"),  // IPv4-mapped
+	netip.MustParsePrefix("2002::/16"),      // 6to4
 }
 
 var uniqueLocal = netip.MustParsePrefix("fc00::/7")

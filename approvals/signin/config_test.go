@@ -37,6 +37,7 @@ func TestCheck(t *testing.T) {
 		{"header source trusting everyone", Config{Type: TypeTrustedHeader, Header: HeaderConfig{UserHeader: "X-User", TrustedSources: []string{"0.0.0.0/0", "10.0.0.0/8", "::/0"}}}, []string{"trusted_sources[0]", "trusted_sources[2]"}},
 		{"header sources that together trust everyone", Config{Type: TypeTrustedHeader, Header: HeaderConfig{UserHeader: "X-User", TrustedSources: []string{"0.0.0.0/1", "128.0.0.0/1", "fd00::/8"}}}, []string{"trusted_sources[0]", "trusted_sources[1]"}},
 		{"header sources wide in the IPv6 Internet", Config{Type: TypeTrustedHeader, Header: HeaderConfig{UserHeader: "X-User", TrustedSources: []string{"2000::/8", "2a00::/12", "2001:db8::/32", "fc00::/7", "fd12:3456::/32"}}}, []string{"trusted_sources[0]", "trusted_sources[1]"}},
+		{"header sources anyone can send from", Config{Type: TypeTrustedHeader, Header: HeaderConfig{UserHeader: "X-User", TrustedSources: []string{"2001::/32", "64:ff9b::/96", "::ffff:10.0.0.0/104", "2002:a00::/24", "10.0.0.0/8"}}}, []string{"trusted_sources[0]", "trusted_sources[1]", "trusted_sources[2]", "trusted_sources[3]"}},
 		{"oidc", Config{Type: TypeOIDC, OIDC: validOIDC()}, nil},
 		{"oidc loopback http issuer", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.Issuer = "http://127.0.0.1:5556/dex" })}, nil},
 		{"oidc redirect_url without public_url", Config{Type: TypeOIDC, OIDC: with(func(o *OIDCConfig) { o.PublicURL = ""; o.RedirectURL = "https://t.example.com/auth/callback" })}, nil},

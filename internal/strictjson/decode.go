@@ -201,6 +201,11 @@ func (d *decoder) object(i, depth int) (any, int, error) {
 				m[k.s] = vals[j]
 			}
 			d.keys, d.vals = d.keys[:kbase], d.vals[:vbase]
+			if c, ok := m["constructor"].(map[string]any); ok {
+				if _, ok := c["prototype"]; ok {
+					return nil, i, errorAt(i, reasonProtoKey)
+				}
+			}
 			return m, i + 1, nil
 		default:
 			return nil, i, errorAt(i, reasonObjectSep)

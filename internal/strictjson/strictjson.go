@@ -22,10 +22,12 @@
 //     matches struct fields case-insensitively and keeps the last match, so a
 //     Go upstream would read {"path":"a","Path":"b"} as path "b" while a
 //     policy reading the object as a map sees both;
-//   - a "__proto__" key at any depth (escaped or not): JSON.parse keeps it as
-//     an ordinary key, but a JavaScript upstream that copies or merges the
-//     object (Object.assign, a for-in copy, a deep merge) makes its value
-//     the copy's prototype, whose members the copy then reads as its own;
+//   - a "__proto__" key at any depth (escaped or not), and a "constructor"
+//     object holding "prototype": JSON.parse keeps them as ordinary keys,
+//     but a JavaScript upstream that copies or merges the object
+//     (Object.assign, a for-in copy, a deep merge) makes the first's value
+//     the copy's prototype, and a naive deep merge writes the second into
+//     Object.prototype, whose members every object then reads as its own;
 //   - nesting of arrays and objects deeper than [Options.MaxDepth].
 //
 // Every text it accepts is also accepted by encoding/json, and decodes to the
@@ -73,7 +75,7 @@ const (
 	reasonColon          = "expected ':' after object key"
 	reasonDuplicateKey   = "duplicate object key"
 	reasonCaseVariantKey = "object keys differ only in case"
-	reasonProtoKey       = "object key __proto__"
+	reasonProtoKey       = "object key __proto__, or constructor.prototype"
 	reasonInvalidUTF8    = "invalid UTF-8"
 	reasonControlChar    = "control character in string"
 	reasonUnterminated   = "unterminated string"

@@ -228,6 +228,7 @@ var refuseCases = []refuseCase{
 	{"case-variant key via escape", `{"a":1,"\u0041":2}`, reasonCaseVariantKey, 7},
 	{"__proto__ key", `{"path":"a","__proto__":{"file":"secrets"}}`, reasonProtoKey, 12},
 	{"__proto__ key nested and escaped", `{"a":[{"__pr\u006fto__":{}}]}`, reasonProtoKey, 7},
+	{"constructor.prototype", `{"constructor":{"prototype":{"path":"secrets"}}}`, reasonProtoKey, 47},
 	{"case-variant key after many keys", manyKeys(20) + `,"K3":0}`, reasonCaseVariantKey, len(manyKeys(20)) + 1},
 	{"kelvin sign key", `{"k":1,"\u212a":2}`, reasonCaseVariantKey, 7},
 	{"raw kelvin sign key", "{\"k\":1,\"\u212a\":2}", reasonCaseVariantKey, 7},
