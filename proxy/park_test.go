@@ -385,6 +385,25 @@ func TestRecheckKeepsAnnotations(t *testing.T) {
 	}
 }
 
+// TestRecheckRefusesTwins: a call an earlier release parked with two
+// arguments a loose binder reads as one (which this release refuses at
+// the door) is refused at its re-check, whatever the policy says.
+func TestRecheckRefusesTwins(t *testing.T) {
+	var server *Server
+	newTestServer(t, allowAll, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	in := &policy.Input{
+		CallID: "c1", Kind: policy.KindREST, Upstream: policy.Upstream{Name: "files", Protocol: "rest"},
+		Tool: policy.NewTool("purge", nil, policy.DefaultTargetArgs),
+	}
+	info, err := json.Marshal(callinfo.Info{PolicyInput: callinfo.MarshalNoEscape(in), Arguments: json.RawMessage(`{"dry_run":true,"dryRun":false}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := server.stillAllowed(t.Context(), pending.Call{ID: "c1", Upstream: server.cfg.Upstreams[0].Name, Info: info}); ok || !strings.Contains(why, "dryRun") {
+		t.Fatalf("stillAllowed = %v %q, want the twins refused", ok, why)
+	}
+}
+
 // TestRecheckHeldInputAsStored: an approved call that runs on the request
 // that parked it is re-checked on the input that request holds, which is
 // the document the call stored (the sweeper's re-check decodes that one):

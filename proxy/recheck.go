@@ -30,6 +30,10 @@ func (s *Server) stillAllowed(ctx context.Context, pc pending.Call) (bool, strin
 			s.log.Error("a parked call's arguments cannot be read", "call_id", pc.ID, "error", err)
 			return false, "the parked call's arguments cannot be read"
 		}
+		// A call parked by an earlier release was not asked this.
+		if err := policy.CheckArgNames(in.Tool.Arguments); err != nil {
+			return false, err.Error()
+		}
 	}
 	if up := s.upstreamNamed(pc.Upstream); up != nil && in.Tool != nil {
 		// The target is derived again, as NewTool promises; the tool's
