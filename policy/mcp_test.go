@@ -81,6 +81,16 @@ func TestMCPPseudoTools(t *testing.T) {
 		{"resources/read", map[string]any{"uri": "FILE://LocalHost/docs/a.md"}, "allow", "file:///docs/a.md"},
 		{"resources/read", map[string]any{"uri": "file://localhost/etc/passwd"}, "deny", "file:///etc/passwd"},
 		{"resources/read", map[string]any{"uri": "file://server/docs/a.md"}, "deny", "file://server/docs/a.md"},
+		// localhost spelt otherwise is localhost once read as a lookup
+		// reads it, and no host to a WHATWG parser (the TypeScript SDK's).
+		{"resources/read", map[string]any{"uri": "file://%6cocalhost/etc/passwd"}, "deny", "file:///etc/passwd"},
+		{"resources/read", map[string]any{"uri": "file://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/etc/passwd"}, "deny", "file:///etc/passwd"},
+		// A drive letter is never taken away by "..".
+		{"resources/read", map[string]any{"uri": "file:///C:/../docs/x"}, "deny", "file:///C:/docs/x"},
+		{"resources/read", map[string]any{"uri": "file:///c|/x/../../docs/x"}, "deny", "file:///c:/docs/x"},
+		// A template's variable in the query climbs out of the root.
+		{"resources/read", map[string]any{"uri": "file:///docs/view?file=../secrets/key"}, "deny", "file:///docs/view?file=../secrets/key"},
+		{"resources/read", map[string]any{"uri": "file:///docs/view?file=.."}, "deny", "file:///docs/view?file=.."},
 		// %5C is a separator to a Windows server once decoded.
 		{"resources/read", map[string]any{"uri": "file:///docs/%5C..%5Cetc/passwd"}, "deny", "file:///etc/passwd"},
 		{"resources/read", map[string]any{"uri": "../secret"}, "deny", "../secret"},

@@ -399,14 +399,26 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 // path is /docs/a), or a percent-encoded '%', which a second decoding
 // makes another character ("%252e%252e" is ".."). A URL's own path is
 // cleaned as a URL's (asURL); a file: URL rarely holds either.
+//
+// A resource URI of another scheme than the web's (http, https, ws, wss)
+// is read alike for its query and fragment: an MCP server's template
+// ("notes:///docs/view{?file}") hands the variable to code that joins it
+// to a root, so "?file=../secrets/key" climbs.
 func fileURLMisread(raw string) bool {
 	s := strings.TrimLeft(raw, " ")
-	if len(s) < 5 || !strings.EqualFold(s[:5], "file:") {
+	scheme, rest, ok := strings.Cut(s, ":")
+	switch {
+	case !ok:
 		return false
-	}
-	s = strings.ReplaceAll(s[5:], `\`, "/")
-	if strings.Contains(strings.ToLower(s), "%25") {
-		return true
+	case strings.EqualFold(scheme, "file"):
+		s = strings.ReplaceAll(rest, `\`, "/")
+		if strings.Contains(strings.ToLower(s), "%25") {
+			return true
+		}
+	case webScheme(scheme):
+		return false
+	default:
+		s = strings.ReplaceAll(rest, `\`, "/")
 	}
 	i := strings.IndexAny(s, "?#")
 	if i < 0 {
@@ -418,8 +430,21 @@ func fileURLMisread(raw string) bool {
 	if d, err := url.PathUnescape(tail); err == nil {
 		tail += "/" + strings.ReplaceAll(d, `\`, "/")
 	}
-	for seg := range strings.SplitSeq(tail, "/") {
+	// A template's variable is a query value ("file=.."), or a segment of
+	// one ("file=../secrets").
+	for _, seg := range strings.FieldsFunc(tail, func(r rune) bool { return r == '/' || r == '=' || r == '&' || r == ';' }) {
 		if strings.Trim(seg, "?#") == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// webScheme reports the schemes whose query is the application's data, not
+// a path a tool joins to its root.
+func webScheme(scheme string) bool {
+	for _, w := range []string{"http", "https", "ws", "wss"} {
+		if strings.EqualFold(scheme, w) {
 			return true
 		}
 	}
@@ -516,6 +541,10 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 	if !ok {
 		return "", "", true, false
 	}
+	// Once the host is read as a lookup reads it ("%6cocalhost",
+	// fullwidth letters, a soft hyphen): localhost is no host to a WHATWG
+	// parser, which reads file://%6cocalhost/p as file:///p.
+	s = fileURL(s)
 	u, err := url.Parse(escapeStrayPercents(s))
 	switch {
 	case err != nil && strings.Contains(s, "://"):
@@ -534,8 +563,15 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 		// "file:///C:/docs/%5C..%5Csecrets" opens C:/secrets.
 		u.Path = strings.ReplaceAll(u.Path, `\`, "/")
 		trailing := strings.HasSuffix(u.Path, "/")
-		u.Path = path.Clean("/" + u.Path)
-		if trailing && u.Path != "/" {
+		if d, ok := fileDrive(u); ok {
+			// A WHATWG parser never takes a file: URL's drive letter away
+			// with "..": file:///C:/../docs/x is file:///C:/docs/x
+			// ("C|" is read as "C:").
+			u.Path = d + path.Clean("/"+u.Path[3:])
+		} else {
+			u.Path = path.Clean("/" + u.Path)
+		}
+		if trailing && u.Path != "/" && !strings.HasSuffix(u.Path, "/") {
 			u.Path += "/"
 		}
 		u.RawPath = ""
@@ -567,4 +603,16 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 func jsonText(s string) bool {
 	s = strings.TrimLeft(s, " \t\n\r")
 	return s != "" && (s[0] == '[' || s[0] == '{')
+}
+
+// fileDrive returns the drive ("/C:") a file: URL's path starts with, as
+// WHATWG's parser reads a Windows drive letter: a letter and ":" or "|",
+// then "/" or the end.
+func fileDrive(u *url.URL) (string, bool) {
+	p := u.Path
+	if u.Scheme != "file" || len(p) < 3 || p[0] != '/' || !(p[2] == ':' || p[2] == '|') ||
+		!('a' <= p[1]|0x20 && p[1]|0x20 <= 'z') || len(p) > 3 && p[3] != '/' {
+		return "", false
+	}
+	return "/" + p[1:2] + ":", true
 }

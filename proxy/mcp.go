@@ -207,6 +207,12 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `"method" is longer than `+strconv.Itoa(maxRPCName)+" bytes")
 	}
 	c.mcp.method = method
+	if id, has := msg["id"]; has && id == nil && method != "" {
+		// MCP: a request's id is never null. The SDKs refuse one (the
+		// TypeScript SDK's server answers -32700): decided as a call, it
+		// would be logged as run, or answered as if it were a request.
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a request's "id" is a string or a number, never null`)
+	}
 	if !isResponse(msg, method) {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a message without "method" is a response: exactly one of "result" and "error", and no "params"`)
 	}

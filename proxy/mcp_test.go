@@ -1114,6 +1114,20 @@ func TestToolsListKeepsToolsVerbatim(t *testing.T) {
 	}
 }
 
+// TestMCPNullID: a request whose id is null is refused: MCP says an id
+// is never null, and the SDKs refuse one.
+func TestMCPNullID(t *testing.T) {
+	env := newMCPEnv(t, mcpRawEra)
+	body := `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},` + mcpMeta2026 + `}}`
+	res, _, raw := postMCP(t, env, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d: %s, want 400", res.StatusCode, raw)
+	}
+	if n := env.up.invoked("echo"); n != 0 {
+		t.Errorf("echo ran %d times", n)
+	}
+}
+
 // TestMCPDeniedNotification: a tools/call without an id is a JSON-RPC
 // notification, which is never answered with a response: denied, it gets
 // a 403 problem document, not a result with a null id.
