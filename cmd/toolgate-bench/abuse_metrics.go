@@ -14,7 +14,7 @@ import (
 // The -abuse run's reading of toolgate's /metrics.
 
 // notifyCounts are toolgate_notifications_total by result, over formats.
-type notifyCounts struct{ delivered, retry, failed, dropped int }
+type notifyCounts struct{ delivered, retry, failed, dropped, skipped int }
 
 // notifyLoss is how many announced calls the receiver did not get, and
 // whether every one of them is counted as dropped or failed: none lost,
@@ -46,6 +46,8 @@ func (s *abuseStack) notifications() (notifyCounts, error) {
 			n.failed += int(v)
 		case strings.Contains(k, `result="dropped"`):
 			n.dropped += int(v)
+		case strings.Contains(k, `result="skipped"`):
+			n.skipped += int(v)
 		}
 	}
 	return n, nil
