@@ -88,6 +88,10 @@ func TestMCPPseudoTools(t *testing.T) {
 		// A drive letter is never taken away by "..".
 		{"resources/read", map[string]any{"uri": "file:///C:/../docs/x"}, "deny", "file:///C:/docs/x"},
 		{"resources/read", map[string]any{"uri": "file:///c|/x/../../docs/x"}, "deny", "file:///c:/docs/x"},
+		// An escaped colon is no drive letter to a WHATWG parser: ".."
+		// takes it away.
+		{"resources/read", map[string]any{"uri": "file:///D%3A/../docs/x"}, "allow", "file:///docs/x"},
+		{"resources/read", map[string]any{"uri": "file:///D%3A/../etc/passwd"}, "deny", "file:///etc/passwd"},
 		// A template's variable in the query climbs out of the root.
 		{"resources/read", map[string]any{"uri": "file:///docs/view?file=../secrets/key"}, "deny", "file:///docs/view?file=../secrets/key"},
 		{"resources/read", map[string]any{"uri": "file:///docs/view?file=.."}, "deny", "file:///docs/view?file=.."},

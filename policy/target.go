@@ -563,7 +563,7 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 		// "file:///C:/docs/%5C..%5Csecrets" opens C:/secrets.
 		u.Path = strings.ReplaceAll(u.Path, `\`, "/")
 		trailing := strings.HasSuffix(u.Path, "/")
-		if d, ok := fileDrive(u); ok {
+		if d, ok := fileDrive(u, s); ok {
 			// A WHATWG parser never takes a file: URL's drive letter away
 			// with "..": file:///C:/../docs/x is file:///C:/docs/x
 			// ("C|" is read as "C:").
@@ -606,12 +606,16 @@ func jsonText(s string) bool {
 }
 
 // fileDrive returns the drive ("/C:") a file: URL's path starts with, as
-// WHATWG's parser reads a Windows drive letter: a letter and ":" or "|",
-// then "/" or the end.
-func fileDrive(u *url.URL) (string, bool) {
+// WHATWG's parser reads a Windows drive letter: a letter and ":" or "|"
+// as written in raw (an escaped "%3A" is no drive), then "/" or the end.
+func fileDrive(u *url.URL, raw string) (string, bool) {
 	p := u.Path
 	if u.Scheme != "file" || len(p) < 3 || p[0] != '/' || !(p[2] == ':' || p[2] == '|') ||
 		!('a' <= p[1]|0x20 && p[1]|0x20 <= 'z') || len(p) > 3 && p[3] != '/' {
+		return "", false
+	}
+	// As written: "file:///C:/…" (after the empty host), not "file:///C%3A/…".
+	if len(raw) < 10 || !strings.EqualFold(raw[:8], "file:///") || raw[9] != ':' && raw[9] != '|' {
 		return "", false
 	}
 	return "/" + p[1:2] + ":", true

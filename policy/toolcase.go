@@ -68,17 +68,29 @@ func (tc *toolCase) variant(name string) string {
 	if tc == nil || tc.exact[name] {
 		return ""
 	}
+	for _, g := range tc.globs {
+		if g.match(name) {
+			return "" // the table names it as spelt ("report.*" for report.csv)
+		}
+	}
 	low := strings.ToLower(name)
-	if spelt, ok := tc.folded[low]; ok {
+	if spelt := tc.foldedMatch(low); spelt != "" {
 		return spelt
 	}
 	if i := strings.LastIndexByte(low, '.'); i > 0 && formatSuffixes[low[i+1:]] {
-		if spelt, ok := tc.folded[low[:i]]; ok {
-			return spelt
-		}
+		return tc.foldedMatch(low[:i])
+	}
+	return ""
+}
+
+// foldedMatch returns the table's spelling of an exact name or glob that
+// low, a lower-cased name, matches without regard to case; "" for none.
+func (tc *toolCase) foldedMatch(low string) string {
+	if spelt, ok := tc.folded[low]; ok {
+		return spelt
 	}
 	for _, g := range tc.globs {
-		if !g.match(name) && g.folded(low) {
+		if g.folded(low) {
 			return g.pattern
 		}
 	}

@@ -22,6 +22,9 @@ func TestToolNameInAnotherCase(t *testing.T) {
 		`{id: del, effect: deny, tool: delete_file, target: "*"}`,
 		`{id: rm, effect: deny, tool: "rm_*", target: "*"}`,
 		`{id: read, effect: allow, tool: Read, target: "*"}`,
+		`{id: report, effect: allow, tool: report, target: "*"}`,
+		`{id: reports, effect: allow, tool: "report.*", target: "*"}`,
+		`{id: drop, effect: deny, tool: "drop_?", target: "*"}`,
 	}
 	for _, native := range []bool{true, false} {
 		opts := policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)}
@@ -46,6 +49,12 @@ func TestToolNameInAnotherCase(t *testing.T) {
 			{"delete_file.json", outcome{"deny", []string{"toolgate.tool_case"}}},
 			{"Delete_File.XML", outcome{"deny", []string{"toolgate.tool_case"}}},
 			{"delete_file.v2", outcome{"allow", []string{"docs"}}},
+			// A glob row's name with a suffix, and a name a glob row names
+			// as spelt (a tool of its own).
+			{"rm_x.json", outcome{"deny", []string{"rm"}}}, // rm_* matches it as spelt
+			{"drop_x.xml", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"DROP_X.json", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"report.csv", outcome{"allow", []string{"docs", "reports"}}},
 		} {
 			if got := decide(t, e, call(tc.tool, "docs/a")); !cmp.Equal(got, tc.want) {
 				t.Errorf("native %v: %s: %v, want %v", native, tc.tool, got, tc.want)

@@ -83,6 +83,8 @@ func TestClaimsNeverForwarded(t *testing.T) {
 		"Fly-Client-IP", "Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Azure-ClientIP", "X-AppEngine-User-IP",
 		"X-Vercel-Forwarded-For", "X-Vouch-User", "X-Consumer-Username", "X-Userinfo", "X-Goog-IAP-JWT-Assertion",
 		"X-Apigateway-Api-Userinfo", "X-SSL-Client-S-DN", "X-Client-Cert", "SSL-Client-Verify",
+		"Tailscale-User-Login", "X-AppEngine-User-Email", "X-CloudTasks-QueueName", "X-Endpoint-API-Userinfo",
+		"X-ARR-ClientCert", "X-Amzn-Mtls-Clientcert", "X-Credential-Identifier", "X-Anonymous-Consumer",
 	}
 	var seen []string
 	env := newTestServer(t, deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
@@ -157,6 +159,15 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a JSON body", "/purge", "application/json", `{"_method":"DELETE"}`, http.StatusBadRequest},
 		{"in a tool's arguments", "/tools/purge", "application/json", `{"path":"a","_METHOD":"DELETE"}`, http.StatusBadRequest},
 		{"a form without it", "/purge", "application/x-www-form-urlencoded", `a=1&method=x`, http.StatusOK},
+		{"a letter escaped in a form", "/purge", "application/x-www-form-urlencoded", `a=1&_m%65thod=DELETE`, http.StatusBadRequest},
+		{"all escaped, twice", "/purge", "application/x-www-form-urlencoded", `a=1&%255F%256D%2565thod=DELETE`, http.StatusBadRequest},
+		{"a form without a Content-Type", "/purge", "", `_method=DELETE`, http.StatusBadRequest},
+		{"a form type with a comma", "/purge", "application/x-www-form-urlencoded, text/plain", `_method=DELETE`, http.StatusBadRequest},
+		{"JSON after a byte order mark", "/purge", "application/json", "\ufeff{\"_method\":\"DELETE\"}", http.StatusBadRequest},
+		{"JSON as text/json", "/purge", "text/json", `{"_method":"DELETE"}`, http.StatusBadRequest},
+		{"JSON text that mentions it", "/purge", "application/json", `{"code":"def _method; end"}`, http.StatusOK},
+		{"in the query in brackets", "/purge?_method%5B%5D=DELETE", "application/json", `{}`, http.StatusBadRequest},
+		{"in the query as qs' root", "/purge?%5B_method%5D=DELETE", "application/json", `{}`, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll)

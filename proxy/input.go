@@ -88,6 +88,10 @@ var claimPrefixes = []string{
 	// the client certificate a TLS-terminating proxy passes on.
 	"X-Vouch-", "X-Consumer-", "X-Userinfo", "X-Apigateway-Api-Userinfo", "X-Ssl-Client-", "Ssl-Client-",
 	"X-Client-Cert",
+	// Tailscale Serve, App Engine and Cloud Tasks, Cloud Endpoints, Azure
+	// App Service's and AWS's client certificates, Kong's credential.
+	"Tailscale-User-", "X-Appengine-", "X-Cloudtasks-", "X-Endpoint-Api-Userinfo", "X-Arr-Clientcert",
+	"X-Amzn-Mtls-Clientcert", "X-Credential-Identifier", "X-Anonymous-Consumer",
 }
 
 // claimHeaders are single names that claim the client's address or

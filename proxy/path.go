@@ -51,9 +51,15 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 		}
 	}
 	lower := strings.ToLower(raw)
-	// Encoded once or twice: an application that decodes its parameter
+	// Encoded once or more: an application that decodes its parameter
 	// once more than its router did reads %252e%252e as "..".
-	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b", "%252f", "%255c", "%252e", "%2500"} {
+	for range 4 {
+		if !strings.Contains(lower, "%25") {
+			break
+		}
+		lower = strings.ReplaceAll(lower, "%25", "%")
+	}
+	for _, enc := range []string{"%2f", "%5c", "%2e", "%00", "%3b"} {
 		if strings.Contains(lower, enc) {
 			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds an encoded (or twice encoded) '/', '\\', '.', ';' or NUL")
 		}
@@ -115,19 +121,28 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 
 // queryRoot is the name a query name binds under where a stack parses
 // structure into names (qs in Express, Koa and Fastify; PHP; Rails): its
-// part before the first "[" or "." once leading "[", "." and spaces are
-// dropped, case folded ("[dry_run]", ".dry_run", "dry_run[0]" and, with
-// qs's allowDots, "dry_run.x" are all under dry_run). sub is false when
-// nothing follows that part but "]" or "[]": the name then binds as the
-// root itself (or a list of it), and qs merges it with the root's other
-// spellings.
+// part before the first "[" once leading "[" and spaces are dropped, case
+// folded ("[dry_run]", "dry_run[]" and "dry_run[0]" are all under
+// dry_run). sub is false when nothing follows that part but "]" or "[]":
+// the name then binds as the root itself (or a list of it), and qs merges
+// it with the root's other spellings. Dots are not structure here (qs
+// reads them so only with allowDots, which is off by default, and APIs
+// such as Solr's take facet beside facet.field); PHP's reading of a dot
+// as "_" is phpRoot's.
 func queryRoot(name string) (root string, sub bool) {
-	n := strings.TrimLeft(name, "[. ")
+	n := strings.TrimLeft(name, "[ ")
 	part, rest := n, ""
-	if i := strings.IndexAny(n, "[."); i >= 0 {
+	if i := strings.IndexByte(n, '['); i >= 0 {
 		part, rest = n[:i], n[i:]
 	}
 	return strings.ToLower(strings.TrimRight(part, "]")), rest != "" && rest != "[]"
+}
+
+// phpRoot is queryRoot as PHP reads a name: its part before the first "["
+// with "." and " " read as "_" ("dry.run[0]" is under dry_run).
+func phpRoot(name string) (root string, sub bool) {
+	root, sub = queryRoot(name)
+	return phpUnderscore.Replace(root), sub
 }
 
 // maxQueryParts bounds the "&"-separated parts of a query string.
@@ -158,13 +173,14 @@ func bindsAsOne(q url.Values) (string, string) {
 		}
 		seen[k] = name
 		root, sub := queryRoot(name)
-		forms := [2]struct {
+		php, phpSub := phpRoot(name)
+		forms := [3]struct {
 			root string
 			sub  bool
-		}{{root, sub}}
+		}{{root, sub}, {php, phpSub}}
 		if !strings.Contains(k, "[") {
 			// PHP's reading too: "Dry.Run" is the plain Dry_Run.
-			forms[1].root = k
+			forms[2].root = k
 		}
 		for _, f := range forms {
 			if f.root == "" {

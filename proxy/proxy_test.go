@@ -334,6 +334,7 @@ func TestBadInputsReachNothing(t *testing.T) {
 		{"encoded slash in tool", "/tools/a%2Fb", `{}`, nil, 400},
 		{"twice encoded dots in a path", "/files/docs/%252e%252e/secrets/x", ``, nil, 400},
 		{"twice encoded slash in a path", "/files/docs%252F..%252Fsecrets", ``, nil, 400},
+		{"thrice encoded dots in a path", "/files/docs/%25252e%25252e/secrets/x", ``, nil, 400},
 		{"constructor.prototype", "/tools/t", `{"constructor":{"prototype":{"path":"secrets/key"}}}`, nil, 400},
 		{"dots-only tool", "/tools/..", `{}`, nil, 400},
 		{"dot tool", "/tools/.x", `{}`, nil, 400},

@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 )
 
@@ -163,7 +164,7 @@ func (d *decoder) object(i, depth int) (any, int, error) {
 		if err != nil {
 			return nil, next, err
 		}
-		if s == "__proto__" {
+		if protoKey(s) {
 			return nil, i, errorAt(i, reasonProtoKey)
 		}
 		if index, err = d.addKey(kbase, index, keyEntry{s, ascii}, i); err != nil {
@@ -265,4 +266,13 @@ func skipDigits(data string, i int) int {
 		i++
 	}
 	return i
+}
+
+// protoKey reports a key that is __proto__, or that an "unflatten" library
+// (flat, dot-object, qs-style paths) splits into a path through __proto__
+// or constructor.prototype: "__proto__.x", "a[__proto__]",
+// "constructor.prototype.x".
+func protoKey(s string) bool {
+	return strings.Contains(s, "__proto__") ||
+		strings.Contains(s, "constructor") && strings.Contains(s, "prototype")
 }

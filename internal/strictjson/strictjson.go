@@ -23,7 +23,9 @@
 //     Go upstream would read {"path":"a","Path":"b"} as path "b" while a
 //     policy reading the object as a map sees both;
 //   - a "__proto__" key at any depth (escaped or not), and a "constructor"
-//     object holding "prototype": JSON.parse keeps them as ordinary keys,
+//     object holding "prototype", or a key that spells either as a path
+//     ("__proto__.x", "constructor.prototype.x", which "unflatten"
+//     libraries split): JSON.parse keeps them as ordinary keys,
 //     but a JavaScript upstream that copies or merges the object
 //     (Object.assign, a for-in copy, a deep merge) makes the first's value
 //     the copy's prototype, and a naive deep merge writes the second into

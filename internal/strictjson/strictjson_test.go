@@ -229,6 +229,8 @@ var refuseCases = []refuseCase{
 	{"__proto__ key", `{"path":"a","__proto__":{"file":"secrets"}}`, reasonProtoKey, 12},
 	{"__proto__ key nested and escaped", `{"a":[{"__pr\u006fto__":{}}]}`, reasonProtoKey, 7},
 	{"constructor.prototype", `{"constructor":{"prototype":{"path":"secrets"}}}`, reasonProtoKey, 47},
+	{"__proto__ as a path", `{"a":1,"__proto__.path":"secrets"}`, reasonProtoKey, 7},
+	{"constructor.prototype as a path", `{"constructor.prototype.path":"secrets"}`, reasonProtoKey, 1},
 	{"case-variant key after many keys", manyKeys(20) + `,"K3":0}`, reasonCaseVariantKey, len(manyKeys(20)) + 1},
 	{"kelvin sign key", `{"k":1,"\u212a":2}`, reasonCaseVariantKey, 7},
 	{"raw kelvin sign key", "{\"k\":1,\"\u212a\":2}", reasonCaseVariantKey, 7},
