@@ -38,6 +38,7 @@ import (
 	"github.com/gobwas/glob"
 
 	"github.com/toolgate/toolgate/internal/logthrottle"
+	"github.com/toolgate/toolgate/internal/toolname"
 )
 
 // The four answers a hook may give, and the outcome label of a hook that
@@ -194,7 +195,15 @@ type hook struct {
 }
 
 func (h *hook) matches(upstream, tool string) bool {
-	return h.upstream.Match(upstream) && (h.tool.Match(tool) || h.toolFold.Match(strings.ToLower(tool)))
+	if !h.upstream.Match(upstream) {
+		return false
+	}
+	if h.tool.Match(tool) || h.toolFold.Match(strings.ToLower(tool)) {
+		return true
+	}
+	// Rails' (.:format) runs delete_file.json as delete_file.
+	base, cut := toolname.WithoutFormat(tool)
+	return cut && (h.tool.Match(base) || h.toolFold.Match(strings.ToLower(base)))
 }
 
 // New validates opts and returns a Runner. Errors name the hook but never

@@ -137,6 +137,8 @@ func TestMatching(t *testing.T) {
 		{"ci", "deployprod", []*testkit.Upstream{all}},
 		// A router that ignores case runs it as deploy_prod.
 		{"ci", "DEPLOY_Prod", []*testkit.Upstream{all, deploys}},
+		// Rails' (.:format) runs it as deploy_prod.
+		{"ci", "deploy_prod.json", []*testkit.Upstream{all, deploys}},
 		{"notes-eu", "write_note", []*testkit.Upstream{all, notes}},
 		{"notes-asia", "write_note", []*testkit.Upstream{all}},
 		{"notes-us", "read_note", []*testkit.Upstream{all}},

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/toolgate/toolgate/internal/toolname"
 )
 
 // Why a tool name in another case than the rules table's is denied: the
@@ -77,8 +79,8 @@ func (tc *toolCase) variant(name string) string {
 	if spelt := tc.foldedMatch(low); spelt != "" {
 		return spelt
 	}
-	if i := strings.LastIndexByte(low, '.'); i > 0 && formatSuffixes[low[i+1:]] {
-		return tc.foldedMatch(low[:i])
+	if base, cut := toolname.WithoutFormat(low); cut {
+		return tc.foldedMatch(base)
 	}
 	return ""
 }
@@ -105,13 +107,6 @@ func caseDenied(name, spelt string) Decision {
 		Message: fmt.Sprintf("tool %q is named %q in the rules table: a router that ignores case would run it as that tool; send the name as the table spells it",
 			name, spelt),
 	}}}
-}
-
-// formatSuffixes are the extensions a router may read as a response
-// format rather than part of the name.
-var formatSuffixes = map[string]bool{
-	"json": true, "xml": true, "html": true, "htm": true, "txt": true, "text": true,
-	"csv": true, "yaml": true, "yml": true, "js": true, "atom": true, "rss": true,
 }
 
 // restToolName is the tool name of an input document of a REST call, as
