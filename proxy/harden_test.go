@@ -291,8 +291,9 @@ func TestToolQuery(t *testing.T) {
 		{"query repeats an argument as its array", true, "/tools/read_file?dry_run%5B%5D=false", `{"path":"README.md","dry_run":true}`, 400},
 		{"query repeats an argument as its index", true, "/tools/read_file?dry_run%5B0%5D=false", `{"path":"README.md","dry_run":true}`, 400},
 		{"query repeats an argument in brackets", true, "/tools/read_file?%5Bdry_run%5D=false", `{"path":"README.md","dry_run":true}`, 400},
-		// Dots are structure to qs only with allowDots, off by default.
-		{"an argument with a dot in the query", true, "/tools/read_file?dry_run.x=false", `{"path":"README.md","dry_run":true}`, 200},
+		// Dots are structure to qs with allowDots: merged into the body's.
+		{"an argument with a dot in the query", true, "/tools/read_file?dry_run.x=false", `{"path":"README.md","dry_run":true}`, 400},
+		{"an argument after a dot in the query", true, "/tools/read_file?.dry_run=false", `{"path":"README.md","dry_run":true}`, 400},
 		{"query repeats an argument as a loose binder reads it", true, "/tools/read_file?dryRun=false", `{"path":"README.md","dry_run":true}`, 400},
 		// A target argument the body does not hold: the rules would never see it.
 		{"target argument in the query", true, "/tools/read_file?file=.env", `{"path":"README.md"}`, 400},

@@ -138,6 +138,19 @@ func queryRoot(name string) (root string, sub bool) {
 	return strings.ToLower(strings.TrimRight(part, "]")), rest != "" && rest != "[]"
 }
 
+// dottedRoot is a name's root as qs reads it with allowDots, where dots
+// are structure too (".dry_run", "dry_run.x"). It is weighed only against
+// a tool call's body arguments, which a framework spreading the query over
+// the body merges: a plain call's query keeps dotted names apart (Solr's
+// facet beside facet.field).
+func dottedRoot(name string) string {
+	n := strings.TrimLeft(name, "[. ")
+	if i := strings.IndexAny(n, "[."); i >= 0 {
+		n = n[:i]
+	}
+	return strings.ToLower(strings.TrimRight(n, "]"))
+}
+
 // phpRoot is queryRoot as PHP reads a name: its part before the first "["
 // with "." and " " read as "_" ("dry.run[0]" is under dry_run).
 func phpRoot(name string) (root string, sub bool) {
@@ -289,8 +302,8 @@ func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *
 	}
 	for name := range query {
 		root, _ := queryRoot(name)
-		kr, kn := policy.ArgKey(root), policy.ArgKey(name)
-		if kr != "" && folded[kr] || kn != "" && folded[kn] {
+		kr, kn, kd := policy.ArgKey(root), policy.ArgKey(name), policy.ArgKey(dottedRoot(name))
+		if kr != "" && folded[kr] || kn != "" && folded[kn] || kd != "" && folded[kd] {
 			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
 		}
 		// The policy finds a call's targets in its body only; a target in
