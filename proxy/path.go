@@ -293,8 +293,10 @@ func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *
 	// and qs merges "dry_run[]", "[dry_run]" or "dry_run.x" into the body's
 	// dry_run where a framework spreads the query over the body.
 	folded := make(map[string]bool, len(args))
+	caseFolded := make(map[string]bool, len(args)) // names without a letter or digit too
 	for arg := range args {
 		folded[policy.ArgKey(arg)] = true
+		caseFolded[foldKey(arg)] = true
 	}
 	targets := make(map[string]bool, len(up.TargetArgs))
 	for _, k := range up.TargetArgs {
@@ -303,7 +305,7 @@ func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *
 	for name := range query {
 		root, _ := queryRoot(name)
 		kr, kn, kd := policy.ArgKey(root), policy.ArgKey(name), policy.ArgKey(dottedRoot(name))
-		if kr != "" && folded[kr] || kn != "" && folded[kn] || kd != "" && folded[kd] {
+		if caseFolded[foldKey(name)] || kr != "" && folded[kr] || kn != "" && folded[kn] || kd != "" && folded[kd] {
 			return invalid(http.StatusBadRequest, "Query repeats an argument", strconv.Quote(name)+" is both in the query string and in the body")
 		}
 		// The policy finds a call's targets in its body only; a target in
