@@ -254,16 +254,7 @@ func querySkeletons(name string) [3]string {
 	if i := strings.IndexByte(name, '['); i > 0 {
 		base = name[:i]
 	}
-	return [3]string{skeleton(name), skeleton(first), skeleton(base)}
-}
-
-func skeleton(s string) string {
-	return foldKey(strings.Map(func(r rune) rune {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			return r
-		}
-		return -1
-	}, s))
+	return [3]string{policy.ArgKey(name), policy.ArgKey(first), policy.ArgKey(base)}
 }
 
 // checkToolQuery refuses a tool call's query string (REST, or an MCP
@@ -300,7 +291,7 @@ func queryAgrees(up *upstream, query map[string][]string, args map[string]any) *
 	}
 	targets := make(map[string]bool, len(up.TargetArgs))
 	for _, k := range up.TargetArgs {
-		targets[skeleton(k)] = true
+		targets[policy.ArgKey(k)] = true
 	}
 	for name := range query {
 		root, _ := queryRoot(name)
