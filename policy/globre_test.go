@@ -10,7 +10,8 @@ import (
 )
 
 // TestGlobRegexpMatchesGlob: on generated globs and strings, the regular
-// expression matches exactly what the glob package does, with "/" as the
+// expression, and the matcher rows use (the expression behind a test of
+// the glob's literal ends), match exactly what the glob package does, with "/" as the
 // separator (targets) and with none (tool names).
 func TestGlobRegexpMatchesGlob(t *testing.T) {
 	parts := []string{"a", "b", "/", ".", "*", "**", "?", "[ab]", "[!a]", "[a-c]", "[!/]", "{a,b}", "{,a/}", "{**/,}", `\*`, ",", "}", "é", "{a,{b,*}}"}
@@ -29,6 +30,10 @@ func TestGlobRegexpMatchesGlob(t *testing.T) {
 			if (gerr == nil) != (rerr == nil) {
 				t.Fatalf("%q (sep %q): glob error %v, regexp error %v", pattern, sep, gerr, rerr)
 			}
+			match, merr := compileMatcher(pattern, sep...)
+			if (gerr == nil) != (merr == nil) {
+				t.Fatalf("%q (sep %q): glob error %v, matcher error %v", pattern, sep, gerr, merr)
+			}
 			if gerr != nil {
 				continue
 			}
@@ -38,8 +43,12 @@ func TestGlobRegexpMatchesGlob(t *testing.T) {
 					s.WriteString(letters[rng.IntN(len(letters))])
 				}
 				compared++
-				if got, want := re.MatchString(s.String()), g.Match(s.String()); got != want {
+				want := g.Match(s.String())
+				if got := re.MatchString(s.String()); got != want {
 					t.Errorf("%q (sep %q) on %q: regexp %v, glob %v (%s)", pattern, sep, s.String(), got, want, re)
+				}
+				if got := match(s.String()); got != want {
+					t.Errorf("%q (sep %q) on %q: matcher %v, glob %v", pattern, sep, s.String(), got, want)
 				}
 			}
 		}
