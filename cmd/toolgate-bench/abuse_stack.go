@@ -73,7 +73,7 @@ func startAbuseStack(ctx context.Context, o *options, pins pinning, p abuseParam
 		return nil, err
 	}
 	s := &abuseStack{proxy: "http://" + addrs["proxy"], admin: "http://" + addrs["admin"], agentKey: secret(), churnKey: secret(), recv: recv}
-	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), o.rules); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(o.dir, name+".yaml")

@@ -224,7 +224,7 @@ func startCapacityStack(ctx context.Context, o *options, pins pinning) (*capacit
 	if err := waitReady(ctx, up, s.upstream+"/_bench/count", 10*time.Second); err != nil {
 		return nil, err
 	}
-	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), o.rules); err != nil {
 		return nil, err
 	}
 	var keys strings.Builder

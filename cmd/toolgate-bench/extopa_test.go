@@ -23,7 +23,7 @@ import (
 func opaServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	dir := t.TempDir()
-	if err := writeExtOPA(dir); err != nil {
+	if err := writeExtOPA(dir, withRows(table, defaultRows)); err != nil {
 		t.Fatal(err)
 	}
 	mod, err := os.ReadFile(filepath.Join(dir, "policy.rego"))

@@ -44,6 +44,9 @@ type options struct {
 	mcp        bool
 	capacity   capacityParams
 	capacityOn bool
+	// rules is the rules table toolgate and the external OPA decide
+	// with: table, then -rows' other rows.
+	rules      []rule
 	redis      string
 	redisSet   bool // -redis given on the command line
 	redisOwn   bool // redis is the run's own, on the load core (-redis own)
@@ -108,9 +111,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profileRow, "cpuprofile-row", "", "the row -cpuprofile records (default: toolgate allow; with -mcp, MCP toolgate (json))")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	fs.BoolVar(&o.noPin, "no-pin", false, "do not pin servers and load generator to separate cores")
+	rows := fs.Int("rows", defaultRows, fmt.Sprintf("rows of the rules table: the %d the calls meet, then rows for other tools", len(table)))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if *rows < len(table) {
+		return nil, fmt.Errorf("-rows: at least %d, the rows the harness's calls meet", len(table))
+	}
+	o.rules = withRows(table, *rows)
 	connsSet := false
 	fs.Visit(func(f *flag.Flag) {
 		o.redisSet = o.redisSet || f.Name == "redis"

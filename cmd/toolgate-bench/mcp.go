@@ -105,8 +105,8 @@ func runMCPServer(args []string) error {
 
 // mcpTable is the rules table of the MCP toolgate: the REST rows' table
 // and a row that allows the notes the load writes.
-func mcpTable() []rule {
-	return append(append([]rule(nil), table...), rule{"r11", "allow", "write_note", "drafts/**"})
+func mcpTable(rules []rule) []rule {
+	return append(append([]rule(nil), rules...), rule{"r11", "allow", "write_note", "drafts/**"})
 }
 
 // mcpPolicy is the small Rego policy beside the table, so that OPA
@@ -165,7 +165,7 @@ func startMCPStack(ctx context.Context, o *options, pin pinning) (*stack, error)
 	if err := os.WriteFile(filepath.Join(o.dir, "mcp-policy", "bench.rego"), []byte(mcpPolicy), 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeRules(filepath.Join(o.dir, "mcp-rules.yaml"), mcpTable()); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "mcp-rules.yaml"), mcpTable(o.rules)); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(o.dir, "toolgate-mcp.yaml")

@@ -13,10 +13,9 @@ import (
 // decide with.
 type rule struct{ id, effect, tool, target string }
 
-// table is a 10-row table of exact names and globs, like the policies the
-// issue's reference figures were measured with. The calls the harness
-// sends: read_file docs/... (allow, r1), delete_file (deny, r4),
-// write_note notes/... (ask, r3).
+// table is the ten rows the harness's calls meet, exact names and globs.
+// The calls: read_file docs/... (allow, r1), delete_file (deny, r4),
+// write_note notes/... (ask, r3). withRows adds rows for other tools.
 var table = []rule{
 	{"r1", "allow", "read_file", "docs/**"},
 	{"r2", "deny", "read_file", "**/.env"},
@@ -28,6 +27,36 @@ var table = []rule{
 	{"r8", "allow", "read_file", "src/*.go"},
 	{"r9", "ask", "deploy", "*"},
 	{"r10", "deny", "write_note", "**/*.exe"},
+}
+
+// defaultRows is the size of the table the harness measures with: the
+// targets are stated for a 100-row table.
+const defaultRows = 100
+
+// withRows is base followed by rows for other tools, n rows in all: as a
+// real table has, most name one tool (an exact target, a glob, "*"); one
+// in 25 names tools by a glob and one in 25 denies a tree to every tool,
+// rows that every call meets. None decides a call the harness sends.
+func withRows(base []rule, n int) []rule {
+	rules := append([]rule(nil), base...)
+	for i := len(base); i < n; i++ {
+		id := fmt.Sprintf("f%d", i)
+		switch {
+		case i%25 == 3:
+			rules = append(rules, rule{id, "allow", fmt.Sprintf("ns%d.*", i), "src/*.go"})
+		case i%25 == 7:
+			rules = append(rules, rule{id, "deny", "*", fmt.Sprintf("private%d/**", i)})
+		case i%4 == 0:
+			rules = append(rules, rule{id, "allow", fmt.Sprintf("tool%d", i), "docs/**"})
+		case i%4 == 1:
+			rules = append(rules, rule{id, "deny", fmt.Sprintf("tool%d", i), fmt.Sprintf("secret%d.txt", i)})
+		case i%4 == 2:
+			rules = append(rules, rule{id, "ask", fmt.Sprintf("tool%d", i), "*"})
+		default:
+			rules = append(rules, rule{id, "allow", fmt.Sprintf("tool%d", i), "**/*.md"})
+		}
+	}
+	return rules
 }
 
 func isGlob(p string) bool { return p != "*" && strings.ContainsAny(p, "*?[{") }
@@ -51,7 +80,7 @@ var extOPAPolicy []byte
 
 // writeExtOPA writes the policy and the table, as OPA data with the glob
 // flags and the index by tool precomputed, into dir.
-func writeExtOPA(dir string) error {
+func writeExtOPA(dir string, table []rule) error {
 	var rows []map[string]any
 	byTool := map[string][]map[string]any{}
 	wild := []map[string]any{}

@@ -121,7 +121,7 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		"-notify", "http://"+addrs["approver"]+"/bareask"), []string{"BENCH_APPROVER_KEY=" + approverKey}); err != nil {
 		return nil, err
 	}
-	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), table); err != nil {
+	if err := writeRules(filepath.Join(o.dir, "rules.yaml"), o.rules); err != nil {
 		return nil, err
 	}
 	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_APPROVER_KEY=" + approverKey, "BENCH_APPROVALS_SECRET=" + secret()}
@@ -180,7 +180,7 @@ func (s *stack) startExtOPA(o *options, pin pinning, addrs map[string]string) (e
 	if err := os.MkdirAll(opaDir, 0o700); err != nil {
 		return err
 	}
-	if err := writeExtOPA(opaDir); err != nil {
+	if err := writeExtOPA(opaDir, o.rules); err != nil {
 		return err
 	}
 	if s.opa, err = startProc(o.dir, "opa", pin.servers, []string{o.toolgate, "opa", "run", "--server", "--addr", addrs["opa"], "--log-level", "error", opaDir}, nil); err != nil {
