@@ -262,8 +262,6 @@ func CheckTargets(args map[string]any, targetArgs []string) error {
 	return nil
 }
 
-// isTargetArg reports whether the argument called name is one of
-// targetArgs, matched as NewTool matches it (SameArgName).
 // eachTargetString calls f with every string inside v, a target argument's
 // value: the value itself, an array's strings, and the keys ("argument
 // key") and strings of an object at any depth ("target").
@@ -283,6 +281,8 @@ func eachTargetString(v any, f func(what, s string)) {
 	}
 }
 
+// isTargetArg reports whether the argument called name is one of
+// targetArgs, matched as NewTool matches it (SameArgName).
 func isTargetArg(name string, targetArgs []string) bool {
 	return slices.ContainsFunc(targetArgs, func(k string) bool { return SameArgName(name, k) })
 }

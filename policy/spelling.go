@@ -476,8 +476,10 @@ func CheckTargetSpelling(args map[string]any, targetArgs []string, fold Fold) er
 			}
 		}
 	}
-	for _, k := range targetArgs {
-		eachTargetString(argFold(args, k), func(what, s string) { note(what, k, s) })
+	var scratch targetScratch
+	for i, v := range scratch.values(args, targetArgs) {
+		k := targetArgs[i]
+		eachTargetString(v, func(what, s string) { note(what, k, s) })
 	}
 	if worst != nil {
 		return worst

@@ -143,8 +143,10 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			add(f)
 		}
 	}
-	for _, k := range targetArgs {
-		switch v := argFold(args, k).(type) {
+	var scratch targetScratch
+	for i, v := range scratch.values(args, targetArgs) {
+		k := targetArgs[i]
+		switch v := v.(type) {
 		case nil:
 		case string:
 			a := stringTarget(k, v)
@@ -287,28 +289,56 @@ func (t *Tool) SoleTarget(target string) bool {
 
 // urlArg and commandArg report whether a target argument, named in
 // target_args in any case, is a URL's or a command's: it is looked up in
-// the arguments in any case (argFold), so "URI" in target_args reads a
+// the arguments in any case (targetValues), so "URI" in target_args reads a
 // uri argument, which must still be read as a URL.
 func urlArg(arg string) bool     { return strings.EqualFold(arg, "url") || strings.EqualFold(arg, "uri") }
 func commandArg(arg string) bool { return strings.EqualFold(arg, "command") }
 
-// argFold returns the argument named k, matching the name the way loose
-// binders match a parameter (SameArgName): a tool written in Go reads
-// {"PATH": …} as its path argument, one with encoding/json/v2's
-// case:ignore or pydantic's camel-case aliases {"filePath": …} as its
-// file_path, so the policy must see it as a target too. Arguments two of
-// which name one parameter never get here (CheckArgNames refuses them).
-// nil when there is none.
-func argFold(args map[string]any, k string) any {
-	if v, ok := args[k]; ok {
-		return v
-	}
-	for name, v := range args {
-		if SameArgName(name, k) {
-			return v
+// targetValues appends to vals the value of each argument named in
+// targetArgs, vals[i] for targetArgs[i] (nil when there is none), matching
+// names the way loose binders match a parameter (SameArgName): a tool
+// written in Go reads {"PATH": …} as its path argument, one with
+// encoding/json/v2's case:ignore or pydantic's camel-case aliases
+// {"filePath": …} as its file_path, so the policy must see it as a target
+// too. A name sent as written wins; arguments two of which name one
+// parameter never get here (CheckArgNames refuses them). args is walked
+// once, whatever the number of names; found is scratch space, as vals is,
+// which callers give from their stack (targetScratch).
+func targetValues(args map[string]any, targetArgs []string, vals []any, found []bool) []any {
+	missing := 0
+	for _, k := range targetArgs {
+		v, ok := args[k]
+		vals, found = append(vals, v), append(found, ok)
+		if !ok {
+			missing++
 		}
 	}
-	return nil
+	if missing == 0 {
+		return vals
+	}
+	for name, v := range args {
+		for i, k := range targetArgs {
+			if !found[i] && SameArgName(name, k) {
+				vals[i], found[i] = v, true
+				if missing--; missing == 0 {
+					return vals
+				}
+			}
+		}
+	}
+	return vals
+}
+
+// targetScratch is room on a caller's stack for targetValues: as many
+// target_args as a configuration usually has.
+type targetScratch struct {
+	vals  [16]any
+	found [16]bool
+}
+
+// values is targetValues with s's room.
+func (s *targetScratch) values(args map[string]any, targetArgs []string) []any {
+	return targetValues(args, targetArgs, s.vals[:0], s.found[:0])
 }
 
 // NormalizeTarget normalises the value of argument arg so that one resource

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -129,26 +131,46 @@ func sanitizeHeaders(h http.Header, strip []string) {
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
+	// One pass over the fields, each looked up once: the names below are
+	// spelt as net/http spells what it reads (canonical), as h.Del would
+	// look them up.
 	for k := range h {
-		if strings.ContainsRune(k, '_') || claimHeaders[k] || hasAnyPrefix(k, claimPrefixes) {
+		if droppedHeaders[k] || strings.IndexByte(k, '_') >= 0 || claimsByPrefix(k) {
 			delete(h, k)
 		}
-	}
-	for _, k := range overrideHeaders {
-		h.Del(k)
 	}
 	for _, k := range strip {
 		h.Del(k)
 	}
-	h.Del("Expect")
 }
 
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
+// droppedHeaders are the names sanitizeHeaders removes whatever they
+// hold: hopHeaders, claimHeaders, overrideHeaders and Expect (the body is
+// read in full before anything is forwarded).
+var droppedHeaders = func() map[string]bool {
+	m := maps.Clone(claimHeaders)
+	for _, k := range slices.Concat(hopHeaders, overrideHeaders, []string{"Expect"}) {
+		m[http.CanonicalHeaderKey(k)] = true
+	}
+	return m
+}()
+
+// claimPrefixesByFirst is claimPrefixes by their first byte, so a name
+// is compared only with the prefixes it could start with.
+var claimPrefixesByFirst = func() (by [256][]string) {
+	for _, p := range claimPrefixes {
+		by[p[0]] = append(by[p[0]], p)
+	}
+	return by
+}()
+
+// claimsByPrefix reports whether name starts with one of claimPrefixes.
+func claimsByPrefix(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, p := range claimPrefixesByFirst[name[0]] {
+		if strings.HasPrefix(name, p) {
 			return true
 		}
 	}
