@@ -133,10 +133,15 @@ func checkNestedNames(v any) error {
 func checkTwins(args map[string]any) error {
 	const linear = 8
 	if len(args) <= linear {
+		var buf [linear]string
+		names := buf[:0]
 		for a := range args {
-			for b := range args {
-				if a < b && SameArgName(a, b) {
-					return fmt.Errorf("arguments %q and %q name the same parameter for binders that ignore case, '_' and '-' (send one)", a, b)
+			names = append(names, a)
+		}
+		for i, a := range names {
+			for _, b := range names[i+1:] {
+				if SameArgName(a, b) {
+					return fmt.Errorf("arguments %q and %q name the same parameter for binders that ignore case, '_' and '-' (send one)", min(a, b), max(a, b))
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/pending"
 
@@ -478,8 +479,12 @@ func foreignMemberDetail(k string) string {
 
 func caseVariant(m map[string]any, known ...string) string {
 	for k := range m {
+		// The names known are ASCII: an ASCII key of another length is
+		// none of them in any case. A key with other letters may be
+		// ("ſ" folds to "s", in two bytes), so EqualFold decides it.
+		ascii := !strings.ContainsFunc(k, func(r rune) bool { return r >= utf8.RuneSelf })
 		for _, want := range known {
-			if k != want && strings.EqualFold(k, want) {
+			if (len(k) == len(want) || !ascii) && k != want && strings.EqualFold(k, want) {
 				return k
 			}
 		}
