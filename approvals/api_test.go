@@ -2,6 +2,7 @@ package approvals_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolgate/toolgate/approvals"
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -414,5 +416,41 @@ func TestAPI_RememberNeedsAToolCall(t *testing.T) {
 	}
 	if s := e.state(c.ID); s != pending.Waiting {
 		t.Errorf("state = %s, want waiting", s)
+	}
+}
+
+// TestAPI_MustAskIsApprovedOnce: a call a rule says must_ask is asked
+// about every time, so its approval cannot be remembered: the page offers
+// no grant and the API refuses one, the call left waiting. The same call
+// without must_ask is offered and remembered.
+func TestAPI_MustAskIsApprovedOnce(t *testing.T) {
+	e := newEnv(t, func(c *approvals.Config) { c.Grants = c.Store.(*pending.MemoryStore) })
+	for _, mustAsk := range []bool{false, true} {
+		info := callinfo.Info{
+			Kind: "rest", Tool: "write_note", Upstream: "notes", Subject: "agent-42", Target: "secrets/key",
+			Arguments: json.RawMessage(`{"path":"secrets/key"}`), Reasons: []string{"secrets are asked about every time"},
+			RuleIDs: []string{"secrets"}, Method: "POST", Path: "/tools/write_note", MustAsk: mustAsk,
+		}
+		c, _, err := e.store.Park(context.Background(), pending.Call{
+			ID: rand.Text(), Subject: "agent-42", Principal: "key:agent-42", Upstream: "notes", Tool: "write_note",
+			Request: []byte(`POST /tools/write_note` + "\n" + `{"path":"secrets/key"}`), RequestDigest: "digest-" + rand.Text(), Info: info.Encode(),
+		}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := e.do(http.MethodGet, e.pageURL(c), nil, "")
+		if offered := strings.Contains(page.body, `value="subject+tool"`); offered == mustAsk {
+			t.Errorf("must_ask %v: the page offers a grant: %v", mustAsk, offered)
+		}
+		res := e.do(http.MethodPost, "/api/approvals/"+c.ID, bearer(aliceKey),
+			`{"decision":"approve","remember":{"scope":"subject+tool","lifetime":"8h"}}`)
+		switch {
+		case mustAsk && (res.status != http.StatusBadRequest || !strings.Contains(res.body, "must_ask")):
+			t.Errorf("must_ask: POST = %d, want 400 naming must_ask\n%s", res.status, res.body)
+		case mustAsk && e.state(c.ID) != pending.Waiting:
+			t.Errorf("must_ask: state = %s, want waiting", e.state(c.ID))
+		case !mustAsk && (res.status != http.StatusOK || !strings.Contains(res.body, `"grant_id"`)):
+			t.Errorf("without must_ask: POST = %d, want 200 and a grant\n%s", res.status, res.body)
+		}
 	}
 }

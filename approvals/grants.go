@@ -50,6 +50,9 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 	case info.HookAsked:
 		// A hook's ask is live state; no grant answers it later.
 		return 0, badRequest("a hook asked for this call: it can be approved only once")
+	case info.MustAsk:
+		// Nothing automatic answers such an ask: a grant would.
+		return 0, badRequest("a rule says this call must be asked about (must_ask): it can be approved only once")
 	case !grantable(c):
 		return 0, badRequest("only a tool call of a known principal can be remembered: approve once")
 	case rm.Scope != scopeTarget && rm.Scope != scopeTool:

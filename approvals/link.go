@@ -126,7 +126,7 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 		data.Tone = "warn"
 	default:
 		h.offerForm(&data, c, auth)
-		data.Remember = h.grants != nil && len(info.Approvers) == 0 && !info.HookAsked && grantable(c)
+		data.Remember = h.grants != nil && len(info.Approvers) == 0 && !info.HookAsked && !info.MustAsk && grantable(c)
 	}
 	if title != "" {
 		data.Title, data.Message = title, message

@@ -88,6 +88,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 func setApprovers(info *callinfo.Info, d policy.Decision) (quorum []int) {
 	info.HookAsked = d.Forced
 	for _, rs := range d.Reasons {
+		info.MustAsk = info.MustAsk || rs.MustAsk
 		a := rs.Approvers
 		if a == nil {
 			info.OpenAsk = true // any approver answers it; the requester alone does not

@@ -26,9 +26,10 @@ const grantLookupTimeout = time.Second
 
 // applyGrant turns an ask into allow when an approver remembered an
 // approval for this caller, tool and target (docs/policy.md, remembered
-// grants). It never touches a deny, an ask a hook forced, or an ask whose
+// grants). It never touches a deny, an ask a hook forced, an ask whose
 // reasons name approvers (a grant cannot stand in for them or their
-// quorum). The grant's ID and approver become the reason, so the decision
+// quorum), or one a reason says must_ask (nothing automatic answers it,
+// a grant no more than bypass mode). The grant's ID and approver become the reason, so the decision
 // log records every use. A store that cannot answer leaves the ask, and
 // so does a grant whose call sent other headers or params than this one
 // (grantExtras): its approver was not shown what this call sends.
@@ -37,7 +38,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	if s.cfg.Grants == nil || d.Action != policy.Ask || d.Forced || t == nil || (c.mcp != nil && len(c.mcp.batch) > 0) {
 		return d
 	}
-	if slices.ContainsFunc(d.Reasons, func(r policy.Reason) bool { return r.Approvers != nil }) {
+	if slices.ContainsFunc(d.Reasons, func(r policy.Reason) bool { return r.Approvers != nil || r.MustAsk }) {
 		return d
 	}
 	q := pending.GrantQuery{Subject: c.subject.Principal, Upstream: c.up.Name, Tool: t.Name}

@@ -369,3 +369,40 @@ func TestStalledGrantLookupRefusesTheAsk(t *testing.T) {
 		t.Fatalf("%d calls parked, %d forwarded; want none", waiting, len(env.upstream.Requests()))
 	}
 }
+
+// TestGrantNeverAnswersMustAsk: a grant for a tool on any target, such as
+// approving an ordinary ask of it may leave, answers that tool's ordinary
+// asks but not one whose rule says must_ask: nothing automatic answers
+// such an ask, a grant no more than bypass mode.
+func TestGrantNeverAnswersMustAsk(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC))
+	store := pending.NewMemory(pending.Options{Now: clock.Now})
+	env := newTestServer(t, seedEngineRules(t, `rules:
+  - {id: notes, effect: ask, tool: Write, target: "notes/**"}
+  - {id: secrets, effect: ask, tool: Write, target: "secrets/**", must_ask: true}
+`), func(c *Config) {
+		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth, c.Pending, c.Grants, c.Hold = auth, store, store, 10*time.Millisecond
+	})
+	if _, err := store.Grant(context.Background(), pending.Grant{
+		Subject: "key:agent-42", Upstream: "files", Tool: "Write", AnyTarget: true, Approver: "alice", CallID: "C1",
+	}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target string
+		want   int
+	}{
+		{"notes/a.txt", http.StatusOK},       // the grant answers an ordinary ask
+		{"secrets/key", http.StatusAccepted}, // and not a must_ask one: it parks
+	} {
+		res := post(t, env.url+"/tools/Write", `{"path":"`+c.target+`"}`, "Authorization", "Bearer agent-key")
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("Write %s: %d (%s), want %d", c.target, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), c.want)
+		}
+	}
+}

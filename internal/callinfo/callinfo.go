@@ -34,6 +34,9 @@ type Info struct {
 	// re-check of the approved call weighs that ask again (the approval
 	// answered it), since the input document does not carry it.
 	HookAsked bool `json:"hook_asked,omitempty"`
+	// MustAsk is true when an ask reason said must_ask: nothing automatic
+	// may answer the ask, so the approval cannot be remembered.
+	MustAsk bool `json:"must_ask,omitempty"`
 	// OpenAsk is true when an ask reason named no approvers beside those
 	// that did: that reason is for any approver to answer, so the
 	// requester's own confirmation does not approve the call

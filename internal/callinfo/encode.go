@@ -107,6 +107,9 @@ func (info Info) Encode() []byte {
 	if info.HookAsked {
 		b.WriteString(`,"hook_asked":true`)
 	}
+	if info.MustAsk {
+		b.WriteString(`,"must_ask":true`)
+	}
 	if info.OpenAsk {
 		b.WriteString(`,"open_ask":true`)
 	}

@@ -55,7 +55,7 @@ func randomInfos(n int) []Info {
 		info := Info{
 			Kind: text(), Tool: text(), Upstream: text(), Subject: text(), Target: text(),
 			Arguments: raws[r.IntN(len(raws))], Reasons: lists(r), RuleIDs: lists(r), Method: text(), Path: text(),
-			MCPMethod: text(), HookAsked: r.IntN(2) == 0, OpenAsk: r.IntN(2) == 0, TargetsBeyond: r.IntN(2) == 0, PolicyInput: inputs[r.IntN(len(inputs))],
+			MCPMethod: text(), HookAsked: r.IntN(2) == 0, MustAsk: r.IntN(2) == 0, OpenAsk: r.IntN(2) == 0, TargetsBeyond: r.IntN(2) == 0, PolicyInput: inputs[r.IntN(len(inputs))],
 			GrantExtras: []string{"", text()}[r.IntN(2)],
 		}
 		switch r.IntN(4) {
