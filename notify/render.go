@@ -198,6 +198,10 @@ func oneLine(s string) string {
 	return strings.Join(strings.FieldsFunc(s, asciiSpace), " ")
 }
 
+// shownWhole reports whether s is shown as it is when cut to max runes on
+// one line: nothing cut, no run of spaces folded.
+func shownWhole(s string, max int) bool { return truncateRunes(oneLine(s), max) == s }
+
 func asciiSpace(r rune) bool {
 	switch r {
 	case ' ', '\t', '\n', '\v', '\f', '\r':
@@ -275,6 +279,7 @@ func headerParts(h *Headers) (lines, usual []string, shortened bool) {
 			continue
 		}
 		name := reveal.String(truncateRunes(oneLine(hd.Name), 100))
+		shortened = shortened || !shownWhole(hd.Name, 100)
 		switch {
 		case hd.Hidden:
 			lines = append(lines, name+": "+sizeText("hidden", hd.Size))
@@ -362,6 +367,7 @@ func paramsListing(p *Params) listing {
 	}
 	for _, m := range p.List {
 		name := reveal.String(truncateRunes(oneLine(m.Name), 100))
+		l.cut = l.cut || !shownWhole(m.Name, 100)
 		if m.Value == "" {
 			l.lines = append(l.lines, name+": "+sizeText("value not shown", m.Size))
 			l.unshown = true

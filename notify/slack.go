@@ -149,7 +149,9 @@ func slackMessage(e *Event, interactive bool) slackMsg {
 	// whole stays true while the message shows everything approving sends;
 	// past any cut it offers no Approve (slackInteractiveActions).
 	req, reqCut := requestLine(e)
-	whole := !reqCut
+	// An MCP tool's name is shown in the Tool field alone: cut or folded
+	// there, the message does not show what approving runs.
+	whole := !reqCut && shownWhole(e.Tool, 300)
 	if req != "" {
 		fields = append(fields, mrkdwn("*Request*\n"+SlackCode(req, requestLimit)))
 	}

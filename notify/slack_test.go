@@ -288,6 +288,21 @@ func TestSlackApproveOnlyWhatWasShown(t *testing.T) {
 		"a request past the limit": func(e *Event) {
 			e.Path = "/tools/write_note?note=" + strings.Repeat("z", requestLimit) + "&run_as=root"
 		},
+		// An MCP tool's name is shown in the Tool field alone.
+		"a tool name cut": func(e *Event) {
+			e.Method, e.Path, e.MCPMethod = "POST", "/mcp", "tools/call"
+			e.Tool = "read_public_docs" + strings.Repeat("_", 290) + "_and_run_as_root"
+		},
+		"a tool name's spaces folded": func(e *Event) {
+			e.Method, e.Path, e.MCPMethod = "POST", "/mcp", "tools/call"
+			e.Tool = "read  docs" // shown as "read docs", another tool's name
+		},
+		"a header name cut": func(e *Event) {
+			e.Headers = &Headers{List: []Header{{Name: "X-" + strings.Repeat("A", 100) + "-Run-As", Value: "root"}}}
+		},
+		"a param name cut": func(e *Event) {
+			e.OtherParams = &Params{List: []Param{{Name: "x" + strings.Repeat("a", 100) + "run_as", Value: `"root"`}}}
+		},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
