@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/toolgate/toolgate/internal/callinfo"
 )
 
 // maxHeaderFields bounds the header fields a request may carry. Stacks
@@ -28,8 +30,8 @@ var listHeaders = map[string]bool{
 // checkFields refuses, before anything else is read, a request whose
 // method or header fields upstreams could read otherwise than the policy
 // does: a method in lower or mixed case (Werkzeug and others upper-case
-// it, so "post" runs as POST while a policy compares "POST"), and more than
-// maxHeaderFields fields.
+// it, so "post" runs as POST while a policy compares "POST"), more than
+// maxHeaderFields fields, and a field name longer than approvers are shown.
 func checkFields(r *http.Request) *answer {
 	for i := 0; i < len(r.Method); i++ {
 		if c := r.Method[i]; 'a' <= c && c <= 'z' {
@@ -39,8 +41,13 @@ func checkFields(r *http.Request) *answer {
 		}
 	}
 	n := 0
-	for _, vs := range r.Header {
+	for k, vs := range r.Header {
 		n += len(vs)
+		if len(k) > callinfo.MaxHeaderName {
+			// Approvers are shown such a name cut, and two cut alike
+			// would look the same.
+			return invalid(http.StatusRequestHeaderFieldsTooLarge, "Header name too long", "a header's name is at most "+strconv.Itoa(callinfo.MaxHeaderName)+" bytes")
+		}
 	}
 	if n > maxHeaderFields {
 		return invalid(http.StatusRequestHeaderFieldsTooLarge, "Too many header fields", "a request carries at most "+strconv.Itoa(maxHeaderFields)+" header fields: some upstreams drop fields past a count of their own")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -40,6 +41,9 @@ func TestFieldsReadAlike(t *testing.T) {
 		// Accept-Encoding, Content-Length), one field over.
 		{"too many header fields", http.MethodPost, "/files", many(maxHeaderFields - 4), http.StatusRequestHeaderFieldsTooLarge},
 		{"as many header fields as taken", http.MethodPost, "/files", many(maxHeaderFields - 5), http.StatusOK},
+		// Approvers are shown at most callinfo.MaxHeaderName bytes of a name.
+		{"a header name too long", http.MethodPost, "/files", [][2]string{{"X-" + strings.Repeat("A", callinfo.MaxHeaderName-1), "1"}}, http.StatusRequestHeaderFieldsTooLarge},
+		{"a header name as long as shown", http.MethodPost, "/files", [][2]string{{"X-" + strings.Repeat("A", callinfo.MaxHeaderName-2), "1"}}, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll)

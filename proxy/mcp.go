@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 
 	"github.com/toolgate/toolgate/policy"
@@ -151,6 +152,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			if k := foreignMember(o); k != "" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", foreignMemberDetail(k))
 			}
+			if detail := badEnvelope(o); detail != "" {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a member's "+detail)
+			}
 			method, isString := o["method"].(string)
 			if _, has := o["method"]; has && (!isString || method == "") {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `every member's "method" must be a non-empty string`)
@@ -193,6 +197,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if k := foreignMember(msg); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", foreignMemberDetail(k))
 	}
+	if detail := badEnvelope(msg); detail != "" {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", detail)
+	}
 	if id, ok := msg["id"]; ok {
 		c.mcp.id = rpcIDJSON(id)
 		if len(c.mcp.id) > maxRPCName {
@@ -228,6 +235,13 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 	if k := cmp.Or(caseVariant(params, "name", "arguments", "_meta", "uri", "task", "taskId", "ref", "notifications"),
 		caseVariant(ref, "type", "name", "uri"), caseVariant(subs, "resourceSubscriptions")); k != "" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "params member "+strconv.Quote(k)+" differs only in case from an MCP member; a Go upstream would read it as that member")
+	}
+	for k := range params {
+		if len(k) > callinfo.MaxParamName {
+			// Approvers are shown such a name cut, and two cut alike
+			// would look the same.
+			return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad params", "a params member's name is longer than "+strconv.Itoa(callinfo.MaxParamName)+" bytes")
+		}
 	}
 	if _, has := msg["params"]; has && params == nil && method == "tools/call" {
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidParams, "Bad tools/call", `"params" must be an object`)
@@ -471,6 +485,22 @@ func foreignMember(m map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// badEnvelope says what is wrong with message m's "jsonrpc" and "id", if
+// anything: JSON-RPC 2.0 has "jsonrpc": "2.0" and an id that is a string,
+// a number or null. Neither member reaches the policy or an approver, so
+// another value (an object id, "jsonrpc": "1.0") would be parked and
+// sent unseen, to an upstream that may read it otherwise.
+func badEnvelope(m map[string]any) string {
+	if v, ok := m["jsonrpc"].(string); !ok || v != "2.0" {
+		return `"jsonrpc" must be "2.0"`
+	}
+	switch m["id"].(type) {
+	case nil, string, json.Number:
+		return ""
+	}
+	return `"id" must be a string, a number or null`
 }
 
 func foreignMemberDetail(k string) string {

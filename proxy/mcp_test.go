@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -843,6 +844,56 @@ func TestMCPForeignMembersRefused(t *testing.T) {
 		mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidRequest)
 		if !strings.Contains(string(raw), "is not a JSON-RPC member") {
 			t.Errorf("%s: refusal %s does not name the member", body, raw)
+		}
+	}
+}
+
+// TestMCPEnvelopeChecked: a message whose "jsonrpc" is not "2.0" or whose
+// id is not a string, a number or null is refused, alone or in a batch:
+// neither member reaches the policy or an approver, so it would be parked
+// and sent unseen. The same message with a proper envelope goes through.
+func TestMCPEnvelopeChecked(t *testing.T) {
+	call := func(envelope string) string {
+		return `{` + envelope + `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`
+	}
+	for _, body := range []string{
+		call(`"jsonrpc":"1.0","id":1`),
+		call(`"id":1`),
+		call(`"jsonrpc":2,"id":1`),
+		call(`"jsonrpc":"2.0","id":{"path":"/etc/shadow"}`),
+		call(`"jsonrpc":"2.0","id":["a"]`),
+		call(`"jsonrpc":"2.0","id":true`),
+		`[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"1.0","id":3,"method":"ping"}]`,
+		`[{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}]`,
+	} {
+		env := newMCPEnv(t, mcpRawEra)
+		res, msg, raw := postMCP(t, env, body, "Mcp-Protocol-Version", "2025-11-25")
+		mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidRequest)
+		if !strings.Contains(string(raw), `\"jsonrpc\" must be`) && !strings.Contains(string(raw), `\"id\" must be`) {
+			t.Errorf("%s: refusal %s does not say what is wrong", body, raw)
+		}
+	}
+	for _, id := range []string{`1`, `"one"`, `1.5`} {
+		env := newMCPEnv(t, mcpRawEra)
+		res, _, raw := postMCP(t, env, call(`"jsonrpc":"2.0","id":`+id), "Mcp-Protocol-Version", "2025-11-25")
+		if res.StatusCode != http.StatusOK || len(env.up.got()) != 1 {
+			t.Errorf("id %s: %d %s, reached the upstream %d times, want 200 and once", id, res.StatusCode, raw, len(env.up.got()))
+		}
+	}
+}
+
+// TestMCPLongParamsNameRefused: approvers are shown a params member's
+// name up to callinfo.MaxParamName bytes; a longer one, which two members
+// could share cut, is refused. One as long as that goes through.
+func TestMCPLongParamsNameRefused(t *testing.T) {
+	for _, n := range []int{callinfo.MaxParamName + 1, callinfo.MaxParamName} {
+		env := newMCPEnv(t, mcpRawEra)
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"` + strings.Repeat("x", n) + `":1}}`
+		res, msg, raw := postMCP(t, env, body, "Mcp-Protocol-Version", "2025-11-25")
+		if n > callinfo.MaxParamName {
+			mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidParams)
+		} else if res.StatusCode != http.StatusOK || len(env.up.got()) != 1 {
+			t.Errorf("a name of %d bytes: %d %s", n, res.StatusCode, raw)
 		}
 	}
 }
