@@ -56,7 +56,7 @@ func (s *Server) holdBody(c *call, n int64) bool {
 }
 
 // releaseBody gives back what c holds of the body budget: its call is
-// decided, and what deciding cost is garbage.
+// decided (or forwarded), and what deciding it cost is garbage.
 func (s *Server) releaseBody(c *call) {
 	if c.bodyHeld > 0 {
 		s.bodies.give(c.subject.Principal, c.bodyHeld)
@@ -65,7 +65,7 @@ func (s *Server) releaseBody(c *call) {
 }
 
 func tooManyBodies() *answer {
-	a := unavailable("Too many bodies being read", "toolgate is reading and deciding as many request bodies as limits.max_body_bytes_total allows (for this caller or for all); retry shortly")
+	a := unavailable("Too many bodies being read", "toolgate is reading, deciding and forwarding as many request bodies as limits.max_body_bytes_total allows (for this caller or for all); retry shortly")
 	a.retryAfter = "1"
 	return &a
 }

@@ -21,7 +21,7 @@ type call struct {
 	rawRel   string // the same, as sent
 	input    *policy.Input
 	body     []byte // exactly what the policy saw and the upstream gets
-	bodyHeld int64  // what the call holds of the body budget until decided
+	bodyHeld int64  // what the call holds of the body budget until decided, or forwarded
 	subject  identity.Subject
 	decision policy.Decision
 	mode     string // the permission mode the call is decided under
@@ -55,7 +55,12 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
 // handle takes a call from request to answer: admit, decide, then
 // forward, ask or deny.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer {
-	defer s.releaseBody(c) // on every way out; once decided, below
+	// On every way out. A call that is forwarded holds its share of the
+	// body budget until the upstream's answer is passed on: its body and
+	// parsed input live as long, and a slow upstream would otherwise let
+	// one caller keep any number of them (up to max_forwards_per_subject).
+	// An ask or a deny gives it back once decided, below.
+	defer s.releaseBody(c)
 	if a := s.admit(r, c); a != nil {
 		s.refused(r, c, *a)
 		return *a
@@ -67,7 +72,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		return answer{kind: written}
 	}
 	d := s.decide(r, c)
-	s.releaseBody(c)
 	if c.up.DryRun {
 		// Dry run: the decision is computed, logged and counted, and the
 		// call goes through whatever it is (docs/policy.md, dry run).
@@ -81,8 +85,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		}
 		return s.forward(w, r, c)
 	case policy.Ask:
+		s.releaseBody(c) // a held ask keeps its stored request, not these
 		return s.ask(w, r, c)
 	}
+	s.releaseBody(c)
 	return denied(c.decision)
 }
 

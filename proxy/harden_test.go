@@ -1354,6 +1354,63 @@ func TestBodyBudgetGivenBack(t *testing.T) {
 	}
 }
 
+// TestBodyBudgetHeldWhileForwarded: an allowed call holds its share of the
+// body budget until its upstream answers, since its body and parsed input
+// live as long: with a slow upstream, a caller's second costly call is
+// 503 while the first is forwarded, and goes through once it is answered.
+func TestBodyBudgetHeldWhileForwarded(t *testing.T) {
+	var reached atomic.Int32
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		reached.Add(1)
+		<-release
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(up.Close)
+	t.Cleanup(unblock)
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 30 * time.Second}}
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
+	})
+	body := `{"path":"a","n":[` + strings.Repeat(`1,`, 4000) + `1]}` // costs ~650 KB
+	first := make(chan int, 1)
+	go func() {
+		res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key")
+		res.Body.Close()
+		first <- res.StatusCode
+	}()
+	testkit.WaitFor(t, "the first call at the upstream", func() bool { return reached.Load() == 1 })
+	env.server.bodies.mu.Lock()
+	held := env.server.bodies.used
+	env.server.bodies.mu.Unlock()
+	if held < int64(len(body)) {
+		t.Errorf("while the call is forwarded the body budget holds %d bytes, want at least its %d", held, len(body))
+	}
+	res := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key")
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || reached.Load() != 1 {
+		t.Fatalf("a second costly call while the first is forwarded: %d, reached the upstream %d times; want 503 and once", res.StatusCode, reached.Load())
+	}
+	unblock()
+	if code := <-first; code != http.StatusOK {
+		t.Fatalf("the first call: %d", code)
+	}
+	res = post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key")
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the second call once the first was answered: %d", res.StatusCode)
+	}
+	env.server.bodies.mu.Lock()
+	defer env.server.bodies.mu.Unlock()
+	if env.server.bodies.used != 0 {
+		t.Errorf("after the calls ended, the body budget holds %d bytes", env.server.bodies.used)
+	}
+}
+
 // TestRefusedLineBounded: a refused request is logged whoever sent it; its
 // path (up to the header limit) is cut in the line, which says how long it
 // was.
