@@ -376,6 +376,12 @@ type Store interface {
 	// ErrNotFound. It only reads.
 	SessionOwner(ctx context.Context, id string) (string, error)
 
+	// EndSession forgets the binding of the MCP session id when principal
+	// owns it (its upstream ended the session), and stops counting it
+	// against principal's cap. Another principal's binding, or none, is
+	// left as it is; it is not an error.
+	EndSession(ctx context.Context, id, principal string) error
+
 	// SessionRoom reports whether principal holds fewer live session
 	// bindings than Options.MaxSessionsPerPrincipal: whether a session
 	// opened for it now could be bound. It is asked before a session is

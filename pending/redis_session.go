@@ -136,6 +136,39 @@ func (s *RedisStore) TouchSession(ctx context.Context, id, principal string, ttl
 	return owner, nil
 }
 
+// endSessionScript: KEYS[1] the session key, ARGV[1] the principal.
+// Deletes the binding when the principal owns it; replies 1 then, else 0.
+var endSessionScript = redis.NewScript(principalLua + `
+local owner = redis.call('GET', KEYS[1])
+if owner and principal(owner) == principal(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+// EndSession implements [Store.EndSession]: the binding goes first, so the
+// session is no longer usable whatever happens next; then its entry in
+// the principal's count (on a Cluster, another slot), which, if that step
+// fails, only keeps counting it until it would have expired.
+func (s *RedisStore) EndSession(ctx context.Context, id, principal string) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	p, _ := SplitOwner(principal)
+	ended, err := endSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, p).Int()
+	if err != nil {
+		return fmt.Errorf("pending: ending session %s: %w", id, err)
+	}
+	if ended == 0 {
+		return nil
+	}
+	if err := s.rdb.ZRem(ctx, s.sessionsOfKey(p), id).Err(); err != nil {
+		return fmt.Errorf("pending: uncounting session %s: %w", id, err)
+	}
+	return nil
+}
+
 // SessionOwner implements [Store.SessionOwner] with GET.
 func (s *RedisStore) SessionOwner(ctx context.Context, id string) (string, error) {
 	if err := checkSessionID(id); err != nil {

@@ -147,6 +147,23 @@ func (s *MemoryStore) TouchSession(ctx context.Context, id, principal string, tt
 	return m.owner, nil
 }
 
+// EndSession implements [Store.EndSession].
+func (s *MemoryStore) EndSession(ctx context.Context, id, principal string) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := s.session(id, s.now()); ok && sameOwner(m.owner, principal) {
+		delete(s.sessions, id)
+		s.forgetOf(id, m)
+	}
+	return nil
+}
+
 // SessionOwner implements [Store.SessionOwner].
 func (s *MemoryStore) SessionOwner(ctx context.Context, id string) (string, error) {
 	if err := checkSessionID(id); err != nil {

@@ -100,6 +100,41 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "BindSession(alice) once hers expired", alice)(s.BindSession(ctx, sid(), alice, long))
 	})
 
+	t.Run("ended", func(t *testing.T) {
+		s, _ := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 2 })
+		ctx := t.Context()
+		ids := []string{sid(), sid()}
+		for _, id := range ids {
+			wantOwner(t, "BindSession(alice)", alice+"\x00note")(s.BindSession(ctx, id, alice+"\x00note", long))
+		}
+		if room, err := s.SessionRoom(ctx, alice); err != nil || room {
+			t.Fatalf("SessionRoom(alice) at her cap = %v, %v; want false", room, err)
+		}
+		// Another principal cannot end hers, nor can an unknown session be
+		// ended; neither is an error.
+		if err := s.EndSession(ctx, ids[0], bob); err != nil {
+			t.Fatalf("EndSession(bob) = %v", err)
+		}
+		wantOwner(t, "SessionOwner after bob's EndSession", alice+"\x00note")(s.SessionOwner(ctx, ids[0]))
+		if err := s.EndSession(ctx, sid(), alice); err != nil {
+			t.Fatalf("EndSession(unknown) = %v", err)
+		}
+		// Hers ends: gone, and no longer counted against her cap.
+		if err := s.EndSession(ctx, ids[0], alice); err != nil {
+			t.Fatalf("EndSession(alice) = %v", err)
+		}
+		if owner, err := s.SessionOwner(ctx, ids[0]); !errors.Is(err, ErrNotFound) {
+			t.Errorf("SessionOwner after EndSession = %q, %v; want ErrNotFound", owner, err)
+		}
+		if owner, err := s.TouchSession(ctx, ids[0], alice, long); !errors.Is(err, ErrNotFound) {
+			t.Errorf("TouchSession after EndSession = %q, %v; want ErrNotFound", owner, err)
+		}
+		if room, err := s.SessionRoom(ctx, alice); err != nil || !room {
+			t.Fatalf("SessionRoom(alice) after one of hers ended = %v, %v; want true", room, err)
+		}
+		wantOwner(t, "BindSession(alice) in the room it left", alice)(s.BindSession(ctx, sid(), alice, long))
+	})
+
 	t.Run("expiry and refresh", func(t *testing.T) {
 		s, advance := newStore(t)
 		ctx := t.Context()

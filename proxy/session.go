@@ -117,7 +117,7 @@ func tooManySessions() answer {
 	return answer{
 		kind: refusal, status: http.StatusTooManyRequests, outcome: outcomeUnavailable, retryAfter: "60",
 		title:  "Too many MCP sessions",
-		detail: "you hold too many MCP sessions; reuse one you hold (each lasts until 24 h after its last use)",
+		detail: "you hold too many MCP sessions; reuse one you hold, or end those you are done with (DELETE); each lasts until 24 h after its last use",
 	}
 }
 
@@ -159,9 +159,9 @@ func (e *sessionStoreError) Error() string { return "binding an MCP session: " +
 func (e *sessionStoreError) Unwrap() error { return e.err }
 
 // bindSession binds the Mcp-Session-Id of an MCP upstream's answer on
-// mcp_path to the caller's principal (screenAnswer calls it). The ID the
-// request carried was checked, and its binding prolonged, before the
-// request was forwarded. An answer handing out a session that is another
+// mcp_path to the caller's principal (screenAnswer calls it), and forgets
+// the session a DELETE ended. The ID the request carried was checked, and
+// its binding prolonged, before the request was forwarded. An answer handing out a session that is another
 // principal's, or that cannot be bound, is not passed on.
 func bindSession(res *http.Response) error {
 	if res.Request == nil {
@@ -173,6 +173,16 @@ func bindSession(res *http.Response) error {
 	}
 	asked := res.Request.Header.Get(headerSessionID)
 	principal := c.subject.Principal
+	if res.Request.Method == http.MethodDelete && asked != "" && res.StatusCode/100 == 2 {
+		// The upstream ended the caller's session (checked as the
+		// caller's before it was forwarded): its binding goes, and no
+		// longer counts against the caller's cap. A store that cannot
+		// forget it keeps it until it would have expired.
+		if err := c.up.sessions.store.EndSession(res.Request.Context(), asked, principal); err != nil {
+			c.up.sessions.log.Warn("could not forget an ended MCP session; it counts until it expires", "call_id", c.id, "error", err)
+		}
+		return nil
+	}
 	if !validPrincipal(principal) {
 		return fmt.Errorf("%w: the caller's principal holds a NUL", errSessionTaken)
 	}

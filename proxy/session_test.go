@@ -485,3 +485,42 @@ func TestSessionCapBeforeInitialize(t *testing.T) {
 		t.Errorf("agent-b's initialize: %d", res.StatusCode)
 	}
 }
+
+// TestEndedSessionsLeaveTheCap: a session its client ends (DELETE, as the
+// SDK's ClientSession.Close sends) is forgotten: it no longer counts
+// against its principal's cap, and its ID is unknown from then on. While
+// the sessions are open, the cap holds.
+func TestEndedSessionsLeaveTheCap(t *testing.T) {
+	const capPer = 3
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v0.0.1"}, nil)
+	up := &mcpUpstream{calls: map[string]int{}}
+	up.serve(t, srv, mcp.StreamableHTTPOptions{JSONResponse: true})
+	env := newMCPEnvWith(t, up, twoAgents(t), func(c *Config) {
+		c.Pending = pending.NewMemory(pending.Options{MaxSessionsPerPrincipal: capPer})
+	})
+	initialize := func() int {
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+		res, _, _ := postMCP(t, env, init, "Authorization", "Bearer "+sessionKeyA)
+		return res.StatusCode
+	}
+	var open []*mcp.ClientSession
+	for range capPer {
+		open = append(open, env.connectAs(t, sessionKeyA))
+	}
+	if code := initialize(); code != http.StatusTooManyRequests {
+		t.Fatalf("an initialize past the cap with every session open: %d, want 429", code)
+	}
+	ended := open[0].ID()
+	for _, cs := range open {
+		if err := cs.Close(); err != nil { // DELETE /mcp with its session
+			t.Fatal(err)
+		}
+	}
+	if code := initialize(); code != http.StatusOK {
+		t.Fatalf("an initialize once every session was ended: %d, want 200", code)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if res, _, raw := postMCP(t, env, ping, "Authorization", "Bearer "+sessionKeyA, "Mcp-Session-Id", ended); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a request in an ended session: %d %s, want 404", res.StatusCode, raw)
+	}
+}
