@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -85,41 +87,65 @@ func rewriteProgressToken(b []byte, token any) ([]byte, bool) {
 	return out, err == nil
 }
 
-// readRelayed reads an SSE answer, up to limit bytes kept, relaying each
-// event to rl as soon as its ending blank line arrives. Past limit it
-// still relays (the agent gets the whole stream) and reports truncated.
+// maxRelayEvent bounds an event the relay holds to pass it on, as the
+// GET-stream filter bounds one (maxListBytes): an upstream writes events
+// as large as the caller's arguments make them (a file read whole), or one
+// that never ends. A larger event is not relayed; the agent gets it, cut
+// as stored, from the call's result, as when nothing is relayed.
+const maxRelayEvent = maxListBytes
+
+// readRelayed reads an SSE answer, up to limit bytes kept (whole lines),
+// relaying each event to rl as soon as its ending blank line arrives. Past
+// limit it still relays (the agent gets the whole stream) and reports
+// truncated. It holds at most one line of limit bytes and one event of
+// maxRelayEvent bytes at a time, whatever the upstream writes.
 func readRelayed(body io.Reader, limit int64, rl *liveRelay, callID string) (kept []byte, truncated bool, err error) {
 	br := bufio.NewReader(body)
-	var event strings.Builder
-	for {
-		line, rerr := br.ReadString('\n')
-		if len(line) > 0 {
-			if int64(len(kept)+len(line)) <= limit {
-				kept = append(kept, line...)
-			} else {
-				truncated = true
-			}
-			event.WriteString(line)
-			if strings.TrimRight(line, "\r\n") == "" {
-				for _, ev := range sseEvents([]byte(event.String())) {
-					if ev.hasData {
-						rl.event(callID, ev.data)
-					}
+	var event []byte
+	oversized := false // the event being read outgrew maxRelayEvent: dropped
+	lineStart, lineDropped, atLineStart := 0, false, true
+	flush := func() {
+		if !oversized {
+			for _, ev := range sseEvents(event) {
+				if ev.hasData {
+					rl.event(callID, ev.data)
 				}
-				event.Reset()
 			}
+		}
+		event, oversized = event[:0], false
+	}
+	for {
+		chunk, rerr := br.ReadSlice('\n') // a line, or part of a long one (bufio.ErrBufferFull)
+		if len(chunk) > 0 {
+			if atLineStart {
+				lineStart, lineDropped = len(kept), false
+			}
+			// The stored result keeps whole lines: a line that does not fit
+			// is dropped, and a later shorter one may still fit.
+			if !lineDropped && int64(len(kept)+len(chunk)) <= limit {
+				kept = append(kept, chunk...)
+			} else if !lineDropped {
+				kept, lineDropped, truncated = kept[:lineStart], true, true
+			}
+			if !oversized && len(event)+len(chunk) > maxRelayEvent {
+				event, oversized = event[:0], true
+			}
+			if !oversized {
+				event = append(event, chunk...)
+			}
+			ended := rerr == nil // the chunk ends its line
+			if ended && atLineStart && len(bytes.TrimRight(chunk, "\r\n")) == 0 {
+				flush()
+			}
+			atLineStart = ended
 		}
 		if rerr == io.EOF {
 			break
 		}
-		if rerr != nil {
+		if rerr != nil && !errors.Is(rerr, bufio.ErrBufferFull) {
 			return kept, true, rerr
 		}
 	}
-	for _, ev := range sseEvents([]byte(event.String())) { // a last event without its blank line
-		if ev.hasData {
-			rl.event(callID, ev.data)
-		}
-	}
+	flush() // a last event without its blank line
 	return kept, truncated, nil
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +109,68 @@ func callIDOf(t *testing.T, res *http.Response) string {
 		t.Fatal("no call ID header")
 	}
 	return id
+}
+
+// TestRelayBoundsAnEvent: an upstream event larger than the relay holds
+// (maxRelayEvent) is not relayed, and the events after it are; the stored
+// result keeps whole lines up to MaxResultBytes and says it was cut.
+func TestRelayBoundsAnEvent(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		progress := func(n int) string {
+			return `event: message` + "\n" + `data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":` + strconv.Itoa(n) + `}}` + "\n\n"
+		}
+		_, _ = io.WriteString(w, progress(1))
+		_, _ = io.WriteString(w, `event: message`+"\n"+`data: {"jsonrpc":"2.0","method":"notifications/message","params":{"data":"`)
+		chunk := strings.Repeat("x", 64<<10)
+		for range maxRelayEvent/len(chunk) + 1 {
+			_, _ = io.WriteString(w, chunk)
+		}
+		_, _ = io.WriteString(w, `"}}`+"\n\n")
+		_, _ = io.WriteString(w, progress(2))
+		_, _ = io.WriteString(w, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}]}}`+"\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	u, _ := url.Parse(upstream.URL)
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 1)
+	env := newTestServer(t, askAll, func(c *Config) {
+		c.Upstreams[0].URL, c.Upstreams[0].Protocol, c.Upstreams[0].MCPPath = u, "mcp", "/mcp"
+		c.Pending, c.Hold, c.MaxBodyBytes, c.MaxResultBytes = store, 10*time.Second, 1<<16, 4<<10
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+	})
+	go func() {
+		pc := <-parked
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
+	}()
+	body := `{"jsonrpc":"2.0","id":"agent-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"a"},"_meta":{"progressToken":"p-agent"}}}`
+	req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Authorization", "Bearer agent-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	if !strings.Contains(text, `"progress":1`) || !strings.Contains(text, `"progress":2`) {
+		t.Errorf("the events around the large one were not relayed: %.400s", text)
+	}
+	if !strings.Contains(text, `"id":"agent-7"`) || !strings.Contains(text, `"done"`) {
+		t.Errorf("the result did not reach the agent: %.400s", text)
+	}
+	if strings.Contains(text, "notifications/message") || len(raw) > 64<<10 {
+		t.Errorf("the event past maxRelayEvent was relayed (%d bytes answered)", len(raw))
+	}
+	pc, _ := store.Get(context.Background(), callIDOf(t, res))
+	if pc.Result == nil || !pc.Result.Truncated || len(pc.Result.Body) > 4<<10 {
+		t.Errorf("stored result: %+v, want one cut to MaxResultBytes", pc.Result)
+	}
 }
