@@ -36,30 +36,7 @@ func TestApprovedAnswerStreams(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n"))
 	}))
-	t.Cleanup(upstream.Close)
-	u, _ := url.Parse(upstream.URL)
-	store := pending.NewMemory(pending.Options{})
-	parked := make(chan pending.Call, 1)
-	env := newTestServer(t, askAll, func(c *Config) {
-		c.Upstreams[0].URL, c.Upstreams[0].Protocol, c.Upstreams[0].MCPPath = u, "mcp", "/mcp"
-		c.Pending, c.Hold, c.MaxBodyBytes = store, 10*time.Second, 1<<16
-		c.OnPark = func(pc pending.Call) { parked <- pc }
-	})
-	go func() {
-		pc := <-parked
-		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
-	}()
-	body := `{"jsonrpc":"2.0","id":"agent-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"a"},"_meta":{"progressToken":"p-agent"}}}`
-	req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	req.Header.Set("Authorization", "Bearer agent-key")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res, store := heldRelayCall(t, upstream, 0)
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Fatalf("answer %d %s, want an SSE stream", res.StatusCode, ct)
 	}
@@ -102,6 +79,42 @@ func TestApprovedAnswerStreams(t *testing.T) {
 	}
 }
 
+// heldRelayCall sends an MCP tools/call, asked and approved at once, whose
+// agent waits on an SSE stream, to a toolgate in front of upstream (with
+// maxResult as MaxResultBytes when not 0). The answer's body is the
+// caller's to close; it is closed at the end of the test too.
+func heldRelayCall(t *testing.T, upstream *httptest.Server, maxResult int64) (*http.Response, *pending.MemoryStore) {
+	t.Helper()
+	t.Cleanup(upstream.Close)
+	u, _ := url.Parse(upstream.URL)
+	store := pending.NewMemory(pending.Options{})
+	parked := make(chan pending.Call, 1)
+	env := newTestServer(t, askAll, func(c *Config) {
+		c.Upstreams[0].URL, c.Upstreams[0].Protocol, c.Upstreams[0].MCPPath = u, "mcp", "/mcp"
+		c.Pending, c.Hold, c.MaxBodyBytes = store, 10*time.Second, 1<<16
+		if maxResult > 0 {
+			c.MaxResultBytes = maxResult
+		}
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+	})
+	go func() {
+		pc := <-parked
+		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
+	}()
+	body := `{"jsonrpc":"2.0","id":"agent-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"a"},"_meta":{"progressToken":"p-agent"}}}`
+	req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Authorization", "Bearer agent-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res, store
+}
+
 func callIDOf(t *testing.T, res *http.Response) string {
 	t.Helper()
 	id := res.Header.Get(headerCallID)
@@ -131,30 +144,7 @@ func TestRelayBoundsAnEvent(t *testing.T) {
 		_, _ = io.WriteString(w, progress(2))
 		_, _ = io.WriteString(w, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}]}}`+"\n\n")
 	}))
-	t.Cleanup(upstream.Close)
-	u, _ := url.Parse(upstream.URL)
-	store := pending.NewMemory(pending.Options{})
-	parked := make(chan pending.Call, 1)
-	env := newTestServer(t, askAll, func(c *Config) {
-		c.Upstreams[0].URL, c.Upstreams[0].Protocol, c.Upstreams[0].MCPPath = u, "mcp", "/mcp"
-		c.Pending, c.Hold, c.MaxBodyBytes, c.MaxResultBytes = store, 10*time.Second, 1<<16, 4<<10
-		c.OnPark = func(pc pending.Call) { parked <- pc }
-	})
-	go func() {
-		pc := <-parked
-		_, _ = store.Decide(context.Background(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"})
-	}()
-	body := `{"jsonrpc":"2.0","id":"agent-7","method":"tools/call","params":{"name":"write_note","arguments":{"path":"a"},"_meta":{"progressToken":"p-agent"}}}`
-	req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	req.Header.Set("Authorization", "Bearer agent-key")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res, store := heldRelayCall(t, upstream, 4<<10)
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatal(err)
