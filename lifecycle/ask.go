@@ -87,8 +87,10 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			if ctx.Err() != nil {
 				return Outcome{Kind: Gone, Call: pc} // the call waits for a retry or the sweeper
 			}
+			start := time.Now()
 			claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
 			if err == nil {
+				claimed.ClaimedAt = start
 				return l.run(ctx, claimed)
 			}
 			if ctx.Err() != nil {

@@ -162,13 +162,15 @@ func (ss *Handoff) Decide(ctx context.Context, id string, d pending.Decision) (p
 			ss.giveBack(id, sl)
 		}
 	}()
+	start := time.Now()
 	c, err := ss.store.Decide(ctx, id, d)
 	if err != nil || c.State != pending.Executing {
 		return c, err
 	}
+	c.ClaimedAt = start // the request may run it up to its hold later: the lease runs from here
 	ss.hand(sl, c)
 	handed = true
 	// What the decision itself did: approve the call.
-	c.State, c.Fence, c.LeaseUntil, c.Request = pending.Approved, 0, time.Time{}, nil
+	c.State, c.Fence, c.LeaseUntil, c.ClaimedAt, c.Request = pending.Approved, 0, time.Time{}, time.Time{}, nil
 	return c, nil
 }

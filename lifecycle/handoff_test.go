@@ -67,10 +67,12 @@ func testHandoffApproved(t *testing.T, st pending.Store) {
 	ev.waitParked(t)
 	waitSlot(t, hf, in.ID)
 
+	before := time.Now()
 	decided, err := hf.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "bob", Comment: "ok"})
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
+	after := time.Now()
 	if decided.State != pending.Approved || decided.DecidedBy != "bob" || decided.Fence != 0 || decided.Request != nil {
 		t.Errorf("Decide returned %s by %q, fence %d, request %q; want the approval: approved by bob, no fence, no request",
 			decided.State, decided.DecidedBy, decided.Fence, decided.Request)
@@ -89,6 +91,11 @@ func testHandoffApproved(t *testing.T, st pending.Store) {
 	if c.State != pending.Executing || c.Fence != 1 || c.DecidedBy != "bob" || string(c.Request) != string(in.Request) {
 		t.Errorf("the executor got %s, fence %d, decided by %q, request %q; want the whole call claimed after bob's approval",
 			c.State, c.Fence, c.DecidedBy, c.Request)
+	}
+	// The lease runs from the approval's claim, not from when the request
+	// woke to run the call: the executor bounds the send by it.
+	if c.ClaimedAt.Before(before) || c.ClaimedAt.After(after) {
+		t.Errorf("the executor got ClaimedAt %v; want the time the approval asked for the claim (after %v)", c.ClaimedAt, before)
 	}
 	if !c.LeaseUntil.After(time.Now().Add(exec.lease)) {
 		t.Errorf("lease until %v: the hand-over came out of the execution's lease (%v from now)", c.LeaseUntil, exec.lease)

@@ -160,6 +160,11 @@ type Call struct {
 
 	Fence      int64     // set by Claim: increases at every claim
 	LeaseUntil time.Time // set by Claim
+	// ClaimedAt is when the process that holds the claim asked for it, by
+	// its own clock (LeaseUntil is by the store's): the lease ran from no
+	// earlier, so whenever the execution starts, it ends by ClaimedAt and
+	// the lease. Set by the claimer, never stored.
+	ClaimedAt time.Time
 
 	Result    *Result // set by Finish
 	Delivered bool    // set by Deliver

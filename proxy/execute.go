@@ -97,13 +97,25 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 		s.log.Error("parked call cannot be executed", "call_id", pc.ID, "upstream", pc.Upstream, "error", err)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusBadGateway, "the parked call's upstream is not configured on this toolgate")
 	}
-	// The whole exchange ends resultMargin before the claim's lease would
-	// (the claim was made before this started): an answer still arriving
-	// then is kept as truncated and recorded while the claim holds, rather
-	// than read to the lease's end and refused by its fence, the call
-	// made unknown. The wait for the response headers is bounded by the
-	// transport (the upstream timeout).
-	ctx, cancel := context.WithTimeout(ctx, execBudget(executor{s}.Lease(pc)))
+	// The whole exchange ends resultMargin before the claim's lease would:
+	// an answer still arriving then is kept as truncated and recorded
+	// while the claim holds, rather than read to the lease's end and
+	// refused by its fence, the call made unknown. The lease runs from the
+	// claim (ClaimedAt), which may be well before this: an approval claims
+	// the call for the request held on it, which runs it when its wait
+	// ends. A claim that has run out by now is not acted on: its call may
+	// be unknown already, and a retry of it parked and run anew. The wait
+	// for the response headers is bounded by the transport (the upstream
+	// timeout).
+	deadline := time.Now().Add(execBudget(executor{s}.Lease(pc)))
+	if !pc.ClaimedAt.IsZero() {
+		deadline = pc.ClaimedAt.Add(execBudget(executor{s}.Lease(pc)))
+	}
+	if time.Until(deadline) <= 0 {
+		s.log.Error("approved call not sent: its claim ran out before it could be", "call_id", pc.ID, "claimed_at", pc.ClaimedAt)
+		return pending.Failed, toolgateResult(pc.ID, http.StatusGatewayTimeout, "the approved call's claim ran out before toolgate could send it; nothing was sent")
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	req, err := storedTarget(ctx, up.URL, sr)
 	if err != nil {

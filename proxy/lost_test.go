@@ -134,3 +134,44 @@ func TestExecBudgetEndsBeforeTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestLapsedClaimNotSent: an approved call is sent only while its claim's
+// lease leaves room for the exchange, counted from when the claim was
+// asked for (ClaimedAt), not from when the execution starts: an approval
+// that claimed the call for a held request, run when that request's wait
+// ends a hold later, may have outlived its lease, the call be unknown and
+// a retry of it parked and run anew. Such a claim sends nothing; a fresh
+// one sends.
+func TestLapsedClaimNotSent(t *testing.T) {
+	pe := newParkEnv(t)
+	for _, c := range []struct {
+		claimedAgo time.Duration
+		want       pending.State
+		sent       int
+	}{
+		{time.Hour, pending.Failed, 0},
+		{0, pending.Executed, 1},
+	} {
+		before := len(pe.upstream.Requests())
+		res := post(t, pe.url+"/tools/Write", `{"path":"notes/`+string(c.want)+`.txt"}`, "Authorization", "Bearer agent-key", "Prefer", "respond-async")
+		res.Body.Close()
+		if res.StatusCode != http.StatusAccepted {
+			t.Fatalf("park: %d", res.StatusCode)
+		}
+		pc := pe.nextParked(t)
+		ctx := context.Background()
+		if _, err := pe.store.Decide(ctx, pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		x := executor{pe.server}
+		claimed, err := pe.store.Claim(ctx, pc.ID, x.Lease(pc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed.ClaimedAt = time.Now().Add(-c.claimedAgo)
+		state, result := x.Execute(ctx, claimed)
+		if sent := len(pe.upstream.Requests()) - before; state != c.want || sent != c.sent {
+			t.Errorf("claimed %v ago: %s (%d %s), sent %d times; want %s, sent %d", c.claimedAgo, state, result.Status, result.Body, sent, c.want, c.sent)
+		}
+	}
+}
