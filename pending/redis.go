@@ -408,8 +408,12 @@ func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decisi
 	}
 	args := []any{string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts), claim}
 	v, err := s.runCall(ctx, fromWaitingScript, true, id, nil, args...)
-	if err != nil && claim > 0 {
-		// A claim without an answer is asked again, as Claim asks.
+	if err != nil {
+		// A decision without an answer is asked again, as Claim asks: one
+		// that ran answers as it did (its nonce), unless the call moved on
+		// since; one that did not runs now. Without this an approver
+		// would hear "not recorded" of an approval that stands, and a
+		// claim made with it would never run.
 		v, err = s.askAgain(ctx, fromWaitingScript, id, args, err)
 	}
 	if err != nil {
@@ -476,10 +480,16 @@ const claimRecovery = 5 * time.Second
 // call for a retry to take, as a sweeper would. err, the first ask's, is
 // returned when none answers.
 func (s *RedisStore) askAgain(ctx context.Context, sc *redis.Script, id string, args []any, err error) ([]any, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimRecovery)
+	return s.askAgainFor(ctx, claimRecovery, true, sc, id, args, err)
+}
+
+// askAgainFor asks sc again with args, as askAgain does, for at most
+// bound; replicated as runCall takes it.
+func (s *RedisStore) askAgainFor(ctx context.Context, bound time.Duration, replicated bool, sc *redis.Script, id string, args []any, err error) ([]any, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if v, again := s.runCall(rctx, sc, true, id, nil, args...); again == nil {
+		if v, again := s.runCall(rctx, sc, replicated, id, nil, args...); again == nil {
 			return v, nil
 		}
 		if !sleep(rctx, wait) {
@@ -487,6 +497,13 @@ func (s *RedisStore) askAgain(ctx context.Context, sc *redis.Script, id string, 
 		}
 	}
 }
+
+// finishRecovery bounds how long a finish without an answer is asked
+// again: about what is left of a claim's lease once its call has been
+// sent (an execution ends resultMargin before the lease, at least 5 s).
+// Past the lease the finish script answers lapsed (the call is unknown),
+// so asking longer changes nothing.
+const finishRecovery = 30 * time.Second
 
 // Finish implements [Store.Finish]. A Finish after the lease ran out (by
 // Redis' clock) is fenced even if Expire has not run yet: the call becomes
@@ -529,6 +546,12 @@ func (s *RedisStore) finish(ctx context.Context, id string, fence int64, to Stat
 		args = append(args, "dl", "1")
 	}
 	v, err := s.runOn(ctx, finishScript, id, args...)
+	if err != nil {
+		// The call was sent: its result, unrecorded, would be lost and
+		// the call end unknown. The same finish, asked again with its
+		// nonce, answers as the first did if that one ran (finishScript).
+		v, err = s.askAgainFor(ctx, finishRecovery, false, finishScript, id, args, err)
+	}
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: finishing %s: %w", id, err)
 	}

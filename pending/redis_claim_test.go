@@ -85,3 +85,95 @@ func TestRedisClaimCallerGoneBefore(t *testing.T) {
 		t.Errorf("after a claim whose caller had gone: %s, %v; want approved", got.State, err)
 	}
 }
+
+// failFirst answers the next n commands it is armed for with fail,
+// without sending them: a Redis that is down for a moment.
+type failFirst struct {
+	n    atomic.Int32
+	fail error
+}
+
+func (h *failFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.n.Add(-1) >= 0 {
+			cmd.SetErr(h.fail)
+			return h.fail
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRedisFinishAskedAgain: an executed call's result whose finish got
+// no answer, because the reply was lost after the finish ran, or because
+// Redis was away for a moment and it never ran, is asked again with the
+// same nonce: the result is recorded once and the call is executed, not
+// left to end unknown with its result lost.
+func TestRedisFinishAskedAgain(t *testing.T) {
+	timeout := errors.New("read tcp 127.0.0.1:6379: i/o timeout")
+	for name, arm := range map[string]func(*loseReply, *failFirst){
+		"reply lost": func(l *loseReply, _ *failFirst) { l.fail.Store(&timeout) },
+		"redis away": func(_ *loseReply, f *failFirst) { f.n.Store(3) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			rdb := newRedisClient(t)
+			lose, away := &loseReply{}, &failFirst{fail: errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")}
+			away.n.Store(-1 << 30)
+			rdb.AddHook(lose)
+			rdb.AddHook(away)
+			s := newRedisStoreOn(t, rdb, Options{})
+			c := park(t, s, sampleCall(), long)
+			if _, err := s.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			claimed, err := s.Claim(t.Context(), c.ID, long)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arm(lose, away)
+			done, err := s.Finish(t.Context(), c.ID, claimed.Fence, Executed, Result{Status: 200, Body: []byte("ran")})
+			if err != nil {
+				t.Fatalf("Finish = %v, want the result recorded by asking again", err)
+			}
+			if done.State != Executed || done.Result == nil || string(done.Result.Body) != "ran" {
+				t.Errorf("Finish returned %s %+v, want executed with its result", done.State, done.Result)
+			}
+			if got, err := s.Get(t.Context(), c.ID); err != nil || got.State != Executed || got.Result == nil || string(got.Result.Body) != "ran" {
+				t.Errorf("stored: %s %+v, %v; want executed with its result", got.State, got.Result, err)
+			}
+		})
+	}
+}
+
+// TestRedisDecideReplyLost: a decision that ran in Redis without its
+// answer reaching the approvals listener is asked again with the same
+// nonce, and answers as it did: the approver is not told "not recorded"
+// of a decision that stands.
+func TestRedisDecideReplyLost(t *testing.T) {
+	timeout := errors.New("read tcp 127.0.0.1:6379: i/o timeout")
+	for _, to := range []State{Approved, Rejected} {
+		t.Run(string(to), func(t *testing.T) {
+			rdb := newRedisClient(t)
+			lose := &loseReply{}
+			rdb.AddHook(lose)
+			s := newRedisStoreOn(t, rdb, Options{})
+			c := park(t, s, sampleCall(), long)
+			lose.fail.Store(&timeout)
+			decided, err := s.Decide(t.Context(), c.ID, Decision{To: to, By: "alice"})
+			if err != nil {
+				t.Fatalf("Decide = %v, want the decision its first ask made", err)
+			}
+			if lose.fail.Load() != nil {
+				t.Fatal("no command ran while the reply was to be lost")
+			}
+			if decided.State != to || decided.DecidedBy != "alice" {
+				t.Errorf("Decide returned %s by %q, want %s by alice", decided.State, decided.DecidedBy, to)
+			}
+		})
+	}
+}
