@@ -80,6 +80,11 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 		// it: its end is reported here, as no sweep will.
 		h.onDecision(se.Call)
 	}
+	if storeAway(err) {
+		// Asked of a store that did not answer (asked again already, see
+		// pending.RedisStore.Decide): the decision may stand all the same.
+		return pending.Call{}, &outcomeUnknown{err}
+	}
 	if errors.Is(err, pending.ErrNotReplicated) {
 		// The decision was made on the primary, only not confirmed by the
 		// replicas: it is audited and reported as any decision, since it
@@ -94,6 +99,21 @@ func (h *Handler) decide(ctx context.Context, remote string, d decision) (pendin
 		}
 	}
 	return pending.Call{}, err
+}
+
+// outcomeUnknown is a decision sent to a store that did not answer: it
+// may have been recorded (its reply lost) or not.
+type outcomeUnknown struct{ err error }
+
+func (e *outcomeUnknown) Error() string { return "decision outcome unknown: " + e.err.Error() }
+func (e *outcomeUnknown) Unwrap() error { return e.err }
+
+// storeAway reports whether err is the store failing to answer, rather
+// than one of its answers (a conflict, an unknown call, a refusal).
+func storeAway(err error) bool {
+	var se *pending.StateError
+	return !errors.As(err, &se) && !errors.Is(err, pending.ErrConflict) && !errors.Is(err, pending.ErrNotFound) &&
+		!errors.Is(err, pending.ErrDamaged) && !errors.Is(err, pending.ErrNotReplicated)
 }
 
 // recorded audits a decision the store recorded, and reports a call it

@@ -109,6 +109,13 @@ func classify(err error, method string) answer {
 			status: http.StatusServiceUnavailable, title: "Decision not confirmed",
 			msg: "the decision was recorded but not yet confirmed by the store's replicas; it stands unless a failover loses it: reload the call before deciding again",
 		}
+	case errors.As(err, new(*outcomeUnknown)):
+		// The store may have recorded it and lost its reply: "try again"
+		// could decide twice what the approver meant once.
+		return answer{
+			status: http.StatusServiceUnavailable, title: "Decision outcome unknown",
+			msg: "the approval store did not answer: the decision may or may not have been recorded; reload the call before deciding again",
+		}
 	case method == http.MethodPost:
 		return answer{status: http.StatusServiceUnavailable, title: "Try again", msg: "decision not recorded, try again"}
 	default:

@@ -355,7 +355,8 @@ func TestLink_FormRules(t *testing.T) {
 }
 
 // A decision the store did not record never looks like a success
-// (docs/security.md, R06).
+// (docs/security.md, R06). One the store did not answer may stand (its
+// reply lost): the approver is told to reload before deciding again.
 func TestStoreFailure(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -365,10 +366,10 @@ func TestStoreFailure(t *testing.T) {
 	}{
 		{"form decision", failingStore{failDecide: true}, func(e *env, c pending.Call) response {
 			return e.decideForm(c, "approve", "")
-		}, "decision not recorded, try again"},
+		}, "may or may not have been recorded; reload the call before deciding again"},
 		{"API decision", failingStore{failDecide: true}, func(e *env, c pending.Call) response {
 			return e.api(http.MethodPost, "/api/approvals/"+c.ID, aliceKey, `{"decision":"approve"}`)
-		}, "decision not recorded, try again"},
+		}, "may or may not have been recorded; reload the call before deciding again"},
 		{"form decision, store unreadable", failingStore{failGet: true}, func(e *env, c pending.Call) response {
 			return e.decideForm(c, "approve", "")
 		}, "decision not recorded, try again"},
