@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gobwas/glob"
 	"github.com/gobwas/glob/syntax"
@@ -38,7 +39,9 @@ func compileMatcher(pattern string, sep ...rune) (globMatcher, error) {
 		// comparing it first spares the regular expression, which
 		// costs a microsecond or two a target.
 		prefix, suffix := literalEnds(pattern)
-		if prefix == "" && suffix == "" {
+		if prefix == "" && suffix == "" || strings.ContainsRune(prefix+suffix, utf8.RuneError) {
+			// An end holding U+FFFD: the expression reads an invalid
+			// byte as U+FFFD, a byte comparison would not.
 			return re.MatchString, nil
 		}
 		return func(s string) bool {

@@ -78,3 +78,28 @@ func TestGlobRegexpLinear(t *testing.T) {
 		t.Errorf("10 matches of a 16 KiB target took %v", took)
 	}
 }
+
+// TestGlobMatcherInvalidUTF8: the matcher answers as the expression does
+// (and so as the Rego library's regex.match) on a target that is not
+// UTF-8, even for a glob whose fixed end is U+FFFD, which the expression
+// reads an invalid byte as and a byte comparison would not.
+func TestGlobMatcherInvalidUTF8(t *testing.T) {
+	for _, c := range [][2]string{
+		{"\uFFFD**/*.exe", "\xff/a.exe"},
+		{"**/*\uFFFD", "a/b\xff"},
+		{"\uFFFD*x*", "\xffx"},
+		{"docs/**/*.md", "docs/\xff/a.md"},
+	} {
+		re, err := compileGlob(c[0], '/')
+		if err != nil {
+			t.Fatal(err)
+		}
+		match, err := compileMatcher(c[0], '/')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := match(c[1]), re.MatchString(c[1]); got != want {
+			t.Errorf("%q on %q: matcher %v, expression %v", c[0], c[1], got, want)
+		}
+	}
+}
