@@ -55,6 +55,26 @@ func (s *Server) holdBody(c *call, n int64) bool {
 	return true
 }
 
+// keepOnlyBody drops a forwarded call's parsed arguments once its
+// upstream answered, and gives back what deciding it cost beyond its
+// body's bytes, which the outbound request keeps until the answer is
+// passed on: an answer may stream for as long as the upstream writes.
+func (s *Server) keepOnlyBody(c *call) {
+	if t := c.input.Tool; t != nil && t.Arguments != nil {
+		// Decided and logged (the decision log has its own copy). A copy
+		// of the input without them: the decider was handed the input
+		// itself, and its document is not changed after the fact.
+		in, tool := *c.input, *t
+		tool.Arguments = nil
+		in.Tool = &tool
+		c.input = &in
+	}
+	if keep := int64(len(c.body)); c.bodyHeld > keep {
+		s.bodies.give(c.subject.Principal, c.bodyHeld-keep)
+		c.bodyHeld = keep
+	}
+}
+
 // releaseBody gives back what c holds of the body budget: its call is
 // decided (or forwarded), and what deciding it cost is garbage.
 func (s *Server) releaseBody(c *call) {

@@ -39,6 +39,9 @@ type call struct {
 	// upstreamErr is what the reverse proxy met, if anything, instead of
 	// an upstream's answer.
 	upstreamErr error
+	// answered is called as the upstream's answer arrives, before its
+	// body is passed on (screenAnswer); nil: nothing to do.
+	answered func()
 	// aw is the agent's answer as the reverse proxy writes it (forwardWith):
 	// part of the call, so a forward allocates no writer of its own.
 	aw answerWriter
@@ -56,10 +59,12 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request) {
 // forward, ask or deny.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer {
 	// On every way out. A call that is forwarded holds its share of the
-	// body budget until the upstream's answer is passed on: its body and
-	// parsed input live as long, and a slow upstream would otherwise let
-	// one caller keep any number of them (up to max_forwards_per_subject).
-	// An ask or a deny gives it back once decided, below.
+	// body budget while its body and parsed input live: a slow upstream
+	// would otherwise let one caller keep any number of them (up to
+	// max_forwards_per_subject). Once the upstream answers, the parsed
+	// input is dropped and the call holds only its body's bytes (the
+	// outbound request keeps them) until the answer is passed on
+	// (answered). An ask or a deny gives it all back once decided, below.
 	defer s.releaseBody(c)
 	if a := s.admit(r, c); a != nil {
 		s.refused(r, c, *a)
@@ -72,6 +77,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		return answer{kind: written}
 	}
 	d := s.decide(r, c)
+	c.answered = func() { s.keepOnlyBody(c) }
 	if c.up.DryRun {
 		// Dry run: the decision is computed, logged and counted, and the
 		// call goes through whatever it is (docs/policy.md, dry run).

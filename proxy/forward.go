@@ -330,6 +330,11 @@ func screenAnswer(res *http.Response) error {
 	// Trailers too: the announced ones here; their values, and any the
 	// upstream did not announce, come after the body (forwardWith).
 	dropToolgateHeaders(res.Trailer)
+	if res.Request != nil {
+		if c, ok := res.Request.Context().Value(callKey{}).(*call); ok && c.answered != nil {
+			c.answered() // on the handler's goroutine: ModifyResponse runs within ServeHTTP
+		}
+	}
 	return bindSession(res)
 }
 

@@ -1411,6 +1411,57 @@ func TestBodyBudgetHeldWhileForwarded(t *testing.T) {
 	}
 }
 
+// TestBodyBudgetWhileAnswerStreams: once the upstream answers, a
+// forwarded call's parsed input is dropped and it holds only its body's
+// bytes of the budget while the answer streams, however long: the same
+// caller's next costly call goes through meanwhile.
+func TestBodyBudgetWhileAnswerStreams(t *testing.T) {
+	release := make(chan struct{})
+	var streaming atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if streaming.Add(1) > 1 {
+			_, _ = io.WriteString(w, `{"ok":true}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {}\n\n")
+		http.NewResponseController(w).Flush()
+		<-release // the answer goes on streaming
+	}))
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(up.Close)
+	t.Cleanup(unblock)
+	upURL, _ := url.Parse(up.URL)
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 30 * time.Second}}
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
+	})
+	body := `{"path":"a","n":[` + strings.Repeat(`1,`, 4000) + `1]}` // costs ~650 KB
+	req, _ := http.NewRequest(http.MethodPost, env.url+"/tools/read_file", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer agent-key")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req) // returns with the headers; the body streams on
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	env.server.bodies.mu.Lock()
+	held := env.server.bodies.used
+	env.server.bodies.mu.Unlock()
+	if held != int64(len(body)) {
+		t.Errorf("while the answer streams the body budget holds %d bytes, want the body's %d", held, len(body))
+	}
+	second := post(t, env.url+"/tools/read_file", body, "Authorization", "Bearer agent-key")
+	second.Body.Close()
+	if second.StatusCode != http.StatusOK {
+		t.Errorf("a second costly call while the first's answer streams: %d, want 200", second.StatusCode)
+	}
+	unblock()
+	_, _ = io.Copy(io.Discard, res.Body)
+}
+
 // TestRefusedLineBounded: a refused request is logged whoever sent it; its
 // path (up to the header limit) is cut in the line, which says how long it
 // was.
