@@ -1367,15 +1367,7 @@ func TestBodyBudgetHeldWhileForwarded(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(up.Close)
-	t.Cleanup(unblock)
-	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, allowAll, func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 30 * time.Second}}
-		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
-	})
+	env, unblock := budgetEnv(t, up, release)
 	body := `{"path":"a","n":[` + strings.Repeat(`1,`, 4000) + `1]}` // costs ~650 KB
 	first := make(chan int, 1)
 	go func() {
@@ -1429,15 +1421,7 @@ func TestBodyBudgetWhileAnswerStreams(t *testing.T) {
 		http.NewResponseController(w).Flush()
 		<-release // the answer goes on streaming
 	}))
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(up.Close)
-	t.Cleanup(unblock)
-	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, allowAll, func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 30 * time.Second}}
-		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
-	})
+	env, unblock := budgetEnv(t, up, release)
 	body := `{"path":"a","n":[` + strings.Repeat(`1,`, 4000) + `1]}` // costs ~650 KB
 	req, _ := http.NewRequest(http.MethodPost, env.url+"/tools/read_file", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer agent-key")
@@ -1460,6 +1444,22 @@ func TestBodyBudgetWhileAnswerStreams(t *testing.T) {
 	}
 	unblock()
 	_, _ = io.Copy(io.Discard, res.Body)
+}
+
+// budgetEnv is a toolgate in front of up with a body budget that gives
+// one caller a share of 1 MiB; unblock closes release, once.
+func budgetEnv(t *testing.T, up *httptest.Server, release chan struct{}) (env *testEnv, unblock func()) {
+	t.Helper()
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(up.Close)
+	t.Cleanup(unblock)
+	upURL, _ := url.Parse(up.URL)
+	env = newTestServer(t, allowAll, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Prefix: "/", Timeout: 30 * time.Second}}
+		c.MaxBodyBytes, c.MaxBodyBytesTotal = 64<<10, 4<<20 // a share of 1 MiB
+	})
+	return env, unblock
 }
 
 // TestRefusedLineBounded: a refused request is logged whoever sent it; its
