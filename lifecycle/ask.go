@@ -183,6 +183,10 @@ func (l *Lifecycle) cancelLeft(ctx context.Context, id string) {
 	l.onEnd(cancelled)
 }
 
+// heldFinishWait bounds how long a held agent waits for its executed
+// call's result to be recorded while the store does not answer.
+const heldFinishWait = 5 * time.Second
+
 // run executes a call this request claimed, records the result, and hands
 // it to this request, marked delivered with the recording: the result
 // reaches exactly one request, even when retries are attached. A caller
@@ -192,7 +196,12 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, pc)
 	take := ctx.Err() == nil
-	done, err := l.finish(xctx, pc, state, res, take)
+	// The agent waits on the result: a store that does not answer is
+	// asked again for heldFinishWait at most, then the agent has the
+	// result anyway (below), unrecorded.
+	fctx, cancel := context.WithTimeout(xctx, heldFinishWait)
+	defer cancel()
+	done, err := l.finish(fctx, pc, state, res, take)
 	switch {
 	case err != nil:
 		// The result was not recorded (the store is away, or the lease

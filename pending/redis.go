@@ -408,7 +408,7 @@ func (s *RedisStore) fromWaiting(ctx context.Context, doing, id string, d Decisi
 	}
 	args := []any{string(d.To), d.By, d.Comment, nonce(), s.window.Milliseconds(), encodeInts(d.Counts), claim}
 	v, err := s.runCall(ctx, fromWaitingScript, true, id, nil, args...)
-	if err != nil {
+	if err != nil && (claim > 0 || !errors.Is(err, ErrNotReplicated)) {
 		// A decision without an answer is asked again, as Claim asks: one
 		// that ran answers as it did (its nonce), unless the call moved on
 		// since; one that did not runs now. Without this an approver
@@ -502,7 +502,8 @@ func (s *RedisStore) askAgainFor(ctx context.Context, bound time.Duration, repli
 // again: about what is left of a claim's lease once its call has been
 // sent (an execution ends resultMargin before the lease, at least 5 s).
 // Past the lease the finish script answers lapsed (the call is unknown),
-// so asking longer changes nothing.
+// so asking longer changes nothing. A finish whose context has a deadline
+// (a held agent waits on the result) asks again until then at most.
 const finishRecovery = 30 * time.Second
 
 // Finish implements [Store.Finish]. A Finish after the lease ran out (by
@@ -550,7 +551,11 @@ func (s *RedisStore) finish(ctx context.Context, id string, fence int64, to Stat
 		// The call was sent: its result, unrecorded, would be lost and
 		// the call end unknown. The same finish, asked again with its
 		// nonce, answers as the first did if that one ran (finishScript).
-		v, err = s.askAgainFor(ctx, finishRecovery, false, finishScript, id, args, err)
+		bound := finishRecovery
+		if d, ok := ctx.Deadline(); ok {
+			bound = min(bound, time.Until(d)) // a caller waiting on the result bounds it
+		}
+		v, err = s.askAgainFor(ctx, bound, false, finishScript, id, args, err)
 	}
 	if err != nil {
 		return Call{}, fmt.Errorf("pending: finishing %s: %w", id, err)

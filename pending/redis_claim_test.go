@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -127,14 +128,7 @@ func TestRedisFinishAskedAgain(t *testing.T) {
 			rdb.AddHook(lose)
 			rdb.AddHook(away)
 			s := newRedisStoreOn(t, rdb, Options{})
-			c := park(t, s, sampleCall(), long)
-			if _, err := s.Decide(t.Context(), c.ID, Decision{To: Approved, By: "alice"}); err != nil {
-				t.Fatal(err)
-			}
-			claimed, err := s.Claim(t.Context(), c.ID, long)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, claimed := parkedAndClaimed(t, s)
 			arm(lose, away)
 			done, err := s.Finish(t.Context(), c.ID, claimed.Fence, Executed, Result{Status: 200, Body: []byte("ran")})
 			if err != nil {
@@ -176,4 +170,40 @@ func TestRedisDecideReplyLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisFinishBoundedByItsCaller: a finish whose caller waits on it
+// (a context with a deadline: a held agent) is asked again only until
+// then, not for finishRecovery.
+func TestRedisFinishBoundedByItsCaller(t *testing.T) {
+	rdb := newRedisClient(t)
+	away := &failFirst{fail: errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")}
+	away.n.Store(-1 << 30)
+	rdb.AddHook(away)
+	s := newRedisStoreOn(t, rdb, Options{})
+	c, claimed := parkedAndClaimed(t, s)
+	away.n.Store(1 << 30) // away for good
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := s.Finish(ctx, c.ID, claimed.Fence, Executed, Result{Status: 200}); err == nil {
+		t.Fatal("Finish with Redis away succeeded")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Finish took %v past its caller's 300 ms", took)
+	}
+}
+
+// parkedAndClaimed parks a call in s, approves it and claims it.
+func parkedAndClaimed(t *testing.T, s *RedisStore) (parked, claimed Call) {
+	t.Helper()
+	parked = park(t, s, sampleCall(), long)
+	if _, err := s.Decide(t.Context(), parked.ID, Decision{To: Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(t.Context(), parked.ID, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parked, claimed
 }
