@@ -27,8 +27,8 @@ var fuzzSessionAgents = []struct{ key, subject string }{
 
 // fuzzSessionUpstream is an MCP server that hands out the session ID it
 // is told to on initialize, remembers whom it first handed each one to
-// (by X-Toolgate-Subject), and records every request that reaches it in a
-// session that is not its caller's.
+// (by X-Toolgate-Subject) until its owner ends it (DELETE), and records
+// every request that reaches it in a session that is not its caller's.
 type fuzzSessionUpstream struct {
 	mu      sync.Mutex
 	next    string            // the session ID the next initialize hands out
@@ -46,6 +46,8 @@ func (u *fuzzSessionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	for _, s := range sessions {
 		if owner, ok := u.issued[s]; !ok || owner != subject {
 			u.foreign = append(u.foreign, r.Method+" by "+subject+" in session "+strconv.Quote(s)+" of "+strconv.Quote(owner))
+		} else if r.Method == http.MethodDelete {
+			delete(u.issued, s) // ended: the ID may be handed out anew
 		}
 	}
 	var msg struct {
@@ -108,8 +110,9 @@ func newFuzzSessionProxy(t *testing.T) (http.Handler, *fuzzSessionUpstream) {
 // POST, GET and DELETE carrying a session ID (one handed out, or one the
 // fuzzer picked, possibly several). No request in a session that is not
 // its caller's may reach the upstream; every such request is answered
-// 404; the owner's own requests go through; and no caller is handed a
-// session that is someone else's.
+// 404; the owner's own requests go through, until it ends the session
+// (a DELETE the upstream answers 2xx: then the session is no one's); and
+// no caller is handed a session that is someone else's.
 //
 // ops is read two bytes at a time: the first picks the caller (low two
 // bits) and the request (next two); the second picks the session, even
@@ -208,6 +211,8 @@ func FuzzMCPSession(f *testing.F) {
 			case mine && (w.Code == http.StatusNotFound || !reached):
 				t.Fatalf("op %d: %s %s in its own session %q: status %d, reached the upstream %v; body %s",
 					i/2, agent.subject, method, sessions, w.Code, reached, w.Body)
+			case mine && method == http.MethodDelete && w.Code/100 == 2:
+				delete(owner, sessions[0]) // ended
 			}
 		}
 	})
