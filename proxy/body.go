@@ -55,11 +55,19 @@ func (s *Server) holdBody(c *call, n int64) bool {
 	return true
 }
 
+// keepParsedBelow is what deciding a call may cost beyond its body's
+// bytes for keepOnlyBody to leave it as it is: most calls' parsed input is
+// a few KiB, not worth two allocations a call to give back.
+const keepParsedBelow = 64 << 10
+
 // keepOnlyBody drops a forwarded call's parsed arguments once its
 // upstream answered, and gives back what deciding it cost beyond its
 // body's bytes, which the outbound request keeps until the answer is
 // passed on: an answer may stream for as long as the upstream writes.
-func (s *Server) keepOnlyBody(c *call) {
+func (c *call) keepOnlyBody() {
+	if c.bodyHeld-int64(len(c.body)) < keepParsedBelow {
+		return // holding so little costs less than copying the input
+	}
 	if t := c.input.Tool; t != nil && t.Arguments != nil {
 		// Decided and logged (the decision log has its own copy). A copy
 		// of the input without them: the decider was handed the input
@@ -70,7 +78,7 @@ func (s *Server) keepOnlyBody(c *call) {
 		c.input = &in
 	}
 	if keep := int64(len(c.body)); c.bodyHeld > keep {
-		s.bodies.give(c.subject.Principal, c.bodyHeld-keep)
+		c.forwarding.give(c.subject.Principal, c.bodyHeld-keep)
 		c.bodyHeld = keep
 	}
 }

@@ -39,9 +39,11 @@ type call struct {
 	// upstreamErr is what the reverse proxy met, if anything, instead of
 	// an upstream's answer.
 	upstreamErr error
-	// answered is called as the upstream's answer arrives, before its
-	// body is passed on (screenAnswer); nil: nothing to do.
-	answered func()
+	// forwarding is the budget the call holds a share of once decided:
+	// as the upstream's answer arrives, before its body is passed on,
+	// screenAnswer has the call keep only its body's bytes of it
+	// (keepOnlyBody); nil: nothing to do.
+	forwarding *bodyBudget
 	// aw is the agent's answer as the reverse proxy writes it (forwardWith):
 	// part of the call, so a forward allocates no writer of its own.
 	aw answerWriter
@@ -64,7 +66,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 	// max_forwards_per_subject). Once the upstream answers, the parsed
 	// input is dropped and the call holds only its body's bytes (the
 	// outbound request keeps them) until the answer is passed on
-	// (answered). An ask or a deny gives it all back once decided, below.
+	// (keepOnlyBody). An ask or a deny gives it all back once decided,
+	// below.
 	defer s.releaseBody(c)
 	if a := s.admit(r, c); a != nil {
 		s.refused(r, c, *a)
@@ -77,7 +80,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		return answer{kind: written}
 	}
 	d := s.decide(r, c)
-	c.answered = func() { s.keepOnlyBody(c) }
+	c.forwarding = s.bodies
 	if c.up.DryRun {
 		// Dry run: the decision is computed, logged and counted, and the
 		// call goes through whatever it is (docs/policy.md, dry run).

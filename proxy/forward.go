@@ -331,8 +331,8 @@ func screenAnswer(res *http.Response) error {
 	// upstream did not announce, come after the body (forwardWith).
 	dropToolgateHeaders(res.Trailer)
 	if res.Request != nil {
-		if c, ok := res.Request.Context().Value(callKey{}).(*call); ok && c.answered != nil {
-			c.answered() // on the handler's goroutine: ModifyResponse runs within ServeHTTP
+		if c, ok := res.Request.Context().Value(callKey{}).(*call); ok && c.forwarding != nil {
+			c.keepOnlyBody() // on the handler's goroutine: ModifyResponse runs within ServeHTTP
 		}
 	}
 	return bindSession(res)
