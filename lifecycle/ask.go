@@ -87,10 +87,8 @@ func (l *Lifecycle) hold(ctx context.Context, pc pending.Call, h Hold) Outcome {
 			if ctx.Err() != nil {
 				return Outcome{Kind: Gone, Call: pc} // the call waits for a retry or the sweeper
 			}
-			start := time.Now()
-			claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
+			claimed, err := l.claim(ctx, pc)
 			if err == nil {
-				claimed.ClaimedAt = start
 				return l.run(ctx, claimed)
 			}
 			if ctx.Err() != nil {
@@ -181,6 +179,19 @@ func (l *Lifecycle) cancelLeft(ctx context.Context, id string) {
 	}
 	l.log.Info("stateless MCP client closed its stream: call cancelled", "call_id", id)
 	l.onEnd(cancelled)
+}
+
+// claim claims approved call pc for this executor, for its lease, and
+// stamps the claim with when it was asked for (pending.Call.ClaimedAt):
+// the execution's time runs from then.
+func (l *Lifecycle) claim(ctx context.Context, pc pending.Call) (pending.Call, error) {
+	start := time.Now()
+	claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
+	if err != nil {
+		return claimed, err
+	}
+	claimed.ClaimedAt = start
+	return claimed, nil
 }
 
 // heldFinishWait bounds how long a held agent waits for its executed

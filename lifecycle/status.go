@@ -145,13 +145,11 @@ func (l *Lifecycle) Run(ctx context.Context, principal, id string) (pending.Call
 	if err != nil || pc.State != pending.Approved {
 		return pc, err
 	}
-	start := time.Now()
-	claimed, err := l.store.Claim(ctx, id, l.exec.Lease(pc))
+	claimed, err := l.claim(ctx, pc)
 	if err != nil {
 		l.reportEnded(err)
 		return conflictCall(err, pc), nil // another executor has it, or it expired
 	}
-	claimed.ClaimedAt = start
 	o := l.run(ctx, claimed)
 	if o.Call.ID == "" {
 		return claimed, nil

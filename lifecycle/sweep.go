@@ -179,9 +179,7 @@ func (l *Lifecycle) executeApproved(ctx context.Context, grace time.Duration, ur
 // executes it and records the outcome. It reports false when the store
 // failed the claim: the call still waits.
 func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) (answered bool) {
-	start := time.Now()
-	claimed, err := l.store.Claim(ctx, pc.ID, l.exec.Lease(pc))
-	claimed.ClaimedAt = start
+	claimed, err := l.claim(ctx, pc)
 	if errors.Is(err, pending.ErrConflict) {
 		l.reportEnded(err) // it expired in the meantime
 		return true        // or another executor was first

@@ -107,10 +107,11 @@ func (s *Server) sendClaimed(ctx context.Context, pc pending.Call) (pending.Stat
 	// be unknown already, and a retry of it parked and run anew. The wait
 	// for the response headers is bounded by the transport (the upstream
 	// timeout).
-	deadline := time.Now().Add(execBudget(executor{s}.Lease(pc)))
-	if !pc.ClaimedAt.IsZero() {
-		deadline = pc.ClaimedAt.Add(execBudget(executor{s}.Lease(pc)))
+	from := pc.ClaimedAt
+	if from.IsZero() {
+		from = time.Now()
 	}
+	deadline := from.Add(execBudget(executor{s}.Lease(pc)))
 	if time.Until(deadline) <= 0 {
 		s.log.Error("approved call not sent: its claim ran out before it could be", "call_id", pc.ID, "claimed_at", pc.ClaimedAt)
 		return pending.Failed, toolgateResult(pc.ID, http.StatusGatewayTimeout, "the approved call's claim ran out before toolgate could send it; nothing was sent")
