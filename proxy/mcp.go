@@ -108,6 +108,9 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			cerr = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" to the MCP endpoint carries no body")
 		}
 		if cerr == nil {
+			cerr = noRoutingHeaders(r.Header, "a "+r.Method+" of the MCP endpoint carries no message")
+		}
+		if cerr == nil {
 			cerr = c.checkParamHeaders(r.Context(), r.Header, "", nil) // no tools/call: none is allowed
 		}
 		return cerr
@@ -132,8 +135,8 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 	case []any:
 		// A batch (2025-03-26) could hide a tools/call among plumbing; it
 		// is refused whole rather than split.
-		if _, has := r.Header["Mcp-Method"]; has {
-			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "a batch has no single method for an Mcp-Method header")
+		if a := noRoutingHeaders(r.Header, "a batch has no single method or name for them"); a != nil {
+			return a
 		}
 		if a := c.checkParamHeaders(r.Context(), r.Header, "", nil); a != nil {
 			return a // a batch holds no tools/call
@@ -170,8 +173,12 @@ func (s *Server) readMCP(r *http.Request, c *call) *answer {
 			// subscriptions/listen is decided on its params, which a
 			// batch member's are not, and task methods and answers to
 			// toolgate's own requests may be toolgate's to answer, which
-			// it does one per request.
-			if policy.IsMCPToolMethod(method) || method == "tools/list" || method == "subscriptions/listen" || strings.HasPrefix(method, "tasks/") {
+			// it does one per request. initialize opens a session, which
+			// is counted against its principal's cap before it is sent
+			// (session.go), and its answer, like server/discover's, is
+			// toolgate's to complete (2025-03-26 forbids it in a batch).
+			if policy.IsMCPToolMethod(method) || method == "tools/list" || method == "subscriptions/listen" || strings.HasPrefix(method, "tasks/") ||
+				method == "initialize" || method == "server/discover" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
 			}
 			if id, _ := o["id"].(string); method == "" && strings.HasPrefix(id, confirmRPCPrefix) {

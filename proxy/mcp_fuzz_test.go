@@ -228,6 +228,9 @@ func FuzzMCPMessage(f *testing.F) {
 		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"rm"}}`, "tools/call", "rm", v2026},
 		{`{"jsonrpc":"2.0","id":1,"Method":"tools/call","params":{"name":"rm"}}`, " ", " ", ""},
 		{`{"jsonrpc":"2.0","id":1,"result":{}}`, "tools/call", "rm", v2026},
+		// A batch: no header can agree with it, and no session opens in it.
+		{`[{"jsonrpc":"2.0","method":"notifications/initialized"}]`, "", "rm", ""},
+		{`[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}]`, "", "", ""},
 		// Mcp-Name in the Base64 sentinel: decoded before it is compared.
 		{call("read_file", `{}`), "tools/call", "=?base64?cmVhZF9maWxl?=", v2026},
 		{call("read_file", `{}`), "tools/call", "=?base64?cm0=?=", v2026},
@@ -352,10 +355,16 @@ func FuzzMCPMessage(f *testing.F) {
 					}
 				}
 			}
-			// (d) A batch has no method: an Mcp-Method header cannot
-			// match it.
-			if len(methods) > 0 {
-				t.Fatalf("a batch with Mcp-Method %q reached the upstream: %s", methods, body)
+			// (d) A batch has no method or name: an Mcp-Method or
+			// Mcp-Name header cannot match it.
+			if len(methods) > 0 || len(names) > 0 {
+				t.Fatalf("a batch with Mcp-Method %q, Mcp-Name %q reached the upstream: %s", methods, names, body)
+			}
+			// Nor does it open a session uncounted (initialize).
+			for _, m := range msg {
+				if o, ok := m.(map[string]any); ok && (o["method"] == "initialize" || o["method"] == "server/discover") {
+					t.Fatalf("a batch holding %v reached the upstream: %s", o["method"], body)
+				}
 			}
 			if in.Tool != nil {
 				t.Fatalf("a batch was decided as tool call %q", in.Tool.Name)

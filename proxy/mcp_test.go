@@ -827,6 +827,52 @@ func TestMCPBatchRefused(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"a"}}}]`
 	res, msg, raw = postMCP(t, env, body)
 	mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, 0)
+	// An initialize opens a session its principal's cap counts before it
+	// is sent (TestSessionCapBeforeInitialize), and server/discover's
+	// answer is toolgate's to complete: neither rides in a batch.
+	for _, member := range []string{
+		`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"server/discover"}`,
+	} {
+		env = newMCPEnv(t, mcpRawEra)
+		res, msg, raw = postMCP(t, env, `[{"jsonrpc":"2.0","id":2,"method":"ping"},`+member+`]`)
+		mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcInvalidRequest)
+	}
+}
+
+// TestMCPRoutingHeadersWithoutMessage: Mcp-Method and Mcp-Name mirror one
+// message, which a GET, a DELETE or a batch does not hold: on them either
+// header is refused (-32020), so no intermediary routes on a method or a
+// tool name no policy decided. Without them the same requests go through.
+func TestMCPRoutingHeadersWithoutMessage(t *testing.T) {
+	batch := `[{"jsonrpc":"2.0","method":"notifications/initialized"}]`
+	for _, header := range [][]string{{"Mcp-Name", "delete_file"}, {"Mcp-Method", "tools/call"}} {
+		env := newMCPEnv(t, mcpRawEra)
+		res, msg, raw := postMCP(t, env, batch, header...)
+		mcpWantRPCError(t, env, res, msg, raw, http.StatusBadRequest, rpcHeaderMismatch)
+		for _, method := range []string{http.MethodGet, http.MethodDelete} {
+			req, _ := http.NewRequest(method, env.url+"/mcp", nil)
+			req.Header.Set("Authorization", "Bearer agent-key")
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set(header[0], header[1])
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), header[0]) {
+				t.Errorf("%s with %s: %d %s, want 400 naming the header", method, header[0], res.StatusCode, raw)
+			}
+		}
+		if reqs := env.up.got(); len(reqs) != 0 {
+			t.Errorf("%s: the upstream received%s", header[0], describeMCP(reqs))
+		}
+	}
+	env := newMCPEnv(t, mcpRawEra)
+	if res, _, raw := postMCP(t, env, batch); res.StatusCode >= 400 || len(env.up.got()) != 1 {
+		t.Errorf("the batch without the headers: %d %s, reached the upstream %d times", res.StatusCode, raw, len(env.up.got()))
+	}
 }
 
 // TestMCPForeignMembersRefused: a message with a member JSON-RPC does not

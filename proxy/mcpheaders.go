@@ -80,6 +80,19 @@ func (c *call) checkMCPHeaders(ctx context.Context, h http.Header, version, meth
 	return c.checkParamHeaders(ctx, h, method, params)
 }
 
+// noRoutingHeaders refuses Mcp-Method and Mcp-Name on a request that holds
+// no single message for them to agree with (a GET, a DELETE, a batch):
+// an intermediary routing on them would act on a method or a tool no
+// policy decided. why says why none can agree.
+func noRoutingHeaders(h http.Header, why string) *answer {
+	for _, name := range [...]string{"Mcp-Method", "Mcp-Name"} {
+		if _, has := h[name]; has {
+			return rpcInvalid(http.StatusBadRequest, rpcHeaderMismatch, "Header mismatch", "an "+name+" header is refused here: "+why)
+		}
+	}
+	return nil
+}
+
 // checkParamHeaders holds every Mcp-Param-{Name} header to the tools/call
 // argument it mirrors. Which argument that is, the tool's inputSchema says
 // (x-mcp-header); toolgate knows it from the upstream's tools/list answers

@@ -467,6 +467,14 @@ func TestSessionCapBeforeInitialize(t *testing.T) {
 	if refused != extra {
 		t.Fatalf("refused %d initializes, want %d", refused, extra)
 	}
+	// Nor in a batch, where the session era's first revision (no
+	// Mcp-Protocol-Version header) takes one: it is refused whole.
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}]`
+	for range extra {
+		if res, _, raw := postMCP(t, env, batch, "Authorization", "Bearer "+sessionKeyA); res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a batched initialize past the cap: %d %s, want 400", res.StatusCode, raw)
+		}
+	}
 	inits := 0
 	for _, r := range env.up.got() {
 		if r.RPCMethod == "initialize" {
