@@ -186,7 +186,28 @@ func checkJSONContentType(h http.Header) *answer {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a tool call body must be UTF-8")
 	}
+	// ParseMediaType reads RFC 2231 too: "charset*=utf-8''utf-8" takes the
+	// place of a "charset=utf-7" beside it, which the upstream, reading
+	// the plain parameter, decodes the body by. What is forwarded is the
+	// header as sent, so it is held to the one form both read alike.
+	if _, rest, has := strings.Cut(ct[0], ";"); has && strings.TrimSpace(rest) != "" && !plainUTF8(rest) {
+		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", `a tool call's Content-Type is application/json, with no parameter but charset=utf-8`)
+	}
 	return nil
+}
+
+// plainUTF8 reports whether params, what follows a media type's first
+// ";", is the one parameter charset=utf-8 (any case, quoted or not).
+func plainUTF8(params string) bool {
+	name, value, ok := strings.Cut(params, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(name), "charset") {
+		return false
+	}
+	value = strings.TrimSpace(value)
+	if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		value = value[1 : len(value)-1]
+	}
+	return strings.EqualFold(value, "utf-8")
 }
 
 // parseArguments decodes a tool call body strictly: invalid JSON, a top

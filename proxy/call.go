@@ -201,6 +201,12 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	}
 	if !isTool {
 		body, a := s.readBody(r, c)
+		if a == nil && len(body) > 0 && bodyless(r.Method) {
+			// Content has no defined meaning on these methods (RFC 9110),
+			// and an upstream that does not read it would take it for
+			// the next request on the connection: one no policy decided.
+			a = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" request carries no body")
+		}
 		if a == nil {
 			a = checkOverrideBody(r.Header, body)
 		}
@@ -304,4 +310,14 @@ func logCut(s string, max int) string {
 func toolsInAnotherCase(rel string) bool {
 	first, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
 	return first != "tools" && strings.EqualFold(first, "tools")
+}
+
+// bodyless reports whether a plain HTTP call of method may not carry a
+// body.
+func bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }

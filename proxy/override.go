@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // overrideField is the form field, query name or JSON member that some
@@ -52,22 +55,137 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	if len(body) == 0 {
 		return nil
 	}
-	if formish(h.Get("Content-Type")) && bytes.Contains(decodedLower(body), []byte(overrideField)) {
+	ct := strings.Join(h.Values("Content-Type"), ",")
+	if a := checkBodyCharset(ct); a != nil {
+		return a
+	}
+	if formish(ct) && bytes.Contains(decodedLower(body), []byte(overrideField)) {
 		return overrideRefused("body")
 	}
-	// JSON escapes: "\u005fmethod".
-	js := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
-	if len(js) > 0 && js[0] == '{' {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(js, &obj) == nil {
-			for name := range obj {
-				if strings.EqualFold(name, overrideField) {
-					return overrideRefused("body")
-				}
-			}
-		}
+	if namesOverrideAsJSON(body) {
+		return overrideRefused("body")
+	}
+	if wide := fromWideUnicode(body); wide != nil && namesOverrideAsJSON(wide) {
+		// UTF-16 or UTF-32, which JSON readers that detect the encoding
+		// (Jackson) or trust a declared one (body-parser) decode.
+		return overrideRefused("body")
 	}
 	return nil
+}
+
+// namesOverrideAsJSON reports whether body, read as a JSON object, has a
+// member named overrideField: parsed where encoding/json parses it (JSON
+// escapes: "\u005fmethod"; a byte order mark, which body-parser drops,
+// skipped), and otherwise (nesting deeper than encoding/json goes, which
+// V8's JSON.parse reads) any mention of the name once escapes are read.
+func namesOverrideAsJSON(body []byte) bool {
+	js := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(js) == 0 || js[0] != '{' {
+		return false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(js, &obj) != nil {
+		return bytes.Contains(unescapedLower(js), []byte(overrideField))
+	}
+	for name := range obj {
+		if strings.EqualFold(name, overrideField) {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapedLower is b lower-cased with every JSON \uXXXX escape of an
+// ASCII character read as that character.
+func unescapedLower(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+5 < len(b) && b[i+1] == 'u' {
+			if v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16); err == nil && v < 0x80 {
+				out = append(out, byte(v))
+				i += 5
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return bytes.ToLower(out)
+}
+
+// fromWideUnicode returns body in UTF-8 when it is UTF-16 or UTF-32 by its
+// byte order mark or, as RFC 4627 detects JSON's, by the zero bytes of its
+// first four; else nil.
+func fromWideUnicode(body []byte) []byte {
+	if len(body) < 4 {
+		return nil
+	}
+	b0, b1, b2, b3 := body[0], body[1], body[2], body[3]
+	var runes []rune
+	switch {
+	case b0 == 0 && b1 == 0 && (b2 != 0 || b3 != 0), b0 != 0 && b1 == 0 && b2 == 0 && b3 == 0, b0 == 0xff && b1 == 0xfe && b2 == 0 && b3 == 0:
+		be := b0 == 0
+		for i := 0; i+4 <= len(body); i += 4 {
+			if be {
+				runes = append(runes, rune(binary.BigEndian.Uint32(body[i:])))
+			} else {
+				runes = append(runes, rune(binary.LittleEndian.Uint32(body[i:])))
+			}
+		}
+	case b0 == 0 || b1 == 0 || b0 == 0xfe && b1 == 0xff || b0 == 0xff && b1 == 0xfe:
+		be := b0 == 0 || b0 == 0xfe
+		units := make([]uint16, 0, len(body)/2)
+		for i := 0; i+2 <= len(body); i += 2 {
+			if be {
+				units = append(units, binary.BigEndian.Uint16(body[i:]))
+			} else {
+				units = append(units, binary.LittleEndian.Uint16(body[i:]))
+			}
+		}
+		runes = utf16.Decode(units)
+	default:
+		return nil
+	}
+	out := []byte(string(runes))
+	return bytes.TrimPrefix(out, []byte("\xef\xbb\xbf"))
+}
+
+// checkBodyCharset refuses what a plain HTTP call's Content-Type ct could
+// make an upstream decode its body by, other than what toolgate reads it
+// as: an RFC 2231 parameter ("charset*=", which Go's mime package lets
+// stand for the plain charset while upstreams read the plain one), two
+// charsets, and, for a type read as JSON or as a form, a charset but UTF-8
+// or ASCII (UTF-7 or UTF-16 spell overrideField in bytes no scan here
+// reads).
+func checkBodyCharset(ct string) *answer {
+	var charsets []string
+	for _, part := range strings.FieldsFunc(ct, func(r rune) bool { return r == ';' || r == ',' }) {
+		name, value, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		name = strings.ToLower(strings.TrimSpace(name))
+		if strings.Contains(name, "*") {
+			return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a Content-Type parameter in the RFC 2231 form ("+name+") is refused: upstreams read the plain one")
+		}
+		if name == "charset" {
+			charsets = append(charsets, strings.ToLower(strings.Trim(strings.TrimSpace(value), `"`)))
+		}
+	}
+	switch {
+	case len(charsets) > 1:
+		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a Content-Type names one charset at most")
+	case len(charsets) == 1 && (formish(ct) || jsonish(ct)) && charsets[0] != "utf-8" && charsets[0] != "us-ascii":
+		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a JSON or form body is UTF-8 (or ASCII)")
+	}
+	return nil
+}
+
+// jsonish reports whether a body of Content-Type ct may be read as JSON.
+func jsonish(ct string) bool {
+	first, _, _ := strings.Cut(ct, ",")
+	first, _, _ = strings.Cut(first, ";")
+	first = strings.ToLower(strings.TrimSpace(first))
+	return first == "application/json" || strings.HasSuffix(first, "+json")
 }
 
 // formish reports whether a body of Content-Type ct may be read as a form.

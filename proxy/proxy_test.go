@@ -316,6 +316,11 @@ func TestBadInputsReachNothing(t *testing.T) {
 		{"form content type", "/tools/t", `a=b`, []string{"Content-Type", "", "Content-Type", "application/x-www-form-urlencoded"}, 415},
 		{"two content types", "/tools/t", `{}`, []string{"Content-Type", "application/json"}, 415},
 		{"latin1 charset", "/tools/t", `{}`, []string{"Content-Type", "", "Content-Type", "application/json; charset=latin1"}, 415},
+		// RFC 2231: Go's mime reads charset* in place of the plain charset
+		// an upstream decodes by (UTF-7 spells members the policy never sees).
+		{"charset* beside utf-7", "/tools/t", `{}`, []string{"Content-Type", "", "Content-Type", "application/json; charset=utf-7; charset*=utf-8''utf-8"}, 415},
+		{"charset* alone", "/tools/t", `{}`, []string{"Content-Type", "", "Content-Type", "application/json; charset*=utf-8''utf-8"}, 415},
+		{"a parameter beside charset", "/tools/t", `{}`, []string{"Content-Type", "", "Content-Type", "application/json; charset=utf-8; x=1"}, 415},
 		{"brotli", "/tools/t", `{}`, []string{"Content-Encoding", "br"}, 415},
 		{"gzip twice", "/tools/t", gzipped(gzipped(`{}`)), []string{"Content-Encoding", "gzip, gzip"}, 415},
 		{"too large", "/tools/t", big, nil, 413},
@@ -365,6 +370,11 @@ func TestBadInputsReachNothing(t *testing.T) {
 	}
 	if n := len(env.upstream.Requests()); n != 0 || decided != 0 {
 		t.Fatalf("upstream received %d requests and the policy decided %d times; want 0 and 0", n, decided)
+	}
+	for _, ct := range []string{"application/json;charset=UTF-8", `application/json; charset="utf-8"`, "application/json;"} {
+		if res := post(t, env.url+"/tools/t", `{}`, "Content-Type", "", "Content-Type", ct); res.StatusCode != 200 {
+			t.Errorf("Content-Type %q: status %d, want 200", ct, res.StatusCode)
+		}
 	}
 	t.Run("exactly at the limit is accepted", func(t *testing.T) {
 		body := `{"a":"` + strings.Repeat("x", 1024-8) + `"}`
