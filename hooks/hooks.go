@@ -201,9 +201,14 @@ func (h *hook) matches(upstream, tool string) bool {
 	if h.tool.Match(tool) || h.toolFold.Match(strings.ToLower(tool)) {
 		return true
 	}
-	// Rails' (.:format) runs delete_file.json as delete_file.
-	base, cut := toolname.WithoutFormat(tool)
-	return cut && (h.tool.Match(base) || h.toolFold.Match(strings.ToLower(base)))
+	// Rails' (.:format) and Spring's suffix match run delete_file.json
+	// (or delete_file.zzz) as delete_file.
+	for _, base := range toolname.Prefixes(tool) {
+		if h.tool.Match(base) || h.toolFold.Match(strings.ToLower(base)) {
+			return true
+		}
+	}
+	return false
 }
 
 // New validates opts and returns a Runner. Errors name the hook but never

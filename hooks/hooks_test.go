@@ -124,10 +124,12 @@ func TestMatching(t *testing.T) {
 	all := newHookServer(t, `{"decision":"none"}`)
 	deploys := newHookServer(t, `{"decision":"none"}`)
 	notes := newHookServer(t, `{"decision":"none"}`)
+	del := newHookServer(t, `{"decision":"none"}`)
 	r := newRunner(t, Options{Hooks: []Hook{
 		{Name: "all", URL: all.URL},
 		{Name: "deploys", URL: deploys.URL, Tool: "deploy_*"},
 		{Name: "notes", URL: notes.URL, Upstream: "notes-{eu,us}", Tool: "write_*"},
+		{Name: "del", URL: del.URL, Tool: "delete_file"},
 	}})
 	tests := []struct {
 		upstream, tool string
@@ -139,20 +141,26 @@ func TestMatching(t *testing.T) {
 		{"ci", "DEPLOY_Prod", []*testkit.Upstream{all, deploys}},
 		// Rails' (.:format) runs it as deploy_prod.
 		{"ci", "deploy_prod.json", []*testkit.Upstream{all, deploys}},
+		// Any suffix: Rails' (.:format) takes any extension, Spring's
+		// suffix match any suffix.
+		{"ci", "delete_file.zzz", []*testkit.Upstream{all, del}},
+		{"ci", "Delete_File.json.zzz", []*testkit.Upstream{all, del}},
+		{"ci", "delete_file.", []*testkit.Upstream{all, del}},
+		{"ci", "delete_files", []*testkit.Upstream{all}},
 		{"notes-eu", "write_note", []*testkit.Upstream{all, notes}},
 		{"notes-asia", "write_note", []*testkit.Upstream{all}},
 		{"notes-us", "read_note", []*testkit.Upstream{all}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.upstream+"/"+tt.tool, func(t *testing.T) {
-			for _, s := range []*testkit.Upstream{all, deploys, notes} {
+			for _, s := range []*testkit.Upstream{all, deploys, notes, del} {
 				s.Reset()
 			}
 			v := r.Run(t.Context(), tt.upstream, tt.tool, []byte(testInput))
 			if v.Ran != len(tt.want) {
 				t.Errorf("Ran = %d, want %d", v.Ran, len(tt.want))
 			}
-			for _, s := range []*testkit.Upstream{all, deploys, notes} {
+			for _, s := range []*testkit.Upstream{all, deploys, notes, del} {
 				want := 0
 				if slices.Contains(tt.want, s) {
 					want = 1

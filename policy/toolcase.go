@@ -19,8 +19,11 @@ import (
 // without regard to case) is denied before the policy: the agent can
 // send the name as the table spells it, and a case-sensitive upstream has
 // no such tool anyway. Likewise a name that is one the table names with a
-// format suffix (delete_file.json): Rails' routes take an optional
-// (.:format), and Spring MVC matched suffixes, so both run delete_file.
+// suffix after a dot (delete_file.json, delete_file.zzz, delete_file.):
+// Rails' routes take an optional (.:format) of any extension, and Spring
+// MVC's suffix pattern match any suffix, so both run delete_file. A name
+// the table names as spelt (fs.write, or a glob such as report.*) is
+// decided as spelt.
 // MCP servers look tool names up exactly, so MCP calls are left alone.
 
 // toolCase knows the tool names and globs of a rules table without regard
@@ -79,8 +82,10 @@ func (tc *toolCase) variant(name string) string {
 	if spelt := tc.foldedMatch(low); spelt != "" {
 		return spelt
 	}
-	if base, cut := toolname.WithoutFormat(low); cut {
-		return tc.foldedMatch(base)
+	for _, base := range toolname.Prefixes(low) {
+		if spelt := tc.foldedMatch(base); spelt != "" {
+			return spelt
+		}
 	}
 	return ""
 }

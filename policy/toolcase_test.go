@@ -48,7 +48,13 @@ func TestToolNameInAnotherCase(t *testing.T) {
 			// Rails' (.:format) and Spring's suffix match run delete_file.
 			{"delete_file.json", outcome{"deny", []string{"toolgate.tool_case"}}},
 			{"Delete_File.XML", outcome{"deny", []string{"toolgate.tool_case"}}},
-			{"delete_file.v2", outcome{"allow", []string{"docs"}}},
+			// Any suffix: no list of formats covers Rails' or Spring's.
+			{"delete_file.v2", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"delete_file.zzz", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"delete_file.", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"delete_file.json.zzz", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"drop_x.md", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"write_note.v2", outcome{"allow", []string{"docs"}}}, // named by no row: decided as spelt
 			// A glob row's name with a suffix, and a name a glob row names
 			// as spelt (a tool of its own).
 			{"rm_x.json", outcome{"deny", []string{"rm"}}}, // rm_* matches it as spelt

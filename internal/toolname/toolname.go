@@ -3,23 +3,19 @@
 // matching to read it alike.
 package toolname
 
-import "strings"
-
-// formatSuffixes are the extensions a router may read as a response
-// format rather than part of the name: Rails' routes take an optional
-// (.:format), and Spring MVC matched suffixes, so both run delete_file for
-// delete_file.json.
-var formatSuffixes = map[string]bool{
-	"json": true, "xml": true, "html": true, "htm": true, "txt": true, "text": true,
-	"csv": true, "yaml": true, "yml": true, "js": true, "atom": true, "rss": true,
-}
-
-// WithoutFormat returns name without a format suffix ("delete_file" for
-// "delete_file.json", in any case), and whether it had one.
-func WithoutFormat(name string) (string, bool) {
-	i := strings.LastIndexByte(name, '.')
-	if i <= 0 || !formatSuffixes[strings.ToLower(name[i+1:])] {
-		return name, false
+// Prefixes returns what name is up to each of its dots, shortest first
+// ("a" and "a.b" for "a.b.c"; "delete_file" for "delete_file."): the
+// names a router that reads a suffix as a format may run it as. Rails'
+// routes take an optional (.:format) of any extension, and Spring MVC's
+// suffix pattern match runs /tools/delete_file for delete_file.anything,
+// dots and all, so no list of formats covers them. A name that starts
+// with a dot has no prefix there; a name without one, none at all.
+func Prefixes(name string) []string {
+	var out []string
+	for i := 1; i < len(name); i++ {
+		if name[i] == '.' {
+			out = append(out, name[:i])
+		}
 	}
-	return name[:i], true
+	return out
 }

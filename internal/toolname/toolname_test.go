@@ -1,19 +1,24 @@
 package toolname
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
-func TestWithoutFormat(t *testing.T) {
-	for name, want := range map[string]string{
-		"delete_file.json": "delete_file",
-		"Delete_File.XML":  "Delete_File",
-		"fs.read":          "fs.read",
-		"delete_file.v2":   "delete_file.v2",
-		".json":            ".json",
-		"plain":            "plain",
+func TestPrefixes(t *testing.T) {
+	for name, want := range map[string][]string{
+		"delete_file.json":     {"delete_file"},
+		"Delete_File.XML":      {"Delete_File"},
+		"delete_file.v2":       {"delete_file"},
+		"delete_file.":         {"delete_file"},
+		"delete_file.json.zzz": {"delete_file", "delete_file.json"},
+		"fs.read":              {"fs"},
+		".json":                nil,
+		"plain":                nil,
+		"":                     nil,
 	} {
-		got, cut := WithoutFormat(name)
-		if got != want || cut != (got != name) {
-			t.Errorf("WithoutFormat(%q) = %q, %v; want %q", name, got, cut, want)
+		if got := Prefixes(name); !slices.Equal(got, want) {
+			t.Errorf("Prefixes(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
