@@ -46,6 +46,8 @@ func ParseRules(src []byte) ([]Rule, error) {
 	seen := make(map[string]int, len(f.Rules))
 	var errs []error
 	for i, r := range f.Rules {
+		// Targets are matched composed (composed, in target.go).
+		f.Rules[i].Target = composed(r.Target)
 		at := fmt.Sprintf("rules[%d]", i)
 		if r.ID != "" {
 			at = fmt.Sprintf("rules[%d] (id %s)", i, r.ID)

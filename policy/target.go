@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // DefaultTargetArgs are the argument names searched for a call's target, in
@@ -406,7 +408,7 @@ func normalizeTarget(arg, raw string, fold Fold) (target, relative string, escap
 	if raw == "" || commandArg(arg) {
 		return raw, "", false, false
 	}
-	if u, written, isURL, readable := asURL(arg, raw); isURL {
+	if u, written, isURL, readable := asURL(arg, composed(raw)); isURL {
 		// A value of a path argument that parses as a URL
 		// ("x://../../etc/passwd": host "..") is still a path to a tool
 		// that joins it to its root: it escapes when, cleaned as a path,
@@ -486,7 +488,7 @@ func webScheme(scheme string) bool {
 // says, escaping when it climbs above its root or a tool may read it as
 // other path syntax (misread).
 func normalizePath(raw string, fold Fold) (target, relative string, escapes bool) {
-	p := strings.ReplaceAll(raw, `\`, "/")
+	p := strings.ReplaceAll(composed(raw), `\`, "/")
 	// A spelling a tool may read as other path syntax than toolgate does
 	// (misread) is refused before any policy runs (CheckTargetSpelling);
 	// here it escapes, so that a target built without that check (a call
@@ -508,6 +510,18 @@ func normalizePath(raw string, fold Fold) (target, relative string, escapes bool
 	p = path.Clean(p)
 	escapes = ambiguous || climbs(p) || climbs(relative)
 	return p, relative, escapes
+}
+
+// composed is s in Unicode NFC. A name spelt decomposed ("a" and U+0308
+// for "ä") is the same text as its composed spelling, and the same file on
+// macOS (whose file systems look names up in either form) and to any tool
+// that normalises its input: a row, which editors write composed (and
+// ParseRules composes), must see it so. Approvers are shown both alike.
+func composed(s string) string {
+	if isASCII(s) {
+		return s
+	}
+	return norm.NFC.String(s)
 }
 
 // drive reports whether p starts with a (folded) drive letter and colon.

@@ -1,10 +1,15 @@
 package policy_test
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"testing"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
 )
 
 func TestNormalizeTarget(t *testing.T) {
@@ -193,6 +198,56 @@ func TestTargetArgNamesInAnyCase(t *testing.T) {
 	} {
 		if tool := policy.NewTool("t", tc.args, tc.targetArgs); tool.Target != tc.want {
 			t.Errorf("target_args %v, args %v: target %q, want %q", tc.targetArgs, tc.args, tool.Target, tc.want)
+		}
+	}
+}
+
+// TestDecomposedSpellingComposed: a target spelt decomposed (NFD, as macOS
+// hands out names) is the same text as its composed spelling, which rows
+// are written in: tool.target is composed (tool.target_raw as sent), so a
+// deny row sees it and an allow row covers it, with OPA evaluating the
+// table as with the native library; a row written decomposed is composed
+// when the table is read.
+func TestDecomposedSpellingComposed(t *testing.T) {
+	const nfc = "Verträge/2026/acme.pdf"
+	nfd := norm.NFD.String(nfc)
+	if nfd == nfc {
+		t.Fatal("no decomposed spelling")
+	}
+	for _, fold := range []policy.Fold{policy.FoldNone, policy.FoldWindows} {
+		tool := policy.NewToolWith("read_file", map[string]any{"path": nfd}, policy.DefaultTargetArgs, fold)
+		want := policy.NewToolWith("read_file", map[string]any{"path": nfc}, policy.DefaultTargetArgs, fold).Target
+		if tool.Target != want || tool.TargetRaw != nfd {
+			t.Errorf("fold %v: target %q (raw %q), want %q (raw as sent)", fold, tool.Target, tool.TargetRaw, want)
+		}
+	}
+	u := policy.NewToolWith("fetch", map[string]any{"url": "https://example.com/" + nfd}, policy.DefaultTargetArgs, policy.FoldNone)
+	if want := policy.NewToolWith("fetch", map[string]any{"url": "https://example.com/" + nfc}, policy.DefaultTargetArgs, policy.FoldNone); u.Target != want.Target {
+		t.Errorf("URL target %q, want %q", u.Target, want.Target)
+	}
+	rules := writeRules(t, t.TempDir(), []string{
+		`{id: no-contracts, effect: deny, tool: read_file, target: "Verträge/**"}`,
+		`{id: no-secret, effect: deny, tool: read_file, target: "` + norm.NFD.String("비밀") + `/**"}`,
+		`{id: notes, effect: allow, tool: read_file, target: "Notizen/**"}`,
+		`{id: everyone, effect: allow, tool: "*", target: "*"}`,
+	})
+	for _, native := range []bool{true, false} {
+		e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native, RulesFile: rules})
+		for _, tc := range []struct {
+			target string
+			want   policy.Action
+			rule   string
+		}{
+			{nfd, policy.Deny, "no-contracts"},
+			{nfc, policy.Deny, "no-contracts"},
+			{"비밀/key.txt", policy.Deny, "no-secret"}, // the row, written decomposed, is composed
+			{norm.NFD.String("비밀/key.txt"), policy.Deny, "no-secret"},
+			{norm.NFD.String("Notizen/Übersicht.md"), policy.Allow, "notes"}, // the allow row covers it
+		} {
+			d, err := e.Decide(context.Background(), call("read_file", tc.target))
+			if err != nil || d.Action != tc.want || !slices.Contains(d.RuleIDs(), tc.rule) {
+				t.Errorf("native %v, %q: %s %v %v, want %s by %s", native, tc.target, d.Action, d.RuleIDs(), err, tc.want, tc.rule)
+			}
 		}
 	}
 }
