@@ -74,6 +74,15 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 		}
 		if f.rulesDir != "" {
 			add(f.rulesDir)
+			// A rules file that is a symlink (to a checkout elsewhere) is
+			// edited where it points: each file on its way is watched in
+			// its own directory, again after every reload, as a link may
+			// have been repointed.
+			f.rulesLinks = map[string]bool{}
+			for _, p := range linkChain(f.rulesFile)[1:] {
+				f.rulesLinks[p] = true
+				add(filepath.Dir(p))
+			}
 		}
 	}
 	sync()
@@ -150,6 +159,10 @@ type watchFilter struct {
 	policyRoots []string // the policy directories, cleaned
 	rulesFile   string   // cleaned; "" without one
 	rulesDir    string   // the rules file's directory; "" without a rules file
+	// rulesLinks are the paths the rules file resolves through, one
+	// symlink at a time, and the file it ends in (not itself): Watch's
+	// sync sets them.
+	rulesLinks map[string]bool
 }
 
 func newWatchFilter(dirs []string, rulesFile string) *watchFilter {
@@ -172,7 +185,7 @@ func newWatchFilter(dirs []string, rulesFile string) *watchFilter {
 // counts reports whether an event on path p may change the policy. wasDir
 // says p was a watched directory (it may be gone by now).
 func (f *watchFilter) counts(p string, wasDir bool) bool {
-	if f.rulesFile != "" && (p == f.rulesFile || p == filepath.Join(f.rulesDir, "..data")) {
+	if f.rulesFile != "" && (p == f.rulesFile || f.rulesLinks[p] || p == filepath.Join(f.rulesDir, "..data")) {
 		return true
 	}
 	for _, root := range f.policyRoots {

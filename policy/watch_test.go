@@ -227,3 +227,45 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 		waitFor(policy.Allow, "an edit in the new directory")
 	})
 }
+
+// TestWatchSymlinkedRulesFile: a rules file that is a symlink to a table
+// kept elsewhere (a checkout) is reloaded when the table is edited where
+// it lives, and again when the link is repointed to another table and that
+// one is edited.
+func TestWatchSymlinkedRulesFile(t *testing.T) {
+	cfgDir, realDir, otherDir := t.TempDir(), t.TempDir(), t.TempDir()
+	allowAll := `{id: all, effect: allow, tool: "*", target: "*"}`
+	denyDelete := `{id: no-delete, effect: deny, tool: delete_file, target: "*"}`
+	real := writeRules(t, realDir, []string{allowAll})
+	link := filepath.Join(cfgDir, "rules.yaml")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, policy.Options{RulesFile: link})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- e.Watch(ctx, []string{cfgDir}, 20*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+	waitFor := func(want, after string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if decide(t, e, call("delete_file", "x")).Action == want {
+				return
+			}
+		}
+		t.Fatalf("%s: delete_file is not %s 5 s on", after, want)
+	}
+	writeRules(t, realDir, []string{allowAll, denyDelete})
+	waitFor("deny", "the table edited where the link points")
+	other := writeRules(t, otherDir, []string{allowAll})
+	if err := os.Symlink(other, link+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(link+".tmp", link); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("allow", "the link repointed")
+	writeRules(t, otherDir, []string{allowAll, denyDelete})
+	waitFor("deny", "the other table edited")
+}
