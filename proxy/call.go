@@ -179,7 +179,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 	}
 	c.input = in
 	if c.up.Protocol == policy.KindMCP {
-		return s.readMCP(r, c)
+		return s.readMCP(r, c, query)
 	}
 	name, isTool := strings.CutPrefix(c.rawRel, "/tools/")
 	if !isTool && (toolsInAnotherCase(c.rawRel) || toolsInAnotherCase(c.rel)) {
@@ -200,18 +200,7 @@ func (s *Server) readCall(r *http.Request, c *call, query url.Values) *answer {
 		return a
 	}
 	if !isTool {
-		body, a := s.readBody(r, c)
-		if a == nil && len(body) > 0 && bodyless(r.Method) {
-			// Content has no defined meaning on these methods (RFC 9110),
-			// and an upstream that does not read it would take it for
-			// the next request on the connection: one no policy decided.
-			a = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" request carries no body")
-		}
-		if a == nil {
-			a = checkOverrideBody(r.Header, body)
-		}
-		c.body = body
-		return a
+		return s.readPlain(r, c)
 	}
 	if !toolName.MatchString(name) {
 		return invalid(http.StatusBadRequest, "Bad tool name", "a tool name is 1 to 128 of A-Z a-z 0-9 _ . : - and starts with a letter, digit or _")
@@ -310,6 +299,25 @@ func logCut(s string, max int) string {
 func toolsInAnotherCase(rel string) bool {
 	first, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
 	return first != "tools" && strings.EqualFold(first, "tools")
+}
+
+// readPlain reads the body of a plain HTTP call (not a tool call, not an
+// MCP endpoint's message), of a REST or an MCP upstream alike: the policy
+// does not read it, so what an upstream could read in it beyond its
+// bytes is refused. The query's override is checkOverrideQuery's.
+func (s *Server) readPlain(r *http.Request, c *call) *answer {
+	body, a := s.readBody(r, c)
+	if a == nil && len(body) > 0 && bodyless(r.Method) {
+		// Content has no defined meaning on these methods (RFC 9110),
+		// and an upstream that does not read it would take it for the
+		// next request on the connection: one no policy decided.
+		a = invalid(http.StatusBadRequest, "Body not allowed", "a "+r.Method+" request carries no body")
+	}
+	if a == nil {
+		a = checkOverrideBody(r.Header, body)
+	}
+	c.body = body
+	return a
 }
 
 // bodyless reports whether a plain HTTP call of method may not carry a

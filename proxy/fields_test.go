@@ -188,6 +188,10 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"charset* beside a charset", "/purge", "application/json; charset=utf-7; charset*=utf-8''utf-8", `{}`, http.StatusUnsupportedMediaType},
 		{"two charsets", "/purge", "text/plain; charset=utf-8; charset=utf-7", `x`, http.StatusUnsupportedMediaType},
 		{"text in Latin-1", "/purge", "text/plain; charset=iso-8859-1", "caf\xe9", http.StatusOK},
+		{"a form in Latin-1 (Apache HttpClient's)", "/purge", "application/x-www-form-urlencoded; charset=ISO-8859-1", "a=caf\xe9", http.StatusOK},
+		{"a form in Windows-1252", "/purge", "application/x-www-form-urlencoded; charset=windows-1252", "a=1", http.StatusOK},
+		{"a form in UTF-16, spelt without the hyphen", "/purge", "application/x-www-form-urlencoded; charset=utf16", `a=1`, http.StatusUnsupportedMediaType},
+		{"JSON in Shift_JIS", "/purge", "application/json; charset=shift_jis", `{}`, http.StatusUnsupportedMediaType},
 		{"JSON in UTF-8, declared", "/purge", "application/json; charset=UTF-8", `{"a":1}`, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,5 +251,47 @@ func TestBodyOnBodylessMethodRefused(t *testing.T) {
 	}
 	if n := len(env.upstream.Requests()); n != 2 {
 		t.Errorf("the upstream got %d requests, want 2", n)
+	}
+}
+
+// TestPlainCallChecksOnEveryUpstream: a plain HTTP call is held to the same
+// checks on an MCP upstream (a path other than its mcp_path) as on a REST
+// one: a body on GET or OPTIONS, a charset the body could be read in other
+// than toolgate reads it, and _method in the body or the query are refused
+// before the upstream.
+func TestPlainCallChecksOnEveryUpstream(t *testing.T) {
+	smuggled := "POST /admin/delete HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+	mcpUp := func(c *Config) { c.Upstreams[0].Protocol = "mcp"; c.Upstreams[0].MCPPath = "/mcp" }
+	for _, tc := range []struct {
+		name, method, path, ctype, body string
+		want                             int
+	}{
+		{"GET with a body", http.MethodGet, "/status", "text/plain", smuggled, http.StatusBadRequest},
+		{"OPTIONS with a body", http.MethodOptions, "/status", "text/plain", smuggled, http.StatusBadRequest},
+		{"JSON in UTF-7", http.MethodPost, "/purge", "application/json; charset=utf-7", `{"+AF8-method":"DELETE"}`, http.StatusUnsupportedMediaType},
+		{"charset* beside charset", http.MethodPost, "/purge", "application/json; charset=utf-7; charset*=utf-8''utf-8", `{}`, http.StatusUnsupportedMediaType},
+		{"_method in a JSON body", http.MethodPost, "/purge", "application/json", `{"_method":"DELETE"}`, http.StatusBadRequest},
+		{"_method in a form", http.MethodPost, "/purge", "application/x-www-form-urlencoded", `_method=DELETE`, http.StatusBadRequest},
+		{"_method in the query", http.MethodPost, "/purge?_method=DELETE", "application/json", `{}`, http.StatusBadRequest},
+	} {
+		for _, proto := range []string{"rest", "mcp"} {
+			var env *testEnv
+			if proto == "mcp" {
+				env = newTestServer(t, allowAll, mcpUp)
+			} else {
+				env = newTestServer(t, allowAll)
+			}
+			req, _ := http.NewRequest(tc.method, env.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer agent-key")
+			req.Header.Set("Content-Type", tc.ctype)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want || len(env.upstream.Requests()) != 0 {
+				t.Errorf("%s upstream, %s: status %d, upstream got %d; want %d and none", proto, tc.name, res.StatusCode, len(env.upstream.Requests()), tc.want)
+			}
+		}
 	}
 }

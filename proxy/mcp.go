@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,15 +79,16 @@ func notMCPEndpoint(r *http.Request, rel, mcpPath string) *answer {
 // one JSON-RPC message, parsed as strictly as a REST body; tools/call is a
 // tool call, every other method, GET (the SSE stream) and DELETE (session
 // end) are protocol plumbing; any other path is a plain HTTP call.
-func (s *Server) readMCP(r *http.Request, c *call) *answer {
+func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 	in := c.input
 	if c.rawRel != c.up.MCPPath {
 		if a := notMCPEndpoint(r, c.rawRel, c.up.MCPPath); a != nil {
 			return a
 		}
-		body, cerr := s.readBody(r, c)
-		c.body = body
-		return cerr
+		if a := checkOverrideQuery(query); a != nil {
+			return a
+		}
+		return s.readPlain(r, c)
 	}
 	in.Kind = policy.KindMCP
 	if r.URL.RawQuery != "" && !c.up.ToolQuery {

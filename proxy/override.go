@@ -154,8 +154,9 @@ func fromWideUnicode(body []byte) []byte {
 // as: an RFC 2231 parameter ("charset*=", which Go's mime package lets
 // stand for the plain charset while upstreams read the plain one), two
 // charsets, and, for a type read as JSON or as a form, a charset but UTF-8
-// or ASCII (UTF-7 or UTF-16 spell overrideField in bytes no scan here
-// reads).
+// or a single-byte superset of ASCII (UTF-7 or UTF-16 spell overrideField
+// in bytes no scan here reads; Latin-1, which Apache HttpClient declares
+// for forms, spells it as ASCII does).
 func checkBodyCharset(ct string) *answer {
 	var charsets []string
 	for _, part := range strings.FieldsFunc(ct, func(r rune) bool { return r == ';' || r == ',' }) {
@@ -174,10 +175,26 @@ func checkBodyCharset(ct string) *answer {
 	switch {
 	case len(charsets) > 1:
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a Content-Type names one charset at most")
-	case len(charsets) == 1 && (formish(ct) || jsonish(ct)) && charsets[0] != "utf-8" && charsets[0] != "us-ascii":
-		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a JSON or form body is UTF-8 (or ASCII)")
+	case len(charsets) == 1 && (formish(ct) || jsonish(ct)) && !asciiSuperset(charsets[0]):
+		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a JSON or form body is UTF-8, ASCII, ISO-8859 or Windows-125x")
 	}
 	return nil
+}
+
+// asciiSuperset reports whether cs, a lower-cased charset name, spells
+// ASCII as ASCII does, one byte a character: UTF-8 and the ISO-8859 and
+// Windows-125x families.
+func asciiSuperset(cs string) bool {
+	switch cs {
+	case "utf-8", "utf8", "us-ascii", "ascii", "latin1":
+		return true
+	}
+	for _, family := range [...]string{"iso-8859-", "iso8859-", "windows-125", "cp125"} {
+		if n, ok := strings.CutPrefix(cs, family); ok && n != "" && strings.Trim(n, "0123456789") == "" && len(n) <= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonish reports whether a body of Content-Type ct may be read as JSON.
