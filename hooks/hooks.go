@@ -194,12 +194,15 @@ type hook struct {
 	key       []byte // nil: unsigned
 }
 
-func (h *hook) matches(upstream, tool string) bool {
+func (h *hook) matches(upstream, tool string, rest bool) bool {
 	if !h.upstream.Match(upstream) {
 		return false
 	}
 	if h.tool.Match(tool) || h.toolFold.Match(strings.ToLower(tool)) {
 		return true
+	}
+	if !rest {
+		return false // MCP servers look tool names up exactly: fs.read_file is not fs
 	}
 	// Rails' (.:format) and Spring's suffix match run delete_file.json
 	// (or delete_file.zzz) as delete_file.
@@ -358,11 +361,12 @@ func (r *Runner) Close() {
 	}
 }
 
-// Matches reports whether any hook matches a call to tool on upstream, so
+// Matches reports whether any hook matches a call to tool on upstream (a
+// REST call's, whose name a router may read up to a dot, when rest), so
 // callers can skip building the input document when none does.
-func (r *Runner) Matches(upstream, tool string) bool {
+func (r *Runner) Matches(upstream, tool string, rest bool) bool {
 	for i := range r.hooks {
-		if r.hooks[i].matches(upstream, tool) {
+		if r.hooks[i].matches(upstream, tool, rest) {
 			return true
 		}
 	}
@@ -375,10 +379,10 @@ func (r *Runner) Matches(upstream, tool string) bool {
 // time is bounded by its Timeout and by ctx. Run never returns an error:
 // a hook that failed counts as its on_failure answer. With no hook
 // matching, the verdict is none and Ran is 0.
-func (r *Runner) Run(ctx context.Context, upstream, tool string, input []byte) Verdict {
+func (r *Runner) Run(ctx context.Context, upstream, tool string, rest bool, input []byte) Verdict {
 	var matched []*hook
 	for i := range r.hooks {
-		if r.hooks[i].matches(upstream, tool) {
+		if r.hooks[i].matches(upstream, tool, rest) {
 			matched = append(matched, &r.hooks[i])
 		}
 	}

@@ -156,7 +156,7 @@ func TestMatching(t *testing.T) {
 			for _, s := range []*testkit.Upstream{all, deploys, notes, del} {
 				s.Reset()
 			}
-			v := r.Run(t.Context(), tt.upstream, tt.tool, []byte(testInput))
+			v := r.Run(t.Context(), tt.upstream, tt.tool, true, []byte(testInput))
 			if v.Ran != len(tt.want) {
 				t.Errorf("Ran = %d, want %d", v.Ran, len(tt.want))
 			}
@@ -169,26 +169,35 @@ func TestMatching(t *testing.T) {
 					t.Errorf("%s received %d requests, want %d", s.URL, got, want)
 				}
 			}
-			if !r.Matches(tt.upstream, tt.tool) {
+			if !r.Matches(tt.upstream, tt.tool, true) {
 				t.Errorf("Matches(%q, %q) = false, want true", tt.upstream, tt.tool)
 			}
 		})
 	}
 
 	only := newRunner(t, Options{Hooks: []Hook{{Name: "deploys", URL: deploys.URL, Tool: "deploy_*"}}})
-	if only.Matches("ci", "read_file") {
+	if only.Matches("ci", "read_file", true) {
 		t.Error("Matches(ci, read_file) = true for a deploy_* hook")
 	}
 	deploys.Reset()
-	v := only.Run(t.Context(), "ci", "read_file", []byte(testInput))
+	v := only.Run(t.Context(), "ci", "read_file", true, []byte(testInput))
 	if diff := cmp.Diff(Verdict{Decision: None}, v); diff != "" {
 		t.Errorf("Run without a matching hook (-want +got):\n%s", diff)
 	}
 	if n := len(deploys.Requests()); n != 0 {
 		t.Errorf("a hook that does not match received %d requests", n)
 	}
-	if empty := newRunner(t, Options{}); empty.Matches("a", "b") {
+	if empty := newRunner(t, Options{}); empty.Matches("a", "b", true) {
 		t.Error("a Runner without hooks matches")
+	}
+	// An MCP server looks a tool's name up as spelt: its dotted tool
+	// fs.read_file is not fs, nor delete_file.zzz delete_file.
+	del.Reset()
+	if v := r.Run(t.Context(), "ci", "delete_file.zzz", false, []byte(testInput)); v.Ran != 1 || len(del.Requests()) != 0 {
+		t.Errorf("an MCP call of delete_file.zzz asked %d hooks, the delete_file hook %d times; want 1 (all) and none", v.Ran, len(del.Requests()))
+	}
+	if !r.Matches("ci", "delete_file.zzz", true) || !r.Matches("ci", "delete_file", false) {
+		t.Error("a REST call of delete_file.zzz, or an MCP call of delete_file, does not match the delete_file hook")
 	}
 }
 
@@ -210,7 +219,7 @@ func TestRequest(t *testing.T) {
 		Now:    func() time.Time { return now },
 	})
 	for range 2 {
-		if v := r.Run(t.Context(), "u", "t", []byte(testInput)); v.Decision != Allow {
+		if v := r.Run(t.Context(), "u", "t", true, []byte(testInput)); v.Decision != Allow {
 			t.Fatalf("Decision = %q, want allow (%+v)", v.Decision, v.Reasons)
 		}
 	}
@@ -263,7 +272,7 @@ func TestSignature(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newHookServer(t, `{"decision":"none"}`)
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "signed", URL: srv.URL, Secret: tt.secret}}})
-			r.Run(t.Context(), "u", "t", []byte(testInput))
+			r.Run(t.Context(), "u", "t", true, []byte(testInput))
 			reqs := srv.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("hook received %d requests, want 1", len(reqs))
@@ -308,7 +317,7 @@ func TestCombine(t *testing.T) {
 			for i, a := range tt.answers {
 				hooks = append(hooks, Hook{Name: "h" + strconv.Itoa(i), URL: newHookServer(t, a).URL})
 			}
-			v := newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", []byte(testInput))
+			v := newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", true, []byte(testInput))
 			if v.Decision != tt.want {
 				t.Errorf("Decision = %q, want %q", v.Decision, tt.want)
 			}
@@ -321,7 +330,7 @@ func TestCombine(t *testing.T) {
 		})
 	}
 	v := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: newHookServer(t, `{"decision":"deny","reason":"change freeze until Monday"}`).URL}}}).
-		Run(t.Context(), "u", "t", []byte(testInput))
+		Run(t.Context(), "u", "t", true, []byte(testInput))
 	want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{Decision: Deny, Hook: "freeze", Reason: "change freeze until Monday"}}}
 	if diff := cmp.Diff(want, v); diff != "" {
 		t.Errorf("verdict (-want +got):\n%s", diff)
@@ -347,7 +356,7 @@ func TestConcurrent(t *testing.T) {
 	a, b := testkit.NewUpstream(t, barrier), testkit.NewUpstream(t, barrier)
 	r := newRunner(t, Options{Hooks: []Hook{{Name: "a", URL: a.URL}, {Name: "b", URL: b.URL}}})
 	start := time.Now()
-	v := r.Run(t.Context(), "u", "t", []byte(testInput))
+	v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 	if v.Decision != Allow {
 		t.Errorf("Decision = %q (%+v), want allow: the hooks were not in flight together", v.Decision, v.Reasons)
 	}
@@ -368,7 +377,7 @@ func TestTimeout(t *testing.T) {
 		t.Run("on_failure "+tt.onFailure, func(t *testing.T) {
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: slow.URL, Timeout: 100 * time.Millisecond, OnFailure: tt.onFailure}}})
 			start := time.Now()
-			v := r.Run(t.Context(), "u", "t", []byte(testInput))
+			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 			if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
 				t.Errorf("Run took %v, want about the 100ms timeout", d)
 			}
@@ -384,7 +393,7 @@ func TestTimeout(t *testing.T) {
 		r := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: slow.URL}}})
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
-		v := r.Run(ctx, "u", "t", []byte(testInput))
+		v := r.Run(ctx, "u", "t", true, []byte(testInput))
 		if len(v.Reasons) != 1 || v.Decision != Deny || v.Reasons[0].Reason != "hook freeze failed: the call ended before the hook answered" {
 			t.Errorf("verdict = %+v, want deny because the call ended", v)
 		}
@@ -428,7 +437,7 @@ func TestFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := testkit.NewUpstream(t, tt.respond)
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL}}})
-			v := r.Run(t.Context(), "u", "t", []byte(testInput))
+			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 			want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{
 				Decision: Deny, Hook: "h", Reason: "hook h failed: " + tt.why, Failed: true,
 			}}}
@@ -442,7 +451,7 @@ func TestFailures(t *testing.T) {
 		srv := newHookServer(t, `{"decision":"allow"}`)
 		srv.Close()
 		r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL + "/?token=s3cret", OnFailure: Ask}}})
-		v := r.Run(t.Context(), "u", "t", []byte(testInput))
+		v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 		if v.Decision != Ask || len(v.Reasons) != 1 || v.Reasons[0].Reason != "hook h failed: request failed" || !v.Reasons[0].Failed {
 			t.Errorf("verdict = %+v, want ask from a failed request", v)
 		}
@@ -463,7 +472,7 @@ func TestFailureLogThrottled(t *testing.T) {
 		OnResult: func(string, string, time.Duration) { results++ },
 	})
 	for range 20 {
-		r.Run(t.Context(), "u", "t", []byte(testInput))
+		r.Run(t.Context(), "u", "t", true, []byte(testInput))
 	}
 	if n := strings.Count(log.String(), `"msg":"hook failed"`); n != 1 || results != 20 {
 		t.Errorf("20 failures: %d log lines and %d results, want 1 and 20\n%s", n, results, log.String())
@@ -480,7 +489,7 @@ func TestFailureLogKeepsURLOut(t *testing.T) {
 		Hooks:  []Hook{{Name: "h", URL: srv.URL + "/?token=s3cret", Secret: "whsec_c2VjcmV0"}},
 		Logger: slog.New(slog.NewJSONHandler(&log, nil)),
 	})
-	r.Run(t.Context(), "u", "t", []byte(testInput))
+	r.Run(t.Context(), "u", "t", true, []byte(testInput))
 	if !strings.Contains(log.String(), `"hook":"h"`) {
 		t.Errorf("log %s does not name the hook", log.String())
 	}
@@ -502,7 +511,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 				http.Redirect(w, r, elsewhere.URL, code)
 			})
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL, Secret: "s"}}})
-			v := r.Run(t.Context(), "u", "t", []byte(testInput))
+			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 			if v.Decision != Deny || len(v.Reasons) != 1 || !v.Reasons[0].Failed ||
 				v.Reasons[0].Reason != "hook h failed: redirect not followed (status "+strconv.Itoa(code)+")" {
 				t.Errorf("verdict = %+v, want a failure", v)
@@ -522,7 +531,7 @@ func TestUpdatedArguments(t *testing.T) {
 		for i, a := range answers {
 			hooks = append(hooks, Hook{Name: "h" + strconv.Itoa(i), URL: newHookServer(t, a).URL})
 		}
-		return newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", []byte(testInput))
+		return newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", true, []byte(testInput))
 	}
 
 	t.Run("one hook rewrites", func(t *testing.T) {
@@ -600,11 +609,11 @@ func TestMaxInFlight(t *testing.T) {
 		{Name: "fast", URL: fast.URL, Tool: "quick", OnFailure: Ask},
 	}})
 	done := make(chan Verdict)
-	go func() { done <- r.Run(context.Background(), "u", "slow", []byte(testInput)) }()
+	go func() { done <- r.Run(context.Background(), "u", "slow", true, []byte(testInput)) }()
 	testkit.WaitFor(t, "the held request", func() bool { return len(held.Requests()) == 1 })
 
 	start := time.Now()
-	v := r.Run(t.Context(), "u", "quick", []byte(testInput))
+	v := r.Run(t.Context(), "u", "quick", true, []byte(testInput))
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("Run waited %v for a slot", d)
 	}
@@ -623,7 +632,7 @@ func TestMaxInFlight(t *testing.T) {
 		t.Errorf("held call: Decision = %q, want allow", v.Decision)
 	}
 	// The slot is free again.
-	if v := r.Run(t.Context(), "u", "quick", []byte(testInput)); v.Decision != Allow {
+	if v := r.Run(t.Context(), "u", "quick", true, []byte(testInput)); v.Decision != Allow {
 		t.Errorf("after release: Decision = %q (%+v), want allow", v.Decision, v.Reasons)
 	}
 }
@@ -648,7 +657,7 @@ func TestOnResult(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	v := r.Run(t.Context(), "u", "t", []byte(testInput))
+	v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
 	want := []result{{"a", Allow}, {"b", None}, {"c", Failure}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
 		t.Errorf("OnResult calls (-want +got):\n%s", diff)

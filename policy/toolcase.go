@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -32,6 +33,14 @@ type toolCase struct {
 	exact  map[string]bool   // the table's exact tool names
 	folded map[string]string // lower-cased exact name -> as the table spells it
 	globs  []caseGlob
+	// strict are the rows that deny or ask, folded and as globs, and
+	// denyGlobs the globs that deny: a name that is a strict row's tool
+	// with a suffix after a dot is denied even where a broader glob
+	// names it as spelt (allow fs_* beside deny fs_delete: Rails and
+	// Spring run fs_delete.json as fs_delete), unless a glob that denies
+	// names it so (its own row denies it).
+	strict    *toolCase
+	denyGlobs []caseGlob
 }
 
 type caseGlob struct {
@@ -43,6 +52,18 @@ type caseGlob struct {
 // no tool but "*".
 func newToolCase(rules []Rule) (*toolCase, error) {
 	tc := &toolCase{exact: map[string]bool{}, folded: map[string]string{}}
+	var strict []Rule
+	for _, r := range rules {
+		if r.Effect != "allow" {
+			strict = append(strict, r)
+		}
+	}
+	if len(strict) > 0 && len(strict) < len(rules) {
+		var err error
+		if tc.strict, err = newToolCase(strict); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range rules {
 		switch {
 		case r.Tool == "*":
@@ -56,6 +77,9 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 				return nil, err
 			}
 			tc.globs = append(tc.globs, caseGlob{r.Tool, m, f})
+			if r.Effect == "deny" {
+				tc.denyGlobs = append(tc.denyGlobs, caseGlob{r.Tool, m, f})
+			}
 		default:
 			tc.exact[r.Tool] = true
 			tc.folded[strings.ToLower(r.Tool)] = r.Tool
@@ -63,6 +87,9 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 	}
 	if len(tc.exact) == 0 && len(tc.globs) == 0 {
 		return nil, nil
+	}
+	if len(strict) == len(rules) {
+		tc.strict = tc // every row denies or asks
 	}
 	return tc, nil
 }
@@ -72,6 +99,13 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 func (tc *toolCase) variant(name string) string {
 	if tc == nil || tc.exact[name] {
 		return ""
+	}
+	if tc.strict != nil && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
+		for _, base := range toolname.Prefixes(strings.ToLower(name)) {
+			if spelt := tc.strict.foldedMatch(base); spelt != "" {
+				return spelt
+			}
+		}
 	}
 	for _, g := range tc.globs {
 		if g.match(name) {

@@ -25,6 +25,10 @@ func TestToolNameInAnotherCase(t *testing.T) {
 		`{id: report, effect: allow, tool: report, target: "*"}`,
 		`{id: reports, effect: allow, tool: "report.*", target: "*"}`,
 		`{id: drop, effect: deny, tool: "drop_?", target: "*"}`,
+		`{id: fs, effect: allow, tool: "fs_*", target: "*"}`,
+		`{id: fs-delete, effect: deny, tool: fs_delete, target: "*"}`,
+		`{id: deploys, effect: ask, tool: "deploy_*", target: "*"}`,
+		`{id: prod, effect: deny, tool: deploy_prod, target: "*"}`,
 	}
 	for _, native := range []bool{true, false} {
 		opts := policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)}
@@ -55,6 +59,11 @@ func TestToolNameInAnotherCase(t *testing.T) {
 			{"delete_file.json.zzz", outcome{"deny", []string{"toolgate.tool_case"}}},
 			{"drop_x.md", outcome{"deny", []string{"toolgate.tool_case"}}},
 			{"write_note.v2", outcome{"allow", []string{"docs"}}}, // named by no row: decided as spelt
+			// A broader glob that names it as spelt does not hide the row
+			// that denies (or asks) its prefix, unless that glob denies.
+			{"fs_delete.json", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"fs_read.json", outcome{"allow", []string{"docs", "fs"}}},
+			{"deploy_prod.zzz", outcome{"deny", []string{"toolgate.tool_case"}}},
 			// A glob row's name with a suffix, and a name a glob row names
 			// as spelt (a tool of its own).
 			{"rm_x.json", outcome{"deny", []string{"rm"}}}, // rm_* matches it as spelt
@@ -89,5 +98,23 @@ func TestToolCaseLeavesMCPAlone(t *testing.T) {
 	d, err := e.DecideValue(t.Context(), v)
 	if err != nil || d.Action != policy.Deny || d.RuleIDs()[0] != "toolgate.tool_case" {
 		t.Errorf("DecideValue: %v %v %v, want a toolgate.tool_case deny", d.Action, d.RuleIDs(), err)
+	}
+}
+
+// TestToolSuffixBehindAnAskGlob: in a table of rows that all deny or ask,
+// an ask glob naming fs_delete.json as spelt does not turn the deny of
+// fs_delete, which Rails and Spring run it as, into an ask.
+func TestToolSuffixBehindAnAskGlob(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), []string{
+		`{id: fs, effect: ask, tool: "fs_*", target: "*"}`,
+		`{id: fs-delete, effect: deny, tool: fs_delete, target: "*"}`,
+	})})
+	for tool, want := range map[string]outcome{
+		"fs_delete.json": {"deny", []string{"toolgate.tool_case"}},
+		"fs_read":        {"ask", []string{"fs"}},
+	} {
+		if got := decide(t, e, call(tool, "docs/a")); !cmp.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", tool, got, want)
+		}
 	}
 }

@@ -12,8 +12,10 @@ import (
 // HookRunner asks the configured PreToolUse hooks about a call
 // (docs/policy.md, hooks). *hooks.Runner implements it.
 type HookRunner interface {
-	Matches(upstream, tool string) bool
-	Run(ctx context.Context, upstream, tool string, input []byte) hooks.Verdict
+	// rest: the call is a REST tool call, whose name a router may read
+	// up to a dot (an MCP tools/call's is looked up as spelt).
+	Matches(upstream, tool string, rest bool) bool
+	Run(ctx context.Context, upstream, tool string, rest bool, input []byte) hooks.Verdict
 }
 
 // hookRecord is what the hooks did to a call, for its decision record.
@@ -33,7 +35,7 @@ type hookRecord struct {
 // asked: they are what a hook's tool glob names.
 func (s *Server) runHooks(ctx context.Context, c *call) *policy.Decision {
 	t := c.input.Tool
-	if s.cfg.Hooks == nil || t == nil || (c.mcp != nil && !c.mcp.isToolCall) || !s.cfg.Hooks.Matches(c.up.Name, t.Name) {
+	if s.cfg.Hooks == nil || t == nil || (c.mcp != nil && !c.mcp.isToolCall) || !s.cfg.Hooks.Matches(c.up.Name, t.Name, c.mcp == nil) {
 		return nil
 	}
 	doc, err := c.input.AppendJSON(nil, false)
@@ -41,7 +43,7 @@ func (s *Server) runHooks(ctx context.Context, c *call) *policy.Decision {
 		d := policyFailed(c.id)
 		return &d
 	}
-	v := s.cfg.Hooks.Run(ctx, c.up.Name, t.Name, doc)
+	v := s.cfg.Hooks.Run(ctx, c.up.Name, t.Name, c.mcp == nil, doc)
 	c.hooks = &hookRecord{Decision: v.Decision}
 	reasons := make([]policy.Reason, 0, len(v.Reasons))
 	for _, o := range v.Reasons {
