@@ -56,8 +56,27 @@ func load(opts *Options) (*bundle, error) {
 		b.rules, b.rulesFromFile = rules, true
 		h.Write(src)
 	}
+	if !b.rulesFromFile {
+		composeDataRows(b.data)
+	}
 	b.revision = hex.EncodeToString(h.Sum(nil))[:16]
 	return b, nil
+}
+
+// composeDataRows composes the targets of a rules table served from a data
+// file (data.toolgate.rules), as ParseRules does a rules file's: calls'
+// targets are composed (target.go), and a row written decomposed would
+// otherwise match neither spelling.
+func composeDataRows(data map[string]any) {
+	tg, _ := data["toolgate"].(map[string]any)
+	rows, _ := tg["rules"].([]any)
+	for _, r := range rows {
+		if row, ok := r.(map[string]any); ok {
+			if target, ok := row["target"].(string); ok {
+				row["target"] = composed(target)
+			}
+		}
+	}
 }
 
 // addFS loads every .rego module (except *_test.rego) and every .json and

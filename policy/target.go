@@ -278,11 +278,15 @@ func (t *Tool) AllTargets() []TargetArg {
 func (t *Tool) hasTargets() bool { return t.Targets != nil || t.HasTarget }
 
 // SoleTarget reports whether every target of the call is target: a grant
-// for one target may stand in only for calls that act on nothing else.
+// for one target may stand in only for calls that act on nothing else. A
+// value sent decomposed is read as its composed spelling (composed), but
+// on Linux's and Windows' file systems it names another file than that
+// one: a grant does not stand in for it, as for other values with more
+// than one reading.
 func (t *Tool) SoleTarget(target string) bool {
 	all := t.AllTargets()
 	for _, a := range all {
-		if a.Opaque || a.Target != target {
+		if a.Opaque || a.Target != target || a.Raw != composed(a.Raw) {
 			return false
 		}
 	}

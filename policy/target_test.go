@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"testing/fstest"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -248,6 +249,33 @@ func TestDecomposedSpellingComposed(t *testing.T) {
 			if err != nil || d.Action != tc.want || !slices.Contains(d.RuleIDs(), tc.rule) {
 				t.Errorf("native %v, %q: %s %v %v, want %s by %s", native, tc.target, d.Action, d.RuleIDs(), err, tc.want, tc.rule)
 			}
+		}
+	}
+}
+
+// TestDataTableRowsComposed: a rules table served from a data file
+// (data.toolgate.rules) has its rows' targets composed as a rules file's
+// are: a deny row written decomposed matches both spellings.
+func TestDataTableRowsComposed(t *testing.T) {
+	data := `{"rules": [{"id": "no-contracts", "effect": "deny", "tool": "read_file", "target": "` + norm.NFD.String("Verträge/**") + `"},
+	  {"id": "everyone", "effect": "allow", "tool": "*", "target": "*"}]}`
+	e := newEngine(t, policy.Options{Library: shipped.Library(), Policies: fstest.MapFS{"toolgate/data.json": {Data: []byte(data)}}})
+	for _, target := range []string{norm.NFD.String("Verträge/x.pdf"), "Verträge/x.pdf"} {
+		if got := decide(t, e, call("read_file", target)); got.Action != "deny" {
+			t.Errorf("%+q: %v, want deny by the row written decomposed", target, got)
+		}
+	}
+}
+
+// TestGrantNotForDecomposedSpelling: a grant for one target does not stand
+// in for a call whose value is that target decomposed (another file on
+// Linux), while it does for the composed spelling.
+func TestGrantNotForDecomposedSpelling(t *testing.T) {
+	const nfc = "Verträge/a.pdf"
+	for raw, sole := range map[string]bool{nfc: true, norm.NFD.String(nfc): false} {
+		tool := policy.NewToolWith("read_file", map[string]any{"path": raw}, policy.DefaultTargetArgs, policy.FoldNone)
+		if got := tool.SoleTarget(nfc); got != sole {
+			t.Errorf("%+q: SoleTarget(%q) = %v, want %v", raw, nfc, got, sole)
 		}
 	}
 }

@@ -264,7 +264,7 @@ func TestPlainCallChecksOnEveryUpstream(t *testing.T) {
 	mcpUp := func(c *Config) { c.Upstreams[0].Protocol = "mcp"; c.Upstreams[0].MCPPath = "/mcp" }
 	for _, tc := range []struct {
 		name, method, path, ctype, body string
-		want                             int
+		want                            int
 	}{
 		{"GET with a body", http.MethodGet, "/status", "text/plain", smuggled, http.StatusBadRequest},
 		{"OPTIONS with a body", http.MethodOptions, "/status", "text/plain", smuggled, http.StatusBadRequest},
