@@ -38,7 +38,11 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 	defer w.Close()
 	f := newWatchFilter(dirs, e.opts.RulesFile)
 	watched := map[string]bool{}
+	var wanted map[string]bool // what the sync under way watches
 	add := func(p string) {
+		if wanted != nil {
+			wanted[p] = true
+		}
 		if watched[p] {
 			return
 		}
@@ -52,7 +56,12 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 	// (the root, each symlink it resolves through, the directory it ends
 	// in) to that root; their parents are watched.
 	replaced := map[string]string{}
+	// linkDirs are the directories watched for the rules file's links:
+	// those a repointed link no longer goes through are let go.
+	linkDirs := map[string]bool{}
 	sync := func() {
+		wanted = map[string]bool{}
+		defer func() { wanted = nil }()
 		for _, root := range f.policyRoots {
 			for _, p := range linkChain(root) {
 				replaced[p] = root
@@ -79,10 +88,19 @@ func (e *Engine) Watch(ctx context.Context, dirs []string, debounce time.Duratio
 			// its own directory, again after every reload, as a link may
 			// have been repointed.
 			f.rulesLinks = map[string]bool{}
-			for _, p := range linkChain(f.rulesFile)[1:] {
+			now := map[string]bool{}
+			for _, p := range linksOn(f.rulesFile) {
 				f.rulesLinks[p] = true
+				now[filepath.Dir(p)] = true
 				add(filepath.Dir(p))
 			}
+			for d := range linkDirs {
+				if !wanted[d] && watched[d] {
+					_ = w.Remove(d)
+					delete(watched, d)
+				}
+			}
+			linkDirs = now
 		}
 	}
 	sync()
@@ -152,6 +170,54 @@ func linkChain(root string) []string {
 		chain = append(chain, p)
 	}
 	return chain
+}
+
+// linksOn returns the symlinks that resolving p goes through, in any of
+// its components (rules.yaml -> /srv/current/rules.yaml, where current ->
+// releases/v1), and the path it ends in, when that is not p: a change to
+// any of them changes the file p names. At most 40 links, as the kernel
+// follows.
+func linksOn(p string) []string {
+	var out []string
+	p = filepath.Clean(p)
+	start := p
+	for range 40 {
+		link, rest, ok := firstLink(p)
+		if !ok {
+			break
+		}
+		target, err := os.Readlink(link)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(link), target)
+		}
+		out = append(out, link)
+		p = filepath.Clean(filepath.Join(target, rest))
+	}
+	if p != start {
+		out = append(out, p)
+	}
+	return out
+}
+
+// firstLink returns the first component of p, from its root, that is a
+// symlink, and what of p follows it.
+func firstLink(p string) (link, rest string, ok bool) {
+	parts := strings.Split(p, string(filepath.Separator))
+	cur := ""
+	for i, part := range parts {
+		if i == 0 && part == "" {
+			cur = string(filepath.Separator)
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		if st, err := os.Lstat(cur); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			return cur, filepath.Join(parts[i+1:]...), true
+		}
+	}
+	return "", "", false
 }
 
 // watchFilter tells a policy file's events from other files' events.

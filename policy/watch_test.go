@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,6 +229,28 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 	})
 }
 
+// watchRulesLink watches the policy whose rules file is link, in cfgDir,
+// and returns a wait for delete_file to be decided want (after says what
+// changed, for the failure).
+func watchRulesLink(t *testing.T, link, cfgDir string) func(want, after string) {
+	t.Helper()
+	e := newEngine(t, policy.Options{RulesFile: link})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- e.Watch(ctx, []string{cfgDir}, 20*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // let the watcher start
+	return func(want, after string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if decide(t, e, call("delete_file", "x")).Action == want {
+				return
+			}
+		}
+		t.Fatalf("%s: delete_file is not %s 5 s on", after, want)
+	}
+}
+
 // TestWatchSymlinkedRulesFile: a rules file that is a symlink to a table
 // kept elsewhere (a checkout) is reloaded when the table is edited where
 // it lives, and again when the link is repointed to another table and that
@@ -241,21 +264,7 @@ func TestWatchSymlinkedRulesFile(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	e := newEngine(t, policy.Options{RulesFile: link})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- e.Watch(ctx, []string{cfgDir}, 20*time.Millisecond) }()
-	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(100 * time.Millisecond) // let the watcher start
-	waitFor := func(want, after string) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if decide(t, e, call("delete_file", "x")).Action == want {
-				return
-			}
-		}
-		t.Fatalf("%s: delete_file is not %s 5 s on", after, want)
-	}
+	waitFor := watchRulesLink(t, link, cfgDir)
 	writeRules(t, realDir, []string{allowAll, denyDelete})
 	waitFor("deny", "the table edited where the link points")
 	other := writeRules(t, otherDir, []string{allowAll})
@@ -268,4 +277,92 @@ func TestWatchSymlinkedRulesFile(t *testing.T) {
 	waitFor("allow", "the link repointed")
 	writeRules(t, otherDir, []string{allowAll, denyDelete})
 	waitFor("deny", "the other table edited")
+}
+
+// TestWatchRulesLinkThroughDirectoryLink: a rules file that is a symlink
+// into a release reached through a directory symlink (current ->
+// releases/v1, as a deploy tool lays it out) reloads when the table is
+// edited there and when current is repointed to another release.
+func TestWatchRulesLinkThroughDirectoryLink(t *testing.T) {
+	cfgDir, srv := t.TempDir(), t.TempDir()
+	allowAll := `{id: all, effect: allow, tool: "*", target: "*"}`
+	denyDelete := `{id: no-delete, effect: deny, tool: delete_file, target: "*"}`
+	v1, v2 := filepath.Join(srv, "releases", "v1"), filepath.Join(srv, "releases", "v2")
+	for _, d := range []string{v1, v2} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRules(t, v1, []string{allowAll})
+	current := filepath.Join(srv, "current")
+	if err := os.Symlink(v1, current); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(cfgDir, "rules.yaml")
+	if err := os.Symlink(filepath.Join(current, "rules.yaml"), link); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := watchRulesLink(t, link, cfgDir)
+	writeRules(t, v1, []string{allowAll, denyDelete})
+	waitFor("deny", "edited in v1") // holds: v1 is watched through current
+	writeRules(t, v2, []string{allowAll})
+	if err := os.Symlink(v2, current+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(current+".tmp", current); err != nil { // ln -sfn
+		t.Fatal(err)
+	}
+	waitFor("allow", "current repointed to v2")
+}
+
+// inotifyWatches counts this process's inotify watches.
+func inotifyWatches(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err) // Linux: toolgate's watcher is inotify there
+	}
+	n := 0
+	for _, ent := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + ent.Name())
+		if l != "anon_inode:inotify" {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/self/fdinfo/" + ent.Name())
+		n += strings.Count(string(b), "inotify wd:")
+	}
+	return n
+}
+
+// TestWatchRepointLetsGo: each repoint of a symlinked rules file to a
+// table in another directory (a release per deploy, old ones kept) adds a
+// watch on the new directory and never drops the old one: watches (and
+// events from old releases' directories) grow with every deploy.
+func TestWatchRepointLetsGo(t *testing.T) {
+	cfgDir := t.TempDir()
+	allowAll := `{id: all, effect: allow, tool: "*", target: "*"}`
+	first := writeRules(t, t.TempDir(), []string{allowAll})
+	link := filepath.Join(cfgDir, "rules.yaml")
+	if err := os.Symlink(first, link); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, policy.Options{RulesFile: link})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- e.Watch(ctx, []string{cfgDir}, 10*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond)
+	before := inotifyWatches(t)
+	for i := range 20 {
+		rel := writeRules(t, t.TempDir(), []string{allowAll, fmt.Sprintf(`{id: r%d, effect: deny, tool: t%d, target: "*"}`, i, i)})
+		_ = os.Symlink(rel, link+".tmp")
+		if err := os.Rename(link+".tmp", link); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(80 * time.Millisecond)
+	}
+	after := inotifyWatches(t)
+	t.Logf("inotify watches: %d before 20 repoints, %d after", before, after)
+	if after > before+1 {
+		t.Errorf("watches grew from %d to %d over 20 repoints: old releases' directories stay watched", before, after)
+	}
 }
