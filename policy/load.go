@@ -69,12 +69,21 @@ func load(opts *Options) (*bundle, error) {
 // otherwise match neither spelling.
 func composeDataRows(data map[string]any) {
 	tg, _ := data["toolgate"].(map[string]any)
-	rows, _ := tg["rules"].([]any)
-	for _, r := range rows {
+	compose := func(r any) {
 		if row, ok := r.(map[string]any); ok {
 			if target, ok := row["target"].(string); ok {
 				row["target"] = composed(target)
 			}
+		}
+	}
+	switch rows := tg["rules"].(type) {
+	case []any: // the library reads the table as an array or an object
+		for _, r := range rows {
+			compose(r)
+		}
+	case map[string]any:
+		for _, r := range rows {
+			compose(r)
 		}
 	}
 }

@@ -279,3 +279,20 @@ func TestGrantNotForDecomposedSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestDataTableObjectRowsComposed: a data file's rules table written as an
+// object, which the library reads as it reads an array, is composed too.
+func TestDataTableObjectRowsComposed(t *testing.T) {
+	row := `{"id": "no-contracts", "effect": "deny", "tool": "read_file", "target": "` + norm.NFD.String("Verträge/**") + `"}`
+	all := `{"id": "everyone", "effect": "allow", "tool": "*", "target": "*"}`
+	data := `{"rules": {"a": ` + row + `, "b": ` + all + `}}`
+	e := newEngine(t, policy.Options{Library: shipped.Library(), Policies: fstest.MapFS{"toolgate/data.json": {Data: []byte(data)}}})
+	if got := decide(t, e, call("read_file", "docs/x")); got.Action != "allow" {
+		t.Fatalf("object table not read by the library at all: %v", got)
+	}
+	for _, target := range []string{norm.NFD.String("Verträge/x.pdf"), "Verträge/x.pdf"} {
+		if got := decide(t, e, call("read_file", target)); got.Action != "deny" {
+			t.Errorf("%+q: %v, want deny by the row written decomposed", target, got)
+		}
+	}
+}

@@ -34,11 +34,12 @@ type toolCase struct {
 	folded map[string]string // lower-cased exact name -> as the table spells it
 	globs  []caseGlob
 	// strict are the rows that deny or ask, folded and as globs, and
-	// denyGlobs the globs that deny: a name that is a strict row's tool
-	// with a suffix after a dot is denied even where a broader glob
-	// names it as spelt (allow fs_* beside deny fs_delete: Rails and
-	// Spring run fs_delete.json as fs_delete), unless a glob that denies
-	// names it so (its own row denies it).
+	// denyGlobs the globs that deny every call of their tools (target
+	// "*"): a name that is a strict row's tool with a suffix after a dot
+	// is denied even where a broader glob names it as spelt (allow fs_*
+	// beside deny fs_delete: Rails and Spring run fs_delete.json as
+	// fs_delete), unless a glob that denies it whatever its target names
+	// it so (its own row denies it).
 	strict    *toolCase
 	denyGlobs []caseGlob
 }
@@ -77,7 +78,7 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 				return nil, err
 			}
 			tc.globs = append(tc.globs, caseGlob{r.Tool, m, f})
-			if r.Effect == "deny" {
+			if r.Effect == "deny" && r.Target == "*" {
 				tc.denyGlobs = append(tc.denyGlobs, caseGlob{r.Tool, m, f})
 			}
 		default:
@@ -101,8 +102,9 @@ func (tc *toolCase) variant(name string) string {
 		return ""
 	}
 	if tc.strict != nil && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
-		for _, base := range toolname.Prefixes(strings.ToLower(name)) {
-			if spelt := tc.strict.foldedMatch(base); spelt != "" {
+		low := strings.ToLower(name)
+		for _, base := range toolname.Prefixes(low) {
+			if spelt := tc.strict.prefixMatch(base, low); spelt != "" {
 				return spelt
 			}
 		}
@@ -132,6 +134,23 @@ func (tc *toolCase) foldedMatch(low string) string {
 	}
 	for _, g := range tc.globs {
 		if g.folded(low) {
+			return g.pattern
+		}
+	}
+	return ""
+}
+
+// prefixMatch returns the spelling of a row of tc (the rows that deny or
+// ask) that names base, a lower-cased name's prefix, and does not name the
+// whole name low as well: a glob that names both (ask github.* for
+// github.issues.create) decides the name as spelt, as strictly as its
+// prefix. "" for none.
+func (tc *toolCase) prefixMatch(base, low string) string {
+	if spelt, ok := tc.folded[base]; ok {
+		return spelt
+	}
+	for _, g := range tc.globs {
+		if g.folded(base) && !g.folded(low) {
 			return g.pattern
 		}
 	}

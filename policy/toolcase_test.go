@@ -118,3 +118,57 @@ func TestToolSuffixBehindAnAskGlob(t *testing.T) {
 		}
 	}
 }
+
+// TestToolSuffixUnderAnAskGlob: an ask glob that names a dotted tool as
+// spelt, and its prefix as well, decides the name: it is asked, not denied
+// as another tool (github.issues.create under github.*).
+func TestToolSuffixUnderAnAskGlob(t *testing.T) {
+	for name, rows := range map[string][]string{
+		"mixed": {
+			`{id: all, effect: allow, tool: "*", target: "*"}`,
+			`{id: gh, effect: ask, tool: "github.*", target: "*"}`,
+			`{id: deploys, effect: ask, tool: "deploy_*", target: "*"}`,
+		},
+		"every row asks": { // tc.strict = tc
+			`{id: gh, effect: ask, tool: "github.*", target: "*"}`,
+			`{id: deploys, effect: ask, tool: "deploy_*", target: "*"}`,
+		},
+	} {
+		e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)})
+		for tool, want := range map[string]outcome{
+			"github.issues":        {"ask", []string{"gh"}},
+			"github.issues.create": {"ask", []string{"gh"}},      // real dotted tool name
+			"deploy_web.v2":        {"ask", []string{"deploys"}}, // Rails runs deploy_web: asked either way
+		} {
+			if got := decide(t, e, call(tool, "docs/a")); !cmp.Equal(got, want) {
+				t.Errorf("%s: %s: %v, want %v", name, tool, got, want)
+			}
+		}
+	}
+}
+
+// TestToolSuffixBehindANarrowDenyGlob: a deny glob that names
+// fs_delete.json as spelt but only for some targets (/etc/**) does not
+// excuse it from the deny (or ask) of fs_delete, which Rails runs it as.
+func TestToolSuffixBehindANarrowDenyGlob(t *testing.T) {
+	for _, effect := range []string{"deny", "ask"} {
+		rows := []string{
+			`{id: all, effect: allow, tool: "*", target: "*"}`,
+			`{id: fs-delete, effect: ` + effect + `, tool: fs_delete, target: "*"}`,
+			`{id: fs-etc, effect: deny, tool: "fs_*", target: "/etc/**"}`,
+		}
+		for _, native := range []bool{true, false} {
+			opts := policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)}
+			if !native {
+				opts.Library = shipped.Library()
+			}
+			e := newEngine(t, opts)
+			if got := decide(t, e, call("fs_delete", "docs/a")); got.Action != effect {
+				t.Fatalf("fs_delete itself: %v, want %s", got, effect)
+			}
+			if got := decide(t, e, call("fs_delete.json", "docs/a")); got.Action == "allow" {
+				t.Errorf("%s row, native %v: fs_delete.json on docs/a: %v; Rails runs fs_delete", effect, native, got)
+			}
+		}
+	}
+}

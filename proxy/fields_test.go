@@ -295,3 +295,49 @@ func TestPlainCallChecksOnEveryUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodOverrideQueryOnMCPEndpoint: on an MCP upstream with tool_query,
+// a query on the MCP endpoint naming _method is refused, as on every other
+// path, whatever the message.
+func TestMethodOverrideQueryOnMCPEndpoint(t *testing.T) {
+	env := newTestServer(t, allowAll, func(c *Config) {
+		c.Upstreams[0].Protocol = "mcp"
+		c.Upstreams[0].MCPPath = "/mcp"
+		c.Upstreams[0].ToolQuery = true
+	})
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/a"}}}`,
+	} {
+		env.upstream.Reset()
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp?_method=DELETE", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer agent-key")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if n := len(env.upstream.Requests()); n != 0 {
+			t.Errorf("POST /mcp?_method=DELETE %s: status %d, upstream got %d request(s); want 400 and none", body, res.StatusCode, n)
+		}
+	}
+}
+
+// TestCharsetNames: the charsets a JSON or form body may be declared in
+// are ASCII's one-byte supersets by their names and aliases; names of no
+// charset, and charsets that spell ASCII otherwise, are not.
+func TestCharsetNames(t *testing.T) {
+	for _, cs := range []string{"utf-8", "utf8", "us-ascii", "iso-8859-1", "iso8859-15", "iso_8859-1", "l1", "cp819", "windows-1252", "cp1250", "x-cp1252"} {
+		if !asciiSuperset(cs) {
+			t.Errorf("asciiSuperset(%q) = false", cs)
+		}
+	}
+	for _, cs := range []string{"iso-8859-0", "iso-8859-12", "iso-8859-99", "iso8859-00", "windows-1259", "windows-12599", "cp12500", "utf-7", "utf-16", "shift_jis", "ibm037", ""} {
+		if asciiSuperset(cs) {
+			t.Errorf("asciiSuperset(%q) = true", cs)
+		}
+	}
+}

@@ -91,6 +91,9 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 		return s.readPlain(r, c)
 	}
 	in.Kind = policy.KindMCP
+	if a := checkOverrideQuery(query); a != nil {
+		return a // with tool_query, a query reaches the endpoint
+	}
 	if r.URL.RawQuery != "" && !c.up.ToolQuery {
 		// The transport defines no query: one an MCP server reads (hosted
 		// servers take settings there) would be arguments that the rules,

@@ -182,20 +182,23 @@ func checkBodyCharset(ct string) *answer {
 }
 
 // asciiSuperset reports whether cs, a lower-cased charset name, spells
-// ASCII as ASCII does, one byte a character: UTF-8 and the ISO-8859 and
-// Windows-125x families.
-func asciiSuperset(cs string) bool {
-	switch cs {
-	case "utf-8", "utf8", "us-ascii", "ascii", "latin1":
-		return true
+// ASCII as ASCII does, one byte a character: UTF-8, ASCII, and the
+// ISO-8859 and Windows-125x charsets, by their names and common aliases.
+func asciiSuperset(cs string) bool { return asciiSupersets[cs] }
+
+var asciiSupersets = func() map[string]bool {
+	m := map[string]bool{
+		"utf-8": true, "utf8": true, "us-ascii": true, "ascii": true,
+		"latin1": true, "l1": true, "iso_8859-1": true, "cp819": true, "ibm819": true, "x-cp1252": true,
 	}
-	for _, family := range [...]string{"iso-8859-", "iso8859-", "windows-125", "cp125"} {
-		if n, ok := strings.CutPrefix(cs, family); ok && n != "" && strings.Trim(n, "0123456789") == "" && len(n) <= 2 {
-			return true
-		}
+	for _, n := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "13", "14", "15", "16"} {
+		m["iso-8859-"+n], m["iso8859-"+n] = true, true
 	}
-	return false
-}
+	for n := range 9 {
+		m["windows-125"+strconv.Itoa(n)], m["cp125"+strconv.Itoa(n)] = true, true
+	}
+	return m
+}()
 
 // jsonish reports whether a body of Content-Type ct may be read as JSON.
 func jsonish(ct string) bool {
