@@ -101,7 +101,7 @@ func (tc *toolCase) variant(name string) string {
 	if tc == nil || tc.exact[name] {
 		return ""
 	}
-	if tc.strict != nil && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
+	if tc.strict != nil && strings.IndexByte(name, '.') > 0 && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
 		low := strings.ToLower(name)
 		for _, base := range toolname.Prefixes(low) {
 			if spelt := tc.strict.prefixMatch(base, low); spelt != "" {
