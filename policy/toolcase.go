@@ -33,15 +33,16 @@ type toolCase struct {
 	exact  map[string]bool   // the table's exact tool names
 	folded map[string]string // lower-cased exact name -> as the table spells it
 	globs  []caseGlob
-	// strict are the rows that deny or ask, folded and as globs, and
+	// strictFolded and strictGlobs are the rows that deny or ask, and
 	// denyGlobs the globs that deny every call of their tools (target
 	// "*"): a name that is a strict row's tool with a suffix after a dot
 	// is denied even where a broader glob names it as spelt (allow fs_*
 	// beside deny fs_delete: Rails and Spring run fs_delete.json as
 	// fs_delete), unless a glob that denies it whatever its target names
 	// it so (its own row denies it).
-	strict    *toolCase
-	denyGlobs []caseGlob
+	strictFolded map[string]string
+	strictGlobs  []caseGlob
+	denyGlobs    []caseGlob
 }
 
 type caseGlob struct {
@@ -52,20 +53,9 @@ type caseGlob struct {
 // newToolCase indexes the rows of a rules table; nil when the table names
 // no tool but "*".
 func newToolCase(rules []Rule) (*toolCase, error) {
-	tc := &toolCase{exact: map[string]bool{}, folded: map[string]string{}}
-	var strict []Rule
+	tc := &toolCase{exact: map[string]bool{}, folded: map[string]string{}, strictFolded: map[string]string{}}
 	for _, r := range rules {
-		if r.Effect != "allow" {
-			strict = append(strict, r)
-		}
-	}
-	if len(strict) > 0 && len(strict) < len(rules) {
-		var err error
-		if tc.strict, err = newToolCase(strict); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range rules {
+		strict := r.Effect != "allow"
 		switch {
 		case r.Tool == "*":
 		case isGlob(r.Tool):
@@ -77,20 +67,24 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 			if err != nil {
 				return nil, err
 			}
-			tc.globs = append(tc.globs, caseGlob{r.Tool, m, f})
+			g := caseGlob{r.Tool, m, f}
+			tc.globs = append(tc.globs, g)
+			if strict {
+				tc.strictGlobs = append(tc.strictGlobs, g)
+			}
 			if r.Effect == "deny" && r.Target == "*" {
-				tc.denyGlobs = append(tc.denyGlobs, caseGlob{r.Tool, m, f})
+				tc.denyGlobs = append(tc.denyGlobs, g)
 			}
 		default:
 			tc.exact[r.Tool] = true
 			tc.folded[strings.ToLower(r.Tool)] = r.Tool
+			if strict {
+				tc.strictFolded[strings.ToLower(r.Tool)] = r.Tool
+			}
 		}
 	}
 	if len(tc.exact) == 0 && len(tc.globs) == 0 {
 		return nil, nil
-	}
-	if len(strict) == len(rules) {
-		tc.strict = tc // every row denies or asks
 	}
 	return tc, nil
 }
@@ -101,10 +95,10 @@ func (tc *toolCase) variant(name string) string {
 	if tc == nil || tc.exact[name] {
 		return ""
 	}
-	if tc.strict != nil && strings.IndexByte(name, '.') > 0 && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
+	if (len(tc.strictFolded) > 0 || len(tc.strictGlobs) > 0) && strings.IndexByte(name, '.') > 0 && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
 		low := strings.ToLower(name)
 		for _, base := range toolname.Prefixes(low) {
-			if spelt := tc.strict.prefixMatch(base, low); spelt != "" {
+			if spelt := tc.prefixMatch(base, low); spelt != "" {
 				return spelt
 			}
 		}
@@ -140,16 +134,15 @@ func (tc *toolCase) foldedMatch(low string) string {
 	return ""
 }
 
-// prefixMatch returns the spelling of a row of tc (the rows that deny or
-// ask) that names base, a lower-cased name's prefix, and does not name the
-// whole name low as well: a glob that names both (ask github.* for
-// github.issues.create) decides the name as spelt, as strictly as its
-// prefix. "" for none.
+// prefixMatch returns the spelling of a row that denies or asks and names
+// base, a lower-cased name's prefix, and does not name the whole name low
+// as well: a glob that names both (ask github.* for github.issues.create)
+// decides the name as spelt, as strictly as its prefix. "" for none.
 func (tc *toolCase) prefixMatch(base, low string) string {
-	if spelt, ok := tc.folded[base]; ok {
+	if spelt, ok := tc.strictFolded[base]; ok {
 		return spelt
 	}
-	for _, g := range tc.globs {
+	for _, g := range tc.strictGlobs {
 		if g.folded(base) && !g.folded(low) {
 			return g.pattern
 		}

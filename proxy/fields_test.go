@@ -207,6 +207,26 @@ func TestMethodOverrideRefused(t *testing.T) {
 	}
 }
 
+// send sends an agent's request of method to url with body and the
+// header pairs kv, and returns the closed response.
+func send(t *testing.T, method, url, body string, kv ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer agent-key")
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
+}
+
 // utf16LE is s, ASCII, in UTF-16LE.
 func utf16LE(s string) string {
 	b := make([]byte, 0, 2*len(s))
@@ -225,27 +245,14 @@ func TestBodyOnBodylessMethodRefused(t *testing.T) {
 	smuggled := "POST /admin/delete HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
 	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace} {
 		env := newTestServer(t, allowAll)
-		req, _ := http.NewRequest(method, env.url+"/status", strings.NewReader(smuggled))
-		req.Header.Set("Authorization", "Bearer agent-key")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res := send(t, method, env.url+"/status", smuggled)
 		if res.StatusCode != http.StatusBadRequest || len(env.upstream.Requests()) != 0 {
 			t.Errorf("%s with a body: status %d, upstream got %d requests; want 400 and none", method, res.StatusCode, len(env.upstream.Requests()))
 		}
 	}
 	env := newTestServer(t, allowAll)
 	for _, tc := range []struct{ method, body string }{{http.MethodGet, ""}, {http.MethodDelete, `{"purge":true}`}} {
-		req, _ := http.NewRequest(tc.method, env.url+"/status", strings.NewReader(tc.body))
-		req.Header.Set("Authorization", "Bearer agent-key")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
+		if res := send(t, tc.method, env.url+"/status", tc.body); res.StatusCode != http.StatusOK {
 			t.Errorf("%s with body %q: status %d, want 200", tc.method, tc.body, res.StatusCode)
 		}
 	}
@@ -281,14 +288,7 @@ func TestPlainCallChecksOnEveryUpstream(t *testing.T) {
 			} else {
 				env = newTestServer(t, allowAll)
 			}
-			req, _ := http.NewRequest(tc.method, env.url+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Authorization", "Bearer agent-key")
-			req.Header.Set("Content-Type", tc.ctype)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
+			res := send(t, tc.method, env.url+tc.path, tc.body, "Content-Type", tc.ctype)
 			if res.StatusCode != tc.want || len(env.upstream.Requests()) != 0 {
 				t.Errorf("%s upstream, %s: status %d, upstream got %d; want %d and none", proto, tc.name, res.StatusCode, len(env.upstream.Requests()), tc.want)
 			}
@@ -310,16 +310,8 @@ func TestMethodOverrideQueryOnMCPEndpoint(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/a"}}}`,
 	} {
 		env.upstream.Reset()
-		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp?_method=DELETE", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer agent-key")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res := send(t, http.MethodPost, env.url+"/mcp?_method=DELETE", body, "Content-Type", "application/json",
+			"Accept", "application/json, text/event-stream", "Mcp-Protocol-Version", "2025-06-18")
 		if n := len(env.upstream.Requests()); n != 0 {
 			t.Errorf("POST /mcp?_method=DELETE %s: status %d, upstream got %d request(s); want 400 and none", body, res.StatusCode, n)
 		}

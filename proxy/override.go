@@ -159,7 +159,7 @@ func fromWideUnicode(body []byte) []byte {
 // for forms, spells it as ASCII does).
 func checkBodyCharset(ct string) *answer {
 	var charsets []string
-	for _, part := range strings.FieldsFunc(ct, func(r rune) bool { return r == ';' || r == ',' }) {
+	for part := range strings.FieldsFuncSeq(ct, func(r rune) bool { return r == ';' || r == ',' }) {
 		name, value, ok := strings.Cut(part, "=")
 		if !ok {
 			continue
@@ -202,18 +202,22 @@ var asciiSupersets = func() map[string]bool {
 
 // jsonish reports whether a body of Content-Type ct may be read as JSON.
 func jsonish(ct string) bool {
-	first, _, _ := strings.Cut(ct, ",")
-	first, _, _ = strings.Cut(first, ";")
-	first = strings.ToLower(strings.TrimSpace(first))
+	first := firstMediaType(ct)
 	return first == "application/json" || strings.HasSuffix(first, "+json")
 }
 
 // formish reports whether a body of Content-Type ct may be read as a form.
 func formish(ct string) bool {
+	first := firstMediaType(ct)
+	return first == "" || first == "application/x-www-form-urlencoded" || strings.HasPrefix(first, "multipart/")
+}
+
+// firstMediaType is the media type of ct's first entry, lower-cased, as
+// PHP and Rack cut a Content-Type at "," and ";".
+func firstMediaType(ct string) string {
 	first, _, _ := strings.Cut(ct, ",")
 	first, _, _ = strings.Cut(first, ";")
-	first = strings.ToLower(strings.TrimSpace(first))
-	return first == "" || first == "application/x-www-form-urlencoded" || strings.HasPrefix(first, "multipart/")
+	return strings.ToLower(strings.TrimSpace(first))
 }
 
 // decodedLower is b lower-cased with "+" read as a space and every valid
