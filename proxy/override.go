@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // overrideField is the form field, query name or JSON member that some
@@ -120,33 +121,47 @@ func fromWideUnicode(body []byte) []byte {
 		return nil
 	}
 	b0, b1, b2, b3 := body[0], body[1], body[2], body[3]
-	var runes []rune
+	var out []byte
 	switch {
 	case b0 == 0 && b1 == 0 && (b2 != 0 || b3 != 0), b0 != 0 && b1 == 0 && b2 == 0 && b3 == 0, b0 == 0xff && b1 == 0xfe && b2 == 0 && b3 == 0:
-		be := b0 == 0
+		order := byteOrder(b0 == 0)
+		out = make([]byte, 0, len(body)/4)
 		for i := 0; i+4 <= len(body); i += 4 {
-			if be {
-				runes = append(runes, rune(binary.BigEndian.Uint32(body[i:])))
-			} else {
-				runes = append(runes, rune(binary.LittleEndian.Uint32(body[i:])))
-			}
+			// A value past utf8.MaxRune (or negative as a rune) is
+			// written as U+FFFD, as string([]rune) writes it.
+			out = utf8.AppendRune(out, rune(order.Uint32(body[i:])))
 		}
 	case b0 == 0 || b1 == 0 || b0 == 0xfe && b1 == 0xff || b0 == 0xff && b1 == 0xfe:
-		be := b0 == 0 || b0 == 0xfe
-		units := make([]uint16, 0, len(body)/2)
+		order := byteOrder(b0 == 0 || b0 == 0xfe)
+		out = make([]byte, 0, len(body)/2)
 		for i := 0; i+2 <= len(body); i += 2 {
-			if be {
-				units = append(units, binary.BigEndian.Uint16(body[i:]))
-			} else {
-				units = append(units, binary.LittleEndian.Uint16(body[i:]))
+			r := rune(order.Uint16(body[i:]))
+			if utf16.IsSurrogate(r) {
+				// A pair is one character; a surrogate without its other
+				// half is U+FFFD and leaves the next unit to itself, as
+				// utf16.Decode reads them.
+				pair := utf8.RuneError
+				if i+4 <= len(body) {
+					pair = utf16.DecodeRune(r, rune(order.Uint16(body[i+2:])))
+				}
+				if r = pair; r != utf8.RuneError {
+					i += 2
+				}
 			}
+			out = utf8.AppendRune(out, r)
 		}
-		runes = utf16.Decode(units)
 	default:
 		return nil
 	}
-	out := []byte(string(runes))
 	return bytes.TrimPrefix(out, []byte("\xef\xbb\xbf"))
+}
+
+// byteOrder is big-endian's or little-endian's.
+func byteOrder(big bool) binary.ByteOrder {
+	if big {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
 }
 
 // checkBodyCharset refuses what a plain HTTP call's Content-Type ct could
