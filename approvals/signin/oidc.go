@@ -103,6 +103,7 @@ func newOIDC(c OIDCConfig) *oidcAuth {
 	// maxProviderBody (a copy: the caller's client stays as it was).
 	limited := *o.client
 	limited.Transport = limitBodies{base: o.client.Transport}
+	limited.CheckRedirect = sameOrigin(o.client.CheckRedirect)
 	o.client = &limited
 	if o.now == nil {
 		o.now = time.Now
@@ -224,7 +225,23 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 		AuthMethods []string `json:"token_endpoint_auth_methods_supported"`
 	}
 	metaErr := p.Claims(&meta)
+	var keys struct {
+		JWKS string `json:"jwks_uri"`
+	}
+	_ = p.Claims(&keys) // the provider read it as a string already
 	endpoint := p.Endpoint()
+	// The code, the PKCE verifier and the client secret go to the token
+	// endpoint, the browser with its code comes from the authorization
+	// endpoint, and the ID token is believed on the key set's word: an
+	// http:// one of them (a provider behind a TLS proxy advertises them
+	// so) would hand the sign-in of any approver to the network.
+	for _, e := range [][2]string{{"authorization_endpoint", endpoint.AuthURL}, {"token_endpoint", endpoint.TokenURL}, {"jwks_uri", keys.JWKS}} {
+		if _, err := providerURL(e[0], e[1], o.cfg.Issuer); err != nil {
+			o.discErr = fmt.Errorf("signin: discovering the issuer: %w", err)
+			o.retryAt = o.now().Add(discoveryBackoff)
+			return nil, o.discErr
+		}
+	}
 	// The way the client authenticates at the token endpoint, where the
 	// provider says it takes only one: guessing costs two requests for
 	// each code refused before one succeeded.
@@ -237,7 +254,7 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 		verifier: p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID, Now: o.now}),
 	}
 	if metaErr == nil && meta.EndSession != "" && !o.cfg.KeepProviderSession {
-		if u, err := endSessionURL(meta.EndSession, o.cfg.Issuer); err != nil {
+		if u, err := providerURL("end_session_endpoint", meta.EndSession, o.cfg.Issuer); err != nil {
 			o.log.Warn("sign-out will not end the identity provider's session", "err", providerText(err))
 		} else {
 			d.endSession = u
@@ -248,21 +265,42 @@ func (o *oidcAuth) discover(ctx context.Context) (*discovered, error) {
 	return o.provider, nil
 }
 
-// endSessionURL checks the end_session_endpoint of the issuer's discovery
-// document: an absolute https URL (http only on loopback, as the issuer
-// may be) without credentials or fragment.
-func endSessionURL(raw, issuer string) (*url.URL, error) {
+// providerURL checks an endpoint (named by its member, name) of the
+// issuer's discovery document: an absolute https URL (http only on
+// loopback, as the issuer may be) without credentials or fragment.
+func providerURL(name, raw, issuer string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	iss, ierr := url.Parse(issuer)
 	switch {
 	case err != nil || ierr != nil || u.Host == "" || u.User != nil || u.Fragment != "":
-		return nil, fmt.Errorf("signin: the end_session_endpoint %q is not an absolute URL without credentials and fragment", raw)
+		return nil, fmt.Errorf("signin: the %s %q is not an absolute URL without credentials and fragment", name, raw)
 	case u.Scheme == "https":
 	case u.Scheme == "http" && iss.Scheme == "http" && loopback(u.Hostname()):
 	default:
-		return nil, fmt.Errorf("signin: the end_session_endpoint %q is not an https:// URL", raw)
+		return nil, fmt.Errorf("signin: the %s %q is not an https:// URL", name, raw)
 	}
 	return u, nil
+}
+
+// sameOrigin is a CheckRedirect for the identity provider's client that
+// follows a redirect only to the scheme and host it came from, then asks
+// next (the caller's own, when it had one): a token request redirected
+// elsewhere would carry the client secret, the code and the PKCE verifier
+// there, and a discovery document or key set taken from another origin
+// would decide who signs in.
+func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+			return fmt.Errorf("signin: the identity provider redirected to another origin (%s://%s)", req.URL.Scheme, req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("signin: too many redirects")
+		}
+		return nil
+	}
 }
 
 // login serves GET /auth/login?return=/path: it remembers a fresh state,
