@@ -115,3 +115,39 @@ func TestLoad_ShortKeysAndSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentKeyHoldsNoOtherSecret: an agent's API key that is also one of
+// toolgate's own secrets is refused, at that secret's key: each of them
+// approves calls or speaks as toolgate, and an agent holding its key would
+// hold that too.
+func TestAgentKeyHoldsNoOtherSecret(t *testing.T) {
+	const k = "shared-0123456789abcdefghijklmnopqrstuvwxyz" // long enough for every secret
+	agent := "identity:\n  api_keys:\n    - {key: \"" + k + "\", subject: agent-1}\n"
+	base := "upstreams: [{name: notes, url: \"http://127.0.0.1:9001\"}]\npolicy: {dir: /srv/policy}\n"
+	approvals := func(extra string) string {
+		return base + "approvals:\n  secret: ${SECRET}\n" + extra + agent
+	}
+	cases := []struct{ key, yaml string }{
+		{"approvals.secret", base + "approvals:\n  secret: \"" + k + "\"\n" + agent},
+		{"approvals.previous_secrets[0]", approvals("  previous_secrets: [\"" + k + "\"]\n")},
+		{"approvals.identity.secret", approvals("  identity: {type: trusted_header, user_header: X-User, secret: \"" + k + "\"}\n")},
+		{"approvals.identity.cookie_secret", "public_url: https://approvals.example.com\n" + approvals("  identity: {type: oidc, issuer: \"https://idp.example.com\", client_id: toolgate, client_secret: \"client-secret-0123456789abcdef\", cookie_secret: \""+k+"\", allowed_groups: [sre]}\n")},
+		{"approvals.identity.client_secret", "public_url: https://approvals.example.com\n" + approvals("  identity: {type: oidc, issuer: \"https://idp.example.com\", client_id: toolgate, client_secret: \""+k+"\", cookie_secret: \"cookie-secret-0123456789abcdefghijklmnop\", allowed_groups: [sre]}\n")},
+		{"approvals.slack.signing_secret", approvals("  slack: {signing_secret: \"" + k + "\"}\n")},
+		{"approvals.notify[0].secret", approvals("  notify: [{url: \"https://hooks.example.com/t\", secret: \"" + k + "\"}]\n")},
+		{"hooks[0].secret", "hooks: [{name: h, url: \"https://hooks.example.com/h\", secret: \"" + k + "\"}]\n" + approvals("")},
+		{"log.decisions.service.token", "log: {decisions: {service: {url: \"https://logs.example.com\", token: \"" + k + "\"}}}\n" + approvals("")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			_, err := Load(Source{File: writeConfig(t, tc.yaml), Environ: []string{"SECRET=" + testApprovalsSecret}})
+			want := tc.key + ": is the same secret as identity.api_keys[0].key"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Load: %v\nwant an error with %q", err, want)
+			}
+			if err != nil && strings.Contains(err.Error(), k) {
+				t.Errorf("the error shows the secret: %v", err)
+			}
+		})
+	}
+}

@@ -97,7 +97,54 @@ func (c *Config) Validate() error {
 	v.pending(&c.Pending)
 	v.approvals(&c.Approvals, c.Identity.APIKeys, c.PublicURL)
 	v.limitsAndLog(c)
+	v.agentKeysApart(c)
 	return errors.Join(v.errs...)
+}
+
+// agentKeysApart refuses a secret of toolgate's that is also an agent's API
+// key. The link secret (now or previous), the approver proxy's secret and
+// the session key, Slack's signing secret and the OIDC client secret each
+// let whoever holds them approve calls; the webhook and hook secrets and
+// the decision-log token let them speak as toolgate. A chart or a .env that
+// names one variable twice makes such a config, and it loads: an agent
+// holding its own key would hold the approval too. (Approvers' keys are
+// checked where they are read.)
+func (v *validator) agentKeysApart(c *Config) {
+	agents := map[string]string{}
+	for i, k := range c.Identity.APIKeys {
+		// A key refused already (too short) is not compared too.
+		if len(k.Key) >= MinKeyBytes {
+			agents[k.Key.Reveal()] = fmt.Sprintf("identity.api_keys[%d].key", i)
+		}
+	}
+	if len(agents) == 0 {
+		return
+	}
+	check := func(key string, s Secret) {
+		if at := agents[s.Reveal()]; s != "" && at != "" {
+			v.add(key, "is the same secret as "+at, "an agent must never hold what approves its calls or speaks as toolgate; give each its own secret")
+		}
+	}
+	a := &c.Approvals
+	check("approvals.secret", a.Secret)
+	for i, s := range a.PreviousSecrets {
+		check(fmt.Sprintf("approvals.previous_secrets[%d]", i), s)
+	}
+	if id := a.Identity; id != nil {
+		check("approvals.identity.secret", id.Secret)
+		check("approvals.identity.client_secret", id.ClientSecret)
+		check("approvals.identity.cookie_secret", id.CookieSecret)
+	}
+	if a.Slack != nil {
+		check("approvals.slack.signing_secret", a.Slack.SigningSecret)
+	}
+	for i, n := range a.Notify {
+		check(fmt.Sprintf("approvals.notify[%d].secret", i), n.Secret)
+	}
+	for i, h := range c.Hooks {
+		check(fmt.Sprintf("hooks[%d].secret", i), h.Secret)
+	}
+	check("log.decisions.service.token", c.Log.Decisions.Service.Token)
 }
 
 type validator struct{ errs []error }
