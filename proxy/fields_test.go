@@ -193,6 +193,19 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"a form in UTF-16, spelt without the hyphen", "/purge", "application/x-www-form-urlencoded; charset=utf16", `a=1`, http.StatusUnsupportedMediaType},
 		{"JSON in Shift_JIS", "/purge", "application/json; charset=shift_jis", `{}`, http.StatusUnsupportedMediaType},
 		{"JSON in UTF-8, declared", "/purge", "application/json; charset=UTF-8", `{"a":1}`, http.StatusOK},
+		{"JSON in UTF-7 as text", "/purge", "text/plain; charset=utf-7", `{"+AF8-method":"DELETE"}`, http.StatusUnsupportedMediaType},
+		{"JSON in UTF-7 as octets", "/purge", "application/octet-stream; charset=UNICODE-1-1-UTF-7", `{"+AF8-method":"DELETE"}`, http.StatusUnsupportedMediaType},
+		{"text in EBCDIC", "/purge", "text/plain; charset=ibm037", "\x81", http.StatusUnsupportedMediaType},
+		{"CSV in Shift_JIS", "/purge", "text/csv; charset=Shift_JIS", "a,b\r\n\x93\xfa,1\r\n", http.StatusOK},
+		// PHP reads "." in a name as "_": Laravel and Symfony take
+		// .method=DELETE as _method.
+		{"in the query with a dot", "/purge?.method=DELETE", "application/json", `{}`, http.StatusBadRequest},
+		{"in the query with an escaped dot", "/purge?%2Emethod=DELETE", "application/json", `{}`, http.StatusBadRequest},
+		{"in a form with a dot", "/purge", "application/x-www-form-urlencoded", `a=1&.method=DELETE`, http.StatusBadRequest},
+		{"in a form with an escaped dot", "/purge", "application/x-www-form-urlencoded", `a=1&%2Emethod=DELETE`, http.StatusBadRequest},
+		{"in a form with a dot after spaces", "/purge", "application/x-www-form-urlencoded", `a=1&++.method=DELETE`, http.StatusBadRequest},
+		{"in a multipart form with a dot", "/purge", "multipart/form-data; boundary=b", strings.Replace(multipart, `"_method"`, `".method"`, 1), http.StatusBadRequest},
+		{"a form value with a dotted method", "/purge", "application/x-www-form-urlencoded", `code=obj.method()`, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll, func(c *Config) { c.MaxBodyBytes = 64 << 10 })

@@ -27,7 +27,8 @@ const overrideField = "_method"
 func checkOverrideQuery(q url.Values) *answer {
 	for name := range q {
 		root, _ := queryRoot(name)
-		if strings.EqualFold(strings.TrimSpace(name), overrideField) || strings.TrimSpace(root) == overrideField {
+		php, _ := phpRoot(name) // PHP binds ".method" as _method
+		if strings.EqualFold(strings.TrimSpace(name), overrideField) || strings.TrimSpace(root) == overrideField || php == overrideField {
 			return overrideRefused("query string")
 		}
 	}
@@ -60,8 +61,10 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	if a := checkBodyCharset(ct); a != nil {
 		return a
 	}
-	if formish(ct) && bytes.Contains(decodedLower(body), []byte(overrideField)) {
-		return overrideRefused("body")
+	if formish(ct) {
+		if d := decodedLower(body); bytes.Contains(d, []byte(overrideField)) || phpDotted(d) {
+			return overrideRefused("body")
+		}
 	}
 	if namesOverrideAsJSON(body) {
 		return overrideRefused("body")
@@ -72,6 +75,26 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 		return overrideRefused("body")
 	}
 	return nil
+}
+
+// phpDotted reports whether a decoded form names ".method" where a name
+// starts (after "&", ";", a quote or "=", or at the start, spaces skipped):
+// PHP reads "." (and a space after the first character) in a name as "_",
+// so Laravel and Symfony take .method=DELETE as _method. A value that
+// merely holds ".method" (obj.method) is not such a name.
+func phpDotted(d []byte) bool {
+	const dotted = "." + "method"
+	for i := 0; ; {
+		j := bytes.Index(d[i:], []byte(dotted))
+		if j < 0 {
+			return false
+		}
+		at := bytes.TrimRight(d[:i+j], " \t")
+		if len(at) == 0 || strings.IndexByte("&;\"'=", at[len(at)-1]) >= 0 {
+			return true
+		}
+		i += j + len(dotted)
+	}
 }
 
 // namesOverrideAsJSON reports whether body, read as a JSON object, has a
@@ -171,7 +194,8 @@ func byteOrder(big bool) binary.ByteOrder {
 // charsets, and, for a type read as JSON or as a form, a charset but UTF-8
 // or a single-byte superset of ASCII (UTF-7 or UTF-16 spell overrideField
 // in bytes no scan here reads; Latin-1, which Apache HttpClient declares
-// for forms, spells it as ASCII does).
+// for forms, spells it as ASCII does); for any other type, those or a
+// multi-byte charset that keeps ASCII as it is (asciiCompatible).
 func checkBodyCharset(ct string) *answer {
 	var charsets []string
 	for part := range strings.FieldsFuncSeq(ct, func(r rune) bool { return r == ';' || r == ',' }) {
@@ -192,8 +216,25 @@ func checkBodyCharset(ct string) *answer {
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a Content-Type names one charset at most")
 	case len(charsets) == 1 && (formish(ct) || jsonish(ct)) && !asciiSuperset(charsets[0]):
 		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a JSON or form body is UTF-8, ASCII, ISO-8859 or Windows-125x")
+	case len(charsets) == 1 && !asciiSuperset(charsets[0]) && !asciiCompatible[charsets[0]]:
+		// Any other type too: the JSON scan reads every plain body, as a
+		// reader told to parse any type as JSON (express.json with type
+		// "*/*") would, and it decodes the declared charset: UTF-7 spells
+		// "_method" as "+AF8-method".
+		return invalid(http.StatusUnsupportedMediaType, "Unsupported Content-Type", "a plain body's charset spells ASCII as ASCII does: UTF-8, ASCII, ISO-8859, Windows-125x, or a multi-byte charset that keeps ASCII (Shift_JIS, EUC, GBK, Big5)")
 	}
 	return nil
+}
+
+// asciiCompatible are multi-byte charsets in which every ASCII character
+// of the text is that ASCII byte (a byte of another character may look
+// like ASCII, which can only make the scans here refuse more): allowed for
+// bodies that are neither JSON nor a form (text/csv in Shift_JIS).
+var asciiCompatible = map[string]bool{
+	"shift_jis": true, "shift-jis": true, "sjis": true, "windows-31j": true, "cp932": true, "ms_kanji": true,
+	"euc-jp": true, "iso-2022-jp": true, "euc-kr": true, "ks_c_5601-1987": true,
+	"gbk": true, "gb2312": true, "gb18030": true, "cp936": true, "big5": true, "big5-hkscs": true,
+	"koi8-r": true, "koi8-u": true,
 }
 
 // asciiSuperset reports whether cs, a lower-cased charset name, spells
