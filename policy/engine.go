@@ -208,7 +208,11 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
-	if p.toolCase, err = newToolCase(b.rules); err != nil {
+	rows := fileRows(b.rules)
+	if !b.rulesFromFile {
+		rows = servedRows(ctx, c, caps, store)
+	}
+	if p.toolCase, err = newToolCase(rows); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
@@ -239,6 +243,23 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// servedRows are the rows of a rules table the library reads from data
+// (a data file, or the user's Rego), evaluated once as the policy loads;
+// none when the table is not there or depends on the call (its rows are
+// then not known before a call, and a call reads them as they are).
+func servedRows(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) []caseRow {
+	rs, err := rego.New(
+		rego.Query("data.toolgate.rules"),
+		rego.Compiler(c),
+		rego.Capabilities(caps),
+		rego.Store(store),
+	).Eval(ctx)
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil
+	}
+	return dataRows(rs[0].Expressions[0].Value)
 }
 
 func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) (rego.PreparedEvalQuery, error) {

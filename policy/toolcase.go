@@ -24,7 +24,8 @@ import (
 // Rails' routes take an optional (.:format) of any extension, and Spring
 // MVC's suffix pattern match any suffix, so both run delete_file. A name
 // the table names as spelt (fs.write, or a glob such as report.*) is
-// decided as spelt.
+// decided as spelt, unless a row that denies or asks names a prefix of it
+// (fs): then even a row of its own does not excuse it.
 // MCP servers look tool names up exactly, so MCP calls are left alone.
 
 // toolCase knows the tool names and globs of a rules table without regard
@@ -50,36 +51,85 @@ type caseGlob struct {
 	match, folded globMatcher
 }
 
+// caseRow is what the check reads of a row: its tool, whether the tool is
+// a glob, its effect and its target.
+type caseRow struct {
+	tool, effect, target string
+	glob                 bool
+}
+
+// fileRows are a rules file's rows.
+func fileRows(rules []Rule) []caseRow {
+	rows := make([]caseRow, len(rules))
+	for i, r := range rules {
+		rows[i] = caseRow{tool: r.Tool, effect: r.Effect, target: r.Target, glob: isGlob(r.Tool)}
+	}
+	return rows
+}
+
+// dataRows are the rows of a table the library reads from data (a data
+// file's data.toolgate.rules, or the user's Rego that defines it), as it
+// reads them: an array or an object of rows, a row's tool a glob by its
+// tool_glob or, without one, by its spelling. A row without a string tool is left out: it names no
+// tool.
+func dataRows(table any) []caseRow {
+	var list []any
+	switch t := table.(type) {
+	case []any:
+		list = t
+	case map[string]any:
+		for _, r := range t {
+			list = append(list, r)
+		}
+	}
+	var rows []caseRow
+	for _, r := range list {
+		row, _ := r.(map[string]any)
+		tool, ok := row["tool"].(string)
+		if !ok {
+			continue
+		}
+		effect, _ := row["effect"].(string)
+		target, _ := row["target"].(string)
+		glob, set := row["tool_glob"].(bool)
+		if !set {
+			glob = isGlob(tool) // as the library reads a row without it
+		}
+		rows = append(rows, caseRow{tool: tool, effect: effect, target: target, glob: glob})
+	}
+	return rows
+}
+
 // newToolCase indexes the rows of a rules table; nil when the table names
 // no tool but "*".
-func newToolCase(rules []Rule) (*toolCase, error) {
+func newToolCase(rows []caseRow) (*toolCase, error) {
 	tc := &toolCase{exact: map[string]bool{}, folded: map[string]string{}, strictFolded: map[string]string{}}
-	for _, r := range rules {
-		strict := r.Effect != "allow"
+	for _, r := range rows {
+		strict := r.effect != "allow"
 		switch {
-		case r.Tool == "*":
-		case isGlob(r.Tool):
-			m, err := compileMatcher(r.Tool)
+		case r.tool == "*":
+		case r.glob:
+			m, err := compileMatcher(r.tool)
 			if err != nil {
 				return nil, err
 			}
-			f, err := compileMatcher(strings.ToLower(r.Tool))
+			f, err := compileMatcher(strings.ToLower(r.tool))
 			if err != nil {
 				return nil, err
 			}
-			g := caseGlob{r.Tool, m, f}
+			g := caseGlob{r.tool, m, f}
 			tc.globs = append(tc.globs, g)
 			if strict {
 				tc.strictGlobs = append(tc.strictGlobs, g)
 			}
-			if r.Effect == "deny" && r.Target == "*" {
+			if r.effect == "deny" && r.target == "*" {
 				tc.denyGlobs = append(tc.denyGlobs, g)
 			}
 		default:
-			tc.exact[r.Tool] = true
-			tc.folded[strings.ToLower(r.Tool)] = r.Tool
+			tc.exact[r.tool] = true
+			tc.folded[strings.ToLower(r.tool)] = r.tool
 			if strict {
-				tc.strictFolded[strings.ToLower(r.Tool)] = r.Tool
+				tc.strictFolded[strings.ToLower(r.tool)] = r.tool
 			}
 		}
 	}
@@ -92,9 +142,13 @@ func newToolCase(rules []Rule) (*toolCase, error) {
 // variant returns the table's spelling that name differs from only in
 // case, or "".
 func (tc *toolCase) variant(name string) string {
-	if tc == nil || tc.exact[name] {
+	if tc == nil {
 		return ""
 	}
+	// Before the name's own rows: a row of its own (deny db.read on
+	// secrets/**) does not excuse a name whose prefix a row denies or asks
+	// about (deny db): Rails and Spring run db.read as db whatever rows
+	// db.read has.
 	if (len(tc.strictFolded) > 0 || len(tc.strictGlobs) > 0) && strings.IndexByte(name, '.') > 0 && !slices.ContainsFunc(tc.denyGlobs, func(g caseGlob) bool { return g.match(name) }) {
 		low := strings.ToLower(name)
 		for _, base := range toolname.Prefixes(low) {
@@ -102,6 +156,9 @@ func (tc *toolCase) variant(name string) string {
 				return spelt
 			}
 		}
+	}
+	if tc.exact[name] {
+		return ""
 	}
 	for _, g := range tc.globs {
 		if g.match(name) {

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -168,6 +169,67 @@ func TestToolSuffixBehindANarrowDenyGlob(t *testing.T) {
 			}
 			if got := decide(t, e, call("fs_delete.json", "docs/a")); got.Action == "allow" {
 				t.Errorf("%s row, native %v: fs_delete.json on docs/a: %v; Rails runs fs_delete", effect, native, got)
+			}
+		}
+	}
+}
+
+// TestToolCaseForServedTables: a rules table served from a data file (as
+// an array or an object) or defined in the user's Rego gets the same
+// check as a rules file's: a case variant or a suffixed name of a denied
+// tool is denied, with either evaluation.
+func TestToolCaseForServedTables(t *testing.T) {
+	const deny = `{"id": "del", "effect": "deny", "tool": "delete_file", "target": "*"}`
+	const all = `{"id": "all", "effect": "allow", "tool": "*", "target": "*"}`
+	for name, files := range map[string]fstest.MapFS{
+		"data file, array":  {"toolgate/data.json": {Data: []byte(`{"rules": [` + deny + `, ` + all + `]}`)}},
+		"data file, object": {"toolgate/data.json": {Data: []byte(`{"rules": {"a": ` + deny + `, "b": ` + all + `}}`)}},
+		"Rego":              {"t.rego": {Data: []byte("package toolgate\n\nrules := [" + deny + ", " + all + "]\n")}},
+	} {
+		for _, native := range []bool{true, false} {
+			e := newEngine(t, policy.Options{Library: shipped.Library(), NativeLibrary: native, Policies: files})
+			if got := decide(t, e, call("write_note", "docs/a")); got.Action != "allow" {
+				t.Fatalf("%s: the table is not read: %v", name, got)
+			}
+			for _, tool := range []string{"delete_file.json", "DELETE_FILE", "delete_file.", "Delete_File.xml"} {
+				if got, want := decide(t, e, call(tool, "docs/a")), (outcome{"deny", []string{"toolgate.tool_case"}}); !cmp.Equal(got, want) {
+					t.Errorf("%s, native %v: %s: %v, want %v", name, native, tool, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestToolSuffixWithARowOfItsOwn: a dotted name's own row does not excuse
+// it from the row that denies or asks about its prefix, whatever that own
+// row says: Rails and Spring run db.read as db.
+func TestToolSuffixWithARowOfItsOwn(t *testing.T) {
+	rows := []string{
+		`{id: all, effect: allow, tool: "*", target: "*"}`,
+		`{id: db, effect: deny, tool: db, target: "*"}`,
+		`{id: db-read-secrets, effect: deny, tool: db.read, target: "secrets/**"}`,
+		`{id: git, effect: ask, tool: git, target: "*"}`,
+		`{id: git-status, effect: allow, tool: git.status, target: "*"}`,
+		`{id: fs, effect: allow, tool: fs, target: "*"}`,
+		`{id: fs-write, effect: allow, tool: fs.write, target: "*"}`,
+	}
+	for _, native := range []bool{true, false} {
+		opts := policy.Options{RulesFile: writeRules(t, t.TempDir(), rows)}
+		if !native {
+			opts.Library = shipped.Library()
+		}
+		e := newEngine(t, opts)
+		for _, tc := range []struct {
+			tool string
+			want outcome
+		}{
+			{"db.read", outcome{"deny", []string{"toolgate.tool_case"}}},
+			{"git.status", outcome{"deny", []string{"toolgate.tool_case"}}},
+			// A prefix that is only allowed leaves the dotted tool its own.
+			{"fs.write", outcome{"allow", []string{"all", "fs-write"}}},
+		} {
+			if got := decide(t, e, call(tc.tool, "public/x")); !cmp.Equal(got, tc.want) {
+				t.Errorf("native %v: %s: %v, want %v", native, tc.tool, got, tc.want)
 			}
 		}
 	}
