@@ -39,7 +39,7 @@ func BenchmarkRunLocalHook(b *testing.B) {
 	input := []byte(testInput)
 	b.ReportAllocs()
 	for b.Loop() {
-		if v := r.Run(b.Context(), "ci", "deploy_prod", true, input); v.Decision != Allow {
+		if v := r.Run(b.Context(), "key:agent", "ci", "deploy_prod", true, input); v.Decision != Allow {
 			b.Fatalf("Decision = %q (%+v)", v.Decision, v.Reasons)
 		}
 	}
@@ -55,13 +55,13 @@ func TestLocalHookLatency(t *testing.T) {
 	r := newLocalHook(t)
 	input := []byte(testInput)
 	for range 100 { // warm the connection pool
-		r.Run(t.Context(), "ci", "deploy_prod", true, input)
+		r.Run(t.Context(), "key:agent", "ci", "deploy_prod", true, input)
 	}
 	const n = 2000
 	took := make([]time.Duration, n)
 	for i := range took {
 		start := time.Now()
-		v := r.Run(t.Context(), "ci", "deploy_prod", true, input)
+		v := r.Run(t.Context(), "key:agent", "ci", "deploy_prod", true, input)
 		took[i] = time.Since(start)
 		if v.Decision != Allow {
 			t.Fatalf("Decision = %q (%+v)", v.Decision, v.Reasons)

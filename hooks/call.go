@@ -22,12 +22,16 @@ import (
 type failure struct {
 	why string
 	err error
+	// busy: the hook was not asked, its requests in flight being at their
+	// bound. Such a failure denies, whatever on_failure says.
+	busy bool
 }
 
-// ask sends input to h and returns its opinion and how long it took.
-func (r *Runner) ask(ctx context.Context, h *hook, input []byte) (Opinion, time.Duration) {
+// ask sends input to h for caller and returns its opinion and how long it
+// took.
+func (r *Runner) ask(ctx context.Context, caller string, h *hook, input []byte) (Opinion, time.Duration) {
 	start := time.Now()
-	a, f := r.post(ctx, h, input)
+	a, f := r.post(ctx, caller, h, input)
 	took := time.Since(start)
 	if f != nil {
 		if ok, suppressed := r.failed.Allow(h.name + "\x00" + f.why); ok {
@@ -37,8 +41,12 @@ func (r *Runner) ask(ctx context.Context, h *hook, input []byte) (Opinion, time.
 			}
 			r.log.WarnContext(ctx, "hook failed", attrs...)
 		}
+		decision := h.onFailure
+		if f.busy {
+			decision = Deny
+		}
 		return Opinion{
-			Decision: h.onFailure,
+			Decision: decision,
 			Hook:     h.name,
 			Reason:   "hook " + h.name + " failed: " + f.why,
 			Failed:   true,
@@ -52,14 +60,19 @@ func (r *Runner) ask(ctx context.Context, h *hook, input []byte) (Opinion, time.
 
 // post makes the one request of a hook run; there is no retry, the budget
 // being the call's latency.
-func (r *Runner) post(ctx context.Context, h *hook, input []byte) (Opinion, *failure) {
+func (r *Runner) post(ctx context.Context, caller string, h *hook, input []byte) (Opinion, *failure) {
 	// Take a slot or fail now: waiting for one would let a slow hook make
-	// every call queue behind it.
+	// every call queue behind it. The caller's share first, so that one
+	// principal cannot hold every slot.
+	if !r.takeShare(caller) {
+		return Opinion{}, &failure{why: "too many hook requests in flight for this caller", busy: true}
+	}
+	defer r.giveShare(caller)
 	select {
 	case r.semaphore <- struct{}{}:
 		defer func() { <-r.semaphore }()
 	default:
-		return Opinion{}, &failure{why: "too many hook requests in flight"}
+		return Opinion{}, &failure{why: "too many hook requests in flight", busy: true}
 	}
 
 	hctx, cancel := context.WithTimeout(ctx, h.timeout)
@@ -175,4 +188,25 @@ func parseAnswer(body []byte) (Opinion, error) {
 		return Opinion{}, errors.New("updated_arguments must be an object")
 	}
 	return op, nil
+}
+
+// takeShare takes one of caller's requests in flight, false when it holds
+// its share already.
+func (r *Runner) takeShare(caller string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callers[caller] >= r.perCaller {
+		return false
+	}
+	r.callers[caller]++
+	return true
+}
+
+// giveShare gives back one of caller's requests in flight.
+func (r *Runner) giveShare(caller string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.callers[caller]--; r.callers[caller] <= 0 {
+		delete(r.callers, caller)
+	}
 }

@@ -59,6 +59,8 @@ const (
 	DefaultTimeout     = 2 * time.Second
 	MaxTimeout         = 30 * time.Second
 	DefaultMaxInFlight = 256
+	// callerShare: one caller may hold a quarter of MaxInFlight.
+	callerShare = 4
 
 	// MaxResponseBytes caps a hook's response body; a longer one is a
 	// failure.
@@ -170,6 +172,12 @@ type Runner struct {
 	now       func() time.Time
 	onResult  func(hook, outcome string, d time.Duration)
 	semaphore chan struct{}
+	// perCaller bounds one caller's requests in flight (a share of
+	// MaxInFlight), so that no one principal's calls hold every slot;
+	// callers counts them.
+	perCaller int
+	mu        sync.Mutex
+	callers   map[string]int
 	// failed bounds the "hook failed" warnings, one a hook and reason
 	// every failWarnEvery: an agent's calls can make a hook fail on every
 	// call (a flood past MaxInFlight), and the metric counts each.
@@ -237,6 +245,7 @@ func New(opts Options) (*Runner, error) {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	r.semaphore = make(chan struct{}, opts.MaxInFlight)
+	r.perCaller, r.callers = max(1, opts.MaxInFlight/callerShare), map[string]int{}
 
 	seen := make(map[string]bool, len(opts.Hooks))
 	var errs []error
@@ -377,9 +386,12 @@ func (r *Runner) Matches(upstream, tool string, rest bool) bool {
 // policy input document) as the request body, and combines their opinions.
 // It returns when every hook has answered, failed or timed out; a hook's
 // time is bounded by its Timeout and by ctx. Run never returns an error:
-// a hook that failed counts as its on_failure answer. With no hook
+// a hook that failed counts as its on_failure answer. A hook not asked
+// because its requests in flight are at their bound (the caller's share,
+// or all of them) denies: a flood of calls must not turn a hook into its
+// on_failure answer. caller names the call's principal. With no hook
 // matching, the verdict is none and Ran is 0.
-func (r *Runner) Run(ctx context.Context, upstream, tool string, rest bool, input []byte) Verdict {
+func (r *Runner) Run(ctx context.Context, caller, upstream, tool string, rest bool, input []byte) Verdict {
 	var matched []*hook
 	for i := range r.hooks {
 		if r.hooks[i].matches(upstream, tool, rest) {
@@ -392,11 +404,11 @@ func (r *Runner) Run(ctx context.Context, upstream, tool string, rest bool, inpu
 	ops := make([]Opinion, len(matched))
 	took := make([]time.Duration, len(matched))
 	if len(matched) == 1 {
-		ops[0], took[0] = r.ask(ctx, matched[0], input) // no goroutine for the common case
+		ops[0], took[0] = r.ask(ctx, caller, matched[0], input) // no goroutine for the common case
 	} else {
 		var wg sync.WaitGroup
 		for i, h := range matched {
-			wg.Go(func() { ops[i], took[i] = r.ask(ctx, h, input) })
+			wg.Go(func() { ops[i], took[i] = r.ask(ctx, caller, h, input) })
 		}
 		wg.Wait()
 	}

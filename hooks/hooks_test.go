@@ -156,7 +156,7 @@ func TestMatching(t *testing.T) {
 			for _, s := range []*testkit.Upstream{all, deploys, notes, del} {
 				s.Reset()
 			}
-			v := r.Run(t.Context(), tt.upstream, tt.tool, true, []byte(testInput))
+			v := r.Run(t.Context(), "key:agent", tt.upstream, tt.tool, true, []byte(testInput))
 			if v.Ran != len(tt.want) {
 				t.Errorf("Ran = %d, want %d", v.Ran, len(tt.want))
 			}
@@ -180,7 +180,7 @@ func TestMatching(t *testing.T) {
 		t.Error("Matches(ci, read_file) = true for a deploy_* hook")
 	}
 	deploys.Reset()
-	v := only.Run(t.Context(), "ci", "read_file", true, []byte(testInput))
+	v := only.Run(t.Context(), "key:agent", "ci", "read_file", true, []byte(testInput))
 	if diff := cmp.Diff(Verdict{Decision: None}, v); diff != "" {
 		t.Errorf("Run without a matching hook (-want +got):\n%s", diff)
 	}
@@ -193,7 +193,7 @@ func TestMatching(t *testing.T) {
 	// An MCP server looks a tool's name up as spelt: its dotted tool
 	// fs.read_file is not fs, nor delete_file.zzz delete_file.
 	del.Reset()
-	if v := r.Run(t.Context(), "ci", "delete_file.zzz", false, []byte(testInput)); v.Ran != 1 || len(del.Requests()) != 0 {
+	if v := r.Run(t.Context(), "key:agent", "ci", "delete_file.zzz", false, []byte(testInput)); v.Ran != 1 || len(del.Requests()) != 0 {
 		t.Errorf("an MCP call of delete_file.zzz asked %d hooks, the delete_file hook %d times; want 1 (all) and none", v.Ran, len(del.Requests()))
 	}
 	if !r.Matches("ci", "delete_file.zzz", true) || !r.Matches("ci", "delete_file", false) {
@@ -219,7 +219,7 @@ func TestRequest(t *testing.T) {
 		Now:    func() time.Time { return now },
 	})
 	for range 2 {
-		if v := r.Run(t.Context(), "u", "t", true, []byte(testInput)); v.Decision != Allow {
+		if v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput)); v.Decision != Allow {
 			t.Fatalf("Decision = %q, want allow (%+v)", v.Decision, v.Reasons)
 		}
 	}
@@ -272,7 +272,7 @@ func TestSignature(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newHookServer(t, `{"decision":"none"}`)
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "signed", URL: srv.URL, Secret: tt.secret}}})
-			r.Run(t.Context(), "u", "t", true, []byte(testInput))
+			r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 			reqs := srv.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("hook received %d requests, want 1", len(reqs))
@@ -317,7 +317,7 @@ func TestCombine(t *testing.T) {
 			for i, a := range tt.answers {
 				hooks = append(hooks, Hook{Name: "h" + strconv.Itoa(i), URL: newHookServer(t, a).URL})
 			}
-			v := newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", true, []byte(testInput))
+			v := newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 			if v.Decision != tt.want {
 				t.Errorf("Decision = %q, want %q", v.Decision, tt.want)
 			}
@@ -330,7 +330,7 @@ func TestCombine(t *testing.T) {
 		})
 	}
 	v := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: newHookServer(t, `{"decision":"deny","reason":"change freeze until Monday"}`).URL}}}).
-		Run(t.Context(), "u", "t", true, []byte(testInput))
+		Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{Decision: Deny, Hook: "freeze", Reason: "change freeze until Monday"}}}
 	if diff := cmp.Diff(want, v); diff != "" {
 		t.Errorf("verdict (-want +got):\n%s", diff)
@@ -356,7 +356,7 @@ func TestConcurrent(t *testing.T) {
 	a, b := testkit.NewUpstream(t, barrier), testkit.NewUpstream(t, barrier)
 	r := newRunner(t, Options{Hooks: []Hook{{Name: "a", URL: a.URL}, {Name: "b", URL: b.URL}}})
 	start := time.Now()
-	v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+	v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	if v.Decision != Allow {
 		t.Errorf("Decision = %q (%+v), want allow: the hooks were not in flight together", v.Decision, v.Reasons)
 	}
@@ -377,7 +377,7 @@ func TestTimeout(t *testing.T) {
 		t.Run("on_failure "+tt.onFailure, func(t *testing.T) {
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: slow.URL, Timeout: 100 * time.Millisecond, OnFailure: tt.onFailure}}})
 			start := time.Now()
-			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+			v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 			if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
 				t.Errorf("Run took %v, want about the 100ms timeout", d)
 			}
@@ -393,7 +393,7 @@ func TestTimeout(t *testing.T) {
 		r := newRunner(t, Options{Hooks: []Hook{{Name: "freeze", URL: slow.URL}}})
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
-		v := r.Run(ctx, "u", "t", true, []byte(testInput))
+		v := r.Run(ctx, "key:agent", "u", "t", true, []byte(testInput))
 		if len(v.Reasons) != 1 || v.Decision != Deny || v.Reasons[0].Reason != "hook freeze failed: the call ended before the hook answered" {
 			t.Errorf("verdict = %+v, want deny because the call ended", v)
 		}
@@ -437,7 +437,7 @@ func TestFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := testkit.NewUpstream(t, tt.respond)
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL}}})
-			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+			v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 			want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{
 				Decision: Deny, Hook: "h", Reason: "hook h failed: " + tt.why, Failed: true,
 			}}}
@@ -451,7 +451,7 @@ func TestFailures(t *testing.T) {
 		srv := newHookServer(t, `{"decision":"allow"}`)
 		srv.Close()
 		r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL + "/?token=s3cret", OnFailure: Ask}}})
-		v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+		v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 		if v.Decision != Ask || len(v.Reasons) != 1 || v.Reasons[0].Reason != "hook h failed: request failed" || !v.Reasons[0].Failed {
 			t.Errorf("verdict = %+v, want ask from a failed request", v)
 		}
@@ -472,7 +472,7 @@ func TestFailureLogThrottled(t *testing.T) {
 		OnResult: func(string, string, time.Duration) { results++ },
 	})
 	for range 20 {
-		r.Run(t.Context(), "u", "t", true, []byte(testInput))
+		r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	}
 	if n := strings.Count(log.String(), `"msg":"hook failed"`); n != 1 || results != 20 {
 		t.Errorf("20 failures: %d log lines and %d results, want 1 and 20\n%s", n, results, log.String())
@@ -489,7 +489,7 @@ func TestFailureLogKeepsURLOut(t *testing.T) {
 		Hooks:  []Hook{{Name: "h", URL: srv.URL + "/?token=s3cret", Secret: "whsec_c2VjcmV0"}},
 		Logger: slog.New(slog.NewJSONHandler(&log, nil)),
 	})
-	r.Run(t.Context(), "u", "t", true, []byte(testInput))
+	r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	if !strings.Contains(log.String(), `"hook":"h"`) {
 		t.Errorf("log %s does not name the hook", log.String())
 	}
@@ -511,7 +511,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 				http.Redirect(w, r, elsewhere.URL, code)
 			})
 			r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL, Secret: "s"}}})
-			v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+			v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 			if v.Decision != Deny || len(v.Reasons) != 1 || !v.Reasons[0].Failed ||
 				v.Reasons[0].Reason != "hook h failed: redirect not followed (status "+strconv.Itoa(code)+")" {
 				t.Errorf("verdict = %+v, want a failure", v)
@@ -531,7 +531,7 @@ func TestUpdatedArguments(t *testing.T) {
 		for i, a := range answers {
 			hooks = append(hooks, Hook{Name: "h" + strconv.Itoa(i), URL: newHookServer(t, a).URL})
 		}
-		return newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "u", "t", true, []byte(testInput))
+		return newRunner(t, Options{Hooks: hooks}).Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	}
 
 	t.Run("one hook rewrites", func(t *testing.T) {
@@ -595,30 +595,22 @@ func TestUpdatedArguments(t *testing.T) {
 	})
 }
 
-// TestMaxInFlight: with every slot taken, a hook fails at once with its
-// on_failure answer instead of waiting.
+// TestMaxInFlight: with every slot taken, a hook fails at once instead of
+// waiting, and denies whatever its on_failure says: a flood of calls must
+// not turn a hook into its on_failure answer.
 func TestMaxInFlight(t *testing.T) {
-	release := make(chan struct{})
-	held := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
-		<-release
-		_, _ = io.WriteString(w, `{"decision":"allow"}`)
-	})
-	fast := newHookServer(t, `{"decision":"allow"}`)
-	r := newRunner(t, Options{MaxInFlight: 1, Hooks: []Hook{
-		{Name: "held", URL: held.URL, Tool: "slow"},
-		{Name: "fast", URL: fast.URL, Tool: "quick", OnFailure: Ask},
-	}})
+	r, held, fast, release := heldAndQuick(t, 1, Ask)
 	done := make(chan Verdict)
-	go func() { done <- r.Run(context.Background(), "u", "slow", true, []byte(testInput)) }()
+	go func() { done <- r.Run(context.Background(), "key:agent", "u", "slow", true, []byte(testInput)) }()
 	testkit.WaitFor(t, "the held request", func() bool { return len(held.Requests()) == 1 })
 
 	start := time.Now()
-	v := r.Run(t.Context(), "u", "quick", true, []byte(testInput))
+	v := r.Run(t.Context(), "key:other", "u", "quick", true, []byte(testInput))
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("Run waited %v for a slot", d)
 	}
-	want := Verdict{Decision: Ask, Ran: 1, Reasons: []Opinion{{
-		Decision: Ask, Hook: "fast", Reason: "hook fast failed: too many hook requests in flight", Failed: true,
+	want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{
+		Decision: Deny, Hook: "fast", Reason: "hook fast failed: too many hook requests in flight", Failed: true,
 	}}}
 	if diff := cmp.Diff(want, v); diff != "" {
 		t.Errorf("verdict (-want +got):\n%s", diff)
@@ -632,8 +624,55 @@ func TestMaxInFlight(t *testing.T) {
 		t.Errorf("held call: Decision = %q, want allow", v.Decision)
 	}
 	// The slot is free again.
-	if v := r.Run(t.Context(), "u", "quick", true, []byte(testInput)); v.Decision != Allow {
+	if v := r.Run(t.Context(), "key:agent", "u", "quick", true, []byte(testInput)); v.Decision != Allow {
 		t.Errorf("after release: Decision = %q (%+v), want allow", v.Decision, v.Reasons)
+	}
+}
+
+// heldAndQuick is a runner with maxInFlight slots and two hooks: "held"
+// on tool slow, whose requests wait for release to be closed, and "fast"
+// on tool quick, answering allow at once, onFailure when it fails.
+func heldAndQuick(t *testing.T, maxInFlight int, onFailure string) (r *Runner, held *testkit.Upstream, fast *testkit.Upstream, release chan struct{}) {
+	release = make(chan struct{})
+	held = testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})
+	fast = newHookServer(t, `{"decision":"allow"}`)
+	r = newRunner(t, Options{MaxInFlight: maxInFlight, Hooks: []Hook{
+		{Name: "held", URL: held.URL, Tool: "slow"},
+		{Name: "fast", URL: fast.URL, Tool: "quick", OnFailure: onFailure},
+	}})
+	return r, held, fast, release
+}
+
+// TestMaxInFlightPerCaller: one caller holds at most a quarter of the
+// slots; past its share its calls are denied at once (an on_failure of
+// allow included), while another caller's calls are still asked.
+func TestMaxInFlightPerCaller(t *testing.T) {
+	r, held, fast, release := heldAndQuick(t, 8, Allow)
+	done := make(chan Verdict, 2)
+	for range 2 { // the flooding caller's share: 8 / 4
+		go func() { done <- r.Run(context.Background(), "key:flood", "u", "slow", true, []byte(testInput)) }()
+	}
+	testkit.WaitFor(t, "the held requests", func() bool { return len(held.Requests()) == 2 })
+
+	v := r.Run(t.Context(), "key:flood", "u", "quick", true, []byte(testInput))
+	want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{
+		Decision: Deny, Hook: "fast", Reason: "hook fast failed: too many hook requests in flight for this caller", Failed: true,
+	}}}
+	if diff := cmp.Diff(want, v); diff != "" {
+		t.Errorf("the flooding caller's next call (-want +got):\n%s", diff)
+	}
+	if v := r.Run(t.Context(), "key:other", "u", "quick", true, []byte(testInput)); v.Decision != Allow || len(fast.Requests()) != 1 {
+		t.Errorf("another caller: %q (%+v), %d requests to the hook; want allow, asked", v.Decision, v.Reasons, len(fast.Requests()))
+	}
+	close(release)
+	for range 2 {
+		<-done
+	}
+	if v := r.Run(t.Context(), "key:flood", "u", "quick", true, []byte(testInput)); v.Decision != Allow {
+		t.Errorf("the flooding caller, its share free again: %q (%+v), want allow", v.Decision, v.Reasons)
 	}
 }
 
@@ -657,7 +696,7 @@ func TestOnResult(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	v := r.Run(t.Context(), "u", "t", true, []byte(testInput))
+	v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
 	want := []result{{"a", Allow}, {"b", None}, {"c", Failure}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(result{})); diff != "" {
 		t.Errorf("OnResult calls (-want +got):\n%s", diff)

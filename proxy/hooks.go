@@ -15,7 +15,9 @@ type HookRunner interface {
 	// rest: the call is a REST tool call, whose name a router may read
 	// up to a dot (an MCP tools/call's is looked up as spelt).
 	Matches(upstream, tool string, rest bool) bool
-	Run(ctx context.Context, upstream, tool string, rest bool, input []byte) hooks.Verdict
+	// caller names the call's principal: each has a share of the hooks'
+	// requests in flight.
+	Run(ctx context.Context, caller, upstream, tool string, rest bool, input []byte) hooks.Verdict
 }
 
 // hookRecord is what the hooks did to a call, for its decision record.
@@ -43,7 +45,7 @@ func (s *Server) runHooks(ctx context.Context, c *call) *policy.Decision {
 		d := policyFailed(c.id)
 		return &d
 	}
-	v := s.cfg.Hooks.Run(ctx, c.up.Name, t.Name, c.mcp == nil, doc)
+	v := s.cfg.Hooks.Run(ctx, c.subject.Principal, c.up.Name, t.Name, c.mcp == nil, doc)
 	c.hooks = &hookRecord{Decision: v.Decision}
 	reasons := make([]policy.Reason, 0, len(v.Reasons))
 	for _, o := range v.Reasons {
