@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
+	"net/url"
 	"regexp"
 	"time"
 )
@@ -25,6 +27,12 @@ func (v *validator) decisions(d *Decisions) {
 		return
 	}
 	v.httpURL("log.decisions.service.url", s.URL)
+	if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && (s.Token != "" || u.User != nil) && !loopbackHost(u.Hostname()) {
+		// The token, and the events (approvers' names and comments,
+		// arguments with log.arguments), would cross the network in clear.
+		v.add("log.decisions.service.url", "is http:// to a host off loopback, with a token or user information",
+			"use https://, or http:// to a loopback address (a local agent)")
+	}
 	if len(s.Resource) == 0 || s.Resource[0] != '/' {
 		v.add("log.decisions.service.resource", "does not start with /", "write a path such as /logs")
 	}
@@ -40,4 +48,14 @@ func (v *validator) decisions(d *Decisions) {
 	if s.Timeout < 0 {
 		v.add("log.decisions.service.timeout", "is negative", "write a duration such as 10s")
 	}
+}
+
+// loopbackHost reports whether host (a URL's, without port) is localhost
+// or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }

@@ -64,6 +64,9 @@ func TestDecisions_Validate(t *testing.T) {
 		{"buffer", func(d *Decisions) { d.Service.URL = "https://l"; d.Service.BufferBytes = 10 }, "log.decisions.service.buffer_bytes: "},
 		{"min delay", func(d *Decisions) { d.Service.URL = "https://l"; d.Service.MinDelay = Duration(time.Millisecond) }, "log.decisions.service.min_delay: "},
 		{"max delay", func(d *Decisions) { d.Service.URL = "https://l"; d.Service.MaxDelay = Duration(time.Second) }, "log.decisions.service.max_delay: "},
+		// A token, or a password in the URL, in clear off this host.
+		{"token over http", func(d *Decisions) { d.Service.URL = "http://logs.example.com/v1"; d.Service.Token = "t" }, "log.decisions.service.url: is http:// to a host off loopback"},
+		{"password over http", func(d *Decisions) { d.Service.URL = "http://u:pw@logs.example.com/v1" }, "log.decisions.service.url: is http:// to a host off loopback"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := validConfig()
@@ -74,9 +77,18 @@ func TestDecisions_Validate(t *testing.T) {
 			}
 		})
 	}
-	c := validConfig()
-	c.Log.Decisions.Service.URL = "https://logs.example.com"
-	if err := c.Validate(); err != nil {
-		t.Fatalf("a log service with defaults: %v", err)
+	for _, ok := range []struct{ url, token string }{
+		{"https://logs.example.com", ""},
+		{"https://logs.example.com", "t"},
+		{"http://127.0.0.1:8181", "t"},  // a local agent
+		{"http://[::1]:8181", "t"},      // a local agent
+		{"http://localhost:8181", "t"},  // a local agent
+		{"http://logs.example.com", ""}, // nothing secret but the events
+	} {
+		c := validConfig()
+		c.Log.Decisions.Service.URL, c.Log.Decisions.Service.Token = ok.url, Secret(ok.token)
+		if err := c.Validate(); err != nil {
+			t.Errorf("a log service at %s (token %v): %v", ok.url, ok.token != "", err)
+		}
 	}
 }
