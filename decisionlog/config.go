@@ -27,9 +27,9 @@ func managerConfig(opts Options) ([]byte, error) {
 		if s.Timeout > 0 {
 			svc["response_header_timeout_seconds"] = seconds(s.Timeout)
 		}
-		if s.Token != "" {
-			svc["credentials"] = map[string]any{"bearer": map[string]any{"token": s.Token}}
-		}
+		// The token goes through uploadClient, which bounds the whole
+		// exchange (upload.go).
+		svc["credentials"] = map[string]any{"plugin": uploadPluginName}
 		cfg["services"] = []any{svc}
 	}
 	b, err := json.Marshal(cfg)

@@ -201,6 +201,9 @@ func New(ctx context.Context, opts Options) (*Logger, error) {
 		done:    make(chan struct{}),
 		counts:  newCollector(counters),
 	}
+	if opts.Service.URL != "" {
+		m.Register(uploadPluginName, &uploadClient{token: opts.Service.Token, whole: wholeUpload(opts.Service.Timeout)})
+	}
 	m.Register(logs.Name, l.plugin)
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("decisionlog: %w", err)
@@ -228,7 +231,7 @@ func (l *Logger) Close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	// The plugin's Stop waits for an upload under way, which its client's
-	// timeout bounds, not ctx: past ctx it is left to finish alone (the
+	// timeout bounds (wholeUpload), not ctx: past ctx it is left to finish alone (the
 	// process is exiting), so that closing ends when the caller said.
 	stopped := make(chan struct{})
 	go func() {

@@ -186,3 +186,53 @@ func TestUploadURLWithQuery(t *testing.T) {
 		t.Errorf("the report shows the query or the password, or not the path: %s", s)
 	}
 }
+
+// TestUploadTricklingAnswerBounded: a service that answers 200 and then
+// trickles its body does not hold the uploader: the whole exchange is
+// bounded (three times the timeout for the headers), and the next upload
+// is attempted. (Without the bound, the first upload never ends, and
+// neither does closing the logger.)
+func TestUploadTricklingAnswerBounded(t *testing.T) {
+	var mu sync.Mutex
+	posts := 0
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		posts++
+		first := posts == 1
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+		for first {
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+				_, _ = w.Write([]byte(" "))
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	l, _ := newLogger(t, newEngine(t, map[string]string{"p.rego": testPolicy}), decisionlog.Options{
+		Service: decisionlog.Service{URL: srv.URL, Timeout: time.Second, MinDelay: time.Second, MaxDelay: time.Second},
+	})
+	// The first upload after a second, bounded at three, the next a
+	// second later: well within 12 s, where a held uploader never posts
+	// again.
+	for deadline := time.Now().Add(12 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		l.LogAudit(context.Background(), decisionlog.Audit{CallID: "call-x", Outcome: "approved", DecidedBy: "alice", Via: "api", At: time.Now()})
+		mu.Lock()
+		n := posts
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upload in 12 s: the trickling answer holds the uploader", n)
+		}
+	}
+}
