@@ -60,6 +60,9 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		t.MaxIdleConns = 512
 		t.MaxIdleConnsPerHost = 256
 		t.IdleConnTimeout = 90 * time.Second
+		if u.Dial != nil {
+			t.DialContext = u.Dial
+		}
 		rt = t
 		// An approved call goes out on a connection of its own: net/http
 		// replays a request that failed on a reused connection when it

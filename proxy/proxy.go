@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -74,6 +75,10 @@ type Upstream struct {
 	DryRun bool
 	// Transport, if set, replaces the tuned default (tests).
 	Transport http.RoundTripper
+	// Dial, if set, opens the tuned default's connections instead of
+	// dialling URL's host: the quickstart reaches its example tools in
+	// memory, on no port another process could call.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Config configures a Server.

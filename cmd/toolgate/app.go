@@ -33,6 +33,15 @@ import (
 // app is a wired toolgate: engine, identity, proxy and the three handlers.
 // What it opens (trace pipeline, decision log, store, notifier, JWKS
 // refresher) it releases in Close.
+// appOption sets what an app is given beside its configuration.
+type appOption func(*app)
+
+// dialingUpstreams makes dial open every upstream connection (the
+// quickstart's in-memory example tools).
+func dialingUpstreams(dial func(ctx context.Context, network, addr string) (net.Conn, error)) appOption {
+	return func(a *app) { a.dialUpstreams = dial }
+}
+
 type app struct {
 	cfg      *config.Config
 	log      *slog.Logger
@@ -51,6 +60,9 @@ type app struct {
 	// closeBy is when shutdown_grace ends, once serving stops: Close
 	// must be done by then too.
 	closeBy time.Time
+
+	// dialUpstreams, when set, opens the upstreams' connections.
+	dialUpstreams func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // closer releases one thing the app opened.
@@ -139,8 +151,11 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 // newApp wires a toolgate from a validated configuration. It listens on
 // nothing (`config validate` builds the same app, then closes it). On
 // error, what it had opened is closed again.
-func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger) (_ *app, err error) {
+func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, opts ...appOption) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(a)
+	}
 	defer func() {
 		if err != nil {
 			_ = a.Close(context.WithoutCancel(ctx))
@@ -180,6 +195,9 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	ups, err := proxyUpstreams(cfg)
 	if err != nil {
 		return nil, err
+	}
+	for i := range ups {
+		ups[i].Dial = a.dialUpstreams
 	}
 	hookRunner, err := a.newHooks(cfg)
 	if err != nil {

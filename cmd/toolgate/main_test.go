@@ -415,6 +415,7 @@ func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	stderr := &testkit.Buffer{}
 	done := make(chan int, 1)
+	before := listeningSockets(t)
 	go func() {
 		done <- run(ctx, []string{"quickstart", "--listen-proxy", "127.0.0.1:0", "--listen-approvals", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0"}, nil, io.Discard, stderr)
 	}()
@@ -429,6 +430,11 @@ func TestQuickstart(t *testing.T) {
 	}
 	if proxyURL == "" {
 		t.Fatalf("no proxy URL printed:\n%s", stderr.String())
+	}
+	// Its three listeners and nothing else: the example tools are reached
+	// in memory, not on a port a process beside the agent could call.
+	if n := listeningSockets(t) - before; n != 3 {
+		t.Errorf("the quickstart listens on %d TCP sockets, want its 3 listeners", n)
 	}
 	for _, tc := range []struct {
 		tool, body string
@@ -701,4 +707,37 @@ shutdown_grace: 1s
 	if took := time.Since(start); took > 1500*time.Millisecond {
 		t.Errorf("serve returned %v after shutdown began; shutdown_grace is 1s\n%s", took.Round(time.Millisecond), tg.stderr.String())
 	}
+}
+
+// listeningSockets counts this process's listening TCP sockets: the
+// inodes of its socket descriptors among the LISTEN entries (state 0A) of
+// /proc/net/tcp and tcp6.
+func listeningSockets(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("listening sockets (Linux' /proc): %v", err)
+	}
+	mine := map[string]bool{}
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil {
+			if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+				mine[strings.TrimSuffix(inode, "]")] = true
+			}
+		}
+	}
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 9 && f[3] == "0A" && mine[f[9]] {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/test/bufconn"
+
 	"github.com/toolgate/toolgate/examples/notes"
 	"github.com/toolgate/toolgate/internal/config"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -32,17 +34,16 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: levelOf(*logLevel)}))
 
-	toolLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
-		return exitFail
-	}
+	// The example tools listen in memory, on no port: a process beside
+	// the agent (the agent itself, with a shell) cannot call them without
+	// a decision, as it could a loopback port.
+	toolLn := bufconn.Listen(1 << 20)
 	toolSrv := &http.Server{Handler: notes.NewServer(notes.NewFiles()), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = toolSrv.Serve(toolLn) }()
 	defer toolSrv.Close()
 
 	cfg := config.Default()
-	tools := "http://" + toolLn.Addr().String()
+	tools := "http://notes.invalid" // a name for the Host header; nothing resolves it
 	// The same notes tools twice: REST at /, MCP at /mcp (the upstream's
 	// own MCP endpoint is its /mcp).
 	cfg.Upstreams = []config.Upstream{
@@ -53,6 +54,7 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 	cfg.Approvals.Secret = config.Secret(randomSecret())
 	cfg.Log.Level = *logLevel
 	l := &listeners{}
+	var err error
 	for _, b := range []struct {
 		addr string
 		ln   *net.Listener
@@ -66,7 +68,8 @@ func cmdQuickstart(ctx context.Context, args []string, e env) int {
 	cfg.Listen = config.Listen{Proxy: l.proxy.Addr().String(), Approvals: l.approvals.Addr().String(), Admin: l.admin.Addr().String()}
 	cfg.PublicURL = ""
 	cfg.ApplyDefaults()
-	a, err := newApp(ctx, &cfg, policySource{fsys: shipped.Example()}, log)
+	a, err := newApp(ctx, &cfg, policySource{fsys: shipped.Example()}, log,
+		dialingUpstreams(func(ctx context.Context, _, _ string) (net.Conn, error) { return toolLn.DialContext(ctx) }))
 	if err != nil {
 		l.close()
 		fmt.Fprintf(e.stderr, "toolgate: quickstart: %v\n", err)
