@@ -320,6 +320,9 @@ func TestRefused(t *testing.T) {
 		{"JWKS file", []string{"--set", "config.identity.jwt.jwks_file=/etc/toolgate/jwks.json", "--set", "config.identity.jwt.issuer=https://i.example.com", "--set", "config.identity.jwt.audience[0]=toolgate"}, "jwks_file"},
 		// 30 s of grace cannot hold a 5 s preStop sleep and a 25 s drain.
 		{"grace shorter than the drain", []string{"--set", "config.shutdown_grace=25s"}, "must be longer than the preStop sleep (5 s) plus config.shutdown_grace (25s)"},
+		// An agent's key must not be a secret that approves or speaks as toolgate.
+		{"agent key is the approvals secret", []string{"--set", "config.identity.api_keys[0].subject=agent", "--set", "config.identity.api_keys[0].secretKey=TOOLGATE_APPROVALS_SECRET"}, "both name the Secret key TOOLGATE_APPROVALS_SECRET"},
+		{"agent key is the approver proxy's secret", []string{"--set", "config.approvals.identity.type=trusted_header", "--set", "config.approvals.identity.user_header=X-User", "--set", "config.approvals.identity.secretKey=AGENT_KEY"}, "config.approvals.identity.secretKey both name the Secret key AGENT_KEY"},
 		{"grace shorter than a drain in minutes", []string{"--set", "config.shutdown_grace=1m30s", "--set", "terminationGracePeriodSeconds=95"}, "terminationGracePeriodSeconds (95)"},
 	}
 	for _, tc := range tests {

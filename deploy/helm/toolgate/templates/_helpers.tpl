@@ -95,6 +95,27 @@ express. Every template includes this, so any render fails the same way.
 {{- if and .Values.redis.url .Values.secret.existingSecret }}
 {{- fail "redis.url is set together with secret.existingSecret: the chart makes no Secret then, so put the URL in that Secret as TOOLGATE_PENDING_REDIS_URL and leave redis.url empty" }}
 {{- end }}
+{{- $agentKeys := dict }}
+{{- range $i, $k := .Values.config.identity.api_keys }}
+{{- $_ := set $agentKeys $k.secretKey (printf "config.identity.api_keys[%d].secretKey" $i) }}
+{{- end }}
+{{- $others := list (list "the approvals secret" "TOOLGATE_APPROVALS_SECRET") (list "the Redis URL" "TOOLGATE_PENDING_REDIS_URL") }}
+{{- range $i, $a := .Values.config.approvals.approvers }}{{ with $a.secretKey }}{{ $others = append $others (list (printf "config.approvals.approvers[%d].secretKey" $i) .) }}{{ end }}{{ end }}
+{{- with .Values.config.approvals.identity }}
+{{- with .secretKey }}{{ $others = append $others (list "config.approvals.identity.secretKey" .) }}{{ end }}
+{{- with .clientSecretKey }}{{ $others = append $others (list "config.approvals.identity.clientSecretKey" .) }}{{ end }}
+{{- with .cookieSecretKey }}{{ $others = append $others (list "config.approvals.identity.cookieSecretKey" .) }}{{ end }}
+{{- end }}
+{{- with .Values.config.approvals.slack }}{{ with .signingSecretKey }}{{ $others = append $others (list "config.approvals.slack.signingSecretKey" .) }}{{ end }}{{ end }}
+{{- range $i, $n := .Values.config.approvals.notify }}
+{{- with $n.secretKey }}{{ $others = append $others (list (printf "config.approvals.notify[%d].secretKey" $i) .) }}{{ end }}
+{{- with $n.urlSecretKey }}{{ $others = append $others (list (printf "config.approvals.notify[%d].urlSecretKey" $i) .) }}{{ end }}
+{{- end }}
+{{- range $o := $others }}
+{{- if hasKey $agentKeys (index $o 1) }}
+{{- fail (printf "%s and %s both name the Secret key %s: an agent would hold %s with its own key. Give each its own Secret key" (get $agentKeys (index $o 1)) (index $o 0) (index $o 1) (index $o 0)) }}
+{{- end }}
+{{- end }}
 {{- range $i, $n := .Values.config.approvals.notify }}
 {{- if and $n.urlSecretKey (not $.Values.secret.existingSecret) (not (hasKey $.Values.secret.values $n.urlSecretKey)) }}
 {{- fail (printf "config.approvals.notify[%d].urlSecretKey is %s, but secret.values.%s is not given: set it to the webhook URL (the chart would generate a random value), or put it in secret.existingSecret" $i $n.urlSecretKey $n.urlSecretKey) }}
