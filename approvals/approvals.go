@@ -58,6 +58,11 @@ type Config struct {
 	// Identity, if set, tells who an approver on the pages is: every page
 	// decision then needs one, and GET /approvals is their inbox.
 	Identity signin.Authenticator
+	// RequesterSignIn makes a confirmation page (and its form) need the
+	// requester signed in through Identity: an approver whose name is the
+	// call's subject. The link's token alone then confirms nothing, so an
+	// agent that fetches its own link cannot confirm its own call.
+	RequesterSignIn bool
 	// Grants, if set, keeps "approve and remember" grants (the store of
 	// parked calls); nil: approvals are once only.
 	Grants pending.Grants
@@ -87,20 +92,22 @@ type Config struct {
 
 // Handler serves the approvals listener. It is safe for concurrent use.
 type Handler struct {
-	store      pending.Store
-	signer     *Signer
-	keys       []approverKey
-	groups     map[string][]string // every Approvers entry's groups, by lower-cased name
-	identity   signin.Authenticator
-	grants     pending.Grants
-	log        *slog.Logger
-	now        func() time.Time
-	onDecision func(pending.Call)
-	record     func(context.Context, string, pending.Decision) (pending.Call, error)
-	auditTo    func(context.Context, AuditRecord)
-	csrf       *http.CrossOriginProtection
-	pages      *template.Template
-	router     http.Handler
+	store    pending.Store
+	signer   *Signer
+	keys     []approverKey
+	groups   map[string][]string // every Approvers entry's groups, by lower-cased name
+	identity signin.Authenticator
+	// requesterSignIn: Config.RequesterSignIn.
+	requesterSignIn bool
+	grants          pending.Grants
+	log             *slog.Logger
+	now             func() time.Time
+	onDecision      func(pending.Call)
+	record          func(context.Context, string, pending.Decision) (pending.Call, error)
+	auditTo         func(context.Context, AuditRecord)
+	csrf            *http.CrossOriginProtection
+	pages           *template.Template
+	router          http.Handler
 }
 
 // approverKey keeps the SHA-256 of a key: comparing fixed-length digests
@@ -136,6 +143,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h.identity, h.grants = cfg.Identity, cfg.Grants
+	if cfg.RequesterSignIn && cfg.Identity == nil {
+		return nil, errors.New("approvals: RequesterSignIn needs an Identity to sign the requester in")
+	}
+	h.requesterSignIn = cfg.RequesterSignIn
 	if cfg.PublicURL != "" {
 		u, err := url.Parse(cfg.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

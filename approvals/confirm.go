@@ -58,7 +58,23 @@ func (h *Handler) confirmCall(r *http.Request, tokens []string) (pending.Call, e
 	if _, err := eligible(c, callinfo.Decode(c.Info), requester(c), pending.Approved); err != nil {
 		return pending.Call{}, errNotRequesters
 	}
+	if h.requesterSignIn {
+		who, err := h.pageApprover(r)
+		if err != nil {
+			return pending.Call{}, err
+		}
+		if nameKey(who.Name) != nameKey(c.Subject) {
+			return pending.Call{}, errNotTheRequester
+		}
+	}
 	return c, nil
+}
+
+// errNotTheRequester: with RequesterSignIn, the signed-in approver is not
+// the call's requester.
+var errNotTheRequester = &httpError{
+	status: http.StatusForbidden, title: "Not your call",
+	msg: "only the call's requester, signed in, may confirm it here; its approvers decide it on its approval page",
 }
 
 // showConfirm serves GET and HEAD /confirm/{id}?token=T.
@@ -66,6 +82,9 @@ func (h *Handler) showConfirm(w http.ResponseWriter, r *http.Request) error {
 	tokens := r.URL.Query()["token"]
 	c, err := h.confirmCall(r, tokens)
 	if err != nil {
+		if h.signIn(w, r, err) {
+			return nil
+		}
 		return err
 	}
 	h.render(w, http.StatusOK, h.confirmPage(c, tokens[0], "", ""))

@@ -472,6 +472,42 @@ func TestConfirm_NeedsNoSignIn(t *testing.T) {
 	}
 }
 
+// TestConfirm_RequesterSignIn: with RequesterSignIn, the link's token alone
+// confirms nothing (an agent that fetched its own link cannot use it): the
+// page and its form need the requester signed in, as an approver whose
+// name is the call's subject.
+func TestConfirm_RequesterSignIn(t *testing.T) {
+	e := newEnv(t, withHeaders(t), func(cfg *approvals.Config) { cfg.RequesterSignIn = true })
+	c := e.parkFor("alice@example.com", requesterOnly)
+	token := e.signer.ConfirmToken(c)
+	form := url.Values{"token": {token}, "decision": {"approve"}}
+	if res := e.do(http.MethodGet, e.confirmURL(c), nil, ""); res.status != http.StatusUnauthorized {
+		t.Errorf("GET without identity: %d, want 401", res.status)
+	}
+	for who, want := range map[string]int{"": http.StatusUnauthorized, "mallory@example.com": http.StatusForbidden} {
+		var h http.Header
+		if who != "" {
+			h = as(who)
+		}
+		if res := e.confirmForm(c.ID, h, form); res.status != want {
+			t.Errorf("POST as %q: %d, want %d\n%s", who, res.status, want, res.body)
+		}
+	}
+	e.untouched(t, c)
+	if res := e.do(http.MethodGet, e.confirmURL(c), as("Alice@Example.com"), ""); res.status != http.StatusOK || !strings.Contains(res.body, "Confirm</button>") {
+		t.Fatalf("GET as the requester: %d\n%s", res.status, res.body)
+	}
+	if res := e.confirmForm(c.ID, as("Alice@Example.com"), form); res.status != http.StatusOK {
+		t.Fatalf("POST as the requester: %d\n%s", res.status, res.body)
+	}
+	if got := e.stored(c.ID); got.State != pending.Approved || got.DecidedBy != "requester:alice@example.com" {
+		t.Errorf("call: %s by %q, want approved by requester:alice@example.com", got.State, got.DecidedBy)
+	}
+	if _, err := approvals.New(approvals.Config{Store: e.store, Signer: e.signer, RequesterSignIn: true}); err == nil {
+		t.Error("RequesterSignIn without an Identity: no error")
+	}
+}
+
 // A confirmation link confirms one call, as it was evaluated, until it
 // expires.
 func TestConfirm_BadTokens(t *testing.T) {

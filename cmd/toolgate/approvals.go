@@ -202,7 +202,8 @@ func (p *parking) listener(cfg *config.Config, reg *prometheus.Registry, a *app)
 	audit := a.dlog.forApprovals()
 	h, err := approvals.New(approvals.Config{
 		Store: p.store, Signer: p.signer, Approvers: approvers, Identity: who, PublicURL: cfg.PublicURL, Grants: p.grants(),
-		Logger: a.log, OnDecision: p.resolved, Decide: p.handoff.Decide,
+		RequesterSignIn: cfg.Approvals.RequesterSignIn,
+		Logger:          a.log, OnDecision: p.resolved, Decide: p.handoff.Decide,
 		Audit: func(ctx context.Context, rec approvals.AuditRecord) {
 			decisions.WithLabelValues(rec.Outcome, rec.Via, strconv.FormatBool(rec.Partial)).Inc()
 			if audit != nil {

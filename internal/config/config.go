@@ -174,6 +174,9 @@ type Approvals struct {
 	// nil: only by link token and API key.
 	Identity *ApprovalsIdentity `koanf:"identity"`
 	Slack    *Slack             `koanf:"slack"`
+	// RequesterSignIn makes confirmation pages need the requester signed
+	// in through Identity, as an approver named as the call's subject.
+	RequesterSignIn bool `koanf:"requester_sign_in"`
 }
 
 // Approver is an approver toolgate knows by name. With a key, the key

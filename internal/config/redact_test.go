@@ -141,6 +141,7 @@ approvals:
       concurrency: 4
   identity: null
   slack: null
+  requester_sign_in: false
 limits:
   max_body_bytes: 64000B
   max_body_bytes_total: 64MiB

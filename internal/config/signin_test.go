@@ -309,3 +309,13 @@ func TestRedacted_Signin(t *testing.T) {
 		}
 	}
 }
+
+// TestRequesterSignInNeedsIdentity: approvals.requester_sign_in without
+// approvals.identity, through which the requester would sign in, is refused.
+func TestRequesterSignInNeedsIdentity(t *testing.T) {
+	c := validConfig()
+	c.Approvals.RequesterSignIn = true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "approvals.requester_sign_in: is true but approvals.identity is not set") {
+		t.Fatalf("Validate() = %v", err)
+	}
+}

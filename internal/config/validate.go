@@ -593,6 +593,8 @@ func (v *validator) approvals(a *Approvals, apiKeys []APIKey, publicURL string) 
 	}
 	if a.Identity != nil {
 		v.approvalsIdentity(a.Identity, publicURL)
+	} else if a.RequesterSignIn {
+		v.add("approvals.requester_sign_in", "is true but approvals.identity is not set", "set approvals.identity, through which the requester signs in, or remove requester_sign_in")
 	}
 	if a.Slack != nil {
 		v.slack(a.Slack)

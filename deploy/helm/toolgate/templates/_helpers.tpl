@@ -265,6 +265,7 @@ references to the environment.
 {{- with .users }}{{ $_ := set $sl "users" . }}{{ end }}
 {{- $_ := set $approvals "slack" $sl }}
 {{- end }}
+{{- with $c.approvals.requester_sign_in }}{{ $_ := set $approvals "requester_sign_in" . }}{{ end }}
 {{- $_ := set $cfg "approvals" $approvals }}
 {{- $_ := set $cfg "limits" $c.limits }}
 {{- $_ := set $cfg "log" $c.log }}
