@@ -206,6 +206,18 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a form with a dot after spaces", "/purge", "application/x-www-form-urlencoded", `a=1&++.method=DELETE`, http.StatusBadRequest},
 		{"in a multipart form with a dot", "/purge", "multipart/form-data; boundary=b", strings.Replace(multipart, `"_method"`, `".method"`, 1), http.StatusBadRequest},
 		{"a form value with a dotted method", "/purge", "application/x-www-form-urlencoded", `code=obj.method()`, http.StatusOK},
+		{"a form value that is a dotted method", "/purge", "application/x-www-form-urlencoded", `q=.method&selector=.method-list`, http.StatusOK},
+		{"a dotted name after a vertical tab", "/purge", "application/x-www-form-urlencoded", "a=1&\v.method=DELETE", http.StatusBadRequest},
+		{"in a multipart form, unquoted after a vertical tab", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\v.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, on a folded line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\r\n\t.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, quoted after a form feed", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"\f.method\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"a script uploaded in a multipart form", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.js\"\r\n\r\n$('.method-row').hide()\r\n--b--\r\n", http.StatusOK},
+		// PHP cuts a Content-Type at a space: this is a form to it.
+		{"a form type with a word after a space", "/purge", "application/x-www-form-urlencoded x", `a=1&_method=DELETE`, http.StatusBadRequest},
+		{"JSON in ISO-2022-JP as text", "/purge", "text/plain; charset=iso-2022-jp", "{\"_me\x1b(Bthod\":\"DELETE\"}", http.StatusUnsupportedMediaType},
+		{"text in UTF-16", "/purge", "text/plain; charset=utf-16", "\xff\xfeh\x00i\x00", http.StatusOK},
+		{"octets in charset binary", "/purge", "application/octet-stream; charset=binary", "\x00\x01\x02\x03", http.StatusOK},
+		{"text in Windows-874", "/purge", "text/plain; charset=windows-874", "\xa1\xa2", http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestServer(t, allowAll, func(c *Config) { c.MaxBodyBytes = 64 << 10 })

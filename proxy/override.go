@@ -62,7 +62,7 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 		return a
 	}
 	if formish(ct) {
-		if d := decodedLower(body); bytes.Contains(d, []byte(overrideField)) || phpDotted(d) {
+		if d := decodedLower(body); bytes.Contains(d, []byte(overrideField)) || phpDotted(d, strings.HasPrefix(firstMediaType(ct), "multipart/")) {
 			return overrideRefused("body")
 		}
 	}
@@ -77,25 +77,41 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	return nil
 }
 
-// phpDotted reports whether a decoded form names ".method" where a name
-// starts (after "&", ";", a quote or "=", or at the start, spaces skipped):
-// PHP reads "." (and a space after the first character) in a name as "_",
-// so Laravel and Symfony take .method=DELETE as _method. A value that
-// merely holds ".method" (obj.method) is not such a name.
-func phpDotted(d []byte) bool {
+// phpDotted reports whether a decoded form names ".method", which PHP
+// reads as _method ("." in a name is "_" to it, so Laravel and Symfony take
+// .method=DELETE as _method): as a field's name in an urlencoded form (a
+// part after "&" or ";", or the first), or as the name parameter of a
+// multipart part's header. Whitespace before it is skipped, as PHP skips
+// it (folded header lines included). A value that holds ".method"
+// (q=.method, a script's $('.method-row')) is not such a name.
+func phpDotted(d []byte, multipart bool) bool {
 	const dotted = "." + "method"
+	if !multipart {
+		for part := range bytes.FieldsFuncSeq(d, func(r rune) bool { return r == '&' || r == ';' }) {
+			if bytes.HasPrefix(bytes.TrimLeft(part, asciiSpace), []byte(dotted)) {
+				return true
+			}
+		}
+		return false
+	}
 	for i := 0; ; {
-		j := bytes.Index(d[i:], []byte(dotted))
+		j := bytes.Index(d[i:], []byte("name="))
 		if j < 0 {
 			return false
 		}
-		at := bytes.TrimRight(d[:i+j], " \t")
-		if len(at) == 0 || strings.IndexByte("&;\"'=", at[len(at)-1]) >= 0 {
+		before := bytes.TrimRight(d[:i+j], asciiSpace)
+		after := bytes.TrimLeft(d[i+j+len("name="):], asciiSpace)
+		after = bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimPrefix(after, []byte(`"`)), []byte("'")), asciiSpace)
+		// name= after ";" or a line's start: not filename=.
+		if (len(before) == 0 || before[len(before)-1] == ';' || d[i+j-1] == '\n') && bytes.HasPrefix(after, []byte(dotted)) {
 			return true
 		}
-		i += j + len(dotted)
+		i += j + len("name=")
 	}
 }
+
+// asciiSpace is what C's isspace reads as space, which PHP skips.
+const asciiSpace = " \t\n\v\f\r"
 
 // namesOverrideAsJSON reports whether body, read as a JSON object, has a
 // member named overrideField: parsed where encoding/json parses it (JSON
@@ -226,15 +242,19 @@ func checkBodyCharset(ct string) *answer {
 	return nil
 }
 
-// asciiCompatible are multi-byte charsets in which every ASCII character
-// of the text is that ASCII byte (a byte of another character may look
-// like ASCII, which can only make the scans here refuse more): allowed for
-// bodies that are neither JSON nor a form (text/csv in Shift_JIS).
+// asciiCompatible are the charsets, beside asciiSupersets, that a body of
+// another type than JSON or a form may declare, because the scans read it
+// in them: multi-byte charsets in which every ASCII character of the text
+// is that ASCII byte (a byte of another character may look like ASCII,
+// which can only make the scans refuse more; not ISO-2022-JP, whose escape
+// sequences split "_me" from "thod"), and UTF-16 and UTF-32, which
+// fromWideUnicode reads by their zero bytes.
 var asciiCompatible = map[string]bool{
 	"shift_jis": true, "shift-jis": true, "sjis": true, "windows-31j": true, "cp932": true, "ms_kanji": true,
-	"euc-jp": true, "iso-2022-jp": true, "euc-kr": true, "ks_c_5601-1987": true,
+	"euc-jp": true, "euc-kr": true, "ks_c_5601-1987": true,
 	"gbk": true, "gb2312": true, "gb18030": true, "cp936": true, "big5": true, "big5-hkscs": true,
 	"koi8-r": true, "koi8-u": true,
+	"utf-16": true, "utf-16le": true, "utf-16be": true, "utf-32": true, "utf-32le": true, "utf-32be": true,
 }
 
 // asciiSuperset reports whether cs, a lower-cased charset name, spells
@@ -246,6 +266,8 @@ var asciiSupersets = func() map[string]bool {
 	m := map[string]bool{
 		"utf-8": true, "utf8": true, "us-ascii": true, "ascii": true,
 		"latin1": true, "l1": true, "iso_8859-1": true, "cp819": true, "ibm819": true, "x-cp1252": true,
+		"windows-874": true, "cp874": true,
+		"binary": true, // what file --mime prints; iconv-lite reads it as Latin-1
 	}
 	for _, n := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "13", "14", "15", "16"} {
 		m["iso-8859-"+n], m["iso8859-"+n] = true, true
@@ -269,11 +291,16 @@ func formish(ct string) bool {
 }
 
 // firstMediaType is the media type of ct's first entry, lower-cased, as
-// PHP and Rack cut a Content-Type at "," and ";".
+// PHP and Rack cut a Content-Type at ",", ";" and (PHP) a space.
 func firstMediaType(ct string) string {
-	first, _, _ := strings.Cut(ct, ",")
+	first, _, _ := strings.Cut(strings.TrimSpace(ct), ",")
 	first, _, _ = strings.Cut(first, ";")
-	return strings.ToLower(strings.TrimSpace(first))
+	// PHP cuts at a space too (application/x-www-form-urlencoded x is a
+	// form to it).
+	if i := strings.IndexAny(first, " \t"); i >= 0 {
+		first = first[:i]
+	}
+	return strings.ToLower(first)
 }
 
 // decodedLower is b lower-cased with "+" read as a space and every valid
