@@ -210,7 +210,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	rows := fileRows(b.rules)
 	if !b.rulesFromFile {
-		rows = servedRows(ctx, c, caps, store)
+		rows = servedRows(ctx, e.timeout(), c, caps, store)
 	}
 	if p.toolCase, err = newToolCase(rows); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -246,10 +246,14 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 }
 
 // servedRows are the rows of a rules table the library reads from data
-// (a data file, or the user's Rego), evaluated once as the policy loads;
-// none when the table is not there or depends on the call (its rows are
-// then not known before a call, and a call reads them as they are).
-func servedRows(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) []caseRow {
+// (a data file, or the user's Rego), evaluated once as the policy loads,
+// within the timeout of a decision (a table fetched by http.send must not
+// hold a load or a reload); none when the table is not there, depends on
+// the call (its rows are then not known before a call, and a call reads
+// them as they are), or cannot be evaluated in time.
+func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) []caseRow {
+	ctx, done := context.WithTimeout(ctx, timeout)
+	defer done()
 	rs, err := rego.New(
 		rego.Query("data.toolgate.rules"),
 		rego.Compiler(c),

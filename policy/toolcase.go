@@ -109,13 +109,16 @@ func newToolCase(rows []caseRow) (*toolCase, error) {
 		switch {
 		case r.tool == "*":
 		case r.glob:
+			// A malformed glob: a rules file's is refused as it is read;
+			// a served table's is refused here, as the library would fail
+			// every decision that reaches it.
 			m, err := compileMatcher(r.tool)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("rules table: tool %q: %w", r.tool, err)
 			}
 			f, err := compileMatcher(strings.ToLower(r.tool))
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("rules table: tool %q: %w", r.tool, err)
 			}
 			g := caseGlob{r.tool, m, f}
 			tc.globs = append(tc.globs, g)

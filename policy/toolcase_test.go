@@ -1,8 +1,12 @@
 package policy_test
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -232,5 +236,39 @@ func TestToolSuffixWithARowOfItsOwn(t *testing.T) {
 				t.Errorf("native %v: %s: %v, want %v", native, tc.tool, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestServedTableLoads: a served table's malformed glob row, which fails
+// every decision that reaches it in the library, refuses the policy with
+// the glob named, as a rules file's does; and a table fetched by http.send
+// does not hold the load past the decision timeout.
+func TestServedTableLoads(t *testing.T) {
+	const all = `{"id": "all", "effect": "allow", "tool": "*", "target": "*"}`
+	const bad = `{"id": "bad", "effect": "deny", "tool": "legacy_[", "target": "*"}`
+	_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: fstest.MapFS{
+		"toolgate/data.json": {Data: []byte(`{"rules": [` + bad + `, ` + all + `]}`)},
+	}})
+	if err == nil || !strings.Contains(err.Error(), `tool "legacy_["`) {
+		t.Errorf("a malformed served glob: %v, want an error naming it", err)
+	}
+
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = w.Write([]byte(`[` + all + `]`))
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	mod := "package toolgate\n\nrules := http.send({\"method\": \"GET\", \"url\": \"" + srv.URL + "\", \"timeout\": \"30s\"}).body\n"
+	start := time.Now()
+	if _, err := policy.New(t.Context(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true, Capabilities: []string{"http.send"},
+		Policies: fstest.MapFS{"t.rego": {Data: []byte(mod)}}, Timeout: 300 * time.Millisecond,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("loading took %v with a decision timeout of 300ms", took)
 	}
 }
