@@ -27,11 +27,11 @@ type failure struct {
 	busy bool
 }
 
-// ask sends input to h for caller and returns its opinion and how long it
-// took.
-func (r *Runner) ask(ctx context.Context, caller string, h *hook, input []byte) (Opinion, time.Duration) {
+// ask sends input to h and returns its opinion and how long it took;
+// share is false when the call's caller is past its share (takeShare).
+func (r *Runner) ask(ctx context.Context, share bool, h *hook, input []byte) (Opinion, time.Duration) {
 	start := time.Now()
-	a, f := r.post(ctx, caller, h, input)
+	a, f := r.post(ctx, share, h, input)
 	took := time.Since(start)
 	if f != nil {
 		if ok, suppressed := r.failed.Allow(h.name + "\x00" + f.why); ok {
@@ -60,14 +60,12 @@ func (r *Runner) ask(ctx context.Context, caller string, h *hook, input []byte) 
 
 // post makes the one request of a hook run; there is no retry, the budget
 // being the call's latency.
-func (r *Runner) post(ctx context.Context, caller string, h *hook, input []byte) (Opinion, *failure) {
+func (r *Runner) post(ctx context.Context, share bool, h *hook, input []byte) (Opinion, *failure) {
 	// Take a slot or fail now: waiting for one would let a slow hook make
-	// every call queue behind it. The caller's share first, so that one
-	// principal cannot hold every slot.
-	if !r.takeShare(caller) {
+	// every call queue behind it.
+	if !share {
 		return Opinion{}, &failure{why: "too many hook requests in flight for this caller", busy: true}
 	}
-	defer r.giveShare(caller)
 	select {
 	case r.semaphore <- struct{}{}:
 		defer func() { <-r.semaphore }()
@@ -190,19 +188,21 @@ func parseAnswer(body []byte) (Opinion, error) {
 	return op, nil
 }
 
-// takeShare takes one of caller's requests in flight, false when it holds
-// its share already.
+// takeShare counts a call of caller's that asks hooks; false, counting
+// nothing, when caller has its share of calls already and half the slots
+// are taken (a lone caller uses the idle rest; under load, each keeps to
+// its share).
 func (r *Runner) takeShare(caller string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.callers[caller] >= r.perCaller {
+	if r.callers[caller] >= r.perCaller && 2*len(r.semaphore) >= cap(r.semaphore) {
 		return false
 	}
 	r.callers[caller]++
 	return true
 }
 
-// giveShare gives back one of caller's requests in flight.
+// giveShare gives back a call takeShare counted.
 func (r *Runner) giveShare(caller string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -59,7 +59,7 @@ const (
 	DefaultTimeout     = 2 * time.Second
 	MaxTimeout         = 30 * time.Second
 	DefaultMaxInFlight = 256
-	// callerShare: one caller may hold a quarter of MaxInFlight.
+	// callerShare: a caller's share is a quarter of MaxInFlight.
 	callerShare = 4
 
 	// MaxResponseBytes caps a hook's response body; a longer one is a
@@ -172,9 +172,10 @@ type Runner struct {
 	now       func() time.Time
 	onResult  func(hook, outcome string, d time.Duration)
 	semaphore chan struct{}
-	// perCaller bounds one caller's requests in flight (a share of
-	// MaxInFlight), so that no one principal's calls hold every slot;
-	// callers counts them.
+	// perCaller is one caller's share of calls asking hooks, a quarter of
+	// MaxInFlight, so that no one principal's calls hold every slot; past
+	// it a caller's calls go on only while fewer than half the slots are
+	// taken. callers counts its calls.
 	perCaller int
 	mu        sync.Mutex
 	callers   map[string]int
@@ -401,14 +402,20 @@ func (r *Runner) Run(ctx context.Context, caller, upstream, tool string, rest bo
 	if len(matched) == 0 {
 		return Verdict{Decision: None}
 	}
+	// One share of the caller's for the call, whatever number of hooks it
+	// asks.
+	share := r.takeShare(caller)
+	if share {
+		defer r.giveShare(caller)
+	}
 	ops := make([]Opinion, len(matched))
 	took := make([]time.Duration, len(matched))
 	if len(matched) == 1 {
-		ops[0], took[0] = r.ask(ctx, caller, matched[0], input) // no goroutine for the common case
+		ops[0], took[0] = r.ask(ctx, share, matched[0], input) // no goroutine for the common case
 	} else {
 		var wg sync.WaitGroup
 		for i, h := range matched {
-			wg.Go(func() { ops[i], took[i] = r.ask(ctx, caller, h, input) })
+			wg.Go(func() { ops[i], took[i] = r.ask(ctx, share, h, input) })
 		}
 		wg.Wait()
 	}

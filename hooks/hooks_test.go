@@ -646,30 +646,35 @@ func heldAndQuick(t *testing.T, maxInFlight int, onFailure string) (r *Runner, h
 	return r, held, fast, release
 }
 
-// TestMaxInFlightPerCaller: one caller holds at most a quarter of the
-// slots; past its share its calls are denied at once (an on_failure of
-// allow included), while another caller's calls are still asked.
+// TestMaxInFlightPerCaller: a caller's share is a quarter of the slots, in
+// calls; past it a caller's calls go on while fewer than half the slots are
+// taken (a lone caller is not held to its share), and are denied at once
+// after that (an on_failure of allow included), while another caller's
+// calls are still asked.
 func TestMaxInFlightPerCaller(t *testing.T) {
 	r, held, fast, release := heldAndQuick(t, 8, Allow)
-	done := make(chan Verdict, 2)
-	for range 2 { // the flooding caller's share: 8 / 4
+	const flood = 4 // its share, 8 / 4, and two more while half the slots are free
+	done := make(chan Verdict, flood)
+	for i := range flood {
 		go func() { done <- r.Run(context.Background(), "key:flood", "u", "slow", true, []byte(testInput)) }()
+		testkit.WaitFor(t, "the held requests", func() bool { return len(held.Requests()) == i+1 })
 	}
-	testkit.WaitFor(t, "the held requests", func() bool { return len(held.Requests()) == 2 })
 
 	v := r.Run(t.Context(), "key:flood", "u", "quick", true, []byte(testInput))
 	want := Verdict{Decision: Deny, Ran: 1, Reasons: []Opinion{{
 		Decision: Deny, Hook: "fast", Reason: "hook fast failed: too many hook requests in flight for this caller", Failed: true,
 	}}}
 	if diff := cmp.Diff(want, v); diff != "" {
-		t.Errorf("the flooding caller's next call (-want +got):\n%s", diff)
+		t.Errorf("the flooding caller's next call, half the slots taken (-want +got):\n%s", diff)
 	}
 	if v := r.Run(t.Context(), "key:other", "u", "quick", true, []byte(testInput)); v.Decision != Allow || len(fast.Requests()) != 1 {
 		t.Errorf("another caller: %q (%+v), %d requests to the hook; want allow, asked", v.Decision, v.Reasons, len(fast.Requests()))
 	}
 	close(release)
-	for range 2 {
-		<-done
+	for range flood {
+		if v := <-done; v.Decision != Allow {
+			t.Errorf("a held call of the flooding caller: %q (%+v), want allow", v.Decision, v.Reasons)
+		}
 	}
 	if v := r.Run(t.Context(), "key:flood", "u", "quick", true, []byte(testInput)); v.Decision != Allow {
 		t.Errorf("the flooding caller, its share free again: %q (%+v), want allow", v.Decision, v.Reasons)
@@ -736,5 +741,33 @@ func TestCombineTable(t *testing.T) {
 				t.Errorf("combine (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLoneCallerNotHeldToItsShare: one principal (a sidecar's usual one, or
+// every anonymous caller) with as many calls asking hooks as its share (64
+// of 256) or more is not denied while half the slots are free: 60 calls at
+// once, each asking two hooks, are all asked and allowed.
+func TestLoneCallerNotHeldToItsShare(t *testing.T) {
+	release := make(chan struct{})
+	slow := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})
+	r := newRunner(t, Options{Hooks: []Hook{
+		{Name: "a", URL: slow.URL, OnFailure: Allow},
+		{Name: "b", URL: slow.URL, OnFailure: Allow},
+	}})
+	const calls = 60 // 120 requests: under half of 256
+	done := make(chan Verdict, calls)
+	for range calls {
+		go func() { done <- r.Run(context.Background(), "anonymous", "u", "t", true, []byte(testInput)) }()
+	}
+	testkit.WaitFor(t, "every hook request", func() bool { return len(slow.Requests()) == 2*calls })
+	close(release)
+	for range calls {
+		if v := <-done; v.Decision != Allow {
+			t.Fatalf("a call: %q (%+v), want allow", v.Decision, v.Reasons)
+		}
 	}
 }
