@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -282,6 +283,16 @@ func providerURL(name, raw, issuer string) (*url.URL, error) {
 	return u, nil
 }
 
+// origin is u's host, lower-cased, with the scheme's default port when it
+// names none: https://IdP and https://idp:443 are one origin.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // sameOrigin is a CheckRedirect for the identity provider's client that
 // follows a redirect only to the scheme and host it came from, then asks
 // next (the caller's own, when it had one): a token request redirected
@@ -290,7 +301,7 @@ func providerURL(name, raw, issuer string) (*url.URL, error) {
 // would decide who signs in.
 func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		if req.URL.Scheme != via[0].URL.Scheme || origin(req.URL) != origin(via[0].URL) {
 			return fmt.Errorf("signin: the identity provider redirected to another origin (%s://%s)", req.URL.Scheme, req.URL.Host)
 		}
 		if next != nil {

@@ -233,3 +233,26 @@ func signinBehind(t *testing.T, iss *httptest.Server, group string, more func(Au
 	h = mux
 	return a, lst
 }
+
+// TestOriginDefaultPort: a redirect to the same origin spelt with the
+// scheme's default port, or the host in another case, is the same origin.
+func TestOriginDefaultPort(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"https://idp.example.com/a", "https://idp.example.com:443/b"},
+		{"https://IdP.example.com/a", "https://idp.example.com/b"},
+		{"http://127.0.0.1/a", "http://127.0.0.1:80/b"},
+	} {
+		a, _ := url.Parse(pair[0])
+		b, _ := url.Parse(pair[1])
+		if origin(a) != origin(b) {
+			t.Errorf("%s and %s: %q and %q, want one origin", pair[0], pair[1], origin(a), origin(b))
+		}
+	}
+	a, _ := url.Parse("https://idp.example.com/a")
+	for _, other := range []string{"http://idp.example.com/a", "https://idp.example.com:8443/a", "https://evil.example.com/a"} {
+		b, _ := url.Parse(other)
+		if origin(a) == origin(b) && a.Scheme == b.Scheme {
+			t.Errorf("%s is the same origin as %s", other, a)
+		}
+	}
+}

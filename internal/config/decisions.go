@@ -27,10 +27,11 @@ func (v *validator) decisions(d *Decisions) {
 		return
 	}
 	v.httpURL("log.decisions.service.url", s.URL)
-	if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && (s.Token != "" || u.User != nil) && !loopbackHost(u.Hostname()) {
-		// The token, and the events (approvers' names and comments,
-		// arguments with log.arguments), would cross the network in clear.
-		v.add("log.decisions.service.url", "is http:// to a host off loopback, with a token or user information",
+	if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && (s.Token != "" || u.User != nil || u.RawQuery != "") && !loopbackHost(u.Hostname()) {
+		// The token (or one in the query: ?api_key=...), and the events
+		// (approvers' names and comments, arguments with log.arguments),
+		// would cross the network in clear.
+		v.add("log.decisions.service.url", "is http:// to a host off loopback, with a token, user information or a query",
 			"use https://, or http:// to a loopback address (a local agent)")
 	}
 	if len(s.Resource) == 0 || s.Resource[0] != '/' {

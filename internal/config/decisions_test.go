@@ -67,6 +67,7 @@ func TestDecisions_Validate(t *testing.T) {
 		// A token, or a password in the URL, in clear off this host.
 		{"token over http", func(d *Decisions) { d.Service.URL = "http://logs.example.com/v1"; d.Service.Token = "t" }, "log.decisions.service.url: is http:// to a host off loopback"},
 		{"password over http", func(d *Decisions) { d.Service.URL = "http://u:pw@logs.example.com/v1" }, "log.decisions.service.url: is http:// to a host off loopback"},
+		{"query over http", func(d *Decisions) { d.Service.URL = "http://logs.example.com/v1?api_key=k" }, "log.decisions.service.url: is http:// to a host off loopback"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := validConfig()
