@@ -20,7 +20,10 @@ import (
 //
 //	{toolgate}:sessionsof:<principal>    zset: session IDs by expiry
 //
-// which bounds the sessions one caller can hold (MaxSessionsPerPrincipal).
+// which bounds the sessions one caller can hold (MaxSessionsPerPrincipal);
+// each touch renews the session's entry there as it renews the binding (in
+// the same script on one node, a second step on a Cluster, where the set
+// is on another node), so a session kept in use stays counted.
 
 func (s *RedisStore) sessionKey(id string) string {
 	return s.bases[hash32(id)%uint32(len(s.bases))] + "session:" + id
@@ -49,13 +52,32 @@ return owner
 `)
 
 // touchSessionScript: as bindSessionScript, but a missing key stays
-// missing (nil reply).
-var touchSessionScript = redis.NewScript(principalLua + `
+// missing (nil reply). With KEYS[2], the owner's sessionsOfKey (given
+// where both keys are on one node: not a Cluster), the session's entry
+// there is renewed too (ZADD XX GT), so that a session kept in use stays
+// counted against its principal's cap.
+var touchSessionScript = redis.NewScript(principalLua + renewCountLua + `
+if redis.replicate_commands then redis.replicate_commands() end
 local owner = redis.call('GET', KEYS[1])
 if not owner then return false end
-if principal(owner) == principal(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if principal(owner) == principal(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if KEYS[2] then renewCount(KEYS[2], ARGV[3], tonumber(ARGV[2])) end
+end
 return owner
 `)
+
+// renewCountLua renews a session's entry in its principal's sessionsOfKey
+// (when there is one) to expire ttl ms from now, by Redis' clock.
+const renewCountLua = `
+local function renewCount(key, id, ttl)
+  local t = redis.call('TIME')
+  local expiry = t[1] * 1000 + math.floor(t[2] / 1000) + ttl
+  if redis.call('ZADD', key, 'XX', 'GT', 'CH', expiry, id) == 1 and redis.call('PTTL', key) < ttl then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+`
 
 // sessionsOfKey is the sorted set of principal's session IDs, scored by
 // when each binding was last made to expire (in the principal's shard: on
@@ -126,15 +148,37 @@ func (s *RedisStore) TouchSession(ctx context.Context, id, principal string, ttl
 	if err := checkSession(id, principal, ttl); err != nil {
 		return "", err
 	}
-	owner, err := touchSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, principal, max(ttl.Milliseconds(), 1)).Text()
+	p, _ := SplitOwner(principal)
+	keys := []string{s.sessionKey(id)}
+	if !s.cluster {
+		// One node: the count is renewed in the same step.
+		keys = append(keys, s.sessionsOfKey(p))
+	}
+	owner, err := touchSessionScript.Run(ctx, s.rdb, keys, principal, max(ttl.Milliseconds(), 1), id).Text()
 	if errors.Is(err, redis.Nil) {
 		return "", noSession(id)
 	}
 	if err != nil {
 		return "", fmt.Errorf("pending: touching session %s: %w", id, err)
 	}
+	if o, _ := SplitOwner(owner); s.cluster && o == p {
+		// On a Cluster the count's key is on another node: a second step.
+		err := renewSessionCountScript.Run(ctx, s.rdb, []string{s.sessionsOfKey(p)}, id, max(ttl.Milliseconds(), 1)).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", fmt.Errorf("pending: renewing the count of session %s: %w", id, err)
+		}
+	}
 	return owner, nil
 }
+
+// renewSessionCountScript: KEYS[1] a principal's sessionsOfKey, ARGV[1]
+// the session ID, ARGV[2] ttl ms: the entry, when there is one, is to
+// expire ttl from now (touchSessionScript's second half, for a Cluster).
+var renewSessionCountScript = redis.NewScript(renewCountLua + `
+if redis.replicate_commands then redis.replicate_commands() end
+renewCount(KEYS[1], ARGV[1], tonumber(ARGV[2]))
+return 1
+`)
 
 // endSessionScript: KEYS[1] the session key, ARGV[1] the principal.
 // Deletes the binding when the principal owns it; replies 1 then, else 0.

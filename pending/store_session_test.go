@@ -100,6 +100,29 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "BindSession(alice) once hers expired", alice)(s.BindSession(ctx, sid(), alice, long))
 	})
 
+	t.Run("a session kept in use stays counted", func(t *testing.T) {
+		s, advance := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 2 })
+		ctx := t.Context()
+		ids := []string{sid(), sid()}
+		for _, id := range ids {
+			wantOwner(t, "BindSession(alice)", alice)(s.BindSession(ctx, id, alice, short))
+		}
+		// Her requests keep both alive past the ttl they were bound with.
+		for range 3 {
+			advance(short / 2)
+			for _, id := range ids {
+				wantOwner(t, "TouchSession(alice)", alice)(s.TouchSession(ctx, id, alice, short))
+			}
+		}
+		if ok, err := s.SessionRoom(ctx, alice); err != nil || ok {
+			t.Errorf("SessionRoom(alice) with her 2 sessions in use = %v, %v; want false", ok, err)
+		}
+		var capErr *SessionCapError
+		if owner, err := s.BindSession(ctx, sid(), alice, short); !errors.As(err, &capErr) {
+			t.Errorf("BindSession past her cap, her sessions in use = %q, %v; want a *SessionCapError", owner, err)
+		}
+	})
+
 	t.Run("ended", func(t *testing.T) {
 		s, _ := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 2 })
 		ctx := t.Context()
