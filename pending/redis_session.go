@@ -88,12 +88,18 @@ func (s *RedisStore) sessionsOfKey(principal string) string {
 }
 
 // countSessionScript: KEYS[1] the principal's sessionsOfKey, ARGV[1] the
-// session ID, ARGV[2] ttl ms, ARGV[3] the cap. Drops the entries past their
-// expiry (by Redis' clock), then counts the ID in, or replies 0 when the
-// principal already has the cap of others; the key lasts as long as its
-// latest entry.
-var countSessionScript = redis.NewScript(`
+// session ID, ARGV[2] ttl ms, ARGV[3] the cap, ARGV[4] the principal.
+// Drops the entries past their expiry (by Redis' clock), then counts the ID
+// in, or replies 0 when the principal already has the cap of others; the
+// key lasts as long as its latest entry. With KEYS[2], the session key
+// (given where both keys are on one node), an ID another principal holds
+// is not counted: it replies 2, and the binding that follows is refused.
+var countSessionScript = redis.NewScript(principalLua + `
 if redis.replicate_commands then redis.replicate_commands() end
+if KEYS[2] then
+  local owner = redis.call('GET', KEYS[2])
+  if owner and principal(owner) ~= ARGV[4] then return 2 end
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -129,7 +135,20 @@ func (s *RedisStore) BindSession(ctx context.Context, id, principal string, ttl 
 		return "", err
 	}
 	p, _ := SplitOwner(principal)
-	ok, err := countSessionScript.Run(ctx, s.rdb, []string{s.sessionsOfKey(p)}, id, max(ttl.Milliseconds(), 1), s.maxSessionsPer).Int()
+	keys := []string{s.sessionsOfKey(p)}
+	if !s.cluster {
+		keys = append(keys, s.sessionKey(id))
+	} else if owner, err := s.rdb.Get(ctx, s.sessionKey(id)).Result(); err == nil {
+		// On a Cluster the session key is on another node: an ID another
+		// principal holds is looked up first, and not counted (a binding
+		// racing this look-up may still be).
+		if o, _ := SplitOwner(owner); o != p {
+			return owner, nil
+		}
+	} else if !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("pending: binding session %s: %w", id, err)
+	}
+	ok, err := countSessionScript.Run(ctx, s.rdb, keys, id, max(ttl.Milliseconds(), 1), s.maxSessionsPer, p).Int()
 	if err != nil {
 		return "", fmt.Errorf("pending: counting session %s: %w", id, err)
 	}

@@ -100,6 +100,24 @@ func testSessions(t *testing.T, newStore newStoreFunc) {
 		wantOwner(t, "BindSession(alice) once hers expired", alice)(s.BindSession(ctx, sid(), alice, long))
 	})
 
+	t.Run("another's session is not counted", func(t *testing.T) {
+		s, _ := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 2 })
+		ctx := t.Context()
+		hers := []string{sid(), sid()}
+		for _, id := range hers {
+			wantOwner(t, "BindSession(alice)", alice)(s.BindSession(ctx, id, alice, long))
+		}
+		for _, id := range hers { // an upstream handing bob IDs alice holds
+			wantOwner(t, "BindSession(alice's, bob)", alice)(s.BindSession(ctx, id, bob, long))
+		}
+		if ok, err := s.SessionRoom(ctx, bob); err != nil || !ok {
+			t.Errorf("SessionRoom(bob) after binds of alice's sessions = %v, %v; want true", ok, err)
+		}
+		for range 2 {
+			wantOwner(t, "BindSession(bob)", bob)(s.BindSession(ctx, sid(), bob, long))
+		}
+	})
+
 	t.Run("a session kept in use stays counted", func(t *testing.T) {
 		s, advance := newStore(t, func(o *Options) { o.MaxSessionsPerPrincipal = 2 })
 		ctx := t.Context()
