@@ -88,6 +88,11 @@ func callOwnKeys(base string, c Call) []string {
 // replicated (eval), declaring the keys callKeys gives and then the ones a
 // 'declare' reply names.
 func (s *RedisStore) runCall(ctx context.Context, sc *redis.Script, replicated bool, id string, more []string, args ...any) ([]any, error) {
+	if id == "" {
+		// No call has it, and scriptArgs would leave it out, shifting the
+		// script's arguments into its place.
+		return nil, ErrNotFound
+	}
 	s.forgetPeek(id) // this replica is moving the call
 	base := s.baseOf(id)
 	all := s.scriptArgs(base, id, args)

@@ -440,6 +440,20 @@ func testStore(t *testing.T, newStore newStoreFunc) {
 		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Cancel(missing) = %v, want ErrNotFound", err)
 		}
+		// An empty ID names no call, and moves none: not the call whose ID
+		// is the argument after it (a script's arguments shifting).
+		shifted := sampleCall()
+		shifted.ID = "cancelled"
+		park(t, s, shifted, long)
+		if _, err := s.Cancel(ctx, ""); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Cancel(\"\") = %v, want ErrNotFound", err)
+		}
+		if _, err := s.Decide(ctx, "", Decision{To: Approved, By: "alice"}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Decide(\"\") = %v, want ErrNotFound", err)
+		}
+		if g := get(t, s, shifted.ID); g.State != Waiting {
+			t.Errorf("call %q is %s after Cancel and Decide of \"\", want waiting", shifted.ID, g.State)
+		}
 	})
 
 	t.Run("Claim", func(t *testing.T) {
