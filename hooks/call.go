@@ -28,10 +28,14 @@ type failure struct {
 }
 
 // ask sends input to h and returns its opinion and how long it took;
-// share is false when the call's caller is past its share (takeShare).
-func (r *Runner) ask(ctx context.Context, share bool, h *hook, input []byte) (Opinion, time.Duration) {
+// busy, when set, is why the call has no slot for it (reserve), and h is
+// not asked.
+func (r *Runner) ask(ctx context.Context, busy *failure, h *hook, input []byte) (Opinion, time.Duration) {
 	start := time.Now()
-	a, f := r.post(ctx, share, h, input)
+	a, f := Opinion{}, busy
+	if busy == nil {
+		a, f = r.post(ctx, h, input)
+	}
 	took := time.Since(start)
 	if f != nil {
 		if ok, suppressed := r.failed.Allow(h.name + "\x00" + f.why); ok {
@@ -60,19 +64,7 @@ func (r *Runner) ask(ctx context.Context, share bool, h *hook, input []byte) (Op
 
 // post makes the one request of a hook run; there is no retry, the budget
 // being the call's latency.
-func (r *Runner) post(ctx context.Context, share bool, h *hook, input []byte) (Opinion, *failure) {
-	// Take a slot or fail now: waiting for one would let a slow hook make
-	// every call queue behind it.
-	if !share {
-		return Opinion{}, &failure{why: "too many hook requests in flight for this caller", busy: true}
-	}
-	select {
-	case r.semaphore <- struct{}{}:
-		defer func() { <-r.semaphore }()
-	default:
-		return Opinion{}, &failure{why: "too many hook requests in flight", busy: true}
-	}
-
+func (r *Runner) post(ctx context.Context, h *hook, input []byte) (Opinion, *failure) {
 	hctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, h.url, bytes.NewReader(input))
@@ -188,25 +180,32 @@ func parseAnswer(body []byte) (Opinion, error) {
 	return op, nil
 }
 
-// takeShare counts a call of caller's that asks hooks; false, counting
-// nothing, when caller has its share of calls already and half the slots
-// are taken (a lone caller uses the idle rest; under load, each keeps to
-// its share).
-func (r *Runner) takeShare(caller string) bool {
+// reserve takes n slots for a call of caller's, all or none, at once:
+// waiting for them would let a slow hook make every call queue behind it.
+// It refuses (with the failure the call's hooks answer) past maxInFlight,
+// or when caller would hold more than its share while more than half the
+// slots would be taken (a lone caller uses the idle rest; under load each
+// keeps to its share, and no one holds more than half).
+func (r *Runner) reserve(caller string, n int) *failure {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.callers[caller] >= r.perCaller && 2*len(r.semaphore) >= cap(r.semaphore) {
-		return false
+	switch {
+	case r.inFlight+n > r.maxInFlight:
+		return &failure{why: "too many hook requests in flight", busy: true}
+	case r.callers[caller]+n > r.perCaller && 2*(r.inFlight+n) > r.maxInFlight:
+		return &failure{why: "too many hook requests in flight for this caller", busy: true}
 	}
-	r.callers[caller]++
-	return true
+	r.inFlight += n
+	r.callers[caller] += n
+	return nil
 }
 
-// giveShare gives back a call takeShare counted.
-func (r *Runner) giveShare(caller string) {
+// release gives back the n slots reserve took for caller.
+func (r *Runner) release(caller string, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.callers[caller]--; r.callers[caller] <= 0 {
+	r.inFlight -= n
+	if r.callers[caller] -= n; r.callers[caller] <= 0 {
 		delete(r.callers, caller)
 	}
 }

@@ -165,20 +165,22 @@ type Verdict struct {
 
 // Runner runs the configured hooks. It is safe for concurrent use.
 type Runner struct {
-	hooks     []hook
-	client    *http.Client
-	own       *http.Transport // the transport Close releases; nil for a given client
-	log       *slog.Logger
-	now       func() time.Time
-	onResult  func(hook, outcome string, d time.Duration)
-	semaphore chan struct{}
-	// perCaller is one caller's share of calls asking hooks, a quarter of
-	// MaxInFlight, so that no one principal's calls hold every slot; past
-	// it a caller's calls go on only while fewer than half the slots are
-	// taken. callers counts its calls.
-	perCaller int
-	mu        sync.Mutex
-	callers   map[string]int
+	hooks    []hook
+	client   *http.Client
+	own      *http.Transport // the transport Close releases; nil for a given client
+	log      *slog.Logger
+	now      func() time.Time
+	onResult func(hook, outcome string, d time.Duration)
+	// The slots of hook requests in flight: a call takes one for each
+	// hook it asks, all at once (reserve), or none. maxInFlight bounds
+	// them; perCaller, a quarter of it, is one caller's share, past which
+	// a caller's calls go on only while at most half the slots are taken,
+	// so that no one principal holds more than half. inFlight and callers
+	// (slots by caller) are guarded by mu.
+	maxInFlight, perCaller int
+	mu                     sync.Mutex
+	inFlight               int
+	callers                map[string]int
 	// failed bounds the "hook failed" warnings, one a hook and reason
 	// every failWarnEvery: an agent's calls can make a hook fail on every
 	// call (a flood past MaxInFlight), and the metric counts each.
@@ -245,8 +247,7 @@ func New(opts Options) (*Runner, error) {
 	case opts.MaxInFlight == 0:
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
-	r.semaphore = make(chan struct{}, opts.MaxInFlight)
-	r.perCaller, r.callers = max(1, opts.MaxInFlight/callerShare), map[string]int{}
+	r.maxInFlight, r.perCaller, r.callers = opts.MaxInFlight, max(1, opts.MaxInFlight/callerShare), map[string]int{}
 
 	seen := make(map[string]bool, len(opts.Hooks))
 	var errs []error
@@ -402,20 +403,20 @@ func (r *Runner) Run(ctx context.Context, caller, upstream, tool string, rest bo
 	if len(matched) == 0 {
 		return Verdict{Decision: None}
 	}
-	// One share of the caller's for the call, whatever number of hooks it
-	// asks.
-	share := r.takeShare(caller)
-	if share {
-		defer r.giveShare(caller)
+	// A slot for every hook the call asks, or none: a refused call asks no
+	// hook, and each of them denies.
+	busy := r.reserve(caller, len(matched))
+	if busy == nil {
+		defer r.release(caller, len(matched))
 	}
 	ops := make([]Opinion, len(matched))
 	took := make([]time.Duration, len(matched))
 	if len(matched) == 1 {
-		ops[0], took[0] = r.ask(ctx, share, matched[0], input) // no goroutine for the common case
+		ops[0], took[0] = r.ask(ctx, busy, matched[0], input) // no goroutine for the common case
 	} else {
 		var wg sync.WaitGroup
 		for i, h := range matched {
-			wg.Go(func() { ops[i], took[i] = r.ask(ctx, share, h, input) })
+			wg.Go(func() { ops[i], took[i] = r.ask(ctx, busy, h, input) })
 		}
 		wg.Wait()
 	}

@@ -771,3 +771,82 @@ func TestLoneCallerNotHeldToItsShare(t *testing.T) {
 		}
 	}
 }
+
+// TestFlooderOfManyHooksLeavesOthersRoom: a share counts slots, one a hook
+// a call asks: a principal whose tool asks four hooks holds at most half
+// the slots, and another principal's call is still asked.
+func TestFlooderOfManyHooksLeavesOthersRoom(t *testing.T) {
+	release := make(chan struct{})
+	held := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})
+	fast := newHookServer(t, `{"decision":"allow"}`)
+	r := newRunner(t, Options{Hooks: []Hook{ // MaxInFlight: default 256
+		{Name: "h1", URL: held.URL, Tool: "slow"},
+		{Name: "h2", URL: held.URL, Tool: "slow"},
+		{Name: "h3", URL: held.URL, Tool: "slow"},
+		{Name: "h4", URL: held.URL, Tool: "slow"},
+		{Name: "fast", URL: fast.URL, Tool: "quick", OnFailure: Deny},
+	}})
+	const calls = DefaultMaxInFlight / 4 // 256 slots' worth of four-hook calls
+	done := make(chan Verdict, calls)
+	for range calls {
+		go func() { done <- r.Run(context.Background(), "key:flood", "u", "slow", true, []byte(testInput)) }()
+	}
+	// Half the slots, 32 calls, are asked; the others are refused at once.
+	testkit.WaitFor(t, "the flooder's hook requests", func() bool { return len(held.Requests())+4*len(done) == 4*calls })
+	v := r.Run(t.Context(), "key:victim", "u", "quick", true, []byte(testInput))
+	close(release)
+	for range calls {
+		<-done
+	}
+	if n := len(held.Requests()); n > DefaultMaxInFlight/2 {
+		t.Errorf("the flooder held %d slots, want at most half of %d", n, DefaultMaxInFlight)
+	}
+	if v.Decision != Allow || len(fast.Requests()) != 1 {
+		t.Errorf("another principal's call while the flooder keeps to its share of calls: %q (%+v), %d requests to its hook; want allow, asked", v.Decision, v.Reasons, len(fast.Requests()))
+	}
+}
+
+// TestBurstBorrowsNoMoreThanHalf: a burst of one principal's calls, all at
+// once on an empty pool, takes at most half the slots (the check and the
+// taking are one step), and another principal's call is still asked.
+func TestBurstBorrowsNoMoreThanHalf(t *testing.T) {
+	release := make(chan struct{})
+	held := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})
+	fast := newHookServer(t, `{"decision":"allow"}`)
+	r := newRunner(t, Options{Hooks: []Hook{
+		{Name: "held", URL: held.URL, Tool: "slow", OnFailure: Allow},
+		{Name: "fast", URL: fast.URL, Tool: "quick", OnFailure: Deny},
+	}})
+	const burst = DefaultMaxInFlight
+	start := make(chan struct{})
+	done := make(chan Verdict, burst)
+	for range burst {
+		go func() {
+			<-start
+			done <- r.Run(context.Background(), "key:flood", "u", "slow", true, []byte(testInput))
+		}()
+	}
+	close(start)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && len(held.Requests())+len(done) < burst {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := len(held.Requests())
+	v := r.Run(t.Context(), "key:victim", "u", "quick", true, []byte(testInput))
+	close(release)
+	for range burst {
+		<-done
+	}
+	if got > DefaultMaxInFlight/2 {
+		t.Errorf("one principal's burst holds %d of %d slots, want at most half", got, DefaultMaxInFlight)
+	}
+	if v.Decision != Allow {
+		t.Errorf("another principal's call during the burst: %q (%+v), want allow", v.Decision, v.Reasons)
+	}
+}
