@@ -210,7 +210,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	rows := fileRows(b.rules)
 	if !b.rulesFromFile {
-		rows = servedRows(ctx, e.timeout(), c, caps, store)
+		if rows, err = servedRows(ctx, e.timeout(), c, caps, store); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
 	}
 	if p.toolCase, err = newToolCase(rows); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -248,10 +250,12 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 // servedRows are the rows of a rules table the library reads from data
 // (a data file, or the user's Rego), evaluated once as the policy loads,
 // within the timeout of a decision (a table fetched by http.send must not
-// hold a load or a reload); none when the table is not there, depends on
+// hold a load or a reload); none when the table is not there or depends on
 // the call (its rows are then not known before a call, and a call reads
-// them as they are), or cannot be evaluated in time.
-func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) []caseRow {
+// them as they are). A table that cannot be evaluated (an error, or not in
+// time) refuses the policy: loaded without its rows, the tool-name check
+// would be off for the policy's life (a reload keeps the policy in force).
+func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) ([]caseRow, error) {
 	ctx, done := context.WithTimeout(ctx, timeout)
 	defer done()
 	rs, err := rego.New(
@@ -260,10 +264,13 @@ func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, cap
 		rego.Capabilities(caps),
 		rego.Store(store),
 	).Eval(ctx)
-	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return nil
+	if err != nil {
+		return nil, fmt.Errorf("evaluating the rules table (data.toolgate.rules) as the policy loads: %w", err)
 	}
-	return dataRows(rs[0].Expressions[0].Value)
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, nil
+	}
+	return dataRows(rs[0].Expressions[0].Value), nil
 }
 
 func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) (rego.PreparedEvalQuery, error) {

@@ -242,7 +242,8 @@ func TestToolSuffixWithARowOfItsOwn(t *testing.T) {
 // TestServedTableLoads: a served table's malformed glob row, which fails
 // every decision that reaches it in the library, refuses the policy with
 // the glob named, as a rules file's does; and a table fetched by http.send
-// does not hold the load past the decision timeout.
+// does not hold the load past the decision timeout, and is refused rather
+// than loaded without its tool-name check when it is not there in time.
 func TestServedTableLoads(t *testing.T) {
 	const all = `{"id": "all", "effect": "allow", "tool": "*", "target": "*"}`
 	const bad = `{"id": "bad", "effect": "deny", "tool": "legacy_[", "target": "*"}`
@@ -262,11 +263,12 @@ func TestServedTableLoads(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	mod := "package toolgate\n\nrules := http.send({\"method\": \"GET\", \"url\": \"" + srv.URL + "\", \"timeout\": \"30s\"}).body\n"
 	start := time.Now()
+	// Not loaded without its rows: the tool-name check would be off.
 	if _, err := policy.New(t.Context(), policy.Options{
 		Library: shipped.Library(), NativeLibrary: true, Capabilities: []string{"http.send"},
 		Policies: fstest.MapFS{"t.rego": {Data: []byte(mod)}}, Timeout: 300 * time.Millisecond,
-	}); err != nil {
-		t.Fatal(err)
+	}); err == nil || !strings.Contains(err.Error(), "evaluating the rules table") {
+		t.Errorf("a table not evaluated in time: %v, want the load refused", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("loading took %v with a decision timeout of 300ms", took)
