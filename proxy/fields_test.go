@@ -211,6 +211,11 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a multipart form, unquoted after a vertical tab", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\v.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, on a folded line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\r\n\t.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, quoted after a form feed", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"\f.method\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, the header's first pair", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: name=\".method\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, after the colon", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition:name=.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, the name split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; na\r\nme=.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, the value split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=.me\r\nthod\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, _method split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=_me\r\nthod\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"a script uploaded in a multipart form", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.js\"\r\n\r\n$('.method-row').hide()\r\n--b--\r\n", http.StatusOK},
 		// PHP cuts a Content-Type at a space: this is a form to it.
 		{"a form type with a word after a space", "/purge", "application/x-www-form-urlencoded x", `a=1&_method=DELETE`, http.StatusBadRequest},

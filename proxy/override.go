@@ -80,10 +80,13 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 // phpDotted reports whether a decoded form names ".method", which PHP
 // reads as _method ("." in a name is "_" to it, so Laravel and Symfony take
 // .method=DELETE as _method): as a field's name in an urlencoded form (a
-// part after "&" or ";", or the first), or as the name parameter of a
-// multipart part's header. Whitespace before it is skipped, as PHP skips
-// it (folded header lines included). A value that holds ".method"
-// (q=.method, a script's $('.method-row')) is not such a name.
+// part after "&" or ";", or the first, whitespace before it skipped, as
+// PHP skips it), or anywhere in a multipart part's headers once their
+// lines are joined (PHP joins a line without ":" to the one before it, and
+// reads a name in the header's first pair or after any ";"; overrideField
+// split over two lines is found there too). A value that
+// holds ".method" (q=.method, an uploaded script's $('.method-row')) is
+// not such a name.
 func phpDotted(d []byte, multipart bool) bool {
 	const dotted = "." + "method"
 	if !multipart {
@@ -94,20 +97,32 @@ func phpDotted(d []byte, multipart bool) bool {
 		}
 		return false
 	}
-	for i := 0; ; {
-		j := bytes.Index(d[i:], []byte("name="))
-		if j < 0 {
-			return false
+	// A part's headers are the lines after a delimiter line ("--...") up
+	// to the first empty one; a body line that starts with "--" is read
+	// as a delimiter too, which can only refuse more.
+	var headers []byte
+	inHeaders := false
+	for line := range bytes.SplitSeq(d, []byte("\n")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		switch {
+		case bytes.HasPrefix(line, []byte("--")):
+			inHeaders, headers = true, headers[:0]
+		case inHeaders && len(line) == 0:
+			if namesOverride(headers) {
+				return true
+			}
+			inHeaders = false
+		case inHeaders:
+			headers = append(headers, line...)
 		}
-		before := bytes.TrimRight(d[:i+j], asciiSpace)
-		after := bytes.TrimLeft(d[i+j+len("name="):], asciiSpace)
-		after = bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimPrefix(after, []byte(`"`)), []byte("'")), asciiSpace)
-		// name= after ";" or a line's start: not filename=.
-		if (len(before) == 0 || before[len(before)-1] == ';' || d[i+j-1] == '\n') && bytes.HasPrefix(after, []byte(dotted)) {
-			return true
-		}
-		i += j + len("name=")
 	}
+	return inHeaders && namesOverride(headers)
+}
+
+// namesOverride reports whether joined header lines name ".method" or
+// overrideField (which a line break could split: "_me" and "thod").
+func namesOverride(headers []byte) bool {
+	return bytes.Contains(headers, []byte("."+"method")) || bytes.Contains(headers, []byte(overrideField))
 }
 
 // asciiSpace is what C's isspace reads as space, which PHP skips.
