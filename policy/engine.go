@@ -252,9 +252,11 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 // within the timeout of a decision (a table fetched by http.send must not
 // hold a load or a reload); none when the table is not there or depends on
 // the call (its rows are then not known before a call, and a call reads
-// them as they are). A table that cannot be evaluated (an error, or not in
-// time) refuses the policy: loaded without its rows, the tool-name check
-// would be off for the policy's life (a reload keeps the policy in force).
+// them as they are; so too when its evaluation fails without input, as a
+// table whose rules conflict unless the call decides between them does). A
+// table not evaluated in time refuses the policy: loaded without its rows,
+// the tool-name check would be off for the policy's life while later
+// decisions read the table (a reload keeps the policy in force).
 func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) ([]caseRow, error) {
 	ctx, done := context.WithTimeout(ctx, timeout)
 	defer done()
@@ -264,10 +266,10 @@ func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, cap
 		rego.Capabilities(caps),
 		rego.Store(store),
 	).Eval(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("evaluating the rules table (data.toolgate.rules) as the policy loads: %w", err)
 	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
 		return nil, nil
 	}
 	return dataRows(rs[0].Expressions[0].Value), nil

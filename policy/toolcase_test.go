@@ -274,3 +274,21 @@ func TestServedTableLoads(t *testing.T) {
 		t.Errorf("loading took %v with a decision timeout of 300ms", took)
 	}
 }
+
+// TestServedTableOfTheCallLoads: a table chosen by the call (two bodies of
+// rules that conflict without input, exactly one of which holds for any
+// call) fails to evaluate at load, and loads, as a table that depends on
+// the call does, without the tool-name check.
+func TestServedTableOfTheCallLoads(t *testing.T) {
+	mod := `package toolgate
+
+fs_rows := [{"id": "all", "effect": "allow", "tool": "*", "target": "*"}]
+db_rows := [{"id": "del", "effect": "deny", "tool": "drop_table", "target": "*"}, {"id": "all", "effect": "allow", "tool": "*", "target": "*"}]
+
+rules := fs_rows if not input.upstream.name == "db"
+rules := db_rows if not input.upstream.name == "fs"
+`
+	if _, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: fstest.MapFS{"t.rego": {Data: []byte(mod)}}}); err != nil {
+		t.Fatalf("a table chosen by the call refused at load: %v", err)
+	}
+}
