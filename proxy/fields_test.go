@@ -216,6 +216,14 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a multipart form, the name split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; na\r\nme=.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, the value split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=.me\r\nthod\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, _method split over a line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=_me\r\nthod\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		// PHP looks for no delimiter among a part's headers, decodes no
+		// percent-escape there, and reads each line up to a NUL.
+		{"in a multipart form, behind a header line that starts with --", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; x=\"\r\n--\"; name=\".method\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, behind an escaped empty line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; x=\"%0D%0A%0D%0A\"; name=\".method\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, joined after a NUL", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=_me\x00junk\r\nthod\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"in a multipart form, quoted, joined after a NUL", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\".me\x00junk\r\nthod\"\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
+		{"a multipart field named payment.method", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"payment.method\"\r\n\r\ncard\r\n--b--\r\n", http.StatusOK},
+		{"a multipart file named notes.method", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"notes.method\"\r\n\r\nx\r\n--b--\r\n", http.StatusOK},
 		{"a script uploaded in a multipart form", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.js\"\r\n\r\n$('.method-row').hide()\r\n--b--\r\n", http.StatusOK},
 		// PHP cuts a Content-Type at a space: this is a form to it.
 		{"a form type with a word after a space", "/purge", "application/x-www-form-urlencoded x", `a=1&_method=DELETE`, http.StatusBadRequest},

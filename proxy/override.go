@@ -62,7 +62,9 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 		return a
 	}
 	if formish(ct) {
-		if d := decodedLower(body); bytes.Contains(d, []byte(overrideField)) || phpDotted(d, strings.HasPrefix(firstMediaType(ct), "multipart/")) {
+		d := decodedLower(body)
+		multipart := strings.HasPrefix(firstMediaType(ct), "multipart/")
+		if bytes.Contains(d, []byte(overrideField)) || (!multipart && phpDotted(d)) || (multipart && multipartNamesOverride(body)) {
 			return overrideRefused("body")
 		}
 	}
@@ -77,52 +79,99 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	return nil
 }
 
-// phpDotted reports whether a decoded form names ".method", which PHP
-// reads as _method ("." in a name is "_" to it, so Laravel and Symfony take
-// .method=DELETE as _method): as a field's name in an urlencoded form (a
-// part after "&" or ";", or the first, whitespace before it skipped, as
-// PHP skips it), or anywhere in a multipart part's headers once their
-// lines are joined (PHP joins a line without ":" to the one before it, and
-// reads a name in the header's first pair or after any ";"; overrideField
-// split over two lines is found there too). A value that
-// holds ".method" (q=.method, an uploaded script's $('.method-row')) is
-// not such a name.
-func phpDotted(d []byte, multipart bool) bool {
-	const dotted = "." + "method"
-	if !multipart {
-		for part := range bytes.FieldsFuncSeq(d, func(r rune) bool { return r == '&' || r == ';' }) {
-			if bytes.HasPrefix(bytes.TrimLeft(part, asciiSpace), []byte(dotted)) {
-				return true
-			}
+// phpDotted reports whether a decoded urlencoded form names ".method" as
+// a field (a part after "&" or ";", or the first, whitespace before it
+// skipped, as PHP skips it): PHP reads "." in a name as "_", so Laravel
+// and Symfony take .method=DELETE as _method. A value that holds
+// ".method" (q=.method) is not such a name.
+func phpDotted(d []byte) bool {
+	for part := range bytes.FieldsFuncSeq(d, func(r rune) bool { return r == '&' || r == ';' }) {
+		if bytes.HasPrefix(bytes.TrimLeft(part, asciiSpace), []byte("."+"method")) {
+			return true
 		}
-		return false
 	}
-	// A part's headers are the lines after a delimiter line ("--...") up
-	// to the first empty one; a body line that starts with "--" is read
-	// as a delimiter too, which can only refuse more.
-	var headers []byte
+	return false
+}
+
+// multipartNamesOverride reports whether a multipart body, read as PHP
+// reads its parts' headers (main/rfc1867.c), names a field that PHP
+// registers as overrideField: a name= pair of any header, whose value, its
+// leading whitespace dropped and "." and " " read as "_", starts with
+// overrideField. As PHP reads them: the body is not percent-decoded; a part's
+// headers are the lines after a delimiter line ("--...") up to the first
+// empty one, with no delimiter looked for among them; a line ends at LF
+// (one CR before it dropped) and at its first NUL (PHP reads it as a C
+// string); a line without ":" continues the header before it, joined with
+// nothing between. A line that starts with "--" in a part's content is
+// read as a delimiter too, which can only refuse more. A name such as
+// payment.method, or a file named notes.method, is not refused.
+func multipartNamesOverride(body []byte) bool {
+	var headers [][]byte
 	inHeaders := false
-	for line := range bytes.SplitSeq(d, []byte("\n")) {
+	for line := range bytes.SplitSeq(bytes.ToLower(body), []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
+		if i := bytes.IndexByte(line, 0); i >= 0 {
+			line = line[:i]
+		}
 		switch {
-		case bytes.HasPrefix(line, []byte("--")):
+		case !inHeaders && bytes.HasPrefix(line, []byte("--")):
 			inHeaders, headers = true, headers[:0]
 		case inHeaders && len(line) == 0:
-			if namesOverride(headers) {
+			if headersNameOverride(headers) {
 				return true
 			}
 			inHeaders = false
+		case inHeaders && (len(headers) == 0 || bytes.IndexByte(line, ':') >= 0):
+			headers = append(headers, append([]byte(nil), line...))
 		case inHeaders:
-			headers = append(headers, line...)
+			headers[len(headers)-1] = append(headers[len(headers)-1], line...)
 		}
 	}
-	return inHeaders && namesOverride(headers)
+	return inHeaders && headersNameOverride(headers)
 }
 
-// namesOverride reports whether joined header lines name ".method" or
-// overrideField (which a line break could split: "_me" and "thod").
-func namesOverride(headers []byte) bool {
-	return bytes.Contains(headers, []byte("."+"method")) || bytes.Contains(headers, []byte(overrideField))
+// headersNameOverride reports whether a part's headers hold a name= pair
+// (in the value after ":", pairs cut at ";" outside quotes) that PHP would
+// register as overrideField.
+func headersNameOverride(headers [][]byte) bool {
+	for _, h := range headers {
+		_, value, _ := bytes.Cut(h, []byte(":"))
+		for _, pair := range splitOutsideQuotes(value) {
+			key, v, ok := bytes.Cut(pair, []byte("="))
+			if !ok || string(bytes.Trim(key, asciiSpace)) != "name" {
+				continue
+			}
+			v = bytes.Trim(v, asciiSpace)
+			if len(v) > 0 && (v[0] == '"' || v[0] == '\'') {
+				v = bytes.Trim(v, string(v[:1]))
+			}
+			// PHP drops leading spaces; any leading whitespace, here.
+			name := strings.NewReplacer(".", "_", " ", "_").Replace(strings.TrimLeft(string(v), asciiSpace))
+			if strings.HasPrefix(name, overrideField) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// splitOutsideQuotes cuts a header value at each ";" outside double or
+// single quotes.
+func splitOutsideQuotes(v []byte) [][]byte {
+	var parts [][]byte
+	var quote byte
+	start := 0
+	for i, c := range v {
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote == 0 && (c == '"' || c == '\''):
+			quote = c
+		case quote == 0 && c == ';':
+			parts, start = append(parts, v[start:i]), i+1
+		}
+	}
+	return append(parts, v[start:])
 }
 
 // asciiSpace is what C's isspace reads as space, which PHP skips.
