@@ -152,8 +152,20 @@ func (s *RedisStore) BindSession(ctx context.Context, id, principal string, ttl 
 	if err != nil {
 		return "", fmt.Errorf("pending: counting session %s: %w", id, err)
 	}
-	if ok == 0 {
+	switch ok {
+	case 0:
 		return "", &SessionCapError{Principal: p, Max: s.maxSessionsPer}
+	case 2:
+		// Another principal's, and not counted: not bound either, as
+		// the binding may have gone since (it would be bound uncounted).
+		owner, err := s.rdb.Get(ctx, s.sessionKey(id)).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "", fmt.Errorf("pending: binding session %s: its owner's binding ended as it was bound; retry", id)
+		case err != nil:
+			return "", fmt.Errorf("pending: binding session %s: %w", id, err)
+		}
+		return owner, nil
 	}
 	owner, err := bindSessionScript.Run(ctx, s.rdb, []string{s.sessionKey(id)}, principal, max(ttl.Milliseconds(), 1)).Text()
 	if err != nil {

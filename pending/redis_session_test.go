@@ -2,6 +2,9 @@ package pending
 
 import (
 	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +51,31 @@ func TestRedisSessionKey(t *testing.T) {
 	}
 	if d := pttl(); d <= 119*time.Minute || d > 2*time.Hour {
 		t.Errorf("after the owner's TouchSession, TTL = %v, want 2h", d)
+	}
+}
+
+// TestRedisBindNotPastCapWhenOwnerEnds: on one node, binding an ID another
+// principal holds is neither counted nor bound, even when that principal's
+// binding ends between the count and the binding: the binder never holds
+// a session past its cap.
+func TestRedisBindNotPastCapWhenOwnerEnds(t *testing.T) {
+	s := newRedisStoreOn(t, newRedisClient(t), Options{MaxSessionsPerPrincipal: 1})
+	ctx := t.Context()
+	const alice, bob = "key:alice", "key:bob"
+	wantOwner(t, "BindSession(bob)", bob)(s.BindSession(ctx, "bob-own", bob, time.Hour))
+	for i := range 1000 {
+		id := fmt.Sprintf("race-%d", i)
+		wantOwner(t, "BindSession(alice)", alice)(s.BindSession(ctx, id, alice, time.Hour))
+		done := make(chan struct{})
+		go func() { _ = s.EndSession(ctx, id, alice); close(done) }()
+		owner, err := s.BindSession(ctx, id, bob, time.Hour)
+		<-done
+		var capErr *SessionCapError
+		if err == nil && owner == bob {
+			t.Fatalf("bob (cap 1, holding one) was bound to %s", id)
+		}
+		if err != nil && !errors.As(err, &capErr) && !strings.Contains(err.Error(), "retry") {
+			t.Fatal(err)
+		}
 	}
 }
