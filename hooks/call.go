@@ -183,16 +183,19 @@ func parseAnswer(body []byte) (Opinion, error) {
 // reserve takes n slots for a call of caller's, all or none, at once:
 // waiting for them would let a slow hook make every call queue behind it.
 // It refuses (with the failure the call's hooks answer) past maxInFlight,
-// or when caller would hold more than its share while more than half the
-// slots would be taken (a lone caller uses the idle rest; under load each
-// keeps to its share, and no one holds more than half).
+// or when caller, already holding some, would hold more than its share
+// while more than half the slots would be taken (a lone caller uses the
+// idle rest; under load each keeps to its share, and no one holds more than
+// half but for one call of more hooks than that).
 func (r *Runner) reserve(caller string, n int) *failure {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.inFlight+n > r.maxInFlight:
 		return &failure{why: "too many hook requests in flight", busy: true}
-	case r.callers[caller]+n > r.perCaller && 2*(r.inFlight+n) > r.maxInFlight:
+	case r.callers[caller] > 0 && r.callers[caller]+n > r.perCaller && 2*(r.inFlight+n) > r.maxInFlight:
+		// A caller holding nothing may still take more than half for one
+		// call (of more hooks than half the slots): else it never runs.
 		return &failure{why: "too many hook requests in flight for this caller", busy: true}
 	}
 	r.inFlight += n

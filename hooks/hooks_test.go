@@ -850,3 +850,17 @@ func TestBurstBorrowsNoMoreThanHalf(t *testing.T) {
 		t.Errorf("another principal's call during the burst: %q (%+v), want allow", v.Decision, v.Reasons)
 	}
 }
+
+// TestCallOfManyHooksRuns: a call that asks more hooks than a principal's
+// share and half the slots (3 of 4 here) still runs on an idle pool.
+func TestCallOfManyHooksRuns(t *testing.T) {
+	ok := newHookServer(t, `{"decision":"allow"}`)
+	r := newRunner(t, Options{MaxInFlight: 4, Hooks: []Hook{
+		{Name: "a", URL: ok.URL, OnFailure: Deny},
+		{Name: "b", URL: ok.URL, OnFailure: Deny},
+		{Name: "c", URL: ok.URL, OnFailure: Deny},
+	}})
+	if v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput)); v.Decision != Allow || len(ok.Requests()) != 3 {
+		t.Errorf("a call of three hooks on an idle pool of four: %q (%+v), %d requests; want allow, all asked", v.Decision, v.Reasons, len(ok.Requests()))
+	}
+}
