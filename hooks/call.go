@@ -193,9 +193,9 @@ func (r *Runner) reserve(caller string, n int) *failure {
 	switch {
 	case r.inFlight+n > r.maxInFlight:
 		return &failure{why: "too many hook requests in flight", busy: true}
-	case r.callers[caller] > 0 && r.callers[caller]+n > r.perCaller && 2*(r.inFlight+n) > r.maxInFlight:
+	case r.callers[caller]+n > r.perCaller && 2*(r.inFlight+n) > r.maxInFlight && (r.callers[caller] > 0 || 2*n <= r.maxInFlight):
 		// A caller holding nothing may still take more than half for one
-		// call (of more hooks than half the slots): else it never runs.
+		// call of more hooks than half the slots: else it never runs.
 		return &failure{why: "too many hook requests in flight for this caller", busy: true}
 	}
 	r.inFlight += n

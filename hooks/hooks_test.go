@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -862,5 +863,42 @@ func TestCallOfManyHooksRuns(t *testing.T) {
 	}})
 	if v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput)); v.Decision != Allow || len(ok.Requests()) != 3 {
 		t.Errorf("a call of three hooks on an idle pool of four: %q (%+v), %d requests; want allow, all asked", v.Decision, v.Reasons, len(ok.Requests()))
+	}
+}
+
+// TestShareUnderLoadForACallOfSomeHooks: a principal holding nothing keeps
+// to its share under load for a call of more hooks than its share but not
+// more than half the slots (3 of 8, its share 2, 5 slots taken): refused,
+// while another principal's call is still asked.
+func TestShareUnderLoadForACallOfSomeHooks(t *testing.T) {
+	release := make(chan struct{})
+	held := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		<-release
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})
+	fast := newHookServer(t, `{"decision":"allow"}`)
+	r := newRunner(t, Options{MaxInFlight: 8, Hooks: []Hook{
+		{Name: "held", URL: held.URL, Tool: "slow"},
+		{Name: "a", URL: fast.URL, Tool: "big"},
+		{Name: "b", URL: fast.URL, Tool: "big"},
+		{Name: "c", URL: fast.URL, Tool: "big"},
+		{Name: "one", URL: fast.URL, Tool: "quick"},
+	}})
+	done := make(chan Verdict, 5)
+	for i := range 5 { // five callers, one slot each
+		go func() {
+			done <- r.Run(context.Background(), fmt.Sprintf("key:c%d", i), "u", "slow", true, []byte(testInput))
+		}()
+		testkit.WaitFor(t, "the held requests", func() bool { return len(held.Requests()) == i+1 })
+	}
+	if v := r.Run(t.Context(), "key:x", "u", "big", true, []byte(testInput)); v.Decision != Deny {
+		t.Errorf("a three-hook call past its principal's share under load: %q (%+v), want deny", v.Decision, v.Reasons)
+	}
+	if v := r.Run(t.Context(), "key:y", "u", "quick", true, []byte(testInput)); v.Decision != Allow {
+		t.Errorf("another principal's one-hook call: %q (%+v), want allow", v.Decision, v.Reasons)
+	}
+	close(release)
+	for range 5 {
+		<-done
 	}
 }

@@ -254,7 +254,8 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 // the call (its rows are then not known before a call, and a call reads
 // them as they are; so too when its evaluation fails without input, as a
 // table whose rules conflict unless the call decides between them does). A
-// table not evaluated in time refuses the policy: loaded without its rows,
+// table not evaluated in time, or whose built-ins fail (http.send to a
+// service that is down), refuses the policy: loaded without its rows,
 // the tool-name check would be off for the policy's life while later
 // decisions read the table (a reload keeps the policy in force).
 func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) ([]caseRow, error) {
@@ -265,8 +266,12 @@ func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, cap
 		rego.Compiler(c),
 		rego.Capabilities(caps),
 		rego.Store(store),
+		// A built-in that fails (http.send to a service that is down) is
+		// an error, not an undefined table that would load unchecked.
+		rego.StrictBuiltinErrors(true),
 	).Eval(ctx)
-	if err != nil && ctx.Err() != nil {
+	var te *topdown.Error
+	if err != nil && (ctx.Err() != nil || errors.As(err, &te) && te.Code == topdown.BuiltinErr) {
 		return nil, fmt.Errorf("evaluating the rules table (data.toolgate.rules) as the policy loads: %w", err)
 	}
 	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {

@@ -292,3 +292,21 @@ rules := db_rows if not input.upstream.name == "fs"
 		t.Fatalf("a table chosen by the call refused at load: %v", err)
 	}
 }
+
+// TestServedTableDownAtLoad: a table fetched by http.send from a service
+// that is down as the policy loads (a built-in error, not a timeout) does
+// not load without its tool-name check, which would be off for the
+// policy's life once the service answers: the load is refused.
+func TestServedTableDownAtLoad(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	url := down.URL
+	down.Close() // connections refused
+	mod := "package toolgate\n\nrules := http.send({\"method\": \"GET\", \"url\": \"" + url + "\", \"timeout\": \"2s\"}).body\n"
+	_, err := policy.New(t.Context(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true, Capabilities: []string{"http.send"},
+		Policies: fstest.MapFS{"t.rego": {Data: []byte(mod)}},
+	})
+	if err == nil || !strings.Contains(err.Error(), "evaluating the rules table") {
+		t.Errorf("a table whose service is down at load: %v, want the load refused", err)
+	}
+}
