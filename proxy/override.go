@@ -101,34 +101,46 @@ func phpDotted(d []byte) bool {
 // headers are the lines after a delimiter line ("--...") up to the first
 // empty one, with no delimiter looked for among them; a line ends at LF
 // (one CR before it dropped) and at its first NUL (PHP reads it as a C
-// string); a line without ":" continues the header before it, joined with
-// nothing between. A line that starts with "--" in a part's content is
+// string); a line that starts with a space or tab, or has no ":",
+// continues the header before it, joined with nothing between; a line of
+// the preamble or of headers longer than PHP takes whole is refused. A line that starts with "--" in a part's content is
 // read as a delimiter too, which can only refuse more. A name such as
 // payment.method, or a file named notes.method, is not refused.
 func multipartNamesOverride(body []byte) bool {
 	var headers [][]byte
-	inHeaders := false
+	inHeaders, preamble := false, true
 	for line := range bytes.SplitSeq(bytes.ToLower(body), []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
+		if (preamble || inHeaders) && len(line) > phpLineBytes {
+			// PHP cuts such a line into several, which could be a
+			// delimiter and headers this reading does not see: refused.
+			return true
+		}
 		if i := bytes.IndexByte(line, 0); i >= 0 {
 			line = line[:i]
 		}
 		switch {
 		case !inHeaders && bytes.HasPrefix(line, []byte("--")):
-			inHeaders, headers = true, headers[:0]
+			inHeaders, preamble, headers = true, false, headers[:0]
 		case inHeaders && len(line) == 0:
 			if headersNameOverride(headers) {
 				return true
 			}
 			inHeaders = false
-		case inHeaders && (len(headers) == 0 || bytes.IndexByte(line, ':') >= 0):
-			headers = append(headers, append([]byte(nil), line...))
-		case inHeaders:
+		case inHeaders && len(headers) > 0 && (line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line, ':') < 0):
+			// A folded line (even one with ":"), or one without ":",
+			// continues the header before it.
 			headers[len(headers)-1] = append(headers[len(headers)-1], line...)
+		case inHeaders:
+			headers = append(headers, append([]byte(nil), line...))
 		}
 	}
 	return inHeaders && headersNameOverride(headers)
 }
+
+// phpLineBytes is the longest line PHP's multipart reader takes whole (its
+// buffer, for boundaries up to 5114 bytes); it cuts a longer one.
+const phpLineBytes = 5120
 
 // headersNameOverride reports whether a part's headers hold a name= pair
 // (in the value after ":", pairs cut at ";" outside quotes) that PHP would
@@ -156,13 +168,18 @@ func headersNameOverride(headers [][]byte) bool {
 }
 
 // splitOutsideQuotes cuts a header value at each ";" outside double or
-// single quotes.
+// single quotes, in which a backslash escapes the next byte (as PHP's
+// php_ap_getword reads them).
 func splitOutsideQuotes(v []byte) [][]byte {
 	var parts [][]byte
 	var quote byte
-	start := 0
+	start, escaped := 0, false
 	for i, c := range v {
 		switch {
+		case escaped:
+			escaped = false
+		case quote != 0 && c == '\\':
+			escaped = true
 		case quote != 0 && c == quote:
 			quote = 0
 		case quote == 0 && (c == '"' || c == '\''):
