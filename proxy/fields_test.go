@@ -228,6 +228,10 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a multipart form, after a header line longer than PHP's buffer", "/purge", "multipart/form-data; boundary=b", "--b\r\nX-Pad: \"" + strings.Repeat("a", 5120) + "Content-Disposition: form-data; name=.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, after a long preamble line", "/purge", "multipart/form-data; boundary=b", strings.Repeat("p", 5120) + "--b\r\nContent-Disposition: form-data; name=.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"a multipart upload with long content lines", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.txt\"\r\n\r\n" + strings.Repeat("x", 20000) + "\r\n--b--\r\n", http.StatusOK},
+		// A content line that starts with "--" is no delimiter: a long line
+		// after it is content.
+		{"an SQL file uploaded in a multipart form", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"seed.sql\"\r\nContent-Type: application/octet-stream\r\n\r\n-- seed data\nINSERT INTO t VALUES " + strings.Repeat("(1),", 1600) + "(1);\r\n--b--\r\n", http.StatusOK},
+		{"a YAML file uploaded in a multipart form", "/purge", "multipart/form-data; boundary=\"b\"", "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"c.yaml\"\r\n\r\n---\ncert: " + strings.Repeat("QUJD", 2048) + "\r\n--b--\r\n", http.StatusOK},
 		{"a multipart field named payment.method", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"payment.method\"\r\n\r\ncard\r\n--b--\r\n", http.StatusOK},
 		{"a multipart file named notes.method", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"notes.method\"\r\n\r\nx\r\n--b--\r\n", http.StatusOK},
 		{"a script uploaded in a multipart form", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.js\"\r\n\r\n$('.method-row').hide()\r\n--b--\r\n", http.StatusOK},

@@ -64,7 +64,7 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	if formish(ct) {
 		d := decodedLower(body)
 		multipart := strings.HasPrefix(firstMediaType(ct), "multipart/")
-		if bytes.Contains(d, []byte(overrideField)) || (!multipart && phpDotted(d)) || (multipart && multipartNamesOverride(body)) {
+		if bytes.Contains(d, []byte(overrideField)) || (!multipart && phpDotted(d)) || (multipart && multipartNamesOverride(body, multipartBoundary(ct))) {
 			return overrideRefused("body")
 		}
 	}
@@ -106,12 +106,17 @@ func phpDotted(d []byte) bool {
 // the preamble or of headers longer than PHP takes whole is refused. A line that starts with "--" in a part's content is
 // read as a delimiter too, which can only refuse more. A name such as
 // payment.method, or a file named notes.method, is not refused.
-func multipartNamesOverride(body []byte) bool {
+func multipartNamesOverride(body, boundary []byte) bool {
+	delimiter := append([]byte("--"), bytes.ToLower(boundary)...)
 	var headers [][]byte
-	inHeaders, preamble := false, true
+	// preamble: before the first delimiter of boundary's; real: in the
+	// headers after one. Only there are long lines refused: a line of a
+	// part's content that merely starts with "--" (an SQL comment, YAML's
+	// ---) is no delimiter to PHP.
+	inHeaders, preamble, real := false, true, false
 	for line := range bytes.SplitSeq(bytes.ToLower(body), []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if (preamble || inHeaders) && len(line) > phpLineBytes {
+		if (preamble || inHeaders && real) && len(line) > phpLineBytes {
 			// PHP cuts such a line into several, which could be a
 			// delimiter and headers this reading does not see: refused.
 			return true
@@ -121,7 +126,10 @@ func multipartNamesOverride(body []byte) bool {
 		}
 		switch {
 		case !inHeaders && bytes.HasPrefix(line, []byte("--")):
-			inHeaders, preamble, headers = true, false, headers[:0]
+			// Without a boundary read, every such line counts as one.
+			real = len(boundary) == 0 || bytes.HasPrefix(line, delimiter)
+			inHeaders, headers = true, headers[:0]
+			preamble = preamble && !real
 		case inHeaders && len(line) == 0:
 			if headersNameOverride(headers) {
 				return true
@@ -136,6 +144,23 @@ func multipartNamesOverride(body []byte) bool {
 		}
 	}
 	return inHeaders && headersNameOverride(headers)
+}
+
+// multipartBoundary is the boundary parameter of a Content-Type as PHP
+// reads it (main/rfc1867.c): after "boundary=", quoted, or up to "," or
+// ";"; nil when there is none (PHP then parses no part).
+func multipartBoundary(ct string) []byte {
+	i := strings.Index(strings.ToLower(ct), "boundary=")
+	if i < 0 {
+		return nil
+	}
+	v := ct[i+len("boundary="):]
+	if rest, ok := strings.CutPrefix(v, `"`); ok {
+		v, _, _ = strings.Cut(rest, `"`)
+	} else if j := strings.IndexAny(v, ",;"); j >= 0 {
+		v = v[:j]
+	}
+	return []byte(v)
 }
 
 // phpLineBytes is the longest line PHP's multipart reader takes whole (its
