@@ -245,7 +245,7 @@ func (o OIDCConfig) check(bad func(key, msg, fix string)) {
 		bad("issuer", "is not set", "set the identity provider's issuer URL, e.g. https://accounts.example.com")
 	case err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http":
 		bad("issuer", "is not an absolute https:// URL", "write the issuer URL, e.g. https://accounts.example.com")
-	case u.Scheme == "http" && !loopback(u.Hostname()):
+	case u.Scheme == "http" && !Loopback(u.Hostname()):
 		// Discovery, keys and the code exchange in clear text could be
 		// read or changed by anyone on the path.
 		bad("issuer", "uses http:// on a host other than loopback", "use the provider's https:// issuer URL")
@@ -321,8 +321,10 @@ func absHTTP(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// loopback reports whether host names this machine.
-func loopback(host string) bool {
+// Loopback reports whether host (a URL's, without port) names this
+// machine: localhost or a loopback address. The config's checks of other
+// URLs that may be http:// on loopback only use it too.
+func Loopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}

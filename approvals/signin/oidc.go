@@ -276,7 +276,7 @@ func providerURL(name, raw, issuer string) (*url.URL, error) {
 	case err != nil || ierr != nil || u.Host == "" || u.User != nil || u.Fragment != "":
 		return nil, fmt.Errorf("signin: the %s %q is not an absolute URL without credentials and fragment", name, raw)
 	case u.Scheme == "https":
-	case u.Scheme == "http" && iss.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && iss.Scheme == "http" && Loopback(u.Hostname()):
 	default:
 		return nil, fmt.Errorf("signin: the %s %q is not an https:// URL", name, raw)
 	}

@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"time"
+
+	"github.com/toolgate/toolgate/approvals/signin"
 )
 
 // dataPath is a decision path as OPA's decision_logs.mask_decision takes
@@ -27,7 +28,7 @@ func (v *validator) decisions(d *Decisions) {
 		return
 	}
 	v.httpURL("log.decisions.service.url", s.URL)
-	if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && (s.Token != "" || u.User != nil || u.RawQuery != "") && !loopbackHost(u.Hostname()) {
+	if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && (s.Token != "" || u.User != nil || u.RawQuery != "") && !signin.Loopback(u.Hostname()) {
 		// The token (or one in the query: ?api_key=...), and the events
 		// (approvers' names and comments, arguments with log.arguments),
 		// would cross the network in clear.
@@ -49,14 +50,4 @@ func (v *validator) decisions(d *Decisions) {
 	if s.Timeout < 0 {
 		v.add("log.decisions.service.timeout", "is negative", "write a duration such as 10s")
 	}
-}
-
-// loopbackHost reports whether host (a URL's, without port) is localhost
-// or a loopback address.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
