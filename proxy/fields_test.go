@@ -207,6 +207,19 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a multipart form with a dot", "/purge", "multipart/form-data; boundary=b", strings.Replace(multipart, `"_method"`, `".method"`, 1), http.StatusBadRequest},
 		{"a form value with a dotted method", "/purge", "application/x-www-form-urlencoded", `code=obj.method()`, http.StatusOK},
 		{"a form value that is a dotted method", "/purge", "application/x-www-form-urlencoded", `q=.method&selector=.method-list`, http.StatusOK},
+		// Only a field's name binds as the method: a name that ends in
+		// _method (Stripe's payment_method), a value that holds it, and a
+		// name nested under another do not.
+		{"a form field named payment_method", "/purge", "application/x-www-form-urlencoded", `amount=100&payment_method=pm_card_visa`, http.StatusOK},
+		{"a form value that mentions it", "/purge", "application/x-www-form-urlencoded", `note=see+the+_method+field&x=_method`, http.StatusOK},
+		{"a form field nested under another", "/purge", "", `x[_method]=DELETE`, http.StatusOK},
+		{"in a form as qs' root", "/purge", "application/x-www-form-urlencoded", `a=1&%5B_method%5D=DELETE`, http.StatusBadRequest},
+		{"in a form after Rack's leading brackets", "/purge", "application/x-www-form-urlencoded", `a=1&]]_method=DELETE`, http.StatusBadRequest},
+		{"in a form as a list", "/purge", "application/x-www-form-urlencoded", `a=1&_method[]=DELETE`, http.StatusBadRequest},
+		{"in a form, cut at a NUL", "/purge", "application/x-www-form-urlencoded", `a=1&_method%00x=DELETE`, http.StatusBadRequest},
+		{"in a form after a semicolon", "/purge", "application/x-www-form-urlencoded", `a=1;_method=DELETE`, http.StatusBadRequest},
+		{"in a form, its name escaped with its equals sign", "/purge", "application/x-www-form-urlencoded", `a=1%26_method%3DDELETE`, http.StatusBadRequest},
+		{"in a form, upper case", "/purge", "application/x-www-form-urlencoded", `_METHOD=DELETE`, http.StatusBadRequest},
 		{"a dotted name after a vertical tab", "/purge", "application/x-www-form-urlencoded", "a=1&\v.method=DELETE", http.StatusBadRequest},
 		{"in a multipart form, unquoted after a vertical tab", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\v.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},
 		{"in a multipart form, on a folded line", "/purge", "multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\r\n\t.method\r\n\r\nDELETE\r\n--b--\r\n", http.StatusBadRequest},

@@ -48,11 +48,12 @@ func checkOverrideArgs(args map[string]any) *answer {
 // checkOverrideBody refuses a plain HTTP call's body that carries
 // overrideField: as a form's or a multipart form's field, when the body
 // may be read as a form (its type's first entry, as PHP and Rack cut it at
-// ",", is a form, or there is no type, which Rack reads as a form): any
-// mention of the name once percent-decoded as often as it decodes, since a
-// form is parsed too leniently, by too many parsers, to read it one way;
-// or as a JSON object's member, whatever the type says (a byte order mark,
-// which body-parser drops, skipped).
+// ",", is a form, or there is no type, which Rack reads as a form),
+// percent-decoded as often as it decodes: a field name that binds as it
+// (formNamesOverride), or in a multipart body any mention of it, since
+// its parts' headers are parsed too leniently, by too many parsers, to
+// read them one way; or as a JSON object's member, whatever the type says
+// (a byte order mark, which body-parser drops, skipped).
 func checkOverrideBody(h http.Header, body []byte) *answer {
 	if len(body) == 0 {
 		return nil
@@ -63,8 +64,11 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	}
 	if formish(ct) {
 		d := decodedLower(body)
-		multipart := strings.HasPrefix(firstMediaType(ct), "multipart/")
-		if bytes.Contains(d, []byte(overrideField)) || (!multipart && phpDotted(d)) || (multipart && multipartNamesOverride(body, multipartBoundary(ct))) {
+		if strings.HasPrefix(firstMediaType(ct), "multipart/") {
+			if bytes.Contains(d, []byte(overrideField)) || multipartNamesOverride(body, multipartBoundary(ct)) {
+				return overrideRefused("body")
+			}
+		} else if formNamesOverride(d) {
 			return overrideRefused("body")
 		}
 	}
@@ -79,18 +83,40 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	return nil
 }
 
-// phpDotted reports whether a decoded urlencoded form names ".method" as
-// a field (a part after "&" or ";", or the first, whitespace before it
-// skipped, as PHP skips it): PHP reads "." in a name as "_", so Laravel
-// and Symfony take .method=DELETE as _method. A value that holds
-// ".method" (q=.method) is not such a name.
-func phpDotted(d []byte) bool {
+// formNamesOverride reports whether a decoded urlencoded form (d, as
+// decodedLower gives it) has a field whose name binds as overrideField in
+// some parser: a part's text before "=", parts cut at "&" and ";" (Rack 2
+// and PHP's arg_separator.input cut at both); the name cut at a NUL (PHP
+// reads it as a C string), its leading whitespace and brackets dropped
+// (PHP skips spaces, Rack 2 brackets, qs binds "[_method]" as _method),
+// its root up to the next bracket, read as is and as PHP reads it ("."
+// and " " as "_": Laravel and Symfony take .method=DELETE as _method).
+// Decoding the whole body before cutting it can only find more names
+// than a parser that cuts first. A field's value is not looked at:
+// payment_method=card, a value "see _method" and a nested x[_method]
+// bind to no method override.
+func formNamesOverride(d []byte) bool {
 	for part := range bytes.FieldsFuncSeq(d, func(r rune) bool { return r == '&' || r == ';' }) {
-		if bytes.HasPrefix(bytes.TrimLeft(part, asciiSpace), []byte("."+"method")) {
+		name, _, _ := bytes.Cut(part, []byte("="))
+		if nameBindsAsOverride(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// nameBindsAsOverride reports whether a lower-cased field name binds as
+// overrideField (formNamesOverride).
+func nameBindsAsOverride(name []byte) bool {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	name = bytes.TrimLeft(name, asciiSpace+"[]")
+	if i := bytes.IndexAny(name, "[]"); i >= 0 {
+		name = name[:i]
+	}
+	root := string(bytes.TrimRight(name, asciiSpace))
+	return root == overrideField || phpUnderscore.Replace(root) == overrideField
 }
 
 // multipartNamesOverride reports whether a multipart body, read as PHP
