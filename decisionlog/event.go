@@ -70,6 +70,8 @@ func (d *Decision) queuedBytes(opts *Options) int64 {
 	n := eventBytes + d.HeaderBytes
 	if opts.Arguments {
 		n += d.ArgumentBytes
+	} else if t := d.Input.Tool; t != nil {
+		n += t.TargetBytes() // what the arguments leave in the event
 	}
 	return n
 }
@@ -81,10 +83,8 @@ func (d *Decision) queuedBytes(opts *Options) int64 {
 // (policy.Input.AppendJSON) leaves them out. in's own values are not
 // changed.
 func withoutArguments(in policy.Input) policy.Input {
-	if in.Tool != nil && in.Tool.Arguments != nil {
-		t := *in.Tool
-		t.Arguments = nil
-		in.Tool = &t
+	if in.Tool != nil {
+		in.Tool = in.Tool.Redacted() // its targets are argument values
 	}
 	in.HTTP.Query = nil
 	if in.MCP != nil && in.MCP.Params != nil {

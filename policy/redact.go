@@ -1,0 +1,74 @@
+package policy
+
+import "strings"
+
+// redacted stands in for what a logged target leaves out.
+const redacted = "REDACTED"
+
+// Redacted is t as the decision log keeps it when arguments are not
+// logged (log.arguments off): without its arguments, and with its targets,
+// which are argument values, cut to what they name: a command (which may
+// hold anything, a token in a header it sets) as [REDACTED] whole, any
+// other target without its query, fragment and user information (a URL's
+// ?api_key=, svc:password@), and no raw spellings. The strings are copies,
+// so that a queued event does not keep the call's arguments alive through
+// them. t is not changed.
+func (t *Tool) Redacted() *Tool {
+	r := *t
+	r.Arguments = nil
+	arg := ""
+	if len(t.Targets) > 0 {
+		arg = t.Targets[0].Arg
+	}
+	r.Target, r.TargetRaw = redactTarget(arg, t.Target), ""
+	if t.Targets != nil {
+		r.Targets = make([]TargetArg, len(t.Targets))
+		for i, a := range t.Targets {
+			a.Target, a.Relative, a.Raw = redactTarget(a.Arg, a.Target), redactTarget(a.Arg, a.Relative), ""
+			r.Targets[i] = a
+		}
+	}
+	return &r
+}
+
+// TargetBytes is about what t's targets hold in memory, for a queue that
+// bounds what its entries hold.
+func (t *Tool) TargetBytes() int64 {
+	n := len(t.Target) + len(t.TargetRaw)
+	for _, a := range t.Targets {
+		n += len(a.Arg) + len(a.Target) + len(a.Relative) + len(a.Raw)
+	}
+	return int64(n)
+}
+
+// redactTarget is target s of argument arg without what may be a
+// credential (Redacted).
+func redactTarget(arg, s string) string {
+	if s == "" {
+		return ""
+	}
+	if commandArg(arg) {
+		return "[" + redacted + "]"
+	}
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		if s[i] == '?' {
+			s = s[:i] + "?" + redacted
+		} else {
+			s = s[:i]
+		}
+	}
+	// User information: before an "@" in the authority, or in the first
+	// segment of a target without a scheme ("svc:pw@host/x").
+	start := 0
+	if j := strings.Index(s, "://"); j >= 0 {
+		start = j + len("://")
+	}
+	auth := s[start:]
+	if k := strings.IndexAny(auth, `/\`); k >= 0 {
+		auth = auth[:k]
+	}
+	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
+		s = s[:start] + redacted + "@" + s[start+k+1:]
+	}
+	return strings.Clone(s)
+}
