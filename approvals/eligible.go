@@ -33,6 +33,8 @@ import (
 //     never satisfies an ask that names other approvers, and decides
 //     nothing on a call another ask reason (one naming nobody, or a
 //     hook's) left to an approver.
+//   - A link without an identity does not approve a call that needs more
+//     than one approval; it may reject it.
 //   - Nobody approves their own call; rejecting it is allowed.
 func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pending.State) ([]int, error) {
 	if who != nil && who.Via == viaRequester {
@@ -44,6 +46,11 @@ func eligible(c pending.Call, info callinfo.Info, who *signin.Approver, to pendi
 	}
 	if who != nil && to == pending.Approved && ownCall(who.Name, c) {
 		return nil, errSelfApproval
+	}
+	if who == nil && to == pending.Approved && needed(c) > 1 {
+		// A quorum counts distinct names, and a link has none: its holder
+		// could approve again by key, by Slack or signed in, and count twice.
+		return nil, errQuorumNeedsIdentity
 	}
 	if !info.NamesApprovers() {
 		return requirements(info, func(callinfo.Approvers) bool { return true }), nil

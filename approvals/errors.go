@@ -46,6 +46,10 @@ var (
 		status: http.StatusForbidden, title: "Sign-in needed",
 		msg: "this call names its approvers: only a signed-in approver can decide it",
 	}
+	errQuorumNeedsIdentity = &httpError{
+		status: http.StatusForbidden, title: "Sign-in needed",
+		msg: "this call needs approvals from several named approvers: approve it signed in, by API key or in Slack; this link can only reject it",
+	}
 	errCSRF = &httpError{
 		status: http.StatusForbidden, title: "Form expired",
 		msg: "the form could not be verified; reload the page and decide again",

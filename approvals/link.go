@@ -124,6 +124,11 @@ func (h *Handler) pageFor(c pending.Call, auth pageAuthority, title, message str
 	case auth.who == nil && info.NamesApprovers():
 		data.Message = errNeedsIdentity.msg
 		data.Tone = "warn"
+	case auth.who == nil && needed(c) > 1:
+		data.Message = "This call needs approvals from several named approvers (" + progress(c, info) + "): approve it signed in, by API key or in Slack. This link can only reject it."
+		data.Tone = "warn"
+		h.offerForm(&data, c, auth)
+		data.RejectOnly, data.Remember = true, false
 	default:
 		h.offerForm(&data, c, auth)
 		data.Remember = h.grants != nil && len(info.Approvers) == 0 && !info.HookAsked && !info.MustAsk && grantable(c)
