@@ -143,13 +143,23 @@ func (s *Signer) check(purpose, token string, c pending.Call, now time.Time) err
 	}
 	// A genuine token for this call and request, but made for another
 	// expiry than the store now records: not this call as it stands.
-	if exp != c.ExpiresAt.Unix() {
+	// Except for an earlier one on a decided call: an approval in the
+	// call's last moments moved its expiry on (the approved window), and
+	// the links sent before it still show the decision; deciding through
+	// them is refused by the store (409).
+	if exp != c.ExpiresAt.Unix() && !movedByDecision(c, exp) {
 		return ErrTokenInvalid
 	}
 	if !now.Before(time.Unix(exp, 0)) {
 		return ErrTokenExpired
 	}
 	return nil
+}
+
+// movedByDecision reports whether exp is an expiry decided call c had
+// before its decision moved it on.
+func movedByDecision(c pending.Call, exp int64) bool {
+	return c.State != pending.Waiting && !c.DecidedAt.IsZero() && exp < c.ExpiresAt.Unix()
 }
 
 // ApprovalURL returns the signed link to c's approval page:
