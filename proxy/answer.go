@@ -127,6 +127,14 @@ func unavailable(title, detail string) answer {
 	return answer{kind: refusal, status: http.StatusServiceUnavailable, outcome: outcomeUnavailable, title: title, detail: detail}
 }
 
+// storeUnavailable is unavailable for a store that did not answer: worth
+// another try after storeRetryAfter, as a parked call's.
+func storeUnavailable(title, detail string) answer {
+	a := unavailable(title, detail)
+	a.retryAfter = storeRetryAfter
+	return a
+}
+
 // denied is the policy's deny.
 func denied(d policy.Decision) answer {
 	return answer{
@@ -192,7 +200,7 @@ func storeFailed(err error) answer {
 		a.status = http.StatusInternalServerError
 		return a
 	}
-	return unavailable("Approval store unavailable", "the approval store could not be reached; retry later")
+	return storeUnavailable("Approval store unavailable", "the approval store could not be reached; retry later")
 }
 
 // outcomeAnswer is what the request that asked learns of its parked call:

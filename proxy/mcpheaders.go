@@ -178,7 +178,7 @@ func paramHeadersAgree(h http.Header, name string, lt listedTool, params map[str
 // decided as other replicas would.
 func (c *call) listingsUnavailable(err error) *answer {
 	c.up.shared.log.Error("listing store unavailable; MCP request refused", "call_id", c.id, "upstream", c.up.Name, "error", err)
-	a := unavailable("Listing store unavailable", "the store that shares the upstream's tool listings could not be reached; retry later")
+	a := storeUnavailable("Listing store unavailable", "the store that shares the upstream's tool listings could not be reached; retry later")
 	return &a
 }
 

@@ -75,7 +75,7 @@ func (s *Server) checkSession(r *http.Request, c *call) *answer {
 		return unknownSession()
 	case err != nil:
 		g.log.Error("session store unavailable; MCP request refused", "call_id", c.id, "error", err)
-		a := unavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
+		a := storeUnavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
 		return &a
 	case bound != principal:
 		g.log.Warn("MCP session of another principal refused", "call_id", c.id, "principal", principal, "owner", bound)
@@ -102,7 +102,7 @@ func (g *sessionGuard) roomForSession(r *http.Request, c *call) *answer {
 	switch {
 	case err != nil:
 		g.log.Error("session store unavailable; MCP request refused", "call_id", c.id, "error", err)
-		a := unavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
+		a := storeUnavailable("Session store unavailable", "the store that keeps MCP sessions could not be reached; retry later")
 		return &a
 	case !room:
 		g.log.Info("MCP initialize refused: its principal holds too many sessions", "call_id", c.id, "principal", c.subject.Principal)
@@ -242,5 +242,5 @@ func (s *Server) sessionFailed(c *call, err error) (answer, bool) {
 		return tooManySessions(), true
 	}
 	s.log.Error("session store unavailable; the upstream's answer was not passed on", "call_id", c.id, "error", err)
-	return unavailable("Session store unavailable", "the MCP session could not be recorded; retry later"), true
+	return storeUnavailable("Session store unavailable", "the MCP session could not be recorded; retry later"), true
 }

@@ -90,6 +90,13 @@ func (env *mcpEnv) connectAs(t *testing.T, key string) *mcp.ClientSession {
 // carries body; GET and DELETE carry none.
 func sessionRequest(t *testing.T, env *mcpEnv, key, method, sessionID, body string) (int, string) {
 	t.Helper()
+	status, _, answer := sessionExchange(t, env, key, method, sessionID, body)
+	return status, answer
+}
+
+// sessionExchange is sessionRequest with the answer's header.
+func sessionExchange(t *testing.T, env *mcpEnv, key, method, sessionID, body string) (int, http.Header, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), mcpTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -117,10 +124,10 @@ func sessionRequest(t *testing.T, env *mcpEnv, key, method, sessionID, body stri
 	// A stream that was let through would not end by itself: read what
 	// came with the headers only.
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		return res.StatusCode, "(an SSE stream)"
+		return res.StatusCode, res.Header, "(an SSE stream)"
 	}
 	raw, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(raw)
+	return res.StatusCode, res.Header, string(raw)
 }
 
 // sessionProbes are the requests another agent tries in a session: a
@@ -284,19 +291,19 @@ func TestMCPSessionStoreDown(t *testing.T) {
 	before := len(env.up.got())
 
 	store.failTouch = true
-	status, body := sessionRequest(t, env, sessionKeyA, http.MethodPost, a.ID(), sessionProbes[0].body)
-	if status != http.StatusServiceUnavailable {
-		t.Errorf("store down, checking a session: status %d body %s, want 503", status, body)
+	status, header, body := sessionExchange(t, env, sessionKeyA, http.MethodPost, a.ID(), sessionProbes[0].body)
+	if status != http.StatusServiceUnavailable || header.Get("Retry-After") != storeRetryAfter {
+		t.Errorf("store down, checking a session: status %d, Retry-After %q, body %s; want 503 and %s", status, header.Get("Retry-After"), body, storeRetryAfter)
 	}
 	if reqs := env.up.got()[before:]; len(reqs) != 0 {
 		t.Errorf("a request whose session could not be checked reached the upstream:%s", describeMCP(reqs))
 	}
 
 	store.failTouch, store.failBind = false, true
-	status, body = sessionRequest(t, env, sessionKeyB, http.MethodPost, "",
+	status, header, body = sessionExchange(t, env, sessionKeyB, http.MethodPost, "",
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
-	if status != http.StatusServiceUnavailable || strings.Contains(body, `"serverInfo"`) {
-		t.Errorf("store down, binding a session: status %d body %s, want 503 and no initialize result", status, body)
+	if status != http.StatusServiceUnavailable || strings.Contains(body, `"serverInfo"`) || header.Get("Retry-After") != storeRetryAfter {
+		t.Errorf("store down, binding a session: status %d, Retry-After %q, body %s; want 503, %s and no initialize result", status, header.Get("Retry-After"), body, storeRetryAfter)
 	}
 }
 
