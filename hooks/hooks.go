@@ -126,10 +126,10 @@ type Options struct {
 	// answered, never concurrently for one call (but concurrently for
 	// concurrent calls).
 	OnResult func(hook, outcome string, d time.Duration)
-	// MaxInFlight bounds the hook requests in flight across all calls.
-	// Zero means DefaultMaxInFlight. A hook that would exceed it is not
-	// asked and counts as failed, at once, rather than queueing behind the
-	// others.
+	// MaxInFlight bounds the hook requests in flight across all calls;
+	// one caller's share is a quarter of it (reserve). Zero means
+	// DefaultMaxInFlight. A call whose hooks find no room asks none of
+	// them and is denied, at once, rather than queueing behind the others.
 	MaxInFlight int
 }
 

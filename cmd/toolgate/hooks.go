@@ -38,7 +38,7 @@ func (a *app) newHooks(cfg *config.Config) (proxy.HookRunner, error) {
 		}
 	}
 	r, err := hooks.New(hooks.Options{
-		Hooks: hs, Logger: a.log,
+		Hooks: hs, Logger: a.log, MaxInFlight: cfg.Limits.MaxHookRequests,
 		OnResult: func(hook, outcome string, d time.Duration) {
 			calls.WithLabelValues(hook, outcome).Inc()
 			seconds.WithLabelValues(hook).Observe(d.Seconds())

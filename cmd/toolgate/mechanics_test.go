@@ -712,3 +712,39 @@ func skipUnlessMeasuring(t *testing.T) {
 		t.Skip("a measurement: set TOOLGATE_MEASURE=1 to run it")
 	}
 }
+
+// TestHookRequestsBounded: limits.max_hook_requests bounds the hook
+// requests in flight. At 1, a call while another's hook is being asked is
+// denied without asking it, whatever on_failure says (allow here); once
+// the first has its answer, calls are asked again.
+func TestHookRequestsBounded(t *testing.T) {
+	release := make(chan struct{})
+	asked := make(chan struct{}, 4)
+	hold := hookServer{testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		_, _ = io.WriteString(w, `{"decision":"allow"}`)
+	})}
+	e := startMech(t, mechSetup{
+		top: "limits: {max_hook_requests: 1}\nhooks:\n  - {name: hold, url: " + hold.URL + ", timeout: 10s, on_failure: allow}\n",
+		rules: `rules:
+  - {id: ops-ok, effect: allow, tool: op, target: "*"}
+`,
+	})
+	first := make(chan reply, 1)
+	go func() { first <- toolCall(t, e.proxy, "agent-key-0123456789", "op", `{"target":"a"}`) }()
+	<-asked
+	r := toolCall(t, e.proxy, "other-key-0123456789", "op", `{"target":"b"}`).want(t, "a call while the only slot is taken", 403, "deny")
+	if !strings.Contains(r.body, "too many hook requests in flight") {
+		t.Errorf("the refused call's answer: %s, want it to say the hooks were busy", r.body)
+	}
+	close(release)
+	(<-first).want(t, "the call whose hook was asked", 200, "allow")
+	toolCall(t, e.proxy, "other-key-0123456789", "op", `{"target":"c"}`).want(t, "a call once the slot is free", 200, "allow")
+	if n := len(hold.Requests()); n != 2 {
+		t.Errorf("the hook was asked %d times, want 2", n)
+	}
+}

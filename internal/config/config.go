@@ -262,6 +262,10 @@ type Limits struct {
 	// calls a replica forwards at once (each holds a connection to its
 	// upstream until its answer is passed on); past it a call is 429.
 	MaxForwardsPerSubject int `koanf:"max_forwards_per_subject"`
+	// MaxHookRequests bounds the hook requests a replica has in flight at
+	// once, over all calls; one principal's share is a quarter of it.
+	// A call whose hooks find no room is denied.
+	MaxHookRequests int `koanf:"max_hook_requests"`
 	// MaxConnections bounds the connections each listener holds open at
 	// once, idle keep-alive ones and those still sending their headers
 	// included; past it, new connections wait until one closes.

@@ -66,6 +66,7 @@ var DefaultTargetArgs = policy.DefaultTargetArgs
 //	limits.max_parks_per_minute 0 (no limit)
 //	limits.max_held_per_subject 100
 //	limits.max_forwards_per_subject 1000
+//	limits.max_hook_requests   256
 //	limits.max_connections     10000
 //	limits.lossy_numbers       refuse
 //	log.level                  info
@@ -171,6 +172,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Limits.MaxParked, 10000)
 	setInt(&c.Limits.MaxHeldPerSubject, 100)
 	setInt(&c.Limits.MaxForwardsPerSubject, 1000)
+	setInt(&c.Limits.MaxHookRequests, 256) // hooks.DefaultMaxInFlight
 	setInt(&c.Limits.MaxConnections, 10000)
 	setString(&c.Limits.LossyNumbers, "refuse")
 	setString(&c.Log.Level, "info")

@@ -133,6 +133,7 @@ func TestLoad_SpecExample(t *testing.T) {
 			MaxParked:             10000,
 			MaxHeldPerSubject:     100,
 			MaxForwardsPerSubject: 1000,
+			MaxHookRequests:       256,
 			MaxConnections:        10000,
 			LossyNumbers:          "refuse",
 		},
@@ -534,7 +535,7 @@ func TestLoad_FileErrors(t *testing.T) {
 			name:     "unknown key with no near miss",
 			file:     minimalYAML + "limits:\n  zzz: 1\n",
 			wantKeys: []string{"limits.zzz"},
-			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, max_body_bytes_total, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_forwards_per_subject, max_connections, max_connections_per_source, lossy_numbers)"},
+			wantMsgs: []string{"limits.zzz: unknown key (remove it; the keys allowed under limits are max_body_bytes, max_body_bytes_total, body_timeout, max_parked_per_subject, max_parked, max_parks_per_minute, max_held_per_subject, max_forwards_per_subject, max_hook_requests, max_connections, max_connections_per_source, lossy_numbers)"},
 		},
 		{
 			name:     "several problems are reported together",

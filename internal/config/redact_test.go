@@ -151,6 +151,7 @@ limits:
   max_parks_per_minute: 0
   max_held_per_subject: 100
   max_forwards_per_subject: 1000
+  max_hook_requests: 256
   max_connections: 10000
   max_connections_per_source: 0
   lossy_numbers: refuse

@@ -632,6 +632,9 @@ func (v *validator) limitsAndLog(c *Config) {
 	if l.MaxForwardsPerSubject < 1 || l.MaxForwardsPerSubject > 1000000 {
 		v.add("limits.max_forwards_per_subject", fmt.Sprintf("%d is outside 1..1000000", l.MaxForwardsPerSubject), "write a whole number such as 1000")
 	}
+	if l.MaxHookRequests < 1 || l.MaxHookRequests > 65536 {
+		v.add("limits.max_hook_requests", fmt.Sprintf("%d is outside 1..65536", l.MaxHookRequests), "write a whole number such as 256")
+	}
 	if l.MaxConnections < 16 || l.MaxConnections > 1000000 {
 		v.add("limits.max_connections", fmt.Sprintf("%d is outside 16..1000000", l.MaxConnections), "write a whole number such as 10000")
 	}

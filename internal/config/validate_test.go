@@ -241,6 +241,8 @@ func TestValidate(t *testing.T) {
 		{"max_connections_per_source above max_connections", func(c *Config) { c.Limits.MaxConnectionsPerSource = c.Limits.MaxConnections + 1 }, []string{"limits.max_connections_per_source"}},
 		{"max_forwards_per_subject zero", func(c *Config) { c.Limits.MaxForwardsPerSubject = 0 }, []string{"limits.max_forwards_per_subject"}},
 		{"max_forwards_per_subject above a million", func(c *Config) { c.Limits.MaxForwardsPerSubject = 1000001 }, []string{"limits.max_forwards_per_subject"}},
+		{"max_hook_requests zero", func(c *Config) { c.Limits.MaxHookRequests = 0 }, []string{"limits.max_hook_requests"}},
+		{"max_hook_requests above 65536", func(c *Config) { c.Limits.MaxHookRequests = 65537 }, []string{"limits.max_hook_requests"}},
 		{"lossy_numbers", func(c *Config) { c.Limits.LossyNumbers = "round" }, []string{"limits.lossy_numbers"}},
 		{"browser_origins without anonymous", func(c *Config) {
 			c.Identity.Anonymous = false
@@ -397,6 +399,7 @@ func TestDefault(t *testing.T) {
 			MaxParked:             10000,
 			MaxHeldPerSubject:     100,
 			MaxForwardsPerSubject: 1000,
+			MaxHookRequests:       256,
 			MaxConnections:        10000,
 			LossyNumbers:          "refuse",
 		},
@@ -462,13 +465,13 @@ func TestApplyDefaults(t *testing.T) {
 			"limits defaults",
 			Config{},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, MaxForwardsPerSubject: 1000, MaxConnections: 10000, LossyNumbers: "refuse"},
+			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(10 * time.Second), MaxParkedPerSubject: 100, MaxParked: 10000, MaxHeldPerSubject: 100, MaxForwardsPerSubject: 1000, MaxHookRequests: 256, MaxConnections: 10000, LossyNumbers: "refuse"},
 		},
 		{
 			"limits kept",
 			Config{Limits: Limits{BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, LossyNumbers: "allow"}},
 			func(c *Config) any { return c.Limits },
-			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, MaxForwardsPerSubject: 1000, MaxConnections: 10000, LossyNumbers: "allow"},
+			Limits{MaxBodyBytes: 1 << 20, MaxBodyBytesTotal: 64 << 20, BodyTimeout: Duration(time.Second), MaxParkedPerSubject: 3, MaxParked: 7, MaxHeldPerSubject: 100, MaxForwardsPerSubject: 1000, MaxHookRequests: 256, MaxConnections: 10000, LossyNumbers: "allow"},
 		},
 		{
 			"empty target_args stay empty",
