@@ -488,8 +488,13 @@ const MaxQueuedBytes = 64 << 20
 
 // eventSize is what e counts against MaxQueuedBytes.
 func eventSize(e *Event) int64 {
-	n := 1024 + len(e.Arguments) + len(e.Path)
+	// The target is an argument's value, as long as the arguments
+	// allow; the reasons and rule IDs are the policy's.
+	n := 1024 + len(e.Arguments) + len(e.Path) + len(e.ToolTarget)
 	for _, r := range e.Reasons {
+		n += len(r)
+	}
+	for _, r := range e.RuleIDs {
 		n += len(r)
 	}
 	if h := e.Headers; h != nil {

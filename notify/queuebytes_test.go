@@ -54,8 +54,8 @@ func TestQueueBoundedByBytes(t *testing.T) {
 }
 
 // TestEventSizeCountsWhatIsQueued: an event's headers and other params
-// (up to 16 KiB each in a call's record) count against MaxQueuedBytes as
-// its arguments do.
+// (up to 16 KiB each in a call's record) and its target (an argument's
+// value) count against MaxQueuedBytes as its arguments do.
 func TestEventSizeCountsWhatIsQueued(t *testing.T) {
 	e := Event{Type: TypeRequested, CallID: "c1", Arguments: json.RawMessage(`{}`), Headers: &Headers{}}
 	for i := range 16 {
@@ -64,5 +64,9 @@ func TestEventSizeCountsWhatIsQueued(t *testing.T) {
 	e.OtherParams = &Params{List: []Param{{Name: "_meta", Value: `"` + strings.Repeat("m", 16000) + `"`}}}
 	if got := eventSize(&e); got < 32000 {
 		t.Errorf("eventSize = %d bytes for an event holding ~32 KB of headers and params", got)
+	}
+	t2 := Event{Type: TypeRequested, CallID: "c2", ToolTarget: strings.Repeat("a/", 100000)}
+	if got := eventSize(&t2); got < 200000 {
+		t.Errorf("eventSize = %d bytes for an event holding a 200 KB target", got)
 	}
 }
