@@ -97,7 +97,12 @@ func (l *Logger) writeDecision(ctx context.Context, d *Decision) {
 		}
 		l.labels = labels
 	}
-	b, err := d.Input.AppendJSON(l.buf[:0], !l.opts.Arguments)
+	in := &d.Input
+	if !l.opts.Arguments && !d.redacted {
+		redacted := withoutArguments(d.Input) // LogDecision did it, for events it queued
+		in = &redacted
+	}
+	b, err := in.AppendJSON(l.buf[:0], !l.opts.Arguments)
 	if err != nil {
 		l.counts.errs.Add(1)
 		l.opts.Logger.Error("decision log: event not written", "decision_id", d.ID, "error", err)

@@ -53,6 +53,9 @@ type Decision struct {
 	// not known). A queued event counts them against MaxQueueBytes, the
 	// arguments only when they are logged (Options.Arguments).
 	HeaderBytes, ArgumentBytes int64
+	// redacted: Input is already without what Options.Arguments off
+	// keeps out of events (LogDecision did it; withoutArguments).
+	redacted bool
 }
 
 // LogDecision queues the event of one decided call. It never blocks.
@@ -61,7 +64,7 @@ type Decision struct {
 // every call's parsed arguments.
 func (l *Logger) LogDecision(_ context.Context, d Decision) {
 	if !l.opts.Arguments {
-		d.Input = withoutArguments(d.Input)
+		d.Input, d.redacted = withoutArguments(d.Input), true
 	}
 	l.enqueue(&d)
 }
@@ -80,8 +83,8 @@ func (d *Decision) queuedBytes(opts *Options) int64 {
 // the tool's arguments, a plain HTTP call's query string (its arguments),
 // and an MCP call's other params (_meta, inputResponses, anything else the
 // agent sent beside the arguments), as the direct path
-// (policy.Input.AppendJSON) leaves them out. in's own values are not
-// changed.
+// (policy.Input.AppendJSON) leaves them out, and the targets cut to what
+// they name (policy.Tool.Redacted). in's own values are not changed.
 func withoutArguments(in policy.Input) policy.Input {
 	if in.Tool != nil {
 		in.Tool = in.Tool.Redacted() // its targets are argument values
@@ -99,9 +102,9 @@ func (d *Decision) decisionID() string { return d.ID }
 
 func (d *Decision) info(opts *Options) (*server.Info, error) {
 	in := d.Input
-	if !opts.Arguments {
+	if !opts.Arguments && !d.redacted {
 		// The safe default: arguments can hold anything, secrets included,
-		// so they are never even converted (LogDecision let go of them).
+		// so they are never even converted (LogDecision lets go of them).
 		in = withoutArguments(in)
 	}
 	v, err := in.Value()

@@ -13,8 +13,9 @@ import (
 // AppendJSON appends the document's JSON: the document MarshalJSON writes,
 // in one pass from the struct rather than through its OPA value. With
 // redact, tool.arguments, mcp.params and http.query, the free-form part the
-// caller chose, are left out, and the targets cut (Tool.Redacted): a log
-// that must not carry them.
+// caller chose, are left out: a log that must not carry them. The targets
+// are written as in holds them: such a log cuts them first
+// (Tool.Redacted), as it lets go of the arguments before it queues.
 func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 	args := !redact
 	var err error
@@ -46,9 +47,6 @@ func (in *Input) AppendJSON(b []byte, redact bool) ([]byte, error) {
 	b = strconv.AppendBool(b, in.Subject.Authenticated)
 	b = append(b, '}')
 	if t := in.Tool; t != nil {
-		if redact {
-			t = t.Redacted()
-		}
 		b = append(b, `,"tool":{"name":`...)
 		b = strictjson.AppendString(b, t.Name)
 		if args && !in.listing() {

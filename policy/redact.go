@@ -20,11 +20,20 @@ func (t *Tool) Redacted() *Tool {
 	if len(t.Targets) > 0 {
 		arg = t.Targets[0].Arg
 	}
-	r.Target, r.TargetRaw = redactTarget(arg, t.Target), ""
+	// The first target is tool.target too: one copy for both.
+	var lastArg, last, lastOut string
+	cut := func(arg, s string) string {
+		if arg != lastArg || s != last || lastOut == "" {
+			lastArg, last, lastOut = arg, s, redactTarget(arg, s)
+		}
+		return lastOut
+	}
+	r.Target, r.TargetRaw = cut(arg, t.Target), ""
 	if t.Targets != nil {
 		r.Targets = make([]TargetArg, len(t.Targets))
 		for i, a := range t.Targets {
-			a.Target, a.Relative, a.Raw = redactTarget(a.Arg, a.Target), redactTarget(a.Arg, a.Relative), ""
+			a.Target, a.Raw = cut(a.Arg, a.Target), ""
+			a.Relative = redactTarget(a.Arg, a.Relative)
 			r.Targets[i] = a
 		}
 	}
