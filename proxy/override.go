@@ -63,12 +63,14 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 		return a
 	}
 	if formish(ct) {
-		d := decodedLower(body)
-		if strings.HasPrefix(firstMediaType(ct), "multipart/") {
-			if bytes.Contains(d, []byte(overrideField)) || multipartNamesOverride(body, multipartBoundary(ct)) {
+		if anyMediaType(ct, func(t string) bool { return strings.HasPrefix(t, "multipart/") }) {
+			// Multipart by any entry: PHP and Rack read the first, a Fetch
+			// body reader (undici, Deno, Bun, Workers) the last.
+			if bytes.Contains(decodedLower(body), []byte(overrideField)) || multipartNamesOverride(body, multipartBoundary(ct)) {
 				return overrideRefused("body")
 			}
-		} else if formNamesOverride(d) {
+		}
+		if formNamesOverride(body) {
 			return overrideRefused("body")
 		}
 	}
@@ -83,22 +85,22 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 	return nil
 }
 
-// formNamesOverride reports whether a decoded urlencoded form (d, as
-// decodedLower gives it) has a field whose name binds as overrideField in
-// some parser: a part's text before "=", parts cut at "&" and ";" (Rack 2
-// and PHP's arg_separator.input cut at both); the name cut at a NUL (PHP
-// reads it as a C string), its leading whitespace and brackets dropped
-// (PHP skips spaces, Rack 2 brackets, qs binds "[_method]" as _method),
-// its root up to the next bracket, read as is and as PHP reads it ("."
-// and " " as "_": Laravel and Symfony take .method=DELETE as _method).
-// Decoding the whole body before cutting it can only find more names
-// than a parser that cuts first. A field's value is not looked at:
-// payment_method=card, a value "see _method" and a nested x[_method]
-// bind to no method override.
-func formNamesOverride(d []byte) bool {
-	for part := range bytes.FieldsFuncSeq(d, func(r rune) bool { return r == '&' || r == ';' }) {
+// formNamesOverride reports whether an urlencoded form has a field whose
+// name binds as overrideField in some parser: a part's text before "=",
+// parts cut at "&" and ";" (Rack 2 and PHP's arg_separator.input cut at
+// both) before anything is decoded, as every parser cuts them; the name
+// decoded as often as it decodes (decodedLower), cut at a NUL (PHP reads
+// it as a C string), its leading whitespace and brackets dropped (PHP
+// skips spaces, Rack 2 brackets, qs binds "[_method]" as _method), its
+// root up to the next bracket, read as is and as PHP reads it ("." and
+// " " as "_": Laravel and Symfony take .method=DELETE as _method). A
+// field's value is not looked at: payment_method=card, a value "see
+// _method" or an encoded return URL "%2Fp%3F_method%3Ddelete", and a
+// nested x[_method] bind to no method override.
+func formNamesOverride(body []byte) bool {
+	for part := range bytes.FieldsFuncSeq(body, func(r rune) bool { return r == '&' || r == ';' }) {
 		name, _, _ := bytes.Cut(part, []byte("="))
-		if nameBindsAsOverride(name) {
+		if nameBindsAsOverride(decodedLower(name)) {
 			return true
 		}
 	}
@@ -416,10 +418,24 @@ func jsonish(ct string) bool {
 	return first == "application/json" || strings.HasSuffix(first, "+json")
 }
 
-// formish reports whether a body of Content-Type ct may be read as a form.
+// formish reports whether a body of Content-Type ct may be read as a form:
+// its first entry is a form, multipart or nothing (Rack reads no type as a
+// form), or any entry is a form or multipart.
 func formish(ct string) bool {
-	first := firstMediaType(ct)
-	return first == "" || first == "application/x-www-form-urlencoded" || strings.HasPrefix(first, "multipart/")
+	form := func(t string) bool { return t == "application/x-www-form-urlencoded" || strings.HasPrefix(t, "multipart/") }
+	return firstMediaType(ct) == "" || anyMediaType(ct, form)
+}
+
+// anyMediaType reports whether is holds for the media type of any entry of
+// ct, a list: a reader may take another entry than the first (Fetch's
+// "extract a MIME type" keeps the last valid one).
+func anyMediaType(ct string, is func(string) bool) bool {
+	for entry := range strings.SplitSeq(ct, ",") {
+		if is(firstMediaType(entry)) {
+			return true
+		}
+	}
+	return false
 }
 
 // firstMediaType is the media type of ct's first entry, lower-cased, as
