@@ -61,6 +61,9 @@ func (h *Handler) checkRemember(rm *remember, c pending.Call, info callinfo.Info
 		// A grant names one target; this call acts on more, so a grant for
 		// its target would cover calls it is not.
 		return 0, badRequest(`this call's targets are more than its target (another target argument, an array, or a value toolgate cannot read as a path): remember it for the tool ("` + scopeTool + `"), or approve once`)
+	case rm.Scope == scopeTarget && info.Target == "":
+		// A grant for "no target" would stand for every call of the tool.
+		return 0, badRequest(`this call names no target: remember it for the tool ("` + scopeTool + `"), or approve once`)
 	}
 	d, err := time.ParseDuration(rm.Lifetime)
 	if err != nil || d <= 0 || d > pending.MaxGrantLifetime {

@@ -282,15 +282,38 @@ func (t *Tool) hasTargets() bool { return t.Targets != nil || t.HasTarget }
 // value sent decomposed is read as its composed spelling (composed), but
 // on Linux's and Windows' file systems it names another file than that
 // one: a grant does not stand in for it, as for other values with more
-// than one reading.
+// than one reading. A call without a target (or with an empty one) acts
+// on no named target: no grant for a target stands in for it, whatever
+// its arguments.
 func (t *Tool) SoleTarget(target string) bool {
 	all := t.AllTargets()
+	if target == "" {
+		return false
+	}
 	for _, a := range all {
-		if a.Opaque || a.Target != target || a.Raw != composed(a.Raw) {
+		if a.Opaque || a.Target != target || a.Raw != composed(a.Raw) || otherReadings(a.Raw) {
 			return false
 		}
 	}
-	return len(all) > 0 || target == ""
+	return len(all) > 0
+}
+
+// otherReadings reports whether raw has spellings that normalising makes
+// one but a tool may not: a backslash (a file of that name on Linux, a
+// UNC path on Windows), a ".." segment (through a symbolic link it is
+// elsewhere), an escaped slash or backslash in a URL's path (a segment of
+// its own to a server, RFC 3986 6.2.2.2).
+func otherReadings(raw string) bool {
+	if strings.ContainsRune(raw, '\\') {
+		return true
+	}
+	for seg := range strings.FieldsFuncSeq(raw, func(r rune) bool { return r == '/' }) {
+		if seg == ".." {
+			return true
+		}
+	}
+	lower := strings.ToLower(raw)
+	return strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c")
 }
 
 // urlArg and commandArg report whether a target argument, named in
@@ -579,6 +602,12 @@ func asURL(arg, raw string) (target, written string, isURL, readable bool) {
 	s := fileURL(specialSlashes(strings.ReplaceAll(trimmed, `\`, "/"), urlArg))
 	if i := strings.Index(s, "://"); i <= 0 && !urlArg {
 		return "", "", false, false
+	}
+	if urlArg && strings.HasPrefix(s, "//") {
+		// A network-path reference ("//169.254.169.254/x", `\\host\x`):
+		// urljoin, new URL(u, base) and ResolveReference reach its host,
+		// under the base's scheme, which no row can name.
+		return "", "", true, false
 	}
 	if !readableAuthority(trimmed) {
 		return "", "", true, false

@@ -296,3 +296,53 @@ func TestDataTableObjectRowsComposed(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantNotForOtherSpellings: a grant for one target stands in only for
+// a call that names it, spelled one way: not for a call without a target
+// (or with an empty one), whatever its arguments, nor for a spelling that
+// normalises to the target but that a tool may read as another resource.
+func TestGrantNotForOtherSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		args   map[string]any
+		target string
+		sole   bool
+	}{
+		{map[string]any{"path": "notes/today.txt"}, "notes/today.txt", true},
+		{map[string]any{"query": "DROP TABLE users"}, "", false},
+		{map[string]any{"path": ""}, "", false},
+		{map[string]any{"path": `notes\today.txt`}, "notes/today.txt", false},
+		{map[string]any{"path": "notes/x/../today.txt"}, "notes/today.txt", false},
+		{map[string]any{"url": "https://api.example.com/users/alice/profile"}, "https://api.example.com/users/alice/profile", true},
+		{map[string]any{"url": "https://api.example.com/users%2Falice%2Fprofile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://api.example.com/users/alice%5Cprofile"}, "https://api.example.com/users/alice/profile", false},
+	} {
+		tool := policy.NewToolWith("t", tc.args, policy.DefaultTargetArgs, policy.FoldNone)
+		if got := tool.SoleTarget(tc.target); got != tc.sole {
+			t.Errorf("%v: target %q, SoleTarget(%q) = %v, want %v", tc.args, tool.Target, tc.target, got, tc.sole)
+		}
+	}
+}
+
+// TestSchemeRelativeURLOpaque: a url argument that is a network-path
+// reference ("//169.254.169.254/…", "\\host\…") reaches that host once a
+// tool resolves it against its base, as urljoin, new URL(u, base) and
+// ResolveReference do. It was read as the path "/169.254.169.254/…", past
+// a deny row written for the host's URLs, and an allow row then let it
+// through. It is now opaque: deny and ask rows match it, allow rows do not.
+func TestSchemeRelativeURLOpaque(t *testing.T) {
+	data := `{"rules": [{"id": "metadata", "effect": "deny", "tool": "fetch", "target": "http*://169.254.169.254*/**"},
+	  {"id": "fetch-ok", "effect": "allow", "tool": "fetch", "target": "*"}]}`
+	e := newEngine(t, policy.Options{Library: shipped.Library(), Policies: fstest.MapFS{"toolgate/data.json": {Data: []byte(data)}}})
+	for _, u := range []string{"//169.254.169.254/latest/meta-data/", `\\169.254.169.254\latest`, `/\169.254.169.254/latest`, "http://169.254.169.254/latest"} {
+		in := call("fetch", "")
+		in.Tool = policy.NewTool("fetch", map[string]any{"url": u}, policy.DefaultTargetArgs)
+		if got := decide(t, e, in); got.Action != "deny" {
+			t.Errorf("fetch %q (target %q): %v, want deny", u, in.Tool.Target, got)
+		}
+	}
+	in := call("fetch", "")
+	in.Tool = policy.NewTool("fetch", map[string]any{"url": "/docs/a.md"}, policy.DefaultTargetArgs)
+	if got := decide(t, e, in); got.Action != "allow" {
+		t.Errorf("fetch of a relative path: %v, want allow", got)
+	}
+}

@@ -171,6 +171,12 @@ func TestGrantScopes(t *testing.T) {
 			t.Fatalf("remember %s for its target: %d %s, want 400", args, code, body)
 		}
 	}
+	// Nor can a call that names no target: a grant for "no target" would
+	// cover every call of the tool, whatever its arguments.
+	p := toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"seq":1}`, async...).want(t, "deploy without a target", 202, "ask")
+	if code, g, body := remember(t, e.approvals, p.id, "alice-key-0123456789", "subject+tool+target", "1h"); code != 400 || g != nil || !strings.Contains(body, "names no target") {
+		t.Fatalf("remember a call without a target for its target: %d %s, want 400", code, body)
+	}
 	toolCall(t, e.proxy, "agent-key-0123456789", "deploy", `{"seq":0}`, async...).want(t, "deploy without a target", 202, "ask")
 }
 
