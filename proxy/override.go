@@ -422,7 +422,9 @@ func jsonish(ct string) bool {
 // its first entry is a form, multipart or nothing (Rack reads no type as a
 // form), or any entry is a form or multipart.
 func formish(ct string) bool {
-	form := func(t string) bool { return t == "application/x-www-form-urlencoded" || strings.HasPrefix(t, "multipart/") }
+	form := func(t string) bool {
+		return t == "application/x-www-form-urlencoded" || strings.HasPrefix(t, "multipart/")
+	}
 	return firstMediaType(ct) == "" || anyMediaType(ct, form)
 }
 
