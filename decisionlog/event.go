@@ -3,6 +3,8 @@ package decisionlog
 import (
 	"context"
 	"fmt"
+	"maps"
+	stdstrings "strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -90,12 +92,37 @@ func withoutArguments(in policy.Input) policy.Input {
 		in.Tool = in.Tool.Redacted() // its targets are argument values
 	}
 	in.HTTP.Query = nil
+	in.HTTP.Headers = withoutParamValues(in.HTTP.Headers)
 	if in.MCP != nil && in.MCP.Params != nil {
 		m := *in.MCP
 		m.Params = nil
 		in.MCP = &m
 	}
 	return in
+}
+
+// paramHeader starts the names of the headers that carry an MCP call's
+// arguments (Mcp-Param-{Name}, which must equal the argument's value).
+const paramHeader = "mcp-param-"
+
+// withoutParamValues is h with the values of its Mcp-Param headers hidden
+// (each as "[hidden]", as a credential's), or h itself when it has none.
+func withoutParamValues(h map[string][]string) map[string][]string {
+	out, cloned := h, false
+	for k, vs := range h {
+		if !stdstrings.HasPrefix(k, paramHeader) {
+			continue
+		}
+		if !cloned {
+			out, cloned = maps.Clone(h), true
+		}
+		hidden := make([]string, len(vs))
+		for i := range hidden {
+			hidden[i] = "[hidden]"
+		}
+		out[k] = hidden
+	}
+	return out
 }
 
 func (d *Decision) decisionID() string { return d.ID }

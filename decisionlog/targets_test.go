@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // TestTargetsRedactedWithoutArguments: with log.arguments off, a call's
@@ -29,6 +30,11 @@ func TestTargetsRedactedWithoutArguments(t *testing.T) {
 			{`{"url":"svc:pw-NOSCHEME@api.example.com/v1"}`, "NOSCHEME", `"target":"REDACTED@api.example.com/v1"`},
 			{`{"command":"curl -H 'Authorization: Bearer sk-CMDSECRET' https://api.example.com"}`, "CMDSECRET", `"target":"[REDACTED]"`},
 			{`{"path":"notes/today.txt"}`, "", `"target":"notes/today.txt"`},
+			// A command behind an opaque first target; a URL in a path
+			// argument (read as the path "https:/…"); a network-path URL.
+			{`{"path":1,"command":"curl -H 'Authorization: Bearer sk-OPAQUEFIRST' https://api.example.com"}`, "OPAQUEFIRST", `"target":"[REDACTED]"`},
+			{`{"path":"https://svc:pw-PATHURL@api.example.com/v1"}`, "PATHURL", `"target":"https://api.example.com/v1"`},
+			{`{"url":"//svc:pw-SCHEMEREL@api.example.com/v1"}`, "SCHEMEREL", `"arg":"url"`},
 		}
 		for _, c := range calls {
 			if code := call(t, base, "login", c.body); code != http.StatusOK {
@@ -66,5 +72,23 @@ func TestQueuedTargetsCounted(t *testing.T) {
 	dropped := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full")
 	if dropped == 0 || held > decisionlog.MaxQueueBytes+16<<20 {
 		t.Errorf("the queue holds %d MiB (bound %d MiB) and dropped %v events", held>>20, decisionlog.MaxQueueBytes>>20, dropped)
+	}
+}
+
+// TestParamHeadersHiddenWithoutArguments: with log.arguments off, an MCP
+// call's Mcp-Param-{Name} headers, which must equal an argument's value,
+// reach the decision log with their values hidden; other headers as
+// they are.
+func TestParamHeadersHiddenWithoutArguments(t *testing.T) {
+	e := newEngine(t, map[string]string{"p.rego": testPolicy})
+	l, console := newLogger(t, e, decisionlog.Options{})
+	l.LogDecision(t.Context(), decisionlog.Decision{ID: "c1", Input: policy.Input{
+		CallID: "c1", Tool: &policy.Tool{Name: "login"},
+		HTTP: policy.HTTP{Method: "POST", Path: "/mcp", Headers: map[string][]string{"mcp-param-region": {"tenant-PARAMSECRET"}, "user-agent": {"agent/1"}}},
+	}})
+	testkit.WaitFor(t, "the event", func() bool { return strings.Contains(console.String(), `"c1"`) })
+	out := console.String()
+	if strings.Contains(out, "PARAMSECRET") || !strings.Contains(out, `"mcp-param-region":["[hidden]"]`) || !strings.Contains(out, `"user-agent":["agent/1"]`) {
+		t.Errorf("the decision log: %s; want the Mcp-Param header's value hidden, the user agent kept", out)
 	}
 }

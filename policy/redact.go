@@ -16,9 +16,14 @@ const redacted = "REDACTED"
 func (t *Tool) Redacted() *Tool {
 	r := *t
 	r.Arguments = nil
+	// tool.target is the first string target, which may come after an
+	// opaque one: read it as its own argument's, and as a command's when
+	// any argument of that value is one.
 	arg := ""
-	if len(t.Targets) > 0 {
-		arg = t.Targets[0].Arg
+	for _, a := range t.Targets {
+		if !a.Opaque && a.Target == t.Target && (arg == "" || commandArg(a.Arg)) {
+			arg = a.Arg
+		}
 	}
 	// The first target is tool.target too: one copy for both.
 	var lastArg, last, lastOut string
@@ -51,7 +56,11 @@ func (t *Tool) TargetBytes() int64 {
 }
 
 // redactTarget is target s of argument arg without what may be a
-// credential (Redacted).
+// credential (Redacted): a command whole; a query and a fragment; the
+// user information, before the last "@" of the first segment after a
+// scheme and any slashes, whatever their number ("https:/u:p@h",
+// "//u:p@h" cleaned to "/u:p@h", "u:p@h/x"); and in a URL, parameters
+// after ";" (jdbc:…;password=, /x;token=).
 func redactTarget(arg, s string) string {
 	if s == "" {
 		return ""
@@ -66,11 +75,17 @@ func redactTarget(arg, s string) string {
 			s = s[:i]
 		}
 	}
-	// User information: before an "@" in the authority, or in the first
-	// segment of a target without a scheme ("svc:pw@host/x").
+	if strings.Contains(s, "://") {
+		if i := strings.IndexByte(s, ';'); i >= 0 {
+			s = s[:i] + ";" + redacted
+		}
+	}
 	start := 0
-	if j := strings.Index(s, "://"); j >= 0 {
-		start = j + len("://")
+	if i := schemeEnd(s); i > 0 && i < len(s) && (s[i] == '/' || s[i] == '\\') {
+		start = i
+	}
+	for start < len(s) && (s[start] == '/' || s[start] == '\\') {
+		start++
 	}
 	auth := s[start:]
 	if k := strings.IndexAny(auth, `/\`); k >= 0 {
@@ -80,4 +95,21 @@ func redactTarget(arg, s string) string {
 		s = s[:start] + redacted + "@" + s[start+k+1:]
 	}
 	return strings.Clone(s)
+}
+
+// schemeEnd is the index just after s's scheme and its ":" (RFC 3986: a
+// letter, then letters, digits, "+", "-" or "."), or 0 when s has none.
+func schemeEnd(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ':' && i > 0:
+			return i + 1
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return 0
+		}
+	}
+	return 0
 }

@@ -15,6 +15,14 @@ func TestRedactTarget(t *testing.T) {
 		{"command", "ls -la", "[REDACTED]"},
 		{"COMMAND", "ls", "[REDACTED]"},
 		{"command", "", ""},
+		{"path", "https:/svc:pw@api.example.com/v1", "https:/REDACTED@api.example.com/v1"},
+		{"url", "/svc:pw@api.example.com/v1", "/REDACTED@api.example.com/v1"},
+		{"url", `https:\\u:p@host\x`, `https:\\REDACTED@host\x`},
+		{"path", "/%2F%2Fu:pw@host/x", "/REDACTED@host/x"},
+		{"url", "jdbc:sqlserver://db;user=u;password=X", "jdbc:sqlserver://db;REDACTED"},
+		{"url", "https://host/x;token=X", "https://host/x;REDACTED"},
+		{"path", "notes/a;b.txt", "notes/a;b.txt"},
+		{"path", "C:/notes/a.txt", "C:/notes/a.txt"},
 		// Redacting twice changes nothing (the decision log may).
 		{"url", "https://REDACTED@api.example.com/v1?REDACTED", "https://REDACTED@api.example.com/v1?REDACTED"},
 	} {
