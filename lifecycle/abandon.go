@@ -3,16 +3,16 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/pending"
 )
 
-// A park that failed may still land: it was sent, and its answer did not
-// come (parkTimeout ran out on a Redis that stalled) or did not say it
-// was kept (pending.ErrNotReplicated). The agent is told its call was not
+// A park that failed may still land, or have landed: it was sent, and its
+// answer did not come (parkTimeout ran out on a Redis that stalled; the
+// answer was lost and the client's retries could not connect) or did not
+// say it was kept (pending.ErrNotReplicated). The agent is told its call was not
 // parked, so the call is abandoned (pending.Abandoner): cancelled if it
 // landed, refused if it lands later. An abandon the store does not take
 // either is tried again by each sweep, until pending.AbandonedFor has
@@ -35,14 +35,12 @@ type abandons struct {
 }
 
 // mayHaveLanded reports whether a park that failed with err may still
-// take effect: anything but a refusal and a connection that was never
-// made.
+// take effect: anything but the store's refusal. A connection that could
+// not be made may be a client's retry, after an attempt that was sent and
+// ran but whose answer was lost: go-redis returns the last attempt's
+// error only.
 func mayHaveLanded(err error) bool {
-	if errors.Is(err, pending.ErrTooMany) || errors.Is(err, pending.ErrAbandoned) {
-		return false
-	}
-	var op *net.OpError
-	return !errors.As(err, &op) || op.Op != "dial"
+	return !errors.Is(err, pending.ErrTooMany) && !errors.Is(err, pending.ErrAbandoned)
 }
 
 // abandon abandons call id, whose park failed with err, now; or, if the

@@ -1,7 +1,10 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,4 +75,38 @@ func TestLateParkAbandoned(t *testing.T) {
 			t.Errorf("stall %v: the call ran %d time(s)", stall, n)
 		}
 	}
+}
+
+// TestParkLandedAnswerLostAbandoned: a park that ran in the store, whose
+// answer was lost and whose client's retries could not connect, fails
+// with a dial error. The agent is told the call was not parked, so the
+// call is abandoned: it was not, a dial error being read as "never
+// sent", and it waited for an approver and ran.
+func TestParkLandedAnswerLostAbandoned(t *testing.T) {
+	s := &landedStore{Store: pending.NewMemory(pending.Options{})}
+	exe, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exe, ev)
+	ctx := t.Context()
+	pc := newCall()
+	if o := l.Ask(ctx, pc, Hold{For: time.Second}); o.Kind != NotParked {
+		t.Fatalf("Ask = %s, want NotParked", describe(o))
+	}
+	if _, err := s.Decide(ctx, pc.ID, pending.Decision{To: pending.Approved, By: "approver"}); err == nil {
+		t.Error("the call the agent was told was not parked could be approved")
+	}
+	l.SweepOnce(ctx, 0)
+	if n := exe.count(pc.ID); n != 0 {
+		t.Errorf("the call ran %d time(s)", n)
+	}
+}
+
+// landedStore parks, then answers as a client whose reconnects were
+// refused after the park's answer was lost.
+type landedStore struct{ pending.Store }
+
+func (s *landedStore) Park(ctx context.Context, pc pending.Call, ttl time.Duration) (pending.Call, bool, error) {
+	if _, _, err := s.Store.Park(ctx, pc, ttl); err != nil {
+		return pending.Call{}, false, err
+	}
+	return pending.Call{}, false, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 }
