@@ -55,6 +55,11 @@ func (l *Lifecycle) abandon(ctx context.Context, id string, err error) {
 	if l.abandonNow(actx, ab, id) {
 		return
 	}
+	l.abandonLater(id)
+}
+
+// abandonLater keeps call id for the sweeper to abandon.
+func (l *Lifecycle) abandonLater(id string) {
 	a := &l.abandoned
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -69,7 +74,7 @@ func (l *Lifecycle) abandon(ctx context.Context, id string, err error) {
 			}
 		}
 		delete(a.ids, oldest)
-		l.log.Error("too many calls to abandon: one whose park may still land is given up", "call_id", oldest)
+		l.log.Error("too many calls to abandon: one is given up, and may still wait for a decision", "call_id", oldest)
 	}
 	a.ids[id] = time.Now()
 }
@@ -82,16 +87,16 @@ func (l *Lifecycle) abandonNow(ctx context.Context, ab pending.Abandoner, id str
 		switch se.Call.State {
 		case pending.Cancelled, pending.Rejected, pending.Expired: // nothing runs
 		default:
-			l.log.Warn("a call whose park failed was parked and approved before it could be abandoned",
+			l.log.Warn("a call to abandon (its park failed, or its client left) was approved before it could be: it runs as approved",
 				"call_id", id, "state", string(se.Call.State))
 		}
 		return true
 	}
 	if err != nil {
-		l.warn("cannot abandon a call whose park failed: tried again by the sweeper", "call_id", id, "error", err)
+		l.warn("cannot abandon a call (its park failed, or its client left): tried again by the sweeper", "call_id", id, "error", err)
 		return false
 	}
-	l.log.Info("a call whose park failed is abandoned: it will not wait for a decision", "call_id", id)
+	l.log.Info("a call is abandoned (its park failed, or its client left): it will not wait for a decision", "call_id", id)
 	return true
 }
 

@@ -172,10 +172,18 @@ func (l *Lifecycle) runOrphan(pc pending.Call) {
 }
 
 // cancelLeft cancels a call whose caller left, where leaving means cancel.
+// A store that does not take the cancel has the call abandoned by the
+// sweeper instead (abandon.go): it must not wait on for an approver, and
+// run, once the store is back.
 func (l *Lifecycle) cancelLeft(ctx context.Context, id string) {
 	cancelled, err := l.store.Cancel(ctx, id)
+	if se := (*pending.StateError)(nil); errors.As(err, &se) || errors.Is(err, pending.ErrNotFound) {
+		return // already decided (it runs or ended as decided), or gone
+	}
 	if err != nil {
-		return // already decided, or the store is away: the call stays as it is
+		l.warn("cannot cancel a call whose stateless MCP client closed its stream: tried again by the sweeper", "call_id", id, "error", err)
+		l.abandonLater(id)
+		return
 	}
 	l.log.Info("stateless MCP client closed its stream: call cancelled", "call_id", id)
 	l.onEnd(cancelled)

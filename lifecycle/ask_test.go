@@ -612,3 +612,47 @@ func testAskUnreadApproval(t *testing.T, s pending.Store) {
 		t.Errorf("executed %+v; want the call whole, approved by alice", c)
 	}
 }
+
+// TestCancelOnLeaveRetried: a stateless client closes its stream while the
+// store does not take the cancel. The call is abandoned by the sweeper
+// once the store is back: it was left waiting, and an approver's
+// approval ran it.
+func TestCancelOnLeaveRetried(t *testing.T) {
+	s := &cancelDownStore{Store: pending.NewMemory(pending.Options{})}
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exec, ev)
+	in := newCall()
+	ctx, leave := context.WithCancel(t.Context())
+	ch := ask(ctx, l, in, Hold{For: long, CancelOnLeave: true})
+	ev.waitParked(t)
+	s.down.Store(true)
+	leave()
+	if o := outcome(t, ch); o.Kind != Gone {
+		t.Fatalf("Ask = %s, want Gone", describe(o))
+	}
+	if got := get(t, s, in.ID); got.State != pending.Waiting {
+		t.Fatalf("with the store refusing cancels the call is %s, want still waiting", got.State)
+	}
+	s.down.Store(false)
+	l.SweepOnce(t.Context(), 0)
+	if _, err := s.Decide(t.Context(), in.ID, pending.Decision{To: pending.Approved, By: "approver"}); err == nil {
+		t.Error("the call whose client left could be approved once the store was back")
+	}
+	l.SweepOnce(t.Context(), 0)
+	if n := exec.total(); n != 0 {
+		t.Errorf("executed %d times", n)
+	}
+}
+
+// cancelDownStore refuses cancels while down.
+type cancelDownStore struct {
+	pending.Store
+	down atomic.Bool
+}
+
+func (s *cancelDownStore) Cancel(ctx context.Context, id string) (pending.Call, error) {
+	if s.down.Load() {
+		return pending.Call{}, errStoreDown
+	}
+	return s.Store.Cancel(ctx, id)
+}
