@@ -79,6 +79,13 @@ func (l *Lifecycle) abandonLater(id string) {
 	a.ids[id] = time.Now()
 }
 
+// count is how many abandons are kept.
+func (a *abandons) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ids)
+}
+
 // abandonNow asks the store to abandon id, and reports whether that is
 // done with: abandoned, or decided already (logged: it runs as decided).
 func (l *Lifecycle) abandonNow(ctx context.Context, ab pending.Abandoner, id string) bool {

@@ -70,7 +70,13 @@ func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
 // the approved calls it runs for requests that left (runOrphan). It
 // returns when both are done or ctx ends, reporting whether they were:
 // a call still being sent then has its lease, which settles it unknown.
+// The abandons the store did not take yet are tried once more first: no
+// sweep of this process will try them again.
 func (l *Lifecycle) Settle(ctx context.Context, runApproved bool) (done bool) {
+	l.retryAbandons(ctx)
+	if n := l.abandoned.count(); n > 0 {
+		l.log.Error("calls to abandon are given up at shutdown: a park that lands later waits for a decision", "calls", n)
+	}
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
