@@ -240,12 +240,18 @@ func TestCancelAndExpire(t *testing.T) {
 // failingStore is a store whose every call fails, like an unreachable Redis.
 type failingStore struct{ pending.Store }
 
-// Park fails as a Redis that is down does: no connection, so nothing was
-// sent (a park that may have been sent is abandoned, which this store
-// could not do).
+// Park fails as a Redis that is down does: no connection (which does not
+// say an earlier attempt was not sent: the call is abandoned, and this
+// store fails that too).
 func (failingStore) Park(context.Context, pending.Call, time.Duration) (pending.Call, bool, error) {
-	return pending.Call{}, false, &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6379}, Err: errors.New("connect: connection refused")}
+	return pending.Call{}, false, errRedisDown
 }
+
+func (failingStore) Cancel(context.Context, string) (pending.Call, error) {
+	return pending.Call{}, errRedisDown
+}
+
+var errRedisDown = &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6379}, Err: errors.New("connect: connection refused")}
 
 func TestStoreDownFailsClosed(t *testing.T) {
 	pe := newTestServer(t, askAll, func(c *Config) { c.Pending = failingStore{} })
