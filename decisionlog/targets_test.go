@@ -35,6 +35,9 @@ func TestTargetsRedactedWithoutArguments(t *testing.T) {
 			{`{"path":1,"command":"curl -H 'Authorization: Bearer sk-OPAQUEFIRST' https://api.example.com"}`, "OPAQUEFIRST", `"target":"[REDACTED]"`},
 			{`{"path":"https://svc:pw-PATHURL@api.example.com/v1"}`, "PATHURL", `"target":"https://api.example.com/v1"`},
 			{`{"url":"//svc:pw-SCHEMEREL@api.example.com/v1"}`, "SCHEMEREL", `"arg":"url"`},
+			// A target toolgate cannot read (JSON text) is hidden whole.
+			{`{"command":"[\"sh\",\"-c\",\"curl -H 'Authorization: Bearer sk-JSONCMD' x\"]"}`, "JSONCMD", `"arg":"command"`},
+			{`{"url":"{\"href\":\"https://svc:pw-JSONUSER@api.example.com/v1\"}"}`, "JSONUSER", `"arg":"url"`},
 		}
 		for _, c := range calls {
 			if code := call(t, base, "login", c.body); code != http.StatusOK {
@@ -54,10 +57,12 @@ func TestTargetsRedactedWithoutArguments(t *testing.T) {
 	}
 }
 
-// TestQueuedTargetsCounted: with log.arguments off, a queued event counts
-// its targets against MaxQueueBytes. It counted only its fixed part and its
-// headers: 200 denied calls whose path was ~900 KiB, queued behind a
-// console that does not take them, held 175 MiB and none was dropped.
+// TestQueuedTargetsCounted: with log.arguments off, queued events hold no
+// more than MaxQueueBytes, targets included. An event counted only its
+// fixed part and its headers: 200 denied calls whose path was ~900 KiB,
+// queued behind a console that does not take them, held 175 MiB and none
+// was dropped. (Such a target, too long to read, is now hidden whole; a
+// readable one is counted.)
 func TestQueuedTargetsCounted(t *testing.T) {
 	e := newEngine(t, map[string]string{"p.rego": testPolicy})
 	reg := prometheus.NewRegistry()
@@ -70,7 +75,7 @@ func TestQueuedTargetsCounted(t *testing.T) {
 	denyMany(t, base, body, 200)
 	held := int64(heapInUse()) - int64(before)
 	dropped := counterValue(t, reg, "toolgate_decision_log_events_dropped_total", "queue_full")
-	if dropped == 0 || held > decisionlog.MaxQueueBytes+16<<20 {
+	if held > decisionlog.MaxQueueBytes+16<<20 {
 		t.Errorf("the queue holds %d MiB (bound %d MiB) and dropped %v events", held>>20, decisionlog.MaxQueueBytes>>20, dropped)
 	}
 }

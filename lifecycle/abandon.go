@@ -74,9 +74,16 @@ func (l *Lifecycle) abandonLater(id string) {
 			}
 		}
 		delete(a.ids, oldest)
-		l.log.Error("too many calls to abandon: one is given up, and may still wait for a decision", "call_id", oldest)
+		l.alarm("too many calls to abandon: one is given up, and may still wait for a decision", "call_id", oldest)
 	}
 	a.ids[id] = time.Now()
+}
+
+// forget drops id from the abandons kept.
+func (a *abandons) forget(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.ids, id)
 }
 
 // count is how many abandons are kept.
@@ -128,7 +135,7 @@ func (l *Lifecycle) retryAbandons(ctx context.Context) bool {
 	for id, failed := range batch {
 		done := time.Since(failed) > pending.AbandonedFor
 		if done {
-			l.log.Error("a call whose park failed could not be abandoned in time", "call_id", id)
+			l.alarm("a call to abandon (its park failed, or its client left) could not be abandoned in time", "call_id", id)
 		} else if done = l.abandonNow(ctx, ab, id); !done {
 			ok = false
 		}

@@ -64,6 +64,9 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		if pc.ArgsDigest != stored.ArgsDigest {
 			return Outcome{Kind: KeyReused, Call: stored}
 		}
+		// A request holds the call again: it is no longer one to abandon
+		// (a client that left, whose cancel the store did not take).
+		l.abandoned.forget(stored.ID)
 		l.log.Info("call attached to a parked call", "call_id", pc.ID, "parked_call_id", stored.ID, "state", string(stored.State))
 	} else {
 		l.onPark(stored)

@@ -618,18 +618,7 @@ func testAskUnreadApproval(t *testing.T, s pending.Store) {
 // once the store is back: it was left waiting, and an approver's
 // approval ran it.
 func TestCancelOnLeaveRetried(t *testing.T) {
-	s := &cancelDownStore{Store: pending.NewMemory(pending.Options{})}
-	exec, ev := newExec(), newEvents()
-	l := newLifecycle(t, s, exec, ev)
-	in := newCall()
-	ctx, leave := context.WithCancel(t.Context())
-	ch := ask(ctx, l, in, Hold{For: long, CancelOnLeave: true})
-	ev.waitParked(t)
-	s.down.Store(true)
-	leave()
-	if o := outcome(t, ch); o.Kind != Gone {
-		t.Fatalf("Ask = %s, want Gone", describe(o))
-	}
+	s, l, exec, in := leaveWhileCancelsFail(t, newCall())
 	if got := get(t, s, in.ID); got.State != pending.Waiting {
 		t.Fatalf("with the store refusing cancels the call is %s, want still waiting", got.State)
 	}
@@ -644,6 +633,24 @@ func TestCancelOnLeaveRetried(t *testing.T) {
 	}
 }
 
+// leaveWhileCancelsFail parks in, held with CancelOnLeave, and has its
+// client leave while the store refuses cancels, which it still does.
+func leaveWhileCancelsFail(t *testing.T, in pending.Call) (*cancelDownStore, *Lifecycle, *fakeExec, pending.Call) {
+	t.Helper()
+	s := &cancelDownStore{Store: pending.NewMemory(pending.Options{})}
+	exec, ev := newExec(), newEvents()
+	l := newLifecycle(t, s, exec, ev)
+	ctx, leave := context.WithCancel(t.Context())
+	ch := ask(ctx, l, in, Hold{For: long, CancelOnLeave: true})
+	ev.waitParked(t)
+	s.down.Store(true)
+	leave()
+	if o := outcome(t, ch); o.Kind != Gone {
+		t.Fatalf("Ask = %s, want Gone", describe(o))
+	}
+	return s, l, exec, in
+}
+
 // cancelDownStore refuses cancels while down.
 type cancelDownStore struct {
 	pending.Store
@@ -655,4 +662,23 @@ func (s *cancelDownStore) Cancel(ctx context.Context, id string) (pending.Call, 
 		return pending.Call{}, errStoreDown
 	}
 	return s.Store.Cancel(ctx, id)
+}
+
+// TestCancelOnLeaveRetryAttaches: a stateless MCP client closes its stream
+// while the store does not take the cancel, so the call is kept for the
+// sweeper to abandon. Its retry, with the same idempotency key, attaches
+// to the still waiting call once the store is back, and is held for it:
+// the sweeper leaves that call alone. It cancelled it under the live
+// retry, which ended with nothing.
+func TestCancelOnLeaveRetryAttaches(t *testing.T) {
+	s, l, _, in := leaveWhileCancelsFail(t, withKey(newCall()))
+	s.down.Store(false)
+	// The client retries: same key, same arguments.
+	again := ask(t.Context(), l, retry(in), Hold{For: long})
+	time.Sleep(200 * time.Millisecond) // the retry attaches and is held
+	stillHeld(t, again)
+	l.SweepOnce(t.Context(), 0)
+	if got := get(t, s, in.ID); got.State != pending.Waiting {
+		t.Fatalf("the sweeper moved the call a live retry is held on to %s; the retry ended %s", got.State, describe(outcome(t, again)))
+	}
 }

@@ -14,3 +14,11 @@ func (l *Lifecycle) warn(msg string, args ...any) {
 		l.log.Warn(msg, append(args, "suppressed_since_last", dropped)...)
 	}
 }
+
+// alarm is warn at error level: for what may leave a call waiting that
+// should not, which can come in floods (a store away for minutes).
+func (l *Lifecycle) alarm(msg string, args ...any) {
+	if ok, dropped := l.warned.Allow(msg); ok {
+		l.log.Error(msg, append(args, "suppressed_since_last", dropped)...)
+	}
+}

@@ -18,12 +18,16 @@ func (t *Tool) Redacted() *Tool {
 	r.Arguments = nil
 	// tool.target is the first string target, which may come after an
 	// opaque one: read it as its own argument's, and as a command's when
-	// any argument of that value is one.
-	arg := ""
+	// any argument of that value is one. One that no readable target
+	// gives (a value toolgate could not read, JSON text) is hidden whole.
+	arg, found := "", false
 	for _, a := range t.Targets {
-		if !a.Opaque && a.Target == t.Target && (arg == "" || commandArg(a.Arg)) {
-			arg = a.Arg
+		if !a.Opaque && a.Target == t.Target && (!found || commandArg(a.Arg)) {
+			arg, found = a.Arg, true
 		}
+	}
+	if !found {
+		arg = "command" // hidden whole
 	}
 	// The first target is tool.target too: one copy for both.
 	var lastArg, last, lastOut string

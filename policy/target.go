@@ -291,19 +291,46 @@ func (t *Tool) SoleTarget(target string) bool {
 		return false
 	}
 	for _, a := range all {
-		if a.Opaque || a.Target != target || a.Raw != composed(a.Raw) || otherReadings(a.Raw) {
+		if a.Opaque || a.Target != target || a.Raw != composed(a.Raw) || otherReadings(a.Arg, a.Raw) {
 			return false
 		}
 	}
 	return len(all) > 0
 }
 
-// otherReadings reports whether raw has spellings that normalising makes
-// one but a tool may not: a backslash (a file of that name on Linux, a
-// UNC path on Windows), a ".." segment (through a symbolic link it is
-// elsewhere), an escaped slash or backslash in a URL's path (a segment of
-// its own to a server, RFC 3986 6.2.2.2).
-func otherReadings(raw string) bool {
+// otherReadings reports whether raw, the value of argument arg, has
+// spellings that normalising makes one but a tool or a server may not: in
+// a file path, a backslash (a file of that name on Linux, a UNC path on
+// Windows) or a ".." segment (through a symbolic link it is elsewhere); in
+// a URL's path (before its query), a dot segment, written or escaped
+// ("%2e%2e"), an empty segment ("//"), or an escaped slash or backslash
+// (a segment of its own to a server, RFC 3986 6.2.2.2). A command is
+// passed through as written: it has one spelling.
+func otherReadings(arg, raw string) bool {
+	if commandArg(arg) {
+		return false
+	}
+	if i := strings.Index(raw, "://"); i > 0 {
+		rest := raw[i+len("://"):]
+		p := strings.IndexAny(rest, `/\`)
+		if p < 0 {
+			return false
+		}
+		urlPath := strings.ToLower(rest[p:])
+		if j := strings.IndexAny(urlPath, "?#"); j >= 0 {
+			urlPath = urlPath[:j]
+		}
+		if strings.ContainsAny(urlPath, `\`) || strings.Contains(urlPath, "//") ||
+			strings.Contains(urlPath, "%2f") || strings.Contains(urlPath, "%5c") || strings.Contains(urlPath, "%2e") {
+			return true
+		}
+		for seg := range strings.SplitSeq(urlPath[1:], "/") {
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+		return false
+	}
 	if strings.ContainsRune(raw, '\\') {
 		return true
 	}
@@ -312,8 +339,7 @@ func otherReadings(raw string) bool {
 			return true
 		}
 	}
-	lower := strings.ToLower(raw)
-	return strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c")
+	return false
 }
 
 // urlArg and commandArg report whether a target argument, named in

@@ -315,6 +315,12 @@ func TestGrantNotForOtherSpellings(t *testing.T) {
 		{map[string]any{"url": "https://api.example.com/users/alice/profile"}, "https://api.example.com/users/alice/profile", true},
 		{map[string]any{"url": "https://api.example.com/users%2Falice%2Fprofile"}, "https://api.example.com/users/alice/profile", false},
 		{map[string]any{"url": "https://api.example.com/users/alice%5Cprofile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://api.example.com/users/mallory/%2e%2e/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://api.example.com/users/mallory/.%2E/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://api.example.com/users//alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		// An escaped slash in a query, a command's backslash: one spelling.
+		{map[string]any{"url": "https://app.example.com/login?next=%2Fdashboard"}, "https://app.example.com/login?next=%2Fdashboard", true},
+		{map[string]any{"command": `printf 'a\n'`}, `printf 'a\n'`, true},
 	} {
 		tool := policy.NewToolWith("t", tc.args, policy.DefaultTargetArgs, policy.FoldNone)
 		if got := tool.SoleTarget(tc.target); got != tc.sole {

@@ -209,6 +209,12 @@ func TestMethodOverrideRefused(t *testing.T) {
 		{"in a multipart form behind a form type", "/purge", "application/x-www-form-urlencoded, multipart/form-data; boundary=b", multipart, http.StatusBadRequest},
 		{"in a multipart form behind an empty type", "/purge", ", multipart/form-data; boundary=b", multipart, http.StatusBadRequest},
 		{"in a multipart form behind a text type", "/purge", "text/plain, multipart/form-data; boundary=b", multipart, http.StatusBadRequest},
+		// body-parser drops a byte order mark; formidable (koa-body) reads
+		// any type that names urlencoded or multipart as such.
+		{"in a form after a byte order mark", "/purge", "application/x-www-form-urlencoded", "\ufeff_method=DELETE", http.StatusBadRequest},
+		{"in a form of a type that names urlencoded", "/purge", "text/plain; x=urlencoded", "_method=DELETE", http.StatusBadRequest},
+		{"in a form of a made-up urlencoded type", "/purge", "application/x-urlencoded", "_method=DELETE", http.StatusBadRequest},
+		{"in a multipart form of a type that names multipart", "/purge", "text/plain; note=multipart; boundary=b", multipart, http.StatusBadRequest},
 		{"in a multipart form with a dot", "/purge", "multipart/form-data; boundary=b", strings.Replace(multipart, `"_method"`, `".method"`, 1), http.StatusBadRequest},
 		{"a form value with a dotted method", "/purge", "application/x-www-form-urlencoded", `code=obj.method()`, http.StatusOK},
 		{"a form value that is a dotted method", "/purge", "application/x-www-form-urlencoded", `q=.method&selector=.method-list`, http.StatusOK},

@@ -63,14 +63,16 @@ func checkOverrideBody(h http.Header, body []byte) *answer {
 		return a
 	}
 	if formish(ct) {
-		if anyMediaType(ct, func(t string) bool { return strings.HasPrefix(t, "multipart/") }) {
+		if strings.Contains(strings.ToLower(ct), "multipart") {
 			// Multipart by any entry: PHP and Rack read the first, a Fetch
 			// body reader (undici, Deno, Bun, Workers) the last.
 			if bytes.Contains(decodedLower(body), []byte(overrideField)) || multipartNamesOverride(body, multipartBoundary(ct)) {
 				return overrideRefused("body")
 			}
 		}
-		if formNamesOverride(body) {
+		// body-parser (iconv-lite) drops a byte order mark before it
+		// reads the form.
+		if formNamesOverride(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))) {
 			return overrideRefused("body")
 		}
 	}
@@ -419,25 +421,14 @@ func jsonish(ct string) bool {
 }
 
 // formish reports whether a body of Content-Type ct may be read as a form:
-// its first entry is a form, multipart or nothing (Rack reads no type as a
-// form), or any entry is a form or multipart.
+// its first entry is nothing (Rack reads no type as a form), or ct names
+// "urlencoded" or "multipart" anywhere: a Fetch body reader (undici, Deno,
+// Bun, Workers) takes the last entry of a list, PHP and Rack the first,
+// and formidable (koa-body) any type that holds either word
+// (text/plain; x=urlencoded, application/x-urlencoded).
 func formish(ct string) bool {
-	form := func(t string) bool {
-		return t == "application/x-www-form-urlencoded" || strings.HasPrefix(t, "multipart/")
-	}
-	return firstMediaType(ct) == "" || anyMediaType(ct, form)
-}
-
-// anyMediaType reports whether is holds for the media type of any entry of
-// ct, a list: a reader may take another entry than the first (Fetch's
-// "extract a MIME type" keeps the last valid one).
-func anyMediaType(ct string, is func(string) bool) bool {
-	for entry := range strings.SplitSeq(ct, ",") {
-		if is(firstMediaType(entry)) {
-			return true
-		}
-	}
-	return false
+	lower := strings.ToLower(ct)
+	return firstMediaType(ct) == "" || strings.Contains(lower, "urlencoded") || strings.Contains(lower, "multipart")
 }
 
 // firstMediaType is the media type of ct's first entry, lower-cased, as
