@@ -109,8 +109,8 @@ func (n *nativeLib) decide(in *Input) libVerdicts {
 			}
 			n.match(n.byPrefix[t.Name[:l]], t, list, &v)
 		}
-		if raw, escapes := escaping(t); !list && escapes {
-			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: fmt.Sprintf("target %q climbs above its root", raw)})
+		if !list && escaping(t) {
+			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: "a target climbs above its root"}) // not quoted: see the library
 		}
 		if in.Kind == KindMCP && t.Annotations["readOnlyHint"] == true {
 			v.readOnly = true
@@ -259,18 +259,18 @@ func (r *nativeRow) targetMatches(target string) bool {
 	return r.Target == target
 }
 
-// escaping is the first of the call's targets that climbs above its
-// root, as sent: the target itself, or else the first other one that does.
-func escaping(t *Tool) (raw string, escapes bool) {
+// escaping reports whether any of the call's targets climbs above its
+// root: the target itself, or another target argument.
+func escaping(t *Tool) bool {
 	if t.HasTarget && t.TargetEscapes {
-		return t.TargetRaw, true
+		return true
 	}
 	for _, a := range t.Targets {
 		if a.Escapes {
-			return a.Raw, true
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
 // merge appends what another package's rule produced.

@@ -85,14 +85,21 @@ func redactTarget(arg, s string) string {
 		}
 	}
 	start := 0
-	if i := schemeEnd(s); i > 0 && i < len(s) && (s[i] == '/' || s[i] == '\\') {
+	i := schemeEnd(s)
+	slashed := i > 0 && i < len(s) && (s[i] == '/' || s[i] == '\\')
+	if slashed {
 		start = i
 	}
 	for start < len(s) && (s[start] == '/' || s[start] == '\\') {
 		start++
 	}
 	auth := s[start:]
-	if k := strings.IndexAny(auth, `/\`); k >= 0 {
+	if i > 0 && !slashed {
+		// A scheme without slashes, or a user name read as one
+		// ("svc:pw@h"): the user information may hold a slash
+		// (jdbc:oracle:thin:scott/tiger@db): all before the last "@" goes.
+		start, auth = 0, s
+	} else if k := strings.IndexAny(auth, `/\`); k >= 0 {
 		auth = auth[:k]
 	}
 	if k := strings.LastIndexByte(auth, '@'); k >= 0 {

@@ -23,6 +23,8 @@ func TestRedactTarget(t *testing.T) {
 		{"url", "https://host/x;token=X", "https://host/x;REDACTED"},
 		{"path", "notes/a;b.txt", "notes/a;b.txt"},
 		{"path", "C:/notes/a.txt", "C:/notes/a.txt"},
+		{"url", "jdbc:oracle:thin:scott/tiger@db:1521/orcl", "REDACTED@db:1521/orcl"},
+		{"url", "mailto:alice@example.com", "REDACTED@example.com"},
 		// Redacting twice changes nothing (the decision log may).
 		{"url", "https://REDACTED@api.example.com/v1?REDACTED", "https://REDACTED@api.example.com/v1?REDACTED"},
 	} {

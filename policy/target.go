@@ -302,34 +302,41 @@ func (t *Tool) SoleTarget(target string) bool {
 // spellings that normalising makes one but a tool or a server may not: in
 // a file path, a backslash (a file of that name on Linux, a UNC path on
 // Windows) or a ".." segment (through a symbolic link it is elsewhere); in
-// a URL's path (before its query), a dot segment, written or escaped
-// ("%2e%2e"), an empty segment ("//"), or an escaped slash or backslash
-// (a segment of its own to a server, RFC 3986 6.2.2.2). A command is
-// passed through as written: it has one spelling.
+// a URL (a scheme and a slash, or a scheme a WHATWG parser reads with
+// slashes it lacks: "https:/h", "https:h", "file:/p"), user information
+// (other credentials), a host with a trailing dot (another Host and SNI),
+// and in its path (before its query) a dot segment, written or escaped
+// ("%2e%2e"), an empty segment ("//"), a backslash or an escaped slash or
+// backslash (a segment of its own to a server, RFC 3986 6.2.2.2). A
+// command is passed through as written: it has one spelling.
 func otherReadings(arg, raw string) bool {
 	if commandArg(arg) {
 		return false
 	}
-	if i := strings.Index(raw, "://"); i > 0 {
-		rest := raw[i+len("://"):]
-		p := strings.IndexAny(rest, `/\`)
-		if p < 0 {
-			return false
+	if i := schemeEnd(raw); i > 0 && (i < len(raw) && (raw[i] == '/' || raw[i] == '\\') || specialScheme(raw[:i-1])) {
+		rest := strings.TrimLeft(raw[i:], `/\`)
+		if j := strings.IndexAny(rest, "?#"); j >= 0 {
+			rest = rest[:j]
 		}
-		urlPath := strings.ToLower(rest[p:])
-		if j := strings.IndexAny(urlPath, "?#"); j >= 0 {
-			urlPath = urlPath[:j]
+		auth, urlPath, _ := strings.Cut(rest, "/")
+		if k := strings.IndexByte(auth, '\\'); k >= 0 {
+			auth, urlPath = auth[:k], auth[k:]+"/"+urlPath
 		}
-		if strings.ContainsAny(urlPath, `\`) || strings.Contains(urlPath, "//") ||
-			strings.Contains(urlPath, "%2f") || strings.Contains(urlPath, "%5c") || strings.Contains(urlPath, "%2e") {
+		host := auth
+		if k := strings.LastIndexByte(host, ':'); k >= 0 && !strings.HasSuffix(host, "]") {
+			host = host[:k]
+		}
+		lower := strings.ToLower(rest)
+		if strings.ContainsRune(auth, '@') || strings.HasSuffix(host, ".") || strings.ContainsRune(urlPath, '\\') ||
+			strings.Contains(urlPath, "//") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") {
 			return true
 		}
-		for seg := range strings.SplitSeq(urlPath[1:], "/") {
+		for seg := range strings.SplitSeq(urlPath, "/") {
 			if seg == "." || seg == ".." {
 				return true
 			}
 		}
-		return false
+		return auth == "." || auth == ".."
 	}
 	if strings.ContainsRune(raw, '\\') {
 		return true
@@ -338,6 +345,16 @@ func otherReadings(arg, raw string) bool {
 		if seg == ".." {
 			return true
 		}
+	}
+	return false
+}
+
+// specialScheme reports whether scheme is one a WHATWG URL parser reads
+// with the slashes it lacks ("https:h" is https://h).
+func specialScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
+	case "http", "https", "ws", "wss", "ftp", "file":
+		return true
 	}
 	return false
 }

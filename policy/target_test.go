@@ -318,6 +318,16 @@ func TestGrantNotForOtherSpellings(t *testing.T) {
 		{map[string]any{"url": "https://api.example.com/users/mallory/%2e%2e/alice/profile"}, "https://api.example.com/users/alice/profile", false},
 		{map[string]any{"url": "https://api.example.com/users/mallory/.%2E/alice/profile"}, "https://api.example.com/users/alice/profile", false},
 		{map[string]any{"url": "https://api.example.com/users//alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		// One slash after the scheme, or none, is read as two (WHATWG).
+		{map[string]any{"url": "https:/api.example.com/users/mallory/%2e%2e/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https:/api.example.com/users//alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https:api.example.com/users/mallory/%2e%2e/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "file:/srv/docs/link/%2e%2e/secrets/key"}, "file:///srv/docs/secrets/key", false},
+		{map[string]any{"path": "file:/srv/docs/link/%2e%2e/secrets/key"}, "file:///srv/docs/secrets/key", false},
+		// Another host spelling, other credentials.
+		{map[string]any{"url": "https://api.example.com./users/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://admin:hunter2@api.example.com/users/alice/profile"}, "https://api.example.com/users/alice/profile", false},
+		{map[string]any{"url": "https://[::1]:8443/x"}, "https://[::1]:8443/x", true},
 		// An escaped slash in a query, a command's backslash: one spelling.
 		{map[string]any{"url": "https://app.example.com/login?next=%2Fdashboard"}, "https://app.example.com/login?next=%2Fdashboard", true},
 		{map[string]any{"command": `printf 'a\n'`}, `printf 'a\n'`, true},

@@ -118,10 +118,10 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	info := callinfo.Info{
 		Kind: c.input.Kind, Upstream: c.up.Name, Subject: c.subject.ID,
 		Reasons: c.decision.Messages(), RuleIDs: c.decision.RuleIDs(), Method: r.Method,
-		// The path as sent, escapes kept: decoded, an escaped "?", "#"
-		// or line break would read as a query, a fragment or a space the
-		// upstream never gets.
-		Path: r.URL.EscapedPath(),
+		// The path as approving sends it: without the upstream's prefix,
+		// escapes kept (decoded, an escaped "?", "#" or line break would
+		// read as a query, a fragment or a space the upstream never gets).
+		Path: c.rawRel,
 		// The headers approving sends, as approvers see them: without
 		// toolgate's own, credentials' values hidden.
 		Headers: callinfo.HeadersOf(sr.Header, forwardedHeader, hiddenHeader),

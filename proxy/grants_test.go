@@ -377,16 +377,10 @@ func TestStalledGrantLookupRefusesTheAsk(t *testing.T) {
 func TestGrantNeverAnswersMustAsk(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC))
 	store := pending.NewMemory(pending.Options{Now: clock.Now})
-	env := newTestServer(t, seedEngineRules(t, `rules:
+	env := newGrantEnv(t, store, `rules:
   - {id: notes, effect: ask, tool: Write, target: "notes/**"}
   - {id: secrets, effect: ask, tool: Write, target: "secrets/**", must_ask: true}
-`), func(c *Config) {
-		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Auth, c.Pending, c.Grants, c.Hold = auth, store, store, 10*time.Millisecond
-	})
+`)
 	if _, err := store.Grant(context.Background(), pending.Grant{
 		Subject: "key:agent-42", Upstream: "files", Tool: "Write", AnyTarget: true, Approver: "alice", CallID: "C1",
 	}, time.Hour); err != nil {
@@ -405,4 +399,17 @@ func TestGrantNeverAnswersMustAsk(t *testing.T) {
 			t.Errorf("Write %s: %d (%s), want %d", c.target, res.StatusCode, res.Header.Get("X-Toolgate-Decision"), c.want)
 		}
 	}
+}
+
+// newGrantEnv is a proxy deciding by the rules table rules, with store for
+// its parked calls and grants, and agent-key for agent-42.
+func newGrantEnv(t *testing.T, store *pending.MemoryStore, rules string) *testEnv {
+	t.Helper()
+	return newTestServer(t, seedEngineRules(t, rules), func(c *Config) {
+		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth, c.Pending, c.Grants, c.Hold = auth, store, store, 10*time.Millisecond
+	})
 }

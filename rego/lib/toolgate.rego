@@ -60,16 +60,20 @@ deny contains table_reason(r) if {
 	deny_row_matches(r)
 }
 
+# The target is not quoted: it is an argument's value, which may hold
+# anything (a token in a URL's query), and reasons are logged when the
+# arguments are not.
 deny contains {
 	"id": "toolgate.target_escapes",
-	"message": sprintf("target %q climbs above its root", [raw]),
+	"message": "a target climbs above its root",
 } if {
 	call_phase
-	raw := escaping
+	escaping
 }
 
 # escaping: the first of the call's targets that climbs above its root, as
-# sent: the target itself, or else the first other target argument that does.
+# sent: the target itself, or else the first other target argument that does
+# (defined when any does).
 escaping := input.tool.target_raw if {
 	input.tool.target_escapes == true
 } else := raws[0] if {
