@@ -117,15 +117,20 @@ func (l *Lifecycle) abandonNow(ctx context.Context, ab pending.Abandoner, id str
 // retryAbandons is the sweeper's part: the abandons kept are tried again,
 // a batch a round, and forgotten once done or too old to matter.
 func (l *Lifecycle) retryAbandons(ctx context.Context) bool {
+	return l.retryAbandonsUpTo(ctx, sweepBatch)
+}
+
+// retryAbandonsUpTo is retryAbandons with batches of n, until ctx ends.
+func (l *Lifecycle) retryAbandonsUpTo(ctx context.Context, n int) bool {
 	a := &l.abandoned
 	a.mu.Lock()
 	if len(a.ids) == 0 {
 		a.mu.Unlock()
 		return true
 	}
-	batch := make(map[string]time.Time, min(len(a.ids), sweepBatch))
+	batch := make(map[string]time.Time, min(len(a.ids), n))
 	for id, t := range a.ids {
-		if len(batch) == sweepBatch {
+		if len(batch) == n {
 			break
 		}
 		batch[id] = t
@@ -133,6 +138,9 @@ func (l *Lifecycle) retryAbandons(ctx context.Context) bool {
 	a.mu.Unlock()
 	ok, ab := true, l.abandoner()
 	for id, failed := range batch {
+		if ctx.Err() != nil {
+			return false
+		}
 		done := time.Since(failed) > pending.AbandonedFor
 		if done {
 			l.alarm("a call to abandon (its park failed, or its client left) could not be abandoned in time", "call_id", id)

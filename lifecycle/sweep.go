@@ -73,13 +73,15 @@ func sweepDelay(last, interval time.Duration, ok bool) time.Duration {
 // The abandons the store did not take yet are tried once more first: no
 // sweep of this process will try them again.
 func (l *Lifecycle) Settle(ctx context.Context, runApproved bool) (done bool) {
+	// Every one is tried in each pass (a store may take some and not
+	// others: a shard that is down), until a pass gains nothing.
 	for n := l.abandoned.count(); n > 0 && ctx.Err() == nil; {
-		l.retryAbandons(ctx) // a batch a round
+		l.retryAbandonsUpTo(ctx, n)
 		if left := l.abandoned.count(); left < n {
 			n = left
 			continue
 		}
-		break // the store takes none of them
+		break
 	}
 	if n := l.abandoned.count(); n > 0 {
 		l.log.Error("calls to abandon are given up at shutdown: a park that lands later waits for a decision", "calls", n)

@@ -63,8 +63,8 @@ func (t *Tool) TargetBytes() int64 {
 // credential (Redacted): a command whole; a query and a fragment; the
 // user information, before the last "@" of the first segment after a
 // scheme and any slashes, whatever their number ("https:/u:p@h",
-// "//u:p@h" cleaned to "/u:p@h", "u:p@h/x"); and in a URL, parameters
-// after ";" (jdbc:…;password=, /x;token=).
+// "//u:p@h" cleaned to "/u:p@h", "u:p@h/x"); and in a value with a scheme,
+// parameters after ";" (jdbc:…;password=, /x;token=).
 func redactTarget(arg, s string) string {
 	if s == "" {
 		return ""
@@ -79,7 +79,9 @@ func redactTarget(arg, s string) string {
 			s = s[:i]
 		}
 	}
-	if strings.Contains(s, "://") {
+	if schemeEnd(s) > 0 {
+		// A URL, or its path reading ("https:/h/x;token="): its
+		// parameters after ";" may be credentials.
 		if i := strings.IndexByte(s, ';'); i >= 0 {
 			s = s[:i] + ";" + redacted
 		}

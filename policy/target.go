@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -299,62 +300,74 @@ func (t *Tool) SoleTarget(target string) bool {
 }
 
 // otherReadings reports whether raw, the value of argument arg, has
-// spellings that normalising makes one but a tool or a server may not: in
-// a file path, a backslash (a file of that name on Linux, a UNC path on
-// Windows) or a ".." segment (through a symbolic link it is elsewhere); in
-// a URL (a scheme and a slash, or a scheme a WHATWG parser reads with
-// slashes it lacks: "https:/h", "https:h", "file:/p"), user information
-// (other credentials), a host with a trailing dot (another Host and SNI),
-// and in its path (before its query) a dot segment, written or escaped
-// ("%2e%2e"), an empty segment ("//"), a backslash or an escaped slash or
-// backslash (a segment of its own to a server, RFC 3986 6.2.2.2). A
-// command is passed through as written: it has one spelling.
+// spellings that normalising makes one but a tool or a server may not. A
+// URL (as asURL reads the value: spaces around it dropped) has one when
+// its scheme is not followed by a slash ("https:h", "file:etc/p": WHATWG
+// adds the slashes, other parsers do not), when it holds user information
+// (other credentials), an escape in its authority ("u%40h"), a host with
+// a trailing dot, also written "。" (another Host and SNI), and in its path
+// (before its query) a dot segment, an empty segment ("//"), a backslash,
+// or an escaped delimiter, dot, percent or backslash ("%2e", "%2F", "%3B":
+// RFC 3986 2.2, a segment or a parameter of its own to a server). A file
+// path has one with a backslash (a file of that name on Linux, a UNC path
+// on Windows) or a ".." segment (through a symbolic link it is elsewhere).
+// A command is passed through as written: it has one spelling.
 func otherReadings(arg, raw string) bool {
 	if commandArg(arg) {
 		return false
 	}
-	if i := schemeEnd(raw); i > 0 && (i < len(raw) && (raw[i] == '/' || raw[i] == '\\') || specialScheme(raw[:i-1])) {
-		rest := strings.TrimLeft(raw[i:], `/\`)
-		if j := strings.IndexAny(rest, "?#"); j >= 0 {
-			rest = rest[:j]
-		}
-		auth, urlPath, _ := strings.Cut(rest, "/")
-		if k := strings.IndexByte(auth, '\\'); k >= 0 {
-			auth, urlPath = auth[:k], auth[k:]+"/"+urlPath
-		}
-		host := auth
-		if k := strings.LastIndexByte(host, ':'); k >= 0 && !strings.HasSuffix(host, "]") {
-			host = host[:k]
-		}
-		lower := strings.ToLower(rest)
-		if strings.ContainsRune(auth, '@') || strings.HasSuffix(host, ".") || strings.ContainsRune(urlPath, '\\') ||
-			strings.Contains(urlPath, "//") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") || strings.Contains(lower, "%2e") {
+	trimmed := strings.Trim(raw, " ")
+	if _, _, isURL, _ := asURL(arg, composed(trimmed)); !isURL {
+		if strings.ContainsRune(raw, '\\') {
 			return true
 		}
-		for seg := range strings.SplitSeq(urlPath, "/") {
-			if seg == "." || seg == ".." {
+		for seg := range strings.FieldsFuncSeq(raw, func(r rune) bool { return r == '/' }) {
+			if seg == ".." {
 				return true
 			}
 		}
-		return auth == "." || auth == ".."
+		return false
 	}
-	if strings.ContainsRune(raw, '\\') {
+	i := schemeEnd(trimmed)
+	if i == 0 || i == len(trimmed) || trimmed[i] != '/' && trimmed[i] != '\\' {
+		return true // no scheme, or no slash after it: read two ways
+	}
+	rest := strings.TrimLeft(trimmed[i:], `/\`)
+	if j := strings.IndexAny(rest, "?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	auth, urlPath, _ := strings.Cut(rest, "/")
+	if k := strings.IndexByte(auth, '\\'); k >= 0 {
+		auth, urlPath = auth[:k], auth[k:]+"/"+urlPath
+	}
+	host := strings.NewReplacer("。", ".", "．", ".", "｡", ".").Replace(auth)
+	if k := strings.LastIndexByte(host, ':'); k >= 0 && !strings.HasSuffix(host, "]") {
+		host = host[:k]
+	}
+	if strings.ContainsAny(auth, "@%") || strings.HasSuffix(host, ".") || strings.ContainsRune(urlPath, '\\') ||
+		strings.Contains(urlPath, "//") || escapesDelimiter(urlPath) {
 		return true
 	}
-	for seg := range strings.FieldsFuncSeq(raw, func(r rune) bool { return r == '/' }) {
-		if seg == ".." {
+	for seg := range strings.SplitSeq(urlPath, "/") {
+		if seg == "." || seg == ".." {
 			return true
 		}
 	}
 	return false
 }
 
-// specialScheme reports whether scheme is one a WHATWG URL parser reads
-// with the slashes it lacks ("https:h" is https://h).
-func specialScheme(scheme string) bool {
-	switch strings.ToLower(scheme) {
-	case "http", "https", "ws", "wss", "ftp", "file":
-		return true
+// escapesDelimiter reports whether p holds a percent-escape of a reserved
+// character (RFC 3986 2.2), a dot, a percent sign or a backslash: an
+// escape a server may read otherwise than the character it decodes to.
+func escapesDelimiter(p string) bool {
+	for i := 0; i+2 < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		h, err := strconv.ParseUint(p[i+1:i+3], 16, 8)
+		if err == nil && strings.IndexByte(":/?#[]@!$&'()*+,;=.%\\", byte(h)) >= 0 {
+			return true
+		}
 	}
 	return false
 }

@@ -29,6 +29,14 @@ func TestGrantForOneSpellingOfAURL(t *testing.T) {
 		"https:/api.example.com/users/mallory/%2e%2e/alice/profile",
 		"https:/api.example.com/users//alice/profile",
 		"https:/api.example.com/users%2Falice%2Fprofile",
+		// Spaces around a URL, which asURL and WHATWG parsers drop; a
+		// trailing dot written as an ideographic full stop; an escaped @.
+		" https://evil:pw@api.example.com/users/alice/profile",
+		" https://api.example.com./users/alice/profile",
+		" https://api.example.com/users/mallory/%2e%2e/alice/profile",
+		" https://api.example.com/users//alice/profile",
+		"https://api.example.com\u3002/users/alice/profile",
+		"https://evil%40api.example.com/users/alice/profile",
 	} {
 		res := post(t, env.url+"/tools/Fetch", `{"url":"`+u+`"}`, "Authorization", "Bearer agent-key")
 		want := 202
