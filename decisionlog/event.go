@@ -106,7 +106,7 @@ func withoutArguments(in policy.Input) policy.Input {
 const paramHeader = "mcp-param-"
 
 // withoutParamValues is h with the values of its Mcp-Param headers hidden
-// (each as "[hidden]", as a credential's), or h itself when it has none.
+// (policy.Hidden, as a credential's), or h itself when it has none.
 func withoutParamValues(h map[string][]string) map[string][]string {
 	out, cloned := h, false
 	for k, vs := range h {
@@ -116,11 +116,7 @@ func withoutParamValues(h map[string][]string) map[string][]string {
 		if !cloned {
 			out, cloned = maps.Clone(h), true
 		}
-		hidden := make([]string, len(vs))
-		for i := range hidden {
-			hidden[i] = "[hidden]"
-		}
-		out[k] = hidden
+		out[k] = policy.HiddenValues(len(vs))
 	}
 	return out
 }

@@ -1,9 +1,10 @@
 package policy
 
-import "strings"
+import (
+	"strings"
 
-// redacted stands in for what a logged target leaves out.
-const redacted = "REDACTED"
+	"github.com/toolgate/toolgate/internal/logurl"
+)
 
 // Redacted is t as the decision log keeps it when arguments are not
 // logged (log.arguments off): without its arguments, and with its targets,
@@ -70,11 +71,11 @@ func redactTarget(arg, s string) string {
 		return ""
 	}
 	if commandArg(arg) {
-		return "[" + redacted + "]"
+		return "[" + logurl.Redacted + "]"
 	}
 	if i := strings.IndexAny(s, "?#"); i >= 0 {
 		if s[i] == '?' {
-			s = s[:i] + "?" + redacted
+			s = s[:i] + "?" + logurl.Redacted
 		} else {
 			s = s[:i]
 		}
@@ -83,7 +84,7 @@ func redactTarget(arg, s string) string {
 		// A URL, or its path reading ("https:/h/x;token="): its
 		// parameters after ";" may be credentials.
 		if i := strings.IndexByte(s, ';'); i >= 0 {
-			s = s[:i] + ";" + redacted
+			s = s[:i] + ";" + logurl.Redacted
 		}
 	}
 	start := 0
@@ -105,7 +106,7 @@ func redactTarget(arg, s string) string {
 		auth = auth[:k]
 	}
 	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
-		s = s[:start] + redacted + "@" + s[start+k+1:]
+		s = s[:start] + logurl.Redacted + "@" + s[start+k+1:]
 	}
 	return strings.Clone(s)
 }

@@ -340,7 +340,7 @@ func otherReadings(arg, raw string) bool {
 	if k := strings.IndexByte(auth, '\\'); k >= 0 {
 		auth, urlPath = auth[:k], auth[k:]+"/"+urlPath
 	}
-	host := strings.NewReplacer("。", ".", "．", ".", "｡", ".").Replace(auth)
+	host := fullStops.Replace(auth)
 	if k := strings.LastIndexByte(host, ':'); k >= 0 && !strings.HasSuffix(host, "]") {
 		host = host[:k]
 	}
@@ -355,6 +355,9 @@ func otherReadings(arg, raw string) bool {
 	}
 	return false
 }
+
+// fullStops are the full stops of other scripts that IDNA reads as ".".
+var fullStops = strings.NewReplacer("。", ".", "．", ".", "｡", ".")
 
 // escapesDelimiter reports whether p holds a percent-escape of a reserved
 // character (RFC 3986 2.2), a dot, a percent sign or a backslash: an

@@ -1015,8 +1015,8 @@ func TestCredentialsNeverInThePolicyInput(t *testing.T) {
 	for _, k := range secrets {
 		// The name stays, so that a policy can deny a header named like a
 		// credential (TestHiddenHeaderNamedForThePolicy); the value never.
-		if v := seen.HTTP.Headers[strings.ToLower(k)]; len(v) != 1 || v[0] != hiddenValue {
-			t.Errorf("%s in the policy input: %q, want its name with %q", k, v, hiddenValue)
+		if v := seen.HTTP.Headers[strings.ToLower(k)]; len(v) != 1 || v[0] != policy.Hidden {
+			t.Errorf("%s in the policy input: %q, want its name with %q", k, v, policy.Hidden)
 		}
 		if h.Get(k) != "SECRET-"+k {
 			t.Errorf("%s did not reach the upstream", k)
@@ -1097,7 +1097,7 @@ func TestCommonHeadersAsComputed(t *testing.T) {
 				t.Errorf("Authorization reached the input")
 			}
 		case secretHeader(lk):
-			if !slices.Equal(got[lk], []string{hiddenValue}) {
+			if !slices.Equal(got[lk], []string{policy.Hidden}) {
 				t.Errorf("%s: input has %q, want it hidden", k, got[lk])
 			}
 		case !slices.Equal(got[lk], vs):

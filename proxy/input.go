@@ -177,12 +177,8 @@ func claimsByPrefix(name string) bool {
 	return false
 }
 
-// hiddenValue stands in the policy input for each value of a credential's
-// header.
-const hiddenValue = "[hidden]"
-
 // policyHeaders is h lower-cased, with the values of credentials and
-// cookies hidden. Their names stay, with one hiddenValue for each value:
+// cookies hidden. Their names stay, with one policy.Hidden for each value:
 // the header is forwarded, so the policy must be able to see that it is
 // sent (an agent may name any header like a credential) and deny it.
 // Authorization alone is left out: it is the agent's credential for
@@ -197,7 +193,7 @@ func policyHeaders(h http.Header) map[string][]string {
 		}
 		if n.secret {
 			if n.lower != "authorization" {
-				out[n.lower] = hiddenValues(len(vs))
+				out[n.lower] = policy.HiddenValues(len(vs))
 			}
 			continue
 		}
@@ -248,21 +244,6 @@ func bodyHeaders(h map[string][]string, n int) {
 		h["content-length"] = []string{strconv.Itoa(n)}
 	}
 }
-
-// hiddenValues is n hiddenValue, shared: nothing changes an input's
-// header values.
-func hiddenValues(n int) []string {
-	if n <= len(hiddenRun) {
-		return hiddenRun[:n:n]
-	}
-	vs := make([]string, n)
-	for i := range vs {
-		vs[i] = hiddenValue
-	}
-	return vs
-}
-
-var hiddenRun = []string{hiddenValue, hiddenValue, hiddenValue, hiddenValue}
 
 func policySubject(s identity.Subject) policy.Subject {
 	return policy.Subject{ID: s.ID, Groups: s.Groups, Claims: s.Claims, Authenticated: s.Authenticated}

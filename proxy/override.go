@@ -213,7 +213,7 @@ func headersNameOverride(headers [][]byte) bool {
 				v = bytes.Trim(v, string(v[:1]))
 			}
 			// PHP drops leading spaces; any leading whitespace, here.
-			name := strings.NewReplacer(".", "_", " ", "_").Replace(strings.TrimLeft(string(v), asciiSpace))
+			name := phpUnderscore.Replace(strings.TrimLeft(string(v), asciiSpace))
 			if strings.HasPrefix(name, overrideField) {
 				return true
 			}
