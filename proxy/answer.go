@@ -175,7 +175,7 @@ func upstreamFailed(ctx context.Context, err error) answer {
 	case errors.Is(err, errSwitched):
 		a.title, a.detail = "Upstream switched protocols", "the upstream answered 101 Switching Protocols; toolgate does not tunnel"
 	case errors.Is(err, errListTooLarge):
-		a.title, a.detail = "Upstream answer too large", "the tools/list answer is larger than toolgate reads to filter it"
+		a.title, a.detail = "Upstream answer too large", "the list answer is larger than toolgate reads to filter it"
 	case timedOut(err):
 		a.status, a.title, a.detail = http.StatusGatewayTimeout, "Upstream timed out", "the call was allowed, but the upstream did not answer in time"
 	}

@@ -134,8 +134,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *call) answer
 	rp := c.up.proxy
 	switch {
 	case c.mcp == nil || c.up.DryRun:
-	case c.mcp.method == "tools/list":
-		rp = s.toolsListProxy(r, c)
+	case filteredList(c.mcp.method):
+		rp = s.listProxy(r, c)
 	case r.Method == http.MethodGet:
 		rp = s.streamListProxy(r, c)
 	case c.mcp.method == "tasks/list" && c.mcp.version < statelessEra && s.life != nil:

@@ -173,8 +173,9 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 			if !isResponse(o, method) {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member without "method" is a response: exactly one of "result" and "error", and no "params"`)
 			}
-			// Tool calls are decided one per request, a tools/list
-			// answer is filtered per caller, which a batch's is not,
+			// Tool calls are decided one per request, a tools/list,
+			// resources/list or prompts/list answer is filtered per
+			// caller, which a batch's is not,
 			// subscriptions/listen is decided on its params, which a
 			// batch member's are not, and task methods and answers to
 			// toolgate's own requests may be toolgate's to answer, which
@@ -182,7 +183,7 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 			// is counted against its principal's cap before it is sent
 			// (session.go), and its answer, like server/discover's, is
 			// toolgate's to complete (2025-03-26 forbids it in a batch).
-			if policy.IsMCPToolMethod(method) || method == "tools/list" || method == "subscriptions/listen" || strings.HasPrefix(method, "tasks/") ||
+			if policy.IsMCPToolMethod(method) || filteredList(method) || method == "subscriptions/listen" || strings.HasPrefix(method, "tasks/") ||
 				method == "initialize" || method == "server/discover" {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that holds "+method+" is refused whole; send it one per request")
 			}

@@ -15,28 +15,36 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// maxListBytes bounds a tools/list answer toolgate reads to filter it.
+// maxListBytes bounds a list answer (tools/list, resources/list,
+// prompts/list) toolgate reads to filter it.
 const maxListBytes = 8 << 20
 
-// toolsListProxy forwards a tools/list request and filters the answer
-// per caller: each listed tool is decided with phase "list" (no arguments,
-// no target) and removed when the decision is deny, so an agent never sees
-// a tool it can never run; a tool decided ask is marked in its _meta
-// ("toolgate/may_ask": true), so a model can plan for the wait. The
+// listProxy forwards a tools/list, resources/list or prompts/list request
+// and filters the answer per caller, so an agent is not shown what it can
+// never use (filterListMessage).
+//
+// A tool is decided with phase "list" (no arguments, no target) and
+// removed when the decision is deny; a tool decided ask is marked in its
+// _meta ("toolgate/may_ask": true), so a model can plan for the wait. The
 // tools' annotations are remembered for the upstream and offered to later
 // decisions as tool.annotations (untrusted hints: the upstream wrote them),
 // and so are the Mcp-Param-{Name} headers their inputSchemas declare, which
 // later calls' headers are held to (mcpheaders.go).
-func (s *Server) toolsListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return answerProxy(c, func(res *http.Response) error { return s.filterToolsList(r.Context(), res, c) })
+//
+// A resource or a prompt names its target already (its uri, its name), so
+// it is decided as the call that would read it: a resources/read of its
+// uri, a prompts/get of its name, by this caller. It is removed when that
+// call would be denied, and marked when it would be asked about.
+func (s *Server) listProxy(r *http.Request, c *call) *httputil.ReverseProxy {
+	return answerProxy(c, func(res *http.Response) error { return s.filterList(r.Context(), res, c) })
 }
 
 // streamListProxy forwards a GET of the MCP endpoint (the server's SSE
-// stream) and filters, event by event, any tools/list answer on it for the
+// stream) and filters, event by event, any list answer on it for the
 // caller. A stream resumed with Last-Event-ID replays the answers of
-// earlier requests as the upstream first wrote them: a tools/list answer
-// toolgate filtered on its way out would otherwise come back whole, every
-// tool the policy hides from this caller in it.
+// earlier requests as the upstream first wrote them: a list answer
+// toolgate filtered on its way out would otherwise come back whole, all
+// the policy hides from this caller in it.
 func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	return answerProxy(c, func(res *http.Response) error {
 		if err := readable(res); err != nil {
@@ -49,8 +57,14 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 	})
 }
 
-// filterToolsList rewrites the tools/list answer in res.
-func (s *Server) filterToolsList(ctx context.Context, res *http.Response, c *call) error {
+// filteredList reports whether the answer to an MCP request of method is
+// filtered per caller (listProxy).
+func filteredList(method string) bool {
+	return method == "tools/list" || method == "resources/list" || method == "prompts/list"
+}
+
+// filterList rewrites the list answer in res.
+func (s *Server) filterList(ctx context.Context, res *http.Response, c *call) error {
 	if res.StatusCode != http.StatusOK {
 		return nil
 	}
@@ -102,18 +116,47 @@ type listErr string
 
 func (e listErr) Error() string { return string(e) }
 
-const errListTooLarge = listErr("tools/list answer larger than 8 MiB")
+const errListTooLarge = listErr("list answer larger than 8 MiB")
 
-// filterListMessage filters the tools of one JSON-RPC response; anything
-// else is returned unchanged.
+// filterListMessage filters the tools, resources and prompts of one
+// JSON-RPC response for the caller; anything else is returned unchanged.
+// Members are matched by shape, not by the request's method: on the
+// server's stream (streamListProxy) there is no request to go by.
 func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byte {
 	msg, result, ok := rpcResult(b)
-	if !ok || result["tools"] == nil {
+	if !ok {
 		return b
 	}
-	var tools []json.RawMessage
-	if json.Unmarshal(result["tools"], &tools) != nil {
+	filtered := false
+	if result["tools"] != nil {
+		if tools, ok := s.filterTools(ctx, result["tools"], c); ok {
+			result["tools"], filtered = tools, true
+		}
+	}
+	for _, li := range listedItems {
+		if result[li.member] != nil {
+			if items, ok := s.filterItems(ctx, result[li.member], c, li); ok {
+				result[li.member], filtered = items, true
+			}
+		}
+	}
+	if !filtered {
 		return b
+	}
+	if _, ok := result["cacheScope"]; ok {
+		// Filtered for this caller: a cache shared between callers must
+		// not hand it to another.
+		result["cacheScope"] = json.RawMessage(`"private"`)
+	}
+	return withResult(msg, result, b)
+}
+
+// filterTools is raw, a list answer's tools, without those the caller
+// may never call; ok is false when raw is not an array.
+func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call) (json.RawMessage, bool) {
+	var tools []json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return nil, false
 	}
 	// Kept tools go on as the upstream wrote them: re-encoding would round
 	// large numbers in their schemas and reorder their keys. A tool that is
@@ -159,13 +202,82 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	if c.up.shared != nil {
 		c.up.share(ctx, due)
 	}
-	result["tools"], _ = json.Marshal(kept)
-	if _, ok := result["cacheScope"]; ok {
-		// Filtered for this caller: a cache shared between callers must
-		// not hand it to another.
-		result["cacheScope"] = json.RawMessage(`"private"`)
+	out, err := json.Marshal(kept)
+	return out, err == nil
+}
+
+// listedItem is a list answer's member whose entries each name the target
+// of a call: the entries are decided as that call.
+type listedItem struct {
+	member string // the result's member: the list
+	method string // the call an entry is decided as
+	key    string // the entry's member that is the call's target
+}
+
+// listedItems are the lists filtered beside tools/list's tools. A resource
+// template (resources/templates/list) names no one resource, and is not
+// filtered: reading what it expands to is decided call by call.
+var listedItems = [...]listedItem{
+	{member: "resources", method: "resources/read", key: "uri"},
+	{member: "prompts", method: "prompts/get", key: "name"},
+}
+
+// filterItems is raw, a list answer's li.member, without the entries
+// whose call the caller could not make; ok is false when raw is not an
+// array. An entry that is not an object with a string li.key is hidden.
+// Kept entries go on as the upstream wrote them.
+func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, li listedItem) (json.RawMessage, bool) {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, false
 	}
-	return withResult(msg, result, b)
+	kept := make([]json.RawMessage, 0, len(items))
+	for _, item := range items {
+		var m map[string]json.RawMessage
+		var target string
+		if json.Unmarshal(item, &m) != nil {
+			continue
+		}
+		// A string, not null (which would read as ""): the target as
+		// the client reads it.
+		if v := bytes.TrimSpace(m[li.key]); len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &target) != nil {
+			continue
+		}
+		switch s.itemDecision(ctx, c, li, target) {
+		case policy.Allow:
+			kept = append(kept, item)
+		case policy.Ask:
+			kept = append(kept, markMayAsk(item))
+		}
+	}
+	out, err := json.Marshal(kept)
+	return out, err == nil
+}
+
+// itemDecision decides a listed entry as the call li.method of target
+// would be decided for the caller now, in the call phase; any error, a
+// target the call would refuse included, is a deny, which hides it. The
+// hooks are not asked: like a listed tool's, the decision is the policy's
+// alone, and the call itself is decided again in full.
+func (s *Server) itemDecision(ctx context.Context, c *call, li listedItem, target string) policy.Action {
+	tool, err := policy.MCPTool(li.method, map[string]any{li.key: target}, c.up.fold)
+	if err != nil || tool == nil {
+		return policy.Deny
+	}
+	in := *c.input
+	in.Phase = policy.PhaseCall
+	in.Tool = tool
+	var mcp policy.MCP // a GET's stream (streamListProxy) has none of its own
+	if in.MCP != nil {
+		mcp = *in.MCP
+	}
+	mcp.Method, mcp.Params = li.method, nil
+	in.MCP = &mcp
+	d, err := s.cfg.Decider.Decide(ctx, &in)
+	if err != nil {
+		return policy.Deny
+	}
+	return d.Action
 }
 
 // listDecision decides one listed tool; any error is a deny, which hides
@@ -206,8 +318,8 @@ func markMayAsk(tool json.RawMessage) json.RawMessage {
 	}
 	var out []byte
 	if start < 0 {
-		// No _meta: add one before the closing brace (a listed tool has
-		// a name, so the object is not empty).
+		// No _meta: add one before the closing brace (a listed entry
+		// has a name or a uri, so the object is not empty).
 		out = slices.Concat(tool[:end], []byte(`,"_meta":{"`+mayAskKey+`":true}`), tool[end:])
 	} else {
 		meta, ok := markedMeta(tool[start:end])

@@ -85,6 +85,12 @@ func newListUpstream(t *testing.T, opts mcp.StreamableHTTPOptions, tools []*mcp.
 			return mcpText("ok"), nil, nil
 		})
 	}
+	return serveMCPAt(t, srv, opts)
+}
+
+// serveMCPAt serves srv at /mcp of a recording upstream.
+func serveMCPAt(t *testing.T, srv *mcp.Server, opts mcp.StreamableHTTPOptions) *mcpUpstream {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &opts))
 	up := &mcpUpstream{calls: map[string]int{}}
