@@ -266,6 +266,13 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	if c.mcp != nil && len(c.mcp.batch) > 0 {
 		d = s.decideBatch(r.Context(), c, d)
 	}
+	if c.mcp != nil && filteredList(c.mcp.method) && d.Action == policy.Ask {
+		// A list's answer is filtered for its caller as it is relayed;
+		// a parked one would run, and be answered, the way any approved
+		// call is, unfiltered.
+		d.Action = policy.Deny
+		d.Reasons = append(d.Reasons, policy.Reason{ID: "toolgate.list_ask", Message: c.mcp.method + " cannot wait for approval: its answer is filtered for its caller"})
+	}
 	d = s.applyGrant(r, c, d)
 	c.decision = d
 	s.tracing.endDecide(span, r, c, err)

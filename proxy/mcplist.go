@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httputil"
 	"slices"
@@ -47,13 +48,20 @@ func (s *Server) listProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 // the policy hides from this caller in it.
 func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 	return answerProxy(c, func(res *http.Response) error {
-		if err := readable(res); err != nil {
+		if !success(res) {
+			return nil
+		}
+		mt, err := listMediaType(res)
+		if err != nil {
 			return err
 		}
-		if res.StatusCode == http.StatusOK && strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		if mt == "text/event-stream" {
 			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte { return s.filterListMessage(r.Context(), data, c) })
+			return nil
 		}
-		return nil
+		// A stream that came as one JSON message: read whole, as a
+		// list's answer to a POST is.
+		return s.filterList(r.Context(), res, c)
 	})
 }
 
@@ -65,27 +73,47 @@ func filteredList(method string) bool {
 
 // filterList rewrites the list answer in res.
 func (s *Server) filterList(ctx context.Context, res *http.Response, c *call) error {
-	if res.StatusCode != http.StatusOK {
-		return nil
+	if !success(res) {
+		return nil // an error of the upstream's: no list in it
 	}
-	if err := readable(res); err != nil {
+	mt, err := listMediaType(res)
+	if err != nil {
 		return err
 	}
-	ct := res.Header.Get("Content-Type")
 	body, err := readAnswer(res)
 	if err != nil {
 		return err
 	}
-	switch {
-	case strings.HasPrefix(ct, "application/json"):
+	if mt == "application/json" {
 		body = s.filterListMessage(ctx, body, c)
-	case strings.HasPrefix(ct, "text/event-stream"):
+	} else {
 		body = rewriteSSE(body, func(data []byte) []byte { return s.filterListMessage(ctx, data, c) })
 	}
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))
 	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
+}
+
+// success reports whether res is a 2xx answer, which an MCP client reads
+// as the call's (the go-sdk's takes any 2xx).
+func success(res *http.Response) bool { return res.StatusCode >= 200 && res.StatusCode <= 299 }
+
+// listMediaType is the media type of res, a 2xx answer toolgate must read
+// to filter it: "application/json" or "text/event-stream", read as an MCP
+// client reads them (any case, parameters ignored). Any other, or an
+// encoded answer, is an error: handing on bytes toolgate did not read
+// would hand them on unfiltered.
+func listMediaType(res *http.Response) (string, error) {
+	if err := readable(res); err != nil {
+		return "", err
+	}
+	ct := res.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && mt != "text/event-stream") {
+		return "", listErr("an MCP answer toolgate must read came as " + strconv.Quote(ct) + ", neither JSON nor an event stream")
+	}
+	return mt, nil
 }
 
 // readAnswer reads and closes the body of an answer toolgate rewrites, up
@@ -128,14 +156,15 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		return b
 	}
 	filtered := false
+	budget := maxListDecisions
 	if result["tools"] != nil {
-		if tools, ok := s.filterTools(ctx, result["tools"], c); ok {
+		if tools, ok := s.filterTools(ctx, result["tools"], c, &budget); ok {
 			result["tools"], filtered = tools, true
 		}
 	}
 	for _, li := range listedItems {
 		if result[li.member] != nil {
-			if items, ok := s.filterItems(ctx, result[li.member], c, li); ok {
+			if items, ok := s.filterItems(ctx, result[li.member], c, li, &budget); ok {
 				result[li.member], filtered = items, true
 			}
 		}
@@ -143,17 +172,21 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	if !filtered {
 		return b
 	}
-	if _, ok := result["cacheScope"]; ok {
-		// Filtered for this caller: a cache shared between callers must
-		// not hand it to another.
-		result["cacheScope"] = json.RawMessage(`"private"`)
+	if budget < 0 {
+		s.log.Warn("MCP list answer longer than toolgate decides: its last entries hidden", "call_id", c.id,
+			"upstream", c.up.Name, "decided", maxListDecisions)
 	}
+	// Filtered for this caller: a cache shared between callers must not
+	// hand it to another. Written when the upstream left it out too: an
+	// absent cacheScope reads as "public" (2026-07-28), and clients of
+	// earlier revisions ignore a member they do not know.
+	result["cacheScope"] = json.RawMessage(`"private"`)
 	return withResult(msg, result, b)
 }
 
 // filterTools is raw, a list answer's tools, without those the caller
 // may never call; ok is false when raw is not an array.
-func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call) (json.RawMessage, bool) {
+func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, budget *int) (json.RawMessage, bool) {
 	var tools []json.RawMessage
 	if json.Unmarshal(raw, &tools) != nil {
 		return nil, false
@@ -182,18 +215,21 @@ func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call) 
 		if a, ok := m["annotations"]; ok && json.Unmarshal(a, &t.Annotations) != nil {
 			continue
 		}
+		if *budget--; *budget < 0 {
+			continue
+		}
 		if toolName.MatchString(t.Name) {
 			lt := newListedTool(t.Annotations, paramHeaders(m["inputSchema"]))
 			if kept, write := c.up.rememberTool(t.Name, lt); kept && write && due != nil {
 				due[t.Name] = lt.enc
 			}
 		}
-		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
+		switch s.askable(s.listDecision(ctx, c, t.Name, t.Annotations)) {
 		case policy.Allow:
 			kept = append(kept, raw)
 		case policy.Ask:
 			raw = markMayAsk(raw)
-			if s.life != nil && taskEra(c.mcp.version) {
+			if s.life != nil && c.mcp != nil && taskEra(c.mcp.version) {
 				raw = markTaskSupport(raw)
 			}
 			kept = append(kept, raw)
@@ -226,12 +262,14 @@ var listedItems = [...]listedItem{
 // whose call the caller could not make; ok is false when raw is not an
 // array. An entry that is not an object with a string li.key is hidden.
 // Kept entries go on as the upstream wrote them.
-func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, li listedItem) (json.RawMessage, bool) {
+func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, li listedItem, budget *int) (json.RawMessage, bool) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		return nil, false
 	}
 	kept := make([]json.RawMessage, 0, len(items))
+	// An answer that lists one target many times costs one decision.
+	decided := map[string]policy.Action{}
 	for _, item := range items {
 		var m map[string]json.RawMessage
 		var target string
@@ -243,7 +281,15 @@ func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, 
 		if v := bytes.TrimSpace(m[li.key]); len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &target) != nil {
 			continue
 		}
-		switch s.itemDecision(ctx, c, li, target) {
+		action, ok := decided[target]
+		if !ok {
+			if *budget--; *budget < 0 {
+				continue
+			}
+			action = s.askable(s.itemDecision(ctx, c, li, target))
+			decided[target] = action
+		}
+		switch action {
 		case policy.Allow:
 			kept = append(kept, item)
 		case policy.Ask:
@@ -252,6 +298,23 @@ func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, 
 	}
 	out, err := json.Marshal(kept)
 	return out, err == nil
+}
+
+// maxListDecisions bounds the entries of one list answer toolgate
+// decides (distinct targets, for resources and prompts): later ones are
+// hidden. A caller's one small request must not cost the policy engine
+// what an answer of 8 MiB of tiny entries would; a server that lists more
+// pages its lists (nextCursor).
+const maxListDecisions = 10_000
+
+// askable is a listing's action for a policy action: an ask where no
+// approvals are configured is a deny, as the call would be refused
+// (503) whatever an approver might have said.
+func (s *Server) askable(a policy.Action) policy.Action {
+	if a == policy.Ask && s.life == nil {
+		return policy.Deny
+	}
+	return a
 }
 
 // itemDecision decides a listed entry as the call li.method of target

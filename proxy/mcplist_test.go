@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testkit"
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -59,6 +60,7 @@ func TestMCPToolsListMarksMayAsk(t *testing.T) {
 			env.url = newTestServer(t, engine, func(c *Config) {
 				c.Upstreams = []Upstream{{Name: "files", URL: env.up.url, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
 				c.MaxBodyBytes = 1 << 20
+				c.Pending = pending.NewMemory(pending.Options{}) // asks can be approved
 			}).url
 			list, err := env.connect(t, era).ListTools(mcpCtx(t), nil)
 			if err != nil {
@@ -112,7 +114,10 @@ func TestToolsListMarkKeepsTools(t *testing.T) {
 		}
 		return policy.Decision{Action: policy.Allow}, nil
 	})
-	newTestServer(t, askAskers, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	newTestServer(t, askAskers, func(c *Config) {
+		c.Pending = pending.NewMemory(pending.Options{}) // an ask can be approved: marked, not hidden
+		c.serverHook = func(s *Server) { server = s }
+	})
 	for _, tc := range []struct{ name, tool, want string }{
 		{"no _meta", `{"name":"ask_a","inputSchema":{"maximum":9007199254740993},"description":"a"}`, `{"name":"ask_a","inputSchema":{"maximum":9007199254740993},"description":"a","_meta":{"toolgate/may_ask":true}}`},
 		{"_meta with members", `{"_meta":{"z/k":[1,2],"a/k":{"n":9007199254740993}},"name":"ask_b"}`, `{"_meta":{"toolgate/may_ask":true,"z/k":[1,2],"a/k":{"n":9007199254740993}},"name":"ask_b"}`},

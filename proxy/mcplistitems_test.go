@@ -8,12 +8,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
 )
@@ -68,6 +74,7 @@ func TestMCPResourcesAndPromptsListFiltered(t *testing.T) {
 			env.url = newTestServer(t, engine, func(c *Config) {
 				c.Upstreams = []Upstream{{Name: "files", URL: env.up.url, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
 				c.MaxBodyBytes = 1 << 20
+				c.Pending = pending.NewMemory(pending.Options{}) // asks can be approved
 			}).url
 			cs := env.connect(t, era)
 			rl, err := cs.ListResources(mcpCtx(t), nil)
@@ -206,5 +213,156 @@ func TestListsRefusedInABatch(t *testing.T) {
 	}
 	if reached != 0 {
 		t.Errorf("the upstream got %d batches", reached)
+	}
+}
+
+// rawMCPUpstream is an MCP upstream that answers every POST with status,
+// contentType and body, whatever was asked.
+func rawMCPUpstream(t *testing.T, status int, contentType, body string) *url.URL {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	return u
+}
+
+const listWithSecret = `{"jsonrpc":"2.0","id":1,"result":{"ttlMs":60000,"resources":[` +
+	`{"uri":"file:///srv/docs/readme.md","name":"readme"},{"uri":"file:///srv/docs/secrets/key.pem","name":"key"}]}}`
+
+// TestListAnswerFraming: a list answer is filtered however an MCP client
+// would read it (the go-sdk takes any 2xx, and media types in any case),
+// and one toolgate cannot read as JSON or an event stream is refused, not
+// handed on. A filtered list is made private to its caller even when the
+// upstream wrote no cacheScope (absent reads as "public" from 2026-07-28).
+func TestListAnswerFraming(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct string
+		status   int
+		refused  bool
+	}{
+		{"200", "application/json", http.StatusOK, false},
+		{"203", "application/json", http.StatusNonAuthoritativeInfo, false},
+		{"201", "application/json; charset=utf-8", http.StatusCreated, false},
+		{"Application/JSON", "Application/JSON", http.StatusOK, false},
+		{"Text/Event-Stream", "Text/Event-Stream", http.StatusOK, false},
+		{"text/plain", "text/plain", http.StatusOK, true},
+		{"no type", "", http.StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := listWithSecret
+			if strings.HasPrefix(strings.ToLower(tc.ct), "text/event") {
+				body = "event: message\ndata: " + listWithSecret + "\n\n"
+			}
+			upURL := rawMCPUpstream(t, tc.status, tc.ct, body)
+			env := newTestServer(t, itemsEngine(t), func(c *Config) {
+				c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+			})
+			res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
+				"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/list")
+			got := string(raw)
+			switch {
+			case tc.refused:
+				if res.StatusCode != http.StatusBadGateway || strings.Contains(got, "secrets") {
+					t.Errorf("an answer toolgate cannot read: %d %s, want 502", res.StatusCode, got)
+				}
+			case res.StatusCode != tc.status || strings.Contains(got, "secrets") || !strings.Contains(got, "readme"):
+				t.Errorf("%d %s answer: %d %s, want it filtered", tc.status, tc.ct, res.StatusCode, got)
+			case !strings.Contains(got, `"cacheScope":"private"`):
+				t.Errorf("a list filtered for its caller without cacheScope (read as public): %s", got)
+			}
+		})
+	}
+}
+
+// TestListAskRefused: a list the policy asks about is refused, not
+// parked: a parked call is answered the way any approved call is, and its
+// answer would reach the caller unfiltered, naming what it may not read.
+// Nothing reaches the upstream.
+func TestListAskRefused(t *testing.T) {
+	mod := `package toolgate
+ask contains {"id": "list_look", "message": "listing needs a look"} if {
+	input.mcp.method in {"resources/list", "tools/list"}
+	not input.tool
+}
+`
+	engine, err := policy.New(context.Background(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true,
+		Policies: fstest.MapFS{"list.rego": {Data: []byte(mod)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, listWithSecret)
+	}))
+	t.Cleanup(up.Close)
+	upURL, _ := url.Parse(up.URL)
+	parked := make(chan pending.Call, 4)
+	env := newTestServer(t, engine, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+		c.Pending = pending.NewMemory(pending.Options{})
+		c.Hold = time.Second
+		c.OnPark = func(pc pending.Call) { parked <- pc }
+	})
+	for _, method := range []string{"resources/list", "tools/list"} {
+		res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`,
+			"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-11-25")
+		got := string(raw)
+		if !strings.Contains(got, "toolgate.list_ask") && !strings.Contains(got, "cannot wait for approval") || strings.Contains(got, "secrets") {
+			t.Errorf("%s the policy asks about: %d %s, want it refused", method, res.StatusCode, got)
+		}
+	}
+	if n := reached.Load(); n != 0 || len(parked) != 0 {
+		t.Errorf("the upstream got %d lists, %d parked", n, len(parked))
+	}
+}
+
+// TestListDecisionsBounded: one list answer costs at most
+// maxListDecisions policy evaluations, however long it is: a target
+// listed many times is decided once, and entries past the bound are
+// hidden. Without approvals, what the policy asks about is hidden too: it
+// could never be read.
+func TestListDecisionsBounded(t *testing.T) {
+	engine := itemsEngine(t)
+	var n atomic.Int64
+	counting := deciderFunc(func(ctx context.Context, in *policy.Input) (policy.Decision, error) {
+		n.Add(1)
+		return engine.Decide(ctx, in)
+	})
+	var server *Server
+	newTestServer(t, counting, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
+	c := &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, Phase: policy.PhaseCall, MCP: &policy.MCP{Method: "resources/list"}}}
+	list := func(entries []string) string {
+		return `{"jsonrpc":"2.0","id":1,"result":{"resources":[` + strings.Join(entries, ",") + `]}}`
+	}
+	same := slices.Repeat([]string{`{"uri":"file:///srv/docs/a"}`}, 50_000)
+	out := string(server.filterListMessage(t.Context(), []byte(list(same)), c))
+	if got := n.Load(); got != 1 || strings.Count(out, "file:///srv/docs/a") != 50_000 {
+		t.Errorf("50000 entries of one uri: %d decisions, %d listed; want 1 and all", got, strings.Count(out, "file:///srv/docs/a"))
+	}
+	n.Store(0)
+	var many []string
+	for i := range maxListDecisions + 5 {
+		many = append(many, `{"uri":"file:///srv/docs/`+strconv.Itoa(i)+`"}`)
+	}
+	many = append(many, `{"uri":"file:///srv/docs/a"}`) // decided already: kept
+	out = string(server.filterListMessage(t.Context(), []byte(list(many)), c))
+	if got := n.Load(); got != maxListDecisions {
+		t.Errorf("%d distinct uris: %d decisions, want %d", len(many), got, maxListDecisions)
+	}
+	if strings.Contains(out, `docs/`+strconv.Itoa(maxListDecisions)+`"`) || !strings.Contains(out, `docs/`+strconv.Itoa(maxListDecisions-1)+`"`) {
+		t.Errorf("entries past the bound are not hidden, or those before it are")
+	}
+	out = string(server.filterListMessage(t.Context(), []byte(list([]string{`{"uri":"file:///srv/notes/today.txt"}`})), c))
+	if strings.Contains(out, "today") {
+		t.Errorf("without approvals a resource whose read would be asked about is listed: %s", out)
 	}
 }
