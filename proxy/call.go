@@ -24,7 +24,8 @@ type call struct {
 	bodyHeld int64  // what the call holds of the body budget until decided, or forwarded
 	subject  identity.Subject
 	decision policy.Decision
-	mode     string // the permission mode the call is decided under
+	mode     string      // the permission mode the call is decided under
+	lists    *listBudget // what filtering its list answers may still cost (mcplist.go)
 	// granted: a remembered grant turned the call's ask into allow
 	// (applyGrant); it is sent as its approval showed it (outboundHeader).
 	granted bool
@@ -266,12 +267,17 @@ func (s *Server) decide(r *http.Request, c *call) policy.Decision {
 	if c.mcp != nil && len(c.mcp.batch) > 0 {
 		d = s.decideBatch(r.Context(), c, d)
 	}
-	if c.mcp != nil && filteredList(c.mcp.method) && d.Action == policy.Ask {
-		// A list's answer is filtered for its caller as it is relayed;
-		// a parked one would run, and be answered, the way any approved
-		// call is, unfiltered.
+	if c.mcp != nil && d.Action == policy.Ask && (filteredList(c.mcp.method) || r.Method == http.MethodGet) {
+		// A list's answer, and the server's stream (a GET, which may
+		// replay one), are filtered for their caller as they are
+		// relayed; a parked one would run, and be answered, the way any
+		// approved call is, unfiltered.
+		what := c.mcp.method
+		if r.Method == http.MethodGet {
+			what = "the MCP stream (GET)"
+		}
 		d.Action = policy.Deny
-		d.Reasons = append(d.Reasons, policy.Reason{ID: "toolgate.list_ask", Message: c.mcp.method + " cannot wait for approval: its answer is filtered for its caller"})
+		d.Reasons = append(d.Reasons, policy.Reason{ID: "toolgate.list_ask", Message: what + " cannot wait for approval: its answer is filtered for its caller"})
 	}
 	d = s.applyGrant(r, c, d)
 	c.decision = d

@@ -56,7 +56,13 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 			return err
 		}
 		if mt == "text/event-stream" {
-			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte { return s.filterListMessage(r.Context(), data, c) })
+			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte {
+				out, ok := s.listMessage(r.Context(), data, c)
+				if !ok {
+					return nil // an event whose data is not JSON goes on empty: nobody reads a list from it
+				}
+				return out
+			})
 			return nil
 		}
 		// A stream that came as one JSON message: read whole, as a
@@ -84,10 +90,19 @@ func (s *Server) filterList(ctx context.Context, res *http.Response, c *call) er
 	if err != nil {
 		return err
 	}
+	unread := false
+	filter := func(data []byte) []byte {
+		out, ok := s.listMessage(ctx, data, c)
+		unread = unread || !ok
+		return out
+	}
 	if mt == "application/json" {
-		body = s.filterListMessage(ctx, body, c)
+		body = filter(body)
 	} else {
-		body = rewriteSSE(body, func(data []byte) []byte { return s.filterListMessage(ctx, data, c) })
+		body = rewriteSSE(body, filter)
+	}
+	if unread {
+		return errListUnread
 	}
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))
@@ -144,7 +159,34 @@ type listErr string
 
 func (e listErr) Error() string { return string(e) }
 
-const errListTooLarge = listErr("list answer larger than 8 MiB")
+const (
+	errListTooLarge = listErr("list answer larger than 8 MiB")
+	errListUnread   = listErr("a list answer holds a message that is not JSON")
+)
+
+// listMessage filters one message of a list answer for the caller
+// (filterListMessage), a JSON-RPC batch member by member. ok is false for
+// data that is not JSON: toolgate would hand it on unread, and a client
+// that reads it another way (a body typed JSON that holds an event
+// stream) could read a list from it.
+func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte, bool) {
+	t := bytes.TrimSpace(data)
+	if !json.Valid(t) {
+		return nil, false
+	}
+	if t[0] != '[' {
+		return s.filterListMessage(ctx, data, c), true
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(t, &msgs) != nil {
+		return nil, false
+	}
+	for i, m := range msgs {
+		msgs[i] = s.filterListMessage(ctx, m, c)
+	}
+	out, err := json.Marshal(msgs)
+	return out, err == nil
+}
 
 // filterListMessage filters the tools, resources and prompts of one
 // JSON-RPC response for the caller; anything else is returned unchanged.
@@ -156,15 +198,15 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		return b
 	}
 	filtered := false
-	budget := maxListDecisions
+	lb := c.listBudget()
 	if result["tools"] != nil {
-		if tools, ok := s.filterTools(ctx, result["tools"], c, &budget); ok {
+		if tools, ok := s.filterTools(ctx, result["tools"], c, lb); ok {
 			result["tools"], filtered = tools, true
 		}
 	}
 	for _, li := range listedItems {
 		if result[li.member] != nil {
-			if items, ok := s.filterItems(ctx, result[li.member], c, li, &budget); ok {
+			if items, ok := s.filterItems(ctx, result[li.member], c, li, lb); ok {
 				result[li.member], filtered = items, true
 			}
 		}
@@ -172,8 +214,9 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	if !filtered {
 		return b
 	}
-	if budget < 0 {
-		s.log.Warn("MCP list answer longer than toolgate decides: its last entries hidden", "call_id", c.id,
+	if lb.left < 0 && !lb.warned {
+		lb.warned = true
+		s.log.Warn("MCP list answers longer than toolgate decides for one call: the entries past the bound hidden", "call_id", c.id,
 			"upstream", c.up.Name, "decided", maxListDecisions)
 	}
 	// Filtered for this caller: a cache shared between callers must not
@@ -186,7 +229,7 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 
 // filterTools is raw, a list answer's tools, without those the caller
 // may never call; ok is false when raw is not an array.
-func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, budget *int) (json.RawMessage, bool) {
+func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, lb *listBudget) (json.RawMessage, bool) {
 	var tools []json.RawMessage
 	if json.Unmarshal(raw, &tools) != nil {
 		return nil, false
@@ -215,7 +258,7 @@ func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, 
 		if a, ok := m["annotations"]; ok && json.Unmarshal(a, &t.Annotations) != nil {
 			continue
 		}
-		if *budget--; *budget < 0 {
+		if !lb.take() {
 			continue
 		}
 		if toolName.MatchString(t.Name) {
@@ -224,7 +267,10 @@ func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, 
 				due[t.Name] = lt.enc
 			}
 		}
-		switch s.askable(s.listDecision(ctx, c, t.Name, t.Annotations)) {
+		// An ask in the list phase is marked, approvals or not: a tool
+		// whose rows allow some targets and ask for others is listed
+		// ask, and its allowed calls run without approvals.
+		switch s.listDecision(ctx, c, t.Name, t.Annotations) {
 		case policy.Allow:
 			kept = append(kept, raw)
 		case policy.Ask:
@@ -262,14 +308,12 @@ var listedItems = [...]listedItem{
 // whose call the caller could not make; ok is false when raw is not an
 // array. An entry that is not an object with a string li.key is hidden.
 // Kept entries go on as the upstream wrote them.
-func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, li listedItem, budget *int) (json.RawMessage, bool) {
+func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, li listedItem, lb *listBudget) (json.RawMessage, bool) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		return nil, false
 	}
 	kept := make([]json.RawMessage, 0, len(items))
-	// An answer that lists one target many times costs one decision.
-	decided := map[string]policy.Action{}
 	for _, item := range items {
 		var m map[string]json.RawMessage
 		var target string
@@ -281,13 +325,16 @@ func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, 
 		if v := bytes.TrimSpace(m[li.key]); len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &target) != nil {
 			continue
 		}
-		action, ok := decided[target]
+		// A call's lists that name one target many times cost one
+		// decision.
+		key := li.method + "\x00" + target
+		action, ok := lb.decided[key]
 		if !ok {
-			if *budget--; *budget < 0 {
+			if !lb.take() {
 				continue
 			}
 			action = s.askable(s.itemDecision(ctx, c, li, target))
-			decided[target] = action
+			lb.decided[key] = action
 		}
 		switch action {
 		case policy.Allow:
@@ -300,16 +347,40 @@ func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, 
 	return out, err == nil
 }
 
-// maxListDecisions bounds the entries of one list answer toolgate
-// decides (distinct targets, for resources and prompts): later ones are
-// hidden. A caller's one small request must not cost the policy engine
-// what an answer of 8 MiB of tiny entries would; a server that lists more
-// pages its lists (nextCursor).
+// maxListDecisions bounds the listed entries toolgate decides for one
+// call (distinct targets, for resources and prompts), over all its list
+// answers (a stream's events, a batch's members): later ones are hidden.
+// A caller's one small request must not cost the policy engine what an
+// answer of 8 MiB of tiny entries would; a server that lists more pages
+// its lists (nextCursor).
 const maxListDecisions = 10_000
 
-// askable is a listing's action for a policy action: an ask where no
-// approvals are configured is a deny, as the call would be refused
-// (503) whatever an approver might have said.
+// listBudget is what one call's list answers may still cost: the
+// decisions left of maxListDecisions, and the targets decided already.
+type listBudget struct {
+	left    int
+	decided map[string]policy.Action // by the entry's call method and target
+	warned  bool                     // the bound was logged
+}
+
+// take reports whether a decision is left, and counts it.
+func (lb *listBudget) take() bool {
+	lb.left--
+	return lb.left >= 0
+}
+
+// listBudget is c's, made on first use. A call's answer is filtered on
+// the goroutine that relays it, one at a time.
+func (c *call) listBudget() *listBudget {
+	if c.lists == nil {
+		c.lists = &listBudget{left: maxListDecisions, decided: map[string]policy.Action{}}
+	}
+	return c.lists
+}
+
+// askable is a listed resource's or prompt's action for the action its
+// call would get: an ask where no approvals are configured is a deny, as
+// the call would be refused (503) whatever an approver might have said.
 func (s *Server) askable(a policy.Action) policy.Action {
 	if a == policy.Ask && s.life == nil {
 		return policy.Deny

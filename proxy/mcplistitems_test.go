@@ -339,7 +339,10 @@ func TestListDecisionsBounded(t *testing.T) {
 	})
 	var server *Server
 	newTestServer(t, counting, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
-	c := &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, Phase: policy.PhaseCall, MCP: &policy.MCP{Method: "resources/list"}}}
+	newCall := func() *call {
+		return &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, Phase: policy.PhaseCall, MCP: &policy.MCP{Method: "resources/list"}}}
+	}
+	c := newCall()
 	list := func(entries []string) string {
 		return `{"jsonrpc":"2.0","id":1,"result":{"resources":[` + strings.Join(entries, ",") + `]}}`
 	}
@@ -349,6 +352,7 @@ func TestListDecisionsBounded(t *testing.T) {
 		t.Errorf("50000 entries of one uri: %d decisions, %d listed; want 1 and all", got, strings.Count(out, "file:///srv/docs/a"))
 	}
 	n.Store(0)
+	c = newCall()
 	var many []string
 	for i := range maxListDecisions + 5 {
 		many = append(many, `{"uri":"file:///srv/docs/`+strconv.Itoa(i)+`"}`)
@@ -361,6 +365,23 @@ func TestListDecisionsBounded(t *testing.T) {
 	if strings.Contains(out, `docs/`+strconv.Itoa(maxListDecisions)+`"`) || !strings.Contains(out, `docs/`+strconv.Itoa(maxListDecisions-1)+`"`) {
 		t.Errorf("entries past the bound are not hidden, or those before it are")
 	}
+	// The bound is the call's, over all its answers: a stream's events,
+	// a batch's members.
+	n.Store(0)
+	c = newCall()
+	var half []string
+	for i := range maxListDecisions / 2 {
+		half = append(half, `{"uri":"file:///srv/docs/`+strconv.Itoa(i)+`"}`)
+	}
+	other := strings.ReplaceAll(strings.Join(half, ","), "docs/", "docs/x")
+	for range 3 {
+		server.filterListMessage(t.Context(), []byte(list(half)), c)
+		server.filterListMessage(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"result":{"resources":[`+other+`]}}`), c)
+	}
+	if got := n.Load(); got != maxListDecisions {
+		t.Errorf("one call's six answers: %d decisions, want %d", got, maxListDecisions)
+	}
+	c = newCall()
 	out = string(server.filterListMessage(t.Context(), []byte(list([]string{`{"uri":"file:///srv/notes/today.txt"}`})), c))
 	if strings.Contains(out, "today") {
 		t.Errorf("without approvals a resource whose read would be asked about is listed: %s", out)
