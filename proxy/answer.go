@@ -176,6 +176,8 @@ func upstreamFailed(ctx context.Context, err error) answer {
 		a.title, a.detail = "Upstream switched protocols", "the upstream answered 101 Switching Protocols; toolgate does not tunnel"
 	case errors.Is(err, errListTooLarge):
 		a.title, a.detail = "Upstream answer too large", "the list answer is larger than toolgate reads to filter it"
+	case errors.As(err, new(listErr)):
+		a.title, a.detail = "Upstream answer unreadable", "the upstream answered, but not in a form toolgate can read to filter it for the caller"
 	case timedOut(err):
 		a.status, a.title, a.detail = http.StatusGatewayTimeout, "Upstream timed out", "the call was allowed, but the upstream did not answer in time"
 	}

@@ -56,8 +56,12 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 			return err
 		}
 		if mt == "text/event-stream" {
-			res.Body = newSSEFilter(res.Body, maxListBytes, func(data []byte) []byte {
-				out, ok := s.listMessage(r.Context(), data, c)
+			res.Body = newSSEFilter(res.Body, maxListBytes, func(name string, data []byte) []byte {
+				// A stream stays open for as long as its session: each
+				// event is decided afresh, with a bound of its own (the
+				// policy in force then, and no end to the stream's lists).
+				c.lists = nil
+				out, ok := s.listEvent(r.Context(), name, data, c)
 				if !ok {
 					return nil // an event whose data is not JSON goes on empty: nobody reads a list from it
 				}
@@ -91,15 +95,15 @@ func (s *Server) filterList(ctx context.Context, res *http.Response, c *call) er
 		return err
 	}
 	unread := false
-	filter := func(data []byte) []byte {
-		out, ok := s.listMessage(ctx, data, c)
+	filter := func(name string, data []byte) []byte {
+		out, ok := s.listEvent(ctx, name, data, c)
 		unread = unread || !ok
 		return out
 	}
 	if mt == "application/json" {
-		body = filter(body)
+		body = filter("", body)
 	} else {
-		body = rewriteSSE(body, filter)
+		body = rewriteSSEEvents(body, filter)
 	}
 	if unread {
 		return errListUnread
@@ -164,6 +168,19 @@ const (
 	errListUnread   = listErr("a list answer holds a message that is not JSON")
 )
 
+// listEvent filters the data of one event of a list answer, an event
+// named name ("" for a JSON body), for the caller (listMessage). An event
+// of another name than "message" is one MCP clients skip: its data is
+// filtered when it is JSON, for a client that reads it anyway, and goes
+// on as it came when it is not (a keep-alive's "ping").
+func (s *Server) listEvent(ctx context.Context, name string, data []byte, c *call) ([]byte, bool) {
+	out, ok := s.listMessage(ctx, data, c)
+	if !ok && name != "" && name != "message" {
+		return data, true
+	}
+	return out, ok
+}
+
 // listMessage filters one message of a list answer for the caller
 // (filterListMessage), a JSON-RPC batch member by member. ok is false for
 // data that is not JSON: toolgate would hand it on unread, and a client
@@ -181,11 +198,16 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 	if json.Unmarshal(t, &msgs) != nil {
 		return nil, false
 	}
+	// Written back as they came but for what was filtered: json.Marshal
+	// would compact every member and escape its "<" and "&".
+	out := []byte{'['}
 	for i, m := range msgs {
-		msgs[i] = s.filterListMessage(ctx, m, c)
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s.filterListMessage(ctx, m, c)...)
 	}
-	out, err := json.Marshal(msgs)
-	return out, err == nil
+	return append(out, ']'), true
 }
 
 // filterListMessage filters the tools, resources and prompts of one
@@ -429,9 +451,20 @@ func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map
 	}
 	mcp.Method = "tools/list"
 	in.MCP = &mcp
+	dontAsk := in.Mode == policy.ModeDontAsk
+	if dontAsk {
+		// The mode would make the list phase's ask a deny, and hide a
+		// tool whose rows allow some targets and ask for others; its
+		// allowed calls run. Such a tool is listed, unmarked: nothing
+		// will ask.
+		in.Mode = policy.ModeDefault
+	}
 	d, err := s.cfg.Decider.Decide(ctx, &in)
 	if err != nil {
 		return policy.Deny
+	}
+	if dontAsk && d.Action == policy.Ask {
+		return policy.Allow
 	}
 	return d.Action
 }

@@ -231,6 +231,23 @@ func rawMCPUpstream(t *testing.T, status int, contentType, body string) *url.URL
 	return u
 }
 
+// listThrough sends a resources/list, in protocol revision version,
+// through a toolgate deciding with itemsEngine, in front of an upstream
+// that answers it with status, contentType and body.
+func listThrough(t *testing.T, status int, contentType, body, version string) (*http.Response, []byte) {
+	t.Helper()
+	upURL := rawMCPUpstream(t, status, contentType, body)
+	env := newTestServer(t, itemsEngine(t), func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+	})
+	hdr := []string{"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", version}
+	if version >= "2026-07-28" {
+		hdr = append(hdr, "Mcp-Method", "resources/list")
+	}
+	res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, hdr...)
+	return res, raw
+}
+
 const listWithSecret = `{"jsonrpc":"2.0","id":1,"result":{"ttlMs":60000,"resources":[` +
 	`{"uri":"file:///srv/docs/readme.md","name":"readme"},{"uri":"file:///srv/docs/secrets/key.pem","name":"key"}]}}`
 
@@ -258,12 +275,7 @@ func TestListAnswerFraming(t *testing.T) {
 			if strings.HasPrefix(strings.ToLower(tc.ct), "text/event") {
 				body = "event: message\ndata: " + listWithSecret + "\n\n"
 			}
-			upURL := rawMCPUpstream(t, tc.status, tc.ct, body)
-			env := newTestServer(t, itemsEngine(t), func(c *Config) {
-				c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-			})
-			res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
-				"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/list")
+			res, raw := listThrough(t, tc.status, tc.ct, body, "2026-07-28")
 			got := string(raw)
 			switch {
 			case tc.refused:

@@ -24,31 +24,43 @@ import (
 	shipped "github.com/toolgate/toolgate/rego"
 )
 
-// TestListedToolThatMayAskWithoutApprovals: without approvals configured,
-// a tool the list phase decides ask is still listed: the list phase lets
-// an ask row fire whatever its target, so a tool the policy allows on some
-// targets and asks about on others ("write scratch, ask for notes") is
-// decided ask there, and its calls on the allowed targets run.
-func TestListedToolThatMayAskWithoutApprovals(t *testing.T) {
+// TestListedToolWithSomeCallsAllowed: the list phase lets an ask row fire
+// whatever its target, so a tool the policy allows on some targets and
+// asks about on others ("write scratch, ask for notes") is decided ask
+// there; its calls on the allowed targets run, so it stays listed without
+// approvals configured (marked: its other calls ask, and are refused), and
+// under mode dont_ask (unmarked: nothing will ask).
+func TestListedToolWithSomeCallsAllowed(t *testing.T) {
 	era := mcpEras[0]
 	engine := mcpEngineRules(t,
 		`{id: w1, effect: allow, tool: write_note, target: "scratch/*"}`,
 		`{id: w2, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}`,
 	)
-	env := newMCPEnv(t, era, func(c *Config) {
-		c.Decider = engine
-		c.Pending = nil // no approvals configured
-		c.OnPark = nil
-	})
-	cs := env.connect(t, era)
-	res := mcpCall(t, cs, "write_note", map[string]any{"path": "scratch/a", "content": "x"})
-	mcpWantResult(t, res, "wrote scratch/a: x")
-	list, err := cs.ListTools(mcpCtx(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" }) {
-		t.Errorf("write_note, whose call on scratch/a was just allowed and ran, is not listed")
+	for _, tc := range []struct {
+		name   string
+		config func(*Config)
+		marked bool
+	}{
+		{"no approvals", func(c *Config) { c.Pending, c.OnPark = nil, nil }, true},
+		{"dont_ask", func(c *Config) { c.Mode = policy.ModeDontAsk }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine }, tc.config)
+			cs := env.connect(t, era)
+			res := mcpCall(t, cs, "write_note", map[string]any{"path": "scratch/a", "content": "x"})
+			mcpWantResult(t, res, "wrote scratch/a: x")
+			list, err := cs.ListTools(mcpCtx(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" })
+			if i < 0 {
+				t.Fatalf("write_note, whose call on scratch/a was just allowed and ran, is not listed")
+			}
+			if marked := list.Tools[i].Meta["toolgate/may_ask"] == true; marked != tc.marked {
+				t.Errorf("write_note marked may_ask: %v, want %v", marked, tc.marked)
+			}
+		})
 	}
 }
 
@@ -154,12 +166,7 @@ func TestListDecisionsPerCall(t *testing.T) {
 // 2025-03-26 batch form, which the TypeScript SDK's client reads from a
 // JSON answer to a single request) is filtered member by member.
 func TestListAnswerAsArray(t *testing.T) {
-	upURL := rawMCPUpstream(t, http.StatusOK, "application/json", "["+listWithSecret+"]")
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
-	res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
-		"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-03-26")
+	res, raw := listThrough(t, http.StatusOK, "application/json", "["+listWithSecret+"]", "2025-03-26")
 	if res.StatusCode != http.StatusOK || strings.Contains(string(raw), "secrets/key.pem") || !strings.Contains(string(raw), "readme.md") {
 		t.Errorf("a list answer sent as a JSON array: %d %s, want it filtered", res.StatusCode, raw)
 	}
@@ -222,12 +229,7 @@ func TestListStreamStillStreams(t *testing.T) {
 // to a client that reads the event stream it is.
 func TestListMediaTypeReadTwoWays(t *testing.T) {
 	body := "event: message\ndata: " + listWithSecret + "\n\n"
-	upURL := rawMCPUpstream(t, http.StatusOK, `application/json; profile="text/event-stream"`, body)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
-	res, _, raw := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
-		"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-11-25")
+	res, raw := listThrough(t, http.StatusOK, `application/json; profile="text/event-stream"`, body, "2025-11-25")
 	if res.StatusCode != http.StatusBadGateway || strings.Contains(string(raw), "secrets/key.pem") {
 		t.Errorf("an answer typed JSON that holds an event stream: %d %s, want 502", res.StatusCode, raw)
 	}

@@ -17,12 +17,35 @@ type sseEvent struct {
 	hasData bool
 }
 
+// name is the event's type: the value of its last event field, "" when
+// it has none (a client reads it as "message").
+func (ev sseEvent) name() string {
+	name := ""
+	for _, l := range ev.other {
+		if v, ok := strings.CutPrefix(l, "event"); ok && (v == "" || v[0] == ':') {
+			name = strings.TrimPrefix(strings.TrimPrefix(v, ":"), " ")
+		}
+	}
+	return name
+}
+
+// bom is the byte order mark a stream may start with, which the SSE
+// specification's decoder drops (TextDecoderStream does): left in, the
+// first line would not read as the field it is to toolgate alone.
+const bom = "\ufeff"
+
 // sseEvents reads a whole text/event-stream body. Lines end with "\n",
 // "\r\n" or "\r"; an empty line ends an event; a field's value loses one
 // leading space. A data field split over several lines is one value, which
 // is what a JSON-RPC message spread over data lines needs.
 func sseEvents(body []byte) []sseEvent {
-	text := strings.ReplaceAll(strings.ReplaceAll(string(body), "\r\n", "\n"), "\r", "\n")
+	return sseEventsOf(strings.TrimPrefix(string(body), bom))
+}
+
+// sseEventsOf reads the events of text, a part of a stream that may not
+// be its start: a byte order mark in it is no mark.
+func sseEventsOf(text string) []sseEvent {
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
 	var (
 		out  []sseEvent
 		ev   sseEvent
@@ -71,11 +94,22 @@ func appendSSE(b []byte, other []string, data string, hasData bool) []byte {
 // rewriteSSE applies f to the data of every event of an SSE body that
 // has data, and writes the body again.
 func rewriteSSE(body []byte, f func(data []byte) []byte) []byte {
+	return rewriteSSEEvents(body, func(_ string, data []byte) []byte { return f(data) })
+}
+
+// rewriteSSEEvents is rewriteSSE with each event's name (sseEvent.name)
+// given to f.
+func rewriteSSEEvents(body []byte, f func(name string, data []byte) []byte) []byte {
+	return rewriteEvents(sseEvents(body), f)
+}
+
+// rewriteEvents writes evs again, each event's data passed through f.
+func rewriteEvents(evs []sseEvent, f func(name string, data []byte) []byte) []byte {
 	var out []byte
-	for _, ev := range sseEvents(body) {
+	for _, ev := range evs {
 		data := ev.data
 		if ev.hasData && strings.TrimSpace(data) != "" {
-			data = string(f([]byte(data)))
+			data = string(f(ev.name(), []byte(data)))
 		}
 		out = appendSSE(out, ev.other, data, ev.hasData)
 	}
@@ -83,14 +117,15 @@ func rewriteSSE(body []byte, f func(data []byte) []byte) []byte {
 }
 
 // sseFilter is an SSE body read event by event, each event's data passed
-// through f as rewriteSSE does: for a stream that stays open, which cannot
+// through f as rewriteSSEEvents does: for a stream that stays open, which cannot
 // be read whole first. A comment or an empty line outside an event goes on
 // at once (a keep-alive must reach the client while no event comes).
 type sseFilter struct {
 	body   io.ReadCloser
 	br     *bufio.Reader
-	f      func([]byte) []byte
+	f      func(name string, data []byte) []byte
 	limit  int
+	begun  bool   // a byte was read: a byte order mark can only come first
 	event  []byte // the lines of the event being read
 	line   []byte // the line being read
 	skipLF bool   // the last line ended with "\r": a "\n" next is part of its end
@@ -101,7 +136,7 @@ type sseFilter struct {
 // errSSEEventTooLarge ends a stream whose event outgrows the filter's limit.
 var errSSEEventTooLarge = errors.New("an SSE event larger than the filter takes")
 
-func newSSEFilter(body io.ReadCloser, limit int, f func([]byte) []byte) io.ReadCloser {
+func newSSEFilter(body io.ReadCloser, limit int, f func(name string, data []byte) []byte) io.ReadCloser {
 	return &sseFilter{body: body, br: bufio.NewReader(body), f: f, limit: limit}
 }
 
@@ -121,12 +156,23 @@ func (s *sseFilter) Read(p []byte) (int, error) {
 		}
 		if c != '\n' && c != '\r' {
 			s.line = append(s.line, c)
+			if !s.begun {
+				// The stream's first bytes: a byte order mark is dropped
+				// once read whole, anything else ends the check.
+				switch {
+				case string(s.line) == bom:
+					s.line, s.begun = s.line[:0], true
+				case !strings.HasPrefix(bom, string(s.line)):
+					s.begun = true
+				}
+			}
 			if len(s.event)+len(s.line) > s.limit {
 				s.err = errSSEEventTooLarge
 			}
 			continue
 		}
 		// A line ends: "\n", "\r\n" or "\r" (the SSE specification's three).
+		s.begun = true
 		s.skipLF = c == '\r'
 		switch {
 		case len(s.line) == 0 && len(s.event) == 0:
@@ -154,7 +200,7 @@ func (s *sseFilter) end() {
 		s.line = s.line[:0]
 	}
 	if len(s.event) > 0 {
-		s.out.Write(rewriteSSE(s.event, s.f))
+		s.out.Write(rewriteEvents(sseEventsOf(string(s.event)), s.f)) // its mark, if any, was dropped as read
 		s.event = s.event[:0]
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,21 +62,21 @@ func TestSSEFilter(t *testing.T) {
 		}
 		pw.Close()
 	}()
-	got, err := io.ReadAll(newSSEFilter(pr, 1<<20, upper))
+	got, err := io.ReadAll(newSSEFilter(pr, 1<<20, func(_ string, b []byte) []byte { return upper(b) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := rewriteSSE([]byte(stream), upper); string(got) != string(want) {
 		t.Errorf("filtered stream\n%q\nwant\n%q", got, want)
 	}
-	_, err = io.ReadAll(newSSEFilter(io.NopCloser(strings.NewReader(stream)), 5000, upper))
+	_, err = io.ReadAll(newSSEFilter(io.NopCloser(strings.NewReader(stream)), 5000, func(_ string, b []byte) []byte { return upper(b) }))
 	if err != errSSEEventTooLarge {
 		t.Errorf("an event past the limit: %v, want errSSEEventTooLarge", err)
 	}
 	// Lines ended by "\r" alone: each event goes on when its empty line
 	// comes, not when a "\n" does.
 	pr, pw = io.Pipe()
-	fl := newSSEFilter(pr, 1<<20, upper)
+	fl := newSSEFilter(pr, 1<<20, func(_ string, b []byte) []byte { return upper(b) })
 	go func() { _, _ = pw.Write([]byte("data: one\r\r")) }()
 	buf := make([]byte, 64)
 	if n, err := fl.Read(buf); err != nil || string(buf[:n]) != "data: ONE\n\n" {
@@ -87,4 +88,40 @@ func TestSSEFilter(t *testing.T) {
 		t.Errorf("a keep-alive: %q, %v", buf[:n], err)
 	}
 	pw.Close()
+}
+
+// TestSSEByteOrderMark: a stream's leading byte order mark is dropped, as
+// an SSE reader drops it, so the first line reads as the field it is,
+// read whole or event by event, the mark arriving in pieces; a mark later
+// on, or bytes that only start like one, are kept. Each event's name is
+// given to the filter.
+func TestSSEByteOrderMark(t *testing.T) {
+	var names []string
+	upper := func(name string, b []byte) []byte {
+		names = append(names, name)
+		return []byte(strings.ToUpper(string(b)))
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"\ufeffdata: a\n\n", "data: A\n\n"},
+		{"\ufeffevent: ping\ndata: b\n\n\ufeffdata: c\n\n", "event: ping\ndata: B\n\n\ufeffdata: c\n\n"},
+		{"\xef\xbbdata: d\n\n", "\xef\xbbdata: d\n\n"},
+	} {
+		if got := string(rewriteSSEEvents([]byte(tc.in), upper)); got != tc.want {
+			t.Errorf("whole %q: %q, want %q", tc.in, got, tc.want)
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			for i := range len(tc.in) {
+				_, _ = pw.Write([]byte{tc.in[i]})
+			}
+			pw.Close()
+		}()
+		got, err := io.ReadAll(newSSEFilter(pr, 1<<20, upper))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("event by event %q: %q, %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if want := []string{"", "", "ping", "ping"}; !slices.Equal(names, want) {
+		t.Errorf("event names %q, want %q", names, want)
+	}
 }
