@@ -170,29 +170,53 @@ const (
 
 // listEvent filters the data of one event of a list answer, an event
 // named name ("" for a JSON body), for the caller (listMessage). An event
-// of another name than "message" is one MCP clients skip: its data is
-// filtered when it is JSON, for a client that reads it anyway, and goes
-// on as it came when it is not (a keep-alive's "ping").
+// a client may read as a message must be JSON. Another is one MCP
+// clients skip: its data is filtered when it is JSON, for a client that
+// reads it anyway, and goes on empty when it is not (a keep-alive's
+// "ping" loses nothing), so that no reading of it toolgate did not make
+// reaches a client.
 func (s *Server) listEvent(ctx context.Context, name string, data []byte, c *call) ([]byte, bool) {
 	out, ok := s.listMessage(ctx, data, c)
-	if !ok && name != "" && name != "message" {
-		return data, true
+	if !ok && !readAsMessage(name) {
+		return nil, true
 	}
 	return out, ok
 }
 
+// leniently is data as the most lenient MCP client reads it: the go-sdk's
+// trims every line of an event's data of Unicode white space (U+00A0
+// too) before it joins them. Where data is JSON as it is, it is the same
+// JSON; where it is JSON only so read, toolgate filters that reading and
+// writes it, rather than hand on bytes it read as no message at all.
+func leniently(data []byte) []byte {
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		lines[i] = bytes.TrimSpace(l)
+	}
+	return bytes.TrimSpace(bytes.Join(lines, []byte("\n")))
+}
+
+// readAsMessage reports whether a client may read an event named name as
+// a message: the go-sdk's client trims the name, the specification's
+// readers take "" for "message".
+func readAsMessage(name string) bool {
+	n := strings.TrimSpace(name)
+	return n == "" || n == "message"
+}
+
 // listMessage filters one message of a list answer for the caller
-// (filterListMessage), a JSON-RPC batch member by member. ok is false for
-// data that is not JSON: toolgate would hand it on unread, and a client
-// that reads it another way (a body typed JSON that holds an event
-// stream) could read a list from it.
+// (filterListMessage), a JSON-RPC batch member by member, as the most
+// lenient client reads it (leniently), and returns it written again.
+// ok is false for data that is not JSON even so: toolgate would hand it
+// on unread, and a client that reads it another way (a body typed JSON
+// that holds an event stream) could read a list from it.
 func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte, bool) {
-	t := bytes.TrimSpace(data)
+	t := leniently(data)
 	if !json.Valid(t) {
 		return nil, false
 	}
 	if t[0] != '[' {
-		return s.filterListMessage(ctx, data, c), true
+		return s.filterListMessage(ctx, t, c), true
 	}
 	var msgs []json.RawMessage
 	if json.Unmarshal(t, &msgs) != nil {
@@ -451,20 +475,9 @@ func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map
 	}
 	mcp.Method = "tools/list"
 	in.MCP = &mcp
-	dontAsk := in.Mode == policy.ModeDontAsk
-	if dontAsk {
-		// The mode would make the list phase's ask a deny, and hide a
-		// tool whose rows allow some targets and ask for others; its
-		// allowed calls run. Such a tool is listed, unmarked: nothing
-		// will ask.
-		in.Mode = policy.ModeDefault
-	}
 	d, err := s.cfg.Decider.Decide(ctx, &in)
 	if err != nil {
 		return policy.Deny
-	}
-	if dontAsk && d.Action == policy.Ask {
-		return policy.Allow
 	}
 	return d.Action
 }

@@ -27,9 +27,8 @@ import (
 // TestListedToolWithSomeCallsAllowed: the list phase lets an ask row fire
 // whatever its target, so a tool the policy allows on some targets and
 // asks about on others ("write scratch, ask for notes") is decided ask
-// there; its calls on the allowed targets run, so it stays listed without
-// approvals configured (marked: its other calls ask, and are refused), and
-// under mode dont_ask (unmarked: nothing will ask).
+// there; its calls on the allowed targets run, so it stays listed, marked,
+// without approvals configured (its other calls ask, and are refused).
 func TestListedToolWithSomeCallsAllowed(t *testing.T) {
 	era := mcpEras[0]
 	engine := mcpEngineRules(t,
@@ -42,7 +41,6 @@ func TestListedToolWithSomeCallsAllowed(t *testing.T) {
 		marked bool
 	}{
 		{"no approvals", func(c *Config) { c.Pending, c.OnPark = nil, nil }, true},
-		{"dont_ask", func(c *Config) { c.Mode = policy.ModeDontAsk }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine }, tc.config)

@@ -104,15 +104,20 @@ func readRelayed(body io.Reader, limit int64, rl *liveRelay, callID string) (kep
 	var event []byte
 	oversized := false // the event being read outgrew maxRelayEvent: dropped
 	lineStart, lineDropped, atLineStart := 0, false, true
+	first := true // the event being read starts the stream: its byte order mark is none of its lines
 	flush := func() {
 		if !oversized {
-			for _, ev := range sseEvents(event) {
+			evs := sseEventsOf(string(event))
+			if first {
+				evs = sseEvents(event)
+			}
+			for _, ev := range evs {
 				if ev.hasData {
 					rl.event(callID, ev.data)
 				}
 			}
 		}
-		event, oversized = event[:0], false
+		event, oversized, first = event[:0], false, false
 	}
 	for {
 		chunk, rerr := br.ReadSlice('\n') // a line, or part of a long one (bufio.ErrBufferFull)
