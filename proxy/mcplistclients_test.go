@@ -50,7 +50,9 @@ func TestRelayMidStreamByteOrderMark(t *testing.T) {
 }
 
 // TestSSEFilterByteOrderMarkEdges: sseFilter and sseEvents agree with a WHATWG
-// reader on a partial BOM, a lone BOM and two BOMs.
+// reader on a partial BOM, a lone BOM and two BOMs, and no mark is left
+// in what they write: one that a rewriting brought to the start of an
+// answer would be dropped by the client, and the line after it read.
 func TestSSEFilterByteOrderMarkEdges(t *testing.T) {
 	id := func(_ string, d []byte) []byte { return d }
 	for _, in := range []string{"\xef\xbbdata: x\n\n", "\ufeff", "\ufeff\ufeffdata: x\n\n", "\xef\n\ndata: y\n\n", "\ufeff:c\n\ndata: z\n\n"} {
@@ -66,7 +68,7 @@ func TestSSEFilterByteOrderMarkEdges(t *testing.T) {
 		for _, ev := range sseEventsOf(string(whole)) {
 			b = append(b, ev.data+"|"+strings.Join(ev.other, ","))
 		}
-		if strings.Join(a, ";") != strings.Join(b, ";") || strings.Contains(strings.TrimPrefix(in, "\ufeff"), "\ufeff") != strings.Contains(string(out), "\ufeff") {
+		if strings.Join(a, ";") != strings.Join(b, ";") || strings.Contains(string(out), "\ufeff") {
 			t.Errorf("%q: filter %q, whole %q", in, out, whole)
 		}
 	}
@@ -274,5 +276,29 @@ func TestStreamUnicodeSpaceAndName(t *testing.T) {
 	// Read as the go-sdk reads it, and written again as one line.
 	if second := read(); strings.Contains(second, "key.pem") || !strings.Contains(second, "readme.md") {
 		t.Errorf("GET stream, event named \"message \": %q, want it filtered", second)
+	}
+}
+
+// TestListAfterALaterByteOrderMark: a line a byte order mark starts, after
+// a blank line or after a first mark, is one every reader of the
+// upstream's stream ignores; toolgate drops it, so that no rewriting (which
+// drops blank lines between events) brings it to the start of its answer,
+// where a client that drops a leading mark (TextDecoderStream) would read
+// the list in it unfiltered.
+func TestListAfterALaterByteOrderMark(t *testing.T) {
+	for _, body := range []string{
+		"\n\ufeffdata: " + listWithSecret + "\n\n",
+		"\ufeff\ufeffdata: " + listWithSecret + "\n\n",
+	} {
+		res, raw := listThrough(t, http.StatusOK, "text/event-stream", body, "2025-06-18")
+		// As a TypeScript client reads it: one leading mark dropped.
+		for _, ev := range sseEvents(raw) {
+			if strings.Contains(ev.data, "secrets") {
+				t.Errorf("%q: %d, a client reads %q", body, res.StatusCode, ev.data)
+			}
+		}
+		if bytes.Contains(raw, []byte("\ufeff")) {
+			t.Errorf("%q: a byte order mark is left in the answer: %q", body, raw)
+		}
 	}
 }

@@ -63,6 +63,13 @@ func sseEventsOf(text string) []sseEvent {
 			flush()
 			continue
 		}
+		if strings.HasPrefix(line, bom) {
+			// Not a stream's first line (sseEvents drops that mark): a
+			// field every reader ignores, dropped so that no rewriting
+			// can bring it to the start of an answer, where a reader
+			// would drop the mark and read the field.
+			continue
+		}
 		if v, ok := strings.CutPrefix(line, "data"); ok && (v == "" || v[0] == ':') {
 			v = strings.TrimPrefix(strings.TrimPrefix(v, ":"), " ")
 			data, ev.hasData = append(data, v), true

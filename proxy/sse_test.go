@@ -92,9 +92,9 @@ func TestSSEFilter(t *testing.T) {
 
 // TestSSEByteOrderMark: a stream's leading byte order mark is dropped, as
 // an SSE reader drops it, so the first line reads as the field it is,
-// read whole or event by event, the mark arriving in pieces; a mark later
-// on, or bytes that only start like one, are kept. Each event's name is
-// given to the filter.
+// read whole or event by event, the mark arriving in pieces; a line a
+// later mark starts, which readers ignore, is dropped; bytes that only
+// start like a mark are kept. Each event's name is given to the filter.
 func TestSSEByteOrderMark(t *testing.T) {
 	var names []string
 	upper := func(name string, b []byte) []byte {
@@ -103,7 +103,7 @@ func TestSSEByteOrderMark(t *testing.T) {
 	}
 	for _, tc := range []struct{ in, want string }{
 		{"\ufeffdata: a\n\n", "data: A\n\n"},
-		{"\ufeffevent: ping\ndata: b\n\n\ufeffdata: c\n\n", "event: ping\ndata: B\n\n\ufeffdata: c\n\n"},
+		{"\ufeffevent: ping\ndata: b\n\n\ufeffdata: c\n\n", "event: ping\ndata: B\n\n"},
 		{"\xef\xbbdata: d\n\n", "\xef\xbbdata: d\n\n"},
 	} {
 		if got := string(rewriteSSEEvents([]byte(tc.in), upper)); got != tc.want {
