@@ -71,7 +71,7 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 		}
 		// A stream that came as one JSON message: read whole, as a
 		// list's answer to a POST is.
-		return s.filterList(r.Context(), res, c)
+		return s.filterWhole(r.Context(), res, c, mt)
 	})
 }
 
@@ -90,6 +90,12 @@ func (s *Server) filterList(ctx context.Context, res *http.Response, c *call) er
 	if err != nil {
 		return err
 	}
+	return s.filterWhole(ctx, res, c, mt)
+}
+
+// filterWhole reads res, a 2xx answer of media type mt (listMediaType),
+// whole and rewrites it filtered.
+func (s *Server) filterWhole(ctx context.Context, res *http.Response, c *call, mt string) error {
 	body, err := readAnswer(res)
 	if err != nil {
 		return err
@@ -444,15 +450,21 @@ func (s *Server) itemDecision(ctx context.Context, c *call, li listedItem, targe
 	if err != nil || tool == nil {
 		return policy.Deny
 	}
+	return s.decideListed(ctx, c, policy.PhaseCall, tool, func(m *policy.MCP) { m.Method, m.Params = li.method, nil })
+}
+
+// decideListed decides a listed entry for the caller of c, the list's
+// call, as tool in phase, under the list's MCP message as mcp makes it;
+// any error is a deny, which hides the entry.
+func (s *Server) decideListed(ctx context.Context, c *call, phase string, tool *policy.Tool, mcp func(*policy.MCP)) policy.Action {
 	in := *c.input
-	in.Phase = policy.PhaseCall
-	in.Tool = tool
-	var mcp policy.MCP // a GET's stream (streamListProxy) has none of its own
+	in.Phase, in.Tool = phase, tool
+	var m policy.MCP // a GET's stream (streamListProxy) has none of its own
 	if in.MCP != nil {
-		mcp = *in.MCP
+		m = *in.MCP
 	}
-	mcp.Method, mcp.Params = li.method, nil
-	in.MCP = &mcp
+	mcp(&m)
+	in.MCP = &m
 	d, err := s.cfg.Decider.Decide(ctx, &in)
 	if err != nil {
 		return policy.Deny
@@ -466,20 +478,7 @@ func (s *Server) listDecision(ctx context.Context, c *call, name string, ann map
 	if !toolName.MatchString(name) {
 		return policy.Deny
 	}
-	in := *c.input
-	in.Phase = policy.PhaseList
-	in.Tool = &policy.Tool{Name: name, Annotations: ann}
-	var mcp policy.MCP // a GET's stream (streamListProxy) has none of its own
-	if in.MCP != nil {
-		mcp = *in.MCP
-	}
-	mcp.Method = "tools/list"
-	in.MCP = &mcp
-	d, err := s.cfg.Decider.Decide(ctx, &in)
-	if err != nil {
-		return policy.Deny
-	}
-	return d.Action
+	return s.decideListed(ctx, c, policy.PhaseList, &policy.Tool{Name: name, Annotations: ann}, func(m *policy.MCP) { m.Method = "tools/list" })
 }
 
 // mayAskKey marks, in a listed tool's _meta, a tool whose calls the policy

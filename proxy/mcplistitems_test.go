@@ -18,7 +18,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
 	shipped "github.com/toolgate/toolgate/rego"
@@ -251,46 +250,6 @@ func listThrough(t *testing.T, status int, contentType, body, version string) (*
 const listWithSecret = `{"jsonrpc":"2.0","id":1,"result":{"ttlMs":60000,"resources":[` +
 	`{"uri":"file:///srv/docs/readme.md","name":"readme"},{"uri":"file:///srv/docs/secrets/key.pem","name":"key"}]}}`
 
-// TestListAnswerFraming: a list answer is filtered however an MCP client
-// would read it (the go-sdk takes any 2xx, and media types in any case),
-// and one toolgate cannot read as JSON or an event stream is refused, not
-// handed on. A filtered list is made private to its caller even when the
-// upstream wrote no cacheScope (absent reads as "public" from 2026-07-28).
-func TestListAnswerFraming(t *testing.T) {
-	for _, tc := range []struct {
-		name, ct string
-		status   int
-		refused  bool
-	}{
-		{"200", "application/json", http.StatusOK, false},
-		{"203", "application/json", http.StatusNonAuthoritativeInfo, false},
-		{"201", "application/json; charset=utf-8", http.StatusCreated, false},
-		{"Application/JSON", "Application/JSON", http.StatusOK, false},
-		{"Text/Event-Stream", "Text/Event-Stream", http.StatusOK, false},
-		{"text/plain", "text/plain", http.StatusOK, true},
-		{"no type", "", http.StatusOK, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			body := listWithSecret
-			if strings.HasPrefix(strings.ToLower(tc.ct), "text/event") {
-				body = "event: message\ndata: " + listWithSecret + "\n\n"
-			}
-			res, raw := listThrough(t, tc.status, tc.ct, body, "2026-07-28")
-			got := string(raw)
-			switch {
-			case tc.refused:
-				if res.StatusCode != http.StatusBadGateway || strings.Contains(got, "secrets") {
-					t.Errorf("an answer toolgate cannot read: %d %s, want 502", res.StatusCode, got)
-				}
-			case res.StatusCode != tc.status || strings.Contains(got, "secrets") || !strings.Contains(got, "readme"):
-				t.Errorf("%d %s answer: %d %s, want it filtered", tc.status, tc.ct, res.StatusCode, got)
-			case !strings.Contains(got, `"cacheScope":"private"`):
-				t.Errorf("a list filtered for its caller without cacheScope (read as public): %s", got)
-			}
-		})
-	}
-}
-
 // TestListAskRefused: a list the policy asks about is refused, not
 // parked: a parked call is answered the way any approved call is, and its
 // answer would reach the caller unfiltered, naming what it may not read.
@@ -397,5 +356,140 @@ func TestListDecisionsBounded(t *testing.T) {
 	out = string(server.filterListMessage(t.Context(), []byte(list([]string{`{"uri":"file:///srv/notes/today.txt"}`})), c))
 	if strings.Contains(out, "today") {
 		t.Errorf("without approvals a resource whose read would be asked about is listed: %s", out)
+	}
+}
+
+// TestListedToolWithSomeCallsAllowed: the list phase lets an ask row fire
+// whatever its target, so a tool the policy allows on some targets and
+// asks about on others ("write scratch, ask for notes") is decided ask
+// there; its calls on the allowed targets run, so it stays listed, marked,
+// without approvals configured (its other calls ask, and are refused).
+func TestListedToolWithSomeCallsAllowed(t *testing.T) {
+	era := mcpEras[0]
+	engine := mcpEngineRules(t,
+		`{id: w1, effect: allow, tool: write_note, target: "scratch/*"}`,
+		`{id: w2, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}`,
+	)
+	for _, tc := range []struct {
+		name   string
+		config func(*Config)
+		marked bool
+	}{
+		{"no approvals", func(c *Config) { c.Pending, c.OnPark = nil, nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine }, tc.config)
+			cs := env.connect(t, era)
+			res := mcpCall(t, cs, "write_note", map[string]any{"path": "scratch/a", "content": "x"})
+			mcpWantResult(t, res, "wrote scratch/a: x")
+			list, err := cs.ListTools(mcpCtx(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" })
+			if i < 0 {
+				t.Fatalf("write_note, whose call on scratch/a was just allowed and ran, is not listed")
+			}
+			if marked := list.Tools[i].Meta["toolgate/may_ask"] == true; marked != tc.marked {
+				t.Errorf("write_note marked may_ask: %v, want %v", marked, tc.marked)
+			}
+		})
+	}
+}
+
+// TestListDecisionsPerCall: the bound on a list's decisions is the call's,
+// not a message's: an SSE answer of one small resources/list request with
+// several result events costs maxListDecisions evaluations in all.
+func TestListDecisionsPerCall(t *testing.T) {
+	engine := itemsEngine(t)
+	var n atomic.Int64
+	counting := deciderFunc(func(ctx context.Context, in *policy.Input) (policy.Decision, error) {
+		n.Add(1)
+		return engine.Decide(ctx, in)
+	})
+	const events = 4
+	var body strings.Builder
+	for e := range events {
+		var entries []string
+		for i := range maxListDecisions {
+			entries = append(entries, `{"uri":"file:///srv/docs/`+strconv.Itoa(e)+`/`+strconv.Itoa(i)+`"}`)
+		}
+		body.WriteString("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resources\":[" + strings.Join(entries, ",") + "]}}\n\n")
+	}
+	if body.Len() > maxListBytes {
+		t.Fatalf("answer of %d bytes, over the 8 MiB bound", body.Len())
+	}
+	upURL := rawMCPUpstream(t, http.StatusOK, "text/event-stream", body.String())
+	env := newTestServer(t, counting, func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: 20 * time.Second}}
+	})
+	n.Store(0)
+	res, _, _ := postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
+		"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-06-18")
+	if got := n.Load() - 1; got > maxListDecisions { // less the request's own decision
+		t.Errorf("one resources/list answer (%d, %d bytes) cost %d list decisions, want at most %d", res.StatusCode, body.Len(), got, maxListDecisions)
+	}
+}
+
+// dontAskListed connects in mode dont_ask and reports whether tool's
+// call ran and whether tools/list lists it.
+func dontAskListed(t *testing.T, engine *policy.Engine, tool string, args map[string]any) (ran, listed bool) {
+	t.Helper()
+	era := mcpEras[0]
+	env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine; c.Mode = policy.ModeDontAsk })
+	cs := env.connect(t, era)
+	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+	ran = err == nil && res != nil && !res.IsError
+	list, err := cs.ListTools(mcpCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed = slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == tool })
+	return ran, listed
+}
+
+// TestDontAskHidesAToolThatAlwaysAsks: under dont_ask a tool every call of
+// which asks is denied on every call, and is not listed.
+func TestDontAskHidesAToolThatAlwaysAsks(t *testing.T) {
+	engine := mcpEngineRules(t,
+		`{id: e1, effect: allow, tool: echo, target: "*"}`,
+		`{id: w1, effect: ask, tool: write_note, target: "*", message: "every note needs a look"}`,
+	)
+	ran, listed := dontAskListed(t, engine, "write_note", map[string]any{"path": "scratch/a", "content": "x"})
+	if ran {
+		t.Fatalf("write_note ran under dont_ask")
+	}
+	if listed {
+		t.Errorf("write_note, every call of which is an ask (a deny under dont_ask), is listed under dont_ask")
+	}
+}
+
+// TestDontAskListingSeesTheMode: the list phase is decided under the
+// call's mode, so a rule that depends on input.mode fires there too: a
+// tool the policy denies outright in dont_ask is not listed.
+func TestDontAskListingSeesTheMode(t *testing.T) {
+	mod := `package toolgate
+deny contains {"id": "headless_no_delete", "message": "headless agents never delete"} if {
+	input.mode == "dont_ask"
+	input.tool.name == "delete_file"
+}
+`
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("rules:\n  - {id: d1, effect: allow, tool: delete_file, target: \"*\"}\n  - {id: e1, effect: allow, tool: echo, target: \"*\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(context.Background(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true, RulesFile: rules,
+		Policies: fstest.MapFS{"mode.rego": {Data: []byte(mod)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, listed := dontAskListed(t, engine, "delete_file", map[string]any{"path": "a"})
+	if ran {
+		t.Fatalf("delete_file ran under dont_ask")
+	}
+	if listed {
+		t.Errorf("delete_file, denied outright by a rule on input.mode == \"dont_ask\", is listed under dont_ask (list phase decided as mode default)")
 	}
 }

@@ -2,24 +2,147 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/toolgate/toolgate/policy"
-	shipped "github.com/toolgate/toolgate/rego"
 )
+
+// TestListAnswerFraming: a list answer is filtered however an MCP client
+// would read it (the go-sdk takes any 2xx, and media types in any case),
+// and one toolgate cannot read as JSON or an event stream is refused, not
+// handed on. A filtered list is made private to its caller even when the
+// upstream wrote no cacheScope (absent reads as "public" from 2026-07-28).
+func TestListAnswerFraming(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct string
+		status   int
+		refused  bool
+	}{
+		{"200", "application/json", http.StatusOK, false},
+		{"203", "application/json", http.StatusNonAuthoritativeInfo, false},
+		{"201", "application/json; charset=utf-8", http.StatusCreated, false},
+		{"Application/JSON", "Application/JSON", http.StatusOK, false},
+		{"Text/Event-Stream", "Text/Event-Stream", http.StatusOK, false},
+		{"text/plain", "text/plain", http.StatusOK, true},
+		{"no type", "", http.StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := listWithSecret
+			if strings.HasPrefix(strings.ToLower(tc.ct), "text/event") {
+				body = "event: message\ndata: " + listWithSecret + "\n\n"
+			}
+			res, raw := listThrough(t, tc.status, tc.ct, body, "2026-07-28")
+			got := string(raw)
+			switch {
+			case tc.refused:
+				if res.StatusCode != http.StatusBadGateway || strings.Contains(got, "secrets") {
+					t.Errorf("an answer toolgate cannot read: %d %s, want 502", res.StatusCode, got)
+				}
+			case res.StatusCode != tc.status || strings.Contains(got, "secrets") || !strings.Contains(got, "readme"):
+				t.Errorf("%d %s answer: %d %s, want it filtered", tc.status, tc.ct, res.StatusCode, got)
+			case !strings.Contains(got, `"cacheScope":"private"`):
+				t.Errorf("a list filtered for its caller without cacheScope (read as public): %s", got)
+			}
+		})
+	}
+}
+
+// TestListAnswerAsArray: a JSON answer that is an array of responses (the
+// 2025-03-26 batch form, which the TypeScript SDK's client reads from a
+// JSON answer to a single request) is filtered member by member.
+func TestListAnswerAsArray(t *testing.T) {
+	res, raw := listThrough(t, http.StatusOK, "application/json", "["+listWithSecret+"]", "2025-03-26")
+	if res.StatusCode != http.StatusOK || strings.Contains(string(raw), "secrets/key.pem") || !strings.Contains(string(raw), "readme.md") {
+		t.Errorf("a list answer sent as a JSON array: %d %s, want it filtered", res.StatusCode, raw)
+	}
+}
+
+// TestListMediaTypeReadTwoWays: toolgate reads a list answer's media type
+// with mime.ParseMediaType, the TypeScript SDK's client with
+// contentType.includes("text/event-stream") first. An answer typed
+// `application/json; profile="text/event-stream"` whose body is an event
+// stream is JSON toolgate cannot read: it is refused (502), not handed on
+// to a client that reads the event stream it is.
+func TestListMediaTypeReadTwoWays(t *testing.T) {
+	body := "event: message\ndata: " + listWithSecret + "\n\n"
+	res, raw := listThrough(t, http.StatusOK, `application/json; profile="text/event-stream"`, body, "2025-11-25")
+	if res.StatusCode != http.StatusBadGateway || strings.Contains(string(raw), "secrets/key.pem") {
+		t.Errorf("an answer typed JSON that holds an event stream: %d %s, want 502", res.StatusCode, raw)
+	}
+}
+
+// TestListArrayKeepsOtherMembers: a JSON array of messages is written
+// back as it came but for what was filtered: a member the filter did not
+// touch keeps its bytes (json.Marshal would compact it and escape its "<"
+// and "&").
+func TestListArrayKeepsOtherMembers(t *testing.T) {
+	other := `{"jsonrpc": "2.0", "id": 2, "result": {"note": "a<b & c>d"}}`
+	res, raw := listThrough(t, http.StatusOK, "application/json", "["+listWithSecret+","+other+"]", "2025-03-26")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, raw)
+	}
+	if !strings.Contains(string(raw), other) {
+		t.Errorf("a batch member the filter did not touch was rewritten:\nupstream: %s\nclient:   %s", other, raw)
+	}
+}
+
+// TestListAfterAByteOrderMark: an event stream may begin with a UTF-8 BOM,
+// which an SSE reader drops (the TypeScript SDK's client reads the body
+// through TextDecoderStream, which strips it): the list answer in the
+// event after it is filtered too.
+func TestListAfterAByteOrderMark(t *testing.T) {
+	body := "\ufeffdata: " + listWithSecret + "\n\n"
+	res, raw := listThrough(t, http.StatusOK, "text/event-stream", body, "2025-06-18")
+	// Read the answer as a WHATWG SSE client does: drop a leading BOM.
+	text := string(bytes.TrimPrefix(raw, []byte("\ufeff")))
+	for _, ev := range sseEvents([]byte(text)) {
+		if ev.hasData && strings.Contains(ev.data, "secrets/key.pem") {
+			t.Errorf("%d: a denied resource reached the client in an event after a BOM: %q", res.StatusCode, ev.data)
+		}
+	}
+}
+
+// TestListAfterALaterByteOrderMark: a line a byte order mark starts, after
+// a blank line or after a first mark, is one every reader of the
+// upstream's stream ignores; toolgate drops it, so that no rewriting (which
+// drops blank lines between events) brings it to the start of its answer,
+// where a client that drops a leading mark (TextDecoderStream) would read
+// the list in it unfiltered.
+func TestListAfterALaterByteOrderMark(t *testing.T) {
+	for _, body := range []string{
+		"\n\ufeffdata: " + listWithSecret + "\n\n",
+		"\ufeff\ufeffdata: " + listWithSecret + "\n\n",
+	} {
+		res, raw := listThrough(t, http.StatusOK, "text/event-stream", body, "2025-06-18")
+		// As a TypeScript client reads it: one leading mark dropped.
+		for _, ev := range sseEvents(raw) {
+			if strings.Contains(ev.data, "secrets") {
+				t.Errorf("%q: %d, a client reads %q", body, res.StatusCode, ev.data)
+			}
+		}
+		if bytes.Contains(raw, []byte("\ufeff")) {
+			t.Errorf("%q: a byte order mark is left in the answer: %q", body, raw)
+		}
+	}
+}
+
+// TestListBesideANamedKeepAlive: an SSE list answer that carries, beside
+// the result, an event of another name whose data is not JSON ("event:
+// ping / data: ping") is filtered and relayed: MCP clients skip events
+// not named "message", so only those must be JSON.
+func TestListBesideANamedKeepAlive(t *testing.T) {
+	body := "event: ping\ndata: ping\n\n" + "event: message\ndata: " + listWithSecret + "\n\n"
+	res, raw := listThrough(t, http.StatusOK, "text/event-stream", body, "2025-06-18")
+	if res.StatusCode != http.StatusOK || strings.Contains(string(raw), "secrets/key.pem") || !strings.Contains(string(raw), "readme.md") {
+		t.Errorf("a list answer beside a named keep-alive event: %d %s, want it filtered and relayed", res.StatusCode, raw)
+	}
+}
 
 // TestRelayMidStreamByteOrderMark: a byte order mark before an event in
 // mid-stream is kept by every SSE reader (the field is "\ufeffdata",
@@ -71,69 +194,6 @@ func TestSSEFilterByteOrderMarkEdges(t *testing.T) {
 		if strings.Join(a, ";") != strings.Join(b, ";") || strings.Contains(string(out), "\ufeff") {
 			t.Errorf("%q: filter %q, whole %q", in, out, whole)
 		}
-	}
-}
-
-// dontAskListed connects in mode dont_ask and reports whether tool's
-// call ran and whether tools/list lists it.
-func dontAskListed(t *testing.T, engine *policy.Engine, tool string, args map[string]any) (ran, listed bool) {
-	t.Helper()
-	era := mcpEras[0]
-	env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine; c.Mode = policy.ModeDontAsk })
-	cs := env.connect(t, era)
-	res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: tool, Arguments: args})
-	ran = err == nil && res != nil && !res.IsError
-	list, err := cs.ListTools(mcpCtx(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed = slices.ContainsFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == tool })
-	return ran, listed
-}
-
-// TestDontAskHidesAToolThatAlwaysAsks: under dont_ask a tool every call of
-// which asks is denied on every call, and is not listed.
-func TestDontAskHidesAToolThatAlwaysAsks(t *testing.T) {
-	engine := mcpEngineRules(t,
-		`{id: e1, effect: allow, tool: echo, target: "*"}`,
-		`{id: w1, effect: ask, tool: write_note, target: "*", message: "every note needs a look"}`,
-	)
-	ran, listed := dontAskListed(t, engine, "write_note", map[string]any{"path": "scratch/a", "content": "x"})
-	if ran {
-		t.Fatalf("write_note ran under dont_ask")
-	}
-	if listed {
-		t.Errorf("write_note, every call of which is an ask (a deny under dont_ask), is listed under dont_ask")
-	}
-}
-
-// TestDontAskListingSeesTheMode: the list phase is decided under the
-// call's mode, so a rule that depends on input.mode fires there too: a
-// tool the policy denies outright in dont_ask is not listed.
-func TestDontAskListingSeesTheMode(t *testing.T) {
-	mod := `package toolgate
-deny contains {"id": "headless_no_delete", "message": "headless agents never delete"} if {
-	input.mode == "dont_ask"
-	input.tool.name == "delete_file"
-}
-`
-	rules := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(rules, []byte("rules:\n  - {id: d1, effect: allow, tool: delete_file, target: \"*\"}\n  - {id: e1, effect: allow, tool: echo, target: \"*\"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	engine, err := policy.New(context.Background(), policy.Options{
-		Library: shipped.Library(), NativeLibrary: true, RulesFile: rules,
-		Policies: fstest.MapFS{"mode.rego": {Data: []byte(mod)}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran, listed := dontAskListed(t, engine, "delete_file", map[string]any{"path": "a"})
-	if ran {
-		t.Fatalf("delete_file ran under dont_ask")
-	}
-	if listed {
-		t.Errorf("delete_file, denied outright by a rule on input.mode == \"dont_ask\", is listed under dont_ask (list phase decided as mode default)")
 	}
 }
 
@@ -250,55 +310,6 @@ func TestListEventNameSpaces(t *testing.T) {
 		}
 		if strings.Contains(strings.Join(uris, " "), "key.pem") {
 			t.Errorf("%q: the go-sdk client read a message toolgate took for another event, unfiltered: %v", ev, uris)
-		}
-	}
-}
-
-// TestStreamUnicodeSpaceAndName: on the GET stream the same two readings
-// are filtered: data led by U+00A0, and an event named "message " whose
-// data is JSON only after the go-sdk's per-line trim.
-func TestStreamUnicodeSpaceAndName(t *testing.T) {
-	msg := secretList("7")
-	i := strings.Index(msg, `"result"`)
-	events := []string{
-		"event: message\ndata: \u00a0" + msg + "\n\n",
-		"event: message \ndata: " + msg[:i] + "\v\ndata: " + msg[i:] + "\n\n",
-	}
-	upURL, next := gatedStream(t, events)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
-	read := openStream(t, env.url)
-	if first := read(); strings.Contains(first, "key.pem") {
-		t.Errorf("GET stream, data led by U+00A0: unfiltered: %q", first)
-	}
-	next <- struct{}{}
-	// Read as the go-sdk reads it, and written again as one line.
-	if second := read(); strings.Contains(second, "key.pem") || !strings.Contains(second, "readme.md") {
-		t.Errorf("GET stream, event named \"message \": %q, want it filtered", second)
-	}
-}
-
-// TestListAfterALaterByteOrderMark: a line a byte order mark starts, after
-// a blank line or after a first mark, is one every reader of the
-// upstream's stream ignores; toolgate drops it, so that no rewriting (which
-// drops blank lines between events) brings it to the start of its answer,
-// where a client that drops a leading mark (TextDecoderStream) would read
-// the list in it unfiltered.
-func TestListAfterALaterByteOrderMark(t *testing.T) {
-	for _, body := range []string{
-		"\n\ufeffdata: " + listWithSecret + "\n\n",
-		"\ufeff\ufeffdata: " + listWithSecret + "\n\n",
-	} {
-		res, raw := listThrough(t, http.StatusOK, "text/event-stream", body, "2025-06-18")
-		// As a TypeScript client reads it: one leading mark dropped.
-		for _, ev := range sseEvents(raw) {
-			if strings.Contains(ev.data, "secrets") {
-				t.Errorf("%q: %d, a client reads %q", body, res.StatusCode, ev.data)
-			}
-		}
-		if bytes.Contains(raw, []byte("\ufeff")) {
-			t.Errorf("%q: a byte order mark is left in the answer: %q", body, raw)
 		}
 	}
 }
