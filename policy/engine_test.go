@@ -816,3 +816,52 @@ func TestHostRowCoversTheRoot(t *testing.T) {
 		t.Errorf("fetch https://good.com: %v, want allow", d.Action)
 	}
 }
+
+// TestDontAskListPhase: in the list phase, where rows fire whatever the
+// target, dont_ask lets a tool through that an allow row covers some calls
+// of (its other calls ask, and are refused when made), and still denies
+// one whose every call asks; the call phase is unchanged. Decide, with
+// the library in Go or in Rego, and DecideValue agree.
+func TestDontAskListPhase(t *testing.T) {
+	rows := []string{
+		`{id: w1, effect: allow, tool: Write, target: "scratch/*"}`,
+		`{id: w2, effect: ask, tool: Write, target: "notes/*"}`,
+		`{id: d1, effect: ask, tool: Deploy, target: "*"}`,
+	}
+	listed := func(tool, mode string) *policy.Input {
+		in := call(tool, "")
+		in.Phase, in.Mode, in.Tool = policy.PhaseList, mode, &policy.Tool{Name: tool}
+		return in
+	}
+	called := func(tool, target, mode string) *policy.Input {
+		in := call(tool, target)
+		in.Mode = mode
+		return in
+	}
+	for _, native := range []bool{false, true} {
+		e := newEngine(t, policy.Options{Library: shipped.Library(), RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
+		for _, tc := range []struct {
+			name string
+			in   *policy.Input
+			want policy.Action
+		}{
+			{"listed, some calls allowed", listed("Write", policy.ModeDontAsk), policy.Allow},
+			{"listed, every call asks", listed("Deploy", policy.ModeDontAsk), policy.Deny},
+			{"listed, mode default", listed("Write", policy.ModeDefault), policy.Ask},
+			{"called, an ask", called("Write", "notes/a", policy.ModeDontAsk), policy.Deny},
+			{"called, allowed", called("Write", "scratch/a", policy.ModeDontAsk), policy.Allow},
+		} {
+			d, err := e.Decide(t.Context(), tc.in)
+			if err != nil || d.Action != tc.want {
+				t.Errorf("native %v, %s: Decide = %v %v, %v; want %v", native, tc.name, d.Action, d.RuleIDs(), err, tc.want)
+			}
+			v, err := tc.in.Value()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := e.DecideValue(t.Context(), v); err != nil || d.Action != tc.want {
+				t.Errorf("native %v, %s: DecideValue = %v %v, %v; want %v", native, tc.name, d.Action, d.RuleIDs(), err, tc.want)
+			}
+		}
+	}
+}

@@ -493,3 +493,32 @@ deny contains {"id": "headless_no_delete", "message": "headless agents never del
 		t.Errorf("delete_file, denied outright by a rule on input.mode == \"dont_ask\", is listed under dont_ask (list phase decided as mode default)")
 	}
 }
+
+// TestDontAskListsAToolWithAllowedCalls: under dont_ask a tool an allow
+// row covers some calls of is listed, unmarked (none of its calls will
+// ask), and its allowed call runs; its asks are refused.
+func TestDontAskListsAToolWithAllowedCalls(t *testing.T) {
+	engine := mcpEngineRules(t,
+		`{id: e1, effect: allow, tool: echo, target: "*"}`,
+		`{id: w1, effect: allow, tool: write_note, target: "scratch/*"}`,
+		`{id: w2, effect: ask, tool: write_note, target: "notes/*", message: "notes need a look"}`,
+	)
+	era := mcpEras[0]
+	env := newMCPEnv(t, era, func(c *Config) { c.Decider = engine; c.Mode = policy.ModeDontAsk })
+	cs := env.connect(t, era)
+	mcpWantResult(t, mcpCall(t, cs, "write_note", map[string]any{"path": "scratch/a", "content": "x"}), "wrote scratch/a: x")
+	if res, err := cs.CallTool(mcpCtx(t), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"path": "notes/a", "content": "x"}}); err == nil && res != nil && !res.IsError {
+		t.Fatalf("write_note on notes/a, an ask, ran under dont_ask")
+	}
+	list, err := cs.ListTools(mcpCtx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Tools, func(tl *mcp.Tool) bool { return tl.Name == "write_note" })
+	if i < 0 {
+		t.Fatalf("write_note, whose call on scratch/a dont_ask lets run, is not listed under dont_ask")
+	}
+	if list.Tools[i].Meta["toolgate/may_ask"] != nil {
+		t.Errorf("write_note is marked may_ask under dont_ask, where none of its calls asks: %v", list.Tools[i].Meta)
+	}
+}
