@@ -75,11 +75,6 @@ type Decision struct {
 	// A hook's allow or ask stands in its place (hook.go); it is set here
 	// rather than read off the reason's ID, which a rule may also give.
 	Defaulted bool `json:"-"`
-	// AllowFired is true for an ask that won over an allow rule which
-	// fired too. In the list phase, where rules fire whatever the target,
-	// it means some calls of the tool are allowed: dont_ask lists such a
-	// tool (mode.go).
-	AllowFired bool `json:"-"`
 }
 
 // Messages returns the reasons' messages, in order.
@@ -135,7 +130,7 @@ func combine(deny, ask, allow verdict, fallback Action) Decision {
 	case deny.fired:
 		return Decision{Action: Deny, Reasons: deny.reasons}
 	case ask.fired:
-		return Decision{Action: Ask, Reasons: ask.reasons, AllowFired: allow.fired}
+		return Decision{Action: Ask, Reasons: ask.reasons}
 	case allow.fired:
 		return Decision{Action: Allow, Reasons: allow.reasons}
 	}

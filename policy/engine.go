@@ -330,7 +330,7 @@ func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 		if err != nil {
 			return failed(err)
 		}
-		return p.decideRego(ctx, e.timeout(), v, in.Mode, in.listing(), e.opts.Default, in.Hook)
+		return p.decideRego(ctx, e.timeout(), v, in.Mode, e.opts.Default, in.Hook)
 	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
@@ -371,7 +371,7 @@ func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 	vs[2].merge(lib.allow)
 	d := combine(vs[0], vs[1], vs[2], e.opts.Default)
 	d.ReadOnly = vs[3].fired || lib.readOnly
-	return applyModeOrFail(withHook(d, in.Hook), in.Mode, in.listing())
+	return applyModeOrFail(withHook(d, in.Hook), in.Mode)
 }
 
 // DecideValue is Decide for an input document given as an OPA value, as
@@ -394,11 +394,11 @@ func (e *Engine) DecideValue(ctx context.Context, v ast.Value) (Decision, error)
 			return caseDenied(name, spelt), nil
 		}
 	}
-	return e.told(p.decideRego(ctx, e.timeout(), v, mode, listingValue(v), e.opts.Default, nil))
+	return e.told(p.decideRego(ctx, e.timeout(), v, mode, e.opts.Default, nil))
 }
 
 // decideRego decides with every rule evaluated by OPA.
-func (p *prepared) decideRego(ctx context.Context, timeout time.Duration, v ast.Value, mode string, listing bool, def Action, hook *HookOpinion) (Decision, error) {
+func (p *prepared) decideRego(ctx context.Context, timeout time.Duration, v ast.Value, mode string, def Action, hook *HookOpinion) (Decision, error) {
 	b, err := eval(ctx, timeout, &p.full, v)
 	if err != nil {
 		return failed(err)
@@ -417,18 +417,7 @@ func (p *prepared) decideRego(ctx context.Context, timeout time.Duration, v ast.
 	}
 	d := combine(vs[0], vs[1], vs[2], def)
 	d.ReadOnly = vs[3].fired
-	return applyModeOrFail(withHook(d, hook), mode, listing)
-}
-
-// listingValue is whether v, an input document, is in the list phase, as
-// the library reads it (input.phase == "list").
-func listingValue(v ast.Value) bool {
-	obj, ok := v.(ast.Object)
-	if !ok {
-		return false
-	}
-	t := obj.Get(ast.InternedTerm("phase"))
-	return t != nil && t.Value.Compare(ast.String(PhaseList)) == 0
+	return applyModeOrFail(withHook(d, hook), mode)
 }
 
 // eval runs a decision query, which has exactly one result, within
@@ -468,8 +457,8 @@ func (e *Engine) timeout() time.Duration {
 // noMetrics is the registry decisions evaluate with: they report none.
 var noMetrics = metrics.NoOp()
 
-func applyModeOrFail(d Decision, mode string, listing bool) (Decision, error) {
-	d, err := applyMode(d, mode, listing)
+func applyModeOrFail(d Decision, mode string) (Decision, error) {
+	d, err := applyMode(d, mode)
 	if err != nil {
 		return failed(err)
 	}

@@ -817,17 +817,33 @@ func TestHostRowCoversTheRoot(t *testing.T) {
 	}
 }
 
-// TestDontAskListPhase: in the list phase, where rows fire whatever the
-// target, dont_ask lets a tool through that an allow row covers some calls
-// of (its other calls ask, and are refused when made), and still denies
-// one whose every call asks; the call phase is unchanged. Decide, with
-// the library in Go or in Rego, and DecideValue agree.
+// TestDontAskListPhase: under dont_ask, where an ask is refused, a listed
+// tool's ask rows are read as deny rows are: one whose target is "*"
+// covers every call and hides the tool (even beside an allow row, a
+// catch-all one included), one for some targets does not, so a tool an
+// allow row covers some calls of is listed, by that row. A hand-written ask
+// that fires in the list phase hides the tool too. The call phase is
+// unchanged. Decide, with the library in Go or in Rego, and DecideValue
+// agree.
 func TestDontAskListPhase(t *testing.T) {
 	rows := []string{
 		`{id: w1, effect: allow, tool: Write, target: "scratch/*"}`,
 		`{id: w2, effect: ask, tool: Write, target: "notes/*"}`,
 		`{id: d1, effect: ask, tool: Deploy, target: "*"}`,
+		`{id: s1, effect: allow, tool: Ship, target: "staging/*"}`,
+		`{id: s2, effect: ask, tool: Ship, target: "*"}`,
+		`{id: docs, effect: allow, tool: "*", target: "docs/**"}`,
+		`{id: e1, effect: ask, tool: Erase, target: "*"}`,
 	}
+	mine := `package toolgate
+
+allow contains {"id": "mine.listed", "message": "listed"} if {
+	input.phase == "list"
+	input.tool.name == "Publish"
+}
+
+ask contains {"id": "mine.publish", "message": "publishing needs a human"} if input.tool.name == "Publish"
+`
 	listed := func(tool, mode string) *policy.Input {
 		in := call(tool, "")
 		in.Phase, in.Mode, in.Tool = policy.PhaseList, mode, &policy.Tool{Name: tool}
@@ -839,28 +855,37 @@ func TestDontAskListPhase(t *testing.T) {
 		return in
 	}
 	for _, native := range []bool{false, true} {
-		e := newEngine(t, policy.Options{Library: shipped.Library(), RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native})
+		e := newEngine(t, policy.Options{
+			Library: shipped.Library(), RulesFile: writeRules(t, t.TempDir(), rows), NativeLibrary: native,
+			Policies: fstest.MapFS{"mine.rego": {Data: []byte(mine)}},
+		})
 		for _, tc := range []struct {
 			name string
 			in   *policy.Input
 			want policy.Action
+			ids  []string
 		}{
-			{"listed, some calls allowed", listed("Write", policy.ModeDontAsk), policy.Allow},
-			{"listed, every call asks", listed("Deploy", policy.ModeDontAsk), policy.Deny},
-			{"listed, mode default", listed("Write", policy.ModeDefault), policy.Ask},
-			{"called, an ask", called("Write", "notes/a", policy.ModeDontAsk), policy.Deny},
-			{"called, allowed", called("Write", "scratch/a", policy.ModeDontAsk), policy.Allow},
+			{"listed, some calls allowed", listed("Write", policy.ModeDontAsk), policy.Allow, []string{"docs", "w1"}},
+			{"listed, every call asks", listed("Deploy", policy.ModeDontAsk), policy.Deny, nil},
+			{"listed, an allow row beside an ask on every target", listed("Ship", policy.ModeDontAsk), policy.Deny, nil},
+			{"listed, a catch-all allow row beside an ask on every target", listed("Erase", policy.ModeDontAsk), policy.Deny, nil},
+			{"listed, a hand-written ask", listed("Publish", policy.ModeDontAsk), policy.Deny, nil},
+			{"listed, mode default", listed("Write", policy.ModeDefault), policy.Ask, nil},
+			{"listed, mode default, ask on every target", listed("Ship", policy.ModeDefault), policy.Ask, nil},
+			{"called, an ask", called("Write", "notes/a", policy.ModeDontAsk), policy.Deny, nil},
+			{"called, allowed", called("Write", "scratch/a", policy.ModeDontAsk), policy.Allow, nil},
+			{"called, allowed row under an ask on every target", called("Ship", "staging/a", policy.ModeDontAsk), policy.Deny, nil},
 		} {
 			d, err := e.Decide(t.Context(), tc.in)
-			if err != nil || d.Action != tc.want {
-				t.Errorf("native %v, %s: Decide = %v %v, %v; want %v", native, tc.name, d.Action, d.RuleIDs(), err, tc.want)
+			if err != nil || d.Action != tc.want || tc.ids != nil && !slices.Equal(d.RuleIDs(), tc.ids) {
+				t.Errorf("native %v, %s: Decide = %v %v, %v; want %v %v", native, tc.name, d.Action, d.RuleIDs(), err, tc.want, tc.ids)
 			}
 			v, err := tc.in.Value()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d, err := e.DecideValue(t.Context(), v); err != nil || d.Action != tc.want {
-				t.Errorf("native %v, %s: DecideValue = %v %v, %v; want %v", native, tc.name, d.Action, d.RuleIDs(), err, tc.want)
+			if w, err := e.DecideValue(t.Context(), v); err != nil || w.Action != d.Action || !slices.Equal(w.RuleIDs(), d.RuleIDs()) {
+				t.Errorf("native %v, %s: DecideValue = %v %v, %v; Decide %v %v", native, tc.name, w.Action, w.RuleIDs(), err, d.Action, d.RuleIDs())
 			}
 		}
 	}

@@ -18,91 +18,92 @@ import (
 // input a policy can make, each with what analyseInputReads must find
 // ("*" for everything; otherwise top-level keys, "k.s" for one
 // second-level key). The shipped library is loaded beside each and reads
-// tool, kind, phase, mcp.method and mcp.params (a subscriptions/listen's).
+// tool, kind, phase, mode (a listed tool's ask rows under dont_ask),
+// mcp.method and mcp.params (a subscriptions/listen's).
 var readsPolicies = []struct {
 	name, rego string
 	want       []string
 }{
 	{
 		"one argument", `deny contains "etc" if startswith(input.tool.arguments.path, "/etc")`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params"},
 	},
 	{
 		"a header", `deny contains "h" if input.http.headers["x-evil"][0] == "1"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.headers"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "http.headers"},
 	},
 	{
 		"http method and path", `ask contains "p" if { input.http.method == "POST"; startswith(input.http.path, "/tools/write") }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.method", "http.path"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "http.method", "http.path"},
 	},
 	{
 		"subject by import", "import input.subject as s\nallow contains \"g\" if \"ops\" in s.groups",
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject"},
 	},
 	{
 		"claims through a function", `f(c) := c.iss
 deny contains "iss" if f(input.subject.claims) == "https://evil.example"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.claims"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject.claims"},
 	},
 	{
 		"mode and time", `read_only contains "plan" if { input.mode == "plan"; input.time != "" }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "mode", "time"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "time"},
 	},
 	{
 		"a ref inside a data ref", `allow contains "d" if data.allowed[input.upstream.name]`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "upstream.name"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "upstream.name"},
 	},
 	{"a variable key", `deny contains k if { some k; input[k] == "mcp" }`, []string{"*"}},
 	{
 		"a variable second key", `deny contains k if { some k; input.http[k] == "GET" }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "http"},
 	},
 	{
 		"object.get on input", `deny contains "x" if object.get(input, "call_id", "") == "c1"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "call_id"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "call_id"},
 	},
 	{"object.get with a variable path", `deny contains "x" if { some k in ["call_id"]; object.get(input, k, "") == "c1" }`, []string{"*"}},
 	{"the whole input", `deny contains "x" if json.marshal(input) == ""`, []string{"*"}},
 	{"import input", "import input as i\ndeny contains \"x\" if i.kind == \"http\"", []string{"*"}},
 	{
 		"a string key", `deny contains "x" if input["subject"]["id"] == "anon"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.id"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject.id"},
 	},
 	{"the whole input, walked", `deny contains "w" if { walk(input, [p, v]); v == "/etc/passwd" }`, []string{"*"}},
 	{"with input as", `deny contains "w" if { allow_x with input as {"a": 1} }
 allow_x if input.a == 1`, []string{"*"}},
 	{
 		"a comprehension", `deny contains "many" if count([h | some h, _ in input.http.query]) > 3`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.query"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "http.query"},
 	},
 	{
 		"every", `allow contains "all-docs" if { every a in input.tool.arguments { startswith(a, "docs/") } }`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params"},
 	},
 	// A reference whose head is a call, an array or a comprehension, and
 	// a rule head's reference: each reads input too.
 	{
 		"object.get's result, referenced", `deny contains "x" if object.get(input, "subject", {}).id == "anon"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject"},
 	},
 	{"a call's result, referenced", `deny contains "x" if json.unmarshal(json.marshal(input)).subject.id == "anon"`, []string{"*"}},
 	{"an array, referenced", `deny contains "x" if [input][0].subject.id == "anon"`, []string{"*"}},
 	{
 		"a comprehension, referenced", `deny contains "x" if [s | s := input.subject][0].id == "anon"`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject"},
 	},
 	{
 		"a rule head's reference", "who.is[input.subject.id] := true\ndeny contains \"x\" if who.is.anon",
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "subject.id"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "subject.id"},
 	},
 	{
 		"a multi-value rule head's reference", "who.is[input.http.method] contains \"m\"\ndeny contains \"x\" if who.is.GET",
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params", "http.method"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "http.method"},
 	},
-	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mcp.method", "mcp.params", "mcp.id"}},
+	{"mcp id", `deny contains "id" if input.mcp.id == 7`, []string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params", "mcp.id"}},
 	{
 		"mcp params", `deny contains "meta path" if startswith(input.mcp.params._meta["acme/path"], "/etc/")`,
-		[]string{"tool", "kind", "phase", "mcp.method", "mcp.params"},
+		[]string{"tool", "kind", "phase", "mode", "mcp.method", "mcp.params"},
 	},
 }
 
@@ -197,7 +198,7 @@ func TestInputReadsPrune(t *testing.T) {
 		keys = append(keys, string(k.Value.(ast.String)))
 	}
 	slices.Sort(keys)
-	if want := []string{"kind", "phase", "tool"}; !slices.Equal(keys, want) {
+	if want := []string{"kind", "mode", "phase", "tool"}; !slices.Equal(keys, want) {
 		t.Errorf("built input has %v, want %v", keys, want)
 	}
 }

@@ -30,9 +30,8 @@ func ConfiguredMode(subjectModes map[string]string, subject, upstreamMode, fallb
 	return fallback
 }
 
-// applyMode turns d into what mode makes of it; listing is true in the
-// list phase.
-func applyMode(d Decision, mode string, listing bool) (Decision, error) {
+// applyMode turns d into what mode makes of it.
+func applyMode(d Decision, mode string) (Decision, error) {
 	if d.Action == Deny || d.Forced {
 		return d, nil // no mode overrides a deny, or an ask a hook forced
 	}
@@ -40,13 +39,6 @@ func applyMode(d Decision, mode string, listing bool) (Decision, error) {
 	case "", ModeDefault:
 		return d, nil
 	case ModeDontAsk:
-		if d.Action == Ask && listing && d.AllowFired {
-			// The list phase knows no target: an allow rule that fired
-			// there covers some calls of the tool, and dont_ask refuses
-			// only the others. Hiding the tool would hide the calls that
-			// can run; listing it unmarked says none of them will ask.
-			return Decision{Action: Allow, Reasons: []Reason{{ID: "toolgate.mode.dont_ask", Message: "mode dont_ask: the calls an allow rule covers can run, the asks are refused"}}, ReadOnly: d.ReadOnly}, nil
-		}
 		if d.Action == Ask {
 			return prefixed(Deny, Reason{ID: "toolgate.mode.dont_ask", Message: "mode dont_ask: an ask is refused, nobody is there to approve"}, d.Reasons), nil
 		}

@@ -101,13 +101,14 @@ type libVerdicts struct {
 func (n *nativeLib) decide(in *Input) libVerdicts {
 	var v libVerdicts
 	list := in.listing()
+	asks := !list || in.Mode != ModeDontAsk // listed_without_asks in the library
 	if t := in.Tool; t != nil {
-		n.match(n.byTool[t.Name], t, list, &v)
+		n.match(n.byTool[t.Name], t, list, asks, &v)
 		for _, l := range n.prefixLens {
 			if l > len(t.Name) {
 				break
 			}
-			n.match(n.byPrefix[t.Name[:l]], t, list, &v)
+			n.match(n.byPrefix[t.Name[:l]], t, list, asks, &v)
 		}
 		if !list && escaping(t) {
 			v.deny.add(Reason{ID: "toolgate.target_escapes", Message: "a target climbs above its root"}) // not quoted: see the library
@@ -180,8 +181,9 @@ func asJSON(v any) (any, bool) {
 	return out, true
 }
 
-// match applies the rows that can concern t's tool.
-func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts) {
+// match applies the rows that can concern t's tool. asks is false when a
+// listed tool's ask rows are read as deny rows (mode dont_ask).
+func (n *nativeLib) match(rows []*nativeRow, t *Tool, list, asks bool, v *libVerdicts) {
 	for _, r := range rows {
 		if !r.toolMatches(t.Name) {
 			continue
@@ -199,7 +201,7 @@ func (n *nativeLib) match(rows []*nativeRow, t *Tool, list bool, v *libVerdicts)
 			}
 			continue
 		case "ask":
-			if whole || list || r.anyTarget(t) {
+			if whole || list && asks || !list && r.anyTarget(t) {
 				v.ask.add(r.reason)
 			}
 		case "allow":

@@ -522,3 +522,24 @@ func TestDontAskListsAToolWithAllowedCalls(t *testing.T) {
 		t.Errorf("write_note is marked may_ask under dont_ask, where none of its calls asks: %v", list.Tools[i].Meta)
 	}
 }
+
+// TestDontAskHidesAToolAnAskRowCovers: under dont_ask an ask row on every
+// target covers every call of its tool, as a deny row on "*" would: the
+// tool is hidden though an allow row covers some of its targets, since
+// the ask beats the allow on each of them.
+func TestDontAskHidesAToolAnAskRowCovers(t *testing.T) {
+	engine := mcpEngineRules(t,
+		`{id: e1, effect: allow, tool: echo, target: "*"}`,
+		`{id: w1, effect: allow, tool: write_note, target: "scratch/*"}`,
+		`{id: w2, effect: ask, tool: write_note, target: "*", message: "every note needs a look"}`,
+	)
+	for _, path := range []string{"scratch/a", "notes/a"} {
+		ran, listed := dontAskListed(t, engine, "write_note", map[string]any{"path": path, "content": "x"})
+		if ran {
+			t.Fatalf("write_note on %s, an ask, ran under dont_ask", path)
+		}
+		if listed {
+			t.Errorf("write_note, no call of which can run under dont_ask, is listed")
+		}
+	}
+}

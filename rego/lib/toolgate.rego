@@ -85,8 +85,26 @@ escaping := input.tool.target_raw if {
 ask contains reason if {
 	some r in candidates
 	r.effect == "ask"
-	row_matches_any(r)
+	ask_row_matches(r)
 	reason := object.union(table_reason(r), ask_extras(r))
+}
+
+# Under mode dont_ask an ask is refused, so a tool being listed reads its
+# ask rows as deny rows: one hides the tool only when it covers every call
+# of it, and a tool an allow row covers some calls of stays listed.
+ask_row_matches(r) if {
+	not listed_without_asks
+	row_matches_any(r)
+}
+
+ask_row_matches(r) if {
+	listed_without_asks
+	deny_row_matches(r)
+}
+
+listed_without_asks if {
+	list_phase
+	input.mode == "dont_ask"
 }
 
 # ask_extras: what an ask row adds to its reason (must_ask, and its

@@ -85,6 +85,19 @@ test_list_phase_deny_only_whole_tool if {
 	ids(lib.deny) == {"h"} with input as {"kind": "mcp", "phase": "list", "tool": {"name": "Drop"}} with data.toolgate.rules as hide
 }
 
+listed(tool, mode) := {"kind": "mcp", "phase": "list", "mode": mode, "tool": {"name": tool}}
+
+# Under dont_ask a listed tool's ask rows read as deny rows: only one on
+# every target fires; in another mode each fires whatever its target.
+test_list_phase_dont_ask_asks_only_whole_tool if {
+	asks := array.concat(seed, [{"id": "w2", "effect": "ask", "tool": "fs.write", "target": "notes/*", "tool_glob": false, "target_glob": true}])
+	count(lib.ask) == 0 with input as listed("fs.write", "dont_ask") with data.toolgate.rules as asks
+	ids(lib.allow) == {"g1"} with input as listed("fs.write", "dont_ask") with data.toolgate.rules as asks
+	ids(lib.ask) == {"w2"} with input as listed("fs.write", "default") with data.toolgate.rules as asks
+	ids(lib.ask) == {"r3"} with input as listed("Write", "dont_ask") with data.toolgate.rules as asks
+	ids(lib.ask) == {"w2"} with input as object.union(call("fs.write", "notes/a"), {"mode": "dont_ask"}) with data.toolgate.rules as asks
+}
+
 mcp(method) := {"kind": "mcp", "mcp": {"method": method}}
 
 test_mcp_plumbing_allowed if {
