@@ -79,11 +79,18 @@ in_notes if {
 }
 
 # Listing tools (MCP tools/list, phase "list": no arguments yet): a tool is
-# shown when some call of it could run. delete_file stays hidden: its deny
-# below fires in every phase.
+# shown when some call of it could run, and marked as one that may ask when
+# those calls ask. read_file is shown; write_note is shown as asking, every
+# write that can run does (so mode dont_ask, which refuses asks, hides it);
+# delete_file stays hidden: its deny below fires in every phase.
 allow contains {"id": "example.listed", "message": "some calls of this tool can run"} if {
 	listing
-	input.tool.name in {"read_file", "write_note"}
+	input.tool.name == "read_file"
+}
+
+ask contains {"id": "example.listed_ask", "message": "the calls of this tool that can run need approval"} if {
+	listing
+	input.tool.name == "write_note"
 }
 
 listing if input.phase == "list"

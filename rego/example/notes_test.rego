@@ -112,8 +112,16 @@ test_delete_always_denied if {
 test_list_phase_shows_runnable_tools if {
 	every tool in ["read_file", "write_note"] {
 		count(toolgate.deny) == 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": tool}}
-		count(toolgate.allow) > 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": tool}}
 	}
+	count(toolgate.allow) > 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": "read_file"}}
+	count(toolgate.ask) == 0 with input as {"kind": "mcp", "phase": "list", "tool": {"name": "read_file"}}
+}
+
+# Every write that can run asks, so write_note is listed as asking (marked,
+# and hidden by mode dont_ask).
+test_list_phase_marks_write_note if {
+	some r in toolgate.ask with input as {"kind": "mcp", "phase": "list", "tool": {"name": "write_note"}}
+	r.id == "example.listed_ask"
 }
 
 test_list_phase_hides_delete if {
