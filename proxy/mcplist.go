@@ -222,7 +222,7 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 		return nil, false
 	}
 	if t[0] != '[' {
-		return s.filterListMessage(ctx, t, c), true
+		return escapeLineSeparators(s.filterListMessage(ctx, t, c)), true
 	}
 	var msgs []json.RawMessage
 	if json.Unmarshal(t, &msgs) != nil {
@@ -237,7 +237,7 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 		}
 		out = append(out, s.filterListMessage(ctx, m, c)...)
 	}
-	return append(out, ']'), true
+	return escapeLineSeparators(append(out, ']')), true
 }
 
 // filterListMessage filters the tools, resources and prompts of one

@@ -161,9 +161,9 @@ func gatedStream(t *testing.T, events []string) (*url.URL, chan<- struct{}) {
 	return u, next
 }
 
-// openStream opens the GET stream through toolgate and returns a
-// function that reads the next event's data.
-func openStream(t *testing.T, base string) func() string {
+// getStream opens the GET stream through toolgate; the body is closed at
+// the test's end.
+func getStream(t *testing.T, base string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
 	req.Header.Set("Authorization", "Bearer agent-key")
@@ -178,7 +178,14 @@ func openStream(t *testing.T, base string) func() string {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("GET stream: %d %s", res.StatusCode, b)
 	}
-	br := bufio.NewReaderSize(res.Body, 1<<20)
+	return res
+}
+
+// openStream opens the GET stream through toolgate and returns a
+// function that reads the next event's data.
+func openStream(t *testing.T, base string) func() string {
+	t.Helper()
+	br := bufio.NewReaderSize(getStream(t, base).Body, 1<<20)
 	return func() string {
 		for {
 			line, err := br.ReadString('\n')

@@ -34,6 +34,34 @@ func (ev sseEvent) name() string {
 // first line would not read as the field it is to toolgate alone.
 const bom = "\ufeff"
 
+// Some SSE readers end lines at more than the specification's CR, LF and
+// CRLF: Python's str.splitlines, which httpx's line decoder uses (and so
+// httpx-sse before 0.4.2, the MCP Python SDK client's reader), also ends
+// them at \v, \f, \x1c, \x1d, \x1e, U+0085, U+2028 and U+2029. A line
+// holding one reads as several there, so a line toolgate reads as a
+// comment or a field could hold a data line such a client reads. A
+// rewritten stream drops such lines (splitsElsewhere), and the list filters
+// write their JSON with the three that JSON strings may hold escaped
+// (escapeLineSeparators).
+const elsewhereBreaks = "\v\f\x1c\x1d\x1e\u0085\u2028\u2029"
+
+// splitsElsewhere reports whether a reader could split line where the
+// SSE specification does not.
+func splitsElsewhere(line string) bool { return strings.ContainsAny(line, elsewhereBreaks) }
+
+// escapeLineSeparators returns b, valid JSON, with U+0085, U+2028 and
+// U+2029 written as escapes: the same JSON (raw, they can only stand in a
+// string), which no reader splits. b is returned as it is when it holds
+// none.
+func escapeLineSeparators(b []byte) []byte {
+	if !bytes.Contains(b, []byte("\u0085")) && !bytes.Contains(b, []byte("\u2028")) && !bytes.Contains(b, []byte("\u2029")) {
+		return b
+	}
+	return []byte(separatorEscapes.Replace(string(b)))
+}
+
+var separatorEscapes = strings.NewReplacer("\u0085", `\u0085`, "\u2028", `\u2028`, "\u2029", `\u2029`)
+
 // sseEvents reads a whole text/event-stream body. Lines end with "\n",
 // "\r\n" or "\r"; an empty line ends an event; a field's value loses one
 // leading space. A data field split over several lines is one value, which
@@ -74,6 +102,9 @@ func sseEventsOf(text string) []sseEvent {
 			v = strings.TrimPrefix(strings.TrimPrefix(v, ":"), " ")
 			data, ev.hasData = append(data, v), true
 			continue
+		}
+		if splitsElsewhere(line) {
+			continue // read as more lines by some readers (elsewhereBreaks)
 		}
 		ev.other = append(ev.other, line)
 	}
@@ -187,8 +218,10 @@ func (s *sseFilter) Read(p []byte) (int, error) {
 		case len(s.line) == 0:
 			s.end()
 		case len(s.event) == 0 && s.line[0] == ':':
-			s.out.Write(s.line) // a comment outside an event
-			s.out.WriteByte('\n')
+			if !splitsElsewhere(string(s.line)) { // as sseEventsOf drops it
+				s.out.Write(s.line) // a comment outside an event
+				s.out.WriteByte('\n')
+			}
 		default:
 			s.event = append(append(s.event, s.line...), '\n')
 		}
