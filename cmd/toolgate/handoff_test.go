@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,34 +37,46 @@ func TestApprovalBesideHeldRequest(t *testing.T) {
 		code int
 		body string
 	}
-	done := make(chan answer, 1)
-	go func() {
-		res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/handoff.txt","content":"x"}`)
-		done <- answer{res.StatusCode, body}
-	}()
-	id := waitingCall(t, a.approvals)
-	if code := approveAPI(t, a.approvals, id, "alice-key-0123456789"); code != 200 {
-		t.Fatalf("approve: %d", code)
-	}
-	if got := <-done; got.code != 200 || !strings.Contains(got.body, `"bytes"`) {
-		t.Fatalf("agent: %d %s, want the tool's answer", got.code, got.body)
-	}
-	var states []string
 	msgs := sub.Channel()
-	for end := time.After(5 * time.Second); len(states) == 0 || states[len(states)-1] != "executed"; {
-		select {
-		case m := <-msgs:
-			if cid, st, ok := strings.Cut(m.Payload, " "); ok && cid == id {
-				states = append(states, st)
-			}
-		case <-end:
-			t.Fatalf("messages for %s: %v, never executed", id, states)
+	// The approval can win the race with the request's own registration
+	// (the call is listed the moment it is parked, and the request joins
+	// the hand-off a step later): then the store publishes it approved and
+	// the request claims it the usual way, which is correct, and slower. A
+	// loaded machine can lose that race, so a few calls are made; one
+	// approved beside its held request must be claimed in the same step.
+	const tries = 3
+	var states []string
+	for try := range tries {
+		done := make(chan answer, 1)
+		go func() {
+			res, body := agentCall(t, a.proxy, "write_note", `{"path":"notes/handoff`+strconv.Itoa(try)+`.txt","content":"x"}`)
+			done <- answer{res.StatusCode, body}
+		}()
+		id := waitingCall(t, a.approvals)
+		if code := approveAPI(t, a.approvals, id, "alice-key-0123456789"); code != 200 {
+			t.Fatalf("approve: %d", code)
 		}
+		if got := <-done; got.code != 200 || !strings.Contains(got.body, `"bytes"`) {
+			t.Fatalf("agent: %d %s, want the tool's answer", got.code, got.body)
+		}
+		states = nil
+		for end := time.After(5 * time.Second); len(states) == 0 || states[len(states)-1] != "executed"; {
+			select {
+			case m := <-msgs:
+				if cid, st, ok := strings.Cut(m.Payload, " "); ok && cid == id {
+					states = append(states, st)
+				}
+			case <-end:
+				t.Fatalf("messages for %s: %v, never executed", id, states)
+			}
+		}
+		if strings.Join(states, ",") == "executing,executed" {
+			if n := len(up.Requests()); n != try+1 {
+				t.Errorf("the upstream saw %d requests, want %d", n, try+1)
+			}
+			return
+		}
+		t.Logf("try %d: messages for %s: %v (the approval came before the request joined the hand-off)", try, id, states)
 	}
-	if strings.Join(states, ",") != "executing,executed" {
-		t.Errorf("messages for %s: %v; want executing, executed: claimed with its approval", id, states)
-	}
-	if n := len(up.Requests()); n != 1 {
-		t.Errorf("the upstream saw %d requests, want 1", n)
-	}
+	t.Errorf("messages: %v in each of %d tries; want executing, executed: claimed with its approval", states, tries)
 }
