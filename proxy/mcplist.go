@@ -134,9 +134,16 @@ func listMediaType(res *http.Response) (string, error) {
 		return "", err
 	}
 	ct := res.Header.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && mt != "text/event-stream") {
 		return "", listErr("an MCP answer toolgate must read came as " + strconv.Quote(ct) + ", neither JSON nor an event stream")
+	}
+	// toolgate reads the bytes as UTF-8, as the go-sdk and TypeScript
+	// clients do; the Python SDK's client (httpx) decodes an event stream
+	// with the charset the type names, and in ISO-8859-1 or UTF-16 the
+	// same bytes hold other lines, a list among them.
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return "", listErr("an MCP answer toolgate must read came as " + strconv.Quote(ct) + ", not in UTF-8")
 	}
 	return mt, nil
 }

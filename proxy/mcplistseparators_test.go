@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -137,5 +138,42 @@ func TestStreamCommentOtherReadersSplit(t *testing.T) {
 	}
 	if got := pythonListed(raw.String() + "\n"); slices.Contains(got, "file:///srv/docs/secrets/key.pem") {
 		t.Errorf("a Python client reads listed %v on the GET stream: %q", got, raw.String())
+	}
+}
+
+// TestListCharsetRefused: a list answer whose type names a charset other
+// than UTF-8 is 502, on a POST and on the GET stream. toolgate reads the
+// bytes as UTF-8; the Python SDK's client (httpx) decodes an event stream
+// with the named charset first, and there the same bytes hold other lines:
+// in ISO-8859-1 the C3 85 of "Å" is "Ã" and U+0085, a line end, and in
+// UTF-16 a whole list reads where toolgate saw no data line.
+func TestListCharsetRefused(t *testing.T) {
+	body := ": Å" + "data: " + listWithSecret + "\n\n" + "data: " + listWithSecret + "\n\n"
+	for ct, want := range map[string]int{
+		"text/event-stream; charset=iso-8859-1": http.StatusBadGateway,
+		"text/event-stream; charset=utf-16le":   http.StatusBadGateway,
+		"application/json; charset=latin1":      http.StatusBadGateway,
+		"text/event-stream; charset=UTF-8":      http.StatusOK,
+		"text/event-stream;charset=utf8":        http.StatusOK,
+		"text/event-stream":                     http.StatusOK,
+	} {
+		b := body
+		if strings.HasPrefix(ct, "application/json") {
+			b = listWithSecret
+		}
+		res, raw := listThrough(t, http.StatusOK, ct, b, "2025-06-18")
+		if got := pythonListed(string(raw)); res.StatusCode != want ||
+			want == http.StatusOK && (slices.Contains(got, "file:///srv/docs/secrets/key.pem") || !slices.Contains(got, "file:///srv/docs/readme.md")) {
+			t.Errorf("%q: %d %q, want %d (and the list filtered)", ct, res.StatusCode, raw, want)
+		}
+	}
+	upURL := rawMCPUpstream(t, http.StatusOK, "text/event-stream; charset=iso-8859-1", body)
+	env := newTestServer(t, itemsEngine(t), func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+	})
+	res := streamAnswer(t, env.url)
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusBadGateway {
+		t.Errorf("GET stream in ISO-8859-1: %d %q, want 502", res.StatusCode, raw)
 	}
 }

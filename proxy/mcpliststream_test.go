@@ -161,9 +161,9 @@ func gatedStream(t *testing.T, events []string) (*url.URL, chan<- struct{}) {
 	return u, next
 }
 
-// getStream opens the GET stream through toolgate; the body is closed at
-// the test's end.
-func getStream(t *testing.T, base string) *http.Response {
+// streamAnswer is toolgate's answer to a GET of the MCP endpoint (the
+// server's stream); the body is closed at the test's end.
+func streamAnswer(t *testing.T, base string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
 	req.Header.Set("Authorization", "Bearer agent-key")
@@ -174,6 +174,14 @@ func getStream(t *testing.T, base string) *http.Response {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// getStream opens the GET stream through toolgate (streamAnswer), which
+// must be a 200.
+func getStream(t *testing.T, base string) *http.Response {
+	t.Helper()
+	res := streamAnswer(t, base)
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("GET stream: %d %s", res.StatusCode, b)
