@@ -56,6 +56,7 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 			return err
 		}
 		if mt == "text/event-stream" {
+			ownType(res, mt)
 			res.Body = newSSEFilter(res.Body, maxListBytes, func(name string, data []byte) []byte {
 				// A stream stays open for as long as its session: each
 				// event is decided afresh, with a bound of its own (the
@@ -117,6 +118,7 @@ func (s *Server) filterWhole(ctx context.Context, res *http.Response, c *call, m
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	res.ContentLength = int64(len(body))
 	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	ownType(res, mt)
 	return nil
 }
 
@@ -133,6 +135,12 @@ func listMediaType(res *http.Response) (string, error) {
 	if err := readable(res); err != nil {
 		return "", err
 	}
+	cts := res.Header.Values("Content-Type")
+	if len(cts) > 1 {
+		// One reader takes the first, another joins them with ", " and
+		// finds a charset in the second.
+		return "", listErr("an MCP answer toolgate must read came with " + strconv.Itoa(len(cts)) + " Content-Type headers")
+	}
 	ct := res.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && mt != "text/event-stream") {
@@ -145,7 +153,18 @@ func listMediaType(res *http.Response) (string, error) {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return "", listErr("an MCP answer toolgate must read came as " + strconv.Quote(ct) + ", not in UTF-8")
 	}
+	// The answer goes on with this type alone (ownType): what
+	// mime.ParseMediaType let pass unread (a charset*= it cannot decode,
+	// which Python's email package reads) names no charset to the client.
 	return mt, nil
+}
+
+// ownType makes res, a list answer toolgate has read as mt and rewritten,
+// say only that: its media type, no parameters (a client decodes UTF-8, as
+// toolgate read it), no encoding.
+func ownType(res *http.Response, mt string) {
+	res.Header["Content-Type"] = []string{mt}
+	res.Header.Del("Content-Encoding")
 }
 
 // readAnswer reads and closes the body of an answer toolgate rewrites, up
@@ -166,8 +185,12 @@ func readAnswer(res *http.Response) ([]byte, error) {
 // compression the transport did not undo): filtering bytes it cannot read
 // would hand them on unfiltered.
 func readable(res *http.Response) error {
-	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return listErr("an MCP answer toolgate must read came encoded (" + ce + ")")
+	// Every line: httpx decodes each encoding listed, net/http's
+	// transport and Header.Get see the first.
+	for _, ce := range res.Header.Values("Content-Encoding") {
+		if ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+			return listErr("an MCP answer toolgate must read came encoded (" + ce + ")")
+		}
 	}
 	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -175,5 +178,65 @@ func TestListCharsetRefused(t *testing.T) {
 	raw, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusBadGateway {
 		t.Errorf("GET stream in ISO-8859-1: %d %q, want 502", res.StatusCode, raw)
+	}
+}
+
+// TestListAnswerHeadersReadOnce: the headers that say how a list answer
+// is decoded are read as every client reads them, and the rewritten
+// answer says only what toolgate read: two Content-Type lines (httpx joins
+// them, and finds the second's charset) or two Content-Encoding lines
+// (httpx decodes each, net/http sees the first) are 502; a charset*= that
+// Go's parser drops unread (Python's email package reads it) leaves the
+// answer typed with its bare media type, as every filtered answer is.
+func TestListAnswerHeadersReadOnce(t *testing.T) {
+	body := ": Å" + "data: " + listWithSecret + "\n\n" + "data: " + listWithSecret + "\n\n"
+	for _, tc := range []struct {
+		name     string
+		header   http.Header
+		want     int
+		wantType string
+	}{
+		{"two types", http.Header{"Content-Type": {"text/event-stream", "text/event-stream; charset=iso-8859-1"}}, http.StatusBadGateway, ""},
+		{"two encodings", http.Header{"Content-Type": {"text/event-stream"}, "Content-Encoding": {"identity", "gzip"}}, http.StatusBadGateway, ""},
+		{"charset*=", http.Header{"Content-Type": {"text/event-stream; charset*=iso-8859-1"}}, http.StatusOK, "text/event-stream"},
+		{"quoted utf-8", http.Header{"Content-Type": {`Text/Event-Stream; charset="utf-8"`}, "Content-Encoding": {"identity"}}, http.StatusOK, "text/event-stream"},
+		{"JSON", http.Header{"Content-Type": {"application/json; charset=utf-8"}}, http.StatusOK, "application/json"},
+	} {
+		b := body
+		if strings.HasPrefix(tc.header.Get("Content-Type"), "application/json") {
+			b = listWithSecret
+		}
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			maps.Copy(w.Header(), tc.header)
+			_, _ = io.WriteString(w, b)
+		}))
+		t.Cleanup(up.Close)
+		upURL, _ := url.Parse(up.URL)
+		env := newTestServer(t, itemsEngine(t), func(c *Config) {
+			c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+		})
+		for _, get := range []bool{false, true} {
+			var res *http.Response
+			var raw []byte
+			if get {
+				res = streamAnswer(t, env.url)
+				raw, _ = io.ReadAll(res.Body)
+			} else {
+				res, _, raw = postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
+					"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-06-18")
+			}
+			got := res.Header.Values("Content-Type")
+			text := string(raw)
+			if tc.wantType == "application/json" {
+				text = "data: " + text + "\n\n"
+			}
+			listed := pythonListed(text)
+			if res.StatusCode != tc.want || tc.want == http.StatusOK && (!slices.Equal(got, []string{tc.wantType}) || res.Header.Get("Content-Encoding") != "" ||
+				slices.Contains(listed, "file:///srv/docs/secrets/key.pem") || !slices.Contains(listed, "file:///srv/docs/readme.md")) {
+				t.Errorf("%s (GET %v): %d, Content-Type %q, Content-Encoding %q, %q; want %d typed %q, filtered",
+					tc.name, get, res.StatusCode, got, res.Header.Values("Content-Encoding"), raw, tc.want, tc.wantType)
+			}
+		}
 	}
 }
