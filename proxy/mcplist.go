@@ -56,7 +56,7 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 			return err
 		}
 		if mt == "text/event-stream" {
-			ownType(res, mt)
+			ownHeaders(res, mt, -1)
 			res.Body = newSSEFilter(res.Body, maxListBytes, func(name string, data []byte) []byte {
 				// A stream stays open for as long as its session: each
 				// event is decided afresh, with a bound of its own (the
@@ -116,9 +116,7 @@ func (s *Server) filterWhole(ctx context.Context, res *http.Response, c *call, m
 		return errListUnread
 	}
 	res.Body = io.NopCloser(bytes.NewReader(body))
-	res.ContentLength = int64(len(body))
-	res.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	ownType(res, mt)
+	ownHeaders(res, mt, int64(len(body)))
 	return nil
 }
 
@@ -153,18 +151,29 @@ func listMediaType(res *http.Response) (string, error) {
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return "", listErr("an MCP answer toolgate must read came as " + strconv.Quote(ct) + ", not in UTF-8")
 	}
-	// The answer goes on with this type alone (ownType): what
+	// The answer goes on with this type alone (ownHeaders): what
 	// mime.ParseMediaType let pass unread (a charset*= it cannot decode,
 	// which Python's email package reads) names no charset to the client.
 	return mt, nil
 }
 
-// ownType makes res, a list answer toolgate has read as mt and rewritten,
-// say only that: its media type, no parameters (a client decodes UTF-8, as
-// toolgate read it), no encoding.
-func ownType(res *http.Response, mt string) {
-	res.Header["Content-Type"] = []string{mt}
-	res.Header.Del("Content-Encoding")
+// ownHeaders makes res, a list answer toolgate has read as mt and
+// rewritten for one caller, say only that: its media type, no parameters
+// (a client decodes UTF-8, as toolgate read it), no encoding, the length
+// of the body it now has (length, or -1 for a stream that goes on), no
+// validator or digest of the upstream's body (a caller could check a guess
+// at what was hidden against it), and not to be stored by any cache.
+func ownHeaders(res *http.Response, mt string, length int64) {
+	h := res.Header
+	h["Content-Type"] = []string{mt}
+	h["Cache-Control"] = []string{"no-store"}
+	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Range", "Etag", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5"} {
+		h.Del(k)
+	}
+	res.ContentLength = length
+	if length >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(length, 10))
+	}
 }
 
 // readAnswer reads and closes the body of an answer toolgate rewrites, up

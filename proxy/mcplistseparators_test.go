@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -206,26 +203,9 @@ func TestListAnswerHeadersReadOnce(t *testing.T) {
 		if strings.HasPrefix(tc.header.Get("Content-Type"), "application/json") {
 			b = listWithSecret
 		}
-		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			maps.Copy(w.Header(), tc.header)
-			_, _ = io.WriteString(w, b)
-		}))
-		t.Cleanup(up.Close)
-		upURL, _ := url.Parse(up.URL)
-		env := newTestServer(t, itemsEngine(t), func(c *Config) {
-			c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-		})
+		base := headersUpstream(t, tc.header, b)
 		for _, get := range []bool{false, true} {
-			var res *http.Response
-			var raw []byte
-			if get {
-				res = streamAnswer(t, env.url)
-				raw, _ = io.ReadAll(res.Body)
-			} else {
-				res, _, raw = postMCP(t, &mcpEnv{url: env.url}, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`,
-					"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", "2025-06-18")
-			}
+			res, raw := listBothWays(t, base, get)
 			got := res.Header.Values("Content-Type")
 			text := string(raw)
 			if tc.wantType == "application/json" {
