@@ -37,7 +37,41 @@ const maxListBytes = 8 << 20
 // uri, a prompts/get of its name, by this caller. It is removed when that
 // call would be denied, and marked when it would be asked about.
 func (s *Server) listProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return answerProxy(c, func(res *http.Response) error { return s.filterList(r.Context(), res, c) })
+	return wholeAnswers(answerProxy(c, func(res *http.Response) error { return s.filterList(r.Context(), res, c) }))
+}
+
+// trailerless is a list answer's body, read as it streams, whose trailers
+// are forgotten as they come (ownHeaders): the transport sets res.Trailer
+// when the body ends, and the reverse proxy sends what it holds then.
+type trailerless struct {
+	io.ReadCloser
+	res *http.Response
+}
+
+func (t trailerless) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err != nil {
+		t.res.Trailer = nil
+	}
+	return n, err
+}
+
+// partialHeaders ask an upstream for part of an answer, or for none when
+// it has not changed: a list's answer is filtered whole, so they are not
+// forwarded with one (a range starting inside a line would hand on a
+// fragment no filter reads, and a 304 the unfiltered list's validator).
+var partialHeaders = []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"}
+
+// wholeAnswers makes rp forward its requests without partialHeaders.
+func wholeAnswers(rp *httputil.ReverseProxy) *httputil.ReverseProxy {
+	rewrite := rp.Rewrite
+	rp.Rewrite = func(pr *httputil.ProxyRequest) {
+		rewrite(pr)
+		for _, k := range partialHeaders {
+			pr.Out.Header.Del(k)
+		}
+	}
+	return rp
 }
 
 // streamListProxy forwards a GET of the MCP endpoint (the server's SSE
@@ -47,7 +81,7 @@ func (s *Server) listProxy(r *http.Request, c *call) *httputil.ReverseProxy {
 // toolgate filtered on its way out would otherwise come back whole, all
 // the policy hides from this caller in it.
 func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return answerProxy(c, func(res *http.Response) error {
+	return wholeAnswers(answerProxy(c, func(res *http.Response) error {
 		if !success(res) {
 			return nil
 		}
@@ -57,7 +91,7 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 		}
 		if mt == "text/event-stream" {
 			ownHeaders(res, mt, -1)
-			res.Body = newSSEFilter(res.Body, maxListBytes, func(name string, data []byte) []byte {
+			res.Body = newSSEFilter(trailerless{res.Body, res}, maxListBytes, func(name string, data []byte) []byte {
 				// A stream stays open for as long as its session: each
 				// event is decided afresh, with a bound of its own (the
 				// policy in force then, and no end to the stream's lists).
@@ -73,7 +107,7 @@ func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProx
 		// A stream that came as one JSON message: read whole, as a
 		// list's answer to a POST is.
 		return s.filterWhole(r.Context(), res, c, mt)
-	})
+	}))
 }
 
 // filteredList reports whether the answer to an MCP request of method is
@@ -161,15 +195,17 @@ func listMediaType(res *http.Response) (string, error) {
 // rewritten for one caller, say only that: its media type, no parameters
 // (a client decodes UTF-8, as toolgate read it), no encoding, the length
 // of the body it now has (length, or -1 for a stream that goes on), no
-// validator or digest of the upstream's body (a caller could check a guess
-// at what was hidden against it), and not to be stored by any cache.
+// validator or digest of the upstream's body, in its headers or trailers
+// (a caller could check a guess at what was hidden against it), and not
+// to be stored by any cache.
 func ownHeaders(res *http.Response, mt string, length int64) {
 	h := res.Header
 	h["Content-Type"] = []string{mt}
 	h["Cache-Control"] = []string{"no-store"}
-	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Range", "Etag", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5"} {
+	for _, k := range []string{"Content-Encoding", "Content-Length", "Content-Range", "Etag", "Last-Modified", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5", "Trailer"} {
 		h.Del(k)
 	}
+	res.Trailer = nil
 	res.ContentLength = length
 	if length >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(length, 10))

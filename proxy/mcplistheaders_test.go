@@ -46,6 +46,7 @@ func TestFilteredListHeaders(t *testing.T) {
 		"Cache-Control":  {"public, max-age=600"},
 		"Etag":           {`"sha-of-unfiltered"`},
 		"Content-Digest": {"sha-256=:unfiltereddigest=:"},
+		"Last-Modified":  {"Mon, 07 Dec 2026 06:00:00 GMT"},
 	}, listWithSecret)
 	for _, get := range []bool{false, true} {
 		res, raw := listBothWays(t, base, get)
@@ -55,7 +56,7 @@ func TestFilteredListHeaders(t *testing.T) {
 		if cc := res.Header.Values("Cache-Control"); len(cc) != 1 || cc[0] != "no-store" {
 			t.Errorf("GET %v: filtered per caller, sent Cache-Control %q, want no-store", get, cc)
 		}
-		for _, h := range []string{"ETag", "Content-Digest"} {
+		for _, h := range []string{"ETag", "Content-Digest", "Last-Modified"} {
 			if v := res.Header.Get(h); v != "" {
 				t.Errorf("GET %v: filtered body sent with the upstream's %s %q (of the unfiltered body)", get, h, v)
 			}
