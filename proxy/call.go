@@ -26,6 +26,9 @@ type call struct {
 	decision policy.Decision
 	mode     string      // the permission mode the call is decided under
 	lists    *listBudget // what filtering its list answers may still cost (mcplist.go)
+	// filtered is true for a call whose answer toolgate filters for its
+	// caller (wholeAnswers): the upstream's 1xx answers are not passed on.
+	filtered bool
 	// granted: a remembered grant turned the call's ask into allow
 	// (applyGrant); it is sent as its approval showed it (outboundHeader).
 	granted bool

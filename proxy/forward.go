@@ -219,7 +219,7 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, c *call, rp
 	// No GetBody: without it net/http cannot replay a request with a body
 	// on a fresh connection, so a tool call is sent at most once.
 	out.GetBody = nil
-	c.aw = answerWriter{ResponseWriter: w, id: c.id, decision: outcomeAllow}
+	c.aw = answerWriter{ResponseWriter: w, id: c.id, decision: outcomeAllow, no1xx: c.filtered}
 	if c.up.DryRun {
 		c.aw.decision = "dry-run:" + c.decision.Action.String()
 	}
@@ -250,6 +250,7 @@ type answerWriter struct {
 	id, decision string
 	wrote        bool // the final answer's header is written
 	cleared      bool // a 1xx answer went out, and the header map was cleared after it
+	no1xx        bool // 1xx answers go nowhere (a filtered answer's: call.filtered)
 }
 
 // own sets toolgate's headers on the answer.
@@ -268,6 +269,10 @@ func (w *answerWriter) WriteHeader(code int) {
 	} else {
 		dropToolgateHeaders(w.ResponseWriter.Header())
 		w.cleared = true
+		if w.no1xx {
+			clear(w.ResponseWriter.Header()) // as the reverse proxy clears it after a 1xx
+			return
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

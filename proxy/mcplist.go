@@ -37,7 +37,7 @@ const maxListBytes = 8 << 20
 // uri, a prompts/get of its name, by this caller. It is removed when that
 // call would be denied, and marked when it would be asked about.
 func (s *Server) listProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return wholeAnswers(answerProxy(c, func(res *http.Response) error { return s.filterList(r.Context(), res, c) }))
+	return wholeAnswers(c, answerProxy(c, func(res *http.Response) error { return s.filterList(r.Context(), res, c) }))
 }
 
 // trailerless is a list answer's body, read as it streams, whose trailers
@@ -62,8 +62,13 @@ func (t trailerless) Read(p []byte) (int, error) {
 // fragment no filter reads, and a 304 the unfiltered list's validator).
 var partialHeaders = []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"}
 
-// wholeAnswers makes rp forward its requests without partialHeaders.
-func wholeAnswers(rp *httputil.ReverseProxy) *httputil.ReverseProxy {
+// wholeAnswers makes rp, c's, forward its requests without
+// partialHeaders, and marks c filtered: the upstream's 1xx answers (103
+// Early Hints), which the reverse proxy writes before ModifyResponse sees
+// anything, are not passed on (answerWriter), as their headers could be
+// the unfiltered answer's validators or digests.
+func wholeAnswers(c *call, rp *httputil.ReverseProxy) *httputil.ReverseProxy {
+	c.filtered = true
 	rewrite := rp.Rewrite
 	rp.Rewrite = func(pr *httputil.ProxyRequest) {
 		rewrite(pr)
@@ -81,7 +86,7 @@ func wholeAnswers(rp *httputil.ReverseProxy) *httputil.ReverseProxy {
 // toolgate filtered on its way out would otherwise come back whole, all
 // the policy hides from this caller in it.
 func (s *Server) streamListProxy(r *http.Request, c *call) *httputil.ReverseProxy {
-	return wholeAnswers(answerProxy(c, func(res *http.Response) error {
+	return wholeAnswers(c, answerProxy(c, func(res *http.Response) error {
 		if !success(res) {
 			return nil
 		}
