@@ -238,9 +238,7 @@ func scriptedListUpstream(t *testing.T, list func(id string) string) *url.URL {
 func goSDKList(t *testing.T, list func(id string) string) ([]string, error) {
 	t.Helper()
 	upURL := scriptedListUpstream(t, list)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	tr := &http.Transport{ResponseHeaderTimeout: mcpTimeout}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil)

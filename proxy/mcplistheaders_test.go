@@ -21,9 +21,7 @@ func TestStreamListLength(t *testing.T) {
 		"longer (a ping padded)":    "id: 1\ndata:" + strings.Replace(listWithSecret, `,{"uri":"file:///srv/docs/secrets/key.pem","name":"key"}`, "", 1) + "\n\n",
 	} {
 		upURL := rawMCPUpstream(t, http.StatusOK, "text/event-stream", body)
-		env := newTestServer(t, itemsEngine(t), func(c *Config) {
-			c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-		})
+		env := itemsServer(t, upURL)
 		res := streamAnswer(t, env.url)
 		raw, err := io.ReadAll(res.Body)
 		declared := res.Header.Get("Content-Length")
@@ -75,9 +73,7 @@ func headersUpstream(t *testing.T, header http.Header, body string) string {
 	}))
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	return env.url
 }
 

@@ -190,9 +190,7 @@ func TestListsRefusedInABatch(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	for _, method := range []string{"resources/list", "prompts/list", "tools/list"} {
 		batch := `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"` + method + `"}]`
 		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(batch))
@@ -230,15 +228,22 @@ func rawMCPUpstream(t *testing.T, status int, contentType, body string) *url.URL
 	return u
 }
 
+// itemsServer is a toolgate deciding with itemsEngine in front of upURL,
+// an MCP upstream named files.
+func itemsServer(t *testing.T, upURL *url.URL) *testEnv {
+	t.Helper()
+	return newTestServer(t, itemsEngine(t), func(c *Config) {
+		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
+	})
+}
+
 // listThrough sends a resources/list, in protocol revision version,
 // through a toolgate deciding with itemsEngine, in front of an upstream
 // that answers it with status, contentType and body.
 func listThrough(t *testing.T, status int, contentType, body, version string) (*http.Response, []byte) {
 	t.Helper()
 	upURL := rawMCPUpstream(t, status, contentType, body)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	hdr := []string{"Authorization", "Bearer agent-key", "Mcp-Protocol-Version", version}
 	if version >= "2026-07-28" {
 		hdr = append(hdr, "Mcp-Method", "resources/list")

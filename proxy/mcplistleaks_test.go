@@ -19,9 +19,7 @@ func leakEnv(t *testing.T, h http.HandlerFunc) string {
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	return env.url
 }
 

@@ -28,9 +28,7 @@ func conditionalUpstream(t *testing.T) (base, body, etag string) {
 	}))
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	return env.url, body, etag
 }
 

@@ -124,9 +124,7 @@ func TestListKeepsSeparatorsInStrings(t *testing.T) {
 func TestStreamCommentOtherReadersSplit(t *testing.T) {
 	events := []string{": ping\u2028data: " + secretList("7") + "\u2028\u2028" + "\n" + "data: " + secretList("8") + "\n\n"}
 	upURL, _ := gatedStream(t, events)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	var raw strings.Builder
 	br := bufio.NewReader(getStream(t, env.url).Body)
 	for !strings.Contains(raw.String(), `"id":8`) {
@@ -168,9 +166,7 @@ func TestListCharsetRefused(t *testing.T) {
 		}
 	}
 	upURL := rawMCPUpstream(t, http.StatusOK, "text/event-stream; charset=iso-8859-1", body)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	res := streamAnswer(t, env.url)
 	raw, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusBadGateway {

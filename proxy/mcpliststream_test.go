@@ -102,9 +102,7 @@ func TestListStreamStillStreams(t *testing.T) {
 	t.Cleanup(up.Close)
 	t.Cleanup(func() { close(release) })
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	req, _ := http.NewRequest(http.MethodGet, env.url+"/mcp", nil)
 	req.Header.Set("Authorization", "Bearer agent-key")
 	req.Header.Set("Accept", "text/event-stream")
@@ -299,9 +297,7 @@ func TestStreamUnicodeSpaceAndName(t *testing.T) {
 		"event: message \ndata: " + msg[:i] + "\v\ndata: " + msg[i:] + "\n\n",
 	}
 	upURL, next := gatedStream(t, events)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	read := openStream(t, env.url)
 	if first := read(); strings.Contains(first, "key.pem") {
 		t.Errorf("GET stream, data led by U+00A0: unfiltered: %q", first)

@@ -25,9 +25,7 @@ func trailerUpstream(t *testing.T, ct, body string) string {
 	}))
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
-	env := newTestServer(t, itemsEngine(t), func(c *Config) {
-		c.Upstreams = []Upstream{{Name: "files", URL: upURL, Protocol: "mcp", MCPPath: "/mcp", Prefix: "/", Timeout: mcpTimeout}}
-	})
+	env := itemsServer(t, upURL)
 	return env.url
 }
 

@@ -107,11 +107,11 @@ func readRelayed(body io.Reader, limit int64, rl *liveRelay, callID string) (kep
 	first := true // the event being read starts the stream: its byte order mark is none of its lines
 	flush := func() {
 		if !oversized {
-			evs := sseEventsOf(string(event))
+			text := string(event)
 			if first {
-				evs = sseEvents(event)
+				text = strings.TrimPrefix(text, bom) // as sseEvents drops it
 			}
-			for _, ev := range evs {
+			for _, ev := range sseEventsOf(text) {
 				if ev.hasData {
 					rl.event(callID, ev.data)
 				}

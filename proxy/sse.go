@@ -54,7 +54,7 @@ func splitsElsewhere(line string) bool { return strings.ContainsAny(line, elsewh
 // string), which no reader splits. b is returned as it is when it holds
 // none.
 func escapeLineSeparators(b []byte) []byte {
-	if !bytes.Contains(b, []byte("\u0085")) && !bytes.Contains(b, []byte("\u2028")) && !bytes.Contains(b, []byte("\u2029")) {
+	if !bytes.ContainsAny(b, "\u0085\u2028\u2029") {
 		return b
 	}
 	return []byte(separatorEscapes.Replace(string(b)))
