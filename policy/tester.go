@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -43,24 +44,32 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 	}
 	modules := map[string]*ast.Module{}
 	data := map[string]any{}
-	all := map[string]fs.FS{}
-	filters := map[string]loader.Filter{}
-	for name, fsys := range trees {
-		all[name], filters[name] = fsys, skipNonRegoOrData
-	}
+	// The library first: a user's tree that holds a copy of it (a checkout's
+	// rego/lib, tested with rego/) is read against it below.
+	shipped := map[string]bool{} // the library's modules, by their text
 	if opts.Library != nil {
-		all["toolgate-library"], filters["toolgate-library"] = opts.Library, skipNonPolicy
+		res, err := loadTree(opts.Library, skipNonPolicy)
+		if err != nil {
+			return TestSummary{}, fmt.Errorf("%s: %w", libraryTree, err)
+		}
+		for mname, m := range res.Modules {
+			modules[libraryTree+"/"+strings.TrimPrefix(mname, "/")] = m.Parsed
+			shipped[string(m.Raw)] = true
+		}
+		maps.Copy(data, res.Documents)
 	}
-	for name, fsys := range all {
-		res, err := loader.NewFileLoader().
-			WithFS(fsys).
-			WithRegoVersion(ast.RegoV1).
-			WithProcessAnnotation(true).
-			Filtered([]string{"."}, filters[name])
+	for name, fsys := range trees {
+		res, err := loadTree(fsys, skipNonRegoOrData)
 		if err != nil {
 			return TestSummary{}, fmt.Errorf("%s: %w", name, err)
 		}
 		for mname, m := range res.Modules {
+			if shipped[string(m.Raw)] {
+				continue // the shipped library's own file, loaded once above
+			}
+			if opts.Library != nil && m.Parsed.Package.Path.Equal(libraryPackage) {
+				return TestSummary{}, fmt.Errorf("%s: %s is package toolgate.lib, which is toolgate's shipped library, and differs from the one this toolgate ships: policy test loads the shipped one, as serve does (test another copy with toolgate opa test)", name, strings.TrimPrefix(mname, "/"))
+			}
 			modules[name+"/"+strings.TrimPrefix(mname, "/")] = m.Parsed
 		}
 		for k, v := range res.Documents {
@@ -108,6 +117,20 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		return sum, err
 	}
 	return sum, nil
+}
+
+// libraryTree names the shipped library's modules apart from the trees'.
+const libraryTree = "toolgate-library"
+
+// libraryPackage is the shipped library's package, data.toolgate.lib.
+var libraryPackage = ast.MustParseRef("data.toolgate.lib")
+
+func loadTree(fsys fs.FS, filter loader.Filter) (*loader.Result, error) {
+	return loader.NewFileLoader().
+		WithFS(fsys).
+		WithRegoVersion(ast.RegoV1).
+		WithProcessAnnotation(true).
+		Filtered([]string{"."}, filter)
 }
 
 // skipNonRegoOrData is skipNonPolicy with the _test.rego files kept.

@@ -374,6 +374,32 @@ func TestPolicyTestCommand(t *testing.T) {
 	}
 }
 
+// TestPolicyTestShippedTree: the repository's rego/ and rego/lib hold a
+// copy of the library policy test loads anyway; the copy is read as the
+// same module, and its tests run against it. A copy that differs is
+// refused by name rather than with OPA's "redeclared" error.
+func TestPolicyTestShippedTree(t *testing.T) {
+	for _, dir := range []string{"../../rego", "../../rego/lib"} {
+		var out bytes.Buffer
+		if code := run(t.Context(), []string{"policy", "test", dir}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "PASS") {
+			t.Errorf("policy test %s: exit %d\n%s", dir, code, out.String())
+		}
+	}
+	lib, err := os.ReadFile("../../rego/lib/toolgate.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.rego":      string(lib) + "\nextra := 1\n",
+		"toolgate_test.rego": "package toolgate.lib_test\ntest_one if true\n",
+	})
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"policy", "test", other}, nil, &out, &out); code != exitUsage ||
+		!strings.Contains(out.String(), "toolgate.rego is package toolgate.lib") || !strings.Contains(out.String(), "differs from the one this toolgate ships") {
+		t.Errorf("a library that differs: exit %d\n%s", code, out.String())
+	}
+}
+
 func TestHealthcheckAndVersion(t *testing.T) {
 	ok := testkit.NewUpstream(t, nil)
 	bad := testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) })
