@@ -89,11 +89,11 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 	if o.Kind != lifecycle.Waiting || !offered {
 		return outcomeAnswer(o, c.decision), true
 	}
-	a := rpcAnswer(c, map[string]any{
+	a := ofCall(rpcAnswer(c, map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{confirmKey: req},
 		"requestState":  o.Call.ID,
-	})
+	}), o.Call)
 	a.callID = o.Call.ID
 	return a, true
 }

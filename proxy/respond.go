@@ -54,9 +54,13 @@ func (restResponder) render(w http.ResponseWriter, a answer) {
 		writeAccepted(w, a.call, a.statusURL)
 	case document:
 		w.Header().Set(headerCallID, a.callID)
-		if a.outcome != "" {
-			w.Header().Set(headerDecision, a.outcome)
+		outcome := a.outcome
+		if outcome == "" {
+			// toolgate's own answer to a message the policy allowed (a
+			// task method: task.go sets what became of its call).
+			outcome = outcomeAllow
 		}
+		w.Header().Set(headerDecision, outcome)
 		writeJSON(w, a.status, a.doc)
 	default:
 		writeProblem(w, problemOf(a))

@@ -100,7 +100,7 @@ func (s *Server) extTaskAnswer(c *call, pc pending.Call) answer {
 // missingTasksCapability answers an extension task method about the
 // caller's own call from a request that does not declare the extension.
 func missingTasksCapability(c *call) answer {
-	return answer{kind: document, status: http.StatusOK, doc: map[string]any{
+	return answer{kind: document, status: http.StatusOK, outcome: outcomeInvalid, doc: map[string]any{
 		"jsonrpc": "2.0", "id": c.mcp.rpcID(), "error": map[string]any{
 			"code": rpcMissingCapability, "message": "Missing required client capability",
 			"data": map[string]any{"requiredCapabilities": map[string]any{
@@ -165,7 +165,7 @@ func extTaskCreated(c *call, o lifecycle.Outcome, confirm bool) (answer, bool) {
 		d["statusMessage"] = "waiting for its requester to confirm it (tasks/get carries the page), or for an approver"
 		d["pollIntervalMs"] = confirmPollInterval
 	}
-	a := rpcAnswer(c, d)
+	a := ofCall(rpcAnswer(c, d), o.Call)
 	a.callID = o.Call.ID
 	return a, true
 }

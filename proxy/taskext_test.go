@@ -71,6 +71,7 @@ func (ec *extClient) call(method, name, params string) map[string]any {
 	if res.StatusCode != http.StatusOK || msg.Result == nil || msg.Error != nil {
 		ec.t.Fatalf("%s %s: status %d body %s, want a result", method, params, res.StatusCode, raw)
 	}
+	wantCallHeaders(ec.t, res, method)
 	return msg.Result
 }
 
@@ -80,6 +81,7 @@ func (ec *extClient) fails(method, name, params string, code int) {
 	if msg.Error == nil || msg.Error.Code != code {
 		ec.t.Fatalf("%s %s: status %d body %s, want JSON-RPC error %d", method, params, res.StatusCode, raw, code)
 	}
+	wantCallHeaders(ec.t, res, method)
 }
 
 func (ec *extClient) get(id string) map[string]any {

@@ -111,6 +111,8 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 		// A task method sent as a notification asks for no answer: one
 		// that names the caller's call is acknowledged (202, as MCP
 		// answers notifications) and goes no further.
+		w.Header().Set(headerCallID, c.id)
+		w.Header().Set(headerDecision, stateOutcome(pc.State))
 		w.WriteHeader(http.StatusAccepted)
 		return answer{kind: written}, true
 	case (m.method == "tasks/cancel" || m.method == "tasks/result") && !isTaskOf(pc, c):
@@ -140,14 +142,14 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 	case errors.Is(err, pending.ErrConflict):
 		// tasks/cancel of a call already decided: terminal, or approved
 		// and about to run, which nothing stops any more.
-		return taskError(c, rpcInvalidParams, "Cannot cancel task: it is "+taskOf(pc).status+" ("+string(pc.State)+")"), true
+		return ofCall(taskError(c, rpcInvalidParams, "Cannot cancel task: it is "+taskOf(pc).status+" ("+string(pc.State)+")"), pc), true
 	case err != nil:
 		return taskStoreFailed(c), true
 	case !isTaskOf(pc, c):
 		return taskNotFound(c), true
 	}
 	if stateless {
-		return s.extTaskAnswer(c, pc), true
+		return ofCall(s.extTaskAnswer(c, pc), pc), true
 	}
 	if m.method != "tasks/result" {
 		t := taskOf(pc)
@@ -156,14 +158,14 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 			// elicitation of the confirmation page.
 			t.status, t.message = "input_required", "waiting for its requester to confirm it (tasks/result), or for an approver"
 		}
-		return rpcAnswer(c, t.doc()), true
+		return ofCall(rpcAnswer(c, t.doc()), pc), true
 	}
 	if !pc.State.Terminal() {
 		t := taskOf(pc)
 		a := taskError(c, rpcInternal, "Task still "+t.status+" ("+t.message+") after "+s.cfg.Hold.String()+"; call tasks/result again, or poll tasks/get")
-		return a, true
+		return ofCall(a, pc), true
 	}
-	return taskResult(c, pc), true
+	return ofCall(taskResult(c, pc), pc), true
 }
 
 // offerTaskConfirmation starts a session-era tasks/result's answer as an
@@ -445,9 +447,17 @@ func taskCreated(c *call, o lifecycle.Outcome) (answer, bool) {
 			immediateKey: "Call " + pc.ID + " waits for a human approver; nothing ran yet. Its result follows through tasks/result.",
 		}
 	}
-	a := rpcAnswer(c, result)
+	a := ofCall(rpcAnswer(c, result), pc)
 	a.callID = pc.ID
 	return a, true
+}
+
+// ofCall is a task method's answer about the caller's call pc: its
+// X-Toolgate-Decision says what became of the call, as the status
+// endpoint's does.
+func ofCall(a answer, pc pending.Call) answer {
+	a.outcome = stateOutcome(pc.State)
+	return a
 }
 
 // rpcAnswer is a JSON-RPC result toolgate answers itself.
@@ -463,7 +473,9 @@ func taskError(c *call, code int, message string) answer {
 }
 
 func taskStoreFailed(c *call) answer {
-	return taskError(c, rpcInternal, "Approval store unavailable: the task cannot be read now; retry later")
+	a := taskError(c, rpcInternal, "Approval store unavailable: the task cannot be read now; retry later")
+	a.outcome = outcomeUnavailable
+	return a
 }
 
 // ownTasks is the caller's tasks on this upstream, for tasks/list. The

@@ -90,6 +90,7 @@ func (tc *taskClient) call(method, params string) map[string]any {
 	if res.StatusCode != http.StatusOK || msg.Result == nil || msg.Error != nil {
 		tc.t.Fatalf("%s %s: status %d body %s, want a result", method, params, res.StatusCode, raw)
 	}
+	wantCallHeaders(tc.t, res, method)
 	if string(msg.ID) != fmt.Sprint(tc.next) {
 		tc.t.Errorf("%s: id %s, want %d", method, msg.ID, tc.next)
 	}
@@ -103,7 +104,17 @@ func (tc *taskClient) fails(method, params string, code int) string {
 	if res.StatusCode != http.StatusOK || msg.Error == nil || msg.Error.Code != code {
 		tc.t.Fatalf("%s %s: status %d body %s, want JSON-RPC error %d", method, params, res.StatusCode, raw, code)
 	}
+	wantCallHeaders(tc.t, res, method)
 	return msg.Error.Message
+}
+
+// wantCallHeaders: every answer, toolgate's own (a task method's) as well
+// as an upstream's, names its call and what was decided.
+func wantCallHeaders(t *testing.T, res *http.Response, method string) {
+	t.Helper()
+	if res.Header.Get("X-Toolgate-Call-Id") == "" || res.Header.Get("X-Toolgate-Decision") == "" {
+		t.Errorf("%s: answer headers %v, want X-Toolgate-Call-Id and X-Toolgate-Decision", method, res.Header)
+	}
 }
 
 // createTask calls write_note (decided ask) as a task and returns the
