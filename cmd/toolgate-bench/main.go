@@ -6,6 +6,7 @@
 //	go run ./cmd/toolgate-bench -rss       # 60 s at 1,000 req/s, toolgate's RSS every second
 //	go run ./cmd/toolgate-bench -abuse     # an ask flood and stalled bodies against one toolgate
 //	go run ./cmd/toolgate-bench -mcp       # MCP tools/call against a real MCP server: JSON, SSE, stateless
+//	toolgate-bench split -cpu 63.7,85.4 a.perf b.perf   # -cpuprofile's profiles side by side, by category
 //
 // It starts a recording upstream, a bare httputil.ReverseProxy, toolgate
 // (allow, deny, ask with an instant approver, MCP tools/call; parked calls
@@ -74,6 +75,7 @@ func main() {
 
 // hidden are the servers the harness starts by re-executing itself.
 var hidden = map[string]func([]string) error{
+	"split":     runSplit, // not a server: splits -cpuprofile's profiles by category (split.go)
 	"upstream":  runUpstream,
 	"bare":      runBare,
 	"bareask":   runBareAsk,
