@@ -61,7 +61,10 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		return Outcome{Kind: NotParked, Call: pc, Err: err}
 	}
 	if attached {
-		if pc.ArgsDigest != stored.ArgsDigest {
+		// An Idempotency-Key finds a call by the key alone: one with the
+		// same arguments to another tool (an MCP tools/call's name is
+		// not in its arguments' digest) is another call as well.
+		if pc.ArgsDigest != stored.ArgsDigest || pc.Tool != stored.Tool {
 			return Outcome{Kind: KeyReused, Call: stored}
 		}
 		// A request holds the call again: it is no longer one to abandon

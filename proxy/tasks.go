@@ -115,10 +115,12 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 		w.Header().Set(headerDecision, stateOutcome(pc.State))
 		w.WriteHeader(http.StatusAccepted)
 		return answer{kind: written}, true
-	case (m.method == "tasks/cancel" || m.method == "tasks/result") && !isTaskOf(pc, c):
-		// These act on the call (cancel it, run it once approved): a
-		// call of the caller's that is not a task here (a REST call,
-		// another upstream's) is not found, and left as it is.
+	case !isTaskOf(pc, c):
+		// Every task method may act on the call (cancel it; run it once
+		// approved, as tasks/result and a 2026 tasks/get do, and take
+		// its outcome): a call of the caller's that is not a task here
+		// (a REST call, another upstream's, a resources/read) is not
+		// found, and left as it is.
 		return taskNotFound(c), true
 	case stateless && !m.tasksExt:
 		// The extension's methods from a request that does not declare
