@@ -52,6 +52,13 @@ func (l *Lifecycle) Cancel(ctx context.Context, principal, id string) (pending.C
 	return cancelled, nil
 }
 
+// Parked is the call pc's retry would attach to (pending.Store.Attaches):
+// asked before a call runs without being parked, since an identical call
+// still parked runs once, for both.
+func (l *Lifecycle) Parked(ctx context.Context, pc pending.Call) (pending.Call, error) {
+	return l.store.Attaches(ctx, pc)
+}
+
 // own returns the call id when it is principal's. A call is owned by its
 // principal (the credential kind with the subject): a JWT whose subject is
 // an API key's subject is someone else. A call parked without a principal

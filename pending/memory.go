@@ -184,6 +184,19 @@ func (s *MemoryStore) Park(ctx context.Context, c Call, ttl time.Duration) (Call
 	return c.out(), false, nil
 }
 
+// Attaches implements [Store.Attaches].
+func (s *MemoryStore) Attaches(ctx context.Context, c Call) (Call, error) {
+	if err := ctx.Err(); err != nil {
+		return Call{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.AttachKey == "" || !s.namesAttachable(c.AttachKey, s.now()) {
+		return Call{}, notFound(c.ID)
+	}
+	return s.calls[s.attach[c.AttachKey]].c.out(), nil
+}
+
 // namesAttachable reports whether the attach key k names a call that
 // still attaches retries. s.mu is held.
 func (s *MemoryStore) namesAttachable(k string, now time.Time) bool {

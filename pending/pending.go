@@ -219,6 +219,12 @@ type Store interface {
 	// gives ErrTooMany, and nothing is stored.
 	Park(ctx context.Context, c Call, ttl time.Duration) (stored Call, attached bool, err error)
 
+	// Attaches returns the call a Park of c would attach to now (the
+	// attachable call c.AttachKey names), or ErrNotFound; it changes
+	// nothing. A caller that would let c run without parking it (a
+	// remembered grant) asks first whether c is a retry of a parked call.
+	Attaches(ctx context.Context, c Call) (Call, error)
+
 	// Get returns the call, or ErrNotFound.
 	Get(ctx context.Context, id string) (Call, error)
 

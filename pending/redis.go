@@ -352,6 +352,30 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 	return c, nil
 }
 
+// Attaches implements [Store.Attaches]: the ID the attach key names, in
+// the shard of c's ID as Park looks it up, then the call, judged as Park
+// judges it. Two reads; only a call a grant would let run asks.
+func (s *RedisStore) Attaches(ctx context.Context, c Call) (Call, error) {
+	if c.AttachKey == "" {
+		return Call{}, notFound(c.ID)
+	}
+	id, err := s.rdb.Get(ctx, s.baseOf(c.ID)+"attach:"+c.AttachKey).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Call{}, notFound(c.ID)
+	case err != nil:
+		return Call{}, fmt.Errorf("pending: looking up %s's attach key: %w", c.ID, err)
+	}
+	got, err := s.Get(ctx, id)
+	if err != nil {
+		return Call{}, err // ErrNotFound: gone, so it attaches nothing
+	}
+	if !attachable(got) {
+		return Call{}, notFound(c.ID)
+	}
+	return got, nil
+}
+
 // getEarlier reads a call an earlier release stored: a hash and a body key
 // (redis_scripts.go, earlier).
 func (s *RedisStore) getEarlier(ctx context.Context, id string) (Call, error) {

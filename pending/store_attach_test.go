@@ -22,8 +22,12 @@ func testAttachKeys(t *testing.T, newStore newStoreFunc) {
 		return c
 	}
 	keyless := func(args string) Call { return keyed(args, args) }
+	// Attaches says beforehand what Park does: the same call, or none.
 	attaches := func(t *testing.T, s Store, c Call, to string) {
 		t.Helper()
+		if got, err := s.Attaches(t.Context(), c); err != nil || got.ID != to {
+			t.Errorf("Attaches(AttachKey %s) = %s, %v; want %s", c.AttachKey, got.ID, err, to)
+		}
 		got, attached, err := s.Park(t.Context(), c, long)
 		if err != nil || !attached || got.ID != to {
 			t.Fatalf("Park(AttachKey %s) = %s, attached %v, %v; want attached to %s", c.AttachKey, got.ID, attached, err, to)
@@ -34,6 +38,9 @@ func testAttachKeys(t *testing.T, newStore newStoreFunc) {
 	}
 	parksNew := func(t *testing.T, s Store, c Call) {
 		t.Helper()
+		if got, err := s.Attaches(t.Context(), c); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Attaches(AttachKey %s) = %s, %v; want ErrNotFound", c.AttachKey, got.ID, err)
+		}
 		got, attached, err := s.Park(t.Context(), c, long)
 		if err != nil || attached || got.ID != c.ID {
 			t.Fatalf("Park(AttachKey %s) = %s, attached %v, %v; want the new call %s", c.AttachKey, got.ID, attached, err, c.ID)

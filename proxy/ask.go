@@ -129,10 +129,6 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	if q := r.URL.RawQuery; q != "" {
 		info.Path += "?" + q // the approver sees everything that will be sent
 	}
-	// argsForm is what an Idempotency-Key is bound to: the request line and
-	// the arguments (canonical for a tool call, the raw body otherwise),
-	// with an MCP tool call's other params (attachParams).
-	argsForm := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
 	params := c.otherParamsForm() // once: the attach key and (but for a confirmation's answer) the grant digest weigh it
 	if c.mcp != nil {
 		info.MCPMethod = c.mcp.method
@@ -151,15 +147,8 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 				other = c.input.MCP.Params
 			}
 			info.OtherParams = callinfo.ParamsOf(shownParams(other))
-			argsForm += canonicalArgs(t.Arguments)
-			if params != "" {
-				// An identical retry carries the same other params; a
-				// call without any keeps the form it always had.
-				argsForm += "\x00params\x00" + params
-			}
 		} else {
 			info.Arguments = json.RawMessage(c.body)
-			argsForm += canonicalArgs(t.Arguments)
 		}
 	} else {
 		if len(c.body) > 0 {
@@ -170,7 +159,6 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 				info.Arguments = callinfo.MarshalNoEscape(callinfo.ShowBody(c.body))
 			}
 		}
-		argsForm += string(c.body)
 	}
 	// The input is kept without the arguments, which Info.Arguments holds
 	// already: the re-check of an approved call takes them from there.
@@ -197,28 +185,74 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, Info: info.Encode(), Brief: callinfo.BriefOf(info),
-		ArgsDigest: digest(argsForm), Quorum: quorum,
+		ArgsDigest: digest(c.argsForm(r, params, s.headersForm(sr.Header))), Quorum: quorum,
 	}
 	pc.RequestDigest = s.seals.seal(&pc)
+	var a *answer
+	if pc.AttachKey, pc.ArgsKey, a = attachKeys(r, c, pc.ArgsDigest); a != nil {
+		return pending.Call{}, a
+	}
+	return pc, nil
+}
+
+// argsForm is what an Idempotency-Key is bound to, and what makes a call
+// identical to another: the request line and the arguments (canonical for
+// a tool call, the raw body otherwise), with an MCP tool call's other
+// params (params: otherParamsForm) and the headers it sends but the usual
+// ones (headers: headersForm). A call without params or such headers keeps
+// the form it always had.
+func (c *call) argsForm(r *http.Request, params, headers string) string {
+	f := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
+	switch t := c.input.Tool; {
+	case t == nil:
+		f += string(c.body)
+	case c.mcp != nil && params != "":
+		f += canonicalArgs(t.Arguments) + "\x00params\x00" + params
+	default:
+		f += canonicalArgs(t.Arguments)
+	}
+	if headers != "" {
+		// A retry that sends another header value is another call: the
+		// approver is shown, and approving sends, the first one's.
+		f += "\x00headers\x00" + headers
+	}
+	return f
+}
+
+// headersForm is what of the headers h (as stored) an identical call
+// sends alike: those a grant is bound to (grantExtras), keyed alike, so
+// the digest the store keeps holds nothing a guessed credential could be
+// checked against.
+func (s *Server) headersForm(h http.Header) string {
+	return grantExtras(s.cfg.GrantKey, h, "", "")
+}
+
+// attachKeys are the keys a retry finds the call by (pending.Call's
+// AttachKey and ArgsKey), from the digest of its argsForm.
+func attachKeys(r *http.Request, c *call, argsDigest string) (attachKey, argsKey string, a *answer) {
 	// A retry finds the call by its AttachKey: the Idempotency-Key when
 	// there is one, else what makes calls identical. The call is recorded
 	// under both, so that an identical retry without the key finds a call
 	// parked with one; a key, when given, is looked up alone (another key
 	// is another call, whatever the arguments).
-	pc.ArgsKey = digest("call", c.subject.Principal, c.up.Name, info.Tool, pc.ArgsDigest)
-	pc.AttachKey = pc.ArgsKey
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		// The stored request keeps one key (call.stored): two would be
-		// one call to the policy and another to the upstream.
-		if len(r.Header.Values("Idempotency-Key")) > 1 {
-			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "a call carries one Idempotency-Key")
-		}
-		if len(key) > 255 {
-			return pending.Call{}, invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
-		}
-		pc.AttachKey = digest("idem", c.subject.Principal, c.up.Name, key)
+	var tool string
+	if t := c.input.Tool; t != nil {
+		tool = t.Name
 	}
-	return pc, nil
+	argsKey = digest("call", c.subject.Principal, c.up.Name, tool, argsDigest)
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return argsKey, argsKey, nil
+	}
+	// The stored request keeps one key (call.stored): two would be one
+	// call to the policy and another to the upstream.
+	if len(r.Header.Values("Idempotency-Key")) > 1 {
+		return "", "", invalid(http.StatusBadRequest, "Bad Idempotency-Key", "a call carries one Idempotency-Key")
+	}
+	if len(key) > 255 {
+		return "", "", invalid(http.StatusBadRequest, "Bad Idempotency-Key", "an Idempotency-Key is at most 255 characters")
+	}
+	return digest("idem", c.subject.Principal, c.up.Name, key), argsKey, nil
 }
 
 // shownParams is what approvers are shown of a tool call's other params

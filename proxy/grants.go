@@ -68,9 +68,19 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
-	if g.Extras != grantExtras(s.cfg.GrantKey, c.stored(r, s.fwdHost).Header, c.shownParamsForm(), r.URL.RawQuery) {
+	sent := c.stored(r, s.fwdHost).Header
+	if g.Extras != grantExtras(s.cfg.GrantKey, sent, c.shownParamsForm(), r.URL.RawQuery) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
+		})
+		return d
+	}
+	if id, parked := s.retryOfParked(r, c, sent); parked {
+		// The grant may cover a call already parked (approved with it,
+		// or waiting still): its retry attaches to it rather than run
+		// beside it, so that the call runs once.
+		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
+			Message: "grant " + g.ID + " not used: the call is a retry of parked call " + id + ", which it attaches to",
 		})
 		return d
 	}
@@ -79,6 +89,34 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
 	}}, d.Reasons...)}
+}
+
+// retryOfParked reports whether c, which sends the headers sent (as
+// stored), would attach to a parked call (its ID, "" when unknown), as ask
+// would find it: by its Idempotency-Key, or
+// else as an identical call. When that cannot be told (the store did not
+// answer, or the key is bad) the call asks: the ask path refuses or parks
+// it.
+func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) (string, bool) {
+	if s.life == nil {
+		return "", false
+	}
+	attachKey, _, bad := attachKeys(r, c, digest(c.argsForm(r, c.otherParamsForm(), s.headersForm(sent))))
+	if bad != nil {
+		return "", true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), grantLookupTimeout)
+	defer cancel()
+	pc, err := s.life.Parked(ctx, pending.Call{ID: c.id, AttachKey: attachKey})
+	switch {
+	case errors.Is(err, pending.ErrNotFound):
+		return "", false
+	case err != nil:
+		s.log.Warn("could not tell whether a granted call is a retry of a parked one; the call asks", "call_id", c.id, "error", err)
+		c.storeStalled = timedOut(err)
+		return "", true
+	}
+	return pc.ID, true
 }
 
 // GrantKey is the key of grants' digests (Config.GrantKey) from the
