@@ -83,16 +83,18 @@ func ownerOf(pc pending.Call) string {
 	return pc.Subject
 }
 
-// Owned is principal's calls among the newest perState the store lists in
-// each state, those keep accepts, briefs only (pending.Store.ListBrief)
-// but for executed calls, read whole for their result. The store lists by
-// state, not by principal: an older call of principal's may be missing.
-func (l *Lifecycle) Owned(ctx context.Context, principal string, perState int, keep func(pending.Call) bool) ([]pending.Call, error) {
-	var out []pending.Call
+// Owned hands each of principal's calls among the newest perState the
+// store lists in each state, those keep accepts, to each: briefs only
+// (pending.Store.ListBrief) but for executed calls, read whole for their
+// result, one at a time, so that a list holds one result at most (a
+// hundred results of up to pending.max_result_bytes each would be held
+// for every list request otherwise). The store lists by state, not by
+// principal: an older call of principal's may be missing.
+func (l *Lifecycle) Owned(ctx context.Context, principal string, perState int, keep func(pending.Call) bool, each func(pending.Call)) error {
 	for _, st := range pending.States() {
 		calls, err := l.store.ListBrief(ctx, st, perState)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, pc := range calls {
 			if ownerOf(pc) != principal || !keep(pc) {
@@ -103,10 +105,10 @@ func (l *Lifecycle) Owned(ctx context.Context, principal string, perState int, k
 					pc = full
 				}
 			}
-			out = append(out, pc)
+			each(pc)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // AwaitResult follows principal's call id until it ends, for up to hold

@@ -486,15 +486,15 @@ func taskStoreFailed(c *call) answer {
 // caller's: a principal's task older than that may be missing from the
 // list while tasks/get still finds it.
 func (s *Server) ownTasks(ctx context.Context, c *call) ([]any, error) {
-	calls, err := s.life.Owned(ctx, c.subject.Principal, maxListedTasks, func(pc pending.Call) bool {
+	var tasks []any
+	err := s.life.Owned(ctx, c.subject.Principal, maxListedTasks, func(pc pending.Call) bool {
 		return pc.Upstream == c.up.Name && briefMethod(pc) == "tools/call"
-	})
+	}, func(pc pending.Call) { tasks = append(tasks, taskOf(pc).doc()) })
 	if err != nil {
 		return nil, err
 	}
-	tasks := make([]any, 0, len(calls))
-	for _, pc := range calls {
-		tasks = append(tasks, taskOf(pc).doc())
+	if tasks == nil {
+		tasks = []any{} // "tasks": [], not null
 	}
 	return tasks, nil
 }
