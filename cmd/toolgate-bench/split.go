@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -153,10 +154,8 @@ func frameSymbol(line string) string {
 
 func splitCategory(frames []string) string {
 	for _, cat := range splitCategories {
-		for _, f := range frames {
-			if cat.re.MatchString(f) {
-				return cat.name
-			}
+		if slices.ContainsFunc(frames, cat.re.MatchString) {
+			return cat.name
 		}
 	}
 	return splitRest
@@ -184,23 +183,24 @@ func writeSplit(w io.Writer, files []string, counts []splitCounts, scale []float
 		return strconv.FormatFloat(100*share, 'f', 1, 64)
 	}
 	for _, name := range names {
-		row, any := "| "+name+" |", false
+		row, seen := "| "+name+" |", false
 		for i := range files {
 			n := counts[i].n[name]
-			any = any || n > 0
+			seen = seen || n > 0
 			if n == 0 {
 				row += " |"
 				continue
 			}
 			row += " " + cell(i, n) + " |"
 		}
-		if any {
+		if seen {
 			fmt.Fprintln(w, row)
 		}
 	}
-	row := "| total |"
+	var row strings.Builder
+	row.WriteString("| total |")
 	for i := range files {
-		row += " " + cell(i, counts[i].of) + " |"
+		row.WriteString(" " + cell(i, counts[i].of) + " |")
 	}
-	fmt.Fprintln(w, row)
+	fmt.Fprintln(w, row.String())
 }
