@@ -354,10 +354,16 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 
 // Attaches implements [Store.Attaches]: the ID the attach key names, in
 // the shard of c's ID as Park looks it up, then the call, judged as Park
-// judges it. Two reads; only a call a grant would let run asks.
+// judges it (as it would stand past its deadline). Two reads; only a call
+// a grant would let run asks.
 func (s *RedisStore) Attaches(ctx context.Context, c Call) (Call, error) {
 	if c.AttachKey == "" {
 		return Call{}, notFound(c.ID)
+	}
+	// A replica that would park elsewhere than the others would look
+	// elsewhere too, and find nothing: it says so, as Park does.
+	if err := s.checkLayout(ctx); err != nil {
+		return Call{}, fmt.Errorf("pending: looking up %s's attach key: %w", c.ID, err)
 	}
 	id, err := s.rdb.Get(ctx, s.baseOf(c.ID)+"attach:"+c.AttachKey).Result()
 	switch {
@@ -370,7 +376,11 @@ func (s *RedisStore) Attaches(ctx context.Context, c Call) (Call, error) {
 	if err != nil {
 		return Call{}, err // ErrNotFound: gone, so it attaches nothing
 	}
-	if !attachable(got) {
+	judged := got
+	if to := overdue(got, time.Now()); to != "" {
+		judged.State = to
+	}
+	if !attachable(judged) {
 		return Call{}, notFound(c.ID)
 	}
 	return got, nil

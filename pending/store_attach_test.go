@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -129,6 +130,21 @@ func testAttachKeys(t *testing.T, newStore newStoreFunc) {
 		parksNew(t, s, withKey)
 		attaches(t, s, keyless(args), first.ID)
 		attaches(t, s, keyed(withKey.AttachKey, args), withKey.ID)
+	})
+
+	t.Run("an executor's lease that ran out", func(t *testing.T) {
+		// Unknown once its lease is over: a retry parks anew, and
+		// Attaches says so beforehand.
+		s, advance := newStore(t)
+		args := "args-" + rand.Text()
+		first := keyless(args)
+		parksNew(t, s, first)
+		decide(t, s, first.ID, Approved)
+		if _, err := s.Claim(t.Context(), first.ID, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		advance(100 * time.Millisecond)
+		parksNew(t, s, keyless(args))
 	})
 
 	t.Run("cancelled forgets both keys", func(t *testing.T) {

@@ -18,7 +18,11 @@ import (
 // bundle is one complete policy: every module and the data document. It is
 // built whole and then swapped in, so no call ever sees half of a reload.
 type bundle struct {
-	modules  map[string]*ast.Module
+	modules map[string]*ast.Module
+	// library is the shipped library's modules by their text: a copy of
+	// one among the user's policies (a checkout's rego/, whose lib/ is
+	// the library) is read once, from the library (libraryCopy).
+	library  map[string]bool
 	data     map[string]any
 	revision string
 	// rules is the table read from the rules file (rulesFromFile), kept
@@ -29,7 +33,7 @@ type bundle struct {
 
 // load reads the library, the user's policies and the rules table.
 func load(opts *Options) (*bundle, error) {
-	b := &bundle{modules: map[string]*ast.Module{}, data: map[string]any{}}
+	b := &bundle{modules: map[string]*ast.Module{}, data: map[string]any{}, library: map[string]bool{}}
 	h := sha256.New()
 	if opts.Library != nil {
 		if err := b.addFS("lib", opts.Library, h); err != nil {
@@ -107,6 +111,11 @@ func (b *bundle) addFS(prefix string, fsys fs.FS, h interface{ Write([]byte) (in
 	slices.Sort(names)
 	for _, name := range names {
 		m := res.Modules[name]
+		if prefix == "lib" {
+			b.library[string(m.Raw)] = true
+		} else if b.library[string(m.Raw)] {
+			continue // a copy of the library's own file
+		}
 		key := prefix + "/" + strings.TrimPrefix(name, "/")
 		b.modules[key] = m.Parsed
 		h.Write([]byte(key))

@@ -185,7 +185,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	pc := pending.Call{
 		ID: c.id, Subject: c.subject.ID, Principal: c.subject.Principal, Upstream: c.up.Name, Tool: info.Tool,
 		Request: req, Info: info.Encode(), Brief: callinfo.BriefOf(info),
-		ArgsDigest: digest(c.argsForm(r, params, s.headersForm(sr.Header))), Quorum: quorum,
+		ArgsDigest: digest(c.argsForm(r, params)), Quorum: quorum,
 	}
 	pc.RequestDigest = s.seals.seal(&pc)
 	var a *answer
@@ -198,33 +198,23 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 // argsForm is what an Idempotency-Key is bound to, and what makes a call
 // identical to another: the request line and the arguments (canonical for
 // a tool call, the raw body otherwise), with an MCP tool call's other
-// params (params: otherParamsForm) and the headers it sends but the usual
-// ones (headers: headersForm). A call without params or such headers keeps
-// the form it always had.
-func (c *call) argsForm(r *http.Request, params, headers string) string {
+// params (params: otherParamsForm). Headers are not in it: clients send
+// some anew with every attempt (request IDs, trace context), and a digest
+// of the others would be keyed with the approvals secret, which rotates;
+// a retry that sends other headers attaches, and what runs is the parked
+// call's stored request, whose headers its approver was shown.
+func (c *call) argsForm(r *http.Request, params string) string {
 	f := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
 	switch t := c.input.Tool; {
 	case t == nil:
-		f += string(c.body)
+		return f + string(c.body)
 	case c.mcp != nil && params != "":
-		f += canonicalArgs(t.Arguments) + "\x00params\x00" + params
+		// An identical retry carries the same other params; a call
+		// without any keeps the form it always had.
+		return f + canonicalArgs(t.Arguments) + "\x00params\x00" + params
 	default:
-		f += canonicalArgs(t.Arguments)
+		return f + canonicalArgs(t.Arguments)
 	}
-	if headers != "" {
-		// A retry that sends another header value is another call: the
-		// approver is shown, and approving sends, the first one's.
-		f += "\x00headers\x00" + headers
-	}
-	return f
-}
-
-// headersForm is what of the headers h (as stored) an identical call
-// sends alike: those a grant is bound to (grantExtras), keyed alike, so
-// the digest the store keeps holds nothing a guessed credential could be
-// checked against.
-func (s *Server) headersForm(h http.Header) string {
-	return grantExtras(s.cfg.GrantKey, h, "", "")
 }
 
 // attachKeys are the keys a retry finds the call by (pending.Call's

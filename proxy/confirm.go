@@ -94,7 +94,6 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 		"inputRequests": map[string]any{confirmKey: req},
 		"requestState":  o.Call.ID,
 	}), o.Call)
-	a.callID = o.Call.ID
 	return a, true
 }
 

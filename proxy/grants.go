@@ -75,13 +75,11 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		})
 		return d
 	}
-	if id, parked := s.retryOfParked(r, c, sent); parked {
+	if why := s.retryOfParked(r, c); why != "" {
 		// The grant may cover a call already parked (approved with it,
 		// or waiting still): its retry attaches to it rather than run
 		// beside it, so that the call runs once.
-		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
-			Message: "grant " + g.ID + " not used: the call is a retry of parked call " + id + ", which it attaches to",
-		})
+		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{Message: "grant " + g.ID + " not used: " + why})
 		return d
 	}
 	c.granted = true
@@ -91,32 +89,31 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	}}, d.Reasons...)}
 }
 
-// retryOfParked reports whether c, which sends the headers sent (as
-// stored), would attach to a parked call (its ID, "" when unknown), as ask
-// would find it: by its Idempotency-Key, or
-// else as an identical call. When that cannot be told (the store did not
-// answer, or the key is bad) the call asks: the ask path refuses or parks
-// it.
-func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) (string, bool) {
+// retryOfParked says why c must ask although a grant covers it, or "":
+// c would attach to a parked call, as ask would find it (by its
+// Idempotency-Key, or else as an identical call), or that cannot be told
+// (the store did not answer, or the key is bad). The ask path then
+// attaches, parks or refuses it.
+func (s *Server) retryOfParked(r *http.Request, c *call) string {
 	if s.life == nil {
-		return "", false
+		return ""
 	}
-	attachKey, _, bad := attachKeys(r, c, digest(c.argsForm(r, c.otherParamsForm(), s.headersForm(sent))))
+	attachKey, _, bad := attachKeys(r, c, digest(c.argsForm(r, c.otherParamsForm())))
 	if bad != nil {
-		return "", true
+		return "its Idempotency-Key is refused"
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), grantLookupTimeout)
 	defer cancel()
 	pc, err := s.life.Parked(ctx, pending.Call{ID: c.id, AttachKey: attachKey})
 	switch {
 	case errors.Is(err, pending.ErrNotFound):
-		return "", false
+		return ""
 	case err != nil:
 		s.log.Warn("could not tell whether a granted call is a retry of a parked one; the call asks", "call_id", c.id, "error", err)
 		c.storeStalled = timedOut(err)
-		return "", true
+		return "the store could not tell whether the call is a retry of a parked call"
 	}
-	return pc.ID, true
+	return "the call is a retry of parked call " + pc.ID + ", which it attaches to"
 }
 
 // GrantKey is the key of grants' digests (Config.GrantKey) from the

@@ -165,7 +165,5 @@ func extTaskCreated(c *call, o lifecycle.Outcome, confirm bool) (answer, bool) {
 		d["statusMessage"] = "waiting for its requester to confirm it (tasks/get carries the page), or for an approver"
 		d["pollIntervalMs"] = confirmPollInterval
 	}
-	a := ofCall(rpcAnswer(c, d), o.Call)
-	a.callID = o.Call.ID
-	return a, true
+	return ofCall(rpcAnswer(c, d), o.Call), true
 }

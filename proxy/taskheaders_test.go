@@ -35,8 +35,12 @@ func TestTaskAnswersSayTheDecision(t *testing.T) {
 		if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := decision(get()); got != outcomeApproved {
+		res = get()
+		if got := decision(res); got != outcomeApproved {
 			t.Errorf("tasks/get of an approved call: %q, want approved", got)
+		}
+		if got := res.Header.Get("X-Toolgate-Call-Id"); got != pc.ID {
+			t.Errorf("tasks/get names call %q, want the task's call %s", got, pc.ID)
 		}
 	})
 	t.Run("2026-07-28", func(t *testing.T) {

@@ -111,7 +111,7 @@ func (s *Server) taskAnswer(w http.ResponseWriter, r *http.Request, c *call) (a 
 		// A task method sent as a notification asks for no answer: one
 		// that names the caller's call is acknowledged (202, as MCP
 		// answers notifications) and goes no further.
-		w.Header().Set(headerCallID, c.id)
+		w.Header().Set(headerCallID, pc.ID)
 		w.Header().Set(headerDecision, stateOutcome(pc.State))
 		w.WriteHeader(http.StatusAccepted)
 		return answer{kind: written}, true
@@ -449,16 +449,14 @@ func taskCreated(c *call, o lifecycle.Outcome) (answer, bool) {
 			immediateKey: "Call " + pc.ID + " waits for a human approver; nothing ran yet. Its result follows through tasks/result.",
 		}
 	}
-	a := ofCall(rpcAnswer(c, result), pc)
-	a.callID = pc.ID
-	return a, true
+	return ofCall(rpcAnswer(c, result), pc), true
 }
 
 // ofCall is a task method's answer about the caller's call pc: its
-// X-Toolgate-Decision says what became of the call, as the status
-// endpoint's does.
+// X-Toolgate-Call-Id names the call and its X-Toolgate-Decision says what
+// became of it, as the status endpoint's do.
 func ofCall(a answer, pc pending.Call) answer {
-	a.outcome = stateOutcome(pc.State)
+	a.callID, a.outcome = pc.ID, stateOutcome(pc.State)
 	return a
 }
 
