@@ -30,6 +30,12 @@ type Hold struct {
 	// (a stateless MCP client closing its stream); otherwise the call
 	// stays parked for a retry or a status poll.
 	CancelOnLeave bool
+	// Same, if set, reports whether the parked call a retry found (by its
+	// key, or as identical) is this request's in what the key does not
+	// weigh (the headers it sends): one that is not is refused, as a
+	// reused key is (KeyReused), rather than attached and answered with
+	// another request's outcome.
+	Same func(stored pending.Call) bool
 }
 
 // Ask parks pc (or attaches the request to the identical call already
@@ -64,7 +70,7 @@ func (l *Lifecycle) Ask(ctx context.Context, pc pending.Call, h Hold) Outcome {
 		// An Idempotency-Key finds a call by the key alone: one with the
 		// same arguments to another tool (an MCP tools/call's name is
 		// not in its arguments' digest) is another call as well.
-		if pc.ArgsDigest != stored.ArgsDigest || pc.Tool != stored.Tool {
+		if pc.ArgsDigest != stored.ArgsDigest || pc.Tool != stored.Tool || (h.Same != nil && !h.Same(stored)) {
 			return Outcome{Kind: KeyReused, Call: stored}
 		}
 		// A request holds the call again: it is no longer one to abandon

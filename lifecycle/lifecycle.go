@@ -165,8 +165,9 @@ const (
 	// NoResult: the call ended without a result (failed before an answer
 	// could be kept, or unknown).
 	NoResult
-	// KeyReused: the Idempotency-Key belongs to a call with other
-	// arguments; nothing was parked.
+	// KeyReused: the call a retry found (by its Idempotency-Key, or as
+	// identical) is another: another tool, other arguments, or other
+	// headers (Hold.Same); nothing was parked.
 	KeyReused
 	// NotParked: the store failed while parking; nothing was parked and
 	// nothing will run.

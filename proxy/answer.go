@@ -235,7 +235,9 @@ func outcomeAnswer(o lifecycle.Outcome, d policy.Decision) answer {
 	case lifecycle.KeyReused:
 		return answer{
 			kind: refusal, status: http.StatusConflict, outcome: outcomeInvalid, callID: pc.ID,
-			title: "Idempotency-Key reused", detail: "this Idempotency-Key belongs to a call with other arguments (or, for MCP, other params)",
+			title: "Another call is parked under this call's key",
+			detail: "the parked call " + pc.ID + " this call finds (by its Idempotency-Key, or else as identical) has another tool, other arguments (or, for MCP, other params) or other headers; " +
+				"this call was not parked: send it with an Idempotency-Key of its own",
 		}
 	case lifecycle.NotParked:
 		a.kind, a.status, a.outcome, a.title = refusal, http.StatusServiceUnavailable, outcomeUnavailable, "Approval store unavailable"

@@ -41,7 +41,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	if c.mcp != nil && c.mcp.task {
 		// The client asked for a task: it is answered at once, and
 		// follows the call with the task methods (tasks.go).
-		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{})
+		o := s.life.Ask(r.Context(), pc, lifecycle.Hold{Same: s.sameHeaders(c)})
 		var a answer
 		var ok bool
 		if c.mcp.version >= statelessEra {
@@ -61,6 +61,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	hold, release := s.holdPlace(c.subject.Principal, s.holdFor(r))
 	defer release()
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{
+		Same:          s.sameHeaders(c),
 		For:           hold,
 		Progress:      c.progressReporter(w, r),
 		ProgressEvery: progressEvery,
@@ -180,6 +181,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)
+	c.sentHeaders = s.headersForm(sr.Header)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
@@ -198,11 +200,11 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 // argsForm is what an Idempotency-Key is bound to, and what makes a call
 // identical to another: the request line and the arguments (canonical for
 // a tool call, the raw body otherwise), with an MCP tool call's other
-// params (params: otherParamsForm). Headers are not in it: clients send
-// some anew with every attempt (request IDs, trace context), and a digest
-// of the others would be keyed with the approvals secret, which rotates;
-// a retry that sends other headers attaches, and what runs is the parked
-// call's stored request, whose headers its approver was shown.
+// params (params: otherParamsForm). Headers are not in it: a digest of
+// them would be keyed with the approvals secret, which rotates, and a
+// retry must find its call across the rotation. A retry that finds a call
+// whose headers (but the usual ones) differ from its own is refused then
+// (sameHeaders).
 func (c *call) argsForm(r *http.Request, params string) string {
 	f := c.input.HTTP.Method + " " + c.rawRel + "?" + r.URL.RawQuery + "\x00"
 	switch t := c.input.Tool; {
@@ -214,6 +216,25 @@ func (c *call) argsForm(r *http.Request, params string) string {
 		return f + canonicalArgs(t.Arguments) + "\x00params\x00" + params
 	default:
 		return f + canonicalArgs(t.Arguments)
+	}
+}
+
+// headersForm is what of the headers h (as stored) a retry must send
+// alike to be the parked call's: those a grant is bound to (grantExtras),
+// keyed alike, but for the usual ones, which clients send anew with every
+// attempt. It is compared in process only (sameHeaders), never stored:
+// the key that weighs it rotates with the approvals secret.
+func (s *Server) headersForm(h http.Header) string {
+	return grantExtras(s.cfg.GrantKey, h, "", "")
+}
+
+// sameHeaders reports whether a parked call a retry of c found sends the
+// headers c sends (headersForm); one whose stored request cannot be read
+// counts as the same (it cannot run, and its retry learns that).
+func (s *Server) sameHeaders(c *call) func(pending.Call) bool {
+	return func(stored pending.Call) bool {
+		sr, err := decodeStored(stored.Request)
+		return err != nil || s.headersForm(sr.Header) == c.sentHeaders
 	}
 }
 

@@ -32,6 +32,10 @@ type call struct {
 	// granted: a remembered grant turned the call's ask into allow
 	// (applyGrant); it is sent as its approval showed it (outboundHeader).
 	granted bool
+	// sentHeaders is the form of the headers the call sends
+	// (headersForm), once it is parked: a retry that finds a parked call
+	// must send them alike.
+	sentHeaders string
 	// storeStalled: the store did not answer the grant lookup in time,
 	// so an ask is refused at once rather than parked (applyGrant).
 	storeStalled bool

@@ -84,7 +84,7 @@ func (s *Server) askRequester(r *http.Request, c *call, pc pending.Call) (answer
 	// The link binds the call as the store has it (its request digest,
 	// its expiry); the outcome's call is a slim copy.
 	var stored pending.Call
-	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{Held: func(pc pending.Call) { stored = pc }})
+	o := s.life.Ask(r.Context(), pc, lifecycle.Hold{Held: func(pc pending.Call) { stored = pc }, Same: s.sameHeaders(c)})
 	req, offered := s.confirmRequest(c, stored)
 	if o.Kind != lifecycle.Waiting || !offered {
 		return outcomeAnswer(o, c.decision), true

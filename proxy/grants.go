@@ -75,7 +75,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		})
 		return d
 	}
-	if why := s.retryOfParked(r, c); why != "" {
+	if why := s.retryOfParked(r, c, sent); why != "" {
 		// The grant may cover a call already parked (approved with it,
 		// or waiting still): its retry attaches to it rather than run
 		// beside it, so that the call runs once.
@@ -89,12 +89,13 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	}}, d.Reasons...)}
 }
 
-// retryOfParked says why c must ask although a grant covers it, or "":
-// c would attach to a parked call, as ask would find it (by its
-// Idempotency-Key, or else as an identical call), or that cannot be told
+// retryOfParked says why c, which sends the headers sent (as stored),
+// must ask although a grant covers it, or "": c would attach to a parked
+// call, as ask would find it (by its Idempotency-Key, or else as an
+// identical call) and send alike (sameHeaders), or that cannot be told
 // (the store did not answer, or the key is bad). The ask path then
 // attaches, parks or refuses it.
-func (s *Server) retryOfParked(r *http.Request, c *call) string {
+func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) string {
 	if s.life == nil {
 		return ""
 	}
@@ -112,6 +113,11 @@ func (s *Server) retryOfParked(r *http.Request, c *call) string {
 		s.log.Warn("could not tell whether a granted call is a retry of a parked one; the call asks", "call_id", c.id, "error", err)
 		c.storeStalled = timedOut(err)
 		return "the store could not tell whether the call is a retry of a parked call"
+	}
+	if c.sentHeaders = s.headersForm(sent); !s.sameHeaders(c)(pc) {
+		// Another call, whose headers differ: its own grant covers it
+		// (ask would refuse it as another's key, not attach it).
+		return ""
 	}
 	return "the call is a retry of parked call " + pc.ID + ", which it attaches to"
 }

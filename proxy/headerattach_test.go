@@ -2,36 +2,119 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
-// TestRetryWithOtherHeaders: headers are not compared when a retry is
-// matched to a parked call (clients send request IDs and trace context
-// anew with every attempt). A retry that sends another header value
-// attaches and gets the parked call's answer; what ran is the parked
-// call's stored request, with the headers its approver was shown, once.
+// grantKeyForTests stands for the key serve derives from the approvals
+// secret (GrantKey): with it, a credential header's value counts too.
+var grantKeyForTests = []byte("0123456789abcdef0123456789abcdef")
+
+// TestRetryWithOtherHeaders: a call that finds a parked call (by its
+// Idempotency-Key, or as identical) but sends other values of the headers
+// approving sends (X-Account, a credential) is not its retry: it is
+// refused (409), not attached and answered with the other call's outcome,
+// and with a key of its own it parks as a call of its own. The usual
+// headers, which clients send anew with every attempt (User-Agent,
+// X-Request-Id, Baggage), do not count: such a retry attaches, and the
+// parked call runs once, as it was parked.
 func TestRetryWithOtherHeaders(t *testing.T) {
-	pe := newParkEnv(t, func(c *Config) { c.Hold = 50 * time.Millisecond })
+	pe := newParkEnv(t, func(c *Config) {
+		c.Hold = 100 * time.Millisecond
+		c.GrantKey = grantKeyForTests
+	})
 	body := `{"path":"a","content":"x"}`
-	res := post(t, pe.url+"/tools/Write", body, "X-Account", "staging", "Idempotency-Key", "k1", "Prefer", "respond-async")
-	res.Body.Close()
+	send := func(h ...string) (int, string) {
+		t.Helper()
+		res := post(t, pe.url+"/tools/Write", body, h...)
+		res.Body.Close()
+		return res.StatusCode, res.Header.Get(headerCallID)
+	}
+	if status, _ := send("X-Account", "staging", "X-Api-Key", "tenant-A", "Idempotency-Key", "k1", "Prefer", "respond-async"); status != 202 {
+		t.Fatalf("first call: %d", status)
+	}
 	first := pe.nextParked(t)
 	if _, err := pe.store.Decide(context.Background(), first.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	res = post(t, pe.url+"/tools/Write", body, "X-Account", "prod", "X-Request-Id", "attempt-2", "Idempotency-Key", "k1")
-	res.Body.Close()
-	if res.StatusCode != 200 || res.Header.Get(headerCallID) != first.ID {
-		t.Fatalf("a retry with other headers: %d as call %s, want the parked call's answer (%s)", res.StatusCode, res.Header.Get(headerCallID), first.ID)
+	for _, tc := range []struct {
+		name string
+		h    []string
+	}{
+		{"another account, the same key", []string{"X-Account", "prod", "X-Api-Key", "tenant-A", "Idempotency-Key", "k1"}},
+		{"another account, no key", []string{"X-Account", "prod", "X-Api-Key", "tenant-A"}},
+		{"another credential, no key", []string{"X-Account", "staging", "X-Api-Key", "tenant-B"}},
+	} {
+		if status, id := send(tc.h...); status != 409 {
+			t.Errorf("%s: %d as call %s, want 409", tc.name, status, id)
+		}
+	}
+	if status, id := send("X-Account", "prod", "X-Api-Key", "tenant-A", "Idempotency-Key", "k2", "Prefer", "respond-async"); status != 202 || id == first.ID {
+		t.Errorf("another account with a key of its own: %d as call %s, want parked anew", status, id)
+	} else if second := pe.nextParked(t); second.ID == first.ID {
+		t.Errorf("parked as the first call %s", first.ID)
+	}
+	status, id := send("X-Account", "staging", "X-Api-Key", "tenant-A", "User-Agent", "agent/2", "X-Request-Id", "attempt-2", "Baggage", "k=v")
+	if status != 200 || id != first.ID {
+		t.Errorf("a retry with other usual headers: %d as call %s, want the first call's answer (%s)", status, id, first.ID)
 	}
 	got := pe.upstream.Requests()
 	if len(got) != 1 {
 		t.Fatalf("the upstream got %d calls, want one", len(got))
 	}
-	if h := got[0].Header; h.Get("X-Account") != "staging" || h.Get("X-Request-Id") != "" {
-		t.Errorf("the upstream got X-Account %q, X-Request-Id %q; want the parked call's headers", h.Get("X-Account"), h.Get("X-Request-Id"))
+	if h := got[0].Header; h.Get("X-Account") != "staging" || h.Get("X-Api-Key") != "tenant-A" || h.Get("X-Request-Id") != "" {
+		t.Errorf("the upstream got %v; want the parked call's headers", h)
+	}
+}
+
+// TestGrantedCallWithOtherHeaders: a call covered by a grant of its own
+// (bound to X-Account: prod) is not a retry of an identical parked call
+// that sends X-Account: staging: it runs under its grant, as itself.
+func TestGrantedCallWithOtherHeaders(t *testing.T) {
+	store := pending.NewMemory(pending.Options{})
+	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r3, effect: ask, tool: Write, target: \"*\"}\n"), func(c *Config) {
+		c.Pending, c.Grants, c.Hold = store, store, 100*time.Millisecond
+		c.GrantKey = grantKeyForTests
+	})
+	ctx := context.Background()
+	send := func(body string, h ...string) (int, string, string) {
+		t.Helper()
+		res := post(t, env.url+"/tools/Write", body, append([]string{"Authorization", "Bearer agent-key"}, h...)...)
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res.StatusCode, res.Header.Get(headerDecision), string(b)
+	}
+	// What a grant for prod calls is bound to, from a prod call.
+	if status, _, _ := send(`{"path":"a.txt","content":"zero"}`, "X-Account", "prod", "Prefer", "respond-async"); status != 202 {
+		t.Fatalf("prod call: %d", status)
+	}
+	calls, err := store.List(ctx, pending.Waiting, 10)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("listed %d waiting calls, %v", len(calls), err)
+	}
+	p0 := calls[0]
+	if _, err := store.Cancel(ctx, p0.ID); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"path":"a.txt","content":"pay 17"}`
+	if status, _, _ := send(body, "X-Account", "staging", "Prefer", "respond-async"); status != 202 {
+		t.Fatalf("staging call: %d", status)
+	}
+	if _, err := store.Grant(ctx, pending.Grant{
+		Subject: p0.Principal, Upstream: p0.Upstream, Tool: p0.Tool, Target: "a.txt",
+		Extras: callinfo.Decode(p0.Info).GrantExtras, Approver: "alice", CallID: p0.ID,
+	}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	status, decision, got := send(body, "X-Account", "prod")
+	if status != 200 || decision != outcomeAllow {
+		t.Errorf("the granted prod call: %d %s %s, want it run under its grant", status, decision, got)
+	}
+	if reqs := env.upstream.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Account") != "prod" {
+		t.Errorf("the upstream got %d calls, want the prod call alone", len(reqs))
 	}
 }
