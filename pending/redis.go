@@ -354,8 +354,7 @@ func (s *RedisStore) Get(ctx context.Context, id string) (Call, error) {
 
 // Attaches implements [Store.Attaches]: the ID the attach key names, in
 // the shard of c's ID as Park looks it up, then the call, judged as Park
-// judges it (as it would stand past its deadline). Two reads; only a call
-// a grant would let run asks.
+// judges it. Two reads; only a call a grant would let run asks.
 func (s *RedisStore) Attaches(ctx context.Context, c Call) (Call, error) {
 	if c.AttachKey == "" {
 		return Call{}, notFound(c.ID)
@@ -376,11 +375,12 @@ func (s *RedisStore) Attaches(ctx context.Context, c Call) (Call, error) {
 	if err != nil {
 		return Call{}, err // ErrNotFound: gone, so it attaches nothing
 	}
-	judged := got
-	if to := overdue(got, time.Now()); to != "" {
-		judged.State = to
-	}
-	if !attachable(judged) {
+	// Judged as stored, not as it would stand past its deadline: Park
+	// judges that by Redis' clock, which this replica's may run behind or
+	// ahead of. An executing call whose lease ran out a moment ago may be
+	// named, and the call asks; never the other way, in which a grant
+	// would run a retry beside the call still executing.
+	if !attachable(got) {
 		return Call{}, notFound(c.ID)
 	}
 	return got, nil
