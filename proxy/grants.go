@@ -115,8 +115,13 @@ func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) strin
 		return "the store could not tell whether the call is a retry of a parked call"
 	}
 	if c.sentHeaders = s.headersForm(sent); !s.sameHeaders(c)(pc) {
-		// Another call, whose headers differ: its own grant covers it
-		// (ask would refuse it as another's key, not attach it).
+		if r.Header.Get("Idempotency-Key") != "" {
+			// Found by its key: a key names one call, and ask refuses
+			// this one (409) whatever a grant would allow.
+			return "its Idempotency-Key names parked call " + pc.ID + ", which sends other headers"
+		}
+		// Found as identical, but another call, whose headers differ:
+		// its own grant covers it.
 		return ""
 	}
 	return "the call is a retry of parked call " + pc.ID + ", which it attaches to"

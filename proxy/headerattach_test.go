@@ -20,7 +20,7 @@ var grantKeyForTests = []byte("0123456789abcdef0123456789abcdef")
 // refused (409), not attached and answered with the other call's outcome,
 // and with a key of its own it parks as a call of its own. The usual
 // headers, which clients send anew with every attempt (User-Agent,
-// X-Request-Id, Baggage), do not count: such a retry attaches, and the
+// X-Request-Id, Sentry-Trace), do not count: such a retry attaches, and the
 // parked call runs once, as it was parked.
 func TestRetryWithOtherHeaders(t *testing.T) {
 	pe := newParkEnv(t, func(c *Config) {
@@ -58,7 +58,7 @@ func TestRetryWithOtherHeaders(t *testing.T) {
 	} else if second := pe.nextParked(t); second.ID == first.ID {
 		t.Errorf("parked as the first call %s", first.ID)
 	}
-	status, id := send("X-Account", "staging", "X-Api-Key", "tenant-A", "User-Agent", "agent/2", "X-Request-Id", "attempt-2", "Baggage", "k=v")
+	status, id := send("X-Account", "staging", "X-Api-Key", "tenant-A", "User-Agent", "agent/2", "X-Request-Id", "attempt-2", "Sentry-Trace", "abc-1")
 	if status != 200 || id != first.ID {
 		t.Errorf("a retry with other usual headers: %d as call %s, want the first call's answer (%s)", status, id, first.ID)
 	}
