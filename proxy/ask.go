@@ -222,16 +222,9 @@ func (c *call) argsForm(r *http.Request, params string) string {
 // headersForm is what of the headers h (as stored) a retry must send
 // alike to be the parked call's: those a grant is bound to (grantExtras),
 // keyed alike, but for the usual ones, which clients send anew with every
-// attempt, and those that count the attempts (callinfo.AttemptHeader). It is compared in process only (sameHeaders), never stored:
+// attempt (callinfo.UsualHeader). It is compared in process only (sameHeaders), never stored:
 // the key that weighs it rotates with the approvals secret.
 func (s *Server) headersForm(h http.Header) string {
-	for k := range h {
-		if callinfo.AttemptHeader(k) {
-			h = maps.Clone(h)
-			maps.DeleteFunc(h, func(k string, _ []string) bool { return callinfo.AttemptHeader(k) })
-			break
-		}
-	}
 	return grantExtras(s.cfg.GrantKey, h, "", "")
 }
 

@@ -60,24 +60,8 @@ func TestGrantBoundToBaggage(t *testing.T) {
 // that finds a parked call sending tenant=sandbox is refused (409), as
 // X-Account: prod is, not answered with its outcome.
 func TestBaggageRetryRefused(t *testing.T) {
-	pe := newParkEnv(t, func(c *Config) {
-		c.Hold = 100 * time.Millisecond
-		c.GrantKey = grantKeyForTests
-	})
-	body := `{"path":"a","content":"x"}`
-	send := func(h ...string) (int, string) {
-		t.Helper()
-		res := post(t, pe.url+"/tools/Write", body, h...)
-		res.Body.Close()
-		return res.StatusCode, res.Header.Get(headerCallID)
-	}
-	if status, _ := send("Baggage", "tenant=sandbox", "Prefer", "respond-async"); status != 202 {
-		t.Fatalf("first call: %d", status)
-	}
-	first := pe.nextParked(t)
-	if _, err := pe.store.Decide(context.Background(), first.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	pe, send := retryEnv(t)
+	first := parkApproved(t, pe, send, "Baggage", "tenant=sandbox")
 	if status, id := send("Baggage", "tenant=prod"); status != 409 {
 		t.Errorf("a call with Baggage tenant=prod that finds parked call %s (tenant=sandbox): %d as call %s, want 409", first.ID, status, id)
 	}

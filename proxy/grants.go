@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/callinfo"
@@ -157,7 +158,14 @@ func GrantKey(secret []byte) []byte {
 // bound (no extras) covers only such calls.
 func grantExtras(key []byte, h http.Header, params, query string) string {
 	names := make([]string, 0, len(h))
+	var baggage []string
 	for k := range h {
+		if k == "Baggage" {
+			// Bound but for a tracer's own members, new with every trace.
+			if baggage = boundBaggage(h[k]); len(baggage) == 0 {
+				continue
+			}
+		}
 		if !forwardedHeader(k) && !callinfo.UsualHeader(k) {
 			names = append(names, k)
 		}
@@ -170,10 +178,14 @@ func grantExtras(key []byte, h http.Header, params, query string) string {
 	// whatever its bytes, reads as another header or the params.
 	b := binary.AppendUvarint(nil, uint64(len(names)))
 	for _, k := range names {
+		vs := h[k]
+		if k == "Baggage" {
+			vs = baggage
+		}
 		b = appendField(b, k)
-		b = binary.AppendUvarint(b, uint64(len(h[k])))
+		b = binary.AppendUvarint(b, uint64(len(vs)))
 		if key != nil || !hiddenHeader(k) {
-			for _, v := range h[k] {
+			for _, v := range vs {
 				b = appendField(b, v)
 			}
 		}
@@ -194,6 +206,29 @@ func grantExtras(key []byte, h http.Header, params, query string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write(b)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// boundBaggage is what of a W3C Baggage header (its values, as sent) a
+// grant and a retry are bound to: its members but a tracer's own, which
+// Sentry's SDKs add with every trace (sentry-trace_id, sentry-sampled,
+// …); the application's (a tenant, a mesh's routing key) stay. Values
+// whose members are all a tracer's count as none; nil for no member left.
+func boundBaggage(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		var kept []string
+		for m := range strings.SplitSeq(v, ",") {
+			m = strings.TrimSpace(m)
+			if m == "" || strings.HasPrefix(strings.ToLower(m), "sentry-") {
+				continue
+			}
+			kept = append(kept, m)
+		}
+		if len(kept) > 0 {
+			out = append(out, strings.Join(kept, ","))
+		}
+	}
+	return out
 }
 
 // otherParamsForm is an MCP tool call's other params as an identical

@@ -23,24 +23,8 @@ var grantKeyForTests = []byte("0123456789abcdef0123456789abcdef")
 // X-Request-Id, Sentry-Trace), do not count: such a retry attaches, and the
 // parked call runs once, as it was parked.
 func TestRetryWithOtherHeaders(t *testing.T) {
-	pe := newParkEnv(t, func(c *Config) {
-		c.Hold = 100 * time.Millisecond
-		c.GrantKey = grantKeyForTests
-	})
-	body := `{"path":"a","content":"x"}`
-	send := func(h ...string) (int, string) {
-		t.Helper()
-		res := post(t, pe.url+"/tools/Write", body, h...)
-		res.Body.Close()
-		return res.StatusCode, res.Header.Get(headerCallID)
-	}
-	if status, _ := send("X-Account", "staging", "X-Api-Key", "tenant-A", "Idempotency-Key", "k1", "Prefer", "respond-async"); status != 202 {
-		t.Fatalf("first call: %d", status)
-	}
-	first := pe.nextParked(t)
-	if _, err := pe.store.Decide(context.Background(), first.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	pe, send := retryEnv(t)
+	first := parkApproved(t, pe, send, "X-Account", "staging", "X-Api-Key", "tenant-A", "Idempotency-Key", "k1")
 	for _, tc := range []struct {
 		name string
 		h    []string
