@@ -35,11 +35,11 @@ func TestRetrySentryBaggage(t *testing.T) {
 // Baggage stay bound beside a tracer's: a grant made from a call on
 // tenant=sandbox does not cover one on tenant=prod, whatever the trace.
 func TestGrantBaggageApplicationMembers(t *testing.T) {
-	_, send := grantFromFirstCall(t, "Baggage", "tenant=sandbox,sentry-trace_id=1111")
-	if status, decision, _ := send(`{"path":"a.txt","content":"one"}`, "Baggage", "sentry-trace_id=2222, tenant=sandbox"); status != 200 || decision != outcomeAllow {
+	_, send := grantFromFirstCall(t, "Baggage", "tenant=sandbox,sentry-trace_id=771a43a4192642f0b136d5159a501700")
+	if status, decision, _ := send(`{"path":"a.txt","content":"one"}`, "Baggage", "sentry-trace_id=88e1b2c3d4e5f60718293a4b5c6d7e8f, tenant=sandbox"); status != 200 || decision != outcomeAllow {
 		t.Errorf("tenant=sandbox in another trace: %d %q, want 200 allow", status, decision)
 	}
-	if status, decision, _ := send(`{"path":"a.txt","content":"two"}`, "Baggage", "tenant=prod,sentry-trace_id=2222"); status == 200 {
+	if status, decision, _ := send(`{"path":"a.txt","content":"two"}`, "Baggage", "tenant=prod,sentry-trace_id=88e1b2c3d4e5f60718293a4b5c6d7e8f"); status == 200 {
 		t.Errorf("tenant=prod under a grant made on tenant=sandbox: %d %q, want it to ask", status, decision)
 	}
 }

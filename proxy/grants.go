@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -209,17 +210,33 @@ func grantExtras(key []byte, h http.Header, params, query string) string {
 }
 
 // boundBaggage is what of a W3C Baggage header (its values, as sent) a
-// grant and a retry are bound to: its members but a tracer's own, which
-// Sentry's SDKs add with every trace (sentry-trace_id, sentry-sampled,
-// …); the application's (a tenant, a mesh's routing key) stay. Values
-// whose members are all a tracer's count as none; nil for no member left.
+// grant and a retry are bound to: its members but the few Sentry's SDKs
+// add new with every trace (sentryPerTrace), each at most once and in its
+// own shape; the application's (a tenant, a mesh's routing key) stay. A
+// header past W3C's limits (180 members, 8192 bytes), which a propagator
+// throws away whole, is bound whole, as sent, so that padding it with
+// such members cannot take the bound ones out of what the upstream reads.
+// Values whose members are all Sentry's count as none; nil for none left.
 func boundBaggage(vs []string) []string {
+	members, size := 0, 0
+	for _, v := range vs {
+		members += strings.Count(v, ",") + 1
+		size += len(v)
+	}
+	if members > 180 || size > 8192 {
+		return vs
+	}
 	var out []string
+	seen := map[string]bool{}
 	for _, v := range vs {
 		var kept []string
 		for m := range strings.SplitSeq(v, ",") {
 			m = strings.TrimSpace(m)
-			if m == "" || strings.HasPrefix(strings.ToLower(m), "sentry-") {
+			if m == "" {
+				continue
+			}
+			if k, val, ok := strings.Cut(m, "="); ok && !seen[k] && sentryPerTrace[k] != nil && sentryPerTrace[k].MatchString(val) {
+				seen[k] = true
 				continue
 			}
 			kept = append(kept, m)
@@ -229,6 +246,18 @@ func boundBaggage(vs []string) []string {
 		}
 	}
 	return out
+}
+
+// sentryPerTrace are the Baggage members Sentry's SDKs write anew for
+// every trace, each with the shape of its value: a trace ID, a sampling
+// decision and its rate and random number. Keys are case-sensitive, as in
+// W3C Baggage; any other sentry- member (environment, release, public
+// key: the same from call to call) stays bound.
+var sentryPerTrace = map[string]*regexp.Regexp{
+	"sentry-trace_id":    regexp.MustCompile(`^[0-9a-f]{32}$`),
+	"sentry-sampled":     regexp.MustCompile(`^(true|false)$`),
+	"sentry-sample_rate": regexp.MustCompile(`^[0-9](\.[0-9]{1,20})?$`),
+	"sentry-sample_rand": regexp.MustCompile(`^[0-9](\.[0-9]{1,20})?$`),
 }
 
 // otherParamsForm is an MCP tool call's other params as an identical
