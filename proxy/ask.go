@@ -181,7 +181,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)
-	c.sentHeaders = s.headersForm(sr.Header)
+	c.sentHeader = sr.Header // weighed only if a retry finds a parked call (sameHeaders)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
@@ -234,7 +234,7 @@ func (s *Server) headersForm(h http.Header) string {
 func (s *Server) sameHeaders(c *call) func(pending.Call) bool {
 	return func(stored pending.Call) bool {
 		sr, err := decodeStored(stored.Request)
-		return err != nil || s.headersForm(sr.Header) == c.sentHeaders
+		return err != nil || s.headersForm(sr.Header) == s.headersForm(c.sentHeader)
 	}
 }
 

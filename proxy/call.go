@@ -32,10 +32,10 @@ type call struct {
 	// granted: a remembered grant turned the call's ask into allow
 	// (applyGrant); it is sent as its approval showed it (outboundHeader).
 	granted bool
-	// sentHeaders is the form of the headers the call sends
-	// (headersForm), once it is parked: a retry that finds a parked call
-	// must send them alike.
-	sentHeaders string
+	// sentHeader is the header the call sends (as stored), once it is
+	// parked or a grant covers it: a retry that finds a parked call must
+	// send it alike (sameHeaders, which weighs it then, and only then).
+	sentHeader http.Header
 	// storeStalled: the store did not answer the grant lookup in time,
 	// so an ask is refused at once rather than parked (applyGrant).
 	storeStalled bool

@@ -1,48 +1,8 @@
 package proxy
 
 import (
-	"context"
-	"io"
 	"testing"
-	"time"
-
-	"github.com/toolgate/toolgate/internal/callinfo"
-	"github.com/toolgate/toolgate/pending"
 )
-
-// grantFromFirstCall parks a first call sending first, grants from it, and
-// returns a sender for later calls.
-func grantFromFirstCall(t *testing.T, first ...string) (*pending.MemoryStore, func(body string, h ...string) (int, string, string)) {
-	t.Helper()
-	store := pending.NewMemory(pending.Options{})
-	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r3, effect: ask, tool: Write, target: \"*\"}\n"), func(c *Config) {
-		c.Pending, c.Grants, c.Hold = store, store, 100*time.Millisecond
-		c.GrantKey = grantKeyForTests
-	})
-	ctx := context.Background()
-	send := func(body string, h ...string) (int, string, string) {
-		t.Helper()
-		res := post(t, env.url+"/tools/Write", body, append([]string{"Authorization", "Bearer agent-key"}, h...)...)
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode, res.Header.Get(headerDecision), res.Header.Get(headerCallID)
-	}
-	if status, _, _ := send(`{"path":"a.txt","content":"zero"}`, append(first, "Prefer", "respond-async")...); status != 202 {
-		t.Fatalf("first call: %d", status)
-	}
-	calls, err := store.List(ctx, pending.Waiting, 10)
-	if err != nil || len(calls) != 1 {
-		t.Fatalf("listed %d waiting calls, %v", len(calls), err)
-	}
-	p0 := calls[0]
-	if _, err := store.Grant(ctx, pending.Grant{
-		Subject: p0.Principal, Upstream: p0.Upstream, Tool: p0.Tool, Target: "a.txt",
-		Extras: callinfo.Decode(p0.Info).GrantExtras, Approver: "alice", CallID: p0.ID,
-	}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	return store, send
-}
 
 // TestGrantAwsSdkInvocationID: Smithy-generated (AWS) SDKs send a new
 // amz-sdk-invocation-id with every call (the same on its retries): a

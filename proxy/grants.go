@@ -116,7 +116,7 @@ func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) strin
 		c.storeStalled = timedOut(err)
 		return "the store could not tell whether the call is a retry of a parked call"
 	}
-	if c.sentHeaders = s.headersForm(sent); !s.sameHeaders(c)(pc) {
+	if c.sentHeader = sent; !s.sameHeaders(c)(pc) {
 		if r.Header.Get("Idempotency-Key") != "" {
 			// Found by its key: a key names one call, and ask refuses
 			// this one (409) whatever a grant would allow.

@@ -1,18 +1,8 @@
 package proxy
 
 import (
-	"context"
-	"io"
 	"testing"
-	"time"
-
-	"github.com/toolgate/toolgate/internal/callinfo"
-	"github.com/toolgate/toolgate/pending"
 )
-
-// grantKeyForTests stands for the key serve derives from the approvals
-// secret (GrantKey): with it, a credential header's value counts too.
-var grantKeyForTests = []byte("0123456789abcdef0123456789abcdef")
 
 // TestRetryWithOtherHeaders: a call that finds a parked call (by its
 // Idempotency-Key, or as identical) but sends other values of the headers
@@ -59,46 +49,17 @@ func TestRetryWithOtherHeaders(t *testing.T) {
 // (bound to X-Account: prod) is not a retry of an identical parked call
 // that sends X-Account: staging: it runs under its grant, as itself.
 func TestGrantedCallWithOtherHeaders(t *testing.T) {
-	store := pending.NewMemory(pending.Options{})
-	env := newTestServer(t, seedEngineRules(t, "rules:\n  - {id: r3, effect: ask, tool: Write, target: \"*\"}\n"), func(c *Config) {
-		c.Pending, c.Grants, c.Hold = store, store, 100*time.Millisecond
-		c.GrantKey = grantKeyForTests
-	})
-	ctx := context.Background()
-	send := func(body string, h ...string) (int, string, string) {
-		t.Helper()
-		res := post(t, env.url+"/tools/Write", body, append([]string{"Authorization", "Bearer agent-key"}, h...)...)
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		return res.StatusCode, res.Header.Get(headerDecision), string(b)
-	}
-	// What a grant for prod calls is bound to, from a prod call.
-	if status, _, _ := send(`{"path":"a.txt","content":"zero"}`, "X-Account", "prod", "Prefer", "respond-async"); status != 202 {
-		t.Fatalf("prod call: %d", status)
-	}
-	calls, err := store.List(ctx, pending.Waiting, 10)
-	if err != nil || len(calls) != 1 {
-		t.Fatalf("listed %d waiting calls, %v", len(calls), err)
-	}
-	p0 := calls[0]
-	if _, err := store.Cancel(ctx, p0.ID); err != nil {
-		t.Fatal(err)
-	}
+	g := newGrantTest(t)
+	g.grant("X-Account", "prod") // what a grant for prod calls is bound to
 	body := `{"path":"a.txt","content":"pay 17"}`
-	if status, _, _ := send(body, "X-Account", "staging", "Prefer", "respond-async"); status != 202 {
+	if status, _, _, _ := g.send(body, "X-Account", "staging", "Prefer", "respond-async"); status != 202 {
 		t.Fatalf("staging call: %d", status)
 	}
-	if _, err := store.Grant(ctx, pending.Grant{
-		Subject: p0.Principal, Upstream: p0.Upstream, Tool: p0.Tool, Target: "a.txt",
-		Extras: callinfo.Decode(p0.Info).GrantExtras, Approver: "alice", CallID: p0.ID,
-	}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	status, decision, got := send(body, "X-Account", "prod")
+	status, decision, _, got := g.send(body, "X-Account", "prod")
 	if status != 200 || decision != outcomeAllow {
 		t.Errorf("the granted prod call: %d %s %s, want it run under its grant", status, decision, got)
 	}
-	if reqs := env.upstream.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Account") != "prod" {
+	if reqs := g.env.upstream.Requests(); len(reqs) != 1 || reqs[0].Header.Get("X-Account") != "prod" {
 		t.Errorf("the upstream got %d calls, want the prod call alone", len(reqs))
 	}
 }
