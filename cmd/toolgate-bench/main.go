@@ -45,6 +45,8 @@ type options struct {
 	mcp        bool
 	capacity   capacityParams
 	capacityOn bool
+	soak       soakParams
+	soakOn     bool
 	// rules is the rules table toolgate and the external OPA decide
 	// with: table, then -rows' other rows.
 	rules      []rule
@@ -106,6 +108,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.capacity.sweep, "capacity-sweep", 5000, "parked calls the -capacity run approves for the sweepers to execute")
 	fs.BoolVar(&o.capacity.cluster, "capacity-cluster", false, "run -capacity on a three-primary Redis Cluster instead of one Redis")
 	fs.StringVar(&o.capacity.redisArgs, "capacity-redis-args", "", `more redis-server arguments for the -capacity run's Redis (e.g. "--zset-max-listpack-entries 2048")`)
+	fs.BoolVar(&o.soakOn, "soak", false, "only the soak run: allowed, denied, approved, rejected, expired and retried calls from many agents through two replicas on a Redis of the run's own, checked call by call, with resources watched")
+	fs.DurationVar(&o.soak.duration, "soak-duration", 5*time.Minute, "length of the -soak run's load (-quick: 20 s)")
+	fs.IntVar(&o.soak.agents, "soak-agents", 12, "agents (API keys) of the -soak run, each one call at a time")
 	fs.StringVar(&o.redis, "redis", ownRedis, `Redis for the ask (Redis) rows: "own" starts a redis-server of the run's own on the load generator's core; an address uses that Redis where it runs; empty leaves the rows out`)
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
@@ -121,10 +126,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-rows: at least %d, the rows the harness's calls meet", len(table))
 	}
 	o.rules = withRows(table, *rows)
-	connsSet := false
+	connsSet, soakSet := false, false
 	fs.Visit(func(f *flag.Flag) {
 		o.redisSet = o.redisSet || f.Name == "redis"
 		connsSet = connsSet || f.Name == "conns"
+		soakSet = soakSet || f.Name == "soak-duration"
 	})
 	if o.mcp && !connsSet {
 		*conns = "1,16"
@@ -134,6 +140,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.quick {
 		o.duration, o.reps, *conns, o.rateDur = time.Second, 1, "8", time.Second
+		if !soakSet {
+			o.soak.duration = 20 * time.Second
+		}
 	}
 	for c := range strings.SplitSeq(*conns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
@@ -204,7 +213,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writer) error {
-	if _, err := exec.LookPath("wrk"); err != nil && !o.rss && !o.abuse && !o.capacityOn {
+	if _, err := exec.LookPath("wrk"); err != nil && !o.rss && !o.abuse && !o.capacityOn && !o.soakOn {
 		return errors.New("wrk not found: install it (Debian: apt-get install wrk)")
 	}
 	dir, err := os.MkdirTemp("", "toolgate-bench-")
@@ -223,7 +232,7 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 			return err
 		}
 	}
-	if o.redis == ownRedis && !o.capacityOn && !o.mcp && (!o.abuse || o.redisSet) {
+	if o.redis == ownRedis && !o.capacityOn && !o.soakOn && !o.mcp && (!o.abuse || o.redisSet) {
 		if o.redis, err = startOwnRedis(ctx, dir, pins.load, stderr); err != nil {
 			return err
 		}
@@ -234,6 +243,9 @@ func bench(ctx context.Context, o *options, pins pinning, stdout, stderr io.Writ
 	}
 	if o.capacityOn {
 		return capacityRun(ctx, o, pins, stdout, stderr)
+	}
+	if o.soakOn {
+		return soakRun(ctx, o, pins, stdout)
 	}
 	if o.mcp {
 		return mcpRun(ctx, o, pins, stdout, stderr)
