@@ -181,7 +181,8 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)
-	c.sentHeader = sr.Header // weighed only if a retry finds a parked call (sameHeaders)
+	// Weighed only if a retry finds a parked call (sameHeaders).
+	c.sentHeader, c.extras = sr.Header, info.GrantExtras
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
@@ -229,12 +230,18 @@ func (s *Server) headersForm(h http.Header) string {
 }
 
 // sameHeaders reports whether a parked call a retry of c found sends the
-// headers c sends (headersForm); one whose stored request cannot be read
-// counts as the same (it cannot run, and its retry learns that).
+// headers c sends (headersForm). A call that has ended no longer keeps its
+// request (the store drops it), but its Info keeps what a grant from it
+// would bind (GrantExtras: headers, params and query, keyed), and that is
+// compared then. A call with neither readable is not the same: the retry
+// is refused, never handed another call's outcome.
 func (s *Server) sameHeaders(c *call) func(pending.Call) bool {
 	return func(stored pending.Call) bool {
-		sr, err := decodeStored(stored.Request)
-		return err != nil || s.headersForm(sr.Header) == s.headersForm(c.sentHeader)
+		if sr, err := decodeStored(stored.Request); err == nil {
+			return s.headersForm(sr.Header) == s.headersForm(c.sentHeader)
+		}
+		info := infoOf(stored)
+		return info.Upstream != "" && info.GrantExtras == c.extras // every Info read names its upstream
 	}
 }
 

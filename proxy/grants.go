@@ -71,7 +71,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
 	sent := c.stored(r, s.fwdHost).Header
-	if g.Extras != grantExtras(s.cfg.GrantKey, sent, c.shownParamsForm(), r.URL.RawQuery) {
+	if c.extras = grantExtras(s.cfg.GrantKey, sent, c.shownParamsForm(), r.URL.RawQuery); g.Extras != c.extras {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
@@ -211,42 +211,45 @@ func grantExtras(key []byte, h http.Header, params, query string) string {
 
 // boundBaggage is what of a W3C Baggage header (its values, as sent) a
 // grant and a retry are bound to: its members but the few Sentry's SDKs
-// add new with every trace (sentryPerTrace), each at most once and in its
-// own shape; the application's (a tenant, a mesh's routing key) stay. A
-// header past W3C's limits (180 members, 8192 bytes), which a propagator
-// throws away whole, is bound whole, as sent, so that padding it with
-// such members cannot take the bound ones out of what the upstream reads.
-// Values whose members are all Sentry's count as none; nil for none left.
+// add new with every trace (sentryPerTrace), each at most once, in its own
+// shape and without padding; the application's (a tenant, a mesh's
+// routing key) stay. Only a header of one line, within the strictest
+// propagator's limits (OpenTelemetry Go's: 64 members, 8192 bytes), is
+// read so: one sent in several lines (an upstream may read the first
+// alone) or past the limits (a propagator throws it away whole) is bound
+// whole, as sent, so that such members cannot take the bound ones out of
+// what the upstream reads. nil for none left.
 func boundBaggage(vs []string) []string {
-	members, size := 0, 0
-	for _, v := range vs {
-		members += strings.Count(v, ",") + 1
-		size += len(v)
-	}
-	if members > 180 || size > 8192 {
+	if len(vs) != 1 || strings.Count(vs[0], ",") >= maxBaggageMembers || len(vs[0]) > maxBaggageBytes {
 		return vs
 	}
-	var out []string
+	var kept []string
 	seen := map[string]bool{}
-	for _, v := range vs {
-		var kept []string
-		for m := range strings.SplitSeq(v, ",") {
-			m = strings.TrimSpace(m)
-			if m == "" {
-				continue
-			}
-			if k, val, ok := strings.Cut(m, "="); ok && !seen[k] && sentryPerTrace[k] != nil && sentryPerTrace[k].MatchString(val) {
-				seen[k] = true
-				continue
-			}
-			kept = append(kept, m)
+	for m := range strings.SplitSeq(vs[0], ",") {
+		trimmed := strings.TrimSpace(m)
+		if trimmed == "" {
+			continue
 		}
-		if len(kept) > 0 {
-			out = append(out, strings.Join(kept, ","))
+		// As Sentry writes it: after ", " at most.
+		k, val, ok := strings.Cut(trimmed, "=")
+		if ok && len(m)-len(trimmed) <= 1 && !seen[k] && sentryPerTrace[k] != nil && sentryPerTrace[k].MatchString(val) {
+			seen[k] = true
+			continue
 		}
+		kept = append(kept, trimmed)
 	}
-	return out
+	if len(kept) == 0 {
+		return nil
+	}
+	return []string{strings.Join(kept, ",")}
 }
+
+// The strictest Baggage limits among propagators (OpenTelemetry Go's),
+// past which a header is dropped whole.
+const (
+	maxBaggageMembers = 64
+	maxBaggageBytes   = 8192
+)
 
 // sentryPerTrace are the Baggage members Sentry's SDKs write anew for
 // every trace, each with the shape of its value: a trace ID, a sampling
