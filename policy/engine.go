@@ -209,7 +209,11 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	rows := fileRows(b.rules)
-	if !b.rulesFromFile {
+	if b.rulesFromFile {
+		if at := regoRulesTable(c); at != "" {
+			return nil, fmt.Errorf("policy: data.toolgate.rules is defined both by policy.rules_file and by your Rego (%s); keep one", at)
+		}
+	} else {
 		if rows, err = servedRows(ctx, e.timeout(), c, caps, store); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
@@ -277,7 +281,11 @@ func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, cap
 	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != 1 {
 		return nil, nil
 	}
-	return dataRows(rs[0].Expressions[0].Value), nil
+	table := rs[0].Expressions[0].Value
+	if err := checkServedTable(table); err != nil {
+		return nil, fmt.Errorf("the rules table: %w", err)
+	}
+	return dataRows(table), nil
 }
 
 func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) (rego.PreparedEvalQuery, error) {

@@ -43,26 +43,42 @@ func ParseRules(src []byte) ([]Rule, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("rules table: %w", err)
 	}
-	seen := make(map[string]int, len(f.Rules))
-	var errs []error
 	for i, r := range f.Rules {
 		// Targets are matched composed (composed, in target.go).
 		f.Rules[i].Target = composed(r.Target)
-		at := fmt.Sprintf("rules[%d]", i)
+	}
+	if err := checkRules(f.Rules, "rules"); err != nil {
+		return nil, err
+	}
+	return f.Rules, nil
+}
+
+// checkRules checks a table's rows, naming each bad one as at[i]: a
+// missing or malformed ID, or one used twice, or one of toolgate's own
+// (toolgate.*: the library's and the engine's reasons carry them, and a row
+// with one would be told apart from them by nothing), a bad effect, a
+// missing or malformed tool or target, and keys only an ask row takes.
+func checkRules(rules []Rule, at string) error {
+	seen := make(map[string]int, len(rules))
+	var errs []error
+	for i, r := range rules {
+		where := fmt.Sprintf("%s[%d]", at, i)
 		if r.ID != "" {
-			at = fmt.Sprintf("rules[%d] (id %s)", i, r.ID)
+			where = fmt.Sprintf("%s[%d] (id %s)", at, i, r.ID)
 		}
 		bad := func(format string, a ...any) {
-			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{at}, a...)...))
+			errs = append(errs, fmt.Errorf("%s: "+format, append([]any{where}, a...)...))
 		}
 		switch {
 		case r.ID == "":
 			bad("id is missing")
 		case !ruleID.MatchString(r.ID):
 			bad("id %q is not a valid id (letters, digits, _ . : -)", r.ID)
+		case strings.HasPrefix(r.ID, "toolgate."):
+			bad("id %q: ids starting toolgate. are toolgate's own reasons'", r.ID)
 		default:
 			if j, dup := seen[r.ID]; dup {
-				bad("id %q is also used by rules[%d]", r.ID, j)
+				bad("id %q is also used by %s[%d]", r.ID, at, j)
 			}
 			seen[r.ID] = i
 		}
@@ -92,10 +108,7 @@ func ParseRules(src []byte) ([]Rule, error) {
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return f.Rules, nil
+	return errors.Join(errs...)
 }
 
 // isGlob reports whether p is a pattern rather than an exact name.

@@ -25,6 +25,7 @@ func TestParseRules(t *testing.T) {
 		{"bad id", `rules: [{id: "a b", effect: allow, tool: x, target: "*"}]`, "not a valid id"},
 		{"duplicate id", `rules: [{id: a, effect: allow, tool: x, target: "*"}, {id: a, effect: deny, tool: y, target: "*"}]`, "also used by rules[0]"},
 		{"bad effect", `rules: [{id: a, effect: permit, tool: x, target: "*"}]`, "effect"},
+		{"toolgate's id", `rules: [{id: toolgate.target_escapes, effect: deny, tool: x, target: "*"}]`, "toolgate's own"},
 		{"missing tool", `rules: [{id: a, effect: allow, target: "*"}]`, "tool is missing"},
 		{"missing target", `rules: [{id: a, effect: allow, tool: x}]`, "target is missing"},
 		{"unclosed class", `rules: [{id: a, effect: allow, tool: x, target: "a[b"}]`, "unclosed ["},

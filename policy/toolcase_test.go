@@ -250,7 +250,7 @@ func TestServedTableLoads(t *testing.T) {
 	_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: fstest.MapFS{
 		"toolgate/data.json": {Data: []byte(`{"rules": [` + bad + `, ` + all + `]}`)},
 	}})
-	if err == nil || !strings.Contains(err.Error(), `tool "legacy_["`) {
+	if err == nil || !strings.Contains(err.Error(), `"legacy_[" has an unclosed [`) {
 		t.Errorf("a malformed served glob: %v, want an error naming it", err)
 	}
 
