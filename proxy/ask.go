@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -181,8 +184,10 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)
-	// Weighed only if a retry finds a parked call (sameHeaders).
-	c.sentHeader, c.extras = sr.Header, info.GrantExtras
+	// Kept for a retry that finds the call once it has ended, and its
+	// stored request is gone (matchHeaders).
+	info.HeadersDigest = s.headersDigest(sr.Header)
+	c.sentHeader = sr.Header // weighed only if a retry finds a parked call (matchHeaders)
 	// The Brief is what lists of calls (the approver's inbox) read
 	// instead of Info, which holds the arguments and the policy input.
 	pc := pending.Call{
@@ -223,26 +228,64 @@ func (c *call) argsForm(r *http.Request, params string) string {
 // headersForm is what of the headers h (as stored) a retry must send
 // alike to be the parked call's: those a grant is bound to (grantExtras),
 // keyed alike, but for the usual ones, which clients send anew with every
-// attempt (callinfo.UsualHeader). It is compared in process only (sameHeaders), never stored:
-// the key that weighs it rotates with the approvals secret.
+// attempt (callinfo.UsualHeader).
 func (s *Server) headersForm(h http.Header) string {
 	return grantExtras(s.cfg.GrantKey, h, "", "")
 }
 
-// sameHeaders reports whether a parked call a retry of c found sends the
-// headers c sends (headersForm). A call that has ended no longer keeps its
-// request (the store drops it), but its Info keeps what a grant from it
-// would bind (GrantExtras: headers, params and query, keyed), and that is
-// compared then. A call with neither readable is not the same: the retry
-// is refused, never handed another call's outcome.
-func (s *Server) sameHeaders(c *call) func(pending.Call) bool {
-	return func(stored pending.Call) bool {
-		if sr, err := decodeStored(stored.Request); err == nil {
-			return s.headersForm(sr.Header) == s.headersForm(c.sentHeader)
-		}
-		info := infoOf(stored)
-		return info.Upstream != "" && info.GrantExtras == c.extras // every Info read names its upstream
+// headersDigest is headersForm as a parked call's Info keeps it
+// (HeadersDigest), after the form's version and the ID of its key: a
+// digest made under another key, or by a release that made it otherwise,
+// is never read as one that differs.
+func (s *Server) headersDigest(h http.Header) string {
+	return s.headersKeyID + s.headersForm(h)
+}
+
+// headersKeyID is the prefix of the headers' digests (headersDigest): the
+// form's version and an ID of the key that weighs them.
+func headersKeyID(key []byte) string {
+	if key == nil {
+		return "v1.none."
 	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("toolgate headers digest key id"))
+	return "v1." + hex.EncodeToString(m.Sum(nil))[:8] + "."
+}
+
+// headersMatch is how the headers of a call compare with those of the
+// parked call it found.
+type headersMatch int
+
+const (
+	headersDiffer  headersMatch = iota
+	headersSame                 // but the usual ones
+	headersUnknown              // an ended call's digest of another key or release
+)
+
+// matchHeaders compares the headers c sends with those of stored, the
+// parked call a retry of c found: as it stores them, or once it has ended
+// and its request is gone, by the digest its Info keeps.
+func (s *Server) matchHeaders(c *call, stored pending.Call) headersMatch {
+	if sr, err := decodeStored(stored.Request); err == nil {
+		if s.headersForm(sr.Header) == s.headersForm(c.sentHeader) {
+			return headersSame
+		}
+		return headersDiffer
+	}
+	switch d := infoOf(stored).HeadersDigest; {
+	case !strings.HasPrefix(d, s.headersKeyID):
+		return headersUnknown
+	case d == s.headersDigest(c.sentHeader):
+		return headersSame
+	}
+	return headersDiffer
+}
+
+// sameHeaders is matchHeaders as a Hold's Same wants it: a call whose
+// headers cannot be compared is not the same, and its retry is refused
+// (409), never handed another call's outcome.
+func (s *Server) sameHeaders(c *call) func(pending.Call) bool {
+	return func(stored pending.Call) bool { return s.matchHeaders(c, stored) == headersSame }
 }
 
 // attachKeys are the keys a retry finds the call by (pending.Call's

@@ -34,12 +34,8 @@ type call struct {
 	granted bool
 	// sentHeader is the header the call sends (as stored), once it is
 	// parked or a grant covers it: a retry that finds a parked call must
-	// send it alike (sameHeaders, which weighs it then, and only then).
-	// extras is the same call's grantExtras (its headers, params and
-	// query, keyed), which a found call that has ended, and so no longer
-	// keeps its request, is compared by.
+	// send it alike (matchHeaders, which weighs it then, and only then).
 	sentHeader http.Header
-	extras     string
 	// storeStalled: the store did not answer the grant lookup in time,
 	// so an ask is refused at once rather than parked (applyGrant).
 	storeStalled bool

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,17 +28,32 @@ func TestEndedCallOtherHeaders(t *testing.T) {
 				name = storeName + "/same Idempotency-Key"
 			}
 			t.Run(name, func(t *testing.T) {
-				endedCallOtherHeaders(t, storeName, withKey)
+				var store pending.Store = pending.NewMemory(pending.Options{})
+				if storeName == "redis" {
+					store = testRedisStore(t)
+				}
+				send, acted := aliceExecuted(t, store, withKey)
+				if status, id, body := send("X-Account", "bob"); status != http.StatusConflict {
+					t.Errorf("bob's call (X-Account: bob) finding alice's executed call: %d as call %s, answer %q; want 409, nothing of alice's call", status, id, body)
+				}
+				if status, _, body := send("X-Account", "alice"); status != 200 || body != "statement of account alice" {
+					t.Errorf("alice's retry: %d, answer %q; want her call's result", status, body)
+				}
+				if got := acted(); len(got) != 1 || got[0] != "alice" {
+					t.Errorf("the upstream acted for %q, want alice's call alone", got)
+				}
 			})
 		}
 	}
 }
 
-func endedCallOtherHeaders(t *testing.T, storeName string, withKey bool) {
-	var store pending.Store = pending.NewMemory(pending.Options{})
-	if storeName == "redis" {
-		store = testRedisStore(t)
-	}
+// aliceExecuted parks alice's call (X-Account: alice) in store, its agent
+// gone (Prefer: respond-async), has it approved and run by the sweeper:
+// executed, its outcome undelivered, its stored request dropped. send
+// sends the same call with the headers h (and an Idempotency-Key, when
+// withKey, as alice's had), and acted says for whom the upstream acted.
+func aliceExecuted(t *testing.T, store pending.Store, withKey bool) (send func(h ...string) (status int, id, body string), acted func() []string) {
+	t.Helper()
 	// The upstream answers with the account it acted for.
 	var mu sync.Mutex
 	var got []string
@@ -56,8 +72,7 @@ func endedCallOtherHeaders(t *testing.T, storeName string, withKey bool) {
 		c.Upstreams[0].URL = u
 	})
 	pe.store = store
-	ctx := context.Background()
-	send := func(h ...string) (int, string, string) {
+	send = func(h ...string) (int, string, string) {
 		if withKey {
 			h = append(h, "Idempotency-Key", "k-1")
 		}
@@ -66,32 +81,22 @@ func endedCallOtherHeaders(t *testing.T, storeName string, withKey bool) {
 		res.Body.Close()
 		return res.StatusCode, res.Header.Get(headerCallID), string(b)
 	}
-	// Alice's call parks; its agent does not wait.
 	if status, _, _ := send("X-Account", "alice", "Prefer", "respond-async"); status != 202 {
 		t.Fatalf("alice's call: %d", status)
 	}
 	first := pe.nextParked(t)
+	ctx := context.Background()
 	if _, err := store.Decide(ctx, first.ID, pending.Decision{To: pending.Approved, By: "approver"}); err != nil {
 		t.Fatal(err)
 	}
-	// Run by the sweeper: executed, its result kept for alice's retry.
 	pe.server.life.SweepOnce(ctx, 0)
 	if pc, err := store.Get(ctx, first.ID); err != nil || pc.State != pending.Executed || pc.Delivered {
 		t.Fatalf("alice's call: %s delivered %v (%v), want executed, undelivered", pc.State, pc.Delivered, err)
 	}
-	// Bob's call: same arguments, another account.
-	status, id, body := send("X-Account", "bob")
-	if status != http.StatusConflict {
-		t.Errorf("bob's call (X-Account: bob) finding alice's executed call: %d as call %s, answer %q; want 409, nothing of alice's call", status, id, body)
-	}
-	// Alice's own retry should still get her result.
-	if status, id, body := send("X-Account", "alice"); status != 200 || id != first.ID {
-		t.Errorf("alice's retry: %d as call %s, answer %q; want her call's result (200, %s)", status, id, body, first.ID)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || got[0] != "alice" {
-		t.Errorf("the upstream acted for %q, want alice's call alone", got)
+	return send, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }
 

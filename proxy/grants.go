@@ -71,7 +71,7 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 	}
 	// Only now, with a grant found: an ask without one costs nothing more.
 	sent := c.stored(r, s.fwdHost).Header
-	if c.extras = grantExtras(s.cfg.GrantKey, sent, c.shownParamsForm(), r.URL.RawQuery); g.Extras != c.extras {
+	if g.Extras != grantExtras(s.cfg.GrantKey, sent, c.shownParamsForm(), r.URL.RawQuery) {
 		d.Reasons = append(slices.Clip(d.Reasons), policy.Reason{
 			Message: "grant " + g.ID + " not used: the call sends headers or params its approval did not show",
 		})
@@ -116,17 +116,23 @@ func (s *Server) retryOfParked(r *http.Request, c *call, sent http.Header) strin
 		c.storeStalled = timedOut(err)
 		return "the store could not tell whether the call is a retry of a parked call"
 	}
-	if c.sentHeader = sent; !s.sameHeaders(c)(pc) {
-		if r.Header.Get("Idempotency-Key") != "" {
-			// Found by its key: a key names one call, and ask refuses
-			// this one (409) whatever a grant would allow.
-			return "its Idempotency-Key names parked call " + pc.ID + ", which sends other headers"
-		}
-		// Found as identical, but another call, whose headers differ:
-		// its own grant covers it.
-		return ""
+	c.sentHeader = sent
+	switch s.matchHeaders(c, pc) {
+	case headersSame:
+		return "the call is a retry of parked call " + pc.ID + ", which it attaches to"
+	case headersUnknown:
+		// It may be that call's retry: asked, it is refused (409) rather
+		// than run a second time.
+		return "parked call " + pc.ID + ", which the call would be a retry of, ended under another key or release and cannot be compared with it"
 	}
-	return "the call is a retry of parked call " + pc.ID + ", which it attaches to"
+	if r.Header.Get("Idempotency-Key") != "" {
+		// Found by its key: a key names one call, and ask refuses this
+		// one (409) whatever a grant would allow.
+		return "its Idempotency-Key names parked call " + pc.ID + ", which sends other headers"
+	}
+	// Found as identical, but another call, whose headers differ: its own
+	// grant covers it.
+	return ""
 }
 
 // GrantKey is the key of grants' digests (Config.GrantKey) from the

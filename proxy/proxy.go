@@ -196,7 +196,10 @@ type Server struct {
 	// fwdHost is the X-Forwarded-Host of every forwarded call
 	// (forwardedHost).
 	fwdHost string
-	held    *principalLimit
+	// headersKeyID starts the headers' digests parked calls keep
+	// (headersDigest).
+	headersKeyID string
+	held         *principalLimit
 	// forwarding counts each principal's allowed calls being forwarded
 	// (Config.MaxForwardsPerSubject).
 	forwarding *principalLimit
@@ -253,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, tracing: newTracing(cfg), fwdHost: forwardedHost(cfg.ProxyPublicURL),
 		held: newPrincipalLimit(cfg.MaxHeldPerSubject), forwarding: newPrincipalLimit(cfg.MaxForwardsPerSubject),
 		bodies: newBodyBudget(cfg.MaxBodyBytesTotal, cfg.MaxBodyBytes),
-		seals:  newSealer(cfg.SealKeys),
+		seals:  newSealer(cfg.SealKeys), headersKeyID: headersKeyID(cfg.GrantKey),
 	}
 	if st, ok := cfg.Pending.(interface{ Sharded() bool }); ok && st.Sharded() {
 		s.placeID = pending.PlaceID

@@ -69,6 +69,12 @@ type Info struct {
 	// sends none of them, or was parked before toolgate bound grants:
 	// its grant then covers only calls that send none.
 	GrantExtras string `json:"grant_extras,omitempty"`
+	// HeadersDigest is the proxy's keyed digest of the headers the call
+	// sends but the usual ones, naming its key: a retry that finds the
+	// call once it has ended, and its stored request is gone, is compared
+	// by it. "" for a call parked before toolgate kept it, whose retries
+	// are then refused, as are those a digest of another key cannot judge.
+	HeadersDigest string `json:"headers_digest,omitempty"`
 	// PolicyInput is the policy input document the call was decided on;
 	// the proxy decides it again before an approved call runs, so a
 	// policy that has come to deny it meanwhile still wins.

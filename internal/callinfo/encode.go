@@ -155,6 +155,9 @@ func (info Info) Encode() []byte {
 	if info.GrantExtras != "" {
 		str(`,"grant_extras":`, info.GrantExtras)
 	}
+	if info.HeadersDigest != "" {
+		str(`,"headers_digest":`, info.HeadersDigest)
+	}
 	if len(info.PolicyInput) > 0 {
 		if p := info.PolicyInput; p[0] != '{' || p[len(p)-1] != '}' {
 			return nil // no compact JSON object: not the proxy's
@@ -204,7 +207,7 @@ func (info Info) sizeHint() int {
 // null. A string that is not UTF-8, or another parameter's value that is
 // not compact JSON, would read back changed: then ok is false. TestEncodeKeepsWhatDecodeGives holds it to encoding/json.
 func (info Info) asDecoded(args []byte) (Info, bool) {
-	for _, s := range [...]string{info.Kind, info.Tool, info.Upstream, info.Subject, info.Target, info.Method, info.Path, info.MCPMethod, info.GrantExtras} {
+	for _, s := range [...]string{info.Kind, info.Tool, info.Upstream, info.Subject, info.Target, info.Method, info.Path, info.MCPMethod, info.GrantExtras, info.HeadersDigest} {
 		if !utf8.ValidString(s) {
 			return Info{}, false
 		}
