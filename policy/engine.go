@@ -340,11 +340,20 @@ func (e *Engine) decide(ctx context.Context, in *Input) (Decision, error) {
 		}
 		return p.decideRego(ctx, e.timeout(), v, in.Mode, e.opts.Default, in.Hook)
 	}
+	conv := in.convertible(p.reads)
+	if !conv && p.user == nil {
+		// A value OPA's document cannot hold (a number past its range,
+		// with limits.lossy_numbers: allow) fails a decision in Rego
+		// whatever reads it: the Go library fails it alike.
+		if _, err := in.valueFor(p.reads); err != nil {
+			return failed(err)
+		}
+	}
 	var vs [len(ruleNames)]verdict
 	if p.user != nil {
 		var got [len(ruleNames)]any
 		sure := false
-		if p.userGo != nil && in.convertible(p.reads) {
+		if p.userGo != nil && conv {
 			got, sure = p.userGo.eval(goInput{in: in})
 		}
 		var v ast.Value
