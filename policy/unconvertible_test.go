@@ -28,8 +28,10 @@ func TestUnconvertibleInputFailsInGo(t *testing.T) {
 	big := json.Number("1e100000")
 	for name, in := range map[string]*policy.Input{
 		"mcp.id of a ping": {Kind: policy.KindMCP, MCP: &policy.MCP{Method: "ping", ID: big}},
-		"mcp.params of a tools/call": {Kind: policy.KindMCP, MCP: &policy.MCP{Method: "tools/call", ID: json.Number("1"),
-			Params: map[string]any{"_meta": map[string]any{"n": big}}}, Tool: policy.NewTool("read", map[string]any{"path": "a.txt"}, policy.DefaultTargetArgs)},
+		"mcp.params of a tools/call": {Kind: policy.KindMCP, MCP: &policy.MCP{
+			Method: "tools/call", ID: json.Number("1"),
+			Params: map[string]any{"_meta": map[string]any{"n": big}},
+		}, Tool: policy.NewTool("read", map[string]any{"path": "a.txt"}, policy.DefaultTargetArgs)},
 		"an argument": {Kind: policy.KindREST, Tool: policy.NewTool("read", map[string]any{"path": "a.txt", "n": big}, policy.DefaultTargetArgs)},
 	} {
 		t.Run(name, func(t *testing.T) {
