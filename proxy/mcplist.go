@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/pending"
 	"github.com/toolgate/toolgate/policy"
@@ -493,7 +494,19 @@ type listBudget struct {
 	left    int
 	decided map[string]policy.Action // by the entry's call method and target
 	warned  bool                     // the bound was logged
+	// spent is the time its decisions took; past listDecideTime the
+	// entries left are hidden undecided. failed counts the decisions the
+	// policy failed (the first is logged).
+	spent  time.Duration
+	failed int
 }
+
+// listDecideTime bounds the time the decisions of one call's list answers
+// may take in all. A policy that times out on a listed entry would
+// otherwise hold the list for its timeout once per entry (5 s each, by
+// default): past the bound, the entries left are hidden, as entries whose
+// decision failed are. A variable so that tests can shorten it.
+var listDecideTime = 10 * time.Second
 
 // take reports whether a decision is left, and counts it.
 func (lb *listBudget) take() bool {
@@ -537,6 +550,10 @@ func (s *Server) itemDecision(ctx context.Context, c *call, li listedItem, targe
 // call, as tool in phase, under the list's MCP message as mcp makes it;
 // any error is a deny, which hides the entry.
 func (s *Server) decideListed(ctx context.Context, c *call, phase string, tool *policy.Tool, mcp func(*policy.MCP)) policy.Action {
+	lb := c.listBudget()
+	if lb.spent >= listDecideTime {
+		return policy.Deny
+	}
 	in := *c.input
 	in.Phase, in.Tool = phase, tool
 	var m policy.MCP // a GET's stream (streamListProxy) has none of its own
@@ -545,8 +562,19 @@ func (s *Server) decideListed(ctx context.Context, c *call, phase string, tool *
 	}
 	mcp(&m)
 	in.MCP = &m
+	start := time.Now()
 	d, err := s.cfg.Decider.Decide(ctx, &in)
+	if lb.spent += time.Since(start); lb.spent >= listDecideTime {
+		s.log.Error("deciding an MCP list answer's entries took too long: the entries left are hidden", "call_id", c.id,
+			"upstream", c.up.Name, "took", lb.spent.Round(time.Millisecond), "bound", listDecideTime)
+	}
 	if err != nil {
+		// Hidden, as the call would be refused; said once a list, so a
+		// failing policy does not write a line per listed entry.
+		if lb.failed++; lb.failed == 1 {
+			s.log.Error("policy error deciding an MCP list answer's entry: it is hidden", "call_id", c.id,
+				"upstream", c.up.Name, "tool", tool.Name, "phase", phase, "error", err)
+		}
 		return policy.Deny
 	}
 	return d.Action
