@@ -209,13 +209,19 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
 	rows := fileRows(b.rules)
+	if at := regoDefines(c, rulesIndexRef); at != "" {
+		return nil, fmt.Errorf("policy: data.toolgate.rules_index is toolgate's own, written from the rules table; your Rego defines it (%s)", at)
+	}
 	if b.rulesFromFile {
-		if at := regoRulesTable(c); at != "" {
+		if at := regoDefines(c, rulesRef); at != "" {
 			return nil, fmt.Errorf("policy: data.toolgate.rules is defined both by policy.rules_file and by your Rego (%s); keep one", at)
 		}
 	} else {
 		if rows, err = servedRows(ctx, e.timeout(), c, caps, store); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
+		}
+		if err := checkRegoRows(ctx, c, caps, store); err != nil {
+			return nil, fmt.Errorf("policy: the rules table: %w", err)
 		}
 	}
 	if p.toolCase, err = newToolCase(rows); err != nil {

@@ -44,6 +44,12 @@ func load(opts *Options) (*bundle, error) {
 		if err := b.addFS("policy", opts.Policies, h); err != nil {
 			return nil, err
 		}
+		tg, _ := b.data["toolgate"].(map[string]any)
+		if _, has := tg["rules_index"]; has {
+			// The library picks a call's rows from the index when there
+			// is one: a data file's would be rows nothing checked.
+			return nil, errors.New("data.toolgate.rules_index is toolgate's own, written from the rules table; remove it from your data files")
+		}
 	}
 	if opts.RulesFile != "" {
 		src, err := os.ReadFile(opts.RulesFile)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -44,8 +47,15 @@ func checkServedTable(table any) error {
 	rules := make([]Rule, len(rows))
 	var errs []error
 	for i, row := range rows {
-		if _, ok := row.(map[string]any); !ok {
+		m, ok := row.(map[string]any)
+		if !ok {
 			errs = append(errs, fmt.Errorf("%s[%d] is not an object", at, i))
+			continue
+		}
+		// The decoder below would read 22 as "22"; the library reads a
+		// number, and fails every call the row reaches.
+		if err := rowTypes(m); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", at, i, err))
 			continue
 		}
 		b, err := json.Marshal(row)
@@ -68,32 +78,149 @@ func checkServedTable(table any) error {
 	return checkRules(rules, at)
 }
 
+// rowTypes checks the types of a served row's scalar members, which the
+// library reads as they are: strings, and booleans.
+func rowTypes(row map[string]any) error {
+	for _, k := range slices.Sorted(maps.Keys(row)) {
+		var ok bool
+		switch v := row[k]; k {
+		case "id", "effect", "tool", "target", "message":
+			_, ok = v.(string)
+		case "read_only", "must_ask", "tool_glob", "target_glob":
+			_, ok = v.(bool)
+		default:
+			ok = true // unknown keys are refused by name, below
+		}
+		if !ok {
+			return fmt.Errorf("%s is %s", k, typeOf(row[k]))
+		}
+	}
+	return nil
+}
+
+// typeOf names a JSON value's type as the error should: "a number", ….
+func typeOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
+}
+
 var (
 	rulesRef      = ast.MustParseRef("data.toolgate.rules")
 	rulesIndexRef = ast.MustParseRef("data.toolgate.rules_index")
 )
 
-// regoRulesTable names where the user's Rego defines the rules table (a
-// rule at data.toolgate.rules or rules_index, or within them), as
-// file:line; "" when it does not. Beside policy.rules_file such a table
-// would be lost to the file's without a word.
-func regoRulesTable(c *ast.Compiler) string {
+// regoDefines names where the user's Rego defines a rule at ref, or
+// within it, or one that may produce it (a rule above it with a key
+// from the call), as file:line; "" when it does not.
+func regoDefines(c *ast.Compiler, ref ast.Ref) string {
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		if strings.HasPrefix(name, "lib/") {
 			continue // the shipped library (load's key)
 		}
-		m := c.Modules[name]
-		for _, r := range m.Rules {
-			p := r.Ref().GroundPrefix()
-			for _, table := range []ast.Ref{rulesRef, rulesIndexRef} {
-				if p.HasPrefix(table) || table.HasPrefix(p) {
-					if r.Location != nil {
-						return fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
-					}
-					return name
+		for _, r := range c.Modules[name].Rules {
+			if p := r.Ref().GroundPrefix(); p.HasPrefix(ref) || ref.HasPrefix(p) {
+				if r.Location != nil {
+					return fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
 				}
+				return name
 			}
 		}
 	}
 	return ""
+}
+
+// checkRegoRows checks the rows of a table the user's Rego defines that
+// can be read without a call, rule by rule: a rule's value (rules := […],
+// rules[k] := {…}) or member (rules contains {…}), where it is known
+// before the call. The table as a whole is not, when some of its rules
+// hold only for some calls; their rows are checked all the same, so that
+// a typo in a row that holds for a call alone is refused at load too.
+// Values built from the call, or from the rule's own variables, are left
+// to the call.
+func checkRegoRows(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
+		if strings.HasPrefix(name, "lib/") {
+			continue
+		}
+		for _, r := range c.Modules[name].Rules {
+			// rules := […] (a table), rules[k] := {…} (a row of an
+			// object), rules contains {…} (a row of a set).
+			ref := r.Ref()
+			if !ref.GroundPrefix().HasPrefix(rulesRef) || len(ref) > len(rulesRef)+1 {
+				continue
+			}
+			h := r.Head
+			term, table := h.Value, len(ref) == len(rulesRef)
+			if h.RuleKind() == ast.MultiValue {
+				term, table = h.Key, false
+			}
+			if term == nil {
+				continue
+			}
+			v, ok := evalTerm(ctx, c, caps, store, bound(r.Body, term))
+			if !ok {
+				continue
+			}
+			if !table {
+				v = []any{v}
+			}
+			if err := checkServedTable(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", r.Location.File, r.Location.Row, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// bound is what term stands for: the compiler writes a head's value
+// other than a constant as a variable of the rule, which its body binds
+// (__local0__ = data.toolgate.fs_rows); term itself otherwise.
+func bound(body ast.Body, term *ast.Term) *ast.Term {
+	v, ok := term.Value.(ast.Var)
+	if !ok {
+		return term
+	}
+	for _, e := range body {
+		if !e.IsEquality() || e.Negated {
+			continue
+		}
+		l, r := e.Operand(0), e.Operand(1)
+		if l.Value.Compare(v) == 0 {
+			return r
+		}
+		if r.Value.Compare(v) == 0 {
+			return l
+		}
+	}
+	return term
+}
+
+// evalTerm evaluates term without input; ok is false when it cannot be
+// (it reads the call or a variable of its rule) or is not one value.
+func evalTerm(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store, term *ast.Term) (any, bool) {
+	x := ast.VarTerm("x")
+	rs, err := rego.New(
+		rego.ParsedQuery(ast.NewBody(ast.Equality.Expr(x, term))),
+		rego.Compiler(c),
+		rego.Capabilities(caps),
+		rego.Store(store),
+		rego.StrictBuiltinErrors(true),
+	).Eval(ctx)
+	if err != nil || len(rs) != 1 {
+		return nil, false
+	}
+	v, ok := rs[0].Bindings["x"]
+	return v, ok
 }

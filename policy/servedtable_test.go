@@ -25,6 +25,17 @@ func TestServedTableChecked(t *testing.T) {
 		{"duplicate id, object form", "toolgate/data.json", `{"rules": {"a": ` + all + `, "b": ` + all + `}}`, `id "all" is also used`},
 		{"a row not an object", "toolgate/data.json", `{"rules": [` + all + `, "deny everything"]}`, "data.toolgate.rules[1] is not an object"},
 		{"in Rego", "p.rego", "package toolgate\n\nrules := [{\"id\": \"env\", \"effect\": \"deny\", \"tool\": \"read_file\", \"tagret\": \"**/.env\"}]\n", "field tagret not found"},
+		// Rows that hold for some calls only are checked too.
+		{"a row of some calls", "p.rego", "package toolgate\n\nrules contains {\"id\": \"all\", \"effect\": \"allow\", \"tool\": \"*\", \"target\": \"*\"}\n\nrules contains {\"id\": \"env\", \"effect\": \"Deny\", \"tool\": \"read_file\", \"target\": \"**/.env\"} if input.tool\n", `p.rego:5: data.toolgate.rules[0] (id env): effect "Deny"`},
+		{"a table of some calls", "p.rego", "package toolgate\n\nfs_rows := [{\"id\": \"all\", \"effect\": \"allow\", \"tool\": \"*\", \"target\": \"*\", \"mesage\": \"x\"}]\n\nrules := fs_rows if input.upstream.name == \"fs\"\n", "p.rego:5: data.toolgate.rules[0]: yaml: unmarshal errors:\n  line 1: field mesage not found"},
+		// Read as "22" by a decoder, as a number by the library.
+		{"a number for a target", "toolgate/data.yaml", "rules:\n  - {id: ssh, effect: deny, tool: connect, target: 22}\n", "target is a number"},
+		{"a number for an ID", "toolgate/data.json", `{"rules": [{"id": 42, "effect": "deny", "tool": "x", "target": "*"}]}`, "id is a number"},
+		{"a string for a flag", "toolgate/data.json", `{"rules": [{"id": "r", "effect": "allow", "tool": "x", "target": "*", "read_only": "true"}]}`, "read_only is a string"},
+		// The library picks a call's rows from the index when there is
+		// one: rows of the user's there would be rows nothing checked.
+		{"an index in a data file", "toolgate/data.json", `{"rules": [` + all + `], "rules_index": {"by_tool": {"read_file": [{"id": "env", "effect": "Deny", "tool": "read_file", "target": "**/.env"}]}, "wild": []}}`, "rules_index is toolgate's own"},
+		{"an index in Rego", "p.rego", "package toolgate\n\nrules_index := {\"by_tool\": {}, \"wild\": [], \"tool_regex\": {}, \"target_regex\": {}}\n", "rules_index is toolgate's own, written from the rules table; your Rego defines it (p.rego:3)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := fstest.MapFS{tc.file: {Data: []byte(tc.src)}}
