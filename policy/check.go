@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -182,4 +184,39 @@ func article(t types.Type) string {
 		return "an " + s
 	}
 	return "a " + s
+}
+
+// unreadRules names the rules of the user's modules in a package under
+// toolgate (toolgate.deploy), but for the decision packages, named like a
+// decision rule: toolgate reads none of them. A helper package's rules
+// that package toolgate's rules read are named too; the sentence says so.
+func unreadRules(c *ast.Compiler) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
+		m := c.Modules[name]
+		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		if strings.HasPrefix(name, "lib/") || !strings.HasPrefix(pkg, "toolgate.") || slices.Contains(decisionPackages[:], pkg) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, r := range m.Rules {
+			var head string
+			if len(r.Head.Reference) > 0 {
+				if v, ok := r.Head.Reference[0].Value.(ast.Var); ok {
+					head = string(v)
+				}
+			}
+			if !slices.Contains(ruleNames[:], head) || seen[head] {
+				continue
+			}
+			seen[head] = true
+			where := name
+			if r.Location != nil {
+				where = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+			}
+			out = append(out, fmt.Sprintf("%s: %s in package %s decides nothing: toolgate reads deny, ask, allow and read_only of package toolgate alone (define them there, reading this package's rules, if that is what they are for)",
+				where, head, pkg))
+		}
+	}
+	return out
 }

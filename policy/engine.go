@@ -87,6 +87,8 @@ type prepared struct {
 	// misshapen says which decision rules can never give a decision
 	// (checkRuleTypes); nil when all can.
 	misshapen error
+	// unread names the decision rules toolgate never reads (unreadRules).
+	unread []string
 	// compiler and store are the revision's compiled modules and data,
 	// for other queries on the same revision (decision-log masks).
 	compiler *ast.Compiler
@@ -153,6 +155,13 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// Unread names, as file:line and a sentence, the rules named like
+// decision rules (deny, ask, allow, read_only) in a package under toolgate
+// that toolgate never reads: only package toolgate's decide. An author
+// who split a policy by package (toolgate.deploy) would otherwise see its
+// denies pass their tests and decide nothing.
+func (e *Engine) Unread() []string { return e.current.Load().unread }
+
 // Misshapen says which decision rules of the policy in force can never
 // give a decision (every call they reach is denied); nil when all can.
 func (e *Engine) Misshapen() error { return e.current.Load().misshapen }
@@ -161,6 +170,9 @@ func (p *prepared) logMisshapen(log *slog.Logger) {
 	if p.misshapen != nil {
 		log.Error("policy has rules that cannot decide a call: every call they reach is denied as a policy error",
 			"revision", p.revision, "error", p.misshapen)
+	}
+	for _, u := range p.unread {
+		log.Warn("policy has a rule toolgate never reads", "revision", p.revision, "rule", u)
 	}
 }
 
@@ -207,7 +219,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
-	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules)}
+	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules), unread: unreadRules(c)}
 	rows := fileRows(b.rules)
 	if at := regoDefines(c, rulesIndexRef); at != "" {
 		return nil, fmt.Errorf("policy: data.toolgate.rules_index is toolgate's own, written from the rules table; your Rego defines it (%s)", at)

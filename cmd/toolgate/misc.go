@@ -54,6 +54,10 @@ func cmdConfig(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate: warning: every call these rules reach is denied as a policy error:\n%v\n", err)
 		warned = true
 	}
+	for _, u := range a.engine.Unread() {
+		fmt.Fprintf(e.stderr, "toolgate: warning: %s\n", u)
+		warned = true
+	}
 	_ = a.Close(context.Background())
 	if warned && *strict {
 		fmt.Fprintln(e.stderr, "toolgate: configuration refused: warnings, and --strict")
