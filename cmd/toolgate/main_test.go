@@ -276,6 +276,9 @@ func TestConfigValidateAndPolicyEval(t *testing.T) {
 		"input2.json":   `{"kind":"rest","mode":"dont_ask","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
 		// No mode: the configured one (TOOLGATE_POLICY_MODE below in one run).
 		"input3.json": `{"kind":"rest","tool":{"name":"Write","arguments":{"path":"notes/a"},"target":"notes/a"}}`,
+		// As a decision-log event's input is without log.arguments.
+		"logged.json": `{"kind":"rest","phase":"call","tool":{"name":"Write","target":"notes/a"}}`,
+		"listed.json": `{"kind":"mcp","phase":"list","tool":{"name":"Write"}}`,
 	})
 	environ := []string{"AGENT_KEY=agent-secret-key", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
 	cfgFile := filepath.Join(dir, "toolgate.yaml")
@@ -302,6 +305,15 @@ func TestConfigValidateAndPolicyEval(t *testing.T) {
 		code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", filepath.Join(dir, c.input)}, env, &out, &errb)
 		if code != 0 || !strings.Contains(out.String(), c.want) || !strings.Contains(out.String(), `"w"`) {
 			t.Errorf("policy eval %s, mode %q: exit %d\n%s", c.input, c.mode, code, out.String())
+		}
+	}
+	// A call's input without its arguments is decided, with a warning
+	// that it may not be decided as the call was; none for the others.
+	for input, warned := range map[string]bool{"logged.json": true, "listed.json": false, "input.json": false} {
+		errb.Reset()
+		code := run(t.Context(), []string{"policy", "eval", "--config", cfgFile, "--input", filepath.Join(dir, input)}, environ, io.Discard, &errb)
+		if code != 0 || strings.Contains(errb.String(), "warning: the input's tool has no arguments") != warned {
+			t.Errorf("policy eval %s: exit %d, stderr %q; want a warning: %v", input, code, errb.String(), warned)
 		}
 	}
 }

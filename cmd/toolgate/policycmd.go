@@ -146,6 +146,9 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
 		return exitUsage
 	}
+	if w := withoutArguments(v); w != "" {
+		fmt.Fprintf(e.stderr, "toolgate policy eval: warning: %s\n", w)
+	}
 	v = withConfiguredMode(cfg, v)
 	d, evalErr := engine.DecideValue(ctx, v)
 	out := map[string]any{"decision": d, "revision": engine.Revision()}
@@ -159,6 +162,29 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// withoutArguments warns of an input document of a tool call without its
+// arguments, as a decision-log event's input is unless log.arguments is on
+// (they are left out, and targets and the query hidden): rules that read
+// them decide it as a call that sent none, maybe otherwise than the call
+// was decided. "" for any other document.
+func withoutArguments(v ast.Value) string {
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return ""
+	}
+	t := obj.Get(ast.InternedTerm("tool"))
+	if t == nil {
+		return ""
+	}
+	if tool, ok := t.Value.(ast.Object); !ok || tool.Get(ast.InternedTerm("arguments")) != nil {
+		return ""
+	}
+	if p := obj.Get(ast.InternedTerm("phase")); p != nil && p.Value.Compare(ast.String(policy.PhaseList)) == 0 {
+		return "" // a listed tool has none
+	}
+	return "the input's tool has no arguments: a decision-log event's input leaves them out (and hides targets and the query) unless log.arguments is on, and rules that read them decide it as a call that sent none, maybe otherwise than toolgate decided the call"
 }
 
 // withConfiguredMode gives an input document without a mode the mode serve
