@@ -16,6 +16,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/topdown"
+	opaprint "github.com/open-policy-agent/opa/v1/topdown/print"
 )
 
 // Options configure an Engine.
@@ -51,6 +52,10 @@ type Options struct {
 	// where the arguments may be shown: with log.arguments, and in the
 	// policy commands, which evaluate an input the author wrote.
 	ErrorDetail bool
+	// Print receives what the policy's print() calls write, with where
+	// (file:line). Nil drops them, as OPA does unless asked: the compiler
+	// then removes the calls.
+	Print func(location, message string)
 	// Logger receives reload reports. Nil discards them.
 	Logger *slog.Logger
 	// OnReload, if set, is called after every load attempt with the
@@ -214,7 +219,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithCapabilities(caps)
+	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithCapabilities(caps).WithEnablePrintStatements(e.opts.Print != nil)
 	if c.Compile(b.modules); c.Failed() {
 		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
@@ -232,14 +237,14 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 		if rows, err = servedRows(ctx, e.timeout(), c, caps, store); err != nil {
 			return nil, fmt.Errorf("policy: %w", err)
 		}
-		if err := checkRegoRows(ctx, c, caps, store); err != nil {
+		if err := checkRegoRows(ctx, e.timeout(), c, caps, store); err != nil {
 			return nil, fmt.Errorf("policy: the rules table: %w", err)
 		}
 	}
 	if p.toolCase, err = newToolCase(rows); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store); err != nil {
+	if p.full, err = prepareQuery(ctx, fullQuery, c, caps, store, e.opts.Print); err != nil {
 		return nil, err
 	}
 	// A decision rule of the wrong shape (deny := 5) loads, and every call
@@ -257,7 +262,7 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	}
 	body, names := userQuery(c, b.data)
 	if len(names) > 0 {
-		q, err := prepareQuery(ctx, body, c, caps, store)
+		q, err := prepareQuery(ctx, body, c, caps, store, e.opts.Print)
 		if err != nil {
 			return nil, err
 		}
@@ -306,8 +311,12 @@ func servedRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, cap
 	return dataRows(table), nil
 }
 
-func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) (rego.PreparedEvalQuery, error) {
-	pq, err := rego.New(
+func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Capabilities, store storage.Store, printTo func(string, string)) (rego.PreparedEvalQuery, error) {
+	var printing []func(*rego.Rego)
+	if printTo != nil {
+		printing = append(printing, rego.EnablePrintStatements(true), rego.PrintHook(printHook(printTo)))
+	}
+	pq, err := rego.New(append(printing,
 		rego.ParsedQuery(q),
 		rego.Compiler(c),
 		// Evaluation reads allow_net from here, not from the compiler.
@@ -318,7 +327,7 @@ func prepareQuery(ctx context.Context, q ast.Body, c *ast.Compiler, caps *ast.Ca
 		// not "undefined": otherwise a deny rule hitting one would silently
 		// not fire and the call could be allowed.
 		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	)...).PrepareForEval(ctx)
 	if err != nil {
 		return pq, fmt.Errorf("policy: preparing the decision query: %w", err)
 	}
@@ -477,6 +486,18 @@ func eval(ctx context.Context, timeout time.Duration, q *rego.PreparedEvalQuery,
 		return nil, errors.New("policy: the decision query is undefined")
 	}
 	return rs[0].Bindings, nil
+}
+
+// printHook hands print() output to Options.Print.
+type printHook func(location, message string)
+
+func (h printHook) Print(pc opaprint.Context, msg string) error {
+	loc := ""
+	if pc.Location != nil {
+		loc = fmt.Sprintf("%s:%d", pc.Location.File, pc.Location.Row)
+	}
+	h(loc, msg)
+	return nil
 }
 
 // defaultTimeout is Options.Timeout's zero value.

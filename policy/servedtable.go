@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -141,43 +142,47 @@ func regoDefines(c *ast.Compiler, ref ast.Ref) string {
 }
 
 // checkRegoRows checks the rows of a table the user's Rego defines that
-// can be read without a call, rule by rule: a rule's value (rules := […],
-// rules[k] := {…}) or member (rules contains {…}), where it is known
-// before the call. The table as a whole is not, when some of its rules
-// hold only for some calls; their rows are checked all the same, so that
-// a typo in a row that holds for a call alone is refused at load too.
-// Values built from the call, or from the rule's own variables, are left
-// to the call.
-func checkRegoRows(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) error {
+// can be read without a call, rule by rule (else branches included): a
+// rule's value (rules := […], rules[k] := {…}) or member (rules contains
+// {…}), where it is known before the call. The table as a whole is not,
+// when some of its rules hold only for some calls; their rows are checked
+// all the same, so that a typo in a row that holds for a call alone is
+// refused at load too. Values built from the call, or that this cannot
+// read (a function's, a with's), are left to the library, which denies a
+// call that reads a row it cannot use (toolgate.bad_row). The check takes
+// at most timeout in all: past it, the rules left are left to the library.
+func checkRegoRows(ctx context.Context, timeout time.Duration, c *ast.Compiler, caps *ast.Capabilities, store storage.Store) error {
+	ctx, done := context.WithTimeout(ctx, timeout)
+	defer done()
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
 		if strings.HasPrefix(name, "lib/") {
 			continue
 		}
-		for _, r := range c.Modules[name].Rules {
+		for _, first := range c.Modules[name].Rules {
 			// rules := […] (a table), rules[k] := {…} (a row of an
 			// object), rules contains {…} (a row of a set).
-			ref := r.Ref()
+			ref := first.Ref()
 			if !ref.GroundPrefix().HasPrefix(rulesRef) || len(ref) > len(rulesRef)+1 {
 				continue
 			}
-			h := r.Head
-			term, table := h.Value, len(ref) == len(rulesRef)
-			if h.RuleKind() == ast.MultiValue {
-				term, table = h.Key, false
-			}
-			if term == nil {
-				continue
-			}
-			v, ok := evalTerm(ctx, c, caps, store, bound(r.Body, term))
-			if !ok {
-				continue
-			}
-			if !table {
-				v = []any{v}
-			}
-			if err := checkServedTable(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: %w", r.Location.File, r.Location.Row, err))
+			for r := first; r != nil && ctx.Err() == nil; r = r.Else {
+				h := r.Head
+				term, table := h.Value, len(ref) == len(rulesRef)
+				if h.RuleKind() == ast.MultiValue {
+					term, table = h.Key, false
+				}
+				if term == nil {
+					continue
+				}
+				for _, v := range evalTerm(ctx, c, caps, store, bound(r.Body, term)) {
+					if !table {
+						v = []any{v}
+					}
+					if err := checkServedTable(v); err != nil {
+						errs = append(errs, fmt.Errorf("%s:%d: %w", r.Location.File, r.Location.Row, err))
+					}
+				}
 			}
 		}
 	}
@@ -207,9 +212,9 @@ func bound(body ast.Body, term *ast.Term) *ast.Term {
 	return term
 }
 
-// evalTerm evaluates term without input; ok is false when it cannot be
-// (it reads the call or a variable of its rule) or is not one value.
-func evalTerm(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store, term *ast.Term) (any, bool) {
+// evalTerm evaluates term without input: each value it takes (none when
+// it reads the call or a variable of its rule).
+func evalTerm(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, store storage.Store, term *ast.Term) []any {
 	x := ast.VarTerm("x")
 	rs, err := rego.New(
 		rego.ParsedQuery(ast.NewBody(ast.Equality.Expr(x, term))),
@@ -218,9 +223,14 @@ func evalTerm(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, stor
 		rego.Store(store),
 		rego.StrictBuiltinErrors(true),
 	).Eval(ctx)
-	if err != nil || len(rs) != 1 {
-		return nil, false
+	if err != nil {
+		return nil
 	}
-	v, ok := rs[0].Bindings["x"]
-	return v, ok
+	var out []any
+	for _, r := range rs {
+		if v, ok := r.Bindings["x"]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -85,6 +85,9 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		SetCompiler(ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).WithCapabilities(caps)).
 		SetStore(inmem.NewFromObject(data)).
 		CapturePrintOutput(true).
+		// Traced, so a failure's report names the expression that failed
+		// and its variables' values, as opa test --var-values does.
+		EnableTracing(true).
 		RaiseBuiltinErrors(true)
 	if opts.Run != "" {
 		r = r.Filter(opts.Run)
@@ -115,7 +118,7 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 			results <- res
 		}
 	}()
-	if err := (tester.PrettyReporter{Output: out, Verbose: opts.Verbose, FailureLine: true}).Report(results); err != nil {
+	if err := (tester.PrettyReporter{Output: out, Verbose: opts.Verbose, FailureLine: true, LocalVars: true}).Report(results); err != nil {
 		return sum, err
 	}
 	return sum, nil

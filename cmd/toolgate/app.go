@@ -120,7 +120,9 @@ func policySourceOf(cfg *config.Config) policySource {
 // errorDetail keeps evaluation errors whole (policy.Options.ErrorDetail):
 // the server keeps them so only with log.arguments, since they may quote
 // a call's arguments; the policy commands always do.
-func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, onReload func(string, error), errorDetail bool) (*policy.Engine, error) {
+//
+// printTo receives what the policy's print() calls write (nil: nothing).
+func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *slog.Logger, onReload func(string, error), errorDetail bool, printTo func(location, message string)) (*policy.Engine, error) {
 	if src.dir != "" {
 		if st, err := os.Stat(src.dir); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("policy.dir: %s is not a readable directory (point it at the folder of your .rego files)", src.dir)
@@ -138,12 +140,13 @@ func newEngine(ctx context.Context, cfg *config.Config, src policySource, log *s
 		Default:       def,
 		Capabilities:  cfg.Policy.Capabilities,
 		ErrorDetail:   errorDetail,
+		Print:         printTo,
 		Logger:        log,
 		OnReload:      onReload,
 	})
 	if err != nil && src.dir != "" {
 		// The fix is in the files the error names; say where to try it.
-		return nil, fmt.Errorf("%w\n(policy.dir %s: fix what is named above; toolgate policy test %s loads the policy as serve does)", err, src.dir, src.dir)
+		return nil, fmt.Errorf("%w\n(policy.dir %s: fix what is named above; toolgate config validate --config FILE loads the policy as serve does)", err, src.dir)
 	}
 	return e, err
 }
@@ -163,7 +166,12 @@ func newApp(ctx context.Context, cfg *config.Config, src policySource, log *slog
 	}()
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reloaded, inForce := a.policyMetrics()
-	if a.engine, err = newEngine(ctx, cfg, src, log, reloaded, cfg.Log.Arguments); err != nil {
+	// print() in a policy writes to the log at debug level, as opa run
+	// does: what it prints of a call is the author's to choose.
+	printTo := func(location, message string) {
+		log.Debug("policy print", "location", location, "message", message)
+	}
+	if a.engine, err = newEngine(ctx, cfg, src, log, reloaded, cfg.Log.Arguments, printTo); err != nil {
 		return nil, err
 	}
 	inForce(a.engine.Revision())

@@ -141,7 +141,8 @@ func cmdPolicyEval(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: --input: %v\n", err)
 		return exitUsage
 	}
-	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil, true)
+	printTo := func(location, message string) { fmt.Fprintf(e.stderr, "%s: %s\n", location, message) }
+	engine, err := newEngine(ctx, cfg, policySourceOf(cfg), slog.New(slog.DiscardHandler), nil, true, printTo)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate policy eval: %v\n", err)
 		return exitUsage

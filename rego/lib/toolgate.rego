@@ -60,6 +60,42 @@ deny contains table_reason(r) if {
 	deny_row_matches(r)
 }
 
+# A row the library cannot read as a row of the table (a key it does not
+# know, an effect other than allow, deny or ask, a value of another type)
+# denies the call: skipped, a deny row with a typo would let through what
+# it was written to stop. A rules file's rows, and a served table's that
+# can be read without a call, are refused as the policy loads; this holds
+# for the rows of a table chosen by the call, known only now.
+deny contains {
+	"id": "toolgate.bad_row",
+	"message": sprintf("rules table row %v cannot be read: it has a key, effect or value the table does not take", [row_name(r)]),
+} if {
+	some r in candidates
+	not well_formed_row(r)
+}
+
+well_formed_row(r) if {
+	is_object(r)
+	every k, _ in r {
+		k in row_keys
+	}
+	is_string(r.id)
+	r.effect in {"allow", "deny", "ask"}
+	is_string(r.tool)
+	is_string(r.target)
+	every k in {"read_only", "must_ask", "tool_glob", "target_glob"} {
+		is_boolean(object.get(r, k, false))
+	}
+	is_string(object.get(r, "message", ""))
+	is_object(object.get(r, "approvers", {}))
+}
+
+row_name(r) := object.get(r, "id", "without an id") if {
+	is_object(r)
+} else := "that is not an object"
+
+row_keys := {"id", "effect", "tool", "target", "read_only", "message", "must_ask", "approvers", "tool_glob", "target_glob"}
+
 # The target is not quoted: it is an argument's value, which may hold
 # anything (a token in a URL's query), and reasons are logged when the
 # arguments are not.

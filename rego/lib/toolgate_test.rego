@@ -213,3 +213,19 @@ test_plain_table_globs_match if {
 	ids(lib.allow) == {"p1"} with input as call("read_file", "docs/a") with data.toolgate.rules as plain
 	ids(lib.deny) == {"p3"} with input as call("fs.read", ".env") with data.toolgate.rules as plain
 }
+
+# A row the library cannot read (a mistyped effect or key, a value of
+# another type, not an object) denies the call rather than be skipped.
+test_bad_row_denies if {
+	bad := [
+		[{"id": "b", "effect": "Deny", "tool": "read_file", "target": "secrets/**"}],
+		[{"id": "b", "effect": "deny", "tool": "read_file", "targt": "secrets/**"}],
+		[{"id": "b", "effect": "allow", "tool": "read_file", "target": "*", "read_only": "yes"}],
+		["deny read_file"],
+	]
+	every rows in bad {
+		"toolgate.bad_row" in ids(lib.deny) with input as call("read_file", "docs/a") with data.toolgate.rules as array.concat(plain, rows)
+	}
+	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as plain
+	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as seed
+}
