@@ -379,6 +379,10 @@ func TestPolicyTestCommand(t *testing.T) {
 	if code := run(t.Context(), []string{"policy", "test", "../../rego/example", "-v", "-run", "test_"}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "PASS") {
 		t.Fatalf("flags after the path: exit %d\n%s", code, out.String())
 	}
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", "../../rego/example", "-v", "-r", "test_no_such_test"}, nil, &out, &out); code != exitFail || !strings.Contains(out.String(), "no tests found") {
+		t.Fatalf("-r, as opa test takes it, filtering every test out: exit %d\n%s", code, out.String())
+	}
 	file := writeFiles(t, t.TempDir(), map[string]string{"only_test.rego": "package x_test\ntest_one if true\n"})
 	out.Reset()
 	if code := run(t.Context(), []string{"policy", "test", filepath.Join(file, "only_test.rego")}, nil, &out, &out); code != 0 || !strings.Contains(out.String(), "PASS: 1/1") {

@@ -45,6 +45,7 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 	fs := flag.NewFlagSet("toolgate policy test", flag.ContinueOnError)
 	verbose := fs.Bool("v", false, "report passing tests too")
 	run := fs.String("run", "", "run only tests whose name matches this regular expression")
+	fs.StringVar(run, "r", "", "short for -run, as opa test takes it")
 	caps := fs.String("capabilities", "", "comma-separated built-ins the policies may call beyond the safe set (as policy.capabilities), e.g. http.send")
 	// Flags may follow the paths, as opa test takes them (opa test . -v).
 	var paths []string

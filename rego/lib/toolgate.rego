@@ -4,7 +4,8 @@
 #   Always loaded with every policy. It contributes to the same three rules as
 #   hand-written policies (deny, ask, allow), here under package toolgate.lib;
 #   toolgate applies deny > ask > allow across both packages in Go.
-#   - the rules table (data.toolgate.rules) matched by tool and target;
+#   - the rules table (data.toolgate.rules) matched by tool and target, and a
+#     call that reads a row the library cannot use denied;
 #   - calls whose target climbs above its root are denied;
 #   - MCP protocol plumbing (the protocol's own methods, JSON-RPC responses,
 #     GET and DELETE) is allowed, any other MCP method denied, and so is a
