@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -25,6 +26,10 @@ type TestOptions struct {
 	// Capabilities are the built-ins allowed beyond the safe set, as in
 	// Options.Capabilities: tests compile as the engine compiles.
 	Capabilities []string
+	// RulesFile, if set, is a rules table served as Options.RulesFile
+	// serves it (data.toolgate.rules and its index), so that tests can
+	// decide calls against the configured table.
+	RulesFile string
 }
 
 // TestSummary counts the outcome of a test run.
@@ -79,6 +84,21 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 				return TestSummary{}, fmt.Errorf("%s: data document %q is defined twice", name, k)
 			}
 			data[k] = v
+		}
+	}
+	if opts.RulesFile != "" {
+		// As load serves it; the trees may not serve one beside it.
+		b := &bundle{data: data}
+		src, err := os.ReadFile(opts.RulesFile)
+		if err != nil {
+			return TestSummary{}, fmt.Errorf("rules file: %w", err)
+		}
+		rules, err := ParseRules(src)
+		if err != nil {
+			return TestSummary{}, fmt.Errorf("%s: %w", opts.RulesFile, err)
+		}
+		if err := b.setRules(rules); err != nil {
+			return TestSummary{}, err
 		}
 	}
 	r := tester.NewRunner().

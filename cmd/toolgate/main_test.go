@@ -390,6 +390,32 @@ func TestPolicyTestCommand(t *testing.T) {
 	}
 }
 
+// TestPolicyTestRulesFile: policy test -rules serves a rules table to the
+// tests as serve serves policy.rules_file, so a test can decide a call
+// against the configured table; a tree's table beside it is refused, as
+// serve refuses one.
+func TestPolicyTestRulesFile(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"rules.yaml": "rules:\n  - {id: all, effect: allow, tool: read_file, target: \"*\"}\n  - {id: env, effect: deny, tool: read_file, target: \"**/.env\"}\n",
+		"p/p.rego":   "package toolgate\n",
+		"p/p_test.rego": "package toolgate_test\n\nimport data.toolgate.lib\n\n" +
+			"test_env_denied if {\n\t{r.id | some r in lib.deny} == {\"env\"} with input as {\"kind\": \"rest\", \"tool\": {\"name\": \"read_file\", \"target\": \"a/.env\", \"arguments\": {}}}\n}\n",
+		"q/toolgate/data.json": `{"rules": []}`,
+	})
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"policy", "test", filepath.Join(dir, "p"), "-rules", filepath.Join(dir, "rules.yaml")}, nil, &out, &out); code != exitOK || !strings.Contains(out.String(), "PASS: 1/1") {
+		t.Fatalf("policy test -rules: exit %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", filepath.Join(dir, "p")}, nil, &out, &out); code != exitFail {
+		t.Fatalf("policy test without -rules: exit %d, want the test failing (no table)\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"policy", "test", filepath.Join(dir, "p"), filepath.Join(dir, "q"), "-rules", filepath.Join(dir, "rules.yaml")}, nil, &out, &out); code != exitUsage || !strings.Contains(out.String(), "defined both") {
+		t.Fatalf("a tree's table beside -rules: exit %d\n%s", code, out.String())
+	}
+}
+
 // TestPolicyTestShippedTree: the repository's rego/ and rego/lib hold a
 // copy of the library policy test loads anyway; the copy is read as the
 // same module, and its tests run against it. A copy that differs does not

@@ -47,6 +47,7 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 	run := fs.String("run", "", "run only tests whose name matches this regular expression")
 	fs.StringVar(run, "r", "", "short for -run, as opa test takes it")
 	caps := fs.String("capabilities", "", "comma-separated built-ins the policies may call beyond the safe set (as policy.capabilities), e.g. http.send")
+	rules := fs.String("rules", "", "a rules table (as policy.rules_file), served to the tests as serve serves it (data.toolgate.rules)")
 	// Flags may follow the paths, as opa test takes them (opa test . -v).
 	var paths []string
 	for rest := args; ; {
@@ -81,7 +82,7 @@ func cmdPolicyTest(ctx context.Context, args []string, e env) int {
 		}
 	}
 	sum, err := policy.RunTests(ctx, e.stdout, trees, policy.TestOptions{
-		Verbose: *verbose, Run: *run, Library: shipped.Library(), Capabilities: splitList(*caps),
+		Verbose: *verbose, Run: *run, Library: shipped.Library(), Capabilities: splitList(*caps), RulesFile: *rules,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "toolgate policy test: %v\n", err)
