@@ -53,7 +53,7 @@ func (a *Approvers) check() error {
 func approversOf(x any) (*Approvers, error) {
 	obj, ok := x.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf(`a reason's "approvers" must be an object, not %T`, x)
+		return nil, fmt.Errorf(`a reason's "approvers" must be an object, not %s`, typeOf(x))
 	}
 	a := &Approvers{}
 	for k, v := range obj {

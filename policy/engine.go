@@ -536,7 +536,7 @@ func verdictOf(name string, vals ...any) (verdict, error) {
 	for _, val := range vals {
 		arr, ok := val.([]any)
 		if !ok {
-			return verdict{}, fmt.Errorf("policy: rule %s: unexpected result %T", name, val)
+			return verdict{}, fmt.Errorf("policy: rule %s: unexpected result %s", name, typeOf(val))
 		}
 		for _, x := range arr {
 			switch x := x.(type) {
@@ -555,7 +555,7 @@ func verdictOf(name string, vals ...any) (verdict, error) {
 					v.reasons = append(v.reasons, reason)
 				}
 			default:
-				return verdict{}, fmt.Errorf("policy: rule %s must be a boolean or a set of reasons, not %T", name, x)
+				return verdict{}, fmt.Errorf("policy: rule %s must be a boolean or a set of reasons, not %s", name, typeOf(x))
 			}
 		}
 	}
@@ -594,5 +594,5 @@ func reasonOf(x any) (Reason, error) {
 		}
 		return r, nil
 	}
-	return Reason{}, fmt.Errorf("a reason must be a string or an object, not %T", x)
+	return Reason{}, fmt.Errorf("a reason must be a string or an object, not %s", typeOf(x))
 }

@@ -99,7 +99,8 @@ func rowTypes(row map[string]any) error {
 	return nil
 }
 
-// typeOf names a JSON value's type as the error should: "a number", ….
+// typeOf names a JSON value's type as Rego's authors know it: "a
+// number", "an object", … (not Go's: json.Number, map[string]interface {}).
 func typeOf(v any) string {
 	switch v.(type) {
 	case string:
