@@ -223,6 +223,14 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if c.Compile(b.modules); c.Failed() {
 		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
+	if at := regoDefines(c, rulesCheckedRef); at != "" {
+		return nil, fmt.Errorf("policy: data.toolgate.rules_checked is toolgate's own; your Rego defines it (%s)", at)
+	}
+	if tableChecked(b, c) {
+		// The library need not check each row at every call: the
+		// load has, or refuses the policy (servedRows).
+		b.setChecked()
+	}
 	store := inmem.NewFromObjectWithOpts(b.data, inmem.OptReturnASTValuesOnRead(true))
 	p := &prepared{revision: b.revision, compiler: c, store: store, reads: analyseInputReads(b.modules), unread: unreadRules(c)}
 	rows := fileRows(b.rules)

@@ -50,6 +50,9 @@ func load(opts *Options) (*bundle, error) {
 			// is one: a data file's would be rows nothing checked.
 			return nil, errors.New("data.toolgate.rules_index is toolgate's own, written from the rules table; remove it from your data files")
 		}
+		if _, has := tg["rules_checked"]; has {
+			return nil, errors.New("data.toolgate.rules_checked is toolgate's own; remove it from your data files")
+		}
 	}
 	if opts.RulesFile != "" {
 		src, err := os.ReadFile(opts.RulesFile)
@@ -153,6 +156,20 @@ func skipNonPolicy(abspath string, info fs.FileInfo, depth int) bool {
 		return true
 	}
 	return !info.IsDir() && !isPolicyFile(name)
+}
+
+// setChecked tells the library the rules table was checked whole as the
+// policy loaded (data.toolgate.rules_checked; tableChecked).
+func (b *bundle) setChecked() {
+	tg, ok := b.data["toolgate"].(map[string]any)
+	if !ok {
+		if _, exists := b.data["toolgate"]; exists {
+			return // not an object: no table is served there either
+		}
+		tg = map[string]any{}
+		b.data["toolgate"] = tg
+	}
+	tg["rules_checked"] = true
 }
 
 // setRules places the rules table at data.toolgate.rules, and its index at

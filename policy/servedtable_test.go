@@ -35,6 +35,8 @@ func TestServedTableChecked(t *testing.T) {
 		// The library picks a call's rows from the index when there is
 		// one: rows of the user's there would be rows nothing checked.
 		{"an index in a data file", "toolgate/data.json", `{"rules": [` + all + `], "rules_index": {"by_tool": {"read_file": [{"id": "env", "effect": "Deny", "tool": "read_file", "target": "**/.env"}]}, "wild": []}}`, "rules_index is toolgate's own"},
+		{"the checked flag in a data file", "toolgate/data.json", `{"rules": [` + all + `], "rules_checked": true}`, "rules_checked is toolgate's own"},
+		{"the checked flag in Rego", "p.rego", "package toolgate\n\nrules_checked := true\n", "rules_checked is toolgate's own; your Rego defines it (p.rego:3)"},
 		{"an index in Rego", "p.rego", "package toolgate\n\nrules_index := {\"by_tool\": {}, \"wild\": [], \"tool_regex\": {}, \"target_regex\": {}}\n", "rules_index is toolgate's own, written from the rules table; your Rego defines it (p.rego:3)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

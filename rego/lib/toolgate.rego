@@ -64,13 +64,15 @@ deny contains table_reason(r) if {
 # A row the library cannot read as a row of the table (a key it does not
 # know, an effect other than allow, deny or ask, a value of another type)
 # denies the call: skipped, a deny row with a typo would let through what
-# it was written to stop. A rules file's rows, and a served table's that
-# can be read without a call, are refused as the policy loads; this holds
-# for the rows of a table chosen by the call, known only now.
+# it was written to stop. A table toolgate checked whole as the policy
+# loaded (a rules file's, a data file's, one your Rego builds without the
+# call) says so (data.toolgate.rules_checked), and is not checked again:
+# this holds for the rows of a table chosen by the call, known only now.
 deny contains {
 	"id": "toolgate.bad_row",
 	"message": sprintf("rules table row %v cannot be read: it has a key, effect or value the table does not take", [row_name(r)]),
 } if {
+	not data.toolgate.rules_checked
 	some r in candidates
 	not well_formed_row(r)
 }
@@ -88,8 +90,14 @@ well_formed_row(r) if {
 		is_boolean(object.get(r, k, false))
 	}
 	is_string(object.get(r, "message", ""))
-	is_object(object.get(r, "approvers", {}))
+	row_approvers_ok(r)
 }
+
+# approvers: absent, null (no approvers, as the loader reads it), or an
+# object.
+row_approvers_ok(r) if object.get(r, "approvers", null) == null
+
+row_approvers_ok(r) if is_object(r.approvers)
 
 row_name(r) := object.get(r, "id", "without an id") if {
 	is_object(r)

@@ -229,3 +229,16 @@ test_bad_row_denies if {
 	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as plain
 	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as seed
 }
+
+# approvers: null is no approvers, as the loader reads it.
+test_null_approvers_row_is_well_formed if {
+	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as [{"id": "a", "effect": "allow", "tool": "read_file", "target": "*", "approvers": null}]
+}
+
+# A table the load checked whole (data.toolgate.rules_checked) is not
+# checked again at every call.
+test_checked_table_rows_not_rechecked if {
+	rows := [{"id": "b", "effect": "Deny", "tool": "read_file", "target": "secrets/**"}]
+	"toolgate.bad_row" in ids(lib.deny) with input as call("read_file", "docs/a") with data.toolgate.rules as rows
+	count(lib.deny) == 0 with input as call("read_file", "docs/a") with data.toolgate.rules as rows with data.toolgate.rules_checked as true
+}
