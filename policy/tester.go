@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -101,16 +102,68 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 			return TestSummary{}, err
 		}
 	}
+	// Run untraced, then the tests that failed again traced, so that the
+	// report names the expression that failed and its variables' values,
+	// as opa test --var-values does, without every passing test keeping
+	// its trace.
+	results, err := runTests(ctx, modules, data, caps, opts.Run, false)
+	if err != nil {
+		return TestSummary{}, err
+	}
+	var failed []string
+	for _, res := range results {
+		if res.Fail || res.Error != nil {
+			failed = append(failed, regexp.QuoteMeta(res.Package+"."+res.Name))
+		}
+	}
+	if len(failed) > 0 {
+		traced, err := runTests(ctx, modules, data, caps, "^(?:"+strings.Join(failed, "|")+")$", true)
+		if err != nil {
+			return TestSummary{}, err
+		}
+		byName := map[string]*tester.Result{}
+		for _, res := range traced {
+			byName[res.Package+"."+res.Name] = res
+		}
+		for i, res := range results {
+			if t, ok := byName[res.Package+"."+res.Name]; ok && (res.Fail || res.Error != nil) {
+				results[i] = t
+			}
+		}
+	}
+	var sum TestSummary
+	ch := make(chan *tester.Result, len(results))
+	for _, res := range results {
+		switch {
+		case res.Error != nil:
+			sum.Errored++
+		case res.Fail:
+			sum.Failed++
+		case res.Skip:
+			sum.Skipped++
+		default:
+			sum.Passed++
+		}
+		ch <- res
+	}
+	close(ch)
+	if err := (tester.PrettyReporter{Output: out, Verbose: opts.Verbose, FailureLine: true, LocalVars: true}).Report(ch); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+// runTests runs the tests of modules whose name filter matches (all for
+// ""), traced or not, and returns their results in the runner's order.
+func runTests(ctx context.Context, modules map[string]*ast.Module, data map[string]any, caps *ast.Capabilities, filter string, traced bool) ([]*tester.Result, error) {
 	r := tester.NewRunner().
 		SetCompiler(ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).WithCapabilities(caps)).
 		SetStore(inmem.NewFromObject(data)).
 		CapturePrintOutput(true).
-		// Traced, so a failure's report names the expression that failed
-		// and its variables' values, as opa test --var-values does.
-		EnableTracing(true).
+		EnableTracing(traced).
 		RaiseBuiltinErrors(true)
-	if opts.Run != "" {
-		r = r.Filter(opts.Run)
+	if filter != "" {
+		r = r.Filter(filter)
 	}
 	ch, err := r.SetModules(modules).RunTests(ctx, nil)
 	if err != nil {
@@ -118,30 +171,13 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		if errors.As(err, &astErrs) {
 			explainRefused(astErrs)
 		}
-		return TestSummary{}, err
+		return nil, err
 	}
-	var sum TestSummary
-	results := make(chan *tester.Result)
-	go func() {
-		defer close(results)
-		for res := range ch {
-			switch {
-			case res.Error != nil:
-				sum.Errored++
-			case res.Fail:
-				sum.Failed++
-			case res.Skip:
-				sum.Skipped++
-			default:
-				sum.Passed++
-			}
-			results <- res
-		}
-	}()
-	if err := (tester.PrettyReporter{Output: out, Verbose: opts.Verbose, FailureLine: true, LocalVars: true}).Report(results); err != nil {
-		return sum, err
+	var results []*tester.Result
+	for res := range ch {
+		results = append(results, res)
 	}
-	return sum, nil
+	return results, nil
 }
 
 // libraryTree names the shipped library's modules apart from the trees'.
