@@ -51,12 +51,12 @@ func libWithoutBadRow(t testing.TB) fs.FS {
 		t.Fatal(err)
 	}
 	s := string(src)
-	i := strings.Index(s, "deny contains {\n\t\"id\": \"toolgate.bad_row\"")
+	before, _, ok := strings.Cut(s, "deny contains {\n\t\"id\": \"toolgate.bad_row\"")
 	j := strings.Index(s, "well_formed_row(r) if {")
-	if i < 0 || j < 0 {
+	if !ok || j < 0 {
 		t.Fatal("the library has no toolgate.bad_row rule to remove")
 	}
-	return fstest.MapFS{"toolgate.rego": {Data: []byte(s[:i] + s[j:])}}
+	return fstest.MapFS{"toolgate.rego": {Data: []byte(before + s[j:])}}
 }
 
 // TestCheckedTableRowsNotRecheckedCost: a 100-row table served from a
@@ -68,7 +68,7 @@ func libWithoutBadRow(t testing.TB) fs.FS {
 func TestCheckedTableRowsNotRecheckedCost(t *testing.T) {
 	var sb strings.Builder
 	sb.WriteString("toolgate:\n  rules:\n")
-	for i := 0; i < 100; i++ {
+	for i := range 100 {
 		fmt.Fprintf(&sb, "    - {id: r%d, effect: %s, tool: tool%d, target: \"dir%d/**\"}\n", i, []string{"allow", "deny", "ask"}[i%3], i%10, i)
 	}
 	allocs := func(lib fs.FS) float64 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/dependencies"
 	"github.com/open-policy-agent/opa/v1/types"
 )
 
@@ -186,36 +187,52 @@ func article(t types.Type) string {
 	return "a " + s
 }
 
-// unreadRules names the rules of the user's modules in a package under
-// toolgate (toolgate.deploy), but for the decision packages, named like a
-// decision rule: toolgate reads none of them. A helper package's rules
-// that package toolgate's rules read are named too; the sentence says so.
+// unreadRules names the rules of the user's modules under
+// data.toolgate named like a decision rule (deny, ask, allow, read_only)
+// that toolgate never reads: neither the decision packages' own, nor read
+// by them (directly or through other rules). An author who split a policy
+// by package (toolgate.deploy) would otherwise see its denies pass their
+// tests and decide nothing.
 func unreadRules(c *ast.Compiler) []string {
-	var out []string
-	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
-		m := c.Modules[name]
-		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
-		if strings.HasPrefix(name, "lib/") || !strings.HasPrefix(pkg, "toolgate.") || slices.Contains(decisionPackages[:], pkg) {
-			continue
-		}
-		seen := map[string]bool{}
-		for _, r := range m.Rules {
-			var head string
-			if len(r.Head.Reference) > 0 {
-				if v, ok := r.Head.Reference[0].Value.(ast.Var); ok {
-					head = string(v)
+	toolgate := ast.MustParseRef("data.toolgate")
+	var decision, read []ast.Ref
+	for _, pkg := range decisionPackages {
+		for _, name := range ruleNames {
+			ref := ast.MustParseRef("data." + pkg + "." + name)
+			decision = append(decision, ref)
+			for _, r := range c.GetRules(ref) {
+				if deps, err := dependencies.Virtual(c, r); err == nil {
+					read = append(read, deps...)
 				}
 			}
-			if !slices.Contains(ruleNames[:], head) || seen[head] {
+		}
+	}
+	isRead := func(p ast.Ref) bool {
+		return slices.ContainsFunc(decision, func(d ast.Ref) bool { return d.Equal(p) }) ||
+			slices.ContainsFunc(read, func(d ast.Ref) bool { return d.HasPrefix(p) || p.HasPrefix(d) })
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
+		if strings.HasPrefix(name, "lib/") {
+			continue
+		}
+		for _, r := range c.Modules[name].Rules {
+			p := r.Ref().GroundPrefix()
+			if len(p) < 3 || !p.HasPrefix(toolgate) {
 				continue
 			}
-			seen[head] = true
+			last, ok := p[len(p)-1].Value.(ast.String)
+			if !ok || !slices.Contains(ruleNames[:], string(last)) || isRead(p) || seen[p.String()] {
+				continue
+			}
+			seen[p.String()] = true
 			where := name
 			if r.Location != nil {
 				where = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
 			}
-			out = append(out, fmt.Sprintf("%s: %s in package %s decides nothing: toolgate reads deny, ask, allow and read_only of package toolgate alone (define them there, reading this package's rules, if that is what they are for)",
-				where, head, pkg))
+			out = append(out, fmt.Sprintf("%s: %s decides nothing: toolgate reads deny, ask, allow and read_only of package toolgate alone, and nothing there reads this one (have package toolgate's rules read it, if that is what it is for)",
+				where, p))
 		}
 	}
 	return out
