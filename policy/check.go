@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -236,4 +237,30 @@ func unreadRules(c *ast.Compiler) []string {
 		}
 	}
 	return out
+}
+
+// decisionFunctions refuses a decision rule of a decision package written
+// as a function (deny(x) := …): toolgate reads deny, ask, allow and
+// read_only as rules, and OPA's own refusal names a place in toolgate's
+// query rather than the file and line of the function.
+func decisionFunctions(c *ast.Compiler) error {
+	var errs []string
+	for _, pkg := range decisionPackages {
+		for _, name := range ruleNames {
+			for _, r := range c.GetRules(ast.MustParseRef("data." + pkg + "." + name)) {
+				if len(r.Head.Args) == 0 {
+					continue
+				}
+				where := "data." + pkg + "." + name
+				if r.Location != nil {
+					where = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+				}
+				errs = append(errs, fmt.Sprintf("%s: %s is a function (it takes arguments); toolgate reads %s as a rule: a boolean (%s if …) or a set of reasons (%s contains reason if …)", where, name, name, name, name))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "\n"))
 }

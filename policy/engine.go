@@ -223,6 +223,9 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if c.Compile(b.modules); c.Failed() {
 		return nil, fmt.Errorf("policy: compiling: %w", explainRefused(c.Errors))
 	}
+	if err := decisionFunctions(c); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
 	if at := regoDefines(c, rulesCheckedRef); at != "" {
 		return nil, fmt.Errorf("policy: data.toolgate.rules_checked is toolgate's own; your Rego defines it (%s)", at)
 	}
