@@ -491,6 +491,10 @@ func eval(ctx context.Context, timeout time.Duration, q *rego.PreparedEvalQuery,
 	defer stop()
 	rs, err := q.Eval(ctx, rego.EvalParsedInput(v), rego.EvalMetrics(noMetrics), rego.EvalExternalCancel(cancel))
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// OPA says only that the query was cancelled.
+			return nil, fmt.Errorf("policy: evaluating: took longer than the policy's %s: %w", timeout, err)
+		}
 		return nil, fmt.Errorf("policy: evaluating: %w", err)
 	}
 	if len(rs) != 1 {

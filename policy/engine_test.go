@@ -698,6 +698,9 @@ func TestDecideTimeout(t *testing.T) {
 			if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
 				t.Fatalf("Decide = %v, %v after %v; want a deny with an error soon after 50 ms", d.Action, err, took)
 			}
+			if !strings.Contains(err.Error(), "took longer than the policy's 50ms") {
+				t.Errorf("the error %q does not say the policy timed out", err)
+			}
 			start = time.Now()
 			d, err = e.DecideValue(context.Background(), ast.MustParseTerm(`{"tool": {"name": "Read"}}`).Value)
 			if took := time.Since(start); err == nil || d.Action != policy.Deny || took > 2*time.Second {
