@@ -30,8 +30,10 @@ func TestErrorsNameRegoTypes(t *testing.T) {
 // (deny(x) := …) is refused as the policy loads, naming its file and line
 // and what toolgate reads, rather than a place in toolgate's own query.
 func TestDecisionRuleAsFunction(t *testing.T) {
-	_, err := policy.New(t.Context(), policy.Options{Library: shipped.Library(), NativeLibrary: true,
-		Policies: fstest.MapFS{"p.rego": {Data: []byte("package toolgate\n\ndeny(x) := true if x\n")}}})
+	_, err := policy.New(t.Context(), policy.Options{
+		Library: shipped.Library(), NativeLibrary: true,
+		Policies: fstest.MapFS{"p.rego": {Data: []byte("package toolgate\n\ndeny(x) := true if x\n")}},
+	})
 	if err == nil || !strings.Contains(err.Error(), "p.rego:3: deny is a function") {
 		t.Fatalf("loaded with %v; want it refused naming p.rego:3", err)
 	}
