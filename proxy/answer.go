@@ -178,6 +178,9 @@ func upstreamFailed(ctx context.Context, err error) answer {
 		a.title, a.detail = "Upstream answer too large", "the list answer is larger than toolgate reads to filter it"
 	case errors.As(err, new(listErr)):
 		a.title, a.detail = "Upstream answer unreadable", "the upstream answered, but not in a form toolgate can read to filter it for the caller"
+	case errors.Is(err, errSessionTaken):
+		// Not whose session it is: the answer was withheld for that.
+		a.title, a.detail = "Upstream session refused", "the upstream answered with an MCP session that cannot be yours (another caller's, or malformed), so its answer was not passed on"
 	case timedOut(err):
 		a.status, a.title, a.detail = http.StatusGatewayTimeout, "Upstream timed out", "the call was allowed, but the upstream did not answer in time"
 	}

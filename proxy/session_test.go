@@ -366,6 +366,10 @@ func TestMCPSessionHandedOutTwice(t *testing.T) {
 		t.Errorf("agent-b's initialize answered with agent-a's session: status %d, session %q, body %s",
 			res.StatusCode, res.Header.Get("Mcp-Session-Id"), raw)
 	}
+	// It says why, and not whose session it is.
+	if !strings.Contains(string(raw), "an MCP session that cannot be yours") || strings.Contains(string(raw), "agent-a") {
+		t.Errorf("agent-b's refusal says %s; want the session named as not theirs, and no owner", raw)
+	}
 	owner, err := env.store.SessionOwner(t.Context(), "the-one-session")
 	if err != nil || owner != "key:agent-a" {
 		t.Errorf("the session's owner is %q, %v; want agent-a still", owner, err)
