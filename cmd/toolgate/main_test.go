@@ -474,6 +474,13 @@ func TestHealthcheckAndVersion(t *testing.T) {
 	if code := run(t.Context(), []string{"opa", "test", failing}, nil, &out, &out); code != 2 {
 		t.Errorf("opa test with a failing test: exit %d, want opa's 2", code)
 	}
+	// OPA says what went wrong (on the process's stderr), and toolgate
+	// does not say it again, as the opa binary does not.
+	broken := writeFiles(t, t.TempDir(), map[string]string{"p.rego": "package x\n\np := \n"})
+	out.Reset()
+	if code := run(t.Context(), []string{"opa", "check", broken}, nil, &out, &out); code == 0 || strings.Contains(out.String(), "rego_parse_error") {
+		t.Errorf("opa check of a broken file: exit %d, toolgate repeated OPA's error:\n%s", code, out.String())
+	}
 }
 
 // TestQuickstart runs the quickstart on free ports and follows its printed

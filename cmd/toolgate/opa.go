@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	opacmd "github.com/open-policy-agent/opa/cmd"
 )
@@ -20,15 +19,12 @@ func cmdOPA(ctx context.Context, args []string, e env) int {
 	root.SetErr(e.stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		// OPA's own exit status (opa test: 2 when a test fails), as the
-		// opa binary would give it; it has said what went wrong.
+		// opa binary gives it. OPA's commands (and cobra, of a bad flag)
+		// have said what went wrong; the opa binary says nothing more.
 		var exit *opacmd.ExitError
 		if errors.As(err, &exit) {
-			if w := errors.Unwrap(exit); w != nil {
-				fmt.Fprintf(e.stderr, "toolgate opa: %v\n", w)
-			}
 			return exit.Exit
 		}
-		fmt.Fprintf(e.stderr, "toolgate opa: %v\n", err)
 		return exitFail
 	}
 	return exitOK
