@@ -196,17 +196,20 @@ func article(t types.Type) string {
 // tests and decide nothing.
 func unreadRules(c *ast.Compiler) []string {
 	toolgate := ast.MustParseRef("data.toolgate")
-	var decision, read []ast.Ref
+	// One walk from every decision rule at once: each rule they read,
+	// directly or through others, is visited once.
+	var decision []ast.Ref
+	var reads ast.Body
 	for _, pkg := range decisionPackages {
 		for _, name := range ruleNames {
 			ref := ast.MustParseRef("data." + pkg + "." + name)
 			decision = append(decision, ref)
-			for _, r := range c.GetRules(ref) {
-				if deps, err := dependencies.Virtual(c, r); err == nil {
-					read = append(read, deps...)
-				}
-			}
+			reads = append(reads, ast.NewExpr(ast.NewTerm(ref)))
 		}
+	}
+	read, err := dependencies.Virtual(c, reads)
+	if err != nil {
+		return nil // nothing is named that may be read
 	}
 	isRead := func(p ast.Ref) bool {
 		return slices.ContainsFunc(decision, func(d ast.Ref) bool { return d.Equal(p) }) ||

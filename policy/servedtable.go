@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/dependencies"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"go.yaml.in/yaml/v3"
@@ -243,32 +242,12 @@ func evalTerm(ctx context.Context, c *ast.Compiler, caps *ast.Capabilities, stor
 var rulesCheckedRef = ast.MustParseRef("data.toolgate.rules_checked")
 
 // tableChecked reports whether the rules table is one the load checks
-// whole: a rules file's (ParseRules), a data file's, or one the user's
-// Rego builds without reading the call (servedRows evaluates it, and
-// checkServedTable refuses it whole). A table any of whose rules reads
-// the call, or whose reads cannot be told, is not.
+// whole, and that cannot change until the next load: a rules file's
+// (ParseRules) or a data file's (servedRows evaluates it, and
+// checkServedTable refuses it whole). A table the user's Rego defines, or
+// adds to, is not: it may be undefined at load and defined per call, or
+// change with the call, the clock, a random number or a service it
+// fetches, so its rows are checked at each call.
 func tableChecked(b *bundle, c *ast.Compiler) bool {
-	if b.rulesFromFile {
-		return true
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
-		if strings.HasPrefix(name, "lib/") {
-			continue
-		}
-		for _, r := range c.Modules[name].Rules {
-			if p := r.Ref().GroundPrefix(); !p.HasPrefix(rulesRef) && !rulesRef.HasPrefix(p) {
-				continue
-			}
-			deps, err := dependencies.Base(c, r)
-			if err != nil {
-				return false
-			}
-			for _, d := range deps {
-				if d.HasPrefix(ast.InputRootRef) {
-					return false
-				}
-			}
-		}
-	}
-	return true
+	return b.rulesFromFile || regoDefines(c, rulesRef) == ""
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -54,6 +55,7 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 	// checkout's rego/, whose lib/ is the library) is read once, from the
 	// library, as serve reads it (load).
 	shipped := map[string]bool{} // the library's modules, by their text
+	library := map[string]bool{} // their names among modules
 	if opts.Library != nil {
 		lib := libraryTree
 		for trees[lib] != nil {
@@ -65,6 +67,7 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		}
 		for mname, m := range res.Modules {
 			modules[lib+"/"+strings.TrimPrefix(mname, "/")] = m.Parsed
+			library[lib+"/"+strings.TrimPrefix(mname, "/")] = true
 			shipped[string(m.Raw)] = true
 		}
 		maps.Copy(data, res.Documents)
@@ -101,6 +104,21 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		if err := b.setRules(rules); err != nil {
 			return TestSummary{}, err
 		}
+		// Without its index: the library then reads the table as it is,
+		// so a test's own rows (with data.toolgate.rules as …) are the
+		// ones decided, as they are without -rules. The index only
+		// speeds a call up.
+		delete(data["toolgate"].(map[string]any), "rules_index")
+		for name, m := range modules {
+			if library[name] || strings.HasSuffix(name, "_test.rego") {
+				continue
+			}
+			for _, r := range m.Rules {
+				if p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix()); p.HasPrefix(rulesRef) || rulesRef.HasPrefix(p) {
+					return TestSummary{}, fmt.Errorf("data.toolgate.rules is defined both by -rules and by %s:%d; keep one", r.Location.File, r.Location.Row)
+				}
+			}
+		}
 	}
 	// Run untraced, then the tests that failed again traced, so that the
 	// report names the expression that failed and its variables' values,
@@ -121,12 +139,18 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		if err != nil {
 			return TestSummary{}, err
 		}
-		byName := map[string]*tester.Result{}
+		// The traced run stands in for a failure only where it failed
+		// too, at the same place: a test that passed when run again (one
+		// reading the clock, or one of two tests of one name, which OPA
+		// renames in no fixed order) keeps its failure, untraced.
+		byPlace := map[string]*tester.Result{}
 		for _, res := range traced {
-			byName[res.Package+"."+res.Name] = res
+			if res.Fail || res.Error != nil {
+				byPlace[resultPlace(res)] = res
+			}
 		}
 		for i, res := range results {
-			if t, ok := byName[res.Package+"."+res.Name]; ok && (res.Fail || res.Error != nil) {
+			if t, ok := byPlace[resultPlace(res)]; ok && (res.Fail || res.Error != nil) {
 				results[i] = t
 			}
 		}
@@ -151,6 +175,16 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		return sum, err
 	}
 	return sum, nil
+}
+
+// resultPlace names a test result by its test's name and where the test
+// is written.
+func resultPlace(res *tester.Result) string {
+	place := res.Package + "." + res.Name
+	if res.Location != nil {
+		place += "@" + res.Location.File + ":" + strconv.Itoa(res.Location.Row)
+	}
+	return place
 }
 
 // runTests runs the tests of modules whose name filter matches (all for

@@ -65,9 +65,10 @@ deny contains table_reason(r) if {
 # know, an effect other than allow, deny or ask, a value of another type)
 # denies the call: skipped, a deny row with a typo would let through what
 # it was written to stop. A table toolgate checked whole as the policy
-# loaded (a rules file's, a data file's, one your Rego builds without the
-# call) says so (data.toolgate.rules_checked), and is not checked again:
-# this holds for the rows of a table chosen by the call, known only now.
+# loaded, and that cannot change until the next load (a rules file's, a
+# data file's), says so (data.toolgate.rules_checked), and is not checked
+# again: this holds for the rows of a table your Rego builds, which may
+# change with the call, the clock or a service it fetches.
 deny contains {
 	"id": "toolgate.bad_row",
 	"message": sprintf("rules table row %v cannot be read: it has a key, effect or value the table does not take", [row_name(r)]),
@@ -154,7 +155,7 @@ listed_without_asks if {
 
 # ask_extras: what an ask row adds to its reason (must_ask, and its
 # approvers when it names them).
-ask_extras(r) := {"must_ask": object.get(r, "must_ask", false), "approvers": r.approvers} if r.approvers
+ask_extras(r) := {"must_ask": object.get(r, "must_ask", false), "approvers": r.approvers} if is_object(r.approvers)
 
 else := {"must_ask": object.get(r, "must_ask", false)}
 
