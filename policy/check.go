@@ -250,8 +250,11 @@ func decisionFunctions(c *ast.Compiler) error {
 	var errs []string
 	for _, pkg := range decisionPackages {
 		for _, name := range ruleNames {
-			for _, r := range c.GetRules(ast.MustParseRef("data." + pkg + "." + name)) {
-				if len(r.Head.Args) == 0 {
+			ref := ast.MustParseRef("data." + pkg + "." + name)
+			for _, r := range c.GetRules(ref) {
+				// GetRules gives the rules below ref too (a helper in
+				// package toolgate.allow): the decision rule only.
+				if len(r.Head.Args) == 0 || !r.Ref().GroundPrefix().Equal(ref) {
 					continue
 				}
 				where := "data." + pkg + "." + name

@@ -229,6 +229,13 @@ func (e *Engine) prepare(ctx context.Context) (*prepared, error) {
 	if at := regoDefines(c, rulesCheckedRef); at != "" {
 		return nil, fmt.Errorf("policy: data.toolgate.rules_checked is toolgate's own; your Rego defines it (%s)", at)
 	}
+	for _, ref := range libraryTableRefs {
+		// The library reads the table through these: a rule of the
+		// user's there would be a table no check sees.
+		if at := regoDefines(c, ref); at != "" {
+			return nil, fmt.Errorf("policy: %s is the shipped library's; your Rego defines it (%s): serve the table at data.toolgate.rules", ref, at)
+		}
+	}
 	if tableChecked(b, c) {
 		// The library need not check each row at every call: the
 		// load has, or refuses the policy (servedRows).

@@ -33,7 +33,7 @@ func TestRulesFileBesideRegoTable(t *testing.T) {
 	}
 	var out bytes.Buffer
 	sum, err := policy.RunTests(t.Context(), &out, map[string]fs.FS{"p": tree}, policy.TestOptions{Library: shipped.Library(), RulesFile: testRulesFile(t)})
-	if err == nil || !strings.Contains(err.Error(), "defined both") {
+	if err == nil || !strings.Contains(err.Error(), "data.toolgate.rules is served by -rules, and p.rego:3 defines it too") {
 		t.Errorf("a Rego table beside -rules: %+v, %v (serve refuses this policy)\n%s", sum, err, out.String())
 	}
 }

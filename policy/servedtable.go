@@ -117,6 +117,10 @@ func typeOf(v any) string {
 	return "a number"
 }
 
+// libraryTableRefs are where the shipped library reads the rules table
+// (its rules and candidates rules).
+var libraryTableRefs = []ast.Ref{ast.MustParseRef("data.toolgate.lib.rules"), ast.MustParseRef("data.toolgate.lib.candidates")}
+
 var (
 	rulesRef      = ast.MustParseRef("data.toolgate.rules")
 	rulesIndexRef = ast.MustParseRef("data.toolgate.rules_index")

@@ -114,8 +114,13 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 				continue
 			}
 			for _, r := range m.Rules {
-				if p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix()); p.HasPrefix(rulesRef) || rulesRef.HasPrefix(p) {
-					return TestSummary{}, fmt.Errorf("data.toolgate.rules is defined both by -rules and by %s:%d; keep one", r.Location.File, r.Location.Row)
+				p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
+				for _, ref := range []ast.Ref{rulesRef, rulesIndexRef, rulesCheckedRef} {
+					if p.HasPrefix(ref) || ref.HasPrefix(p) {
+						// As serve refuses it: the rules file's table, or
+						// toolgate's own beside it.
+						return TestSummary{}, fmt.Errorf("%s is served by -rules, and %s:%d defines it too", ref, r.Location.File, r.Location.Row)
+					}
 				}
 			}
 		}
