@@ -252,16 +252,19 @@ func decisionFunctions(c *ast.Compiler) error {
 		for _, name := range ruleNames {
 			ref := ast.MustParseRef("data." + pkg + "." + name)
 			for _, r := range c.GetRules(ref) {
-				// GetRules gives the rules below ref too (a helper in
-				// package toolgate.allow): the decision rule only.
-				if len(r.Head.Args) == 0 || !r.Ref().GroundPrefix().Equal(ref) {
-					continue
-				}
 				where := "data." + pkg + "." + name
 				if r.Location != nil {
 					where = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
 				}
-				errs = append(errs, fmt.Sprintf("%s: %s is a function (it takes arguments); toolgate reads %s as a rule: a boolean (%s if …) or a set of reasons (%s contains reason if …)", where, name, name, name, name))
+				switch p := r.Ref().GroundPrefix(); {
+				case !p.Equal(ref):
+					// GetRules gives the rules below ref too: a package
+					// toolgate.allow, or allow.x, makes allow an object,
+					// which no call can be decided by.
+					errs = append(errs, fmt.Sprintf("%s: %s sits where toolgate reads the %s rule (an object of rules is no decision): name its package or rule otherwise", where, p, name))
+				case len(r.Head.Args) > 0:
+					errs = append(errs, fmt.Sprintf("%s: %s is a function (it takes arguments); toolgate reads %s as a rule: a boolean (%s if …) or a set of reasons (%s contains reason if …)", where, name, name, name, name))
+				}
 			}
 		}
 	}

@@ -317,7 +317,6 @@ func TestMistypedRulesDeny(t *testing.T) {
 		{"reason id a number", module(`ask contains {"id": 5, "message": "m"} if true`), `but a reason's "id" is a number, not a string`},
 		{"reason must_ask a string", module(`ask contains {"message": "m", "must_ask": "yes"} if true`), `reason's "must_ask" is a string, not a boolean`},
 		{"reason approvers a string", module(`ask contains {"message": "m", "approvers": "sre"} if true`), `reason's "approvers" is a string, not an object`},
-		{"a package under deny", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.deny\nx := 1\n")}}, "rule deny must be a boolean or a set of reasons, not an object"},
 		{"lib rule of reasons of numbers", fstest.MapFS{"p.rego": {Data: []byte("package toolgate.lib\nask contains 3 if input.tool.name == \"Read\"\n")}}, "rule ask must be a boolean or a set of reasons, but a reason is a number"},
 		{"data file deny a number", fstest.MapFS{"toolgate/data.json": {Data: []byte(`{"deny": 5}`)}}, "data.toolgate.deny (a data file): rule deny must be a boolean or a set of reasons"},
 		{"two at once", module("deny := 5\nallow := 6"), "2 rules cannot decide a call"},

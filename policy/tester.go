@@ -90,6 +90,22 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 			data[k] = v
 		}
 	}
+	for name, m := range modules {
+		// With the library loaded apart, a tree's rules there are the
+		// user's (a tree tested without it is the library itself).
+		if opts.Library == nil || library[name] || strings.HasSuffix(name, "_test.rego") {
+			continue
+		}
+		for _, r := range m.Rules {
+			p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
+			for _, ref := range libraryTableRefs {
+				if p.HasPrefix(ref) || ref.HasPrefix(p) {
+					// As serve refuses it (prepare).
+					return TestSummary{}, fmt.Errorf("%s is the shipped library's; %s:%d defines it: serve the table at data.toolgate.rules", ref, r.Location.File, r.Location.Row)
+				}
+			}
+		}
+	}
 	if opts.RulesFile != "" {
 		// As load serves it; the trees may not serve one beside it.
 		b := &bundle{data: data}
