@@ -130,20 +130,35 @@ var (
 // within it, or one that may produce it (a rule above it with a key
 // from the call), as file:line; "" when it does not.
 func regoDefines(c *ast.Compiler, ref ast.Ref) string {
-	for _, name := range slices.Sorted(maps.Keys(c.Modules)) {
-		if strings.HasPrefix(name, "lib/") {
-			continue // the shipped library (load's key)
+	_, at := definesAny(c.Modules, func(name string) bool { return !strings.HasPrefix(name, "lib/") }, ref)
+	return at
+}
+
+// definesAny finds, among the modules whose names user keeps, (sorted by
+// name, so the same one is named each time) a rule at, within or above
+// one of refs: the ref, and where as file:line; "" when there is none.
+// It reads the modules as parsed, so it serves the test runner's, which
+// are not compiled, and the engine's alike.
+func definesAny(modules map[string]*ast.Module, user func(name string) bool, refs ...ast.Ref) (ast.Ref, string) {
+	for _, name := range slices.Sorted(maps.Keys(modules)) {
+		if !user(name) {
+			continue
 		}
-		for _, r := range c.Modules[name].Rules {
-			if p := r.Ref().GroundPrefix(); p.HasPrefix(ref) || ref.HasPrefix(p) {
-				if r.Location != nil {
-					return fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+		m := modules[name]
+		for _, r := range m.Rules {
+			p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
+			for _, ref := range refs {
+				if !p.HasPrefix(ref) && !ref.HasPrefix(p) {
+					continue
 				}
-				return name
+				if r.Location != nil {
+					return ref, fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+				}
+				return ref, name
 			}
 		}
 	}
-	return ""
+	return nil, ""
 }
 
 // checkRegoRows checks the rows of a table the user's Rego defines that

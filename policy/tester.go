@@ -90,21 +90,12 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 			data[k] = v
 		}
 	}
-	for name, m := range modules {
-		// With the library loaded apart, a tree's rules there are the
-		// user's (a tree tested without it is the library itself).
-		if opts.Library == nil || library[name] || strings.HasSuffix(name, "_test.rego") {
-			continue
-		}
-		for _, r := range m.Rules {
-			p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
-			for _, ref := range libraryTableRefs {
-				if p.HasPrefix(ref) || ref.HasPrefix(p) {
-					// As serve refuses it (prepare).
-					return TestSummary{}, fmt.Errorf("%s is the shipped library's; %s:%d defines it: serve the table at data.toolgate.rules", ref, r.Location.File, r.Location.Row)
-				}
-			}
-		}
+	// As serve refuses them (prepare): with the library loaded apart, a
+	// tree's rules at its table are the user's (a tree tested without it
+	// is the library itself).
+	userModule := func(name string) bool { return !library[name] && !strings.HasSuffix(name, "_test.rego") }
+	if ref, at := definesAny(modules, userModule, libraryTableRefs...); opts.Library != nil && at != "" {
+		return TestSummary{}, fmt.Errorf("%s is the shipped library's; %s defines it: serve the table at data.toolgate.rules", ref, at)
 	}
 	if opts.RulesFile != "" {
 		// As load serves it; the trees may not serve one beside it.
@@ -125,20 +116,10 @@ func RunTests(ctx context.Context, out io.Writer, trees map[string]fs.FS, opts T
 		// ones decided, as they are without -rules. The index only
 		// speeds a call up.
 		delete(data["toolgate"].(map[string]any), "rules_index")
-		for name, m := range modules {
-			if library[name] || strings.HasSuffix(name, "_test.rego") {
-				continue
-			}
-			for _, r := range m.Rules {
-				p := m.Package.Path.Extend(r.Head.Ref().GroundPrefix())
-				for _, ref := range []ast.Ref{rulesRef, rulesIndexRef, rulesCheckedRef} {
-					if p.HasPrefix(ref) || ref.HasPrefix(p) {
-						// As serve refuses it: the rules file's table, or
-						// toolgate's own beside it.
-						return TestSummary{}, fmt.Errorf("%s is served by -rules, and %s:%d defines it too", ref, r.Location.File, r.Location.Row)
-					}
-				}
-			}
+		if ref, at := definesAny(modules, userModule, rulesRef, rulesIndexRef, rulesCheckedRef); at != "" {
+			// As serve refuses it: the rules file's table, or toolgate's
+			// own beside it.
+			return TestSummary{}, fmt.Errorf("%s is served by -rules, and %s defines it too", ref, at)
 		}
 	}
 	// Run untraced, then the tests that failed again traced, so that the
