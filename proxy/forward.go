@@ -55,6 +55,10 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = u.Timeout
+		// The upstream receives the headers the policy saw, no more: not
+		// the Accept-Encoding: gzip Go's client adds when the caller
+		// sent none (its answer would then be inflated on the way back).
+		t.DisableCompression = true
 		// The default of 2 idle connections per host makes a busy sidecar
 		// reconnect for most calls; it talks to one host, so keep a pool.
 		t.MaxIdleConns = 512
@@ -64,6 +68,11 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 			t.DialContext = u.Dial
 		}
 		rt = t
+		// A plain-HTTP upstream's calls go out on connections toolgate
+		// keeps itself (direct.go), without the Transport's goroutines.
+		if addr := directUpstream(u.URL); addr != "" {
+			rt = newDirectTransport(addr, u.Dial, u.Timeout)
+		}
 		// An approved call goes out on a connection of its own: net/http
 		// replays a request that failed on a reused connection when it
 		// looks idempotent (GET, or an Idempotency-Key header), and an

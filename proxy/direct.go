@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// directTransport carries requests to one plain-HTTP/1.1 upstream on
+// connections it keeps itself: each request is written, and its answer's
+// head read, on the goroutine that forwards the call.
+//
+// net/http's Transport gives every connection two goroutines of its own,
+// a read loop and a write loop, and passes each request and answer between
+// them and the caller over channels. For a sidecar that forwards one small
+// call at a time on each connection, those hand-offs and the wake-ups they
+// cost were the largest part of the forward that a bare proxy does not
+// also pay. The reading and writing themselves are net/http's own:
+// Request.Write and ReadResponse, so the bytes on the wire are the ones the
+// Transport would write, but for the Accept-Encoding it would add (below).
+//
+// What the Transport does that this does not:
+//   - it asks for gzip when the agent did not, and inflates the answer;
+//     here the upstream receives the headers the policy saw, no more;
+//   - it replays a replayable request (GET, or one with an Idempotency-Key)
+//     that met a connection the upstream had just closed; here the call
+//     fails (502), as a POST already does with the Transport. A connection
+//     the upstream closed while it sat idle is found before it is used
+//     (alive), so this is the race of a close in flight;
+//   - TLS, HTTP/2 and HTTP proxies: an upstream that needs any of them goes
+//     through the Transport (newUpstream).
+type directTransport struct {
+	addr string // host:port of the upstream
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// headerTimeout bounds the wait for the answer's head once the
+	// request is written (the Transport's ResponseHeaderTimeout); 0: none.
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+
+	mu     sync.Mutex
+	idle   []*directConn // most recently used last
+	expiry *time.Timer   // runs expire while idle is not empty
+}
+
+type directConn struct {
+	conn  net.Conn
+	r     *meteredReader // between conn and br
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	since time.Time // idle since
+}
+
+// maxAnswerHead bounds the bytes read for an answer's head (its status
+// line and headers, informational answers included): the Transport's
+// default MaxResponseHeaderBytes. An upstream that sends headers without
+// end fails its call instead of filling toolgate's memory.
+const maxAnswerHead = 10 << 20
+
+// meteredReader reads from a connection, at most left bytes while left is
+// not negative.
+type meteredReader struct {
+	conn net.Conn
+	left int64
+}
+
+var errAnswerHeadTooLarge = fmt.Errorf("the answer's head is larger than %d bytes", maxAnswerHead)
+
+func (m *meteredReader) Read(p []byte) (int, error) {
+	if m.left == 0 {
+		return 0, errAnswerHeadTooLarge
+	}
+	if m.left > 0 && int64(len(p)) > m.left {
+		p = p[:m.left]
+	}
+	n, err := m.conn.Read(p)
+	if m.left > 0 {
+		m.left -= int64(n)
+	}
+	return n, err
+}
+
+// errHeaderTimeout is the wait for an answer's head running out: a
+// timeout, as the Transport's own, so the call is answered 504.
+var errHeaderTimeout error = headerTimeoutError{}
+
+type headerTimeoutError struct{}
+
+func (headerTimeoutError) Error() string   { return "timeout awaiting response headers" }
+func (headerTimeoutError) Timeout() bool   { return true }
+func (headerTimeoutError) Temporary() bool { return true }
+
+// maxDirectIdle bounds the connections kept open while idle.
+const maxDirectIdle = 256
+
+// maxInformational bounds the 1xx answers read before the final one, as
+// the Transport does.
+const maxInformational = 5
+
+func newDirectTransport(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error), headerTimeout time.Duration) *directTransport {
+	if dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		dial = d.DialContext
+	}
+	return &directTransport{addr: addr, dial: dial, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second}
+}
+
+// RoundTrip sends req and reads the head of its answer. The answer's body
+// reads from the connection; the connection goes back to the pool once the
+// body has been read to its end and closed, and is closed otherwise.
+func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	dc, err := t.get(ctx)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	// A cancelled call closes its connection: that ends a write or read
+	// blocked on it, and the connection is not reused.
+	stop := context.AfterFunc(ctx, func() { dc.conn.Close() })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		dc.conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	werr := req.Write(dc.bw)
+	if werr == nil {
+		werr = dc.bw.Flush()
+	}
+	switch {
+	case werr != nil:
+		// An upstream may answer (a 413, say) and close before it has
+		// read the whole request. The Transport then gives that answer
+		// if it comes soon; so does this.
+		_ = dc.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	case t.headerTimeout > 0:
+		_ = dc.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+	}
+	dc.r.left = maxAnswerHead
+	var res *http.Response
+	for n := 0; ; n++ {
+		res, err = http.ReadResponse(dc.br, req)
+		if err != nil && werr != nil {
+			return fail(werr)
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				err = errHeaderTimeout
+			}
+			return fail(err)
+		}
+		if res.StatusCode < 100 || res.StatusCode > 199 {
+			break
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return fail(errors.New("upstream switched protocols"))
+		}
+		if n == maxInformational {
+			return fail(errors.New("too many 1xx informational responses"))
+		}
+		// An informational answer (103 Early Hints) goes to whoever
+		// traces the request, as the Transport passes it: ReverseProxy
+		// relays it to the agent.
+		if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.Got1xxResponse != nil {
+			if err := tr.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if t.headerTimeout > 0 || werr != nil {
+		_ = dc.conn.SetReadDeadline(time.Time{})
+	}
+	dc.r.left = -1 // the body's length is the answer's own affair
+	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: !res.Close && !req.Close && werr == nil}
+	body.eof.Store(res.Body == http.NoBody) // a HEAD's, a 204's: nothing to read
+	res.Body = body
+	return res, nil
+}
+
+// get takes an idle connection that is still open, or dials one.
+func (t *directTransport) get(ctx context.Context) (*directConn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		n := len(t.idle)
+		if n == 0 {
+			t.mu.Unlock()
+			break
+		}
+		dc := t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		if now.Sub(dc.since) < t.idleTimeout && alive(dc.conn) {
+			return dc, nil
+		}
+		dc.conn.Close()
+	}
+	conn, err := t.dial(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	r := &meteredReader{conn: conn, left: -1}
+	return &directConn{conn: conn, r: r, br: bufio.NewReaderSize(r, 4096), bw: bufio.NewWriterSize(conn, 4096)}, nil
+}
+
+// put keeps dc for the next request, unless the pool is full.
+func (t *directTransport) put(dc *directConn) {
+	dc.since = time.Now()
+	t.mu.Lock()
+	if len(t.idle) < maxDirectIdle {
+		t.idle = append(t.idle, dc)
+		if t.expiry == nil {
+			t.expiry = time.AfterFunc(t.idleTimeout, t.expire)
+		}
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	dc.conn.Close()
+}
+
+// expire closes the connections idle for idleTimeout or longer, as the
+// Transport does: the pool takes its newest first, so after a burst the
+// oldest would otherwise stay open (each an upstream's socket) until the
+// next burst. It runs again while connections are idle.
+func (t *directTransport) expire() {
+	now := time.Now()
+	t.mu.Lock()
+	n := 0
+	for n < len(t.idle) && now.Sub(t.idle[n].since) >= t.idleTimeout {
+		n++
+	}
+	old := slices.Clone(t.idle[:n])
+	t.idle = slices.Delete(t.idle, 0, n)
+	t.expiry = nil
+	if len(t.idle) > 0 {
+		t.expiry = time.AfterFunc(t.idle[0].since.Add(t.idleTimeout).Sub(now), t.expire)
+	}
+	t.mu.Unlock()
+	for _, dc := range old {
+		dc.conn.Close()
+	}
+}
+
+// CloseIdleConnections closes the connections kept for reuse.
+func (t *directTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, dc := range idle {
+		dc.conn.Close()
+	}
+}
+
+// directBody is an answer's body on a connection of the pool.
+type directBody struct {
+	body  io.ReadCloser
+	t     *directTransport
+	dc    *directConn
+	stop  func() bool
+	reuse bool
+	// eof: the body was read to its end. Atomic, as Close may come from
+	// another goroutine than Read (to abort a read), as net/http allows.
+	eof  atomic.Bool
+	done atomic.Bool
+}
+
+func (b *directBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// Close gives the connection back when the body was read to its end and
+// nothing is left on it; otherwise the connection is closed, as what is
+// left of the answer would be read as the next one's.
+func (b *directBody) Close() error {
+	if !b.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	cancelled := !b.stop()
+	if !b.eof.Load() || !b.reuse || cancelled {
+		// Closed first: net/http's body reads what is left to its end
+		// when closed, which for a stream could be never.
+		b.dc.conn.Close()
+		_ = b.body.Close()
+		return nil
+	}
+	if err := b.body.Close(); err != nil || b.dc.br.Buffered() > 0 {
+		b.dc.conn.Close()
+		return err
+	}
+	b.t.put(b.dc)
+	return nil
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// directUpstream is the host:port a directTransport can carry target's
+// requests to, or "" when target needs the Transport: TLS (and with it
+// HTTP/2), or an HTTP proxy the environment names.
+func directUpstream(target *url.URL) string {
+	if !directSupported || target.Scheme != "http" {
+		return ""
+	}
+	if p, err := http.ProxyFromEnvironment(&http.Request{URL: target}); err != nil || p != nil {
+		return ""
+	}
+	host := target.Host
+	if target.Port() == "" {
+		host = net.JoinHostPort(target.Hostname(), "80")
+	}
+	return host
+}

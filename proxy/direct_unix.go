@@ -1,0 +1,33 @@
+//go:build unix
+
+package proxy
+
+import (
+	"net"
+	"syscall"
+)
+
+// directSupported: alive can look at a socket without reading from it.
+const directSupported = true
+
+// alive reports whether an idle connection is still open and has nothing
+// waiting on it: a peek that does not wait finds neither the upstream's
+// close (a read of 0 bytes) nor bytes the upstream sent unasked.
+func alive(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := false
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		open = n < 0 && (rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK)
+		return true // never wait for the socket to become readable
+	})
+	return err == nil && open
+}
