@@ -56,6 +56,10 @@ type options struct {
 	toolgate   string
 	only       string
 	cpuprofile string
+	// baseline is a second toolgate binary whose rows run beside
+	// toolgate's own, so that a change is measured against the build
+	// before it under the same noise.
+	baseline   string
 	profileRow string
 	keep       bool
 	dir        string
@@ -113,6 +117,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.soak.agents, "soak-agents", 12, "agents (API keys) of the -soak run, each one call at a time")
 	fs.StringVar(&o.redis, "redis", ownRedis, `Redis for the ask (Redis) rows: "own" starts a redis-server of the run's own on the load generator's core; an address uses that Redis where it runs; empty leaves the rows out`)
 	fs.StringVar(&o.toolgate, "toolgate", "", "a toolgate binary to measure (default: go build ./cmd/toolgate of this module)")
+	fs.StringVar(&o.baseline, "baseline", "", "another toolgate binary (an earlier build) measured in the same run: rows \"baseline allow\" and \"baseline ask (memory)\", interleaved with the others repetition by repetition")
 	fs.StringVar(&o.only, "only", "", "comma-separated row names to run (e.g. \"bare proxy,toolgate allow\")")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a perf profile of toolgate during its allow runs to this file (needs perf)")
 	fs.StringVar(&o.profileRow, "cpuprofile-row", "", "the row -cpuprofile records (default: toolgate allow; with -mcp, MCP toolgate (json))")

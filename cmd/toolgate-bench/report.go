@@ -189,6 +189,11 @@ func targetLines(w io.Writer, c int, rows map[string]*row) {
 			fmt.Fprintln(w, a.redisText())
 		}
 	}
+	for _, n := range [][2]string{{"toolgate allow", "baseline allow"}, {"toolgate ask (memory)", "baseline ask (memory)"}} {
+		if a, b := rows[n[0]], rows[n[1]]; a != nil && b != nil {
+			fmt.Fprintf(w, "- c=%d: %s CPU/req ÷ %s %s%s (%.1f vs %.1f µs)\n", c, n[0], n[1], ratio(sum(a.cpu), sum(b.cpu)), spread(a, b), sum(a.cpu), sum(b.cpu))
+		}
+	}
 	if floor, bare := rows["bare ask"], rows["bare proxy"]; floor != nil && bare != nil {
 		// The floor of the ask ratios: the same exchanges with nothing
 		// decided or stored, against the same call forwarded bare.

@@ -33,6 +33,9 @@ type stack struct {
 	// are measured with.
 	tgAsk   *proc
 	tgRedis *proc // toolgate for ask, parked calls in Redis; nil without Redis
+	// tgBase and tgBaseAsk are -baseline's toolgate for allow and for
+	// ask; nil without -baseline.
+	tgBase, tgBaseAsk *proc
 	// rdb reads the Redis of the Redis rows (rediscost.go); nil without
 	// Redis.
 	rdb *redis.Client
@@ -90,7 +93,8 @@ log: {level: info}
 func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 	s := &stack{dir: o.dir, agentKey: secret(), serversCPU: pin.servers, url: map[string]string{}}
 	approverKey := secret()
-	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "bareask", "bareask-redis", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin")
+	addrs, err := namedPorts("upstream", "bare", "extopa", "opa", "approver", "bareask", "bareask-redis", "tg-proxy", "tg-approvals", "tg-admin", "tga-proxy", "tga-approvals", "tga-admin", "tgr-proxy", "tgr-approvals", "tgr-admin",
+		"tgb-proxy", "tgb-approvals", "tgb-admin", "tgba-proxy", "tgba-approvals", "tgba-admin")
 	if err != nil {
 		return nil, err
 	}
@@ -125,18 +129,19 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		return nil, err
 	}
 	env := []string{"BENCH_AGENT_KEY=" + s.agentKey, "BENCH_APPROVER_KEY=" + approverKey, "BENCH_APPROVALS_SECRET=" + secret()}
-	startTG := func(name, store, p string) (*proc, error) {
+	startToolgate := func(bin, name, store, p string) (*proc, error) {
 		cfg := filepath.Join(o.dir, name+".yaml")
 		notifyURL := "http://" + addrs["approver"] + "/" + name
 		if err := os.WriteFile(cfg, []byte(toolgateConfig(s, store, o.redis, addrs[p+"-proxy"], addrs[p+"-approvals"], addrs[p+"-admin"], notifyURL)), 0o600); err != nil {
 			return nil, err
 		}
-		tg, err := startProc(o.dir, name, pin.servers, []string{o.toolgate, "serve", "--config", cfg}, env)
+		tg, err := startProc(o.dir, name, pin.servers, []string{bin, "serve", "--config", cfg}, env)
 		if err != nil {
 			return nil, err
 		}
 		return tg, waitReady(ctx, tg, "http://"+addrs[p+"-admin"]+"/readyz", 30*time.Second)
 	}
+	startTG := func(name, store, p string) (*proc, error) { return startToolgate(o.toolgate, name, store, p) }
 	if s.tgMemory, err = startTG("toolgate", "memory", "tg"); err != nil {
 		return nil, err
 	}
@@ -145,6 +150,15 @@ func startStack(ctx context.Context, o *options, pin pinning) (*stack, error) {
 		return nil, err
 	}
 	s.url["toolgate-ask"] = "http://" + addrs["tga-proxy"]
+	if o.baseline != "" {
+		if s.tgBase, err = startToolgate(o.baseline, "baseline", "memory", "tgb"); err != nil {
+			return nil, err
+		}
+		if s.tgBaseAsk, err = startToolgate(o.baseline, "baseline-ask", "memory", "tgba"); err != nil {
+			return nil, err
+		}
+		s.url["baseline"], s.url["baseline-ask"] = "http://"+addrs["tgb-proxy"], "http://"+addrs["tgba-proxy"]
+	}
 	if o.redis != "" {
 		if s.tgRedis, err = startTG("toolgate-redis", "redis", "tgr"); err != nil {
 			return nil, err

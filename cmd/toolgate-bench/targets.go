@@ -84,6 +84,11 @@ func (s *stack) targets(o *options) []*target {
 		{name: "bare ask", ref: "direct", url: s.url["bareask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAsk}, reaches: true},
 		{name: "toolgate ask (memory)", ref: "direct", url: s.url["toolgate-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgAsk}, reaches: true},
 	}
+	if s.tgBase != nil {
+		all = append(all,
+			&target{name: "baseline allow", ref: "direct", url: s.url["baseline"] + "/tools/read_file", body: readBody, expect: 200, procs: []*proc{s.tgBase}, reaches: true},
+			&target{name: "baseline ask (memory)", ref: "direct", url: s.url["baseline-ask"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.tgBaseAsk}, reaches: true})
+	}
 	if s.bareAskRedis != nil {
 		all = append(all, &target{name: "bare ask (Redis)", ref: "direct", url: s.url["bareask-redis"] + "/tools/write_note", unique: true, expect: 200, procs: []*proc{s.bareAskRedis}, reaches: true, redis: true})
 	}
