@@ -12,9 +12,12 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // directTransport carries requests to one plain-HTTP/1.1 upstream on
@@ -103,16 +106,13 @@ func (headerTimeoutError) Temporary() bool { return true }
 // maxDirectIdle bounds the connections kept open while idle.
 const maxDirectIdle = 256
 
-// maxInformational bounds the 1xx answers read before the final one, as
-// the Transport does.
+// maxInformational bounds the 1xx answers read before the final one: an
+// upstream cannot hold a call with informational answers without end.
 const maxInformational = 5
 
-func newDirectTransport(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error), headerTimeout time.Duration) *directTransport {
-	if dial == nil {
-		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-		dial = d.DialContext
-	}
-	return &directTransport{addr: addr, dial: dial, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second}
+func newDirectTransport(addr string, headerTimeout time.Duration) *directTransport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // the Transport's
+	return &directTransport{addr: addr, dial: d.DialContext, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second}
 }
 
 // RoundTrip sends req and reads the head of its answer. The answer's body
@@ -120,6 +120,10 @@ func newDirectTransport(addr string, dial func(ctx context.Context, network, add
 // body has been read to its end and closed, and is closed otherwise.
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if err := checkOutbound(req); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		closeRequestBody(req)
 		return nil, err
@@ -132,67 +136,165 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// A cancelled call closes its connection: that ends a write or read
 	// blocked on it, and the connection is not reused.
 	stop := context.AfterFunc(ctx, func() { dc.conn.Close() })
-	fail := func(err error) (*http.Response, error) {
+	w := t.send(dc, req)
+	res, err := t.readHead(ctx, dc, req)
+	if err != nil {
 		stop()
-		dc.conn.Close()
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
+		dc.conn.Close() // ends a write still going on
+		_, werr := w.result(false)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case werr != nil:
+			return nil, werr // the upstream hung up on the request; no answer came
 		}
 		return nil, err
 	}
-	werr := req.Write(dc.bw)
-	if werr == nil {
-		werr = dc.bw.Flush()
-	}
-	switch {
-	case werr != nil:
-		// An upstream may answer (a 413, say) and close before it has
-		// read the whole request. The Transport then gives that answer
-		// if it comes soon; so does this.
-		_ = dc.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	case t.headerTimeout > 0:
-		_ = dc.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
-	}
-	dc.r.left = maxAnswerHead
-	var res *http.Response
-	for n := 0; ; n++ {
-		res, err = http.ReadResponse(dc.br, req)
-		if err != nil && werr != nil {
-			return fail(werr)
+	written, werr := w.result(true)
+	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: !res.Close && !req.Close && written && werr == nil}
+	body.eof.Store(res.Body == http.NoBody) // a HEAD's, a 204's: nothing to read
+	res.Body = body
+	return res, nil
+}
+
+// writeAside is the largest request body written before the answer is
+// read. A larger one is written from a goroutine of its own while the
+// answer's head is read, as the Transport does: an upstream may answer (a
+// 413, a 401) before it has read the whole request, and then neither read
+// the rest nor hang up; written first, the body would block in the socket
+// buffers until the call's deadline. Smaller bodies fit in those buffers.
+const writeAside = 64 << 10
+
+// sending is a request being written: at once (done) or from a goroutine.
+type sending struct {
+	conn  net.Conn
+	done  bool
+	err   error
+	aside chan error // the goroutine's result; nil when written at once
+	// mu orders the writer's start of the head's timeout and the reader's
+	// end of it (headRead), so a write that ends after an early answer
+	// leaves no deadline on the body's reads.
+	mu       sync.Mutex
+	headRead bool
+}
+
+// send writes req to dc, at once or aside (writeAside), and starts the
+// wait for the answer's head (the upstream's timeout, counted from the
+// end of the request, as the Transport's ResponseHeaderTimeout).
+func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
+	w := &sending{conn: dc.conn}
+	write := func() error {
+		err := req.Write(dc.bw)
+		if err == nil {
+			err = dc.bw.Flush()
 		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch {
+		case w.headRead:
+		case err != nil:
+			// The upstream may have answered and hung up before reading
+			// the whole request: its answer, if it comes soon, is read
+			// (the Transport gives it too).
+			_ = dc.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		case t.headerTimeout > 0:
+			_ = dc.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+		}
+		return err
+	}
+	if req.Body == nil || req.Body == http.NoBody || (req.ContentLength >= 0 && req.ContentLength <= writeAside) {
+		w.done, w.err = true, write()
+		return w
+	}
+	w.aside = make(chan error, 1)
+	go func() { w.aside <- write() }()
+	return w
+}
+
+// result is whether the write has ended, and its error. With headRead the
+// answer's head has been read: the wait for it ends, and a write still
+// going on is left to end with the connection (which is then not reused).
+// Otherwise the write is waited for: the caller has closed the connection.
+func (w *sending) result(headRead bool) (ended bool, err error) {
+	w.mu.Lock()
+	w.headRead = headRead
+	if headRead {
+		_ = w.conn.SetReadDeadline(time.Time{})
+	}
+	w.mu.Unlock()
+	if w.done {
+		return true, w.err
+	}
+	if headRead {
+		select {
+		case err := <-w.aside:
+			return true, err
+		default:
+			return false, nil
+		}
+	}
+	return true, <-w.aside
+}
+
+// readHead reads the answer's head, passing informational answers on.
+func (t *directTransport) readHead(ctx context.Context, dc *directConn, req *http.Request) (*http.Response, error) {
+	dc.r.left = maxAnswerHead
+	defer func() { dc.r.left = -1 }() // the body's length is the answer's own affair
+	for n := 0; ; n++ {
+		res, err := http.ReadResponse(dc.br, req)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				err = errHeaderTimeout
 			}
-			return fail(err)
+			return nil, err
 		}
 		if res.StatusCode < 100 || res.StatusCode > 199 {
-			break
+			return res, nil
 		}
 		if res.StatusCode == http.StatusSwitchingProtocols {
-			return fail(errors.New("upstream switched protocols"))
+			return nil, errors.New("upstream switched protocols")
 		}
 		if n == maxInformational {
-			return fail(errors.New("too many 1xx informational responses"))
+			return nil, errors.New("too many 1xx informational responses")
 		}
 		// An informational answer (103 Early Hints) goes to whoever
 		// traces the request, as the Transport passes it: ReverseProxy
 		// relays it to the agent.
 		if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.Got1xxResponse != nil {
 			if err := tr.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
-				return fail(err)
+				return nil, err
 			}
 		}
 	}
-	if t.headerTimeout > 0 || werr != nil {
-		_ = dc.conn.SetReadDeadline(time.Time{})
+}
+
+// checkOutbound refuses what the Transport refuses to send: a method that
+// is not a token, a header or trailer name that is not one, a value with
+// control characters. Request.Write would write them otherwise (CR and LF
+// as spaces, a bad name left out), and the upstream would receive another
+// header than the one toolgate had.
+func checkOutbound(req *http.Request) error {
+	if req.Method != "" && !validMethod(req.Method) {
+		return fmt.Errorf("invalid method %q", req.Method)
 	}
-	dc.r.left = -1 // the body's length is the answer's own affair
-	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: !res.Close && !req.Close && werr == nil}
-	body.eof.Store(res.Body == http.NoBody) // a HEAD's, a 204's: nothing to read
-	res.Body = body
-	return res, nil
+	for _, h := range []http.Header{req.Header, req.Trailer} {
+		for k, vv := range h {
+			if !httpguts.ValidHeaderFieldName(k) {
+				return fmt.Errorf("invalid header field name %q", k)
+			}
+			for _, v := range vv {
+				if !httpguts.ValidHeaderFieldValue(v) {
+					return fmt.Errorf("invalid header field value for %q", k)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func validMethod(m string) bool {
+	return strings.IndexFunc(m, func(r rune) bool { return !httpguts.IsTokenRune(r) }) < 0
 }
 
 // get takes an idle connection that is still open, or dials one.
@@ -209,7 +311,7 @@ func (t *directTransport) get(ctx context.Context) (*directConn, error) {
 		t.idle[n-1] = nil
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
-		if now.Sub(dc.since) < t.idleTimeout && alive(dc.conn) {
+		if now.Sub(dc.since) < t.idleTimeout && socketAlive(dc.conn) {
 			return dc, nil
 		}
 		dc.conn.Close()

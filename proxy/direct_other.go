@@ -8,4 +8,4 @@ import "net"
 // through net/http's Transport.
 const directSupported = false
 
-func alive(net.Conn) bool { return false }
+func socketAlive(net.Conn) bool { return false }

@@ -205,7 +205,7 @@ func TestDirectClosesConnectionOfUnreadBody(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	})
-	tr := newDirectTransport(addr, nil, time.Second)
+	tr := newDirectTransport(addr, time.Second)
 	defer tr.CloseIdleConnections()
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/stream", nil)
@@ -244,7 +244,7 @@ func TestDirectClosesIdleConnectionsInTime(t *testing.T) {
 		})
 		close(gone) // readRequests ends when toolgate hangs up
 	})
-	tr := newDirectTransport(addr, nil, time.Second)
+	tr := newDirectTransport(addr, time.Second)
 	tr.idleTimeout = 50 * time.Millisecond
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 	res, err := tr.RoundTrip(req)
@@ -277,7 +277,7 @@ func TestDirectCancelledWhileWaiting(t *testing.T) {
 		_, _ = br.ReadByte() // blocks until toolgate closes the connection
 		close(gone)
 	})
-	tr := newDirectTransport(addr, nil, time.Minute)
+	tr := newDirectTransport(addr, time.Minute)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
@@ -304,7 +304,7 @@ func TestDirectBoundsInformationalAnswers(t *testing.T) {
 			_, _ = io.WriteString(c, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", 6)+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		})
 	})
-	tr := newDirectTransport(addr, nil, time.Second)
+	tr := newDirectTransport(addr, time.Second)
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 	if res, err := tr.RoundTrip(req); err == nil {
 		res.Body.Close()
@@ -315,7 +315,7 @@ func TestDirectBoundsInformationalAnswers(t *testing.T) {
 // The pool keeps at most maxDirectIdle idle connections; the next is
 // closed.
 func TestDirectBoundsIdleConnections(t *testing.T) {
-	tr := newDirectTransport("127.0.0.1:1", nil, 0)
+	tr := newDirectTransport("127.0.0.1:1", 0)
 	var last net.Conn
 	for range maxDirectIdle + 1 {
 		a, b := net.Pipe()
@@ -346,7 +346,7 @@ func TestDirectBoundsAnswerHead(t *testing.T) {
 			}
 		})
 	})
-	tr := newDirectTransport(addr, nil, 10*time.Second)
+	tr := newDirectTransport(addr, 10*time.Second)
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 	res, err := tr.RoundTrip(req)
 	if err == nil {
@@ -371,7 +371,7 @@ func TestDirectEarlyAnswerToUnreadRequest(t *testing.T) {
 			_ = tc.SetLinger(0) // reset: the rest of the request is refused
 		}
 	})
-	tr := newDirectTransport(addr, nil, 10*time.Second)
+	tr := newDirectTransport(addr, 10*time.Second)
 	body := strings.Repeat("x", 64<<20) // more than the socket buffers hold
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader(body))
 	res, err := tr.RoundTrip(req)
@@ -392,7 +392,7 @@ func TestDirectReusesAfterAnswerWithoutBody(t *testing.T) {
 			_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
 		})
 	})
-	tr := newDirectTransport(addr, nil, time.Second)
+	tr := newDirectTransport(addr, time.Second)
 	defer tr.CloseIdleConnections()
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodDelete, "http://"+addr+"/", nil)
@@ -430,5 +430,94 @@ func TestTransportAddsNoAcceptEncoding(t *testing.T) {
 	callOK(t, env)
 	if len(got) != 0 {
 		t.Errorf("the upstream received Accept-Encoding %q, which the agent did not send", got)
+	}
+}
+
+// An upstream that answers early (a 413) without reading the rest of a
+// large request, and keeps the connection open: the agent gets that
+// answer at once, as with the Transport, whose read runs beside its
+// write; written first, the body would block until the call's deadline.
+func TestDirectEarlyAnswerUpstreamKeepsOpen(t *testing.T) {
+	release := make(chan struct{})
+	addr, _ := rawUpstream(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
+		<-release // neither reads the body nor hangs up
+	})
+	t.Cleanup(func() { close(release) }) // before rawUpstream's wait
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
+	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("error %v, want the upstream's 413, on the wire within milliseconds", err)
+	}
+	defer res.Body.Close()
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" {
+		t.Errorf("status %d body %q, want the upstream's 413", res.StatusCode, b)
+	}
+}
+
+// A header the Transport would refuse to send (a control character in a
+// value, a name that is not a token) fails the request: Request.Write
+// would send CR and LF as spaces and leave a bad name out, and the
+// upstream would read another header than toolgate had.
+func TestDirectRefusesInvalidHeaders(t *testing.T) {
+	addr, accepted := rawUpstream(t, func(c net.Conn) {
+		readRequests(c, func(*http.Request) {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		})
+	})
+	tr := newDirectTransport(addr, time.Second)
+	for _, h := range []http.Header{
+		{"X-Toolgate-Subject": {"alice\r\nX-Role: admin"}},
+		{"X-Toolgate-Subject": {"alice\x00admin"}},
+		{"X Role": {"admin"}},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", nil)
+		req.Header = h
+		if res, err := tr.RoundTrip(req); err == nil {
+			res.Body.Close()
+			t.Errorf("header %q was sent, want the request refused", h)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("%d connections opened for requests refused before sending", n)
+	}
+}
+
+// plainConn hides a TCP connection's socket, as connections in memory
+// have none (quickstart's).
+type plainConn struct{ net.Conn }
+
+// An upstream dialled by a Dial of its own (quickstart's, in memory) keeps
+// net/http's Transport, whose read loop finds a closed connection without
+// looking at a socket: its connections are reused, and one the upstream
+// closed is not.
+func TestCustomDialKeepsTransport(t *testing.T) {
+	up := newCountingUpstream(t, 100*time.Millisecond)
+	u, _ := url.Parse(up.URL)
+	var dials atomic.Int64
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return plainConn{c}, nil
+	}
+	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL = u; c.Upstreams[0].Dial = dial })
+	for range 3 {
+		callOK(t, env)
+	}
+	if n, d := up.conns.Load(), dials.Load(); n != 1 || d != 1 {
+		t.Errorf("3 calls in turn opened %d connections through %d dials, want 1 through the upstream's Dial", n, d)
+	}
+	time.Sleep(300 * time.Millisecond) // past the upstream's idle timeout: it hangs up
+	callOK(t, env)
+	if n, d := up.conns.Load(), dials.Load(); n != 2 || d != 2 {
+		t.Errorf("after the upstream closed the idle connection: %d connections through %d dials, want 2", n, d)
 	}
 }

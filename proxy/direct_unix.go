@@ -7,13 +7,15 @@ import (
 	"syscall"
 )
 
-// directSupported: alive can look at a socket without reading from it.
+// directSupported: socketAlive can look at a socket without reading from
+// it.
 const directSupported = true
 
-// alive reports whether an idle connection is still open and has nothing
-// waiting on it: a peek that does not wait finds neither the upstream's
-// close (a read of 0 bytes) nor bytes the upstream sent unasked.
-func alive(c net.Conn) bool {
+// socketAlive reports whether an idle connection is still open and has
+// nothing waiting on it, by a peek that does not wait: it finds neither
+// the upstream's close (a read of 0 bytes) nor bytes the upstream sent
+// unasked. The connections are the TCP ones directTransport dials.
+func socketAlive(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false

@@ -69,9 +69,11 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		}
 		rt = t
 		// A plain-HTTP upstream's calls go out on connections toolgate
-		// keeps itself (direct.go), without the Transport's goroutines.
-		if addr := directUpstream(u.URL); addr != "" {
-			rt = newDirectTransport(addr, u.Dial, u.Timeout)
+		// keeps itself (direct.go), without the Transport's goroutines;
+		// not where a Dial of its own (quickstart's, in memory) makes
+		// connections socketAlive cannot look at.
+		if addr := directUpstream(u.URL); addr != "" && u.Dial == nil {
+			rt = newDirectTransport(addr, u.Timeout)
 		}
 		// An approved call goes out on a connection of its own: net/http
 		// replays a request that failed on a reused connection when it
