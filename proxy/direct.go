@@ -139,9 +139,15 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := t.send(dc, req)
 	res, err := t.readHead(ctx, dc, req)
 	if err != nil {
+		ended, werr := w.poll()
 		stop()
-		dc.conn.Close() // ends a write still going on
-		_, werr := w.result(false)
+		dc.conn.Close()
+		if !ended {
+			// Ended by the close above, its error says nothing of the
+			// upstream: the read's does.
+			_ = w.wait()
+			werr = nil
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -150,20 +156,27 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	written, werr := w.result(true)
-	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: !res.Close && !req.Close && written && werr == nil}
+	w.headRead()
+	// A write still going on ends with the connection, which is then not
+	// used again.
+	written, werr := w.poll()
+	reuse := !res.Close && !req.Close && written && werr == nil && res.StatusCode != http.StatusSwitchingProtocols
+	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: reuse}
 	body.eof.Store(res.Body == http.NoBody) // a HEAD's, a 204's: nothing to read
 	res.Body = body
 	return res, nil
 }
 
 // writeAside is the largest request body written before the answer is
-// read. A larger one is written from a goroutine of its own while the
-// answer's head is read, as the Transport does: an upstream may answer (a
-// 413, a 401) before it has read the whole request, and then neither read
-// the rest nor hang up; written first, the body would block in the socket
-// buffers until the call's deadline. Smaller bodies fit in those buffers.
-const writeAside = 64 << 10
+// read. A larger one, or one of unknown length, is written from a
+// goroutine of its own while the answer's head is read, as the Transport
+// does: an upstream may answer (a 413, a 401) before it has read the whole
+// request, and then neither read the rest nor hang up; written first, the
+// body would block in the socket buffers until the call's deadline.
+// Smaller bodies fit in the sending socket's buffer alone, whatever
+// window the upstream gives (on Linux 48 KiB did, with the upstream's
+// receive buffer at its minimum: TestDirectEarlyAnswerSmallWindow).
+const writeAside = 12 << 10
 
 // sending is a request being written: at once (done) or from a goroutine.
 type sending struct {
@@ -172,10 +185,10 @@ type sending struct {
 	err   error
 	aside chan error // the goroutine's result; nil when written at once
 	// mu orders the writer's start of the head's timeout and the reader's
-	// end of it (headRead), so a write that ends after an early answer
-	// leaves no deadline on the body's reads.
-	mu       sync.Mutex
-	headRead bool
+	// end of it (head, headRead), so a write that ends after an early
+	// answer leaves no deadline on the body's reads.
+	mu   sync.Mutex
+	head bool
 }
 
 // send writes req to dc, at once or aside (writeAside), and starts the
@@ -191,7 +204,7 @@ func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		switch {
-		case w.headRead:
+		case w.head:
 		case err != nil:
 			// The upstream may have answered and hung up before reading
 			// the whole request: its answer, if it comes soon, is read
@@ -202,7 +215,8 @@ func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
 		}
 		return err
 	}
-	if req.Body == nil || req.Body == http.NoBody || (req.ContentLength >= 0 && req.ContentLength <= writeAside) {
+	// ContentLength 0 with a Body is a body of unknown length (chunked).
+	if req.Body == nil || req.Body == http.NoBody || (req.ContentLength > 0 && req.ContentLength <= writeAside) {
 		w.done, w.err = true, write()
 		return w
 	}
@@ -211,29 +225,33 @@ func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
 	return w
 }
 
-// result is whether the write has ended, and its error. With headRead the
-// answer's head has been read: the wait for it ends, and a write still
-// going on is left to end with the connection (which is then not reused).
-// Otherwise the write is waited for: the caller has closed the connection.
-func (w *sending) result(headRead bool) (ended bool, err error) {
+// headRead ends the wait for the answer's head: a write that ends later
+// sets no deadline on the reads of the body.
+func (w *sending) headRead() {
 	w.mu.Lock()
-	w.headRead = headRead
-	if headRead {
-		_ = w.conn.SetReadDeadline(time.Time{})
-	}
+	w.head = true
+	_ = w.conn.SetReadDeadline(time.Time{})
 	w.mu.Unlock()
-	if w.done {
-		return true, w.err
-	}
-	if headRead {
+}
+
+// poll is whether the write has ended, and its error, without waiting.
+func (w *sending) poll() (ended bool, err error) {
+	if !w.done {
 		select {
-		case err := <-w.aside:
-			return true, err
+		case w.err = <-w.aside:
+			w.done = true
 		default:
-			return false, nil
 		}
 	}
-	return true, <-w.aside
+	return w.done, w.err
+}
+
+// wait waits for the write to end and gives its error.
+func (w *sending) wait() error {
+	if !w.done {
+		w.err, w.done = <-w.aside, true
+	}
+	return w.err
 }
 
 // readHead reads the answer's head, passing informational answers on.
@@ -249,11 +267,11 @@ func (t *directTransport) readHead(ctx context.Context, dc *directConn, req *htt
 			}
 			return nil, err
 		}
-		if res.StatusCode < 100 || res.StatusCode > 199 {
+		if res.StatusCode < 100 || res.StatusCode > 199 || res.StatusCode == http.StatusSwitchingProtocols {
+			// A 101 is an answer too, as from the Transport: toolgate
+			// refuses it where it refuses every switch (screenAnswer),
+			// and its connection is not used again (RoundTrip).
 			return res, nil
-		}
-		if res.StatusCode == http.StatusSwitchingProtocols {
-			return nil, errors.New("upstream switched protocols")
 		}
 		if n == maxInformational {
 			return nil, errors.New("too many 1xx informational responses")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/pending"
 )
 
 // countingUpstream is an upstream that counts the connections it accepts
@@ -519,5 +522,107 @@ func TestCustomDialKeepsTransport(t *testing.T) {
 	callOK(t, env)
 	if n, d := up.conns.Load(), dials.Load(); n != 2 || d != 2 {
 		t.Errorf("after the upstream closed the idle connection: %d connections through %d dials, want 2", n, d)
+	}
+}
+
+// A body of unknown length (ContentLength 0 with a Body: sent chunked) is
+// written beside the read of the answer too: an early answer comes back
+// at once.
+func TestDirectEarlyAnswerUnknownLength(t *testing.T) {
+	release := make(chan struct{})
+	addr, _ := rawUpstream(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
+		<-release // neither reads the body nor hangs up
+	})
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", io.NopCloser(strings.NewReader(strings.Repeat("x", 32<<20))))
+	req.ContentLength = 0 // unknown: the Body is not NoBody
+	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
+	if err != nil {
+		t.Fatalf("error %v, want the upstream's 413 at once", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413", res.StatusCode)
+	}
+}
+
+// When the answer's head is bad while the body is still being written, the
+// call fails for what the upstream answered, not for the end of the write
+// that toolgate's own close of the connection brought.
+func TestDirectReadErrorNotMaskedByOwnClose(t *testing.T) {
+	release := make(chan struct{})
+	addr, _ := rawUpstream(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 abc nonsense\r\n\r\n")
+		<-release // neither reads the body nor hangs up
+	})
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
+	_, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
+	if err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Errorf("error %v, want the malformed answer's", err)
+	}
+}
+
+// switchingUpstream reads each request and answers 101.
+func switchingUpstream(t *testing.T) *url.URL {
+	addr, _ := rawUpstream(t, func(c net.Conn) {
+		readRequests(c, func(*http.Request) {
+			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\n")
+		})
+	})
+	u, _ := url.Parse("http://" + addr)
+	return u
+}
+
+// plainDial dials TCP but hides the socket: the upstream keeps the
+// Transport (newUpstream), to compare with.
+func plainDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return plainConn{c}, nil
+}
+
+// An upstream's 101 is the same answer on either transport: refused as a
+// switch of protocols (502 "Upstream switched protocols") for an allowed
+// call, and an approved call it answered was executed, not lost.
+func TestDirectSwitchedProtocolsAsTransport(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		env := newTestServer(t, allowAll, func(c *Config) {
+			c.Upstreams[0].URL = switchingUpstream(t)
+			if !direct {
+				c.Upstreams[0].Dial = plainDial
+			}
+		})
+		req, _ := http.NewRequest(http.MethodPost, env.url+"/files", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer agent-key")
+		res, err := plainClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Title string }
+		_ = json.NewDecoder(res.Body).Decode(&p)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadGateway || p.Title != "Upstream switched protocols" {
+			t.Errorf("direct=%v: status %d title %q, want 502 \"Upstream switched protocols\"", direct, res.StatusCode, p.Title)
+		}
+		sr, _ := json.Marshal(storedRequest{Method: http.MethodPost, Path: "/files", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{}`)})
+		pc := pending.Call{ID: "call-1", Upstream: env.server.cfg.Upstreams[0].Name, Request: sr, ClaimedAt: time.Now()}
+		if state, _ := env.server.sendClaimed(context.Background(), pc); state != pending.Executed {
+			t.Errorf("direct=%v: an approved call answered 101 ended %v, want executed", direct, state)
+		}
 	}
 }
