@@ -49,7 +49,7 @@ func smallWindowUpstream(t *testing.T) string {
 				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 					return
 				}
-				_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
+				_, _ = io.WriteString(c, earlyAnswer413)
 				<-release
 			})
 		}

@@ -436,20 +436,32 @@ func TestTransportAddsNoAcceptEncoding(t *testing.T) {
 	}
 }
 
-// An upstream that answers early (a 413) without reading the rest of a
-// large request, and keeps the connection open: the agent gets that
-// answer at once, as with the Transport, whose read runs beside its
-// write; written first, the body would block until the call's deadline.
-func TestDirectEarlyAnswerUpstreamKeepsOpen(t *testing.T) {
+// earlyAnswer413 is the answer of an upstream that refuses a request
+// before reading its body.
+const earlyAnswer413 = "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig"
+
+// answeringEarly is an upstream that reads a request's head, sends answer,
+// and then neither reads the body nor hangs up until the test ends.
+func answeringEarly(t *testing.T, answer string) string {
+	t.Helper()
 	release := make(chan struct{})
 	addr, _ := rawUpstream(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
-		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
-		<-release // neither reads the body nor hangs up
+		_, _ = io.WriteString(c, answer)
+		<-release
 	})
 	t.Cleanup(func() { close(release) }) // before rawUpstream's wait
+	return addr
+}
+
+// An upstream that answers early (a 413) without reading the rest of a
+// large request, and keeps the connection open: the agent gets that
+// answer at once, as with the Transport, whose read runs beside its
+// write; written first, the body would block until the call's deadline.
+func TestDirectEarlyAnswerUpstreamKeepsOpen(t *testing.T) {
+	addr := answeringEarly(t, earlyAnswer413)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
@@ -529,15 +541,7 @@ func TestCustomDialKeepsTransport(t *testing.T) {
 // written beside the read of the answer too: an early answer comes back
 // at once.
 func TestDirectEarlyAnswerUnknownLength(t *testing.T) {
-	release := make(chan struct{})
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
-		<-release // neither reads the body nor hangs up
-	})
-	t.Cleanup(func() { close(release) })
+	addr := answeringEarly(t, earlyAnswer413)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", io.NopCloser(strings.NewReader(strings.Repeat("x", 32<<20))))
@@ -556,15 +560,7 @@ func TestDirectEarlyAnswerUnknownLength(t *testing.T) {
 // call fails for what the upstream answered, not for the end of the write
 // that toolgate's own close of the connection brought.
 func TestDirectReadErrorNotMaskedByOwnClose(t *testing.T) {
-	release := make(chan struct{})
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 abc nonsense\r\n\r\n")
-		<-release // neither reads the body nor hangs up
-	})
-	t.Cleanup(func() { close(release) })
+	addr := answeringEarly(t, "HTTP/1.1 abc nonsense\r\n\r\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
