@@ -31,18 +31,18 @@ import (
 // cost were the largest part of the forward that a bare proxy does not
 // also pay. The reading and writing themselves are net/http's own:
 // Request.Write and ReadResponse, so the bytes on the wire are the ones the
-// Transport would write, but for the Accept-Encoding it would add (below).
+// Transport writes, with its checks of what it sends (checkOutbound) and
+// its bounds on what it reads.
 //
 // What the Transport does that this does not:
-//   - it asks for gzip when the agent did not, and inflates the answer;
-//     here the upstream receives the headers the policy saw, no more;
 //   - it replays a replayable request (GET, or one with an Idempotency-Key)
 //     that met a connection the upstream had just closed; here the call
 //     fails (502), as a POST already does with the Transport. A connection
 //     the upstream closed while it sat idle is found before it is used
-//     (alive), so this is the race of a close in flight;
-//   - TLS, HTTP/2 and HTTP proxies: an upstream that needs any of them goes
-//     through the Transport (newUpstream).
+//     (socketAlive), so this is the race of a close in flight;
+//   - TLS, HTTP/2, HTTP proxies and connections of a Dial of the caller's:
+//     an upstream that needs any of them goes through the Transport
+//     (newUpstream).
 type directTransport struct {
 	addr string // host:port of the upstream
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
