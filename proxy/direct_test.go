@@ -378,13 +378,7 @@ func TestDirectEarlyAnswerToUnreadRequest(t *testing.T) {
 	body := strings.Repeat("x", 64<<20) // more than the socket buffers hold
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader(body))
 	res, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatalf("error %v, want the upstream's 413", err)
-	}
-	defer res.Body.Close()
-	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" {
-		t.Errorf("status %d body %q, want the upstream's 413", res.StatusCode, b)
-	}
+	want413(t, res, err)
 }
 
 // An answer with no body (to a HEAD, a 204) leaves its connection for the
@@ -436,6 +430,18 @@ func TestTransportAddsNoAcceptEncoding(t *testing.T) {
 	}
 }
 
+// want413 fails t unless the round trip gave the upstream's early 413.
+func want413(t *testing.T, res *http.Response, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("error %v, want the upstream's 413 at once", err)
+	}
+	defer res.Body.Close()
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" {
+		t.Errorf("status %d body %q, want the upstream's 413", res.StatusCode, b)
+	}
+}
+
 // earlyAnswer413 is the answer of an upstream that refuses a request
 // before reading its body.
 const earlyAnswer413 = "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig"
@@ -466,13 +472,7 @@ func TestDirectEarlyAnswerUpstreamKeepsOpen(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
 	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
-	if err != nil {
-		t.Fatalf("error %v, want the upstream's 413, on the wire within milliseconds", err)
-	}
-	defer res.Body.Close()
-	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" {
-		t.Errorf("status %d body %q, want the upstream's 413", res.StatusCode, b)
-	}
+	want413(t, res, err)
 }
 
 // A header the Transport would refuse to send (a control character in a
@@ -517,11 +517,7 @@ func TestCustomDialKeepsTransport(t *testing.T) {
 	var dials atomic.Int64
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return plainConn{c}, nil
+		return plainDial(ctx, network, addr)
 	}
 	env := newTestServer(t, allowAll, func(c *Config) { c.Upstreams[0].URL = u; c.Upstreams[0].Dial = dial })
 	for range 3 {
@@ -547,13 +543,7 @@ func TestDirectEarlyAnswerUnknownLength(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", io.NopCloser(strings.NewReader(strings.Repeat("x", 32<<20))))
 	req.ContentLength = 0 // unknown: the Body is not NoBody
 	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
-	if err != nil {
-		t.Fatalf("error %v, want the upstream's 413 at once", err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("status %d, want 413", res.StatusCode)
-	}
+	want413(t, res, err)
 }
 
 // When the answer's head is bad while the body is still being written, the
