@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testkit"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -107,57 +106,6 @@ func TestDirectRedialsAfterUpstreamClosedIdle(t *testing.T) {
 	}
 }
 
-// rawUpstream accepts connections and hands each to serve.
-func rawUpstream(t *testing.T, serve func(net.Conn)) (addr string, accepted *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = new(atomic.Int64)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close() // toolgate may keep some in its pool
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { defer c.Close(); serve(c) })
-		}
-	})
-	return ln.Addr().String(), accepted
-}
-
-// readRequests calls answer with each request read from c, until c ends.
-func readRequests(c net.Conn, answer func(*http.Request)) {
-	br := bufio.NewReader(c)
-	for {
-		r, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		answer(r)
-	}
-}
-
 // Bytes an upstream sends beyond its answer are never read as the next
 // call's answer: the connection they came on is not used again, whether
 // they came with the answer or later, while it sat idle.
@@ -165,8 +113,8 @@ func TestDirectNeverReadsUnaskedBytesAsAnAnswer(t *testing.T) {
 	const forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
 	for name, later := range map[string]bool{"with the answer": false, "while idle": true} {
 		t.Run(name, func(t *testing.T) {
-			addr, accepted := rawUpstream(t, func(c net.Conn) {
-				readRequests(c, func(*http.Request) {
+			addr, accepted := testkit.RawServer(t, func(c net.Conn) {
+				testkit.ReadRequests(c, func(*http.Request) {
 					if later {
 						_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 						time.Sleep(20 * time.Millisecond)
@@ -185,222 +133,6 @@ func TestDirectNeverReadsUnaskedBytesAsAnAnswer(t *testing.T) {
 				t.Errorf("3 calls opened %d connections, want 3: a connection with bytes left on it was used again", n)
 			}
 		})
-	}
-}
-
-// An answer whose body was not read to its end takes its connection with
-// it: what is left would be read as the next answer. Closing it does not
-// wait for the rest, which for a stream may never end.
-func TestDirectClosesConnectionOfUnreadBody(t *testing.T) {
-	closed := make(chan struct{}, 4)
-	addr, accepted := rawUpstream(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		// A stream without end, until toolgate hangs up.
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-		for {
-			if _, err := io.WriteString(c, "6\r\ndata:\n\r\n"); err != nil {
-				closed <- struct{}{}
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
-	tr := newDirectTransport(addr, time.Second)
-	defer tr.CloseIdleConnections()
-	for range 2 {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/stream", nil)
-		res, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = res.Body.Read(make([]byte, 1))
-		done := make(chan struct{})
-		go func() { res.Body.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("closing a stream's body waited for its end")
-		}
-	}
-	if n := accepted.Load(); n != 2 {
-		t.Errorf("%d connections, want 2: the half-read one was used again", n)
-	}
-	for range 2 {
-		select {
-		case <-closed:
-		case <-time.After(5 * time.Second):
-			t.Fatal("the connection of a half-read answer was left open")
-		}
-	}
-}
-
-// A connection idle for the idle timeout is closed although no call
-// comes to take it.
-func TestDirectClosesIdleConnectionsInTime(t *testing.T) {
-	gone := make(chan struct{})
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
-			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		})
-		close(gone) // readRequests ends when toolgate hangs up
-	})
-	tr := newDirectTransport(addr, time.Second)
-	tr.idleTimeout = 50 * time.Millisecond
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-	res, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	select {
-	case <-gone:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an idle connection outlived the idle timeout by seconds")
-	}
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if len(tr.idle) != 0 {
-		t.Errorf("%d idle connections kept past their time", len(tr.idle))
-	}
-}
-
-// A call cancelled while it waits for the answer ends at once, and its
-// connection is closed.
-func TestDirectCancelledWhileWaiting(t *testing.T) {
-	gone := make(chan struct{})
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		_, _ = br.ReadByte() // blocks until toolgate closes the connection
-		close(gone)
-	})
-	tr := newDirectTransport(addr, time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
-	start := time.Now()
-	_, err := tr.RoundTrip(req)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("error %v, want context.Canceled", err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the cancelled call took %v to end", took)
-	}
-	select {
-	case <-gone:
-	case <-time.After(5 * time.Second):
-		t.Error("the cancelled call's connection was left open")
-	}
-}
-
-// An upstream that sends informational answers without end does not hold
-// the call: past five, the call fails, as with net/http's Transport.
-func TestDirectBoundsInformationalAnswers(t *testing.T) {
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
-			_, _ = io.WriteString(c, strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", 6)+"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		})
-	})
-	tr := newDirectTransport(addr, time.Second)
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-	if res, err := tr.RoundTrip(req); err == nil {
-		res.Body.Close()
-		t.Fatalf("six 103s then 200: status %d, want an error", res.StatusCode)
-	}
-}
-
-// The pool keeps at most maxDirectIdle idle connections; the next is
-// closed.
-func TestDirectBoundsIdleConnections(t *testing.T) {
-	tr := newDirectTransport("127.0.0.1:1", 0)
-	var last net.Conn
-	for range maxDirectIdle + 1 {
-		a, b := net.Pipe()
-		t.Cleanup(func() { a.Close(); b.Close() })
-		tr.put(&directConn{conn: a})
-		last = b
-	}
-	if n := len(tr.idle); n != maxDirectIdle {
-		t.Errorf("%d idle connections kept, want %d", n, maxDirectIdle)
-	}
-	_ = last.SetReadDeadline(time.Now().Add(time.Second))
-	if _, err := last.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
-		t.Errorf("the connection past the bound: read %v, want it closed (EOF)", err)
-	}
-}
-
-// An upstream that sends headers without end fails its call once the
-// answer's head passes maxAnswerHead, as with net/http's Transport.
-func TestDirectBoundsAnswerHead(t *testing.T) {
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
-			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
-			line := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
-			for range 2 * maxAnswerHead / len(line) {
-				if _, err := io.WriteString(c, line); err != nil {
-					return
-				}
-			}
-		})
-	})
-	tr := newDirectTransport(addr, 10*time.Second)
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-	res, err := tr.RoundTrip(req)
-	if err == nil {
-		res.Body.Close()
-		t.Fatalf("a head of %d bytes: status %d, want an error", 2*maxAnswerHead, res.StatusCode)
-	}
-	if !errors.Is(err, errAnswerHeadTooLarge) {
-		t.Errorf("error %v, want the head's bound", err)
-	}
-}
-
-// An upstream that answers before it has read the whole request (a 413)
-// and hangs up: the agent gets that answer, not a failed write.
-func TestDirectEarlyAnswerToUnreadRequest(t *testing.T) {
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig")
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // reset: the rest of the request is refused
-		}
-	})
-	tr := newDirectTransport(addr, 10*time.Second)
-	body := strings.Repeat("x", 64<<20) // more than the socket buffers hold
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader(body))
-	res, err := tr.RoundTrip(req)
-	want413(t, res, err)
-}
-
-// An answer with no body (to a HEAD, a 204) leaves its connection for the
-// next call although nothing reads the body.
-func TestDirectReusesAfterAnswerWithoutBody(t *testing.T) {
-	addr, accepted := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
-			_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-		})
-	})
-	tr := newDirectTransport(addr, time.Second)
-	defer tr.CloseIdleConnections()
-	for range 3 {
-		req, _ := http.NewRequest(http.MethodDelete, "http://"+addr+"/", nil)
-		res, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-	}
-	if n := accepted.Load(); n != 1 {
-		t.Errorf("3 calls answered 204 opened %d connections, want 1", n)
 	}
 }
 
@@ -427,79 +159,6 @@ func TestTransportAddsNoAcceptEncoding(t *testing.T) {
 	callOK(t, env)
 	if len(got) != 0 {
 		t.Errorf("the upstream received Accept-Encoding %q, which the agent did not send", got)
-	}
-}
-
-// want413 fails t unless the round trip gave the upstream's early 413.
-func want413(t *testing.T, res *http.Response, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("error %v, want the upstream's 413 at once", err)
-	}
-	defer res.Body.Close()
-	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "big" {
-		t.Errorf("status %d body %q, want the upstream's 413", res.StatusCode, b)
-	}
-}
-
-// earlyAnswer413 is the answer of an upstream that refuses a request
-// before reading its body.
-const earlyAnswer413 = "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig"
-
-// answeringEarly is an upstream that reads a request's head, sends answer,
-// and then neither reads the body nor hangs up until the test ends.
-func answeringEarly(t *testing.T, answer string) string {
-	t.Helper()
-	release := make(chan struct{})
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		_, _ = io.WriteString(c, answer)
-		<-release
-	})
-	t.Cleanup(func() { close(release) }) // before rawUpstream's wait
-	return addr
-}
-
-// An upstream that answers early (a 413) without reading the rest of a
-// large request, and keeps the connection open: the agent gets that
-// answer at once, as with the Transport, whose read runs beside its
-// write; written first, the body would block until the call's deadline.
-func TestDirectEarlyAnswerUpstreamKeepsOpen(t *testing.T) {
-	addr := answeringEarly(t, earlyAnswer413)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
-	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
-	want413(t, res, err)
-}
-
-// A header the Transport would refuse to send (a control character in a
-// value, a name that is not a token) fails the request: Request.Write
-// would send CR and LF as spaces and leave a bad name out, and the
-// upstream would read another header than toolgate had.
-func TestDirectRefusesInvalidHeaders(t *testing.T) {
-	addr, accepted := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
-			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		})
-	})
-	tr := newDirectTransport(addr, time.Second)
-	for _, h := range []http.Header{
-		{"X-Toolgate-Subject": {"alice\r\nX-Role: admin"}},
-		{"X-Toolgate-Subject": {"alice\x00admin"}},
-		{"X Role": {"admin"}},
-	} {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", nil)
-		req.Header = h
-		if res, err := tr.RoundTrip(req); err == nil {
-			res.Body.Close()
-			t.Errorf("header %q was sent, want the request refused", h)
-		}
-	}
-	if n := accepted.Load(); n != 0 {
-		t.Errorf("%d connections opened for requests refused before sending", n)
 	}
 }
 
@@ -533,37 +192,10 @@ func TestCustomDialKeepsTransport(t *testing.T) {
 	}
 }
 
-// A body of unknown length (ContentLength 0 with a Body: sent chunked) is
-// written beside the read of the answer too: an early answer comes back
-// at once.
-func TestDirectEarlyAnswerUnknownLength(t *testing.T) {
-	addr := answeringEarly(t, earlyAnswer413)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", io.NopCloser(strings.NewReader(strings.Repeat("x", 32<<20))))
-	req.ContentLength = 0 // unknown: the Body is not NoBody
-	res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
-	want413(t, res, err)
-}
-
-// When the answer's head is bad while the body is still being written, the
-// call fails for what the upstream answered, not for the end of the write
-// that toolgate's own close of the connection brought.
-func TestDirectReadErrorNotMaskedByOwnClose(t *testing.T) {
-	addr := answeringEarly(t, "HTTP/1.1 abc nonsense\r\n\r\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", 32<<20)))
-	_, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
-	if err == nil || !strings.Contains(err.Error(), "malformed") {
-		t.Errorf("error %v, want the malformed answer's", err)
-	}
-}
-
 // switchingUpstream reads each request and answers 101.
 func switchingUpstream(t *testing.T) *url.URL {
-	addr, _ := rawUpstream(t, func(c net.Conn) {
-		readRequests(c, func(*http.Request) {
+	addr, _ := testkit.RawServer(t, func(c net.Conn) {
+		testkit.ReadRequests(c, func(*http.Request) {
 			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\n")
 		})
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolgate/toolgate/internal/direct"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -69,11 +70,11 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		}
 		rt = t
 		// A plain-HTTP upstream's calls go out on connections toolgate
-		// keeps itself (direct.go), without the Transport's goroutines;
+		// keeps itself (internal/direct), without the Transport's goroutines;
 		// not where a Dial of its own (quickstart's, in memory) makes
 		// connections socketAlive cannot look at.
-		if addr := directUpstream(u.URL); addr != "" && u.Dial == nil {
-			rt = newDirectTransport(addr, u.Timeout)
+		if addr := direct.Addr(u.URL); addr != "" && u.Dial == nil {
+			rt = direct.New(addr, u.Timeout)
 		}
 		// An approved call goes out on a connection of its own: net/http
 		// replays a request that failed on a reused connection when it

@@ -1,4 +1,4 @@
-package proxy
+package direct
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 // smallWindowUpstream answers every request 413 once its head is read,
 // then neither reads the body nor hangs up; its sockets have the smallest
 // receive buffer and an Ethernet MSS, so little of a body fits between
-// toolgate and it.
+// the client and it.
 func smallWindowUpstream(t *testing.T) string {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -65,7 +65,7 @@ func TestDirectEarlyAnswerSmallWindow(t *testing.T) {
 		addr := smallWindowUpstream(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(strings.Repeat("x", n)))
-		res, err := newDirectTransport(addr, 5*time.Second).RoundTrip(req)
+		res, err := New(addr, 5*time.Second).RoundTrip(req)
 		if err != nil {
 			t.Errorf("a body of %d bytes: error %v, want the upstream's 413 at once", n, err)
 		} else {

@@ -1,4 +1,8 @@
-package proxy
+// Package direct sends HTTP/1.1 requests to one plain-HTTP server on
+// connections it keeps itself, without net/http's Transport and the two
+// goroutines it gives each connection. toolgate's forwards to plain-HTTP
+// upstreams and its webhook deliveries to plain-HTTP receivers use it.
+package direct
 
 import (
 	"bufio"
@@ -16,47 +20,45 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
-// directTransport carries requests to one plain-HTTP/1.1 upstream on
-// connections it keeps itself: each request is written, and its answer's
-// head read, on the goroutine that forwards the call.
+// Transport carries requests to one plain-HTTP/1.1 server on connections
+// it keeps itself: each request is written, and its answer's head read, on
+// the caller's goroutine.
 //
 // net/http's Transport gives every connection two goroutines of its own,
 // a read loop and a write loop, and passes each request and answer between
-// them and the caller over channels. For a sidecar that forwards one small
-// call at a time on each connection, those hand-offs and the wake-ups they
-// cost were the largest part of the forward that a bare proxy does not
-// also pay. The reading and writing themselves are net/http's own:
-// Request.Write and ReadResponse, so the bytes on the wire are the ones the
-// Transport writes, with its checks of what it sends (checkOutbound) and
-// its bounds on what it reads.
+// them and the caller over channels. For a sidecar that sends one small
+// request at a time on each connection, those hand-offs and the wake-ups
+// they cost were the largest part of the forward that a bare proxy does
+// not also pay. The reading and writing themselves are net/http's own:
+// Request.Write and ReadResponse, so the bytes on the wire are the ones
+// net/http's Transport writes, with its checks of what it sends
+// (checkOutbound) and its bounds on what it reads.
 //
-// What the Transport does that this does not:
+// What net/http's Transport does that this does not:
 //   - it replays a replayable request (GET, or one with an Idempotency-Key)
-//     that met a connection the upstream had just closed; here the call
-//     fails (502), as a POST already does with the Transport. A connection
-//     the upstream closed while it sat idle is found before it is used
-//     (socketAlive), so this is the race of a close in flight;
+//     that met a connection the server had just closed; here the request
+//     fails, as a POST already does there. A connection the server closed
+//     while it sat idle is found before it is used (socketAlive), so this
+//     is the race of a close in flight;
 //   - TLS, HTTP/2, HTTP proxies and connections of a Dial of the caller's:
-//     an upstream that needs any of them goes through the Transport
-//     (newUpstream).
-type directTransport struct {
+//     a server that needs any of them is not one Addr gives an address
+//     for, and goes through net/http's Transport.
+type Transport struct {
 	addr string // host:port of the upstream
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// headerTimeout bounds the wait for the answer's head once the
-	// request is written (the Transport's ResponseHeaderTimeout); 0: none.
+	// request is written (net/http's ResponseHeaderTimeout); 0: none.
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 
 	mu     sync.Mutex
-	idle   []*directConn // most recently used last
+	idle   []*pooledConn // most recently used last
 	expiry *time.Timer   // runs expire while idle is not empty
 }
 
-type directConn struct {
+type pooledConn struct {
 	conn  net.Conn
 	r     *meteredReader // between conn and br
 	br    *bufio.Reader
@@ -65,9 +67,9 @@ type directConn struct {
 }
 
 // maxAnswerHead bounds the bytes read for an answer's head (its status
-// line and headers, informational answers included): the Transport's
-// default MaxResponseHeaderBytes. An upstream that sends headers without
-// end fails its call instead of filling toolgate's memory.
+// line and headers, informational answers included): net/http's
+// default MaxResponseHeaderBytes. A server that sends headers without end
+// fails its request instead of filling the caller's memory.
 const maxAnswerHead = 10 << 20
 
 // meteredReader reads from a connection, at most left bytes while left is
@@ -94,7 +96,7 @@ func (m *meteredReader) Read(p []byte) (int, error) {
 }
 
 // errHeaderTimeout is the wait for an answer's head running out: a
-// timeout, as the Transport's own, so the call is answered 504.
+// timeout, as net/http's Transport's own (a proxy answers it 504).
 var errHeaderTimeout error = headerTimeoutError{}
 
 type headerTimeoutError struct{}
@@ -103,22 +105,25 @@ func (headerTimeoutError) Error() string   { return "timeout awaiting response h
 func (headerTimeoutError) Timeout() bool   { return true }
 func (headerTimeoutError) Temporary() bool { return true }
 
-// maxDirectIdle bounds the connections kept open while idle.
-const maxDirectIdle = 256
+// maxIdle bounds the connections kept open while idle.
+const maxIdle = 256
 
-// maxInformational bounds the 1xx answers read before the final one: an
-// upstream cannot hold a call with informational answers without end.
+// maxInformational bounds the 1xx answers read before the final one: a
+// server cannot hold a request with informational answers without end.
 const maxInformational = 5
 
-func newDirectTransport(addr string, headerTimeout time.Duration) *directTransport {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // the Transport's
-	return &directTransport{addr: addr, dial: d.DialContext, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second}
+// New is a Transport to the server at addr (host:port, as Addr gives
+// it). headerTimeout bounds the wait for each answer's head once its
+// request is written; 0 leaves it to the request's context.
+func New(addr string, headerTimeout time.Duration) *Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // net/http's DefaultTransport's
+	return &Transport{addr: addr, dial: d.DialContext, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second}
 }
 
 // RoundTrip sends req and reads the head of its answer. The answer's body
 // reads from the connection; the connection goes back to the pool once the
 // body has been read to its end and closed, and is closed otherwise.
-func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if err := checkOutbound(req); err != nil {
 		closeRequestBody(req)
@@ -161,7 +166,7 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// used again.
 	written, werr := w.poll()
 	reuse := !res.Close && !req.Close && written && werr == nil && res.StatusCode != http.StatusSwitchingProtocols
-	body := &directBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: reuse}
+	body := &pooledBody{body: res.Body, t: t, dc: dc, stop: stop, reuse: reuse}
 	body.eof.Store(res.Body == http.NoBody) // a HEAD's, a 204's: nothing to read
 	res.Body = body
 	return res, nil
@@ -169,8 +174,8 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // writeAside is the largest request body written before the answer is
 // read. A larger one, or one of unknown length, is written from a
-// goroutine of its own while the answer's head is read, as the Transport
-// does: an upstream may answer (a 413, a 401) before it has read the whole
+// goroutine of its own while the answer's head is read, as net/http's
+// Transport does: an upstream may answer (a 413, a 401) before it has read the whole
 // request, and then neither read the rest nor hang up; written first, the
 // body would block in the socket buffers until the call's deadline.
 // Smaller bodies fit in the sending socket's buffer alone, whatever
@@ -193,8 +198,8 @@ type sending struct {
 
 // send writes req to dc, at once or aside (writeAside), and starts the
 // wait for the answer's head (the upstream's timeout, counted from the
-// end of the request, as the Transport's ResponseHeaderTimeout).
-func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
+// end of the request, as net/http's ResponseHeaderTimeout).
+func (t *Transport) send(dc *pooledConn, req *http.Request) *sending {
 	w := &sending{conn: dc.conn}
 	write := func() error {
 		err := req.Write(dc.bw)
@@ -208,7 +213,7 @@ func (t *directTransport) send(dc *directConn, req *http.Request) *sending {
 		case err != nil:
 			// The upstream may have answered and hung up before reading
 			// the whole request: its answer, if it comes soon, is read
-			// (the Transport gives it too).
+			// (net/http's Transport gives it too).
 			_ = dc.conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		case t.headerTimeout > 0:
 			_ = dc.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
@@ -255,7 +260,7 @@ func (w *sending) wait() error {
 }
 
 // readHead reads the answer's head, passing informational answers on.
-func (t *directTransport) readHead(ctx context.Context, dc *directConn, req *http.Request) (*http.Response, error) {
+func (t *Transport) readHead(ctx context.Context, dc *pooledConn, req *http.Request) (*http.Response, error) {
 	dc.r.left = maxAnswerHead
 	defer func() { dc.r.left = -1 }() // the body's length is the answer's own affair
 	for n := 0; ; n++ {
@@ -268,17 +273,18 @@ func (t *directTransport) readHead(ctx context.Context, dc *directConn, req *htt
 			return nil, err
 		}
 		if res.StatusCode < 100 || res.StatusCode > 199 || res.StatusCode == http.StatusSwitchingProtocols {
-			// A 101 is an answer too, as from the Transport: toolgate
-			// refuses it where it refuses every switch (screenAnswer),
-			// and its connection is not used again (RoundTrip).
+			// A 101 is an answer too, as from net/http's Transport: the
+			// caller decides what to do with it (toolgate's proxy
+			// refuses every switch), and its connection is not used
+			// again (RoundTrip).
 			return res, nil
 		}
 		if n == maxInformational {
 			return nil, errors.New("too many 1xx informational responses")
 		}
 		// An informational answer (103 Early Hints) goes to whoever
-		// traces the request, as the Transport passes it: ReverseProxy
-		// relays it to the agent.
+		// traces the request, as net/http's Transport passes it:
+		// httputil.ReverseProxy relays it to its client.
 		if tr := httptrace.ContextClientTrace(ctx); tr != nil && tr.Got1xxResponse != nil {
 			if err := tr.Got1xxResponse(res.StatusCode, textproto.MIMEHeader(res.Header)); err != nil {
 				return nil, err
@@ -287,22 +293,22 @@ func (t *directTransport) readHead(ctx context.Context, dc *directConn, req *htt
 	}
 }
 
-// checkOutbound refuses what the Transport refuses to send: a method that
-// is not a token, a header or trailer name that is not one, a value with
-// control characters. Request.Write would write them otherwise (CR and LF
-// as spaces, a bad name left out), and the upstream would receive another
-// header than the one toolgate had.
+// checkOutbound refuses what net/http's Transport refuses to send: a
+// method that is not a token, a header or trailer name that is not one, a
+// value with control characters. Request.Write would write them otherwise
+// (CR and LF as spaces, a bad name left out), and the upstream would
+// receive another header than the one toolgate had.
 func checkOutbound(req *http.Request) error {
-	if req.Method != "" && !validMethod(req.Method) {
+	if req.Method != "" && !isToken(req.Method) {
 		return fmt.Errorf("invalid method %q", req.Method)
 	}
 	for _, h := range []http.Header{req.Header, req.Trailer} {
 		for k, vv := range h {
-			if !httpguts.ValidHeaderFieldName(k) {
+			if !isToken(k) {
 				return fmt.Errorf("invalid header field name %q", k)
 			}
 			for _, v := range vv {
-				if !httpguts.ValidHeaderFieldValue(v) {
+				if !validFieldValue(v) {
 					return fmt.Errorf("invalid header field value for %q", k)
 				}
 			}
@@ -311,12 +317,37 @@ func checkOutbound(req *http.Request) error {
 	return nil
 }
 
-func validMethod(m string) bool {
-	return strings.IndexFunc(m, func(r rune) bool { return !httpguts.IsTokenRune(r) }) < 0
+// isToken is RFC 9110's token (a method, a field name): one or more of
+// the visible ASCII characters but the delimiters. The same test as
+// httpguts.ValidHeaderFieldName, which net/http uses (TestChecksAsNetHTTP);
+// written here so the package stays on the standard library.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue is httpguts.ValidHeaderFieldValue: no control
+// characters but the horizontal tab (no CR, LF or NUL), bytes above 0x7f
+// allowed as obs-text.
+func validFieldValue(v string) bool {
+	for i := range len(v) {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // get takes an idle connection that is still open, or dials one.
-func (t *directTransport) get(ctx context.Context) (*directConn, error) {
+func (t *Transport) get(ctx context.Context) (*pooledConn, error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -339,14 +370,14 @@ func (t *directTransport) get(ctx context.Context) (*directConn, error) {
 		return nil, err
 	}
 	r := &meteredReader{conn: conn, left: -1}
-	return &directConn{conn: conn, r: r, br: bufio.NewReaderSize(r, 4096), bw: bufio.NewWriterSize(conn, 4096)}, nil
+	return &pooledConn{conn: conn, r: r, br: bufio.NewReaderSize(r, 4096), bw: bufio.NewWriterSize(conn, 4096)}, nil
 }
 
 // put keeps dc for the next request, unless the pool is full.
-func (t *directTransport) put(dc *directConn) {
+func (t *Transport) put(dc *pooledConn) {
 	dc.since = time.Now()
 	t.mu.Lock()
-	if len(t.idle) < maxDirectIdle {
+	if len(t.idle) < maxIdle {
 		t.idle = append(t.idle, dc)
 		if t.expiry == nil {
 			t.expiry = time.AfterFunc(t.idleTimeout, t.expire)
@@ -358,11 +389,11 @@ func (t *directTransport) put(dc *directConn) {
 	dc.conn.Close()
 }
 
-// expire closes the connections idle for idleTimeout or longer, as the
-// Transport does: the pool takes its newest first, so after a burst the
-// oldest would otherwise stay open (each an upstream's socket) until the
+// expire closes the connections idle for idleTimeout or longer, as
+// net/http's Transport does: the pool takes its newest first, so after a
+// burst the oldest would otherwise stay open (each a server's socket) until the
 // next burst. It runs again while connections are idle.
-func (t *directTransport) expire() {
+func (t *Transport) expire() {
 	now := time.Now()
 	t.mu.Lock()
 	n := 0
@@ -382,7 +413,7 @@ func (t *directTransport) expire() {
 }
 
 // CloseIdleConnections closes the connections kept for reuse.
-func (t *directTransport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
@@ -392,11 +423,11 @@ func (t *directTransport) CloseIdleConnections() {
 	}
 }
 
-// directBody is an answer's body on a connection of the pool.
-type directBody struct {
+// pooledBody is an answer's body on a connection of the pool.
+type pooledBody struct {
 	body  io.ReadCloser
-	t     *directTransport
-	dc    *directConn
+	t     *Transport
+	dc    *pooledConn
 	stop  func() bool
 	reuse bool
 	// eof: the body was read to its end. Atomic, as Close may come from
@@ -405,7 +436,7 @@ type directBody struct {
 	done atomic.Bool
 }
 
-func (b *directBody) Read(p []byte) (int, error) {
+func (b *pooledBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	if err == io.EOF {
 		b.eof.Store(true)
@@ -416,7 +447,7 @@ func (b *directBody) Read(p []byte) (int, error) {
 // Close gives the connection back when the body was read to its end and
 // nothing is left on it; otherwise the connection is closed, as what is
 // left of the answer would be read as the next one's.
-func (b *directBody) Close() error {
+func (b *pooledBody) Close() error {
 	if !b.done.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -442,11 +473,12 @@ func closeRequestBody(req *http.Request) {
 	}
 }
 
-// directUpstream is the host:port a directTransport can carry target's
-// requests to, or "" when target needs the Transport: TLS (and with it
-// HTTP/2), or an HTTP proxy the environment names.
-func directUpstream(target *url.URL) string {
-	if !directSupported || target.Scheme != "http" {
+// Addr is the host:port to give New for requests to target, or "" when
+// target needs net/http's Transport: TLS (and with it HTTP/2), or an HTTP
+// proxy the environment names, or a system where socketAlive cannot look
+// at a socket.
+func Addr(target *url.URL) string {
+	if !supported || target.Scheme != "http" {
 		return ""
 	}
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: target}); err != nil || p != nil {

@@ -1,20 +1,20 @@
 //go:build unix
 
-package proxy
+package direct
 
 import (
 	"net"
 	"syscall"
 )
 
-// directSupported: socketAlive can look at a socket without reading from
+// supported: socketAlive can look at a socket without reading from
 // it.
-const directSupported = true
+const supported = true
 
 // socketAlive reports whether an idle connection is still open and has
 // nothing waiting on it, by a peek that does not wait: it finds neither
-// the upstream's close (a read of 0 bytes) nor bytes the upstream sent
-// unasked. The connections are the TCP ones directTransport dials.
+// the server's close (a read of 0 bytes) nor bytes the server sent
+// unasked. The connections are the TCP ones Transport dials.
 func socketAlive(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
