@@ -10,11 +10,13 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/direct"
 	"github.com/toolgate/toolgate/internal/logurl"
 )
 
@@ -180,9 +182,16 @@ type result struct {
 // post makes one attempt. Each attempt has a fresh webhook-timestamp and
 // signature but the same webhook-id, as Standard Webhooks asks.
 func (w *worker) post(ctx context.Context, deadline time.Time, id string, body []byte, contentType string) result {
-	// A hanging receiver cannot outlast MaxElapsed. When the client's own
-	// timeout ends first it bounds the attempt already, the response's
-	// body included, and a context of ours would only cost a timer.
+	// A hanging receiver cannot outlast MaxElapsed, nor, with the
+	// Notifier's own client, Options.Timeout (defaultClient). When a given
+	// client's own timeout ends first it bounds the attempt already, the
+	// response's body included, and a context of ours would only cost a
+	// timer.
+	if t := w.n.timeout; t > 0 {
+		if end := time.Now().Add(t); end.Before(deadline) {
+			deadline = end
+		}
+	}
 	if t := w.n.client.Timeout; t <= 0 || time.Now().Add(t).After(deadline) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -311,8 +320,13 @@ func printable(b []byte) string {
 // (targets may share a host): with net/http's default of 2 per host, a
 // target sending over 4 lanes closed its connection and dialled again (a
 // TLS handshake, for Slack or Teams) for most events once its lanes ran
-// side by side.
-func defaultClient(lanes int) *http.Client {
+// side by side. Requests to the plain-HTTP targets among targets go out on
+// connections of their own (webhookTransport).
+//
+// It has no Timeout: each attempt bounds itself with a context of
+// Options.Timeout (post). With a transport other than net/http's own, a
+// client's Timeout costs a goroutine and a timer for each request.
+func defaultClient(lanes int, targets []*url.URL) *http.Client {
 	var tr *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 		tr = dt.Clone()
@@ -321,9 +335,18 @@ func defaultClient(lanes int) *http.Client {
 	}
 	tr.MaxIdleConnsPerHost = max(lanes, http.DefaultMaxIdleConnsPerHost)
 	tr.MaxIdleConns = max(lanes, tr.MaxIdleConns)
+	// A receiver's answer is read only for its status and a few bytes
+	// of a failure: no Accept-Encoding, so an event is the same request
+	// on either transport.
+	tr.DisableCompression = true
+	wt := &webhookTransport{tr: tr, plain: map[string]*direct.Transport{}}
+	for _, u := range targets {
+		if addr := direct.Addr(u); addr != "" && wt.plain[u.Host] == nil {
+			wt.plain[u.Host] = direct.New(addr, 0)
+		}
+	}
 	return &http.Client{
-		Timeout:   DefaultTimeout,
-		Transport: tr,
+		Transport: wt,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// 301/302/303 would turn the POST into a bodiless GET whose 2xx
 			// would count as delivered; another host would receive the
@@ -342,4 +365,37 @@ func defaultClient(lanes int) *http.Client {
 			return nil
 		},
 	}
+}
+
+// webhookTransport sends the events of a plain-HTTP receiver (a CloudEvents
+// broker or a service in the cluster) on connections it keeps itself
+// (internal/direct): each request written, and its answer read, on the
+// lane's goroutine, without the two goroutines net/http's Transport gives
+// each connection and the wake-ups of the hand-offs between them. The rest (https: Slack, Teams; a receiver behind an HTTP
+// proxy) go through net/http's Transport. Redirects are the client's
+// affair, on either.
+type webhookTransport struct {
+	tr *http.Transport
+	// plain holds a direct.Transport for each plain-HTTP target's host
+	// (as its URL spells it); a redirect is followed only to the same
+	// scheme and host (defaultClient).
+	plain map[string]*direct.Transport
+}
+
+func (t *webhookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		if d := t.plain[req.URL.Host]; d != nil {
+			return d.RoundTrip(req)
+		}
+	}
+	return t.tr.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the connections kept for reuse, on either
+// transport.
+func (t *webhookTransport) CloseIdleConnections() {
+	for _, d := range t.plain {
+		d.CloseIdleConnections()
+	}
+	t.tr.CloseIdleConnections()
 }

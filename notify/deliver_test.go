@@ -1,10 +1,12 @@
 package notify
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,5 +230,67 @@ func TestBackoff(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want within [0, %v]", attempt, d, ceiling)
 			}
 		}
+	}
+}
+
+// TestTimeoutBoundsAttempt: with the Notifier's own client, an attempt at
+// a receiver that never answers ends after Timeout and is retried, long
+// before MaxElapsed.
+func TestTimeoutBoundsAttempt(t *testing.T) {
+	rc := hangingReceiver(t)
+	var res results
+	opts := fast(&res, Target{URL: rc.URL})
+	opts.Timeout = 100 * time.Millisecond
+	opts.MaxAttempts = 2
+	opts.MaxElapsed = time.Minute
+	n := start(t, opts)
+	began := time.Now()
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "failure", func() bool { return res.final(1) })
+	if diff := cmp.Diff([]string{"retry", "failed"}, res.get()); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("two attempts took %v, want about 2 × Timeout (100ms)", d)
+	}
+}
+
+// TestPlainReceiverConnections: events sent one after another to a
+// plain-HTTP receiver share one connection, and one the receiver closed
+// while it sat idle (its keep-alive timeout) is found closed before use:
+// the next event goes out on a new connection, with no attempt failed.
+func TestPlainReceiverConnections(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.IdleTimeout = 100 * time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	var res results
+	n := start(t, fast(&res, Target{URL: srv.URL + "/hook", Lanes: 1}))
+	send := func(id string, want int) {
+		n.Notify(requested(id))
+		testkit.WaitFor(t, "delivery of "+id, func() bool { return res.count(ResultDelivered) == want })
+	}
+	for i := range 3 {
+		send("c"+strconv.Itoa(i), i+1)
+	}
+	if c := conns.Load(); c != 1 {
+		t.Errorf("3 events in turn opened %d connections, want 1", c)
+	}
+	time.Sleep(300 * time.Millisecond) // the receiver closes the idle connection
+	send("c3", 4)
+	if c := conns.Load(); c != 2 {
+		t.Errorf("after the receiver closed the idle connection: %d connections, want 2", c)
+	}
+	if r := res.count(ResultRetry); r != 0 {
+		t.Errorf("%d attempts failed, want none: the closed connection was used", r)
 	}
 }

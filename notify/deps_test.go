@@ -11,7 +11,8 @@ import (
 // Its toolgate imports are the webhook signer it shares with hooks, the
 // JSON string encoder it shares with the rest, and the display document
 // of a parked call, for the one list of usual headers it shares with
-// remembered grants; all standard library only.
+// remembered grants, and the plain-HTTP transport it shares with proxy;
+// all standard library only.
 func TestDeps(t *testing.T) {
-	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson", "github.com/toolgate/toolgate/internal/callinfo", "github.com/toolgate/toolgate/internal/logurl", "github.com/toolgate/toolgate/internal/reveal")
+	testkit.CheckStdlibOnly(t, ".", "github.com/toolgate/toolgate/internal/webhooksig", "github.com/toolgate/toolgate/internal/strictjson", "github.com/toolgate/toolgate/internal/callinfo", "github.com/toolgate/toolgate/internal/logurl", "github.com/toolgate/toolgate/internal/reveal", "github.com/toolgate/toolgate/internal/direct")
 }

@@ -202,11 +202,17 @@ type Target struct {
 // Options configures a [Notifier]. Zero values mean the defaults below.
 type Options struct {
 	Targets []Target
-	// Client sends the requests. Nil: a client of the Notifier's own with
-	// a 10s timeout that follows only 307/308 redirects to the same scheme
-	// and host (a redirect elsewhere, or one that would turn the POST into
-	// a GET, is answered as the 3xx it is: a permanent failure).
+	// Client sends the requests. Nil: a client of the Notifier's own,
+	// whose attempts Timeout bounds, that follows only 307/308 redirects
+	// to the same scheme and host (a redirect elsewhere, or one that
+	// would turn the POST into a GET, is answered as the 3xx it is: a
+	// permanent failure), and that sends to a plain-HTTP receiver on
+	// connections of its own rather than net/http's Transport.
 	Client *http.Client
+	// Timeout bounds each attempt, the receiver's answer read included,
+	// when Client is nil; default 10s. A given Client's own Timeout
+	// applies instead.
+	Timeout time.Duration
 	// MaxAttempts bounds the attempts per event and target; default 8.
 	MaxAttempts int
 	// MaxElapsed bounds the time from an event's first attempt, waits and
@@ -274,6 +280,9 @@ type Notifier struct {
 	log     *slog.Logger
 	client  *http.Client
 	ownHTTP bool // the client is ours, so Close may close its idle connections
+	// timeout bounds each attempt with the Notifier's own client, which
+	// has no Timeout of its own (defaultClient): Options.Timeout.
+	timeout time.Duration
 
 	mu      sync.RWMutex // guards closed against Notify sending on a closed queue
 	closed  bool
@@ -327,7 +336,11 @@ func New(opts Options) (*Notifier, error) {
 
 	n := &Notifier{opts: opts, log: log, client: opts.Client, workers: workers, seed: maphash.MakeSeed(), inflight: make(map[string]int)}
 	if n.client == nil {
-		n.client, n.ownHTTP = defaultClient(allLanes), true
+		urls := make([]*url.URL, len(workers))
+		for i, w := range workers {
+			urls[i] = w.req.URL
+		}
+		n.client, n.ownHTTP, n.timeout = defaultClient(allLanes, urls), true, cmp.Or(max(opts.Timeout, 0), DefaultTimeout)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop

@@ -100,7 +100,7 @@ func TestRequestOnTheWire(t *testing.T) {
 		} else if _, ok := hdr["Webhook-Signature"]; ok {
 			t.Fatal("an unsigned target's request is signed")
 		}
-		resp, err := defaultClient(1).Do(req)
+		resp, err := defaultClient(1, nil).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
