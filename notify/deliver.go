@@ -341,7 +341,15 @@ func defaultClient(lanes int, targets []*url.URL) *http.Client {
 	tr.DisableCompression = true
 	wt := &webhookTransport{tr: tr, plain: map[string]*direct.Transport{}}
 	for _, u := range targets {
-		if addr := direct.Addr(u); addr != "" && wt.plain[u.Host] == nil {
+		addr := direct.Addr(u)
+		if tr.Proxy != nil {
+			// The proxy of http.DefaultTransport, if a program set one
+			// there rather than in the environment.
+			if p, err := tr.Proxy(&http.Request{URL: u}); err != nil || p != nil {
+				addr = ""
+			}
+		}
+		if addr != "" && wt.plain[u.Host] == nil {
 			wt.plain[u.Host] = direct.New(addr, 0)
 		}
 	}

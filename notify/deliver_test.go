@@ -1,10 +1,12 @@
 package notify
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -292,5 +294,82 @@ func TestPlainReceiverConnections(t *testing.T) {
 	}
 	if r := res.count(ResultRetry); r != 0 {
 		t.Errorf("%d attempts failed, want none: the closed connection was used", r)
+	}
+}
+
+// TestPlainReceiverGoesDirect: the Notifier's own client sends a
+// plain-HTTP receiver's events on connections of its own: net/http's
+// Transport dials nothing for them.
+func TestPlainReceiverGoesDirect(t *testing.T) {
+	rc := testkit.NewUpstream(t, statuses(204, 204))
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.URL + "/hook", Lanes: 1}))
+	var dials atomic.Int64
+	wt := n.client.Transport.(*webhookTransport)
+	dial := wt.tr.DialContext
+	wt.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	n.Notify(requested("c1"))
+	n.Notify(requested("c2"))
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(2) })
+	if res.count(ResultDelivered) != 2 {
+		t.Fatalf("results %v, want two delivered", res.get())
+	}
+	if d := dials.Load(); d != 0 {
+		t.Errorf("net/http's Transport dialled %d times for a plain-HTTP receiver, want 0", d)
+	}
+}
+
+// TestTimeoutBoundsSlowBody: a receiver that sends its answer's head at
+// once and then its body a byte at a time does not hold the lane past
+// Timeout either: the attempt's bound covers the whole answer.
+func TestTimeoutBoundsSlowBody(t *testing.T) {
+	addr, _ := testkit.RawServer(t, func(c net.Conn) {
+		testkit.ReadRequests(c, func(*http.Request) {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+			for {
+				if _, err := c.Write([]byte("x")); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	})
+	var res results
+	opts := fast(&res, Target{URL: "http://" + addr + "/hook", Lanes: 1})
+	opts.Timeout = 200 * time.Millisecond
+	opts.MaxElapsed = time.Minute
+	n := start(t, opts)
+	began := time.Now()
+	n.Notify(requested("c1"))
+	n.Notify(requested("c2"))
+	testkit.WaitFor(t, "both events", func() bool { return res.final(2) })
+	if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("two events at a receiver dripping its answer took %v, want about 2 × Timeout (200ms)", d)
+	}
+}
+
+// TestDefaultTransportProxyKept: a program that sets a proxy on
+// http.DefaultTransport in code, rather than in the environment, has its
+// plain-HTTP receivers' events go through that proxy, as before they
+// went on connections of the Notifier's own.
+func TestDefaultTransportProxyKept(t *testing.T) {
+	proxy := testkit.NewUpstream(t, statuses(204))
+	pu, _ := url.Parse(proxy.URL)
+	old := http.DefaultTransport
+	dt := old.(*http.Transport).Clone()
+	dt.Proxy = http.ProxyURL(pu)
+	http.DefaultTransport = dt
+	t.Cleanup(func() { http.DefaultTransport = old })
+
+	rc := testkit.NewUpstream(t, statuses(204))
+	var res results
+	n := start(t, fast(&res, Target{URL: rc.URL + "/hook"}))
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
+	if p, r := len(proxy.Requests()), len(rc.Requests()); p != 1 || r != 0 {
+		t.Errorf("%d events through the proxy, %d straight to the receiver; want 1 and 0", p, r)
 	}
 }

@@ -207,7 +207,9 @@ type Options struct {
 	// to the same scheme and host (a redirect elsewhere, or one that
 	// would turn the POST into a GET, is answered as the 3xx it is: a
 	// permanent failure), and that sends to a plain-HTTP receiver on
-	// connections of its own rather than net/http's Transport.
+	// connections of its own rather than through http.DefaultTransport
+	// (whose proxy it still honours, but not a dialer set on it: give a
+	// Client for that).
 	Client *http.Client
 	// Timeout bounds each attempt, the receiver's answer read included,
 	// when Client is nil; default 10s. A given Client's own Timeout

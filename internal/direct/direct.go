@@ -412,11 +412,17 @@ func (t *Transport) expire() {
 	}
 }
 
-// CloseIdleConnections closes the connections kept for reuse.
+// CloseIdleConnections closes the connections kept for reuse, and stops
+// the timer that would close them later, which would keep t reachable
+// for up to idleTimeout after its user is done with it.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
+	if t.expiry != nil {
+		t.expiry.Stop()
+		t.expiry = nil
+	}
 	t.mu.Unlock()
 	for _, dc := range idle {
 		dc.conn.Close()

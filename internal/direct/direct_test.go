@@ -330,3 +330,26 @@ func TestReadErrorNotMaskedByOwnClose(t *testing.T) {
 		t.Errorf("error %v, want the malformed answer's", err)
 	}
 }
+
+// CloseIdleConnections stops the timer that closes idle connections, so
+// a Transport its user is done with is not kept for the idle timeout.
+func TestCloseIdleStopsExpiry(t *testing.T) {
+	addr, _ := testkit.RawServer(t, func(c net.Conn) {
+		testkit.ReadRequests(c, func(*http.Request) {
+			_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		})
+	})
+	tr := New(addr, time.Second)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", nil)
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	tr.CloseIdleConnections()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.expiry != nil {
+		t.Errorf("the idle timer is still armed after CloseIdleConnections, with %d idle", len(tr.idle))
+	}
+}
