@@ -320,8 +320,12 @@ func printable(b []byte) string {
 // (targets may share a host): with net/http's default of 2 per host, a
 // target sending over 4 lanes closed its connection and dialled again (a
 // TLS handshake, for Slack or Teams) for most events once its lanes ran
-// side by side. Requests to the plain-HTTP targets among targets go out on
-// connections of their own (webhookTransport).
+// side by side. Events to the plain-HTTP targets among targets go out on
+// connections of the client's own (direct.Hosts), on the lane's goroutine,
+// without the two goroutines net/http's Transport gives each connection
+// and the wake-ups of the hand-offs between them; https receivers (Slack,
+// Teams) and those behind an HTTP proxy go through the Transport.
+// Redirects are the client's affair, on either.
 //
 // It has no Timeout: each attempt bounds itself with a context of
 // Options.Timeout (post). With a transport other than net/http's own, a
@@ -339,22 +343,8 @@ func defaultClient(lanes int, targets []*url.URL) *http.Client {
 	// of a failure: no Accept-Encoding, so an event is the same request
 	// on either transport.
 	tr.DisableCompression = true
-	wt := &webhookTransport{tr: tr, plain: map[string]*direct.Transport{}}
-	for _, u := range targets {
-		addr := direct.Addr(u)
-		if tr.Proxy != nil {
-			// The proxy of http.DefaultTransport, if a program set one
-			// there rather than in the environment.
-			if p, err := tr.Proxy(&http.Request{URL: u}); err != nil || p != nil {
-				addr = ""
-			}
-		}
-		if addr != "" && wt.plain[u.Host] == nil {
-			wt.plain[u.Host] = direct.New(addr, 0)
-		}
-	}
 	return &http.Client{
-		Transport: wt,
+		Transport: direct.NewHosts(tr, targets),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// 301/302/303 would turn the POST into a bodiless GET whose 2xx
 			// would count as delivered; another host would receive the
@@ -373,37 +363,4 @@ func defaultClient(lanes int, targets []*url.URL) *http.Client {
 			return nil
 		},
 	}
-}
-
-// webhookTransport sends the events of a plain-HTTP receiver (a CloudEvents
-// broker or a service in the cluster) on connections it keeps itself
-// (internal/direct): each request written, and its answer read, on the
-// lane's goroutine, without the two goroutines net/http's Transport gives
-// each connection and the wake-ups of the hand-offs between them. The rest (https: Slack, Teams; a receiver behind an HTTP
-// proxy) go through net/http's Transport. Redirects are the client's
-// affair, on either.
-type webhookTransport struct {
-	tr *http.Transport
-	// plain holds a direct.Transport for each plain-HTTP target's host
-	// (as its URL spells it); a redirect is followed only to the same
-	// scheme and host (defaultClient).
-	plain map[string]*direct.Transport
-}
-
-func (t *webhookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme == "http" {
-		if d := t.plain[req.URL.Host]; d != nil {
-			return d.RoundTrip(req)
-		}
-	}
-	return t.tr.RoundTrip(req)
-}
-
-// CloseIdleConnections closes the connections kept for reuse, on either
-// transport.
-func (t *webhookTransport) CloseIdleConnections() {
-	for _, d := range t.plain {
-		d.CloseIdleConnections()
-	}
-	t.tr.CloseIdleConnections()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/toolgate/toolgate/internal/direct"
 	"github.com/toolgate/toolgate/internal/testkit"
 )
 
@@ -305,9 +306,9 @@ func TestPlainReceiverGoesDirect(t *testing.T) {
 	var res results
 	n := start(t, fast(&res, Target{URL: rc.URL + "/hook", Lanes: 1}))
 	var dials atomic.Int64
-	wt := n.client.Transport.(*webhookTransport)
-	dial := wt.tr.DialContext
-	wt.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	fallback := n.client.Transport.(*direct.Hosts).Fallback()
+	dial := fallback.DialContext
+	fallback.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
 		return dial(ctx, network, addr)
 	}
