@@ -360,6 +360,9 @@ func defaultTransport() *http.Transport {
 	tr.MaxIdleConns = 128
 	tr.MaxIdleConnsPerHost = 32
 	tr.IdleConnTimeout = 90 * time.Second
+	// No Accept-Encoding of net/http's own: a hook receives the headers
+	// the package documents and no other.
+	tr.DisableCompression = true
 	return tr
 }
 

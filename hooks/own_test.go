@@ -1,0 +1,66 @@
+package hooks
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// headerNames is a hook server that answers allow and records the header
+// names of each request it receives.
+type headerNames struct {
+	mu    sync.Mutex
+	names [][]string
+}
+
+func (h *headerNames) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	var names []string
+	for k := range r.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	h.mu.Lock()
+	h.names = append(h.names, names)
+	h.mu.Unlock()
+	_, _ = io.WriteString(w, `{"decision":"allow"}`)
+}
+
+// TestOwnClientHeaders: with the Runner's own client a hook receives the
+// headers the package documents and no other: no Accept-Encoding of
+// net/http's own, on plain HTTP or https.
+func TestOwnClientHeaders(t *testing.T) {
+	want := []string{"Content-Length", "Content-Type", "User-Agent", "Webhook-Id", "Webhook-Timestamp"}
+	for _, https := range []bool{false, true} {
+		h := &headerNames{}
+		srv := httptest.NewUnstartedServer(h)
+		if https {
+			srv.StartTLS()
+		} else {
+			srv.Start()
+		}
+		t.Cleanup(srv.Close)
+		r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL + "/hook"}}})
+		if https {
+			trustServer(r, srv)
+		}
+		if v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput)); v.Decision != Allow {
+			t.Fatalf("https=%v: decision %q (%+v), want allow", https, v.Decision, v.Reasons)
+		}
+		if diff := cmp.Diff([][]string{want}, h.names); diff != "" {
+			t.Errorf("https=%v: headers sent (-want +got):\n%s", https, diff)
+		}
+	}
+}
+
+// trustServer makes r's own https transport trust srv's certificate, as a
+// deployment trusts its hooks'.
+func trustServer(r *Runner, srv *httptest.Server) {
+	r.own.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+}
