@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"compress/gzip"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -63,4 +64,24 @@ func TestOwnClientHeaders(t *testing.T) {
 // deployment trusts its hooks'.
 func trustServer(r *Runner, srv *httptest.Server) {
 	r.own.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+}
+
+// TestCompressedAnswerFails: toolgate asks for no compression, so an
+// answer compressed unasked (a gateway in front of the hook) is not read
+// as JSON: the hook fails, and its on_failure answer (deny) decides.
+func TestCompressedAnswerFails(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		_, _ = io.WriteString(gz, `{"decision":"allow"}`)
+		_ = gz.Close()
+	}))
+	t.Cleanup(srv.Close)
+	r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL + "/hook"}}})
+	v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput))
+	if v.Decision != Deny || len(v.Reasons) != 1 || !v.Reasons[0].Failed {
+		t.Errorf("decision %q (%+v), want the failed hook's deny", v.Decision, v.Reasons)
+	}
 }

@@ -258,24 +258,31 @@ func TestTimeoutBoundsAttempt(t *testing.T) {
 	}
 }
 
+// countingReceiver answers every event 204 and counts its connections
+// that reach state; idle is its keep-alive timeout (0: none).
+func countingReceiver(t *testing.T, state http.ConnState, idle time.Duration) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.IdleTimeout = idle
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == state {
+			n.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
 // TestPlainReceiverConnections: events sent one after another to a
 // plain-HTTP receiver share one connection, and one the receiver closed
 // while it sat idle (its keep-alive timeout) is found closed before use:
 // the next event goes out on a new connection, with no attempt failed.
 func TestPlainReceiverConnections(t *testing.T) {
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	srv.Config.IdleTimeout = 100 * time.Millisecond
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
+	srv, conns := countingReceiver(t, http.StateNew, 100*time.Millisecond)
 	var res results
 	n := start(t, fast(&res, Target{URL: srv.URL + "/hook", Lanes: 1}))
 	send := func(id string, want int) {
@@ -372,5 +379,30 @@ func TestDefaultTransportProxyKept(t *testing.T) {
 	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
 	if p, r := len(proxy.Requests()), len(rc.Requests()); p != 1 || r != 0 {
 		t.Errorf("%d events through the proxy, %d straight to the receiver; want 1 and 0", p, r)
+	}
+}
+
+// TestCloseReleasesPlainConnections: Close closes the connections the
+// Notifier keeps to a plain-HTTP receiver.
+func TestCloseReleasesPlainConnections(t *testing.T) {
+	srv, closed := countingReceiver(t, http.StateClosed, 0)
+	var res results
+	n := start(t, fast(&res, Target{URL: srv.URL + "/hook", Lanes: 1}))
+	n.Notify(requested("c1"))
+	testkit.WaitFor(t, "delivery", func() bool { return res.final(1) })
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the receiver's connection closed", func() bool { return closed.Load() == 1 })
+}
+
+// TestDefaultTimeout: without Options.Timeout an attempt with the
+// Notifier's own client is bounded by DefaultTimeout, as the client's
+// Timeout bounded it before.
+func TestDefaultTimeout(t *testing.T) {
+	var res results
+	n := start(t, fast(&res, Target{URL: "http://127.0.0.1:1/hook"}))
+	if n.timeout != DefaultTimeout {
+		t.Errorf("an attempt's bound is %v, want %v", n.timeout, DefaultTimeout)
 	}
 }

@@ -419,8 +419,10 @@ func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
-	if t.expiry != nil {
-		t.expiry.Stop()
+	// A timer that has fired already has its expire waiting for mu:
+	// that expire clears the field itself, and arms no other while the
+	// field is set, so one chain of timers runs at most.
+	if t.expiry != nil && t.expiry.Stop() {
 		t.expiry = nil
 	}
 	t.mu.Unlock()

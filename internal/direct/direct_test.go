@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -351,5 +352,34 @@ func TestCloseIdleStopsExpiry(t *testing.T) {
 	defer tr.mu.Unlock()
 	if tr.expiry != nil {
 		t.Errorf("the idle timer is still armed after CloseIdleConnections, with %d idle", len(tr.idle))
+	}
+}
+
+// A timer that fired while CloseIdleConnections ran (its expire waiting
+// for the lock) leaves one chain of timers, not two: after the next
+// CloseIdleConnections no timer runs, and a connection idle since long
+// ago stays open until one is armed again.
+func TestCloseIdleLeavesOneTimer(t *testing.T) {
+	tr := New("127.0.0.1:1", 0)
+	tr.idleTimeout = 50 * time.Millisecond
+	// A timer that has fired: Stop reports false, as for one whose
+	// expire is waiting for the lock.
+	tr.expiry = time.AfterFunc(time.Hour, func() {})
+	tr.expiry.Stop()
+	tr.CloseIdleConnections()
+	c2, p2 := net.Pipe()
+	t.Cleanup(func() { c2.Close(); p2.Close() })
+	tr.put(&pooledConn{conn: c2})
+	tr.expire() // the fired timer's expire, once it has the lock
+	tr.CloseIdleConnections()
+	c3, p3 := net.Pipe()
+	t.Cleanup(func() { c3.Close(); p3.Close() })
+	tr.mu.Lock()
+	tr.idle = append(tr.idle, &pooledConn{conn: c3, since: time.Now().Add(-time.Hour)})
+	tr.mu.Unlock()
+	time.Sleep(3 * tr.idleTimeout)
+	_ = p3.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := p3.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a timer ran after CloseIdleConnections and closed an idle connection (read: %v)", err)
 	}
 }

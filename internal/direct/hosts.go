@@ -22,10 +22,14 @@ type Hosts struct {
 // NewHosts routes the plain-HTTP servers among servers that Addr gives an
 // address for, and that fallback's Proxy does not send through a proxy
 // (a program may set one there rather than in the environment), to
-// Transports of their own; each with no timeout of its own, so the
-// request's context bounds it.
+// Transports of their own, one for each host, with no timeout of their
+// own: the request's context bounds it. The Proxy is asked here, once.
 func NewHosts(fallback *http.Transport, servers []*url.URL) *Hosts {
 	h := &Hosts{fallback: fallback, plain: map[string]*Transport{}}
+	// A host goes direct only if every server on it may: a Proxy that
+	// looks beyond the host (at the path) may send one server of a host
+	// through a proxy and not another, and requests are routed by host.
+	excluded := map[string]bool{}
 	for _, u := range servers {
 		addr := Addr(u)
 		if fallback.Proxy != nil {
@@ -33,9 +37,17 @@ func NewHosts(fallback *http.Transport, servers []*url.URL) *Hosts {
 				addr = ""
 			}
 		}
-		if addr != "" && h.plain[u.Host] == nil {
+		switch {
+		case addr == "":
+			if u.Scheme == "http" {
+				excluded[u.Host] = true
+			}
+		case h.plain[u.Host] == nil:
 			h.plain[u.Host] = New(addr, 0)
 		}
+	}
+	for host := range excluded {
+		delete(h.plain, host)
 	}
 	return h
 }
