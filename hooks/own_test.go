@@ -4,34 +4,14 @@ import (
 	"compress/gzip"
 	"crypto/tls"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
-
-// headerNames is a hook server that answers allow and records the header
-// names of each request it receives.
-type headerNames struct {
-	mu    sync.Mutex
-	names [][]string
-}
-
-func (h *headerNames) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	var names []string
-	for k := range r.Header {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	h.mu.Lock()
-	h.names = append(h.names, names)
-	h.mu.Unlock()
-	_, _ = io.WriteString(w, `{"decision":"allow"}`)
-}
 
 // TestOwnClientHeaders: with the Runner's own client a hook receives the
 // headers the package documents and no other: no Accept-Encoding of
@@ -39,14 +19,13 @@ func (h *headerNames) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestOwnClientHeaders(t *testing.T) {
 	want := []string{"Content-Length", "Content-Type", "User-Agent", "Webhook-Id", "Webhook-Timestamp"}
 	for _, https := range []bool{false, true} {
-		h := &headerNames{}
-		srv := httptest.NewUnstartedServer(h)
+		// The recording hook server, also behind TLS for the https case.
+		hook := newHookServer(t, `{"decision":"allow"}`)
+		srv := hook.Server
 		if https {
-			srv.StartTLS()
-		} else {
-			srv.Start()
+			srv = httptest.NewTLSServer(hook)
+			t.Cleanup(srv.Close)
 		}
-		t.Cleanup(srv.Close)
 		r := newRunner(t, Options{Hooks: []Hook{{Name: "h", URL: srv.URL + "/hook"}}})
 		if https {
 			trustServer(r, srv)
@@ -54,7 +33,11 @@ func TestOwnClientHeaders(t *testing.T) {
 		if v := r.Run(t.Context(), "key:agent", "u", "t", true, []byte(testInput)); v.Decision != Allow {
 			t.Fatalf("https=%v: decision %q (%+v), want allow", https, v.Decision, v.Reasons)
 		}
-		if diff := cmp.Diff([][]string{want}, h.names); diff != "" {
+		var got [][]string
+		for _, req := range hook.Requests() {
+			got = append(got, slices.Sorted(maps.Keys(req.Header)))
+		}
+		if diff := cmp.Diff([][]string{want}, got); diff != "" {
 			t.Errorf("https=%v: headers sent (-want +got):\n%s", https, diff)
 		}
 	}

@@ -73,7 +73,7 @@ func (s *Server) newUpstream(u Upstream) *upstream {
 		// keeps itself (internal/direct), without the Transport's goroutines;
 		// not where a Dial of its own (quickstart's, in memory) makes
 		// connections socketAlive cannot look at.
-		if addr := direct.Addr(u.URL); addr != "" && u.Dial == nil {
+		if addr := direct.Addr(u.URL, t); addr != "" && u.Dial == nil {
 			rt = direct.New(addr, u.Timeout)
 		}
 		// An approved call goes out on a connection of its own: net/http

@@ -482,15 +482,18 @@ func closeRequestBody(req *http.Request) {
 }
 
 // Addr is the host:port to give New for requests to target, or "" when
-// target needs net/http's Transport: TLS (and with it HTTP/2), or an HTTP
-// proxy the environment names, or a system where socketAlive cannot look
-// at a socket.
-func Addr(target *url.URL) string {
+// target needs the net/http Transport via that would carry it otherwise:
+// TLS (and with it HTTP/2), an HTTP proxy via's Proxy names (the
+// environment's, for a clone of http.DefaultTransport, or one a program
+// set in code), or a system where socketAlive cannot look at a socket.
+func Addr(target *url.URL, via *http.Transport) string {
 	if !supported || target.Scheme != "http" {
 		return ""
 	}
-	if p, err := http.ProxyFromEnvironment(&http.Request{URL: target}); err != nil || p != nil {
-		return ""
+	if via.Proxy != nil {
+		if p, err := via.Proxy(&http.Request{URL: target}); err != nil || p != nil {
+			return ""
+		}
 	}
 	host := target.Host
 	if target.Port() == "" {

@@ -20,10 +20,9 @@ type Hosts struct {
 }
 
 // NewHosts routes the plain-HTTP servers among servers that Addr gives an
-// address for, and that fallback's Proxy does not send through a proxy
-// (a program may set one there rather than in the environment), to
-// Transports of their own, one for each host, with no timeout of their
-// own: the request's context bounds it. The Proxy is asked here, once.
+// address for (fallback's Proxy sends them through no proxy) to Transports
+// of their own, one for each host, with no timeout of their own: the
+// request's context bounds it. The Proxy is asked here, once.
 func NewHosts(fallback *http.Transport, servers []*url.URL) *Hosts {
 	h := &Hosts{fallback: fallback, plain: map[string]*Transport{}}
 	// A host goes direct only if every server on it may: a Proxy that
@@ -31,12 +30,7 @@ func NewHosts(fallback *http.Transport, servers []*url.URL) *Hosts {
 	// through a proxy and not another, and requests are routed by host.
 	excluded := map[string]bool{}
 	for _, u := range servers {
-		addr := Addr(u)
-		if fallback.Proxy != nil {
-			if p, err := fallback.Proxy(&http.Request{URL: u}); err != nil || p != nil {
-				addr = ""
-			}
-		}
+		addr := Addr(u, fallback)
 		switch {
 		case addr == "":
 			if u.Scheme == "http" {
