@@ -150,7 +150,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 			if c.input.MCP != nil {
 				other = c.input.MCP.Params
 			}
-			info.OtherParams = callinfo.ParamsOf(shownParams(other))
+			info.OtherParams = callinfo.ParamsOf(shownParams(c.mcp.withoutTaskParams(other)))
 		} else {
 			info.Arguments = json.RawMessage(c.body)
 		}

@@ -254,6 +254,16 @@ func TestMCPTasks(t *testing.T) {
 				env.server.life.SweepOnce(mcpCtx(t), 0)
 			}
 			wantTask(t, tc.get(pc.ID), pc.ID, "completed", "executed")
+			// toolgate holds the task: the upstream was asked to run the
+			// call, not to make a task of its own, and approvers were not
+			// shown a task request that is not sent.
+			if body := forwardedCall(t, env, "write_note"); bytes.Contains(body, []byte(`"task"`)) ||
+				!bytes.Contains(body, []byte(`"params":{"name":"write_note","arguments":{"path":"notes/a","content":"hi"}}`)) {
+				t.Errorf("the approved call reached the upstream as %s, want it without params.task and otherwise as sent", body)
+			}
+			if p := infoOf(pc).OtherParams; p.Count() != 0 {
+				t.Errorf("approvers were shown the params %+v, want none (the task request is not sent)", p)
+			}
 			for range 2 {
 				r := tc.call("tasks/result", `{"taskId":"`+pc.ID+`"}`)
 				if got := resultText(r); got != "wrote notes/a: hi" || r["isError"] == true {
@@ -310,6 +320,22 @@ func TestMCPTasks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forwardedCall is the body of the one tools/call of tool that the
+// upstream received.
+func forwardedCall(t *testing.T, env *mcpEnv, tool string) []byte {
+	t.Helper()
+	var bodies [][]byte
+	for _, r := range env.up.got() {
+		if r.RPCMethod == "tools/call" && r.ToolName == tool {
+			bodies = append(bodies, r.Body)
+		}
+	}
+	if len(bodies) != 1 {
+		t.Fatalf("the upstream received %d tools/call of %s, want 1", len(bodies), tool)
+	}
+	return bodies[0]
 }
 
 // TestMCPTaskOtherReplica: a task parked through one toolgate is answered
