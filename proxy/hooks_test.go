@@ -1,16 +1,21 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/toolgate/toolgate/hooks"
 	"github.com/toolgate/toolgate/pending"
+	"github.com/toolgate/toolgate/policy"
+	shipped "github.com/toolgate/toolgate/rego"
 )
 
 // hookServer answers every hook request with answer, after delay.
@@ -126,6 +131,30 @@ func TestHookRewrite(t *testing.T) {
 	}
 	if strings.Contains(string(reqs[0].Body), "truncate") {
 		t.Error("the agent's arguments reached the upstream")
+	}
+}
+
+// TestHookRewriteLength: the policy decides on the Content-Length the
+// upstream is told, the rewritten body's, not the agent's.
+func TestHookRewriteLength(t *testing.T) {
+	url := hookServer(t, `{"decision":"none","updated_arguments":{"path":"notes/a-longer-name.txt"}}`, 0)
+	policies := fstest.MapFS{"length.rego": {Data: []byte(`package toolgate
+import rego.v1
+allow contains {"id": "length", "message": "as sent"} if input.http.headers["content-length"] == [sprintf("%d", [count(json.marshal(input.tool.arguments))])]
+`)}}
+	engine, err := policy.New(context.Background(), policy.Options{Library: shipped.Library(), NativeLibrary: true, Policies: policies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newTestServer(t, engine, withHook(t, hooks.Hook{Name: "pin", URL: url}))
+	res := post(t, env.url+"/tools/Read", `{"path":"a"}`, "Authorization", "Bearer agent-key")
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d %s, want the call allowed on the rewritten body's length", res.StatusCode, b)
+	}
+	reqs := env.upstream.Requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("Content-Length") != strconv.Itoa(len(reqs[0].Body)) || string(reqs[0].Body) != `{"path":"notes/a-longer-name.txt"}` {
+		t.Fatalf("the upstream received %+v", reqs)
 	}
 }
 
