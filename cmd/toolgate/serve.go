@@ -74,16 +74,19 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w)
 	}
-	a, err := newApp(ctx, cfg, policySourceOf(cfg), log)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
-		return exitUsage
-	}
+	// Bound first: the links to approvers name the port the approvals
+	// listener took when it was asked for a free one.
 	l, err := listen(cfg)
 	if err != nil {
-		closeApp(a, log)
 		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
 		return exitFail
+	}
+	cfg.ApprovalsBound(l.approvals.Addr().String())
+	a, err := newApp(ctx, cfg, policySourceOf(cfg), log)
+	if err != nil {
+		l.close()
+		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
+		return exitUsage
 	}
 	err = a.serve(ctx, l)
 	closeApp(a, log)

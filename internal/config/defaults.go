@@ -195,6 +195,18 @@ func (c *Config) ApplyDefaults() {
 // interfaces (":8081", "0.0.0.0:8081") has no address a link could use, so
 // the link points at localhost; set public_url for anything else. An
 // address that does not parse is left for Validate to report.
+// ApprovalsBound records addr, where the approvals listener was bound. With
+// listen.approvals on port 0 (a free port, as tests and some platforms ask
+// for) and no public_url of its own, the approval links then name the port
+// the listener took: the default made of port 0 reaches nothing.
+func (c *Config) ApprovalsBound(addr string) {
+	_, port, err := net.SplitHostPort(c.Listen.Approvals)
+	if err != nil || port != "0" || c.PublicURL != publicURLFor(c.Listen.Approvals) {
+		return
+	}
+	c.PublicURL = publicURLFor(addr)
+}
+
 func publicURLFor(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
