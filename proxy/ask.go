@@ -117,6 +117,7 @@ func setApprovers(info *callinfo.Info, d policy.Decision) (quorum []int) {
 
 // newParked builds the record of a parked call.
 func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
+	c.dropTaskRequest() // toolgate holds the task (tasks_forward.go)
 	sr := c.stored(r, s.fwdHost)
 	req := sr.encode()
 	info := callinfo.Info{
@@ -180,7 +181,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
 	grantParams := params
-	if c.mcp != nil && c.mcp.confirmAnswered {
+	if c.mcp != nil && (c.mcp.confirmAnswered || c.mcp.taskRequestPath() != nil) {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)

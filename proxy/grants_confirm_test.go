@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/callinfo"
 	"github.com/toolgate/toolgate/pending"
 )
 
@@ -40,13 +39,7 @@ func TestGrantBindsAConfirmationsMembers(t *testing.T) {
 	if ran {
 		t.Fatal("the first call ran without a grant")
 	}
-	info := callinfo.Decode(pc.Info)
-	if _, err := store.Grant(t.Context(), pending.Grant{
-		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
-		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
-	}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	rememberParked(t, store, pc)
 	for _, tc := range []struct{ name, others string }{
 		{"requestState alone (control)", meta + `},"requestState":{"overwrite":"/etc/passwd"}`},
 		{"requestState beside a dummy toolgate.confirm answer", meta + `},"requestState":{"overwrite":"/etc/passwd"},"inputResponses":{"toolgate.confirm":{"action":"accept","content":{"x":"SMUGGLED"}}}`},

@@ -203,12 +203,7 @@ func TestGrantsBoundToOtherParams(t *testing.T) {
 	if info.GrantExtras == "" {
 		t.Fatal("a call with other params and headers parked without GrantExtras")
 	}
-	if _, err := store.Grant(t.Context(), pending.Grant{
-		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
-		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
-	}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	rememberParked(t, store, pc)
 	for _, tc := range []struct {
 		name, others string
 		header       []string
@@ -236,6 +231,19 @@ func TestGrantsBoundToOtherParams(t *testing.T) {
 		if r.Header.Get("X-Target-Override") != "" || r.Header.Get("X-Env") == "prod" || bytes.Contains(r.Body, []byte("publish")) {
 			t.Errorf("the upstream received a call no grant covered: %s %v", r.Body, r.Header)
 		}
+	}
+}
+
+// rememberParked remembers pc as an approval with "remember" does
+// (approvals.grant copies the parked call's GrantExtras).
+func rememberParked(t *testing.T, store pending.Grants, pc pending.Call) {
+	t.Helper()
+	info := callinfo.Decode(pc.Info)
+	if _, err := store.Grant(t.Context(), pending.Grant{
+		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
+		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
+	}, time.Hour); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -275,13 +283,7 @@ func rememberedWrite(t *testing.T) func(query string, header ...string) (int, *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := callinfo.Decode(pc.Info)
-	if _, err := store.Grant(context.Background(), pending.Grant{
-		Subject: pc.Principal, Upstream: pc.Upstream, Tool: pc.Tool, Target: info.Target,
-		Extras: info.GrantExtras, Approver: "alice", CallID: pc.ID,
-	}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	rememberParked(t, store, pc)
 	return func(query string, header ...string) (int, *testkit.Request) {
 		t.Helper()
 		before := len(env.upstream.Requests())

@@ -39,7 +39,7 @@ func (c *call) stored(r *http.Request, fwdHost string) storedRequest {
 	if v := r.Header.Get("Idempotency-Key"); v != "" {
 		h.Set("Idempotency-Key", v) // the upstream may deduplicate on it
 	}
-	return storedRequest{Method: r.Method, Path: c.rawRel, Query: r.URL.RawQuery, Header: h, Body: c.mcp.withoutTaskRequest(c.body)}
+	return storedRequest{Method: r.Method, Path: c.rawRel, Query: r.URL.RawQuery, Header: h, Body: c.body}
 }
 
 // forwardedHeader reports the headers of a stored request that toolgate

@@ -14,7 +14,30 @@ import (
 // complete toolgate's. What asks for the task is a request to whoever
 // answers the client, as Prefer is (stored.go leaves that out too); the
 // tool, its arguments and every other member go as they came, byte for
-// byte, and approvers are shown the call as it will be sent.
+// byte, and approvers are shown the call as it will be sent. A call that a
+// remembered grant lets through goes the same way: its grant was given on
+// a call shown without the request, and binds the params so shown
+// (shownParamsForm), so it covers the call with or without one.
+
+// dropTaskRequest leaves out of c's body the member that asks for a task,
+// when there is one, and makes the policy input's headers (what an
+// approved call's re-check decides on) say the length that is then sent
+// (bodyHeaders), as a hook's rewrite does. The policy
+// input's params keep it: they are what the call was decided on, and what
+// an identical retry must carry alike to attach.
+func (c *call) dropTaskRequest() {
+	if c.mcp.taskRequestPath() == nil {
+		return
+	}
+	c.body = c.mcp.withoutTaskRequest(c.body)
+	if c.input.HTTP.Headers != nil {
+		// A copy: the decision log may hold the map, and an ask was
+		// logged before it is parked.
+		h := maps.Clone(c.input.HTTP.Headers)
+		bodyHeaders(h, len(c.body))
+		c.input.HTTP.Headers = h
+	}
+}
 
 // taskRequestPath is where m's tools/call asks for a task, under params:
 // params.task in 2025-11-25; from 2026-07-28 the Tasks extension among
