@@ -377,20 +377,29 @@ func (a *app) readiness() (bool, map[string]any) {
 // listeners are the three bound sockets.
 type listeners struct{ proxy, approvals, admin net.Listener }
 
-func listen(cfg *config.Config) (*listeners, error) {
-	var l listeners
-	var err error
-	if l.proxy, err = net.Listen("tcp", cfg.Listen.Proxy); err != nil {
-		return nil, fmt.Errorf("listen.proxy: %w", err)
+// listen binds the listeners cfg names; approvals, when not nil, is the
+// approvals listener bound already. On an error every listener, approvals
+// too, is closed.
+func listen(cfg *config.Config, approvals net.Listener) (*listeners, error) {
+	l := listeners{approvals: approvals}
+	bind := func(key, addr string, ln *net.Listener) error {
+		if *ln != nil {
+			return nil
+		}
+		var err error
+		if *ln, err = net.Listen("tcp", addr); err != nil {
+			l.close()
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
 	}
-	if l.approvals, err = net.Listen("tcp", cfg.Listen.Approvals); err != nil {
-		l.proxy.Close()
-		return nil, fmt.Errorf("listen.approvals: %w", err)
-	}
-	if l.admin, err = net.Listen("tcp", cfg.Listen.Admin); err != nil {
-		l.proxy.Close()
-		l.approvals.Close()
-		return nil, fmt.Errorf("listen.admin: %w", err)
+	for _, b := range []struct {
+		key, addr string
+		ln        *net.Listener
+	}{{"listen.proxy", cfg.Listen.Proxy, &l.proxy}, {"listen.approvals", cfg.Listen.Approvals, &l.approvals}, {"listen.admin", cfg.Listen.Admin, &l.admin}} {
+		if err := bind(b.key, b.addr, b.ln); err != nil {
+			return nil, err
+		}
 	}
 	return &l, nil
 }

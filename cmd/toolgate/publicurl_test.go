@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -43,5 +46,32 @@ func TestFreeApprovalsPortLinks(t *testing.T) {
 	page.Body.Close()
 	if page.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d, want the call's page", link, page.StatusCode)
+	}
+}
+
+// TestBrokenPolicyBeforePorts: a policy that does not compile is reported
+// as such (exit 2, naming it) even when a listen address is taken: the
+// listeners are bound once the app is built, but for an approvals
+// listener on a free port, which is bound first (and can be).
+func TestBrokenPolicyBeforePorts(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := strings.Replace(testConfig("http://127.0.0.1:1"), "proxy: 127.0.0.1:0", "proxy: "+busy.Addr().String(), 1)
+	if !strings.Contains(cfg, busy.Addr().String()) || !strings.Contains(cfg, "approvals: 127.0.0.1:0") {
+		t.Fatalf("config:\n%s", cfg)
+	}
+	dir := writeFiles(t, t.TempDir(), map[string]string{
+		"toolgate.yaml": cfg,
+		"rules.yaml":    "rules: []\n",
+		"policy/p.rego": "package toolgate\nallow if {",
+	})
+	var stderr bytes.Buffer
+	environ := []string{"AGENT_KEY=agent-key-1-0123456789", "TOOLGATE_APPROVALS_SECRET=" + testSecret}
+	code := run(t.Context(), []string{"serve", "--config", filepath.Join(dir, "toolgate.yaml")}, environ, io.Discard, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "p.rego") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 naming the broken policy p.rego", code, stderr.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 
 	"github.com/toolgate/toolgate/internal/config"
 )
@@ -74,19 +75,31 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w)
 	}
-	// Bound first: the links to approvers name the port the approvals
-	// listener took when it was asked for a free one.
-	l, err := listen(cfg)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
-		return exitFail
+	// An approvals listener asked for a free port is bound before the app
+	// is built, so that the links to approvers name the port it took; the
+	// others after, so that a policy or configuration the app refuses is
+	// reported as such (exit 2) whatever the ports.
+	var approvals net.Listener
+	if cfg.PublicURLAwaitsPort() {
+		if approvals, err = net.Listen("tcp", cfg.Listen.Approvals); err != nil {
+			fmt.Fprintf(e.stderr, "toolgate: cannot start: listen.approvals: %v\n", err)
+			return exitFail
+		}
+		cfg.ApprovalsBound(approvals.Addr().String())
 	}
-	cfg.ApprovalsBound(l.approvals.Addr().String())
 	a, err := newApp(ctx, cfg, policySourceOf(cfg), log)
 	if err != nil {
-		l.close()
+		if approvals != nil {
+			approvals.Close()
+		}
 		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
 		return exitUsage
+	}
+	l, err := listen(cfg, approvals)
+	if err != nil {
+		closeApp(a, log)
+		fmt.Fprintf(e.stderr, "toolgate: cannot start: %v\n", err)
+		return exitFail
 	}
 	err = a.serve(ctx, l)
 	closeApp(a, log)

@@ -191,22 +191,28 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.ShutdownGrace, 20*time.Second)
 }
 
+// PublicURLAwaitsPort reports whether public_url is the default made of
+// listen.approvals on port 0 (a free port, as tests and some platforms ask
+// for): it names the port the listener takes, known once it is bound
+// (ApprovalsBound). The default made of port 0 itself reaches nothing.
+func (c *Config) PublicURLAwaitsPort() bool {
+	_, port, err := net.SplitHostPort(c.Listen.Approvals)
+	return err == nil && port == "0" && c.PublicURL == publicURLFor(c.Listen.Approvals)
+}
+
+// ApprovalsBound records addr, where the approvals listener was bound:
+// when public_url awaits its port (PublicURLAwaitsPort), the approval
+// links name it.
+func (c *Config) ApprovalsBound(addr string) {
+	if c.PublicURLAwaitsPort() {
+		c.PublicURL = publicURLFor(addr)
+	}
+}
+
 // publicURLFor is the approvals listener as a URL. A listener on all
 // interfaces (":8081", "0.0.0.0:8081") has no address a link could use, so
 // the link points at localhost; set public_url for anything else. An
 // address that does not parse is left for Validate to report.
-// ApprovalsBound records addr, where the approvals listener was bound. With
-// listen.approvals on port 0 (a free port, as tests and some platforms ask
-// for) and no public_url of its own, the approval links then name the port
-// the listener took: the default made of port 0 reaches nothing.
-func (c *Config) ApprovalsBound(addr string) {
-	_, port, err := net.SplitHostPort(c.Listen.Approvals)
-	if err != nil || port != "0" || c.PublicURL != publicURLFor(c.Listen.Approvals) {
-		return
-	}
-	c.PublicURL = publicURLFor(addr)
-}
-
 func publicURLFor(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
