@@ -216,7 +216,7 @@ func (l *Lifecycle) claim(ctx context.Context, pc pending.Call) (pending.Call, e
 
 // heldFinishWait bounds how long a held agent waits for its executed
 // call's result to be recorded while the store does not answer.
-const heldFinishWait = 5 * time.Second
+var heldFinishWait = 5 * time.Second
 
 // run executes a call this request claimed, records the result, and hands
 // it to this request, marked delivered with the recording: the result
@@ -229,15 +229,25 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	take := ctx.Err() == nil
 	// The agent waits on the result: a store that does not answer is
 	// asked again for heldFinishWait at most, then the agent has the
-	// result anyway (below), unrecorded.
+	// result anyway (below), and the store is asked on in the background
+	// until the lease ends.
 	fctx, cancel := context.WithTimeout(xctx, heldFinishWait)
 	defer cancel()
-	done, err := l.finish(fctx, pc, state, res, take)
+	done, err := l.finishRetrying(fctx, pc, state, res, take)
 	switch {
+	case err != nil && storeAway(err):
+		// Not recorded yet: this caller is the only one who can have the
+		// result now, and a retry of it finds it recorded later.
+		l.unheld.Go(func() {
+			if _, err := l.finishRetrying(xctx, pc, state, res, take); err != nil {
+				l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
+			}
+		})
+		done.Result = &res
+		return Outcome{Kind: Delivered, Call: done, Result: res}
 	case err != nil:
-		// The result was not recorded (the store is away, or the lease
-		// ran out and the call is unknown): this caller is the only one
-		// who can have it.
+		// The lease ran out and the call is unknown, or the store has
+		// lost it: this caller is the only one who can have the result.
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		done.Result = &res
 		return Outcome{Kind: Delivered, Call: done, Result: res}

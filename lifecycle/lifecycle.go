@@ -63,7 +63,8 @@ type Lifecycle struct {
 	// that the store did not abandon yet (abandon.go).
 	abandoned abandons
 	// unheld are the runs of approved calls whose requests left
-	// (runOrphan), which Settle waits for.
+	// (runOrphan), and the recording of results handed to a held request
+	// before the store took them (run), which Settle waits for.
 	unheld running
 }
 
