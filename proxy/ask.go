@@ -151,7 +151,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 			if c.input.MCP != nil {
 				other = c.input.MCP.Params
 			}
-			info.OtherParams = callinfo.ParamsOf(shownParams(c.mcp.withoutTaskParams(other)))
+			info.OtherParams = callinfo.ParamsOf(shownParams(other))
 		} else {
 			info.Arguments = json.RawMessage(c.body)
 		}
@@ -181,7 +181,7 @@ func (s *Server) newParked(r *http.Request, c *call) (pending.Call, *answer) {
 	// What a grant remembered from this call is bound to, beside its
 	// scope: the same headers and params as it sends (grantExtras).
 	grantParams := params
-	if c.mcp != nil && (c.mcp.confirmAnswered || c.mcp.taskRequestPath() != nil) {
+	if c.mcp != nil && c.mcp.confirmAnswered {
 		grantParams = c.shownParamsForm()
 	}
 	info.GrantExtras = grantExtras(s.cfg.GrantKey, sr.Header, grantParams, sr.Query)

@@ -85,7 +85,6 @@ func (s *Server) applyGrant(r *http.Request, c *call, d policy.Decision) policy.
 		return d
 	}
 	c.granted = true
-	c.dropTaskRequest() // sent as its grant's approver saw such calls (tasks_forward.go)
 	return policy.Decision{Action: policy.Allow, ReadOnly: d.ReadOnly, Reasons: append([]policy.Reason{{
 		ID:      "grant:" + g.ID,
 		Message: "remembered grant " + g.ID + " by " + g.Approver + " (approved call " + g.CallID + ")",
@@ -286,17 +285,15 @@ func (c *call) otherParamsForm() string {
 // shownParamsForm is an MCP tool call's other params as approvers are
 // shown them (shownParams), in canonical form: what a grant binds. Unlike
 // the attach key it keeps a confirmation's answer and requestState, which
-// a call that a grant lets through sends to the upstream, and it leaves
-// out a request for a task, which approvers are not shown and a granted
-// call does not send (tasks_forward.go).
+// a call that a grant lets through sends to the upstream.
 func (c *call) shownParamsForm() string {
 	if c.mcp == nil || c.input.MCP == nil {
 		return ""
 	}
-	if !c.mcp.confirmAnswered && c.mcp.taskRequestPath() == nil {
+	if !c.mcp.confirmAnswered {
 		return c.otherParamsForm()
 	}
-	if shown := shownParams(c.mcp.withoutTaskParams(c.input.MCP.Params)); len(shown) > 0 {
+	if shown := shownParams(c.input.MCP.Params); len(shown) > 0 {
 		return canonicalArgs(shown)
 	}
 	return ""

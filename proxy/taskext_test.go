@@ -189,14 +189,14 @@ func TestMCPTaskExtension(t *testing.T) {
 		t.Errorf("write_note ran %d times, want 1", n)
 	}
 	// toolgate holds the task: the upstream was asked to run the call,
-	// without the extension declared (its other capabilities kept), and
-	// approvers were not shown a declaration that is not sent.
+	// without the extension declared (its other capabilities kept);
+	// approvers were shown the params as sent, the declaration included.
 	if body := forwardedCall(t, env, "write_note"); bytes.Contains(body, []byte(tasksExtension)) ||
 		!bytes.Contains(body, []byte(`"io.modelcontextprotocol/clientCapabilities":{"extensions":{}}},"name":"write_note","arguments":{"path":"notes/a","content":"hi"}}`)) {
 		t.Errorf("the approved call reached the upstream as %s, want it without the Tasks extension and otherwise as sent", body)
 	}
-	if shown, _ := json.Marshal(infoOf(pc).OtherParams); bytes.Contains(shown, []byte(tasksExtension)) {
-		t.Errorf("approvers were shown the params %s, want them without the Tasks extension", shown)
+	if shown, _ := json.Marshal(infoOf(pc).OtherParams); !bytes.Contains(shown, []byte(tasksExtension)) {
+		t.Errorf("approvers were shown the params %s, want them as sent, the Tasks extension included", shown)
 	}
 	if ack := ec.call("tasks/cancel", pc.ID, `{"taskId":"`+pc.ID+`"}`); ack["resultType"] != "complete" || len(ack) != 1 {
 		t.Errorf("tasks/cancel of a completed task answered %v, want the empty acknowledgement", ack)

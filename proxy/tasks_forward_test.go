@@ -12,81 +12,79 @@ import (
 	"github.com/toolgate/toolgate/pending"
 )
 
-// wantGrantedWithoutTask sends the same write as shown (send(false)) and
-// with a request for a task (send(true)) under a grant remembered from a
-// task call: the grant covers both, as its approver was shown the call
-// without the request, and neither reaches the upstream with one.
-func wantGrantedWithoutTask(t *testing.T, env *mcpEnv, send func(task bool, content string), taskMember []byte) {
-	t.Helper()
-	env.up.Reset()
-	for i, task := range []bool{false, true} {
-		before := env.up.invoked("write_note")
-		send(task, "c"+strconv.Itoa(i))
-		if env.up.invoked("write_note") != before+1 {
-			t.Errorf("with a task request %v: the grant did not let the call through", task)
-		}
-	}
-	for _, r := range env.up.got() {
-		if r.RPCMethod == "tools/call" && bytes.Contains(r.Body, taskMember) {
-			t.Errorf("the upstream received, under a grant, a request for a task its approver was not shown: %s", r.Body)
-		}
-	}
-}
-
 // TestGrantFromTaskCall: a grant remembered from a call that asked for a
-// task binds the params as its approver was shown them, without the
-// request for a task; the calls it lets through go without one.
+// task binds its params as its approver was shown them, the request for a
+// task included. A later call that sends the same is an allowed call, sent
+// untouched (the upstream may hold its task: toolgate holds none); the
+// call without the request asks, and does not run beside the approved one.
 func TestGrantFromTaskCall(t *testing.T) {
-	env, store := newGrantsMCPEnv(t)
-	auth := []string{"Authorization", "Bearer agent-key"}
-	task := `,"task":{"ttl":60000}`
-	res, msg, raw := postMCP(t, env, paramsCall("1", `{"path":"notes/a.txt","content":"c"}`, task), auth...)
-	if res.StatusCode != 200 || msg.Result["task"] == nil {
-		t.Fatalf("the task call answered %d %s, want toolgate's task", res.StatusCode, raw)
-	}
-	pc, ok := env.nextParked(time.Second)
-	if !ok {
-		t.Fatal("nothing parked")
-	}
-	rememberParked(t, store, pc)
-	id := 1
-	wantGrantedWithoutTask(t, env, func(withTask bool, content string) {
-		id++
-		others := ""
-		if withTask {
-			others = task
-		}
-		postMCP(t, env, paramsCall(strconv.Itoa(id), `{"path":"notes/a.txt","content":"`+content+`"}`, others), auth...)
-	}, []byte(`"task"`))
-}
+	for _, era := range []struct {
+		name       string
+		env        func(t *testing.T) *mcpEnv
+		send       func(t *testing.T, env *mcpEnv, task bool, content string) int
+		taskMember []byte
+	}{
+		{
+			"2025-11-25", func(t *testing.T) *mcpEnv { env, _ := newGrantsMCPEnv(t); return env },
+			func(t *testing.T, env *mcpEnv, task bool, content string) int {
+				others := ""
+				if task {
+					others = `,"task":{"ttl":60000}`
+				}
+				res, _, _ := postMCP(t, env, paramsCall("1", `{"path":"notes/a","content":"`+content+`"}`, others), "Authorization", "Bearer agent-key")
+				return res.StatusCode
+			}, []byte(`"task"`),
+		},
+		{"2026-07-28", func(t *testing.T) *mcpEnv {
+			return newMCPEnv(t, extEra, func(c *Config) {
+				auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Auth, c.Grants, c.Hold = auth, c.Pending.(pending.Grants), 20*time.Millisecond
+			})
+		}, func(t *testing.T, env *mcpEnv, task bool, content string) int {
+			ec := &extClient{t: t, env: env, auth: true, caps: `{"extensions":{}}`}
+			if task {
+				ec.caps = capsTasks
+			}
+			res, _, _ := ec.post("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"notes/a","content":"`+content+`"}}`)
+			return res.StatusCode
+		}, []byte(tasksExtension)},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			env := era.env(t)
+			era.send(t, env, true, "c0")
+			pc, ok := env.nextParked(time.Second)
+			if !ok {
+				t.Fatal("nothing parked")
+			}
+			if _, err := env.store.Decide(mcpCtx(t), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			rememberParked(t, env.store.(pending.Grants), pc) // approved with "remember"
+			env.up.Reset()
 
-// TestGrantFromTaskExtensionCall is TestGrantFromTaskCall in 2026-07-28,
-// where the client asks for a task by declaring the Tasks extension.
-func TestGrantFromTaskExtensionCall(t *testing.T) {
-	env := newMCPEnv(t, extEra, func(c *Config) {
-		auth, err := identity.New(identity.Config{APIKeys: []identity.APIKey{{Key: "agent-key", Subject: "agent-42"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Auth, c.Grants, c.Hold = auth, c.Pending.(pending.Grants), 20*time.Millisecond
-	})
-	withTasks := &extClient{t: t, env: env, auth: true, caps: capsTasks}
-	asShown := &extClient{t: t, env: env, auth: true, caps: `{"extensions":{}}`}
-	if r := withTasks.call("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"notes/a","content":"c"}}`); r["resultType"] != "task" {
-		t.Fatalf("answered %v, want toolgate's task", r)
+			// As shown, the request for a task included: covered, sent
+			// untouched.
+			before := env.up.invoked("write_note")
+			era.send(t, env, true, "c1")
+			if n := env.up.invoked("write_note") - before; n != 1 {
+				t.Fatalf("the call as its approver saw it ran %d times under the grant, want once", n)
+			}
+			if body := forwardedCall(t, env, "write_note"); !bytes.Contains(body, era.taskMember) || !bytes.Contains(body, []byte(`"c1"`)) {
+				t.Errorf("the granted call reached the upstream as %s, want it untouched", body)
+			}
+			// Without it: not what the approver saw; it asks, and the
+			// approved call runs once, by the sweeper.
+			before = env.up.invoked("write_note")
+			era.send(t, env, false, "c0")
+			env.server.life.SweepOnce(mcpCtx(t), 0)
+			if n := env.up.invoked("write_note") - before; n != 1 {
+				t.Errorf("after the call without the task request and a sweep, write_note ran %d times, want once (the approved call)", n)
+			}
+		})
 	}
-	pc, ok := env.nextParked(time.Second)
-	if !ok {
-		t.Fatal("nothing parked")
-	}
-	rememberParked(t, env.store.(pending.Grants), pc)
-	wantGrantedWithoutTask(t, env, func(withTask bool, content string) {
-		ec := asShown
-		if withTask {
-			ec = withTasks
-		}
-		ec.post("tools/call", "write_note", `{"name":"write_note","arguments":{"path":"notes/a","content":"`+content+`"}}`)
-	}, []byte(tasksExtension))
 }
 
 // TestTaskCallLength: the policy input an approved task call is decided

@@ -255,14 +255,14 @@ func TestMCPTasks(t *testing.T) {
 			}
 			wantTask(t, tc.get(pc.ID), pc.ID, "completed", "executed")
 			// toolgate holds the task: the upstream was asked to run the
-			// call, not to make a task of its own, and approvers were not
-			// shown a task request that is not sent.
+			// call, not to make a task of its own; approvers were shown
+			// the params as sent, the request for a task included.
 			if body := forwardedCall(t, env, "write_note"); bytes.Contains(body, []byte(`"task"`)) ||
 				!bytes.Contains(body, []byte(`"params":{"name":"write_note","arguments":{"path":"notes/a","content":"hi"}}`)) {
 				t.Errorf("the approved call reached the upstream as %s, want it without params.task and otherwise as sent", body)
 			}
-			if p := infoOf(pc).OtherParams; p.Count() != 0 {
-				t.Errorf("approvers were shown the params %+v, want none (the task request is not sent)", p)
+			if p := infoOf(pc).OtherParams; p.Count() != 1 || p.List[0].Name != "task" {
+				t.Errorf("approvers were shown the params %+v, want the task request as sent", p)
 			}
 			for range 2 {
 				r := tc.call("tasks/result", `{"taskId":"`+pc.ID+`"}`)
