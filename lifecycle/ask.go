@@ -226,23 +226,30 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	// The execution must finish and be recorded even if the caller leaves.
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, pc)
-	take := ctx.Err() == nil
 	// The agent waits on the result: a store that does not answer is
 	// asked again for heldFinishWait at most, then the agent has the
 	// result anyway (below), and the store is asked on in the background
-	// until the lease ends.
+	// until the lease ends. Each attempt marks the result delivered only
+	// if the agent is still there to take it.
+	take := func() bool { return ctx.Err() == nil }
 	fctx, cancel := context.WithTimeout(xctx, heldFinishWait)
 	defer cancel()
 	done, err := l.finishRetrying(fctx, pc, state, res, take)
 	switch {
 	case err != nil && storeAway(err):
-		// Not recorded yet: this caller is the only one who can have the
-		// result now, and a retry of it finds it recorded later.
+		// Not recorded yet. An agent still there is the only one who can
+		// have the result now, and the recording behind it marks it
+		// delivered; one that has gone leaves it to a retry, which finds
+		// it recorded later.
+		took := take()
 		l.unheld.Go(func() {
-			if _, err := l.finishRetrying(xctx, pc, state, res, take); err != nil {
+			if _, err := l.finishRetrying(xctx, pc, state, res, func() bool { return took }); err != nil {
 				l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 			}
 		})
+		if !took {
+			return Outcome{Kind: Gone, Call: done}
+		}
 		done.Result = &res
 		return Outcome{Kind: Delivered, Call: done, Result: res}
 	case err != nil:
@@ -251,8 +258,8 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		done.Result = &res
 		return Outcome{Kind: Delivered, Call: done, Result: res}
-	case !take:
-		return Outcome{Kind: Gone, Call: done}
+	case !done.Delivered:
+		return Outcome{Kind: Gone, Call: done} // recorded for a retry: the agent had gone
 	case done.Result == nil:
 		return Outcome{Kind: NoResult, Call: done}
 	}

@@ -24,15 +24,17 @@ var (
 // (ErrLapsed) or once the call has another end (ErrFenced). An attempt
 // whose answer was lost (here, or the held request's, handed on) may have
 // been recorded all the same: the next one then finds the call no longer
-// executing, and the call read back tells, by its fence.
-func (l *Lifecycle) finishRetrying(ctx context.Context, pc pending.Call, state pending.State, res pending.Result, deliver bool) (pending.Call, error) {
+// executing, and the call read back tells, by its fence. deliver says, at
+// each attempt, whether the result is marked delivered with it (its
+// caller holds the request that takes it).
+func (l *Lifecycle) finishRetrying(ctx context.Context, pc pending.Call, state pending.State, res pending.Result, deliver func() bool) (pending.Call, error) {
 	until := pc.LeaseUntil
 	if until.IsZero() {
 		until = pc.ClaimedAt.Add(l.exec.Lease(pc))
 	}
 	wait := finishRetryFirst
 	for {
-		done, err := l.finish(ctx, pc, state, res, deliver)
+		done, err := l.finish(ctx, pc, state, res, deliver())
 		switch {
 		case err == nil:
 			return done, nil

@@ -48,6 +48,14 @@ func (s *finishAway) FinishDeliver(ctx context.Context, id string, fence int64, 
 	return s.finish(func() (pending.Call, error) { return s.Store.FinishDeliver(ctx, id, fence, to, res) })
 }
 
+// waitForFinish makes a held request wait d for its result to be
+// recorded (heldFinishWait), for the test.
+func waitForFinish(t *testing.T, d time.Duration) {
+	old := heldFinishWait
+	heldFinishWait = d
+	t.Cleanup(func() { heldFinishWait = old })
+}
+
 // upAfter brings s back after d.
 func upAfter(t *testing.T, s *finishAway, d time.Duration) {
 	t.Helper()
@@ -124,9 +132,7 @@ func TestFinishWhileStoreAway(t *testing.T) {
 // goes on until the store takes it, as delivered: a retry of the request
 // does not get the result a second time.
 func TestFinishAfterHoldGaveUp(t *testing.T) {
-	old := heldFinishWait
-	heldFinishWait = 50 * time.Millisecond
-	t.Cleanup(func() { heldFinishWait = old })
+	waitForFinish(t, 50*time.Millisecond)
 	eachStore(t, func(t *testing.T, store pending.Store) {
 		s := &finishAway{Store: store}
 		exec, ev := newExec(), newEvents()
@@ -180,6 +186,39 @@ func TestFinishAnswerLost(t *testing.T) {
 			if rec["level"] == "ERROR" {
 				t.Errorf("logged %v for a result that was recorded", rec)
 			}
+		}
+	})
+}
+
+// TestFinishAgentLeftMeanwhile: an agent that leaves while its executed
+// call's result waits on the store is not handed the result, and the
+// result is recorded for its retry, not as delivered: the retry gets it,
+// and nothing asks or runs again.
+func TestFinishAgentLeftMeanwhile(t *testing.T) {
+	waitForFinish(t, 2*time.Second)
+	eachStore(t, func(t *testing.T, store pending.Store) {
+		s := &finishAway{Store: store}
+		exec, ev := newExec(), newEvents()
+		l := newLifecycle(t, s, exec, ev)
+		in := withKey(newCall())
+		ctx, leave := context.WithCancel(t.Context())
+		ch := ask(ctx, l, in, Hold{For: long})
+		ev.waitParked(t)
+		decide(t, s, in.ID, pending.Approved)
+		for s.attempts.Load() < 2 { // executed; the store asked twice
+			time.Sleep(5 * time.Millisecond)
+		}
+		leave()
+		if o := outcome(t, ch); o.Kind != Gone {
+			t.Errorf("Ask of the agent that left = %s, want Gone", describe(o))
+		}
+		s.up()
+		wantRecorded(t, s, in.ID, false)
+		if r := l.Ask(t.Context(), retry(in), Hold{}); r.Kind != Delivered || r.Call.ID != in.ID {
+			t.Errorf("the retry = %s, want call %s's result", describe(r), in.ID)
+		}
+		if n := exec.count(in.ID); n != 1 {
+			t.Errorf("executed %d times, want once", n)
 		}
 	})
 }

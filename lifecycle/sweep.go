@@ -214,7 +214,7 @@ func (l *Lifecycle) executeOne(ctx context.Context, pc pending.Call) (answered b
 func (l *Lifecycle) runUnheld(ctx context.Context, pc pending.Call, done string) {
 	xctx := context.WithoutCancel(ctx)
 	state, res := l.exec.Execute(xctx, pc)
-	if _, err := l.finishRetrying(xctx, pc, state, res, false); err != nil {
+	if _, err := l.finishRetrying(xctx, pc, state, res, func() bool { return false }); err != nil {
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 	}
 	l.log.Info(done, "call_id", pc.ID, "state", string(state), "status", res.Status)
