@@ -229,12 +229,19 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 	// The agent waits on the result: a store that does not answer is
 	// asked again for heldFinishWait at most, then the agent has the
 	// result anyway (below), and the store is asked on in the background
-	// until the lease ends. Each attempt marks the result delivered only
-	// if the agent is still there to take it.
+	// until the lease ends. Only the first attempt marks the result
+	// delivered with it (one round trip, the usual case), and only if the
+	// agent is still there. A later one records it alone, and it is then
+	// delivered apart: an attempt whose answer was lost may have been
+	// recorded, and had it marked the result delivered too, an agent that
+	// left meanwhile would leave it to nobody. (The first attempt keeps
+	// that window: its answer lost as the agent leaves.)
 	take := func() bool { return ctx.Err() == nil }
+	attempts := 0
+	deliverFirst := func() bool { attempts++; return attempts == 1 && take() }
 	fctx, cancel := context.WithTimeout(xctx, heldFinishWait)
 	defer cancel()
-	done, err := l.finishRetrying(fctx, pc, state, res, take)
+	done, err := l.finishRetrying(fctx, pc, state, res, deliverFirst)
 	switch {
 	case err != nil && storeAway(err):
 		// Not recorded yet. An agent still there is the only one who can
@@ -258,8 +265,10 @@ func (l *Lifecycle) run(ctx context.Context, pc pending.Call) Outcome {
 		l.log.Error("cannot record an executed call's result", "call_id", pc.ID, "error", err)
 		done.Result = &res
 		return Outcome{Kind: Delivered, Call: done, Result: res}
+	case !take():
+		return Outcome{Kind: Gone, Call: done} // recorded for a retry, or taken by one
 	case !done.Delivered:
-		return Outcome{Kind: Gone, Call: done} // recorded for a retry: the agent had gone
+		return l.deliver(ctx, done) // recorded by a later attempt: handed over apart
 	case done.Result == nil:
 		return Outcome{Kind: NoResult, Call: done}
 	}

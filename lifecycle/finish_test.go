@@ -15,26 +15,32 @@ import (
 )
 
 // finishAway is a real store whose Finish and FinishDeliver do not answer
-// (errDown) until up is called, as a paused or restarting Redis does. With
-// lostAnswer the first one is recorded all the same, and its answer lost.
+// (errDown) until up is called, as a paused or restarting Redis does. The
+// lostAt-th one (from 1; 0: none) is recorded all the same, its answer
+// lost, and then runs.
 type finishAway struct {
 	pending.Store
-	isUp       atomic.Bool
-	lostAnswer bool
-	attempts   atomic.Int32
+	isUp      atomic.Bool
+	failFirst int32 // this many fail unrecorded even when up
+	lostAt    int32
+	then      func()
+	attempts  atomic.Int32
 }
 
 func (s *finishAway) up() { s.isUp.Store(true) }
 
 func (s *finishAway) finish(f func() (pending.Call, error)) (pending.Call, error) {
 	n := s.attempts.Add(1)
-	if s.lostAnswer && n == 1 {
+	if n == s.lostAt {
 		if c, err := f(); err != nil {
 			return c, err
 		}
+		if s.then != nil {
+			s.then()
+		}
 		return pending.Call{}, errDown
 	}
-	if !s.isUp.Load() {
+	if n <= s.failFirst || !s.isUp.Load() {
 		return pending.Call{}, errDown
 	}
 	return f()
@@ -162,7 +168,7 @@ func TestFinishAfterHoldGaveUp(t *testing.T) {
 // the stored result, and nothing says the result was not recorded.
 func TestFinishAnswerLost(t *testing.T) {
 	eachStore(t, func(t *testing.T, store pending.Store) {
-		s := &finishAway{Store: store, lostAnswer: true}
+		s := &finishAway{Store: store, lostAt: 1}
 		s.up()
 		exec, ev := newExec(), newEvents()
 		var buf testkit.Buffer
@@ -220,5 +226,57 @@ func TestFinishAgentLeftMeanwhile(t *testing.T) {
 		if n := exec.count(in.ID); n != 1 {
 			t.Errorf("executed %d times, want once", n)
 		}
+	})
+}
+
+// TestFinishLostAnswerAgentLeft: an attempt after the first records the
+// result without marking it delivered, so that when its answer is lost and
+// the agent leaves meanwhile, the result is kept for the agent's retry.
+// And a request that left is never told Delivered, even when the next
+// attempt finds the result recorded and taken by a retry.
+func TestFinishLostAnswerAgentLeft(t *testing.T) {
+	eachStore(t, func(t *testing.T, store pending.Store) {
+		t.Run("kept for the retry", func(t *testing.T) {
+			ctx, leave := context.WithCancel(t.Context())
+			s := &finishAway{Store: store, failFirst: 1, lostAt: 2, then: leave}
+			s.up()
+			exec, ev := newExec(), newEvents()
+			l := newLifecycle(t, s, exec, ev)
+			in := withKey(newCall())
+			ch := ask(ctx, l, in, Hold{For: long})
+			ev.waitParked(t)
+			decide(t, s, in.ID, pending.Approved)
+			if o := outcome(t, ch); o.Kind != Gone {
+				t.Errorf("Ask of the agent that left = %s, want Gone", describe(o))
+			}
+			wantRecorded(t, s, in.ID, false)
+			if r := l.Ask(t.Context(), retry(in), Hold{}); r.Kind != Delivered || r.Call.ID != in.ID {
+				t.Errorf("the retry = %s, want call %s's result", describe(r), in.ID)
+			}
+		})
+		t.Run("taken by a retry", func(t *testing.T) {
+			ctx, leave := context.WithCancel(t.Context())
+			s := &finishAway{Store: store, lostAt: 1}
+			s.up()
+			exec, ev := newExec(), newEvents()
+			l := newLifecycle(t, s, exec, ev)
+			in := withKey(newCall())
+			var r Outcome
+			s.then = func() { r = l.Ask(t.Context(), retry(in), Hold{}) }
+			exec.hold()
+			ch := ask(ctx, l, in, Hold{For: long})
+			ev.waitParked(t)
+			decide(t, s, in.ID, pending.Approved)
+			<-exec.started
+			leave()
+			exec.release()
+			o := outcome(t, ch)
+			if r.Kind != Delivered {
+				t.Fatalf("the retry = %s, want the result", describe(r))
+			}
+			if o.Kind != Gone {
+				t.Errorf("the request that left = %s after its retry had the result, want Gone", describe(o))
+			}
+		})
 	})
 }
