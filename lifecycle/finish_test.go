@@ -62,6 +62,21 @@ func waitForFinish(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { heldFinishWait = old })
 }
 
+// approvedHeld parks a new call (with an attach key, for retries) through
+// a Lifecycle on s with exec, held by a request on ctx, and approves it, so
+// that the request runs it: the Lifecycle, the call, and what the request
+// ends with.
+func approvedHeld(t *testing.T, ctx context.Context, s pending.Store, exec *fakeExec) (*Lifecycle, pending.Call, <-chan Outcome) {
+	t.Helper()
+	ev := newEvents()
+	l := newLifecycle(t, s, exec, ev)
+	in := withKey(newCall())
+	ch := ask(ctx, l, in, Hold{For: long})
+	ev.waitParked(t)
+	decide(t, s, in.ID, pending.Approved)
+	return l, in, ch
+}
+
 // upAfter brings s back after d.
 func upAfter(t *testing.T, s *finishAway, d time.Duration) {
 	t.Helper()
@@ -96,13 +111,9 @@ func TestFinishWhileStoreAway(t *testing.T) {
 	eachStore(t, func(t *testing.T, store pending.Store) {
 		t.Run("held", func(t *testing.T) {
 			s := &finishAway{Store: store}
-			exec, ev := newExec(), newEvents()
-			l := newLifecycle(t, s, exec, ev)
-			in := newCall()
-			ch := ask(t.Context(), l, in, Hold{For: long})
-			ev.waitParked(t)
 			upAfter(t, s, 300*time.Millisecond)
-			decide(t, s, in.ID, pending.Approved)
+			exec := newExec()
+			_, in, ch := approvedHeld(t, t.Context(), s, exec)
 			if o := outcome(t, ch); o.Kind != Delivered || o.Result.Status != resultOf(in.ID).Status {
 				t.Fatalf("Ask = %s, want the result delivered", describe(o))
 			}
@@ -141,12 +152,7 @@ func TestFinishAfterHoldGaveUp(t *testing.T) {
 	waitForFinish(t, 50*time.Millisecond)
 	eachStore(t, func(t *testing.T, store pending.Store) {
 		s := &finishAway{Store: store}
-		exec, ev := newExec(), newEvents()
-		l := newLifecycle(t, s, exec, ev)
-		in := newCall()
-		ch := ask(t.Context(), l, in, Hold{For: long})
-		ev.waitParked(t)
-		decide(t, s, in.ID, pending.Approved)
+		l, in, ch := approvedHeld(t, t.Context(), s, newExec())
 		o := outcome(t, ch)
 		if o.Kind != Delivered || o.Result.Status != resultOf(in.ID).Status {
 			t.Fatalf("Ask = %s, want the result delivered", describe(o))
@@ -204,13 +210,9 @@ func TestFinishAgentLeftMeanwhile(t *testing.T) {
 	waitForFinish(t, 2*time.Second)
 	eachStore(t, func(t *testing.T, store pending.Store) {
 		s := &finishAway{Store: store}
-		exec, ev := newExec(), newEvents()
-		l := newLifecycle(t, s, exec, ev)
-		in := withKey(newCall())
+		exec := newExec()
 		ctx, leave := context.WithCancel(t.Context())
-		ch := ask(ctx, l, in, Hold{For: long})
-		ev.waitParked(t)
-		decide(t, s, in.ID, pending.Approved)
+		l, in, ch := approvedHeld(t, ctx, s, exec)
 		for s.attempts.Load() < 2 { // executed; the store asked twice
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -240,12 +242,7 @@ func TestFinishLostAnswerAgentLeft(t *testing.T) {
 			ctx, leave := context.WithCancel(t.Context())
 			s := &finishAway{Store: store, failFirst: 1, lostAt: 2, then: leave}
 			s.up()
-			exec, ev := newExec(), newEvents()
-			l := newLifecycle(t, s, exec, ev)
-			in := withKey(newCall())
-			ch := ask(ctx, l, in, Hold{For: long})
-			ev.waitParked(t)
-			decide(t, s, in.ID, pending.Approved)
+			l, in, ch := approvedHeld(t, ctx, s, newExec())
 			if o := outcome(t, ch); o.Kind != Gone {
 				t.Errorf("Ask of the agent that left = %s, want Gone", describe(o))
 			}
@@ -258,15 +255,11 @@ func TestFinishLostAnswerAgentLeft(t *testing.T) {
 			ctx, leave := context.WithCancel(t.Context())
 			s := &finishAway{Store: store, lostAt: 1}
 			s.up()
-			exec, ev := newExec(), newEvents()
-			l := newLifecycle(t, s, exec, ev)
-			in := withKey(newCall())
-			var r Outcome
-			s.then = func() { r = l.Ask(t.Context(), retry(in), Hold{}) }
+			exec := newExec()
 			exec.hold()
-			ch := ask(ctx, l, in, Hold{For: long})
-			ev.waitParked(t)
-			decide(t, s, in.ID, pending.Approved)
+			l, in, ch := approvedHeld(t, ctx, s, exec)
+			var r Outcome
+			s.then = func() { r = l.Ask(t.Context(), retry(in), Hold{}) } // read after the run, which this precedes
 			<-exec.started
 			leave()
 			exec.release()

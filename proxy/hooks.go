@@ -123,11 +123,7 @@ func (s *Server) rewriteArguments(c *call, updated json.RawMessage) error {
 	c.hooks.ArgsDigest, c.hooks.UpdatedArgsDigest = digest(canonicalArgs(old.Arguments)), digest(canonicalArgs(args))
 	t := policy.NewToolWith(old.Name, args, c.up.TargetArgs, c.up.fold)
 	t.Annotations = old.Annotations
-	c.input.Tool, c.body = t, body
-	// The upstream is told the new body's length (outboundHeader), and
-	// the policy decides on what the upstream is told.
-	if c.input.HTTP.Headers != nil {
-		bodyHeaders(c.input.HTTP.Headers, len(body))
-	}
+	c.input.Tool = t
+	c.replaceBody(body)
 	return nil
 }

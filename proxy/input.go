@@ -245,6 +245,20 @@ func bodyHeaders(h map[string][]string, n int) {
 	}
 }
 
+// replaceBody makes b the body c sends in place of the one it read (a
+// hook's rewrite, a task request left out), and the policy input's headers
+// say b's length as the upstream is told it (bodyHeaders): the policy
+// decides on what is sent. The headers are copied, not changed: the
+// decision log may hold them already.
+func (c *call) replaceBody(b []byte) {
+	c.body = b
+	if h := c.input.HTTP.Headers; h != nil {
+		h = maps.Clone(h)
+		bodyHeaders(h, len(b))
+		c.input.HTTP.Headers = h
+	}
+}
+
 func policySubject(s identity.Subject) policy.Subject {
 	return policy.Subject{ID: s.ID, Groups: s.Groups, Claims: s.Claims, Authenticated: s.Authenticated}
 }

@@ -381,27 +381,22 @@ type listeners struct{ proxy, approvals, admin net.Listener }
 // approvals listener bound already. On an error every listener, approvals
 // too, is closed.
 func listen(cfg *config.Config, approvals net.Listener) (*listeners, error) {
-	l := listeners{approvals: approvals}
-	bind := func(key, addr string, ln *net.Listener) error {
-		if *ln != nil {
-			return nil
-		}
-		var err error
-		if *ln, err = net.Listen("tcp", addr); err != nil {
-			l.close()
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		return nil
-	}
+	l := &listeners{approvals: approvals}
 	for _, b := range []struct {
 		key, addr string
 		ln        *net.Listener
 	}{{"listen.proxy", cfg.Listen.Proxy, &l.proxy}, {"listen.approvals", cfg.Listen.Approvals, &l.approvals}, {"listen.admin", cfg.Listen.Admin, &l.admin}} {
-		if err := bind(b.key, b.addr, b.ln); err != nil {
-			return nil, err
+		if *b.ln != nil {
+			continue
 		}
+		ln, err := net.Listen("tcp", b.addr)
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("%s: %w", b.key, err)
+		}
+		*b.ln = ln
 	}
-	return &l, nil
+	return l, nil
 }
 
 // close closes the listeners that are open, for a start that goes no
