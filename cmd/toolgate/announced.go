@@ -34,11 +34,18 @@ type announcements[T comparable] struct {
 
 	mu  sync.Mutex
 	ids []T
-	// queued holds ids, for reannounce to skip: the zero time while an id
-	// waits to be recorded, then when it was recorded, for keepRecorded;
-	// recorded lists the latter in that order, to forget them.
-	queued   map[T]time.Time
-	recorded []recordedID[T]
+	// queued holds the ids reannounce skips, with how many times each
+	// waits in ids to be recorded. An id recorded while a resend round
+	// runs stays, at 0, until no round runs (rounds), since the round may
+	// have listed it before it was recorded; recorded lists those, to
+	// forget them then. Otherwise an id is forgotten as soon as it is
+	// recorded: a round that lists later finds it recorded in the store.
+	// So the map holds what is queued and what a round may still see
+	// unrecorded, not every call of the last seconds: at a few thousand
+	// asks a second that was megabytes the collector marked on every cycle.
+	queued   map[T]int32
+	recorded []T
+	rounds   int
 	stopped  bool
 	kick     chan struct{} // a batch has begun
 	stop     chan struct{}
@@ -57,7 +64,7 @@ func newResolutions(store pending.Store, log *slog.Logger, delay time.Duration) 
 
 func newBatch[T comparable](store func(context.Context, []T) error, what string, log *slog.Logger, delay time.Duration) *announcements[T] {
 	b := &announcements[T]{
-		store: store, what: what, log: log, delay: delay, queued: map[T]time.Time{},
+		store: store, what: what, log: log, delay: delay, queued: map[T]int32{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go b.run()
@@ -74,7 +81,7 @@ func (b *announcements[T]) add(id T) {
 		return
 	}
 	b.ids = append(b.ids, id)
-	b.queued[id] = time.Time{}
+	b.queued[id]++
 	first := len(b.ids) == 1
 	b.mu.Unlock()
 	if first {
@@ -85,23 +92,36 @@ func (b *announcements[T]) add(id T) {
 	}
 }
 
-type recordedID[T comparable] struct {
-	id T
-	at time.Time
-}
-
-// keepRecorded is how long an id stays in queued once recorded: a resend
-// round that listed it before it was recorded (a round lasts at most 5 s)
-// still skips it. A variable so that tests need not wait it out.
-var keepRecorded = 10 * time.Second
-
 // queuedFor reports whether id waits to be recorded, or was recorded
-// lately: its announcement settled, so it is not announced again.
+// while a resend round runs: its announcement settled, so it is not
+// announced again.
 func (b *announcements[T]) queuedFor(id T) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	at, ok := b.queued[id]
-	return ok && (at.IsZero() || time.Since(at) < keepRecorded)
+	_, ok := b.queued[id]
+	return ok
+}
+
+// round marks a resend round, from before it lists what is due: an id
+// recorded meanwhile stays queued until the round ends, since the list
+// may hold it as not recorded. It returns the round's end.
+func (b *announcements[T]) round() (end func()) {
+	b.mu.Lock()
+	b.rounds++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.rounds--; b.rounds > 0 {
+			return
+		}
+		for _, id := range b.recorded {
+			if n, ok := b.queued[id]; ok && n == 0 { // not queued again since
+				delete(b.queued, id)
+			}
+		}
+		b.recorded = nil
+	}
 }
 
 func (b *announcements[T]) run() {
@@ -132,22 +152,15 @@ func (b *announcements[T]) flush() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
-	n := 0
-	for _, r := range b.recorded {
-		if now.Sub(r.at) < keepRecorded {
-			break
-		}
-		if b.queued[r.id] == r.at { // not queued again since
-			delete(b.queued, r.id)
-		}
-		n++
-	}
-	b.recorded = slices.Delete(b.recorded, 0, n)
 	for _, id := range ids {
-		if at, ok := b.queued[id]; ok && at.IsZero() {
-			b.queued[id] = now
-			b.recorded = append(b.recorded, recordedID[T]{id, now})
+		switch n := b.queued[id]; {
+		case n > 1: // queued again meanwhile, for a later batch
+			b.queued[id] = n - 1
+		case b.rounds > 0:
+			b.queued[id] = 0
+			b.recorded = append(b.recorded, id)
+		default:
+			delete(b.queued, id)
 		}
 	}
 }

@@ -298,6 +298,7 @@ func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 
 // reannounceOnce announces again the calls due for it (resend).
 func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
+	defer p.announced.round()()
 	resend(ctx, p, "requested",
 		func(ctx context.Context, limit int) ([]pending.Call, error) {
 			return p.store.Unannounced(ctx, after, limit)
@@ -312,6 +313,7 @@ func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 // is built from its call as it stands and the end it owes (an approved
 // call may have run since), so it is the event first sent, with its id.
 func (p *parking) reresolveOnce(ctx context.Context, after time.Duration) {
+	defer p.resolutions.round()()
 	resend(ctx, p, "resolved",
 		func(ctx context.Context, limit int) ([]pending.Owed, error) {
 			return p.store.Unresolved(ctx, after, limit)
