@@ -207,6 +207,67 @@ func TestDecodedTarget(t *testing.T) {
 	}
 }
 
+// TestTrimmedTarget: a value with white space at either end is also its
+// trimmed spelling, what a tool that trims its arguments reads, with that
+// spelling's own entries; a command is not.
+func TestTrimmedTarget(t *testing.T) {
+	cases := []struct {
+		name string
+		args map[string]any
+		want []policy.TargetArg
+	}{
+		{"a leading space", map[string]any{"path": " secrets/key"}, []policy.TargetArg{
+			{Arg: "path", Target: " secrets/key", Raw: " secrets/key"},
+			{Arg: "path", Target: "secrets/key", Raw: " secrets/key"},
+		}},
+		{"Unicode spaces, rooted", map[string]any{"path": []any{"\u00a0/secrets/key\u3000\ufeff"}}, []policy.TargetArg{
+			{Arg: "path", Target: "\u00a0/secrets/key\u3000\ufeff", Raw: "\u00a0/secrets/key\u3000\ufeff"},
+			{Arg: "path", Target: "/secrets/key", Relative: "secrets/key", Raw: "\u00a0/secrets/key\u3000\ufeff"},
+		}},
+		{"trimmed, then decoded", map[string]any{"path": "%73ecrets/key "}, []policy.TargetArg{
+			{Arg: "path", Target: "%73ecrets/key ", Raw: "%73ecrets/key "},
+			{Arg: "path", Target: "secrets/key ", Raw: "%73ecrets/key "},
+			{Arg: "path", Target: "%73ecrets/key", Raw: "%73ecrets/key "},
+			{Arg: "path", Target: "secrets/key", Raw: "%73ecrets/key "},
+		}},
+		{"only spaces, a URL, a command", map[string]any{"path": "  ", "url": " https://x.com/a", "command": " rm -rf / "}, []policy.TargetArg{
+			{Arg: "path", Target: "  ", Raw: "  "},
+			{Arg: "url", Target: "https://x.com/a", Raw: " https://x.com/a"},
+			{Arg: "command", Target: " rm -rf / ", Raw: " rm -rf / "},
+		}},
+	}
+	for _, tc := range cases {
+		tool := policy.NewToolWith("read", tc.args, policy.DefaultTargetArgs, policy.FoldNone)
+		if diff := cmp.Diff(tc.want, tool.Targets); diff != "" {
+			t.Errorf("%s: targets (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	if tool := policy.NewTool("read", map[string]any{"path": " secrets/key"}, policy.DefaultTargetArgs); tool.Target != " secrets/key" {
+		t.Errorf("target %q, want the value as sent", tool.Target)
+	}
+}
+
+// TestTrimmedTargetDecides: deny rows fire on the trimmed spelling.
+func TestTrimmedTargetDecides(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), []string{
+		`{id: docs, effect: allow, tool: read, target: "docs/**"}`,
+		`{id: secrets, effect: deny, tool: read, target: "secrets/**"}`,
+	})})
+	for _, tc := range []struct {
+		path string
+		want outcome
+	}{
+		{" secrets/key", outcome{"deny", []string{"secrets"}}},
+		{"secrets/key\t\u2003", outcome{"deny", []string{"secrets"}}},
+		{"\ufeff%73ecrets/key", outcome{"deny", []string{"secrets"}}},
+		{"docs/a ", outcome{"allow", []string{"docs"}}},
+	} {
+		if diff := cmp.Diff(tc.want, decide(t, e, call("read", tc.path))); diff != "" {
+			t.Errorf("%q: decision (-want +got):\n%s", tc.path, diff)
+		}
+	}
+}
+
 // TestDecodedTargetDecides: rules-table rows see the decoded spelling:
 // deny and ask rows fire on it, allow rows must cover it too.
 func TestDecodedTargetDecides(t *testing.T) {

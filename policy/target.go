@@ -146,6 +146,27 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			add(f)
 		}
 	}
+	// A tool may trim its argument (Python's strip(), JavaScript's trim(),
+	// a validator's whitespace stripping): " secrets/key" is secrets/key
+	// to it, and a deny row for secrets/** must see that. sent is the
+	// entry of s as sent: a URL is read trimmed already, as URL parsers
+	// read it, and gives nothing more.
+	addTrimmed := func(k, s string, sent TargetArg) {
+		trimmed := strings.TrimFunc(s, trimmedByTools)
+		if trimmed == s || trimmed == "" || commandArg(k) {
+			return
+		}
+		a := stringTarget(k, trimmed)
+		if a.Target == sent.Target && a.Relative == sent.Relative && a.Opaque == sent.Opaque {
+			return
+		}
+		n := len(t.Targets)
+		add(a)
+		addDecoded(k, trimmed)
+		for i := n; i < min(len(t.Targets), MaxTargetEntries); i++ {
+			t.Targets[i].Raw = s // the value as sent
+		}
+	}
 	var scratch targetScratch
 	for i, v := range scratch.values(args, targetArgs) {
 		k := targetArgs[i]
@@ -162,13 +183,16 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 			}
 			add(a)
 			addDecoded(k, v)
+			addTrimmed(k, v, a)
 		case []any:
 			for _, e := range v {
 				switch e := e.(type) {
 				case nil:
 				case string:
-					add(stringTarget(k, e))
+					a := stringTarget(k, e)
+					add(a)
 					addDecoded(k, e)
+					addTrimmed(k, e, a)
 				default:
 					add(opaqueTarget(k, e, fold))
 				}
@@ -179,6 +203,11 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	}
 	return t
 }
+
+// trimmedByTools reports the characters string trimming drops at either
+// end: Go's, Python's and JavaScript's white space (Python's also takes
+// C0 separators, which a target cannot hold), and JavaScript's U+FEFF.
+func trimmedByTools(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
 
 // MaxTargets bounds tool.targets: a body of one large array would
 // otherwise make as many targets, each normalised, matched and logged.
@@ -210,8 +239,9 @@ func tooLong(a TargetArg) TargetArg {
 
 // MaxTargetEntries bounds tool.targets' entries: a value may give four (as
 // sent, its path reading when it looks like a URL, its decoded spelling, its
-// best-fit spelling with FoldWindows).
-const MaxTargetEntries = 4 * MaxTargets
+// best-fit spelling with FoldWindows), and four more for its trimmed
+// spelling.
+const MaxTargetEntries = 8 * MaxTargets
 
 // opaqueTarget is the target of argument k holding v, a value the policy
 // cannot read as one path. It escapes when any string inside v (a value
