@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/policy"
 )
@@ -49,6 +50,14 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 		if c < 0x20 || c == 0x7f || c == '\\' || c == ';' {
 			return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds a control character, a backslash or a ';'")
 		}
+	}
+	// The path the policy reads (input.http.path) is the decoded one. A
+	// decoded control character (%0A, %0D, %7F, NEL) is one an upstream
+	// may cut the path at or drop, and bytes that are not UTF-8 read as
+	// U+FFFD to the policy's JSON and to Python's unquote: %FF and %FE
+	// would be one path to them, and two to another stack.
+	if p := r.URL.Path; !utf8.ValidString(p) || strings.IndexFunc(p, unicode.IsControl) >= 0 {
+		return nil, invalid(http.StatusBadRequest, "Bad path", "the request path holds a percent-encoded control character, or bytes that are not UTF-8 once decoded")
 	}
 	lower := strings.ToLower(raw)
 	// Encoded once or more: an application that decodes its parameter
@@ -104,6 +113,11 @@ func checkPath(r *http.Request) (url.Values, *answer) {
 		// character makes a name another stack's other name.
 		if strings.IndexFunc(name, unicode.IsControl) >= 0 {
 			return nil, invalid(http.StatusBadRequest, "Bad query", "a query name holds a control character")
+		}
+		// As in the path: bytes that are not UTF-8 are U+FFFD to some
+		// readers and themselves to others.
+		if !utf8.ValidString(name) || !utf8.ValidString(vs[0]) {
+			return nil, invalid(http.StatusBadRequest, "Bad query", "a query name or value is not UTF-8 once decoded")
 		}
 		// Stacks disagree on a repeated name (first, last, a list): the
 		// policy could judge one value and the upstream use another.

@@ -355,6 +355,13 @@ func TestBadInputsReachNothing(t *testing.T) {
 		{"backslash", "/tools\\t", `{}`, nil, 400},
 		{"bad query", "/tools/t?a=%zz", `{}`, nil, 400},
 		{"semicolon query", "/tools/t?a=1;b=2", `{}`, nil, 400},
+		{"encoded newline in a path", "/files/docs/a%0A", ``, nil, 400},
+		{"encoded CR LF in a path", "/files/docs/a%0D%0AX-Env:%20prod", ``, nil, 400},
+		{"encoded DEL in a path", "/files/docs/a%7F", ``, nil, 400},
+		{"encoded NEL in a path", "/files/docs/a%C2%85", ``, nil, 400},
+		{"not UTF-8 once decoded, path", "/files/docs/a%FF", ``, nil, 400},
+		{"not UTF-8 once decoded, query value", "/files/docs/a?x=%FE", ``, nil, 400},
+		{"not UTF-8 once decoded, query name", "/files/docs/a?%FF=1", ``, nil, 400},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
