@@ -97,6 +97,9 @@ func (h *Handler) decideConfirm(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := fieldsOnce(form, "token"); err != nil {
+		return err
+	}
 	c, err := h.confirmCall(r, form["token"])
 	if err != nil {
 		return err

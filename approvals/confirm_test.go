@@ -597,7 +597,7 @@ func TestConfirm_FormRules(t *testing.T) {
 		},
 		{
 			"token twice", "application/x-www-form-urlencoded", nil,
-			func(tok string) url.Values { return url.Values{"token": {tok, tok}, "decision": {"approve"}} }, false, http.StatusForbidden,
+			func(tok string) url.Values { return url.Values{"token": {tok, tok}, "decision": {"approve"}} }, false, http.StatusBadRequest,
 		},
 		{
 			"token only in the query", "application/x-www-form-urlencoded", nil,

@@ -258,10 +258,8 @@ func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) (url.Values, 
 // formDecision reads a page form's decision and comment; a field sent
 // twice (of those and of more) is refused rather than guessed.
 func formDecision(form url.Values, more ...string) (pending.State, string, error) {
-	for _, f := range append([]string{"decision", "comment"}, more...) {
-		if len(form[f]) > 1 {
-			return "", "", badRequest("a form field was sent twice")
-		}
+	if err := fieldsOnce(form, append([]string{"decision", "comment"}, more...)...); err != nil {
+		return "", "", err
 	}
 	to, err := parseDecision(form.Get("decision"))
 	if err != nil {
@@ -274,9 +272,22 @@ func formDecision(form url.Values, more ...string) (pending.State, string, error
 	return to, comment, nil
 }
 
+// fieldsOnce refuses a form that sends one of fields twice.
+func fieldsOnce(form url.Values, fields ...string) error {
+	for _, f := range fields {
+		if len(form[f]) > 1 {
+			return badRequest("a form field was sent twice")
+		}
+	}
+	return nil
+}
+
 // formAuthority checks a form's authority over c: its link token, or for
 // a signed-in approver the form token made for them and c.
 func (h *Handler) formAuthority(c pending.Call, who *signin.Approver, form url.Values) (pageAuthority, error) {
+	if err := fieldsOnce(form, "token", "csrf"); err != nil {
+		return pageAuthority{}, err
+	}
 	tokens, forms := form["token"], form["csrf"]
 	switch {
 	case len(tokens) == 1 && len(forms) == 0:

@@ -317,6 +317,12 @@ func TestLink_FormRules(t *testing.T) {
 		{"decision twice", "application/x-www-form-urlencoded", nil, func(c pending.Call, s *approvals.Signer) url.Values {
 			return url.Values{"token": {s.Token(c)}, "decision": {"reject", "approve"}}
 		}, "", http.StatusBadRequest, pending.Waiting},
+		{"token twice", "application/x-www-form-urlencoded", nil, func(c pending.Call, s *approvals.Signer) url.Values {
+			return url.Values{"token": {s.Token(c), s.Token(c)}, "decision": {"approve"}}
+		}, "", http.StatusBadRequest, pending.Waiting},
+		{"form token twice", "application/x-www-form-urlencoded", nil, func(pending.Call, *approvals.Signer) url.Values {
+			return url.Values{"csrf": {"x", "x"}, "decision": {"approve"}}
+		}, "", http.StatusBadRequest, pending.Waiting},
 		{"comment too long", "application/x-www-form-urlencoded", nil, form("approve", strings.Repeat("é", 2001)), "", http.StatusBadRequest, pending.Waiting},
 		{"comment at the limit", "application/x-www-form-urlencoded", nil, form("approve", strings.Repeat("é", 2000)), "", http.StatusOK, pending.Approved},
 		{"body over 64 KiB", "application/x-www-form-urlencoded", nil, form("approve", strings.Repeat("a", 70<<10)), "", http.StatusRequestEntityTooLarge, pending.Waiting},
