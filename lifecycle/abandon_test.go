@@ -58,7 +58,7 @@ func TestLateParkAbandoned(t *testing.T) {
 			got, err := s.Get(ctx, pc.ID)
 			return errors.Is(err, pending.ErrNotFound) || err == nil && got.State == pending.Cancelled
 		})
-		if un, err := s.Unannounced(ctx, 0, 100); err != nil {
+		if un, err := s.Unannounced(ctx, 0, 100, 0); err != nil {
 			t.Fatal(err)
 		} else {
 			for _, c := range un {

@@ -100,7 +100,7 @@ func testHandoffApproved(t *testing.T, st pending.Store) {
 	if !c.LeaseUntil.After(time.Now().Add(exec.lease)) {
 		t.Errorf("lease until %v: the hand-over came out of the execution's lease (%v from now)", c.LeaseUntil, exec.lease)
 	}
-	owed, err := st.Unresolved(t.Context(), 0, 10)
+	owed, err := st.Unresolved(t.Context(), 0, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

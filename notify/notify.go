@@ -502,6 +502,9 @@ func (n *Notifier) Notify(e Event) {
 const MaxQueuedBytes = 64 << 20
 
 // eventSize is what e counts against MaxQueuedBytes.
+// QueuedSize is what e counts against a target's MaxQueuedBytes.
+func (e *Event) QueuedSize() int64 { return eventSize(e) }
+
 func eventSize(e *Event) int64 {
 	// The target is an argument's value, as long as the arguments
 	// allow; the reasons and rule IDs are the policy's.

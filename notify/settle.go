@@ -32,6 +32,16 @@ func (n *Notifier) Room() int {
 	return room
 }
 
+// RoomBytes is how many bytes of events every target can queue now: what
+// MaxQueuedBytes leaves of what the fullest holds.
+func (n *Notifier) RoomBytes() int64 {
+	room := int64(MaxQueuedBytes)
+	for _, w := range n.workers {
+		room = min(room, MaxQueuedBytes-w.queuedBytes.Load())
+	}
+	return room
+}
+
 // RoomFor reports whether every target's lane for call callID's events
 // has a free place now.
 func (n *Notifier) RoomFor(callID string) bool {

@@ -519,14 +519,46 @@ func (s *MemoryStore) Announced(ctx context.Context, ids []string) error {
 
 // Unannounced implements [Store.Unannounced]: a waiting call's time in
 // its state is its time since Park.
-func (s *MemoryStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
+func (s *MemoryStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	return s.list(now, Waiting, limit, func(m *memCall) bool {
+	ms := s.selectInState(now, Waiting, limit, false, func(m *memCall) bool {
 		return !m.announced && !m.since.After(now.Add(-olderThan)) && overdue(m.c, now) == ""
-	}), nil
+	})
+	ms = ms[:fitting(len(ms), maxBytes, func(i int) int64 { return storedBytes(ms[i].c) })]
+	out := make([]Call, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.c.out())
+	}
+	return out, nil
+}
+
+// fitting is how many of n calls, the first first, a listing bounded to
+// maxBytes returns (Store.Unannounced): as many as fit, and at least the
+// first.
+func fitting(n int, maxBytes int64, size func(i int) int64) int {
+	if maxBytes <= 0 {
+		return n
+	}
+	var used int64
+	for i := range n {
+		if used += size(i); used > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return n
+}
+
+// storedBytes is what a call holds for a listing bounded in bytes: its
+// large fields.
+func storedBytes(c Call) int64 {
+	n := len(c.Brief) + len(c.Info) + len(c.Request)
+	if c.Result != nil {
+		n += len(c.Result.Body)
+	}
+	return int64(n)
 }

@@ -52,7 +52,7 @@ func (s *MemoryStore) Resolved(ctx context.Context, ends []End) error {
 // Unresolved implements [Store.Unresolved]. Only the calls that owe an
 // end are looked at: a settled end leaves the index at once, and one kept
 // past EndsKept leaves it here, as the Redis index trims its own.
-func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error) {
+func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Owed, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -81,8 +81,10 @@ func (s *MemoryStore) Unresolved(ctx context.Context, olderThan time.Duration, l
 		}
 	}
 	slices.SortFunc(all, func(a, b due) int { return cmp.Or(a.o.at.Compare(b.o.at), cmp.Compare(a.o.seq, b.o.seq)) })
-	out := make([]Owed, 0, min(len(all), max(limit, 0)))
-	for _, d := range all[:min(len(all), max(limit, 0))] {
+	all = all[:min(len(all), max(limit, 0))]
+	all = all[:fitting(len(all), maxBytes, func(i int) int64 { return storedBytes(all[i].m.c) })]
+	out := make([]Owed, 0, len(all))
+	for _, d := range all {
 		out = append(out, Owed{End: End{ID: d.m.c.ID, State: d.o.state}, Call: d.m.c.out()})
 	}
 	return out, nil

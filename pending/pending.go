@@ -351,8 +351,11 @@ type Store interface {
 	// Unannounced returns up to limit Waiting calls parked at least
 	// olderThan ago (by the store's clock), not past their expiry, and
 	// not marked Announced, oldest first: the calls whose announcement
-	// may have been lost, to be announced again.
-	Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error)
+	// may have been lost, to be announced again. When maxBytes is
+	// positive, the calls returned hold at most that many bytes in all
+	// (their stored records: a megabyte of arguments is a megabyte read),
+	// but the first due is returned whatever its size.
+	Unannounced(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Call, error)
 
 	// Resolved records that the "resolved" notifications of these ends
 	// reached their approvers (or were given up after being attempted),
@@ -367,7 +370,8 @@ type Store interface {
 	// the same step as the transition (written with the call, as the
 	// call's park records its "requested" notification), and keeps it
 	// while it keeps the call, at most EndsKept (or ResultTTL) after the end.
-	Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error)
+	// maxBytes bounds the calls returned as it does for Unannounced.
+	Unresolved(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Owed, error)
 
 	// BindSession records principal as the owner of the MCP session id
 	// until the store's now + ttl, unless an owner is recorded already

@@ -684,12 +684,34 @@ func (s *RedisStore) collect(ctx context.Context, limit int, script func(base st
 
 // collectAs is collect for replies that decode decodes.
 func collectAs[T any](s *RedisStore, limit int, script func(base string, left int) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
+	return collectBounded(s, limit, 0, func(base string, left int, _ int64, _ string) ([]any, error) { return script(base, left) }, decode)
+}
+
+// collectBounded is collectAs for the listings bounded in bytes as well
+// (Store.Unannounced): each shard's script is given what is left of
+// maxBytes (negative: no bound), measured as the script measures it (the
+// stored values' lengths), and first ("1") while nothing is listed, so
+// that the first call due is listed whatever its size.
+func collectBounded[T any](s *RedisStore, limit int, maxBytes int64, script func(base string, left int, budget int64, first string) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
 	var out []T
+	var used int64
 	err := s.eachShard(func(base string) (bool, error) {
-		if limit-len(out) <= 0 {
+		if limit-len(out) <= 0 || (maxBytes > 0 && used >= maxBytes) {
 			return false, nil
 		}
-		v, err := script(base, limit-len(out))
+		budget, first := int64(-1), "0"
+		if maxBytes > 0 {
+			budget = maxBytes - used
+		}
+		if len(out) == 0 {
+			first = "1"
+		}
+		v, err := script(base, limit-len(out), budget, first)
+		for i := 1; i < len(v); i += 2 {
+			if r, ok := v[i].(string); ok {
+				used += int64(len(r))
+			}
+		}
 		got, derr := decode(v)
 		out = append(out, got...)
 		if err != nil {

@@ -16,14 +16,17 @@ import (
 // idof cannot read (nil) is skipped: written by another version of
 // toolgate during a rolling upgrade, it is that version's to list, and
 // the index's bound ages it out; failing on it would stop the listing of
-// every entry after it. Dropped
+// every entry after it. ARGV[6] bounds the bytes of the calls listed
+// (their stored values; negative: no bound), ARGV[7] '1' lets the first
+// one listed pass it (Store.Unannounced). Dropped
 // entries are left in place on a Cluster, where a script that reads
 // calls it does not declare writes nothing on what it reads (a slot on
 // the move may show a call as gone that is not): Expire drops the
 // entries of calls gone there.
 const luaWalk = `
 local function walk(index, lo, hi, limit, idof, judge)
-  local out, offset = {}, 0
+  local out, offset, bytes = {}, 0, 0
+  local budget, first = tonumber(ARGV[6]), ARGV[7] == '1'
   while #out < 2 * limit do
     local es = call('ZRANGEBYSCORE', index, lo, hi, 'LIMIT', offset, limit)
     if #es == 0 then break end
@@ -38,8 +41,13 @@ local function walk(index, lo, hi, limit, idof, judge)
       else
         offset = offset + 1
         if v == 'list' and #out < 2 * limit then
+          local val = value(h)
+          bytes = bytes + #val
+          if budget >= 0 and bytes > budget and not (first and #out == 0) then
+            return out
+          end
           out[#out + 1] = e
-          out[#out + 1] = value(h)
+          out[#out + 1] = val
         end
       end
     end
@@ -48,7 +56,8 @@ local function walk(index, lo, hi, limit, idof, judge)
 end
 `
 
-// unannouncedScript: ARGV[4] olderThan ms, [5] limit. Replies {id, call,
+// unannouncedScript: ARGV[4] olderThan ms, [5] limit, [6] and [7] as for
+// walk. Replies {id, call,
 // …} for waiting calls parked at least olderThan ago by Redis' clock and
 // not past their expiry, oldest first. Entries whose call is gone or no
 // longer waiting are dropped on the way (move removes them, but a key can
@@ -97,10 +106,10 @@ func (s *RedisStore) unlist(ctx context.Context, index string, n int, at func(i 
 
 // Unannounced implements [Store.Unannounced] from the unannounced index;
 // olderThan is measured on Redis' clock.
-func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int) ([]Call, error) {
-	out, err := s.collect(ctx, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, unannouncedScript, base, []string{base + "unannounced"}, olderThan.Milliseconds(), left)
-	})
+func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Call, error) {
+	out, err := collectBounded(s, limit, maxBytes, func(base string, left int, budget int64, first string) ([]any, error) {
+		return s.run(ctx, unannouncedScript, base, []string{base + "unannounced"}, olderThan.Milliseconds(), left, budget, first)
+	}, decodeList)
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing unannounced calls: %w", err)
 	}

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// unresolvedScript: ARGV[4] olderThan ms, [5] limit. Replies {entry,
+// unresolvedScript: ARGV[4] olderThan ms, [5] limit, [6] and [7] as for
+// walk. Replies {entry,
 // call, …} for the ends reached at least olderThan ago and at most
 // EndsKept (or ResultTTL, if shorter) ago, oldest first, entry being
 // "<state>:<id>". Entries whose call is gone are dropped on the way; an
@@ -36,9 +37,9 @@ func (s *RedisStore) Resolved(ctx context.Context, ends []End) error {
 
 // Unresolved implements [Store.Unresolved] from the unresolved index;
 // olderThan is measured on Redis' clock.
-func (s *RedisStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int) ([]Owed, error) {
-	out, err := collectAs(s, limit, func(base string, left int) ([]any, error) {
-		return s.run(ctx, unresolvedScript, base, []string{base + "unresolved"}, olderThan.Milliseconds(), left)
+func (s *RedisStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Owed, error) {
+	out, err := collectBounded(s, limit, maxBytes, func(base string, left int, budget int64, first string) ([]any, error) {
+		return s.run(ctx, unresolvedScript, base, []string{base + "unresolved"}, olderThan.Milliseconds(), left, budget, first)
 	}, func(v []any) ([]Owed, error) { return decodePairs(v, "unresolved", decodeOwed) })
 	if err != nil {
 		return nil, fmt.Errorf("pending: listing unresolved ends: %w", err)

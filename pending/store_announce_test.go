@@ -3,6 +3,7 @@ package pending
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,10 +32,10 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 		if got := unannounced(t, s, 0, 1); !slices.Equal(got, []string{a.ID}) {
 			t.Errorf("Unannounced(0, limit 1) = %v, want [%s]", got, a.ID)
 		}
-		if got, err := s.Unannounced(ctx, 0, 0); err != nil || len(got) != 0 {
+		if got, err := s.Unannounced(ctx, 0, 0, 0); err != nil || len(got) != 0 {
 			t.Errorf("Unannounced(limit 0) = %v, %v", ids(got), err)
 		}
-		full, err := s.Unannounced(ctx, 0, 1)
+		full, err := s.Unannounced(ctx, 0, 1, 0)
 		if err != nil || len(full) != 1 || full[0].State != Waiting || string(full[0].Info) != string(a.Info) ||
 			!full[0].CreatedAt.Equal(a.CreatedAt) || !full[0].ExpiresAt.Equal(a.ExpiresAt) {
 			t.Errorf("Unannounced returned %+v, %v; want the stored call %s", full, err, a.ID)
@@ -118,6 +119,21 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 		}
 	})
 
+	t.Run("BoundedInBytes", func(t *testing.T) {
+		s, _ := newStore(t)
+		for i := range 4 {
+			park(t, s, largeCall(i), long)
+		}
+		list := func(maxBytes int64) []string {
+			got, err := s.Unannounced(t.Context(), 0, 10, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids(got)
+		}
+		checkBounded(t, "Unannounced", list)
+	})
+
 	t.Run("IndexTTL", func(t *testing.T) {
 		s, _ := newStore(t)
 		rs, ok := s.(*RedisStore)
@@ -133,9 +149,38 @@ func testAnnounce(t *testing.T, newStore newStoreFunc) {
 	})
 }
 
+// largeCall is a call with 10 kB of arguments, the i-th on another shard
+// than the one before where there are several.
+func largeCall(i int) Call {
+	c := sampleCall()
+	if i%2 == 1 {
+		c = asPrincipal(c, "key:another-agent")
+	}
+	c.Info = []byte(`{"tool":"notes.delete","args":{"text":"` + strings.Repeat("x", 10_000) + `"}}`)
+	return c
+}
+
+// checkBounded checks a listing of four large calls (largeCall) bounded
+// in bytes: as many of them as fit, oldest first, but never none.
+func checkBounded(t *testing.T, what string, list func(maxBytes int64) []string) {
+	t.Helper()
+	all := list(0)
+	if len(all) != 4 {
+		t.Fatalf("%s without a bound = %v, want the 4 large calls", what, all)
+	}
+	for _, tc := range []struct {
+		maxBytes int64
+		want     int
+	}{{25_000, 2}, {40_000, 3}, {1, 1}, {1 << 20, 4}} {
+		if got := list(tc.maxBytes); !slices.Equal(got, all[:tc.want]) {
+			t.Errorf("%s bounded to %d bytes = %v, want %v", what, tc.maxBytes, got, all[:tc.want])
+		}
+	}
+}
+
 func unannounced(t *testing.T, s Store, olderThan time.Duration, limit int) []string {
 	t.Helper()
-	got, err := s.Unannounced(t.Context(), olderThan, limit)
+	got, err := s.Unannounced(t.Context(), olderThan, limit, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

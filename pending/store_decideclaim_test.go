@@ -54,7 +54,7 @@ func testDecideClaim(t *testing.T, newStore newStoreFunc) {
 		if l, err := s.List(t.Context(), Executing, 10); err != nil || len(l) != 1 || l[0].ID != c.ID {
 			t.Errorf("List(executing) = %v, %v; want the call", ids(l), err)
 		}
-		owed, err := s.Unresolved(t.Context(), 0, 10)
+		owed, err := s.Unresolved(t.Context(), 0, 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

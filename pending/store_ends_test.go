@@ -82,9 +82,27 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 		if got := unresolved(t, s, 0, 2); len(got) != 2 {
 			t.Errorf("Unresolved(0, limit 2) = %v, want 2", got)
 		}
-		if got, err := s.Unresolved(ctx, 0, 0); err != nil || len(got) != 0 {
+		if got, err := s.Unresolved(ctx, 0, 0, 0); err != nil || len(got) != 0 {
 			t.Errorf("Unresolved(limit 0) = %v, %v", got, err)
 		}
+	})
+
+	t.Run("BoundedInBytes", func(t *testing.T) {
+		s, _ := newStore(t)
+		for i := range 4 {
+			decide(t, s, park(t, s, largeCall(i), long).ID, Rejected)
+		}
+		checkBounded(t, "Unresolved", func(maxBytes int64) []string {
+			got, err := s.Unresolved(t.Context(), 0, 10, maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for _, o := range got {
+				out = append(out, o.ID)
+			}
+			return out
+		})
 	})
 
 	t.Run("CallAsItStands", func(t *testing.T) {
@@ -93,7 +111,7 @@ func testEnds(t *testing.T, newStore newStoreFunc) {
 		if _, err := s.Finish(t.Context(), ran.ID, ran.Fence, Executed, Result{Status: 201, Body: []byte("done")}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Unresolved(t.Context(), 0, 10)
+		got, err := s.Unresolved(t.Context(), 0, 10, 0)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("Unresolved = %v, %v; want the approval", got, err)
 		}
@@ -221,7 +239,7 @@ func TestEndsKeptMS(t *testing.T) {
 // unresolved lists the store's owed ends as "state:id".
 func unresolved(t *testing.T, s Store, olderThan time.Duration, limit int) []string {
 	t.Helper()
-	got, err := s.Unresolved(t.Context(), olderThan, limit)
+	got, err := s.Unresolved(t.Context(), olderThan, limit, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit"
 )
 
-func announceConfig(upstream, notifyURL string) string {
-	return `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
+func announceConfig(upstream, notifyURL string, more ...string) string {
+	return strings.Join(more, "") + `listen: {proxy: 127.0.0.1:0, approvals: 127.0.0.1:0, admin: 127.0.0.1:0}
 public_url: http://approvals.invalid
 upstreams:
   - {name: files, url: ` + upstream + `}
@@ -35,7 +36,7 @@ shutdown_grace: 2s
 // events and whose re-announcer runs every 50ms for calls waiting a
 // second. Its receiver holds the first event until open is called. park
 // parks a call asynchronously and returns its ID.
-func announcing(t *testing.T, queueSize int) (tg replica, ev events, open func(), park func(content string) string) {
+func announcing(t *testing.T, queueSize int, config ...string) (tg replica, ev events, open func(), park func(content string) string) {
 	t.Helper()
 	oldEvery, oldAfter, oldQueue := reannounceEvery, reannounceAfter, notifyQueueSize
 	reannounceEvery, reannounceAfter, notifyQueueSize = 50*time.Millisecond, time.Second, queueSize
@@ -55,7 +56,7 @@ func announcing(t *testing.T, queueSize int) (tg replica, ev events, open func()
 	})}
 	up := testkit.NewUpstream(t, nil)
 	dir := writeFiles(t, t.TempDir(), map[string]string{
-		"toolgate.yaml": announceConfig(up.URL, ev.URL),
+		"toolgate.yaml": announceConfig(up.URL, ev.URL, config...),
 		"rules.yaml":    "rules:\n  - {id: r1, effect: ask, tool: write_note, target: \"*\"}\n",
 	})
 	tg = startReplica(t, filepath.Join(dir, "toolgate.yaml"))
@@ -149,6 +150,36 @@ func TestReannounceBurst(t *testing.T) {
 	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_total", "format", "cloudevents", "result", "dropped"); got != 5 {
 		t.Errorf("%v events dropped, want the burst's 5 and none of those announced again", got)
 	}
+}
+
+// TestReannounceFullByBytes: while a stuck receiver holds a target's
+// queue full by bytes (large calls), the re-announcer reads and sends
+// nothing: each round used to read the dropped calls, arguments and all,
+// build their events and drop them again. Once the receiver takes them,
+// every call is announced, once.
+func TestReannounceFullByBytes(t *testing.T) {
+	tg, ev, open, park := announcing(t, 1024, "limits: {max_body_bytes: 8388608}\n")
+	ids := []string{park("0")}
+	testkit.WaitFor(t, "the first event at the receiver", func() bool { return len(ev.Requests()) == 1 })
+	large := strings.Repeat("x", 4_000_000)
+	for i := range 20 { // 16 fill the 64 MiB a target may queue
+		ids = append(ids, park(large+strconv.Itoa(i)))
+	}
+	dropped := func() float64 {
+		return value(t, scrape(t, tg.admin), "toolgate_notifications_total", "format", "cloudevents", "result", "dropped")
+	}
+	testkit.WaitFor(t, "events dropped", func() bool { return dropped() > 0 })
+	before := dropped()
+	time.Sleep(reannounceAfter + 10*reannounceEvery) // the dropped calls are due
+	if got := dropped(); got != before {
+		t.Errorf("%v events dropped while the receiver was stuck, then %v: the re-announcer sent events the queue had no room for", before, got)
+	}
+	if got := value(t, scrape(t, tg.admin), "toolgate_notifications_reannounced_total", "event", "requested"); got != 0 {
+		t.Errorf("%v events sent again while the queue was full by bytes, want 0", got)
+	}
+	open()
+	eventually(t, tg.admin, "toolgate_notifications_reannounced_total", before, "event", "requested")
+	announcedOnce(t, ev, ids...)
 }
 
 // resolvedEvents returns the ids and outcomes of the approval.resolved

@@ -74,6 +74,10 @@ const (
 	reannounceScan = 4096
 	// announcedTimeout bounds recording a batch of settled announcements.
 	announcedTimeout = 2 * time.Second
+	// minEventBytes is what the smallest event counts against a queue's
+	// bytes (notify's MaxQueuedBytes): with less room, a round sends
+	// nothing.
+	minEventBytes = 1 << 10
 )
 
 // confirmURL is the link to c's confirmation page, which the proxy hands
@@ -300,8 +304,8 @@ func (p *parking) reannounce(ctx context.Context, every, after time.Duration) {
 func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 	defer p.announced.round()()
 	resend(ctx, p, "requested",
-		func(ctx context.Context, limit int) ([]pending.Call, error) {
-			return p.store.Unannounced(ctx, after, limit)
+		func(ctx context.Context, limit int, maxBytes int64) ([]pending.Call, error) {
+			return p.store.Unannounced(ctx, after, limit, maxBytes)
 		},
 		func(c pending.Call) bool { return p.announced.queuedFor(c.ID) || !p.notifier.RoomFor(c.ID) },
 		func(c pending.Call) notify.Event {
@@ -315,8 +319,8 @@ func (p *parking) reannounceOnce(ctx context.Context, after time.Duration) {
 func (p *parking) reresolveOnce(ctx context.Context, after time.Duration) {
 	defer p.resolutions.round()()
 	resend(ctx, p, "resolved",
-		func(ctx context.Context, limit int) ([]pending.Owed, error) {
-			return p.store.Unresolved(ctx, after, limit)
+		func(ctx context.Context, limit int, maxBytes int64) ([]pending.Owed, error) {
+			return p.store.Unresolved(ctx, after, limit, maxBytes)
 		},
 		func(o pending.Owed) bool { return p.resolutions.queuedFor(o.End) || !p.notifier.RoomFor(o.ID) },
 		func(o pending.Owed) notify.Event {
@@ -333,15 +337,19 @@ func (p *parking) reresolveOnce(ctx context.Context, after time.Duration) {
 // the round lists that many more. An item settled but not yet recorded,
 // or whose lane is full (skip), or whose event is still in flight waits
 // for a later round; the event of an item is built only when it may be
-// sent.
-func resend[T any](ctx context.Context, p *parking, kind string, list func(context.Context, int) ([]T, error), skip func(T) bool, event func(T) notify.Event) {
-	room := p.notifier.Room()
-	if room <= 0 {
+// sent. The queues' room is counted in bytes too: a round reads no more
+// calls than they could take, and sends none they would drop, so a
+// backlog of large calls against a stuck receiver is not read, built and
+// dropped again every round (a few hundred calls of a megabyte held a
+// replica at a gigabyte).
+func resend[T any](ctx context.Context, p *parking, kind string, list func(context.Context, int, int64) ([]T, error), skip func(T) bool, event func(T) notify.Event) {
+	room, roomBytes := p.notifier.Room(), p.notifier.RoomBytes()
+	if room <= 0 || roomBytes < minEventBytes {
 		return // the queues are full: what is in them goes first
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	items, err := list(ctx, min(room+p.notifier.Pending(), reannounceScan))
+	items, err := list(ctx, min(room+p.notifier.Pending(), reannounceScan), roomBytes)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("could not list the notifications to send again", "event", kind, "error", err)
@@ -357,6 +365,9 @@ func resend[T any](ctx context.Context, p *parking, kind string, list func(conte
 			continue
 		}
 		e := event(it)
+		if e.QueuedSize() > p.notifier.RoomBytes() {
+			break // it would be dropped: the queues take it in a later round
+		}
 		// Asked again after InFlight: an event that settles in between
 		// is recorded before it leaves flight (notify's settlement), so
 		// in this order it is seen as one or the other, never neither,
