@@ -170,8 +170,8 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 			if id, has := o["id"]; len(method) > maxRPCName || has && len(rpcIDJSON(id)) > maxRPCName {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member's "method" or "id" is longer than `+strconv.Itoa(maxRPCName)+" bytes")
 			}
-			if !isResponse(o, method) {
-				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", `a member without "method" is a response: exactly one of "result" and "error", and no "params"`)
+			if !oneKind(o, method) {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", oneKindDetail)
 			}
 			// Tool calls are decided one per request, a tools/list,
 			// resources/list or prompts/list answer is filtered per
@@ -234,8 +234,8 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		// would be logged as run, or answered as if it were a request.
 		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a request's "id" is a string or a number, never null`)
 	}
-	if !isResponse(msg, method) {
-		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", `a message without "method" is a response: exactly one of "result" and "error", and no "params"`)
+	if !oneKind(msg, method) {
+		return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Bad JSON-RPC message", oneKindDetail)
 	}
 	if id, isString := msg["id"].(string); isString && method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
 		c.mcp.ownResponse = true
@@ -383,21 +383,27 @@ func otherParams(method string, params map[string]any) map[string]any {
 	return other
 }
 
-// isResponse reports whether msg, whose method is method, is what a
-// message without a method must be: a response (JSON-RPC 2.0 §5), with
+// oneKind reports whether msg, whose method is method, is one kind of
+// message (JSON-RPC 2.0 §4, §5): a request or notification, with a method
+// and neither result nor error, or a response, without a method, with
 // exactly one of result and error and no params. Anything else, a call
-// with its method left out say, would be read by a lenient server as what
-// it is not. A message with a method passes. A single message and every
-// member of a batch are held to it.
-func isResponse(msg map[string]any, method string) bool {
-	if method != "" {
-		return true
-	}
+// with its method left out, or one that also carries a result, would be
+// read by a lenient server as what it is not: an upstream that looks for
+// a response first takes {"method":"ping","result":…} for the answer to
+// its own request, while the policy decided a ping. A single message and
+// every member of a batch are held to it.
+func oneKind(msg map[string]any, method string) bool {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
+	if method != "" {
+		return !isResult && !isError
+	}
 	_, hasParams := msg["params"]
 	return isResult != isError && !hasParams
 }
+
+// oneKindDetail is the refusal of a message oneKind refuses.
+const oneKindDetail = `a message with "method" is a request or a notification, with neither "result" nor "error"; one without is a response: exactly one of "result" and "error", and no "params"`
 
 func stringOf(v any) string {
 	s, _ := v.(string)
@@ -520,7 +526,7 @@ func foreignMemberDetail(k string) string {
 	return "member " + strconv.Quote(logCut(k, 64)) + " is not a JSON-RPC member (jsonrpc, id, method, params, result, error): nothing decides it, so nothing sends it"
 }
 
-func caseVariant(m map[string]any, known ...string) string {
+func caseVariant[V any](m map[string]V, known ...string) string {
 	for k := range m {
 		// The names known are ASCII: an ASCII key of another length is
 		// none of them in any case. A key with other letters may be

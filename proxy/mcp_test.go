@@ -956,6 +956,7 @@ func TestMCPBatchMembersAreResponses(t *testing.T) {
 		"params alone":      `{"jsonrpc":"2.0","id":5,"params":{"name":"delete_file","arguments":{"path":"a"}}}`,
 		"result and error":  `{"jsonrpc":"2.0","id":5,"result":{},"error":{"code":1,"message":"x"}}`,
 		"neither":           `{"jsonrpc":"2.0","id":5}`,
+		"method and result": `{"jsonrpc":"2.0","id":5,"method":"notifications/cancelled","result":{}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := newMCPEnv(t, mcpRawEra, func(c *Config) { c.Decider = allowAll })
@@ -1203,9 +1204,10 @@ func TestToolsListKeepsToolsVerbatim(t *testing.T) {
 	})
 	newTestServer(t, allow, func(c *Config) { c.serverHook = func(s *Server) { server = s } })
 	tool := `{"name":"Read","inputSchema":{"type":"object","properties":{"n":{"maximum":9007199254740993}}},"annotations":{"readOnlyHint":true}}`
-	body := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tool + `,7,{"name":1},{"Name":"x"}]}}`
+	body := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tool + `,7,{"name":1},{"Name":"x"},{"name":"y","NAME":"z"}]}}`
 	c := &call{id: "c", up: server.upstreams[0], input: &policy.Input{Kind: policy.KindMCP, MCP: &policy.MCP{Method: "tools/list"}}}
-	out := string(server.filterListMessage(t.Context(), []byte(body), c))
+	b, _ := server.filterListMessage(t.Context(), []byte(body), c)
+	out := string(b)
 	if !strings.Contains(out, `"tools":[`+tool+`]`) {
 		t.Errorf("filtered answer %s, want exactly the one valid tool, verbatim", out)
 	}

@@ -303,7 +303,8 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 		return nil, false
 	}
 	if t[0] != '[' {
-		return escapeLineSeparators(s.filterListMessage(ctx, t, c)), true
+		out, ok := s.filterListMessage(ctx, t, c)
+		return escapeLineSeparators(out), ok
 	}
 	var msgs []json.RawMessage
 	if json.Unmarshal(t, &msgs) != nil {
@@ -316,7 +317,11 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, s.filterListMessage(ctx, m, c)...)
+		f, ok := s.filterListMessage(ctx, m, c)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, f...)
 	}
 	return escapeLineSeparators(append(out, ']')), true
 }
@@ -325,10 +330,13 @@ func (s *Server) listMessage(ctx context.Context, data []byte, c *call) ([]byte,
 // JSON-RPC response for the caller; anything else is returned unchanged.
 // Members are matched by shape, not by the request's method: on the
 // server's stream (streamListProxy) there is no request to go by.
-func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byte {
+func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) ([]byte, bool) {
+	if listMemberFolded(b) {
+		return nil, false
+	}
 	msg, result, ok := rpcResult(b)
 	if !ok {
-		return b
+		return b, true
 	}
 	filtered := false
 	lb := c.listBudget()
@@ -345,7 +353,7 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 		}
 	}
 	if !filtered {
-		return b
+		return b, true
 	}
 	if lb.left < 0 && !lb.warned {
 		lb.warned = true
@@ -357,7 +365,31 @@ func (s *Server) filterListMessage(ctx context.Context, b []byte, c *call) []byt
 	// absent cacheScope reads as "public" (2026-07-28), and clients of
 	// earlier revisions ignore a member they do not know.
 	result["cacheScope"] = json.RawMessage(`"private"`)
-	return withResult(msg, result, b)
+	return withResult(msg, result, b), true
+}
+
+// listMemberFolded reports a message whose members, or whose result's,
+// toolgate reads by their exact names while a client that decodes case-
+// insensitively (Go's encoding/json, and SDKs built on it) reads another
+// member as one of them: "Result" as result, "Tools" as tools. Such a list
+// answer is not one toolgate can filter as every client reads it.
+func listMemberFolded(b []byte) bool {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(b, &msg) != nil {
+		return false
+	}
+	if caseVariant(msg, "jsonrpc", "id", "method", "result", "error") != "" {
+		return true
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(msg["result"], &result) != nil {
+		return false
+	}
+	names := []string{"tools", "cacheScope"}
+	for _, li := range listedItems {
+		names = append(names, li.member)
+	}
+	return caseVariant(result, names...) != ""
 }
 
 // filterTools is raw, a list answer's tools, without those the caller
@@ -385,7 +417,7 @@ func (s *Server) filterTools(ctx context.Context, raw json.RawMessage, c *call, 
 			Name        string
 			Annotations map[string]any
 		}
-		if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m["name"], &t.Name) != nil {
+		if json.Unmarshal(raw, &m) != nil || caseVariant(m, "name", "annotations") != "" || json.Unmarshal(m["name"], &t.Name) != nil {
 			continue
 		}
 		if a, ok := m["annotations"]; ok && json.Unmarshal(a, &t.Annotations) != nil {
@@ -450,7 +482,7 @@ func (s *Server) filterItems(ctx context.Context, raw json.RawMessage, c *call, 
 	for _, item := range items {
 		var m map[string]json.RawMessage
 		var target string
-		if json.Unmarshal(item, &m) != nil {
+		if json.Unmarshal(item, &m) != nil || caseVariant(m, li.key) != "" {
 			continue
 		}
 		// A string, not null (which would read as ""): the target as

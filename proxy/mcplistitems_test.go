@@ -255,6 +255,31 @@ func listThrough(t *testing.T, status int, contentType, body, version string) (*
 const listWithSecret = `{"jsonrpc":"2.0","id":1,"result":{"ttlMs":60000,"resources":[` +
 	`{"uri":"file:///srv/docs/readme.md","name":"readme"},{"uri":"file:///srv/docs/secrets/key.pem","name":"key"}]}}`
 
+// TestListCaseVariantMembers: a list answer with a member that a client
+// decoding case-insensitively (Go's encoding/json) reads as its result or
+// its list ("Result", "Resources", "reſources") is not one toolgate can
+// filter as every client reads it: 502, nothing of it passed on. An entry
+// whose target has a case variant beside it ("URI") is hidden.
+func TestListCaseVariantMembers(t *testing.T) {
+	for name, body := range map[string]string{
+		"result":       strings.Replace(listWithSecret, `"result"`, `"Result"`, 1),
+		"resources":    strings.Replace(listWithSecret, `"resources"`, `"Resources"`, 1),
+		"long s":       strings.Replace(listWithSecret, `"resources"`, `"reſources"`, 1),
+		"beside":       strings.Replace(listWithSecret, `"resources":[`, `"resources":[],"RESOURCES":[`, 1),
+		"tools beside": `{"jsonrpc":"2.0","id":1,"result":{"resources":[],"Tools":[{"name":"key.pem"}]}}`,
+	} {
+		res, raw := listThrough(t, http.StatusOK, "application/json", body, "2025-06-18")
+		if res.StatusCode != http.StatusBadGateway || strings.Contains(string(raw), "key.pem") {
+			t.Errorf("%s: %d %s, want 502 and nothing of the list", name, res.StatusCode, raw)
+		}
+	}
+	entry := `{"jsonrpc":"2.0","id":1,"result":{"resources":[{"uri":"file:///srv/docs/readme.md","URI":"file:///srv/docs/secrets/key.pem","name":"x"}]}}`
+	res, raw := listThrough(t, http.StatusOK, "application/json", entry, "2025-06-18")
+	if res.StatusCode != http.StatusOK || strings.Contains(string(raw), "key.pem") || strings.Contains(string(raw), "readme") {
+		t.Errorf("an entry with a case variant of its uri: %d %s, want it hidden", res.StatusCode, raw)
+	}
+}
+
 // TestListAskRefused: a list the policy asks about is refused, not
 // parked: a parked call is answered the way any approved call is, and its
 // answer would reach the caller unfiltered, naming what it may not read.
@@ -323,7 +348,7 @@ func TestListDecisionsBounded(t *testing.T) {
 		return `{"jsonrpc":"2.0","id":1,"result":{"resources":[` + strings.Join(entries, ",") + `]}}`
 	}
 	same := slices.Repeat([]string{`{"uri":"file:///srv/docs/a"}`}, 50_000)
-	out := string(server.filterListMessage(t.Context(), []byte(list(same)), c))
+	out := string(listFiltered(t, server, []byte(list(same)), c))
 	if got := n.Load(); got != 1 || strings.Count(out, "file:///srv/docs/a") != 50_000 {
 		t.Errorf("50000 entries of one uri: %d decisions, %d listed; want 1 and all", got, strings.Count(out, "file:///srv/docs/a"))
 	}
@@ -334,7 +359,7 @@ func TestListDecisionsBounded(t *testing.T) {
 		many = append(many, `{"uri":"file:///srv/docs/`+strconv.Itoa(i)+`"}`)
 	}
 	many = append(many, `{"uri":"file:///srv/docs/a"}`) // decided already: kept
-	out = string(server.filterListMessage(t.Context(), []byte(list(many)), c))
+	out = string(listFiltered(t, server, []byte(list(many)), c))
 	if got := n.Load(); got != maxListDecisions {
 		t.Errorf("%d distinct uris: %d decisions, want %d", len(many), got, maxListDecisions)
 	}
@@ -351,14 +376,14 @@ func TestListDecisionsBounded(t *testing.T) {
 	}
 	other := strings.ReplaceAll(strings.Join(half, ","), "docs/", "docs/x")
 	for range 3 {
-		server.filterListMessage(t.Context(), []byte(list(half)), c)
-		server.filterListMessage(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"result":{"resources":[`+other+`]}}`), c)
+		listFiltered(t, server, []byte(list(half)), c)
+		listFiltered(t, server, []byte(`{"jsonrpc":"2.0","id":1,"result":{"resources":[`+other+`]}}`), c)
 	}
 	if got := n.Load(); got != maxListDecisions {
 		t.Errorf("one call's six answers: %d decisions, want %d", got, maxListDecisions)
 	}
 	c = newCall()
-	out = string(server.filterListMessage(t.Context(), []byte(list([]string{`{"uri":"file:///srv/notes/today.txt"}`})), c))
+	out = string(listFiltered(t, server, []byte(list([]string{`{"uri":"file:///srv/notes/today.txt"}`})), c))
 	if strings.Contains(out, "today") {
 		t.Errorf("without approvals a resource whose read would be asked about is listed: %s", out)
 	}
@@ -547,4 +572,14 @@ func TestDontAskHidesAToolAnAskRowCovers(t *testing.T) {
 			t.Errorf("write_note, no call of which can run under dont_ask, is listed")
 		}
 	}
+}
+
+// listFiltered is filterListMessage's answer to b, which must be readable.
+func listFiltered(t *testing.T, s *Server, b []byte, c *call) []byte {
+	t.Helper()
+	out, ok := s.filterListMessage(t.Context(), b, c)
+	if !ok {
+		t.Fatalf("filterListMessage(%.200s) found it unreadable", b)
+	}
+	return out
 }

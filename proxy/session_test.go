@@ -423,17 +423,22 @@ func TestMCPEndpointNearMisses(t *testing.T) {
 }
 
 // TestMCPResponsesAreResponses: a message without a method is a JSON-RPC
-// response, with exactly one of result and error and no params; anything
-// else (a call with its method left out, read by a lenient server as a
-// call) is refused before it reaches the upstream.
+// response, with exactly one of result and error and no params, and one
+// with a method has neither; anything else (a call with its method left
+// out, read by a lenient server as a call, or a ping that carries a
+// result) is refused before it reaches the upstream.
 func TestMCPResponsesAreResponses(t *testing.T) {
 	env := newMCPEnv(t, mcpEras[0], func(c *Config) { c.Decider = allowAll })
 	for body, want := range map[string]int{
 		`{"jsonrpc":"2.0","id":3,"params":{"name":"delete_file","arguments":{"path":"a"}}}`: http.StatusBadRequest,
-		`{"jsonrpc":"2.0","id":3}`:                                        http.StatusBadRequest,
-		`{"jsonrpc":"2.0","id":3,"result":{},"error":{"code":1}}`:         http.StatusBadRequest,
-		`{"jsonrpc":"2.0","id":3,"result":{},"params":{"name":"rm"}}`:     http.StatusBadRequest,
-		`{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}`: http.StatusAccepted,
+		`{"jsonrpc":"2.0","id":3}`:                                    http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"result":{},"error":{"code":1}}`:     http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"result":{},"params":{"name":"rm"}}`: http.StatusBadRequest,
+		// A request that carries a result too: an upstream that looks
+		// for a response first reads the answer to its own request.
+		`{"jsonrpc":"2.0","id":"srv-1","method":"ping","result":{"action":"accept"}}`:            http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":"srv-1","method":"notifications/initialized","error":{"code":1}}`: http.StatusBadRequest,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}`:                        http.StatusAccepted,
 	} {
 		before := len(env.up.Requests())
 		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
