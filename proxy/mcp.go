@@ -62,11 +62,15 @@ type mcpMessage struct {
 // notMCPEndpoint refuses a plain HTTP call to an MCP upstream that an
 // upstream may take for its MCP endpoint all the same: a spelling of
 // mcp_path in another case or with a trailing slash (routers that match
-// loosely, as Express does by default, serve both there), or any request
-// naming an MCP session. Either would reach the MCP server without its
-// message being read or its session checked against the caller.
-func notMCPEndpoint(r *http.Request, rel, mcpPath string) *answer {
-	if strings.EqualFold(strings.TrimRight(rel, "/"), strings.TrimRight(mcpPath, "/")) {
+// loosely, as Express does by default, serve both there) or trailing dots
+// and spaces (IIS and ASP.NET drop them, as Windows does from a name), or
+// any request naming an MCP session. Either would reach the MCP server
+// without its message being read or its session checked against the caller.
+// The path is judged as sent (rawRel) and decoded (rel): "/mcp%20" is
+// "/mcp " to the router.
+func notMCPEndpoint(r *http.Request, rawRel, rel, mcpPath string) *answer {
+	endpoint := strings.TrimRight(mcpPath, "/")
+	if strings.EqualFold(strings.TrimRight(rawRel, "/. "), endpoint) || strings.EqualFold(strings.TrimRight(rel, "/. "), endpoint) {
 		return invalid(http.StatusBadRequest, "Not the MCP endpoint", "the MCP endpoint is "+mcpPath+", spelt exactly so")
 	}
 	if _, has := r.Header[headerSessionID]; has {
@@ -82,7 +86,7 @@ func notMCPEndpoint(r *http.Request, rel, mcpPath string) *answer {
 func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 	in := c.input
 	if c.rawRel != c.up.MCPPath {
-		if a := notMCPEndpoint(r, c.rawRel, c.up.MCPPath); a != nil {
+		if a := notMCPEndpoint(r, c.rawRel, c.rel, c.up.MCPPath); a != nil {
 			return a
 		}
 		if a := checkOverrideQuery(query); a != nil {

@@ -378,7 +378,7 @@ func TestMCPSessionHandedOutTwice(t *testing.T) {
 
 // TestMCPEndpointNearMisses: on an MCP upstream, a plain HTTP call the
 // upstream's router may take for its MCP endpoint (mcp_path in another
-// case or with a trailing slash) or one naming an MCP session is refused,
+// case, or with a trailing slash, dots or spaces) or one naming an MCP session is refused,
 // even under a policy that allows every plain HTTP call there: its
 // message would go unread and its session unchecked.
 func TestMCPEndpointNearMisses(t *testing.T) {
@@ -404,6 +404,9 @@ func TestMCPEndpointNearMisses(t *testing.T) {
 		{"/mcp/", nil},
 		{"/MCP", nil},
 		{"/Mcp/", nil},
+		{"/mcp.", nil},
+		{"/mcp%20", nil},
+		{"/MCP. ./", nil},
 		{"/health", []string{"Mcp-Session-Id", "victim-session-123"}},
 	} {
 		before := len(env.up.Requests())
