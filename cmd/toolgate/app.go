@@ -441,7 +441,7 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		// other two hold.
 		// No credentials here, and probes must keep answering: a body
 		// sent to a probe is no reason to hold a connection (deadline.Body).
-		newServer(2, "admin", deadline.Body(adminHandler(a.readiness, a.registry), a.cfg.Limits.BodyTimeout.Std()), min(maxConns, adminMaxConnections), 0, adminMaxHeaderBytes),
+		newServer(2, "admin", deadline.Body(adminHandler(a.readiness, a.registry), a.cfg.Limits.BodyTimeout.Std()), min(maxConns, adminMaxConnections), adminMaxPerSource, adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
 	// GOGC in the environment turns this off.

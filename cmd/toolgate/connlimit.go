@@ -71,9 +71,17 @@ var writeProgress = 30 * time.Second
 // listener (a bearer JWT, a session cookie, a proxy's identity headers);
 // the admin listener serves probes and scrapes, which need few connections
 // and short headers.
+//
+// One source holds at most adminMaxPerSource of the admin listener's
+// places: probes come from the node, scrapes from a monitoring pod, each
+// a connection or two at a time, and any pod that can reach the port
+// could otherwise hold all 64 with headers sent a line at a time, so that
+// the kubelet's probes wait behind it in the backlog and the pod turns
+// unready.
 const (
 	maxHeaderBytes      = 64 << 10
 	adminMaxConnections = 64
+	adminMaxPerSource   = 16
 	adminMaxHeaderBytes = 8 << 10
 )
 

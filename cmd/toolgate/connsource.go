@@ -69,7 +69,7 @@ func (l *sourceListener) take(src netip.Addr) bool {
 	if l.open[src] >= l.max {
 		if now := time.Now(); now.Sub(l.lastWarn) >= time.Minute {
 			l.lastWarn = now
-			l.log.Warn("connections from one source past limits.max_connections_per_source: closing new ones at once",
+			l.log.Warn("connections from one source past its share of the listener: closing new ones at once",
 				"listener", l.name, "source", src.String(), "max_connections_per_source", l.max)
 		}
 		return false

@@ -85,6 +85,46 @@ func TestConnectionsPerSource(t *testing.T) {
 	}
 }
 
+// TestAdminConnectionsPerSource: one host holds at most 16 of the admin
+// listener's 64 places, with or without limits.max_connections_per_source:
+// connections that send their headers a line at a time from one pod no
+// longer make the kubelet's probes wait behind them in the backlog.
+func TestAdminConnectionsPerSource(t *testing.T) {
+	loopbackAlias(t, "127.0.0.2")
+	up := testkit.NewUpstream(t, nil)
+	tg := startLimited(t, "{max_connections: 1000}", up.URL)
+	adminAddr := strings.TrimPrefix(tg.admin, "http://")
+	for range adminMaxPerSource {
+		c, err := net.Dial("tcp", adminAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n") // and the rest never
+	}
+	c, err := net.Dial("tcp", adminAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection %d from one source to the admin listener: %q, %v; want it closed at once", adminMaxPerSource+1, line, err)
+	}
+	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+	}).DialContext}}
+	res, err := probe.Get(tg.admin + "/livez")
+	if err != nil {
+		t.Fatalf("a probe from another source: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("a probe from another source: %d, want 200", res.StatusCode)
+	}
+}
+
 // loopbackAlias skips the test where ip, a loopback address other than
 // 127.0.0.1, cannot be a connection's source (Linux routes all of
 // 127.0.0.0/8 to loopback; other systems need an alias).
