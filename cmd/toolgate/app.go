@@ -444,7 +444,13 @@ func (a *app) serve(ctx context.Context, l *listeners) error {
 		newServer(2, "admin", deadline.Body(adminHandler(a.readiness, a.registry), a.cfg.Limits.BodyTimeout.Std()), min(maxConns, adminMaxConnections), adminMaxPerSource, adminMaxHeaderBytes),
 	}
 	// Garbage collection paced for a small live heap (internal/gctune);
-	// GOGC in the environment turns this off.
+	// GOGC in the environment turns this off. The heap is bounded by the
+	// container's memory limit.
+	if limit, err := gctune.MemoryLimit(); err != nil {
+		a.log.Warn("cannot read the container's memory limit: the heap is not bounded by it (set GOMEMLIMIT)", "error", err)
+	} else if limit > 0 {
+		a.log.Info("heap bounded by the memory limit", "gomemlimit_bytes", limit)
+	}
 	defer gctune.Start(gctune.DefaultFloor).Stop()
 	errc := make(chan error, len(servers))
 	for i, s := range servers {
