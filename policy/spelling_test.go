@@ -227,6 +227,7 @@ func TestTrimmedTarget(t *testing.T) {
 		{"trimmed, then decoded", map[string]any{"path": "%73ecrets/key "}, []policy.TargetArg{
 			{Arg: "path", Target: "%73ecrets/key ", Raw: "%73ecrets/key "},
 			{Arg: "path", Target: "secrets/key ", Raw: "%73ecrets/key "},
+			{Arg: "path", Target: "secrets/key", Raw: "%73ecrets/key "}, // decoded, then trimmed
 			{Arg: "path", Target: "%73ecrets/key", Raw: "%73ecrets/key "},
 			{Arg: "path", Target: "secrets/key", Raw: "%73ecrets/key "},
 		}},
@@ -260,6 +261,10 @@ func TestTrimmedTargetDecides(t *testing.T) {
 		{" secrets/key", outcome{"deny", []string{"secrets"}}},
 		{"secrets/key\t\u2003", outcome{"deny", []string{"secrets"}}},
 		{"\ufeff%73ecrets/key", outcome{"deny", []string{"secrets"}}},
+		// Decoded, then trimmed.
+		{"%20secrets/key", outcome{"deny", []string{"secrets"}}},
+		{"%C2%A0secrets/key", outcome{"deny", []string{"secrets"}}},
+		{"secrets/key%E3%80%80", outcome{"deny", []string{"secrets"}}},
 		{"docs/a ", outcome{"allow", []string{"docs"}}},
 	} {
 		if diff := cmp.Diff(tc.want, decide(t, e, call("read", tc.path))); diff != "" {

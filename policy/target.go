@@ -141,6 +141,15 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 		}
 		if d, ok := decodedTarget(k, s, fold); ok {
 			add(d)
+			// A tool that decodes and then trims ("%20secrets/key")
+			// reads the decoded spelling trimmed.
+			if dec, _, _ := decodePercent(s, fold); !d.Opaque {
+				if t := strings.TrimFunc(dec, trimmedByTools); t != dec && t != "" {
+					a := stringTarget(k, t)
+					a.Raw = s
+					add(a)
+				}
+			}
 		}
 		if f, ok := bestFitLetters(k, s, fold); ok {
 			add(f)
@@ -237,11 +246,11 @@ func tooLong(a TargetArg) TargetArg {
 	return TargetArg{Arg: a.Arg, Raw: a.Raw, Escapes: a.Escapes, Opaque: true}
 }
 
-// MaxTargetEntries bounds tool.targets' entries: a value may give four (as
-// sent, its path reading when it looks like a URL, its decoded spelling, its
-// best-fit spelling with FoldWindows), and four more for its trimmed
-// spelling.
-const MaxTargetEntries = 8 * MaxTargets
+// MaxTargetEntries bounds tool.targets' entries: a value may give five (as
+// sent, its path reading when it looks like a URL, its decoded spelling and
+// that trimmed, its best-fit spelling with FoldWindows), and five more for
+// its trimmed spelling.
+const MaxTargetEntries = 10 * MaxTargets
 
 // opaqueTarget is the target of argument k holding v, a value the policy
 // cannot read as one path. It escapes when any string inside v (a value
