@@ -354,7 +354,9 @@ type Store interface {
 	// may have been lost, to be announced again. When maxBytes is
 	// positive, the calls returned hold at most that many bytes in all
 	// (their stored records: a megabyte of arguments is a megabyte read),
-	// but the first due is returned whatever its size.
+	// but the first due is returned whatever its size. A store in shards
+	// lists each shard's oldest first, one shard after another, and starts
+	// a listing bounded in bytes at another shard each time.
 	Unannounced(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Call, error)
 
 	// Resolved records that the "resolved" notifications of these ends

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,10 +52,13 @@ import (
 //	{toolgate}:layout          string: the number of shards (checkLayout)
 //	toolgate:events            pub/sub channel; message = ID of a changed call
 type RedisStore struct {
-	rdb     redis.UniversalClient
-	base    string   // "{tag}:": grants, the layout, shard 0 with one shard
-	bases   []string // each shard's key base (redis_shards.go)
-	channel string
+	rdb   redis.UniversalClient
+	base  string   // "{tag}:": grants, the layout, shard 0 with one shard
+	bases []string // each shard's key base (redis_shards.go)
+	// boundedFrom turns the shard a listing bounded in bytes starts at
+	// (collectBounded).
+	boundedFrom atomic.Uint32
+	channel     string
 	// scriptChannel is the channel as the scripts take it: on a Cluster
 	// with '{' before it, their mark for SPUBLISH (redis_scripts.go). Made
 	// once, not at every script call.
@@ -691,11 +695,18 @@ func collectAs[T any](s *RedisStore, limit int, script func(base string, left in
 // (Store.Unannounced): each shard's script is given what is left of
 // maxBytes (negative: no bound), measured as the script measures it (the
 // stored values' lengths), and first ("1") while nothing is listed, so
-// that the first call due is listed whatever its size.
+// that the first call due is listed whatever its size. A bounded listing
+// starts at the next shard each time: from a fixed one, a large call due
+// on a later shard would never fit behind the calls of the earlier ones.
 func collectBounded[T any](s *RedisStore, limit int, maxBytes int64, script func(base string, left int, budget int64, first string) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
 	var out []T
 	var used int64
-	err := s.eachShard(func(base string) (bool, error) {
+	bases := s.bases
+	if maxBytes > 0 && len(bases) > 1 {
+		i := int(s.boundedFrom.Add(1) % uint32(len(bases)))
+		bases = append(slices.Clone(bases[i:]), bases[:i]...)
+	}
+	err := eachOf(bases, func(base string) (bool, error) {
 		if limit-len(out) <= 0 || (maxBytes > 0 && used >= maxBytes) {
 			return false, nil
 		}

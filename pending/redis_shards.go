@@ -117,7 +117,12 @@ func (s *RedisStore) Sharded() bool { return len(s.bases) > 1 }
 // eachShard runs f on every shard's base, in turn, until f returns false
 // or an error.
 func (s *RedisStore) eachShard(f func(base string) (more bool, err error)) error {
-	for _, b := range s.bases {
+	return eachOf(s.bases, f)
+}
+
+// eachOf is eachShard over bases, in their order.
+func eachOf(bases []string, f func(base string) (more bool, err error)) error {
+	for _, b := range bases {
 		more, err := f(b)
 		if err != nil || !more {
 			return err

@@ -225,3 +225,38 @@ func TestRedisStoreAnnounceShards(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisBoundedListingTurnsShards: a listing bounded in bytes starts at
+// the next shard each time, so that a large call due on a later shard is
+// listed too (the first, whatever its size) and not always left behind
+// the small calls of an earlier one.
+func TestRedisBoundedListingTurnsShards(t *testing.T) {
+	s := newRedisStoreOn(t, newRedisClient(t), Options{Shards: 4})
+	index := func(id string) int { return slices.Index(s.bases, s.baseOf(id)) }
+	large := asPrincipal(largeCall(0), "key:large")
+	for i := 0; index(large.ID) == 0; i++ {
+		large = asPrincipal(largeCall(0), fmt.Sprint("key:large-", i))
+	}
+	var small Call
+	for i := 0; ; i++ {
+		if small = asPrincipal(sampleCall(), fmt.Sprint("key:small-", i)); index(small.ID) < index(large.ID) {
+			break
+		}
+	}
+	park(t, s, large, time.Hour)
+	park(t, s, small, time.Hour)
+	listed := 0
+	for range len(s.bases) {
+		got, err := s.Unannounced(t.Context(), 0, 10, 5_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids(got), large.ID) {
+			listed++
+		}
+	}
+	if listed == 0 {
+		t.Errorf("in %d listings bounded to 5,000 bytes the large call (shard %d) was never listed, only the small one (shard %d)",
+			len(s.bases), index(large.ID), index(small.ID))
+	}
+}

@@ -365,8 +365,15 @@ func resend[T any](ctx context.Context, p *parking, kind string, list func(conte
 			continue
 		}
 		e := event(it)
-		if e.QueuedSize() > p.notifier.RoomBytes() {
-			break // it would be dropped: the queues take it in a later round
+		if size := e.QueuedSize(); size > notify.MaxQueuedBytes {
+			// No queue ever takes it (max_body_bytes above the queues'
+			// bytes): given up as settled, lest it be listed first, and
+			// alone, in every round, and the calls behind it never.
+			p.log.Warn("notification larger than a target may queue: not sent", "event", kind, "call_id", e.CallID, "bytes", size)
+			p.settled(e, false)
+			continue
+		} else if size > p.notifier.RoomBytes() {
+			continue // it would be dropped now: a later round sends it
 		}
 		// Asked again after InFlight: an event that settles in between
 		// is recorded before it leaves flight (notify's settlement), so
