@@ -63,12 +63,14 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, c *call) answer {
 	ctx := withHeld(c.withRelay(r.Context(), w, r), pc.ID, c.input)
 	hold, release := s.holdPlace(c.subject.Principal, s.holdFor(r))
 	defer release()
+	held, unheld := s.holding(r, c, s.offerConfirmation(w, r, c))
+	defer unheld()
 	o := s.life.Ask(ctx, pc, lifecycle.Hold{
 		Same:          s.sameHeaders(c),
 		For:           hold,
 		Progress:      c.progressReporter(w, r),
 		ProgressEvery: progressEvery,
-		Held:          s.offerConfirmation(w, r, c),
+		Held:          held,
 		// In the stateless MCP revision (2026-07-28) closing the stream
 		// cancels the request; elsewhere a call whose agent went away
 		// stays parked for its status URL or a retry that attaches.

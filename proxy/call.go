@@ -100,6 +100,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, c *call) answer 
 		if a, ok := s.taskAnswer(w, r, c); ok {
 			return a // a task of toolgate's own: the upstream never knew it
 		}
+		if a, ok := s.cancelHeld(w, r, c); ok {
+			return a // a request held here: the upstream never got it
+		}
 		return s.forward(w, r, c)
 	case policy.Ask:
 		s.releaseBody(c) // a held ask keeps its stored request, not these

@@ -52,6 +52,9 @@ type mcpMessage struct {
 	// ownResponse is set for a JSON-RPC response to one of toolgate's own
 	// requests (confirm.go): toolgate answers it, no upstream sees it.
 	ownResponse bool
+	// cancels is the request a notifications/cancelled names (its
+	// params.requestId, as id is kept), or nil (mcpcancel.go).
+	cancels []byte
 	// listCursor: a list request asks for a later page (params.cursor).
 	listCursor bool
 	// batch is the distinct methods of a batch's members: each is decided
@@ -245,6 +248,9 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.ownResponse = true
 	}
 	params, _ := msg["params"].(map[string]any)
+	if rid, ok := params["requestId"]; ok && method == "notifications/cancelled" && rid != nil {
+		c.mcp.cancels = rpcIDJSON(rid)
+	}
 	// With the members the policy reads one level down: completion/
 	// complete's ref, and the resource subscriptions of subscriptions/listen.
 	ref, _ := params["ref"].(map[string]any)

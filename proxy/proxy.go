@@ -187,6 +187,9 @@ type Server struct {
 	seals     *sealer            // seals parked calls, checks them before they run (seal.go)
 	// life runs parked calls; nil when nothing is parked (no store).
 	life *lifecycle.Lifecycle
+	// heldMCP: the MCP requests held here for a decision, which the
+	// client may cancel (mcpcancel.go).
+	heldMCP heldRequests
 	// placeID, when set, makes a call's ID once its principal is known:
 	// a store sharded by principal reads the shard from the ID
 	// (pending.PlaceID).

@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/toolgate/toolgate/pending"
+)
+
+// An MCP client cancels a request it sent with notifications/cancelled
+// (params.requestId). For a tools/call toolgate holds parked, toolgate is
+// the receiver: the upstream never got the request. So such a notification
+// cancels the parked call, as DELETE on its status URL does, and goes no
+// further. Without this, a session-era client (whose closed stream leaves
+// the call parked) had no way within MCP to stop a call, and an approver
+// could still run it after the user pressed stop.
+//
+// Only requests held on this replica are known here: a cancel that reaches
+// another replica goes to the upstream as before, and the call stays
+// parked until it is decided, cancelled through its status URL, or
+// expires.
+
+// heldRequests maps an MCP request held waiting for a decision (its
+// principal, session and JSON-RPC id) to the parked call it waits for.
+type heldRequests struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func mcpHeldKey(principal, session string, rpcID []byte) string {
+	return principal + "\x00" + session + "\x00" + string(rpcID)
+}
+
+func (h *heldRequests) add(key, callID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]string{}
+	}
+	h.m[key] = callID
+}
+
+// remove forgets key, unless another request holds it by now.
+func (h *heldRequests) remove(key, callID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m[key] == callID {
+		delete(h.m, key)
+	}
+}
+
+func (h *heldRequests) get(key string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id, ok := h.m[key]
+	return id, ok
+}
+
+// holding returns the Held hook of an MCP request's ask, which records the
+// call it waits for, and then calls next (nil: nothing more); and the
+// function that forgets it once the request is answered.
+func (s *Server) holding(r *http.Request, c *call, next func(pending.Call)) (held func(pending.Call), done func()) {
+	if c.mcp == nil || c.mcp.id == nil {
+		return next, func() {}
+	}
+	key := mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.id)
+	var callID string
+	return func(pc pending.Call) {
+			callID = pc.ID
+			s.heldMCP.add(key, callID)
+			if next != nil {
+				next(pc)
+			}
+		}, func() {
+			if callID != "" {
+				s.heldMCP.remove(key, callID)
+			}
+		}
+}
+
+// cancelHeld answers a notifications/cancelled that names a request held
+// here: its parked call is cancelled and nothing is forwarded. ok is false
+// for any other message, and for a call already decided (it may be
+// running: the upstream hears the cancel).
+func (s *Server) cancelHeld(w http.ResponseWriter, r *http.Request, c *call) (answer, bool) {
+	if s.life == nil || c.mcp == nil || c.mcp.cancels == nil {
+		return answer{}, false
+	}
+	id, ok := s.heldMCP.get(mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.cancels))
+	if !ok {
+		return answer{}, false
+	}
+	if _, err := s.life.Cancel(context.WithoutCancel(r.Context()), c.subject.Principal, id); err != nil {
+		if se := (*pending.StateError)(nil); errors.As(err, &se) || errors.Is(err, pending.ErrNotFound) {
+			return answer{}, false
+		}
+		s.log.Warn("cannot cancel a parked call its MCP client cancelled", "call_id", id, "error", err)
+		return unavailable("Store unavailable", "the parked call could not be cancelled; cancel it through its status URL"), true
+	}
+	s.log.Info("parked call cancelled by its MCP client (notifications/cancelled)", "call_id", id)
+	w.WriteHeader(http.StatusAccepted)
+	return answer{kind: written}, true
+}
