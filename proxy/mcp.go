@@ -197,6 +197,9 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 			if id, _ := o["id"].(string); method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that answers toolgate's own request is refused whole; send the answer alone")
 			}
+			if _, held := s.heldFor(r, c, cancelledID(o, method)); held {
+				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that cancels a request toolgate holds for a decision is refused whole; send the cancel alone")
+			}
 			if isString && !slices.Contains(c.mcp.batch, method) {
 				c.mcp.batch = append(c.mcp.batch, method)
 			}
@@ -248,9 +251,7 @@ func (s *Server) readRPCObject(r *http.Request, c *call, msg map[string]any) *an
 		c.mcp.ownResponse = true
 	}
 	params, _ := msg["params"].(map[string]any)
-	if rid, ok := params["requestId"]; ok && method == "notifications/cancelled" && rid != nil {
-		c.mcp.cancels = rpcIDJSON(rid)
-	}
+	c.mcp.cancels = cancelledID(msg, method)
 	// With the members the policy reads one level down: completion/
 	// complete's ref, and the resource subscriptions of subscriptions/listen.
 	ref, _ := params["ref"].(map[string]any)

@@ -17,16 +17,43 @@ import (
 // the call parked) had no way within MCP to stop a call, and an approver
 // could still run it after the user pressed stop.
 //
-// Only requests held on this replica are known here: a cancel that reaches
-// another replica goes to the upstream as before, and the call stays
-// parked until it is decided, cancelled through its status URL, or
-// expires.
+// Only requests held on this replica, in a session, are known here. A
+// cancel that reaches another replica goes to the upstream as before, and
+// the call stays parked until it is decided, cancelled through its status
+// URL, or expires. Without a session (the 2026-07-28 revision, where
+// closing the stream cancels; a server that mints none) every client of
+// one API key numbers its requests alike, and one's cancel of its own
+// running request would cancel another's parked call.
 
 // heldRequests maps an MCP request held waiting for a decision (its
-// principal, session and JSON-RPC id) to the parked call it waits for.
+// principal, session and JSON-RPC id) to the parked call it waits for,
+// with how many requests so keyed hold it (an identical retry attaches).
 type heldRequests struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]*heldCall
+}
+
+type heldCall struct {
+	id      string
+	holders int
+}
+
+// cancelsID is the request a notifications/cancelled names, or nil.
+func (m *mcpMessage) cancelsID() []byte {
+	if m == nil {
+		return nil
+	}
+	return m.cancels
+}
+
+// cancelledID is the request msg, a notifications/cancelled, names (its
+// params.requestId, as a request's id is kept), or nil.
+func cancelledID(msg map[string]any, method string) []byte {
+	params, _ := msg["params"].(map[string]any)
+	if rid, ok := params["requestId"]; ok && method == "notifications/cancelled" && rid != nil {
+		return rpcIDJSON(rid)
+	}
+	return nil
 }
 
 func mcpHeldKey(principal, session string, rpcID []byte) string {
@@ -37,35 +64,44 @@ func (h *heldRequests) add(key, callID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
-		h.m = map[string]string{}
+		h.m = map[string]*heldCall{}
 	}
-	h.m[key] = callID
+	if e := h.m[key]; e != nil && e.id == callID {
+		e.holders++
+		return
+	}
+	h.m[key] = &heldCall{id: callID, holders: 1}
 }
 
-// remove forgets key, unless another request holds it by now.
+// remove forgets one holder of key, and key with its last.
 func (h *heldRequests) remove(key, callID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m[key] == callID {
-		delete(h.m, key)
+	if e := h.m[key]; e != nil && e.id == callID {
+		if e.holders--; e.holders == 0 {
+			delete(h.m, key)
+		}
 	}
 }
 
 func (h *heldRequests) get(key string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	id, ok := h.m[key]
-	return id, ok
+	if e := h.m[key]; e != nil {
+		return e.id, true
+	}
+	return "", false
 }
 
 // holding returns the Held hook of an MCP request's ask, which records the
 // call it waits for, and then calls next (nil: nothing more); and the
 // function that forgets it once the request is answered.
 func (s *Server) holding(r *http.Request, c *call, next func(pending.Call)) (held func(pending.Call), done func()) {
-	if c.mcp == nil || c.mcp.id == nil {
+	session := r.Header.Get(headerSessionID)
+	if c.mcp == nil || c.mcp.id == nil || session == "" {
 		return next, func() {}
 	}
-	key := mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.id)
+	key := mcpHeldKey(c.subject.Principal, session, c.mcp.id)
 	var callID string
 	return func(pc pending.Call) {
 			callID = pc.ID
@@ -80,15 +116,22 @@ func (s *Server) holding(r *http.Request, c *call, next func(pending.Call)) (hel
 		}
 }
 
+// heldFor returns the call a request held here waits for, when rpcID
+// names one in c's session.
+func (s *Server) heldFor(r *http.Request, c *call, rpcID []byte) (string, bool) {
+	session := r.Header.Get(headerSessionID)
+	if s.life == nil || rpcID == nil || session == "" {
+		return "", false
+	}
+	return s.heldMCP.get(mcpHeldKey(c.subject.Principal, session, rpcID))
+}
+
 // cancelHeld answers a notifications/cancelled that names a request held
 // here: its parked call is cancelled and nothing is forwarded. ok is false
 // for any other message, and for a call already decided (it may be
 // running: the upstream hears the cancel).
 func (s *Server) cancelHeld(w http.ResponseWriter, r *http.Request, c *call) (answer, bool) {
-	if s.life == nil || c.mcp == nil || c.mcp.cancels == nil {
-		return answer{}, false
-	}
-	id, ok := s.heldMCP.get(mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.cancels))
+	id, ok := s.heldFor(r, c, c.mcp.cancelsID())
 	if !ok {
 		return answer{}, false
 	}

@@ -15,17 +15,25 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// TestMCPCancelHeld: a client's notifications/cancelled for a tools/call
-// held parked cancels the call, as DELETE on its status URL does: the
-// held request is answered, an approval finds nothing to run, and the
-// upstream gets neither the call nor the cancel of a request it never
-// received. A cancel from another principal, or for another request,
-// cancels nothing.
-func TestMCPCancelHeld(t *testing.T) {
-	up := testkit.NewUpstream(t, nil)
+// cancelEnv is toolgate asking for every tools/call, in front of an MCP
+// upstream that opens session "sess-1" on initialize, with agent-key and
+// other-key; send posts one message (2025-03-26, which has batches) and
+// returns the answer, its body read.
+func cancelEnv(t *testing.T, hold time.Duration) (up *testkit.Upstream, store pending.Store, parked chan pending.Call, send func(key, session, body string) *http.Response) {
+	t.Helper()
+	up = testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(b), `"initialize"`) {
+			w.Header().Set("Mcp-Session-Id", "sess-1")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-03-26","capabilities":{},"serverInfo":{"name":"u","version":"1"}}}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
 	u, _ := url.Parse(up.URL)
-	store := pending.NewMemory(pending.Options{})
-	parked := make(chan pending.Call, 1)
+	mem := pending.NewMemory(pending.Options{})
+	parked = make(chan pending.Call, 4)
 	askCalls := deciderFunc(func(_ context.Context, in *policy.Input) (policy.Decision, error) {
 		if in.MCP != nil && in.MCP.Method == "tools/call" {
 			return policy.Decision{Action: policy.Ask, Reasons: []policy.Reason{{Message: "ask"}}}, nil
@@ -41,43 +49,74 @@ func TestMCPCancelHeld(t *testing.T) {
 	env := newTestServer(t, askCalls, func(c *Config) {
 		c.Auth = auth
 		c.Upstreams = []Upstream{{Name: "tools", URL: u, Protocol: "mcp", MCPPath: "/mcp"}}
-		c.Pending, c.Hold, c.TTL = store, 10*time.Second, time.Minute
+		c.Pending, c.Hold, c.TTL = mem, hold, time.Minute
 		c.OnPark = func(pc pending.Call) { parked <- pc }
 	})
-	send := func(key, session, body string) *http.Response {
+	send = func(key, session, body string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, env.url+"/mcp", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		req.Header.Set("Mcp-Protocol-Version", "2025-03-26")
 		if session != "" {
 			req.Header.Set("Mcp-Session-Id", session)
 		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return &http.Response{}
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		return res
 	}
-	held := make(chan *http.Response, 1)
-	go func() {
-		held <- send("agent-key", "", `{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"write_note","arguments":{"path":"notes/a"}}}`)
-	}()
-	pc := <-parked
-	cancel := func(id string) string {
-		return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"user"}}`
+	return up, mem, parked, send
+}
+
+const (
+	cancelTestCall = `{"jsonrpc":"2.0","id":201,"method":"tools/call","params":{"name":"write_note","arguments":{"path":"notes/a"}}}`
+	cancelTestInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+)
+
+func cancelOf(id string) string {
+	return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"user"}}`
+}
+
+func callState(t *testing.T, store pending.Store, id string) pending.State {
+	t.Helper()
+	got, err := store.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Another request's cancel, and the same id from another principal, go
-	// to the upstream as any notification does, and cancel nothing.
-	send("agent-key", "", cancel("202"))
-	send("other-key", "", cancel("201"))
-	if got, _ := store.Get(t.Context(), pc.ID); got.State != pending.Waiting {
-		t.Fatalf("after cancels of other requests the call is %s, want waiting", got.State)
+	return got.State
+}
+
+// TestMCPCancelHeld: in a session, a client's notifications/cancelled for
+// a tools/call held parked cancels the call, as DELETE on its status URL
+// does: the held request is answered, an approval finds nothing to run,
+// and the upstream gets neither the call nor the cancel of a request it
+// never received. A cancel of another request, or from another
+// principal, cancels nothing; nor does one in a batch, which is refused.
+func TestMCPCancelHeld(t *testing.T) {
+	up, store, parked, send := cancelEnv(t, 10*time.Second)
+	session := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatal("no session")
+	}
+	held := make(chan *http.Response, 1)
+	go func() { held <- send("agent-key", session, cancelTestCall) }()
+	pc := <-parked
+	send("agent-key", session, cancelOf("202"))
+	send("agent-key", session, cancelOf(`"201"`))
+	send("other-key", "", cancelOf("201"))
+	if res := send("agent-key", session, "["+cancelOf("201")+"]"); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("a batch cancelling the held request: %d, want 400", res.StatusCode)
+	}
+	if st := callState(t, store, pc.ID); st != pending.Waiting {
+		t.Fatalf("after cancels of other requests the call is %s, want waiting", st)
 	}
 	before := len(up.Requests())
-	if res := send("agent-key", "", cancel("201")); res.StatusCode != http.StatusAccepted {
+	if res := send("agent-key", session, cancelOf("201")); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("cancel of the held request: %d, want 202", res.StatusCode)
 	}
 	select {
@@ -85,8 +124,8 @@ func TestMCPCancelHeld(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the held request was not answered once its call was cancelled")
 	}
-	if got, _ := store.Get(t.Context(), pc.ID); got.State != pending.Cancelled {
-		t.Fatalf("after the client's cancel the call is %s, want cancelled", got.State)
+	if st := callState(t, store, pc.ID); st != pending.Cancelled {
+		t.Fatalf("after the client's cancel the call is %s, want cancelled", st)
 	}
 	if _, err := store.Decide(t.Context(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err == nil {
 		t.Error("a cancelled call was approved")
@@ -99,4 +138,39 @@ func TestMCPCancelHeld(t *testing.T) {
 			t.Errorf("the upstream got the cancelled call: %s", r.Body)
 		}
 	}
+}
+
+// TestMCPCancelNoSession: without a session every client of one API key
+// numbers its requests alike, so a cancel is one client's of its own
+// request: it goes to the upstream, and another client's parked call with
+// that id stays parked.
+func TestMCPCancelNoSession(t *testing.T) {
+	up, store, parked, send := cancelEnv(t, 5*time.Second)
+	held := make(chan *http.Response, 1)
+	go func() { held <- send("agent-key", "", cancelTestCall) }()
+	pc := <-parked
+	before := len(up.Requests())
+	send("agent-key", "", cancelOf("201"))
+	if st := callState(t, store, pc.ID); st != pending.Waiting || len(up.Requests()) != before+1 {
+		t.Errorf("a cancel without a session: call %s, upstream got %d more requests; want waiting and the cancel forwarded", st, len(up.Requests())-before)
+	}
+	<-held
+}
+
+// TestMCPCancelSecondHolder: two requests with one session and JSON-RPC
+// id held on one parked call (the second an identical retry): when the
+// first one's hold ends, the second still cancels the call.
+func TestMCPCancelSecondHolder(t *testing.T) {
+	_, store, parked, send := cancelEnv(t, 2*time.Second)
+	session := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
+	first, second := make(chan *http.Response, 1), make(chan *http.Response, 1)
+	go func() { first <- send("agent-key", session, cancelTestCall) }()
+	pc := <-parked
+	time.Sleep(time.Second)
+	go func() { second <- send("agent-key", session, cancelTestCall) }() // attaches
+	<-first
+	if res := send("agent-key", session, cancelOf("201")); res.StatusCode != http.StatusAccepted || callState(t, store, pc.ID) != pending.Cancelled {
+		t.Errorf("cancel while the retry is held: %d, call %s; want 202 and cancelled", res.StatusCode, callState(t, store, pc.ID))
+	}
+	<-second
 }

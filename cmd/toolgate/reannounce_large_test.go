@@ -23,7 +23,7 @@ func TestReannounceNeverQueued(t *testing.T) {
 		small = append(small, park(strings.Repeat("s", i+1)))
 	}
 	open()
-	testkit.WaitFor(t, "every small call announced", func() bool { return allRequested(t, ev, small) })
+	testkit.WaitForWithin(t, 2*time.Minute, "every small call announced", func() bool { return allRequested(t, ev, small) })
 	time.Sleep(reannounceAfter + 10*reannounceEvery)
 	if !strings.Contains(tg.stderr.String(), "notification larger than a target may queue") {
 		t.Error("the call no queue takes was not reported")

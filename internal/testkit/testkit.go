@@ -26,7 +26,14 @@ func Unavailable(tb testing.TB, format string, args ...any) {
 // within 5 seconds.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	WaitForWithin(tb, 5*time.Second, what, cond)
+}
+
+// WaitForWithin is WaitFor for up to d: for what moves megabytes, which
+// takes longer under the race detector on a loaded machine.
+func WaitForWithin(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatalf("timed out waiting for %s", what)
