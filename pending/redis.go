@@ -55,10 +55,11 @@ type RedisStore struct {
 	rdb   redis.UniversalClient
 	base  string   // "{tag}:": grants, the layout, shard 0 with one shard
 	bases []string // each shard's key base (redis_shards.go)
-	// boundedFrom turns the shard a listing bounded in bytes starts at
-	// (collectBounded).
-	boundedFrom atomic.Uint32
-	channel     string
+	// unannouncedFrom and unresolvedFrom turn the shard each listing
+	// bounded in bytes starts at (collectBounded): one counter for both,
+	// listed one after the other, would start each at the same shards.
+	unannouncedFrom, unresolvedFrom atomic.Uint32
+	channel                         string
 	// scriptChannel is the channel as the scripts take it: on a Cluster
 	// with '{' before it, their mark for SPUBLISH (redis_scripts.go). Made
 	// once, not at every script call.
@@ -688,7 +689,7 @@ func (s *RedisStore) collect(ctx context.Context, limit int, script func(base st
 
 // collectAs is collect for replies that decode decodes.
 func collectAs[T any](s *RedisStore, limit int, script func(base string, left int) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
-	return collectBounded(s, limit, 0, func(base string, left int, _ int64, _ string) ([]any, error) { return script(base, left) }, decode)
+	return collectBounded(s, limit, 0, nil, func(base string, left int, _ int64, _ string) ([]any, error) { return script(base, left) }, decode)
 }
 
 // collectBounded is collectAs for the listings bounded in bytes as well
@@ -698,12 +699,12 @@ func collectAs[T any](s *RedisStore, limit int, script func(base string, left in
 // that the first call due is listed whatever its size. A bounded listing
 // starts at the next shard each time: from a fixed one, a large call due
 // on a later shard would never fit behind the calls of the earlier ones.
-func collectBounded[T any](s *RedisStore, limit int, maxBytes int64, script func(base string, left int, budget int64, first string) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
+func collectBounded[T any](s *RedisStore, limit int, maxBytes int64, from *atomic.Uint32, script func(base string, left int, budget int64, first string) ([]any, error), decode func([]any) ([]T, error)) ([]T, error) {
 	var out []T
 	var used int64
 	bases := s.bases
-	if maxBytes > 0 && len(bases) > 1 {
-		i := int(s.boundedFrom.Add(1) % uint32(len(bases)))
+	if maxBytes > 0 && from != nil && len(bases) > 1 {
+		i := int(from.Add(1) % uint32(len(bases)))
 		bases = append(slices.Clone(bases[i:]), bases[:i]...)
 	}
 	err := eachOf(bases, func(base string) (bool, error) {

@@ -107,7 +107,7 @@ func (s *RedisStore) unlist(ctx context.Context, index string, n int, at func(i 
 // Unannounced implements [Store.Unannounced] from the unannounced index;
 // olderThan is measured on Redis' clock.
 func (s *RedisStore) Unannounced(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Call, error) {
-	out, err := collectBounded(s, limit, maxBytes, func(base string, left int, budget int64, first string) ([]any, error) {
+	out, err := collectBounded(s, limit, maxBytes, &s.unannouncedFrom, func(base string, left int, budget int64, first string) ([]any, error) {
 		return s.run(ctx, unannouncedScript, base, []string{base + "unannounced"}, olderThan.Milliseconds(), left, budget, first)
 	}, decodeList)
 	if err != nil {

@@ -38,7 +38,7 @@ func (s *RedisStore) Resolved(ctx context.Context, ends []End) error {
 // Unresolved implements [Store.Unresolved] from the unresolved index;
 // olderThan is measured on Redis' clock.
 func (s *RedisStore) Unresolved(ctx context.Context, olderThan time.Duration, limit int, maxBytes int64) ([]Owed, error) {
-	out, err := collectBounded(s, limit, maxBytes, func(base string, left int, budget int64, first string) ([]any, error) {
+	out, err := collectBounded(s, limit, maxBytes, &s.unresolvedFrom, func(base string, left int, budget int64, first string) ([]any, error) {
 		return s.run(ctx, unresolvedScript, base, []string{base + "unresolved"}, olderThan.Milliseconds(), left, budget, first)
 	}, func(v []any) ([]Owed, error) { return decodePairs(v, "unresolved", decodeOwed) })
 	if err != nil {

@@ -231,15 +231,26 @@ func TestRedisStoreAnnounceShards(t *testing.T) {
 // listed too (the first, whatever its size) and not always left behind
 // the small calls of an earlier one.
 func TestRedisBoundedListingTurnsShards(t *testing.T) {
-	s := newRedisStoreOn(t, newRedisClient(t), Options{Shards: 4})
-	index := func(id string) int { return slices.Index(s.bases, s.baseOf(id)) }
-	large := asPrincipal(largeCall(0), "key:large")
-	for i := 0; index(large.ID) == 0; i++ {
-		large = asPrincipal(largeCall(0), fmt.Sprint("key:large-", i))
+	for _, shards := range []int{2, 4} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) { testBoundedListingTurnsShards(t, shards) })
 	}
-	var small Call
+}
+
+// testBoundedListingTurnsShards lists as the re-announcer does, Unannounced
+// then Unresolved, bounded in bytes.
+func testBoundedListingTurnsShards(t *testing.T, shards int) {
+	s := newRedisStoreOn(t, newRedisClient(t), Options{Shards: shards})
+	index := func(id string) int { return slices.Index(s.bases, s.baseOf(id)) }
+	// The large call on the first shard, the small one on another: a
+	// listing that starts on any but the first reaches the small one first.
+	var large, small Call
 	for i := 0; ; i++ {
-		if small = asPrincipal(sampleCall(), fmt.Sprint("key:small-", i)); index(small.ID) < index(large.ID) {
+		if large = asPrincipal(largeCall(0), fmt.Sprint("key:large-", i)); index(large.ID) == 0 {
+			break
+		}
+	}
+	for i := 0; ; i++ {
+		if small = asPrincipal(sampleCall(), fmt.Sprint("key:small-", i)); index(small.ID) != 0 {
 			break
 		}
 	}
@@ -253,6 +264,9 @@ func TestRedisBoundedListingTurnsShards(t *testing.T) {
 		}
 		if slices.Contains(ids(got), large.ID) {
 			listed++
+		}
+		if _, err := s.Unresolved(t.Context(), 0, 10, 5_000); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if listed == 0 {

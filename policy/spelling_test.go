@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -269,6 +270,23 @@ func TestTrimmedTargetDecides(t *testing.T) {
 	} {
 		if diff := cmp.Diff(tc.want, decide(t, e, call("read", tc.path))); diff != "" {
 			t.Errorf("%q: decision (-want +got):\n%s", tc.path, diff)
+		}
+	}
+}
+
+// TestTrimmedURLPathDecides: a URL-shaped path with white space at one
+// end is also its trimmed path reading (a tool that trims, then joins the
+// URL's path to its root), and so is one decoded, then trimmed: a deny
+// row naming that path exactly fires.
+func TestTrimmedURLPathDecides(t *testing.T) {
+	e := newEngine(t, policy.Options{RulesFile: writeRules(t, t.TempDir(), []string{
+		`{id: any, effect: allow, tool: read, target: "**"}`,
+		`{id: key, effect: deny, tool: read, target: "secrets/key"}`,
+	})})
+	for _, p := range []string{"a://b/../../secrets/key ", "file:///../secrets/key\u00a0", "file:///../secrets/key ", "a://b/../../secrets/key%20", "file:///../secrets/key%E3%80%80"} {
+		got := decide(t, e, call("read", p))
+		if got.Action != "deny" || !slices.Contains(got.RuleIDs, "key") {
+			t.Errorf("%q: %+v, want denied by key", p, got)
 		}
 	}
 }

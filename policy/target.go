@@ -130,15 +130,18 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	// A value of a path argument that parses as a URL ("a://b/../../secrets/key")
 	// is also its path reading: a tool that joins it to its root opens
 	// secrets/key, and the URL's target (a://b/secrets/key) is not that.
-	addDecoded := func(k, s string) {
+	addPathReading := func(k, s, raw string) {
 		// A scheme needs a ':'; without one, asURL (which stringTarget
 		// ran already) is not asked again on every path.
 		if !urlArg(k) && !commandArg(k) && strings.IndexByte(s, ':') > 0 {
 			if _, _, isURL, _ := asURL(k, s); isURL {
 				p, rel, escapes := normalizePath(s, fold)
-				add(TargetArg{Arg: k, Target: p, Relative: rel, Raw: s, Escapes: escapes})
+				add(TargetArg{Arg: k, Target: p, Relative: rel, Raw: raw, Escapes: escapes})
 			}
 		}
+	}
+	addDecoded := func(k, s string) {
+		addPathReading(k, s, s)
 		if d, ok := decodedTarget(k, s, fold); ok {
 			add(d)
 			// A tool that decodes and then trims ("%20secrets/key")
@@ -148,6 +151,7 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 					a := stringTarget(k, t)
 					a.Raw = s
 					add(a)
+					addPathReading(k, t, s)
 				}
 			}
 		}
@@ -159,18 +163,17 @@ func newTool(name string, args map[string]any, targetArgs []string, fold Fold) *
 	// a validator's whitespace stripping): " secrets/key" is secrets/key
 	// to it, and a deny row for secrets/** must see that. sent is the
 	// entry of s as sent: a URL is read trimmed already, as URL parsers
-	// read it, and gives nothing more.
+	// read it, and is not given again; its path reading is ("a://b/../x "
+	// is x to a tool that trims and joins the URL's path to its root).
 	addTrimmed := func(k, s string, sent TargetArg) {
 		trimmed := strings.TrimFunc(s, trimmedByTools)
 		if trimmed == s || trimmed == "" || commandArg(k) {
 			return
 		}
-		a := stringTarget(k, trimmed)
-		if a.Target == sent.Target && a.Relative == sent.Relative && a.Opaque == sent.Opaque {
-			return
-		}
 		n := len(t.Targets)
-		add(a)
+		if a := stringTarget(k, trimmed); a.Target != sent.Target || a.Relative != sent.Relative || a.Opaque != sent.Opaque {
+			add(a)
+		}
 		addDecoded(k, trimmed)
 		for i := n; i < min(len(t.Targets), MaxTargetEntries); i++ {
 			t.Targets[i].Raw = s // the value as sent
@@ -246,11 +249,11 @@ func tooLong(a TargetArg) TargetArg {
 	return TargetArg{Arg: a.Arg, Raw: a.Raw, Escapes: a.Escapes, Opaque: true}
 }
 
-// MaxTargetEntries bounds tool.targets' entries: a value may give five (as
+// MaxTargetEntries bounds tool.targets' entries: a value may give six (as
 // sent, its path reading when it looks like a URL, its decoded spelling and
-// that trimmed, its best-fit spelling with FoldWindows), and five more for
-// its trimmed spelling.
-const MaxTargetEntries = 10 * MaxTargets
+// that trimmed with its path reading, its best-fit spelling with
+// FoldWindows), and six more for its trimmed spelling.
+const MaxTargetEntries = 12 * MaxTargets
 
 // opaqueTarget is the target of argument k holding v, a value the policy
 // cannot read as one path. It escapes when any string inside v (a value
