@@ -197,7 +197,7 @@ func (s *Server) readMCP(r *http.Request, c *call, query url.Values) *answer {
 			if id, _ := o["id"].(string); method == "" && strings.HasPrefix(id, confirmRPCPrefix) {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that answers toolgate's own request is refused whole; send the answer alone")
 			}
-			if _, held := s.heldFor(r, c, cancelledID(o, method)); held {
+			if s.cancellable(r, c, cancelledID(o, method)) {
 				return rpcInvalid(http.StatusBadRequest, rpcInvalidRequest, "Batch refused", "a JSON-RPC batch that cancels a request toolgate holds for a decision is refused whole; send the cancel alone")
 			}
 			if isString && !slices.Contains(c.mcp.batch, method) {

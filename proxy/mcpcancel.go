@@ -31,6 +31,9 @@ import (
 type heldRequests struct {
 	mu sync.Mutex
 	m  map[string]*heldCall
+	// byCall counts the requests held on each call, whatever their key:
+	// another session's identical call attaches to it too.
+	byCall map[string]int
 }
 
 type heldCall struct {
@@ -64,8 +67,9 @@ func (h *heldRequests) add(key, callID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
-		h.m = map[string]*heldCall{}
+		h.m, h.byCall = map[string]*heldCall{}, map[string]int{}
 	}
+	h.byCall[callID]++
 	if e := h.m[key]; e != nil && e.id == callID {
 		e.holders++
 		return
@@ -82,6 +86,18 @@ func (h *heldRequests) remove(key, callID string) {
 			delete(h.m, key)
 		}
 	}
+	if h.byCall[callID]--; h.byCall[callID] <= 0 {
+		delete(h.byCall, callID)
+	}
+}
+
+// shared reports whether requests of other keys wait for the call key's
+// requests wait for.
+func (h *heldRequests) shared(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.m[key]
+	return e != nil && h.byCall[e.id] > e.holders
 }
 
 func (h *heldRequests) get(key string) (string, bool) {
@@ -116,6 +132,18 @@ func (s *Server) holding(r *http.Request, c *call, next func(pending.Call)) (hel
 		}
 }
 
+// cancellable reports whether a cancel in a batch would cancel a call held
+// here: one that still waits for a decision (a cancel of a call that runs
+// goes to the upstream, in a batch as alone).
+func (s *Server) cancellable(r *http.Request, c *call, rpcID []byte) bool {
+	id, ok := s.heldFor(r, c, rpcID)
+	if !ok || s.cfg.Pending == nil {
+		return false
+	}
+	pc, err := s.cfg.Pending.Get(r.Context(), id)
+	return err != nil || pc.State == pending.Waiting // unknown: refused, the safer reading
+}
+
 // heldFor returns the call a request held here waits for, when rpcID
 // names one in c's session.
 func (s *Server) heldFor(r *http.Request, c *call, rpcID []byte) (string, bool) {
@@ -134,6 +162,14 @@ func (s *Server) cancelHeld(w http.ResponseWriter, r *http.Request, c *call) (an
 	id, ok := s.heldFor(r, c, c.mcp.cancelsID())
 	if !ok {
 		return answer{}, false
+	}
+	if s.heldMCP.shared(mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.cancelsID())) {
+		// Another request (another session's identical call) waits for
+		// the call too: its client did not cancel. The call stays
+		// parked, and this request's answer is one its client ignores.
+		s.log.Info("MCP client cancelled a request whose parked call others wait for: the call stays parked", "call_id", id)
+		w.WriteHeader(http.StatusAccepted)
+		return answer{kind: written}, true
 	}
 	if _, err := s.life.Cancel(context.WithoutCancel(r.Context()), c.subject.Principal, id); err != nil {
 		if se := (*pending.StateError)(nil); errors.As(err, &se) || errors.Is(err, pending.ErrNotFound) {

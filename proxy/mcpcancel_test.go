@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,20 +18,25 @@ import (
 )
 
 // cancelEnv is toolgate asking for every tools/call, in front of an MCP
-// upstream that opens session "sess-1" on initialize, with agent-key and
+// upstream that opens a session ("sess-1", "sess-2", …) on each initialize
+// and answers a tools/call with tool (nil: 202), with agent-key and
 // other-key; send posts one message (2025-03-26, which has batches) and
 // returns the answer, its body read.
-func cancelEnv(t *testing.T, hold time.Duration) (up *testkit.Upstream, store pending.Store, parked chan pending.Call, send func(key, session, body string) *http.Response) {
+func cancelEnv(t *testing.T, hold time.Duration, tool func(http.ResponseWriter)) (up *testkit.Upstream, store pending.Store, parked chan pending.Call, send func(key, session, body string) *http.Response) {
 	t.Helper()
+	var sessions atomic.Int32
 	up = testkit.NewUpstream(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		if strings.Contains(string(b), `"initialize"`) {
-			w.Header().Set("Mcp-Session-Id", "sess-1")
+		switch {
+		case strings.Contains(string(b), `"initialize"`):
+			w.Header().Set("Mcp-Session-Id", fmt.Sprint("sess-", sessions.Add(1)))
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-03-26","capabilities":{},"serverInfo":{"name":"u","version":"1"}}}`)
-			return
+		case tool != nil && strings.Contains(string(b), `"tools/call"`):
+			tool(w)
+		default:
+			w.WriteHeader(http.StatusAccepted)
 		}
-		w.WriteHeader(http.StatusAccepted)
 	})
 	u, _ := url.Parse(up.URL)
 	mem := pending.NewMemory(pending.Options{})
@@ -98,7 +105,7 @@ func callState(t *testing.T, store pending.Store, id string) pending.State {
 // never received. A cancel of another request, or from another
 // principal, cancels nothing; nor does one in a batch, which is refused.
 func TestMCPCancelHeld(t *testing.T) {
-	up, store, parked, send := cancelEnv(t, 10*time.Second)
+	up, store, parked, send := cancelEnv(t, 10*time.Second, nil)
 	session := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
 	if session == "" {
 		t.Fatal("no session")
@@ -145,7 +152,7 @@ func TestMCPCancelHeld(t *testing.T) {
 // request: it goes to the upstream, and another client's parked call with
 // that id stays parked.
 func TestMCPCancelNoSession(t *testing.T) {
-	up, store, parked, send := cancelEnv(t, 5*time.Second)
+	up, store, parked, send := cancelEnv(t, 5*time.Second, nil)
 	held := make(chan *http.Response, 1)
 	go func() { held <- send("agent-key", "", cancelTestCall) }()
 	pc := <-parked
@@ -161,7 +168,7 @@ func TestMCPCancelNoSession(t *testing.T) {
 // id held on one parked call (the second an identical retry): when the
 // first one's hold ends, the second still cancels the call.
 func TestMCPCancelSecondHolder(t *testing.T) {
-	_, store, parked, send := cancelEnv(t, 2*time.Second)
+	_, store, parked, send := cancelEnv(t, 2*time.Second, nil)
 	session := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
 	first, second := make(chan *http.Response, 1), make(chan *http.Response, 1)
 	go func() { first <- send("agent-key", session, cancelTestCall) }()
@@ -173,4 +180,49 @@ func TestMCPCancelSecondHolder(t *testing.T) {
 		t.Errorf("cancel while the retry is held: %d, call %s; want 202 and cancelled", res.StatusCode, callState(t, store, pc.ID))
 	}
 	<-second
+}
+
+// TestMCPCancelSharedCall: a call two sessions wait for (the second sent
+// the identical call, which attached) is not cancelled by one of them:
+// the other's client did not cancel it.
+func TestMCPCancelSharedCall(t *testing.T) {
+	_, store, parked, send := cancelEnv(t, 10*time.Second, nil)
+	s1 := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
+	s2 := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
+	first, second := make(chan *http.Response, 1), make(chan *http.Response, 1)
+	go func() { first <- send("agent-key", s1, cancelTestCall) }()
+	pc := <-parked
+	go func() { second <- send("agent-key", s2, strings.Replace(cancelTestCall, `"id":201`, `"id":301`, 1)) }()
+	time.Sleep(500 * time.Millisecond) // the second attaches
+	if res := send("agent-key", s2, cancelOf("301")); res.StatusCode != http.StatusAccepted || callState(t, store, pc.ID) != pending.Waiting {
+		t.Errorf("session %s's cancel of a call %s waits for too: %d, call %s; want 202 and the call waiting", s2, s1, res.StatusCode, callState(t, store, pc.ID))
+	}
+	_, _ = store.Decide(t.Context(), pc.ID, pending.Decision{To: pending.Rejected, By: "alice"})
+	<-first
+	<-second
+}
+
+// TestMCPCancelRunningInBatch: a batch that cancels a request whose call
+// was approved and runs is not refused: the cancel goes to the upstream,
+// as it does alone.
+func TestMCPCancelRunningInBatch(t *testing.T) {
+	running, release := make(chan struct{}), make(chan struct{})
+	_, store, parked, send := cancelEnv(t, 10*time.Second, func(w http.ResponseWriter) {
+		close(running)
+		<-release
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":201,"result":{"content":[]}}`)
+	})
+	session := send("agent-key", "", cancelTestInit).Header.Get("Mcp-Session-Id")
+	held := make(chan *http.Response, 1)
+	go func() { held <- send("agent-key", session, cancelTestCall) }()
+	pc := <-parked
+	if _, err := store.Decide(t.Context(), pc.ID, pending.Decision{To: pending.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	defer func() { close(release); <-held }()
+	progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"x","progress":1}}`
+	if res := send("agent-key", session, "["+cancelOf("201")+","+progress+"]"); res.StatusCode == http.StatusBadRequest {
+		t.Error("a batch cancelling a call that runs was refused; alone its cancel goes to the upstream")
+	}
 }
