@@ -52,8 +52,11 @@ func (m *mcpMessage) cancelsID() []byte {
 // cancelledID is the request msg, a notifications/cancelled, names (its
 // params.requestId, as a request's id is kept), or nil.
 func cancelledID(msg map[string]any, method string) []byte {
+	if method != "notifications/cancelled" {
+		return nil // every other message: nothing more to look up
+	}
 	params, _ := msg["params"].(map[string]any)
-	if rid, ok := params["requestId"]; ok && method == "notifications/cancelled" && rid != nil {
+	if rid := params["requestId"]; rid != nil {
 		return rpcIDJSON(rid)
 	}
 	return nil
@@ -91,22 +94,15 @@ func (h *heldRequests) remove(key, callID string) {
 	}
 }
 
-// shared reports whether requests of other keys wait for the call key's
-// requests wait for.
-func (h *heldRequests) shared(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e := h.m[key]
-	return e != nil && h.byCall[e.id] > e.holders
-}
-
-func (h *heldRequests) get(key string) (string, bool) {
+// get returns the call key's requests wait for, and whether requests of
+// other keys wait for it too (shared).
+func (h *heldRequests) get(key string) (callID string, shared, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.m[key]; e != nil {
-		return e.id, true
+		return e.id, h.byCall[e.id] > e.holders, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // holding returns the Held hook of an MCP request's ask, which records the
@@ -136,7 +132,7 @@ func (s *Server) holding(r *http.Request, c *call, next func(pending.Call)) (hel
 // here: one that still waits for a decision (a cancel of a call that runs
 // goes to the upstream, in a batch as alone).
 func (s *Server) cancellable(r *http.Request, c *call, rpcID []byte) bool {
-	id, ok := s.heldFor(r, c, rpcID)
+	id, _, ok := s.heldFor(r, c, rpcID)
 	if !ok || s.cfg.Pending == nil {
 		return false
 	}
@@ -146,10 +142,10 @@ func (s *Server) cancellable(r *http.Request, c *call, rpcID []byte) bool {
 
 // heldFor returns the call a request held here waits for, when rpcID
 // names one in c's session.
-func (s *Server) heldFor(r *http.Request, c *call, rpcID []byte) (string, bool) {
+func (s *Server) heldFor(r *http.Request, c *call, rpcID []byte) (callID string, shared, ok bool) {
 	session := r.Header.Get(headerSessionID)
 	if s.life == nil || rpcID == nil || session == "" {
-		return "", false
+		return "", false, false
 	}
 	return s.heldMCP.get(mcpHeldKey(c.subject.Principal, session, rpcID))
 }
@@ -159,11 +155,11 @@ func (s *Server) heldFor(r *http.Request, c *call, rpcID []byte) (string, bool) 
 // for any other message, and for a call already decided (it may be
 // running: the upstream hears the cancel).
 func (s *Server) cancelHeld(w http.ResponseWriter, r *http.Request, c *call) (answer, bool) {
-	id, ok := s.heldFor(r, c, c.mcp.cancelsID())
+	id, shared, ok := s.heldFor(r, c, c.mcp.cancelsID())
 	if !ok {
 		return answer{}, false
 	}
-	if s.heldMCP.shared(mcpHeldKey(c.subject.Principal, r.Header.Get(headerSessionID), c.mcp.cancelsID())) {
+	if shared {
 		// Another request (another session's identical call) waits for
 		// the call too: its client did not cancel. The call stays
 		// parked, and this request's answer is one its client ignores.
